@@ -1,0 +1,20 @@
+"""stsq-learn: sparse token selection with transformers, the scikit-learn way.
+
+Runs the result of Wang, Wei, Hsu and Lee (ICML 2024): a one-layer transformer
+trained by gradient descent learns sparse token selection with width
+O(d + q log T) and, with stochastic positional encodings, generalizes to longer
+sequences, while fully-connected nets need width of order T d.
+"""
+
+from .datasets import SparseTokenSelectionTask, make_sparse_token_selection
+from .estimators import FCNSelector, SparseTokenSelector
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FCNSelector",
+    "SparseTokenSelectionTask",
+    "SparseTokenSelector",
+    "__version__",
+    "make_sparse_token_selection",
+]

@@ -1,0 +1,299 @@
+"""One training loop for both estimators: data on the device, seeds, skorch.
+
+The public estimators own a :class:`skorch.NeuralNetRegressor` (composition,
+not inheritance) that runs the epochs, keeps the history, early-stops and
+prints progress. skorch's row-by-row ``DataLoader`` is replaced by
+:class:`_BatchIterator`, which slices whole tensors already on the training
+device (or, online, draws each batch there), so the loop never collates rows
+in Python nor copies data between host and device.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+from skorch import NeuralNetRegressor
+from skorch.callbacks import EarlyStopping, ProgressBar
+
+from ._validation import check_positive_int, check_sequences, check_targets, resolve_device
+from .datasets import SparseTokenSelectionTask
+from .nn import SquaredError
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
+
+
+def _silent(*args, **kwargs):
+    """A picklable sink for skorch messages we do not print."""
+
+
+def _as_tensor(array, dtype, device):
+    """A tensor view of (or copy from) a NumPy array; the array is never written."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.as_tensor(array, dtype=dtype, device=device)
+
+
+class _TensorData(torch.utils.data.Dataset):
+    """Fixed training data as two tensors on the training device."""
+
+    def __init__(self, X, y):
+        self.X, self.y = X, y
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i], self.y[i]
+
+    def batches(self, batch_size, generator):
+        perm = torch.randperm(len(self.X), generator=generator, device=self.X.device)
+        for start in range(0, len(perm), batch_size):
+            idx = perm[start : start + batch_size]
+            yield self.X[idx], self.y[idx]
+
+
+class _OnlineData(torch.utils.data.Dataset):
+    """A stream of ``n_steps`` fresh batches drawn from a task on the device."""
+
+    def __init__(self, task, n_steps, batch_size, device, dtype):
+        self.task, self.n_steps, self.batch_size = task, n_steps, batch_size
+        self.device, self.dtype = device, dtype
+
+    def __len__(self):
+        return self.n_steps * self.batch_size
+
+    def __getitem__(self, i):
+        raise TypeError("an online stream is read in batches, not rows")
+
+    def batches(self, batch_size, generator):
+        for _ in range(self.n_steps):
+            yield self.task.sample_torch(
+                batch_size, generator=generator, device=self.device, dtype=self.dtype
+            )
+
+
+class _BatchIterator:
+    """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset."""
+
+    def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
+        self.dataset, self.batch_size = dataset, batch_size
+        self.generator = torch.Generator(device=device).manual_seed(int(seed))
+
+    def __iter__(self):
+        return self.dataset.batches(self.batch_size, self.generator)
+
+    def __len__(self):
+        return -(-len(self.dataset) // self.batch_size)
+
+
+class _BaseSelector(RegressorMixin, BaseEstimator):
+    """Shared fit / fit_online / predict for the two selectors."""
+
+    _parameter_constraints: dict = {
+        "width": [Interval(Integral, 1, None, closed="left")],
+        "solver": [StrOptions({"sgd", "adam"})],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "momentum": [Interval(Real, 0, 1, closed="left")],
+        "dtype": [StrOptions(set(_DTYPES))],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    # -- hooks for the subclasses -------------------------------------------
+    def _make_module(self, seq_len, n_features, seed):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_predict_seq_len(self, seq_len):
+        """Raise if the fitted model cannot predict at ``seq_len``."""
+
+    def _forward_kwargs(self):
+        return {}
+
+    # -- public API ---------------------------------------------------------
+    def fit(self, X, y):
+        """Fit the model to data with epochs of shuffled minibatches.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features + 1)
+            Tokens, then the selection indicator (0.0 or 1.0) in the last channel.
+        y : array-like of shape (n_samples, n_features)
+            Mean of the selected tokens of each row.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        self._validate_params()
+        X = check_sequences(X)
+        n, T, c = X.shape
+        y, y_1d = check_targets(y, n, c - 1)
+        device = resolve_device(self.device)
+        dtype = _DTYPES[self.dtype]
+        batch_size = min(200, n) if self.batch_size == "auto" else min(self.batch_size, n)
+        data = _TensorData(_as_tensor(X, dtype, device), _as_tensor(y, dtype, device))
+        self._train(data, T, c - 1, device, batch_size, epochs=self.max_iter, online=False)
+        self._y_1d = y_1d
+        return self
+
+    def fit_online(self, task, n_steps=1000):
+        """Fit on a fresh batch drawn from ``task`` at every step (the paper's regime).
+
+        Batches of ``batch_size`` rows (256 when ``"auto"``) are drawn on the
+        training device; there are no epochs and no early stopping.
+
+        Parameters
+        ----------
+        task : SparseTokenSelectionTask
+            The law D_{T,q} to draw training batches from.
+        n_steps : int, default=1000
+            Number of optimisation steps.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator; ``loss_curve_`` holds the loss of every step.
+        """
+        self._validate_params()
+        if not isinstance(task, SparseTokenSelectionTask):
+            raise TypeError(
+                f"task must be a SparseTokenSelectionTask, got {type(task).__name__}: {task!r}."
+            )
+        n_steps = check_positive_int(n_steps, "n_steps")
+        device = resolve_device(self.device)
+        batch_size = 256 if self.batch_size == "auto" else self.batch_size
+        data = _OnlineData(task, n_steps, batch_size, device, _DTYPES[self.dtype])
+        self._train(data, task.seq_len, task.n_features, device, batch_size, epochs=1, online=True)
+        self._y_1d = False
+        return self
+
+    def predict(self, X):
+        """Predict the mean of the selected tokens.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features + 1)
+            Sequences with the selection indicator in the last channel.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples, n_features)
+            Predicted means, as float64 NumPy arrays whatever the device.
+        """
+        check_is_fitted(self)
+        X = check_sequences(X)
+        n, T, c = X.shape
+        if c - 1 != self.n_features_in_:
+            raise ValueError(
+                f"X has {c - 1} token features per token, but {type(self).__name__} was "
+                f"fitted with n_features={self.n_features_in_}."
+            )
+        self._check_predict_seq_len(T)
+        kwargs = self._forward_kwargs()
+        module = self.net_.module_
+        dtype = next(module.parameters()).dtype
+        generator = torch.Generator(device=self.device_).manual_seed(self._predict_seed)
+        chunk = max(1, _PREDICT_ELEMENTS // (T * (self.width + c)))
+        module.eval()
+        out = []
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                xb = _as_tensor(X[start : start + chunk], dtype, self.device_)
+                out.append(module(xb, generator=generator, **kwargs).cpu())
+        y_pred = torch.cat(out).numpy().astype(np.float64)
+        return y_pred.ravel() if self._y_1d else y_pred
+
+    # -- the training loop --------------------------------------------------
+    def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online):
+        rng = check_random_state(self.random_state)
+        init_seed, order_seed, pe_seed, predict_seed = rng.randint(np.iinfo(np.int32).max, size=4)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(init_seed))
+            module = self._make_module(seq_len, n_features, int(init_seed))
+        module = module.to(device=device, dtype=_DTYPES[self.dtype])
+
+        callbacks = []
+        if not online:
+            callbacks.append(
+                EarlyStopping(
+                    monitor="train_loss",
+                    patience=self.n_iter_no_change,
+                    threshold=self.tol,
+                    threshold_mode="abs",
+                    sink=_silent,
+                )
+            )
+        if self.verbose >= 2:
+            callbacks.append(ProgressBar())
+        if self.solver == "sgd":
+            optimizer, opt_kwargs = torch.optim.SGD, {"optimizer__momentum": self.momentum}
+        else:
+            optimizer, opt_kwargs = torch.optim.Adam, {}
+        net = NeuralNetRegressor(
+            module=module,
+            criterion=SquaredError,
+            optimizer=optimizer,
+            lr=self.learning_rate_init,
+            optimizer__weight_decay=self.alpha,
+            max_epochs=epochs,
+            batch_size=batch_size,
+            iterator_train=_BatchIterator,
+            iterator_train__seed=int(order_seed),
+            iterator_train__device=device,
+            train_split=None,
+            callbacks=callbacks,
+            device=device,
+            verbose=int(self.verbose),
+            **opt_kwargs,
+        )
+        generator = torch.Generator(device=device).manual_seed(int(pe_seed))
+        with warnings.catch_warnings():
+            # skorch warns that the module is an instance it will re-use: intended.
+            warnings.filterwarnings("ignore", message=".*already initialized.*")
+            net.fit(data, None, generator=generator)
+
+        if online:
+            losses = [b["train_loss"] for b in net.history[-1]["batches"]]
+        else:
+            losses = [e["train_loss"] for e in net.history if "train_loss" in e]
+        n_iter = len(losses)
+        if not online and n_iter == epochs:
+            warnings.warn(
+                f"{type(self).__name__}: maximum iterations ({epochs}) reached and the "
+                "optimization hasn't converged yet.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
+        self.net_ = net
+        self.device_ = device
+        self.n_features_in_ = n_features
+        self.seq_len_ = seq_len
+        self.loss_curve_ = losses
+        self.n_iter_ = n_iter
+        self.t_ = int(sum(b["train_batch_size"] for e in net.history for b in e["batches"]))
+        self._predict_seed = int(predict_seed)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        return tags

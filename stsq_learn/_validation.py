@@ -1,0 +1,155 @@
+"""Input checks shared by every public entry point.
+
+Every check raises a ``ValueError`` or ``TypeError`` that names the argument
+and the offending value, before any work starts, and never modifies its input.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+
+
+def check_positive_int(value, name, *, minimum=1):
+    """Return ``value`` as an int, or raise if it is not an integer >= minimum."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def check_n_selected(n_selected, seq_len):
+    """Check a subset size q (an int or an inclusive range) against seq_len."""
+    if isinstance(n_selected, (tuple, list, np.ndarray)):
+        if len(n_selected) != 2:
+            raise ValueError(
+                f"n_selected must be an int or a pair (q_min, q_max), got {n_selected!r}."
+            )
+        lo = check_positive_int(n_selected[0], "n_selected[0]")
+        hi = check_positive_int(n_selected[1], "n_selected[1]")
+        if lo > hi:
+            raise ValueError(f"n_selected range must have q_min <= q_max, got {n_selected!r}.")
+    else:
+        lo = hi = check_positive_int(n_selected, "n_selected")
+    if hi > seq_len:
+        raise ValueError(
+            f"n_selected={n_selected!r} cannot exceed seq_len={seq_len}: a row holds "
+            "only seq_len tokens to select from."
+        )
+    return lo, hi
+
+
+def check_sequences(X, *, name="X"):
+    """Validate a batch of sequences against the data contract.
+
+    Returns a floating NumPy array of shape (n_samples, seq_len, n_features + 1)
+    (the input itself when it already is one; never modified).
+    """
+    if isinstance(X, torch.Tensor):
+        X = X.detach().cpu().numpy()
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged nested lists and the like
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must hold real numbers, got an array of dtype {arr.dtype} "
+            f"(kind {arr.dtype.kind!r})."
+        )
+    if arr.ndim != 3:
+        raise ValueError(
+            f"{name} must be 3-D, (n_samples, seq_len, n_features + 1), got an "
+            f"array of shape {arr.shape}."
+        )
+    n, T, c = arr.shape
+    if n == 0 or T == 0:
+        raise ValueError(f"{name} is empty: shape {arr.shape}; need at least one row and token.")
+    if c < 2:
+        raise ValueError(
+            f"{name} has {c} channel(s) on its last axis; need the token features "
+            "and the selection indicator (n_features + 1 >= 2)."
+        )
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValueError(
+            f"{name} contains NaN or infinity, e.g. {name}[{bad[0]}, {bad[1]}, {bad[2]}] = "
+            f"{arr[tuple(bad)]}."
+        )
+    mask = arr[..., -1]
+    not_binary = (mask != 0.0) & (mask != 1.0)
+    if not_binary.any():
+        i, t = np.argwhere(not_binary)[0]
+        raise ValueError(
+            f"The selection indicator {name}[..., -1] must be exactly 0.0 or 1.0; "
+            f"{name}[{i}, {t}, -1] = {mask[i, t]!r}."
+        )
+    empty = mask.sum(axis=1) == 0
+    if empty.any():
+        rows = np.flatnonzero(empty)
+        raise ValueError(
+            f"Every row of {name} must select at least one token; "
+            f"{len(rows)} row(s) select none, e.g. row {rows[0]}."
+        )
+    return arr
+
+
+def check_targets(y, n_samples, n_features, *, name="y"):
+    """Validate targets for ``n_samples`` rows of ``n_features``-dimensional tokens.
+
+    Returns ``(y2d, was_1d)``; a 1-D ``y`` is accepted when ``n_features == 1``.
+    """
+    if y is None:
+        raise ValueError(f"{name} is required: an array of shape ({n_samples}, {n_features}).")
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    arr = np.asarray(y)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}.")
+    was_1d = arr.ndim == 1
+    if was_1d and n_features == 1:
+        arr = arr[:, None]
+    if arr.shape != (n_samples, n_features):
+        raise ValueError(
+            f"{name} must have shape (n_samples, n_features) = ({n_samples}, {n_features}) "
+            f"to match X, got shape {arr.shape}."
+        )
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return arr, was_1d
+
+
+def resolve_device(device):
+    """Turn ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a torch.device into a device."""
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string such as 'auto', 'cpu' or 'cuda', got {device!r}.")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"device={device!r} is not a device; use 'auto', 'cpu', 'cuda' or 'cuda:N'."
+        ) from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={device!r} was requested but CUDA is not available on this "
+                "machine; use device='auto' or 'cpu'."
+            )
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device={device!r} does not exist: this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s)."
+            )
+    elif resolved.type != "cpu":
+        raise ValueError(f"device={device!r} is not supported; use 'auto', 'cpu' or 'cuda'.")
+    return resolved

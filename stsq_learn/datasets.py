@@ -1,0 +1,181 @@
+"""The sparse token selection task STS_q: generator, task law and samplers.
+
+A row is a sequence of ``seq_len`` tokens in ``R^n_features`` and a subset S of
+its positions; the target is the mean of the selected tokens. Rows are stored
+as one array ``X`` of shape ``(n_samples, seq_len, n_features + 1)`` whose last
+channel is the selection indicator (exactly 0.0 or 1.0), and ``y`` of shape
+``(n_samples, n_features)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+
+from ._validation import check_n_selected, check_positive_int
+
+__all__ = ["SparseTokenSelectionTask", "make_sparse_token_selection"]
+
+
+@dataclass(frozen=True)
+class SparseTokenSelectionTask:
+    """The law D_{T,q} of the sparse token selection task.
+
+    Tokens are i.i.d. standard Gaussian vectors; the selected subset S is
+    uniform among the subsets of ``n_selected`` positions out of ``seq_len``;
+    the target is the mean of the selected tokens.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of tokens T in a row.
+    n_features : int
+        Dimension d of a token.
+    n_selected : int or tuple of (int, int)
+        Size q of the selected subset. A pair ``(q_min, q_max)`` draws q
+        uniformly from that inclusive range, independently for every row.
+
+    Attributes
+    ----------
+    q_range : tuple of (int, int)
+        The inclusive range of subset sizes, ``(q, q)`` for a fixed q.
+
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelectionTask
+    >>> task = SparseTokenSelectionTask(seq_len=16, n_features=8, n_selected=3)
+    >>> X, y = task.sample(100, random_state=0)
+    >>> X.shape, y.shape
+    ((100, 16, 9), (100, 8))
+    >>> int(X[0, :, -1].sum())
+    3
+    """
+
+    seq_len: int
+    n_features: int
+    n_selected: int | tuple[int, int]
+
+    def __post_init__(self):
+        object.__setattr__(self, "seq_len", check_positive_int(self.seq_len, "seq_len"))
+        object.__setattr__(self, "n_features", check_positive_int(self.n_features, "n_features"))
+        lo, hi = check_n_selected(self.n_selected, self.seq_len)
+        if not isinstance(self.n_selected, int) or isinstance(self.n_selected, bool):
+            object.__setattr__(
+                self, "n_selected", lo if np.ndim(self.n_selected) == 0 else (lo, hi)
+            )
+
+    @property
+    def q_range(self) -> tuple[int, int]:
+        q = self.n_selected
+        return (int(q), int(q)) if np.ndim(q) == 0 else (int(q[0]), int(q[1]))
+
+    @property
+    def trivial_mse(self) -> float:
+        """Mean squared error of the predictor 0, ``E||y||^2 = d * E[1/q]``."""
+        lo, hi = self.q_range
+        return self.n_features * float(np.mean(1.0 / np.arange(lo, hi + 1)))
+
+    def sample(self, n_samples, random_state=None):
+        """Draw ``n_samples`` rows as NumPy arrays.
+
+        Parameters
+        ----------
+        n_samples : int
+            Number of rows.
+        random_state : int, RandomState instance or None, default=None
+            Seed of the draw; an int gives the same rows every time.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, seq_len, n_features + 1)
+            Tokens, then the selection indicator in the last channel.
+        y : ndarray of shape (n_samples, n_features)
+            Mean of the selected tokens of each row.
+        """
+        n_samples = check_positive_int(n_samples, "n_samples")
+        rng = check_random_state(random_state)
+        T, d = self.seq_len, self.n_features
+        tokens = rng.standard_normal((n_samples, T, d))
+        lo, hi = self.q_range
+        q = rng.randint(lo, hi + 1, size=n_samples) if hi > lo else np.full(n_samples, lo)
+        rank = rng.random_sample((n_samples, T)).argsort(axis=1).argsort(axis=1)
+        mask = (rank < q[:, None]).astype(np.float64)
+        y = np.einsum("nt,ntd->nd", mask, tokens) / q[:, None]
+        X = np.concatenate([tokens, mask[:, :, None]], axis=2)
+        return X, y
+
+    def sample_torch(self, n_samples, *, generator, device="cpu", dtype=torch.float32):
+        """Draw ``n_samples`` rows as tensors, on ``device``, from ``generator``.
+
+        This is the sampler of online training: the batch is drawn where the
+        model trains, with no host-device copy.
+
+        Returns
+        -------
+        X : Tensor of shape (n_samples, seq_len, n_features + 1)
+        y : Tensor of shape (n_samples, n_features)
+        """
+        T, d = self.seq_len, self.n_features
+        lo, hi = self.q_range
+        X = torch.empty(n_samples, T, d + 1, device=device, dtype=dtype)
+        tokens = X[..., :-1]
+        tokens.normal_(generator=generator)
+        rank = torch.rand(n_samples, T, device=device, generator=generator).argsort(1).argsort(1)
+        if hi > lo:
+            q = torch.randint(lo, hi + 1, (n_samples, 1), device=device, generator=generator)
+        else:
+            q = torch.full((n_samples, 1), lo, device=device)
+        mask = (rank < q).to(dtype)
+        X[..., -1] = mask
+        y = torch.bmm(mask.unsqueeze(1), tokens).squeeze(1) / q.to(dtype)
+        return X, y
+
+
+def make_sparse_token_selection(
+    n_samples=1000, seq_len=16, n_features=8, n_selected=3, *, random_state=None
+):
+    """Generate a sparse token selection (STS_q) regression problem.
+
+    Each row holds ``seq_len`` i.i.d. standard Gaussian tokens of dimension
+    ``n_features`` and a uniformly random subset of ``n_selected`` positions;
+    the target is the average of the selected tokens.
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+        Number of rows.
+    seq_len : int, default=16
+        Number of tokens T per row.
+    n_features : int, default=8
+        Token dimension d.
+    n_selected : int or tuple of (int, int), default=3
+        Subset size q, or an inclusive range ``(q_min, q_max)`` from which q
+        is drawn uniformly for every row.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the draw; an int gives the same data every time.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, seq_len, n_features + 1)
+        ``X[..., :-1]`` are the tokens and ``X[..., -1]`` the selection
+        indicator (exactly 0.0 or 1.0; every row selects at least one token).
+    y : ndarray of shape (n_samples, n_features)
+        ``y[i] = mean of X[i, t, :-1] over the selected t``.
+
+    See Also
+    --------
+    SparseTokenSelectionTask : The same law as an object, with a torch sampler.
+
+    Examples
+    --------
+    >>> from stsq_learn import make_sparse_token_selection
+    >>> X, y = make_sparse_token_selection(200, seq_len=16, n_features=4,
+    ...                                    n_selected=2, random_state=0)
+    >>> X.shape, y.shape
+    ((200, 16, 5), (200, 4))
+    """
+    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
+    return task.sample(n_samples, random_state=random_state)

@@ -1,0 +1,202 @@
+"""The two models of the paper as torch modules: the math, and nothing else.
+
+``AttentionSelector`` is the one-layer, single-head softmax attention of Wang,
+Wei, Hsu and Lee (2024). Token t is embedded as ``z_t = [x_t ; p_t]`` with a
+positional encoding ``p_t`` in ``R^m``; the query is ``z_0 = [0 ; sum_{t in S} p_t]``;
+scores are ``a_t = z_t^T W z_0`` and the output is ``sum_t softmax(a)_t x_t``.
+Only the columns of W that meet the query's positional part matter, so W is
+stored as a ``(d + m, m)`` matrix (rows: token part, then positional part).
+
+``FullyConnected`` is the baseline: the flattened row through ReLU layers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = [
+    "AttentionSelector",
+    "FullyConnected",
+    "SquaredError",
+    "fixed_encodings",
+    "positional_alignment",
+    "sphere_encodings",
+]
+
+_FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
+
+
+def sphere_encodings(n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None):
+    """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
+
+    Returns a tensor of shape (n_samples, seq_len, width).
+    """
+    P = torch.randn(n_samples, seq_len, width, generator=generator, device=device, dtype=dtype)
+    return P * P.square().sum(-1, keepdim=True).rsqrt()
+
+
+def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
+    """One unit vector per position, deterministic in ``(seed, position)``.
+
+    Positions are drawn in blocks of 64 from seeds derived from ``(seed,
+    block)``, so the first T rows never depend on how many are asked for
+    (prefix-stable): a longer sequence gets the same vectors for the positions
+    seen in training, plus vectors for positions never seen.
+
+    Returns a tensor of shape (seq_len, width).
+    """
+    n_blocks = -(-seq_len // _FIXED_BLOCK)
+    blocks = [
+        np.random.default_rng([int(seed), b]).standard_normal((_FIXED_BLOCK, width))
+        for b in range(n_blocks)
+    ]
+    P = np.concatenate(blocks)[:seq_len]
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    return torch.as_tensor(P, dtype=dtype, device=device)
+
+
+class AttentionSelector(nn.Module):
+    """One-layer single-head softmax attention with positional encodings.
+
+    Parameters
+    ----------
+    n_features : int
+        Token dimension d.
+    width : int
+        Dimension m of the positional encodings.
+    positional_encoding : {"stochastic", "fixed"}
+        ``"stochastic"`` draws fresh encodings on the sphere for every row at
+        every call; ``"fixed"`` uses one vector per position.
+    seq_len : int
+        Training length; ``"fixed"`` keeps that many encodings as a buffer.
+    encoding_seed : int
+        Seed of the fixed encodings.
+    """
+
+    def __init__(
+        self, n_features, width, positional_encoding="stochastic", seq_len=1, encoding_seed=0
+    ):
+        super().__init__()
+        self.n_features = n_features
+        self.width = width
+        self.positional_encoding = positional_encoding
+        self.encoding_seed = encoding_seed
+        # W = 0: attention starts uniform, as in the theory.
+        self.key_query = nn.Parameter(torch.zeros(n_features + width, width))
+        if positional_encoding == "fixed":
+            self.register_buffer("fixed_pe", fixed_encodings(seq_len, width, encoding_seed))
+        else:
+            self.fixed_pe = None
+
+    def encodings(self, n_samples, seq_len, generator=None):
+        """Encodings for a batch: (n, T, m) if stochastic, (T, m) if fixed."""
+        W = self.key_query
+        if self.fixed_pe is None:
+            return sphere_encodings(
+                n_samples, seq_len, self.width, generator=generator, device=W.device, dtype=W.dtype
+            )
+        if seq_len <= self.fixed_pe.shape[0]:
+            return self.fixed_pe[:seq_len]
+        return fixed_encodings(
+            seq_len, self.width, self.encoding_seed, device=W.device, dtype=W.dtype
+        )
+
+    def attention(self, tokens, mask, P):
+        """Softmax attention weights of shape (n, T) for encodings ``P``.
+
+        Forms ``u = W z_0`` once per row (n m^2 work), then the scores
+        ``[x_t ; p_t]^T u`` (n T (d + m) work); ``W p_t`` is never formed.
+        """
+        d = self.n_features
+        u = (mask @ P if P.dim() == 2 else torch.bmm(mask.unsqueeze(1), P).squeeze(1)) @ (
+            self.key_query.T
+        )  # (n, d + m): W applied to the query's positional part
+        scores = torch.bmm(tokens, u[:, :d, None]).squeeze(-1)
+        if P.dim() == 2:
+            scores = scores + u[:, d:] @ P.T
+        else:
+            scores = scores + torch.bmm(P, u[:, d:, None]).squeeze(-1)
+        return torch.softmax(scores, dim=-1)
+
+    def forward(self, X, generator=None, n_pe_samples=1):
+        """Predict the selected mean for a batch ``X`` of shape (n, T, d + 1).
+
+        With stochastic encodings the attention is averaged over
+        ``n_pe_samples`` independent draws.
+        """
+        tokens, mask = X[..., :-1], X[..., -1]
+        n, T = mask.shape
+        draws = n_pe_samples if self.fixed_pe is None else 1
+        attn = self.attention(tokens, mask, self.encodings(n, T, generator))
+        for _ in range(draws - 1):
+            attn = attn + self.attention(tokens, mask, self.encodings(n, T, generator))
+        if draws > 1:
+            attn = attn / draws
+        return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)
+
+
+class FullyConnected(nn.Module):
+    """The fully-connected baseline on the flattened row.
+
+    Parameters
+    ----------
+    seq_len, n_features : int
+        Shape of a row; the input has ``seq_len * (n_features + 1)`` numbers.
+    width : int
+        Units of the first hidden layer (ReLU).
+    extra_hidden_layers : tuple of int
+        Sizes of further ReLU hidden layers.
+    """
+
+    def __init__(self, seq_len, n_features, width, extra_hidden_layers=()):
+        super().__init__()
+        sizes = [seq_len * (n_features + 1), width, *extra_hidden_layers]
+        layers = []
+        for a, b in itertools.pairwise(sizes):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers.append(nn.Linear(sizes[-1], n_features))
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, X, generator=None, n_pe_samples=1):
+        return self.layers(X.flatten(1))
+
+
+class SquaredError(nn.Module):
+    """Mean over rows of the squared Euclidean error ``||y_hat - y||^2``."""
+
+    def forward(self, y_pred, y_true):
+        return (y_pred - y_true).square().sum(-1).mean()
+
+
+def positional_alignment(key_query, n_features):
+    """How close the positional block of W is to a multiple of the identity.
+
+    Parameters
+    ----------
+    key_query : array-like of shape (n_features + m, m)
+        The learned W, token rows first.
+    n_features : int
+        Token dimension d.
+
+    Returns
+    -------
+    dict
+        ``cos`` = tr(W_pp) / (sqrt(m) ||W_pp||_F), the cosine between W_pp and
+        the identity; ``gamma`` = tr(W_pp) / m; ``token_norm`` = ||W_xp||_F,
+        the norm of the token block (it stays near 0 under SPE training).
+    """
+    W = np.asarray(key_query, dtype=np.float64)
+    W_pp, W_xp = W[n_features:], W[:n_features]
+    m = W_pp.shape[0]
+    fro = np.linalg.norm(W_pp)
+    tr = float(np.trace(W_pp))
+    return {
+        "cos": tr / (math.sqrt(m) * fro) if fro > 0 else 0.0,
+        "gamma": tr / m,
+        "token_norm": float(np.linalg.norm(W_xp)),
+    }

@@ -1,0 +1,26 @@
+import numpy as np
+import pytest
+import torch
+
+from stsq_learn import make_sparse_token_selection
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture(scope="session")
+def small_data():
+    """Train and test rows at T=16, d=8, q=3 (the acceptance setting)."""
+    X, y = make_sparse_token_selection(2000, 16, 8, 3, random_state=0)
+    X_test, y_test = make_sparse_token_selection(1000, 16, 8, 3, random_state=1)
+    return X, y, X_test, y_test
+
+
+@pytest.fixture(scope="session")
+def tiny_data():
+    X, y = make_sparse_token_selection(120, 6, 3, 2, random_state=0)
+    return X, y
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)

@@ -1,0 +1,89 @@
+import numpy as np
+import pytest
+import torch
+
+from stsq_learn.nn import (
+    AttentionSelector,
+    FullyConnected,
+    fixed_encodings,
+    positional_alignment,
+    sphere_encodings,
+)
+
+
+def _naive_attention(W, X, P):
+    """Scores z_t^T W z_0 formed the expensive way, for every t."""
+    tokens, mask = X[..., :-1], X[..., -1]
+    Z = torch.cat([tokens, P], dim=-1)  # (n, T, d + m)
+    z0_p = (mask.unsqueeze(-1) * P).sum(1)  # (n, m)
+    scores = torch.einsum("ntk,km,nm->nt", Z, W, z0_p)
+    return torch.einsum("nt,ntd->nd", torch.softmax(scores, -1), tokens)
+
+
+@pytest.mark.parametrize("encoding", ["stochastic", "fixed"])
+def test_cheap_order_equals_naive_formula(encoding):
+    torch.manual_seed(0)
+    n, T, d, m = 5, 7, 3, 4
+    module = AttentionSelector(d, m, encoding, seq_len=T, encoding_seed=1).double()
+    with torch.no_grad():
+        module.key_query.normal_()
+    X = torch.randn(n, T, d + 1, dtype=torch.float64)
+    X[..., -1] = (torch.rand(n, T) < 0.4).double()
+    X[:, 0, -1] = 1.0
+    g = torch.Generator().manual_seed(3)
+    out = module(X, generator=g)
+    P = module.encodings(n, T, torch.Generator().manual_seed(3))
+    P = P.expand(n, T, m) if P.dim() == 2 else P
+    torch.testing.assert_close(out, _naive_attention(module.key_query, X, P))
+
+
+def test_zero_init_is_uniform_average():
+    module = AttentionSelector(2, 8)
+    X = torch.randn(4, 6, 3)
+    X[..., -1] = 0
+    X[:, 0, -1] = 1
+    torch.testing.assert_close(module(X), X[..., :-1].mean(1))
+
+
+def test_n_pe_samples_averages_attention():
+    torch.manual_seed(0)
+    module = AttentionSelector(2, 8)
+    with torch.no_grad():
+        module.key_query.normal_()
+    X = torch.randn(3, 5, 3)
+    X[..., -1] = 1
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    avg = module(X, generator=g1, n_pe_samples=3)
+    tokens, mask = X[..., :-1], X[..., -1]
+    attn = sum(module.attention(tokens, mask, module.encodings(3, 5, g2)) for _ in range(3)) / 3
+    torch.testing.assert_close(avg, torch.bmm(attn.unsqueeze(1), tokens).squeeze(1))
+
+
+def test_sphere_encodings_are_unit_and_isotropic():
+    P = sphere_encodings(2000, 4, 16, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(P.norm(dim=-1), torch.ones(2000, 4))
+    assert P.mean().abs() < 0.01
+
+
+def test_fixed_encodings_prefix_stable_and_seeded():
+    short, long = fixed_encodings(10, 8, 3), fixed_encodings(300, 8, 3)
+    torch.testing.assert_close(long[:10], short)
+    torch.testing.assert_close(long.norm(dim=-1), torch.ones(300))
+    assert not torch.equal(fixed_encodings(10, 8, 4), short)
+    module = AttentionSelector(2, 8, "fixed", seq_len=10, encoding_seed=3)
+    torch.testing.assert_close(module.encodings(1, 100, None)[:10], short)
+
+
+def test_fcn_shapes():
+    net = FullyConnected(6, 3, 10, (5,))
+    assert net(torch.randn(4, 6, 4)).shape == (4, 3)
+    assert net.layers[0].in_features == 24 and net.layers[2].in_features == 10
+
+
+def test_positional_alignment_of_identity():
+    d, m = 3, 5
+    W = np.vstack([np.zeros((d, m)), 2.5 * np.eye(m)])
+    a = positional_alignment(W, d)
+    assert a["cos"] == pytest.approx(1.0) and a["gamma"] == pytest.approx(2.5)
+    assert a["token_norm"] == 0.0
+    assert positional_alignment(np.zeros((d + m, m)), d)["cos"] == 0.0
