@@ -211,11 +211,11 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         generator = torch.Generator(device=self.device_).manual_seed(self._predict_seed)
         chunk = max(1, _PREDICT_ELEMENTS // (T * (self.width + c)))
         module.eval()
-        out = []
-        with torch.no_grad():
+        out, workspace = [], {}
+        with torch.inference_mode():
             for start in range(0, n, chunk):
                 xb = _as_tensor(X[start : start + chunk], dtype, self.device_)
-                out.append(module(xb, generator=generator, **kwargs).cpu())
+                out.append(module(xb, generator=generator, workspace=workspace, **kwargs).cpu())
         y_pred = torch.cat(out).numpy().astype(np.float64)
         return y_pred.ravel() if self._y_1d else y_pred
 
@@ -266,7 +266,9 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         with warnings.catch_warnings():
             # skorch warns that the module is an instance it will re-use: intended.
             warnings.filterwarnings("ignore", message=".*already initialized.*")
-            net.fit(data, None, generator=generator)
+            # One encodings buffer for the whole fit: every step overwrites the
+            # previous step's encodings after its backward, instead of allocating.
+            net.fit(data, None, generator=generator, workspace={})
 
         if online:
             losses = [b["train_loss"] for b in net.history[-1]["batches"]]

@@ -120,17 +120,24 @@ class SparseTokenSelectionTask:
         """
         T, d = self.seq_len, self.n_features
         lo, hi = self.q_range
-        X = torch.empty(n_samples, T, d + 1, device=device, dtype=dtype)
-        tokens = X[..., :-1]
-        tokens.normal_(generator=generator)
-        rank = torch.rand(n_samples, T, device=device, generator=generator).argsort(1).argsort(1)
+        # Whole-batch tensor ops only: tokens drawn contiguous (torch's fast
+        # vectorised normal path), one sort for the subsets, one copy into X.
+        tokens = torch.randn(n_samples, T, d, generator=generator, device=device, dtype=dtype)
+        order = torch.rand(n_samples, T, device=device, generator=generator).argsort(1)
+        mask = torch.zeros(n_samples, T, device=device, dtype=dtype)
         if hi > lo:
             q = torch.randint(lo, hi + 1, (n_samples, 1), device=device, generator=generator)
+            # rank of each position in the random order; the q first are selected
+            rank = torch.empty_like(order).scatter_(
+                1, order, torch.arange(T, device=device).expand(n_samples, T)
+            )
+            mask.masked_fill_(rank < q, 1.0)
+            q = q.to(dtype)
         else:
-            q = torch.full((n_samples, 1), lo, device=device)
-        mask = (rank < q).to(dtype)
-        X[..., -1] = mask
-        y = torch.bmm(mask.unsqueeze(1), tokens).squeeze(1) / q.to(dtype)
+            mask.scatter_(1, order[:, :lo], 1.0)
+            q = lo
+        X = torch.cat([tokens, mask.unsqueeze(-1)], dim=-1)
+        y = torch.bmm(mask.unsqueeze(1), tokens).squeeze(1) / q
         return X, y
 
 

@@ -31,13 +31,25 @@ __all__ = [
 _FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
 
 
-def sphere_encodings(n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None):
+def sphere_encodings(
+    n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None, out=None
+):
     """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
+
+    Gaussian vectors are drawn and normalised in place, so the only large
+    allocation is the result itself; pass ``out`` (a contiguous tensor of
+    shape (n_samples, seq_len, width)) to reuse storage across calls, which
+    the training loop does to avoid a fresh multi-megabyte allocation (and
+    its page faults) at every step.
 
     Returns a tensor of shape (n_samples, seq_len, width).
     """
-    P = torch.randn(n_samples, seq_len, width, generator=generator, device=device, dtype=dtype)
-    return P * P.square().sum(-1, keepdim=True).rsqrt()
+    if out is None:
+        P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
+    else:
+        P = out
+    P.normal_(generator=generator)
+    return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
 
 
 def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
@@ -93,12 +105,39 @@ class AttentionSelector(nn.Module):
         else:
             self.fixed_pe = None
 
-    def encodings(self, n_samples, seq_len, generator=None):
-        """Encodings for a batch: (n, T, m) if stochastic, (T, m) if fixed."""
+    def encodings(self, n_samples, seq_len, generator=None, workspace=None):
+        """Encodings for a batch: (n, T, m) if stochastic, (T, m) if fixed.
+
+        ``workspace``, a dict owned by the caller, lets stochastic encodings
+        reuse one buffer across calls: a call overwrites the encodings the
+        previous call returned, so pass it only when those are no longer
+        needed (the training loop passes one per fit, after each backward).
+        """
         W = self.key_query
         if self.fixed_pe is None:
+            out = None
+            if workspace is not None:
+                buf = workspace.get("pe")
+                if (
+                    buf is None
+                    or buf.shape[0] < n_samples
+                    or buf.shape[1:] != (seq_len, self.width)
+                    or buf.dtype != W.dtype
+                    or buf.device != W.device
+                ):
+                    buf = torch.empty(
+                        n_samples, seq_len, self.width, device=W.device, dtype=W.dtype
+                    )
+                    workspace["pe"] = buf
+                out = buf[:n_samples]
             return sphere_encodings(
-                n_samples, seq_len, self.width, generator=generator, device=W.device, dtype=W.dtype
+                n_samples,
+                seq_len,
+                self.width,
+                generator=generator,
+                device=W.device,
+                dtype=W.dtype,
+                out=out,
             )
         if seq_len <= self.fixed_pe.shape[0]:
             return self.fixed_pe[:seq_len]
@@ -111,30 +150,38 @@ class AttentionSelector(nn.Module):
 
         Forms ``u = W z_0`` once per row (n m^2 work), then the scores
         ``[x_t ; p_t]^T u`` (n T (d + m) work); ``W p_t`` is never formed.
+        Every product is a row vector times a matrix (``u^T P^T``), the
+        order the batched BLAS kernels run fastest.
         """
         d = self.n_features
-        u = (mask @ P if P.dim() == 2 else torch.bmm(mask.unsqueeze(1), P).squeeze(1)) @ (
-            self.key_query.T
-        )  # (n, d + m): W applied to the query's positional part
-        scores = torch.bmm(tokens, u[:, :d, None]).squeeze(-1)
         if P.dim() == 2:
-            scores = scores + u[:, d:] @ P.T
+            u = (mask @ P) @ self.key_query.T  # (n, d + m)
+            pos = u[:, d:] @ P.T
         else:
-            scores = scores + torch.bmm(P, u[:, d:, None]).squeeze(-1)
+            s = torch.bmm(mask.unsqueeze(1), P)  # (n, 1, m): the query's positional part
+            u = s @ self.key_query.T  # (n, 1, d + m): W applied to it
+            pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
+            u = u.squeeze(1)
+        scores = torch.bmm(u[:, None, :d], tokens.transpose(1, 2)).squeeze(1) + pos
         return torch.softmax(scores, dim=-1)
 
-    def forward(self, X, generator=None, n_pe_samples=1):
+    def forward(self, X, generator=None, n_pe_samples=1, workspace=None):
         """Predict the selected mean for a batch ``X`` of shape (n, T, d + 1).
 
         With stochastic encodings the attention is averaged over
-        ``n_pe_samples`` independent draws.
+        ``n_pe_samples`` independent draws. ``workspace`` is passed to
+        :meth:`encodings`.
         """
-        tokens, mask = X[..., :-1], X[..., -1]
+        # Contiguous copies of the two parts (small: n T (d + 1) numbers) keep
+        # every product below on the batched BLAS path instead of a per-row loop.
+        tokens, mask = X[..., :-1].contiguous(), X[..., -1].contiguous()
         n, T = mask.shape
         draws = n_pe_samples if self.fixed_pe is None else 1
-        attn = self.attention(tokens, mask, self.encodings(n, T, generator))
+        if draws > 1 and torch.is_grad_enabled():
+            workspace = None  # each draw's encodings stay in the graph for backward
+        attn = self.attention(tokens, mask, self.encodings(n, T, generator, workspace))
         for _ in range(draws - 1):
-            attn = attn + self.attention(tokens, mask, self.encodings(n, T, generator))
+            attn = attn + self.attention(tokens, mask, self.encodings(n, T, generator, workspace))
         if draws > 1:
             attn = attn / draws
         return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)
@@ -162,7 +209,7 @@ class FullyConnected(nn.Module):
         layers.append(nn.Linear(sizes[-1], n_features))
         self.layers = nn.Sequential(*layers)
 
-    def forward(self, X, generator=None, n_pe_samples=1):
+    def forward(self, X, generator=None, n_pe_samples=1, workspace=None):
         return self.layers(X.flatten(1))
 
 

@@ -90,3 +90,15 @@ def test_impossible_arguments(kwargs, exc, match):
     args = {"n_samples": 5, "seq_len": 16, "n_features": 2, "n_selected": 2, **kwargs}
     with pytest.raises(exc, match=match):
         make_sparse_token_selection(**args)
+
+
+def test_sample_torch_fixed_q_selects_uniform_subsets():
+    task = SparseTokenSelectionTask(seq_len=6, n_features=2, n_selected=2)
+    X, y = task.sample_torch(6000, generator=torch.Generator().manual_seed(0))
+    mask = X[..., -1]
+    assert set(mask.unique().tolist()) == {0.0, 1.0}
+    assert torch.all(mask.sum(1) == 2)
+    torch.testing.assert_close(y, torch.einsum("nt,ntd->nd", mask, X[..., :-1]) / 2)
+    # every position is selected with probability q / T = 1/3
+    assert torch.allclose(mask.mean(0), torch.full((6,), 1 / 3), atol=0.03)
+    assert abs(X[..., :-1].std().item() - 1.0) < 0.02

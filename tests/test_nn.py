@@ -87,3 +87,55 @@ def test_positional_alignment_of_identity():
     assert a["cos"] == pytest.approx(1.0) and a["gamma"] == pytest.approx(2.5)
     assert a["token_norm"] == 0.0
     assert positional_alignment(np.zeros((d + m, m)), d)["cos"] == 0.0
+
+
+def test_sphere_encodings_out_reuses_storage_and_matches_fresh_draw():
+    out = torch.empty(6, 5, 16)
+    P = sphere_encodings(6, 5, 16, generator=torch.Generator().manual_seed(2), out=out)
+    assert P.data_ptr() == out.data_ptr()
+    fresh = sphere_encodings(6, 5, 16, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(P, fresh)
+    torch.testing.assert_close(P.norm(dim=-1), torch.ones(6, 5))
+
+
+def test_workspace_reuses_one_buffer_and_keeps_outputs():
+    torch.manual_seed(0)
+    module = AttentionSelector(3, 8)
+    with torch.no_grad():
+        module.key_query.normal_()
+    X = torch.randn(5, 7, 4)
+    X[..., -1] = (torch.rand(5, 7) < 0.5).float()
+    X[:, 0, -1] = 1.0
+    ws = {}
+    a = module(X, generator=torch.Generator().manual_seed(1), workspace=ws)
+    buf = ws["pe"]
+    b = module(X, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(a, b)
+    module(X[:3], generator=torch.Generator().manual_seed(1), workspace=ws)  # smaller batch
+    assert ws["pe"] is buf
+    module(torch.cat([X, X]), workspace=ws)  # larger batch: a bigger buffer
+    assert ws["pe"].shape[0] == 10
+
+
+def test_workspace_is_bypassed_when_draws_are_kept_for_backward():
+    torch.manual_seed(0)
+    module = AttentionSelector(2, 6)
+    with torch.no_grad():
+        module.key_query.normal_()
+    X = torch.randn(4, 5, 3)
+    X[..., -1] = 1.0
+    out = module(X, generator=torch.Generator().manual_seed(0), n_pe_samples=3, workspace={})
+    out.square().sum().backward()  # would raise if a draw had been overwritten in place
+    grad = module.key_query.grad.clone()
+    module.key_query.grad = None
+    module(X, generator=torch.Generator().manual_seed(0), n_pe_samples=3).square().sum().backward()
+    torch.testing.assert_close(module.key_query.grad, grad)
+
+
+def test_forward_does_not_write_its_input():
+    module = AttentionSelector(2, 4)
+    X = torch.randn(3, 5, 3)
+    X[..., -1] = 1.0
+    before = X.clone()
+    module(X, workspace={})
+    torch.testing.assert_close(X, before)
