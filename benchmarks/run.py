@@ -91,8 +91,10 @@ CONFIG = {
         pe_width=256,
         n_steps=3000,
         batch_size=256,
-        lr=0.03,
-        lr_end=0.003,
+        lr=0.01,
+        lr_end=0.001,
+        finetune_steps=300,
+        finetune_pe_samples=8,
         n_test=4096,
         floor_rows=4000,
     ),
@@ -111,7 +113,9 @@ QUICK = {
     "fit": dict(n_samples=4096, epochs=2, n_test=2048, repeats=3),
     "online": dict(n_steps=16, repeats=3),
     "memory": dict(seq_lens=(1024, 4096, 16384), batch_size=16, n_samples=32),
-    "accuracy": dict(widths=(64, 256), n_steps=600, floor_rows=2000, n_test=2048),
+    "accuracy": dict(
+        widths=(64, 256), n_steps=800, finetune_steps=100, floor_rows=2000, n_test=2048
+    ),
     "gpu": dict(n_steps=5, warmup_steps=1),
 }
 
@@ -375,61 +379,90 @@ def bench_memory(ref, quick=False, threads=1, **override):
 
 # -- 4. accuracy at width -----------------------------------------------------
 def bench_accuracy(ref, quick=False, **override):
-    """Relative MSE after online training vs the isotropic floor of SPEC section 6."""
+    """Relative MSE after online training vs the isotropic floor of SPEC section 6.
+
+    Training: ``fit_online`` with Adam, the rate decayed geometrically from
+    ``lr`` to ``lr_end`` (``_fit_online_decay``). At ``pe_width`` the model is
+    scored with ``n_pe_samples`` = 1, 4, 16 draws; then, when
+    ``finetune_steps`` > 0, it is fine-tuned with the attention averaged over
+    ``finetune_pe_samples`` draws in the training forward too, and scored
+    again: a W trained on one draw settles at the gamma that is best for one
+    draw, smaller than the gamma that is best for averaged draws.
+    """
     cfg = _cfg("accuracy", quick, **override)
     T, d, q = cfg["seq_len"], cfg["n_features"], cfg["n_selected"]
     task = SparseTokenSelectionTask(T, d, q)
     X_test, y_test = task.sample(cfg["n_test"], random_state=1)
     rows = []
-    widths = sorted(set(cfg["widths"]) | {cfg["pe_width"]})
-    for m in widths:
-        if m not in cfg["widths"] and m != cfg["pe_width"]:
-            continue
-        model = SparseTokenSelector(
-            width=m, learning_rate_init=cfg["lr"], batch_size=cfg["batch_size"], random_state=0
-        )
+    for m in sorted(set(cfg["widths"]) | {cfg["pe_width"]}):
+        model = SparseTokenSelector(width=m, batch_size=cfg["batch_size"], random_state=0)
         t0 = time.perf_counter()
         _fit_online_decay(model, task, cfg["n_steps"], cfg["lr"], cfg["lr_end"])
-        seconds = time.perf_counter() - t0
-        row = {"width": m, "train_seconds": seconds, "spec_floor": SPEC_FLOOR_T64_Q4.get(m)}
+        row = {
+            "width": m,
+            "train_seconds": time.perf_counter() - t0,
+            "spec_floor": SPEC_FLOOR_T64_Q4.get(m),
+        }
         ks = cfg["n_pe_samples"] if m == cfg["pe_width"] else (1,)
         for k in ks:
             model.set_params(n_pe_samples=k)
             row[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
+        row["gamma"] = float(np.trace(model.key_query_[d:]) / m)
         if ref:
-            a = _ref_args({**cfg, "width": m, "lr": cfg["lr"]}, n_samples=cfg["floor_rows"], seed=0)
+            a = _ref_args({**cfg, "width": m}, n_samples=cfg["floor_rows"], seed=0)
             row.update(ref.floor(a))
             row["ratio_to_floor"] = row["relative_mse_k1"] / row["floor_relative_mse"]
-        row["gamma"] = float(np.trace(model.key_query_[d:]) / m)
         rows.append(row)
+        if m == cfg["pe_width"] and cfg["finetune_steps"] > 0:
+            k_train = cfg["finetune_pe_samples"]
+            t0 = time.perf_counter()
+            _continue_online(
+                model, task, cfg["finetune_steps"], cfg["lr_end"], n_pe_samples=k_train
+            )
+            ft = {
+                "width": m,
+                "finetuned_with_pe_samples": k_train,
+                "train_seconds": time.perf_counter() - t0,
+            }
+            for k in ks:
+                model.set_params(n_pe_samples=k)
+                ft[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
+            ft["gamma"] = float(np.trace(model.key_query_[d:]) / m)
+            rows.append(ft)
     return {"config": cfg, "rows": rows}
 
 
-def _fit_online_decay(model, task, n_steps, lr, lr_end, stages=4):
-    """fit_online, then continue training with a geometric learning-rate decay.
+def _continue_online(model, task, n_steps, lr, seed=12345, **forward_kwargs):
+    """Continue training a fitted model's skorch net (same W, same Adam state) online.
 
-    The first quarter of the steps is a plain ``fit_online`` at ``lr``; the
-    rest continue the same skorch net (same W, same Adam state) through
-    ``net_.partial_fit`` with the rate lowered stage by stage to ``lr_end``.
-    The public estimator has no schedule parameter; this is how the
-    benchmark finds what a schedule buys.
+    ``forward_kwargs`` reach the module's forward at every training step
+    (e.g. ``n_pe_samples``). The public estimator has no warm start nor
+    schedule; the benchmark reaches into ``net_`` to measure what they buy.
     """
     from stsq_learn._base import _DTYPES, _OnlineData
 
+    net = model.net_
+    for group in net.optimizer_.param_groups:
+        group["lr"] = lr
+    data = _OnlineData(task, n_steps, net.batch_size, model.device_, _DTYPES[model.dtype])
+    generator = torch.Generator(device=model.device_).manual_seed(seed)
+    net.partial_fit(data, None, generator=generator, workspace={}, **forward_kwargs)
+    return model
+
+
+def _fit_online_decay(model, task, n_steps, lr, lr_end, stages=4):
+    """fit_online at ``lr``, then continue with the rate lowered geometrically to ``lr_end``.
+
+    ``n_steps`` are split into ``stages`` equal stages (one when
+    ``lr_end == lr``: then this is exactly ``fit_online``).
+    """
     if lr_end == lr:
         stages = 1
     per = max(1, n_steps // stages)
     model.set_params(learning_rate_init=lr)
     model.fit_online(task, n_steps=per)
-    net = model.net_
-    batch_size = net.batch_size
-    generator = torch.Generator(device=model.device_).manual_seed(12345)
     for i in range(1, stages):
-        rate = lr * (lr_end / lr) ** (i / (stages - 1))
-        for group in net.optimizer_.param_groups:
-            group["lr"] = rate
-        data = _OnlineData(task, per, batch_size, model.device_, _DTYPES[model.dtype])
-        net.partial_fit(data, None, generator=generator, workspace={})
+        _continue_online(model, task, per, lr * (lr_end / lr) ** (i / (stages - 1)), seed=i)
     return model
 
 
@@ -550,10 +583,13 @@ def format_table(results):
         elif name == "accuracy":
             for r in rec["rows"]:
                 ks = sorted(int(k[14:]) for k in r if k.startswith("relative_mse_k"))
+                tag = f"width {r['width']}"
+                if "finetuned_with_pe_samples" in r:
+                    tag += f" +{r['finetuned_with_pe_samples']}-draw tune"
                 for k in ks:
                     row(
                         name,
-                        f"width {r['width']} rel. MSE, n_pe_samples={k}",
+                        f"{tag} rel. MSE, n_pe_samples={k}",
                         r[f"relative_mse_k{k}"],
                         "{:.4f}",
                     )

@@ -86,3 +86,23 @@ def test_reference_lookup(bench, tmp_path):
     assert bench.find_reference(str(tmp_path / "missing.py")) is None
     (tmp_path / "r.py").write_text("")
     assert bench.find_reference(str(tmp_path / "r.py")) == (tmp_path / "r.py").resolve()
+
+
+def test_accuracy_path_with_schedule_and_finetune(bench):
+    rec = bench.bench_accuracy(
+        None,
+        seq_len=8,
+        n_features=2,
+        n_selected=2,
+        widths=(8,),
+        pe_width=8,
+        n_pe_samples=(1, 2),
+        n_steps=8,
+        batch_size=16,
+        finetune_steps=2,
+        finetune_pe_samples=2,
+        n_test=32,
+    )
+    base, tuned = rec["rows"]
+    assert base["width"] == 8 and 0 < base["relative_mse_k1"] < 2 and "relative_mse_k2" in base
+    assert tuned["finetuned_with_pe_samples"] == 2 and tuned["gamma"] != base["gamma"]
