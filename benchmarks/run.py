@@ -93,8 +93,9 @@ CONFIG = {
         batch_size=256,
         lr=0.01,
         lr_end=0.001,
-        finetune_steps=300,
+        finetune_steps=600,
         finetune_pe_samples=8,
+        finetune_lr=0.003,
         n_test=4096,
         floor_rows=4000,
     ),
@@ -114,7 +115,7 @@ QUICK = {
     "online": dict(n_steps=16, repeats=3),
     "memory": dict(seq_lens=(1024, 4096, 16384), batch_size=16, n_samples=32),
     "accuracy": dict(
-        widths=(64, 256), n_steps=800, finetune_steps=100, floor_rows=2000, n_test=2048
+        widths=(64, 256), n_steps=800, finetune_steps=150, floor_rows=2000, n_test=2048
     ),
     "gpu": dict(n_steps=5, warmup_steps=1),
 }
@@ -229,12 +230,18 @@ def _alternate(ours, theirs, repeats):
             seconds, mse = fn(rep)
             (o_t if who == "o" else r_t).append(seconds)
             (o_m if who == "o" else r_m).append(mse)
-    out = {"ours_seconds": median(o_t), "ours_mse": median(o_m), "ours_all_seconds": o_t}
+    out = {
+        "ours_seconds": median(o_t),
+        "ours_mse": median(o_m),
+        "ours_all_seconds": o_t,
+        "ours_all_mse": o_m,
+    }
     if r_t:
         out.update(
             reference_seconds=median(r_t),
             reference_mse=median(r_m),
             reference_all_seconds=r_t,
+            reference_all_mse=r_m,
             ratio=median(o_t) / median(r_t),
             ratio_per_repeat_median=median([a / b for a, b in zip(o_t, r_t)]),
         )
@@ -417,7 +424,7 @@ def bench_accuracy(ref, quick=False, **override):
             k_train = cfg["finetune_pe_samples"]
             t0 = time.perf_counter()
             _continue_online(
-                model, task, cfg["finetune_steps"], cfg["lr_end"], n_pe_samples=k_train
+                model, task, cfg["finetune_steps"], cfg["finetune_lr"], n_pe_samples=k_train
             )
             ft = {
                 "width": m,
