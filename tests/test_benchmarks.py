@@ -63,7 +63,7 @@ def test_fit_against_reference_end_to_end(bench, tmp_path):
     assert fit["reference_seconds"] == 0.5
     assert fit["ratio"] == pytest.approx(fit["ours_seconds"] / 0.5)
     assert fit["mse_gap"] == pytest.approx(fit["ours_mse"] - 0.25)
-    assert 0 < fit["ours_mse"] < 2
+    assert 0 < fit["ours_mse"] < 2 and 0 < fit["ours_frozen_token_block_mse"] < 2
 
 
 def test_gpu_benchmark_code_path_on_cpu(bench):
