@@ -43,7 +43,7 @@ def shift_length(X, seq_len, random_state=None):
     their order. For ``seq_len < T`` it deletes ``T - seq_len`` unselected
     tokens, chosen uniformly among each row's unselected ones. The selected
     tokens and their order are untouched, so ``y`` stays valid. The work is
-    vectorised over rows (two ``argsort`` calls, no per-row loop).
+    vectorised over rows (``argpartition`` on random keys, no per-row loop).
 
     Parameters
     ----------
@@ -100,26 +100,26 @@ def shift_length(X, seq_len, random_state=None):
     rng = check_random_state(random_state)
     if seq_len == T:
         return X.copy()
+    rows = np.arange(n)[:, None]
     if seq_len > T:
-        # The T slots with the smallest keys hold the original tokens, in order.
+        # The T slots with the smallest random keys (a uniform T-subset of the
+        # seq_len slots) receive the original tokens, in order; every other
+        # slot holds a fresh unselected Gaussian token.
         keys = rng.random_sample((n, seq_len))
-        rank = np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")
-        is_orig = rank < T
+        slots = np.sort(np.argpartition(keys, T - 1, axis=1)[:, :T], axis=1)
         out = np.empty((n, seq_len, c), dtype=X.dtype)
-        # Boolean indexing walks rows then slots in C order: row i's T original
-        # slots receive X[i, 0], ..., X[i, T-1] in that order.
-        out[is_orig] = X.reshape(n * T, c)
-        fresh = np.zeros((n * (seq_len - T), c), dtype=X.dtype)
-        fresh[:, :-1] = rng.standard_normal((n * (seq_len - T), c - 1))
-        out[~is_orig] = fresh
+        out[..., :-1] = rng.standard_normal((n, seq_len, c - 1))
+        out[..., -1] = 0.0
+        out[rows, slots] = X
         return out
-    # Deletion: selected tokens get keys above every unselected one, so the
-    # T - seq_len smallest keys of a row are unselected (T - q >= T - seq_len).
+    # Deletion: keep the seq_len positions with the largest keys. Selected
+    # tokens get a key above every unselected one, so they are always kept
+    # (q <= seq_len) and the deleted T - seq_len tokens are a uniform choice
+    # among each row's unselected ones.
     keys = rng.random_sample((n, T))
     keys[selected] = 2.0
-    rank = np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")
-    keep = rank >= T - seq_len
-    return X[keep].reshape(n, seq_len, c)
+    kept = np.sort(np.argpartition(keys, T - seq_len, axis=1)[:, T - seq_len :], axis=1)
+    return X[rows, kept]
 
 
 def _check_factor(factor):
