@@ -159,7 +159,7 @@ def _target_length(seq_len, factor, T):
 
 
 def _relative_mse(y_true, y_pred, sample_weight=None):
-    """Sum of squared errors over the sum of ``||y||^2`` (= 1 - R^2 for STS_q)."""
+    """Sum of squared errors over the sum of ``||y||^2`` (about 1 - R^2 for STS_q)."""
     y_true = np.asarray(y_true, dtype=np.float64).reshape(len(y_true), -1)
     y_pred = np.asarray(y_pred, dtype=np.float64).reshape(len(y_pred), -1)
     err = ((y_pred - y_true) ** 2).sum(axis=1)
@@ -202,7 +202,7 @@ class LengthShiftScorer(BaseEstimator):
         ``"neg_mean_squared_error"`` is minus scikit-learn's
         ``mean_squared_error`` (averaged over rows and outputs);
         ``"neg_relative_mse"`` is ``-sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``,
-        minus the relative MSE of the paper's plots (``1 - R^2`` for this task,
+        minus the relative MSE of the paper's plots (close to ``1 - R^2`` on this task,
         0 is perfect, -1 is the trivial predictor 0).
     random_state : int, RandomState instance or None, default=None
         Seed of the shift. With an int every call on the same rows builds the

@@ -435,3 +435,23 @@ def test_acceptance_grid_search_picks_width_64_and_generalizes_x4():
     assert search.best_params_ == {"width": 64}
     x4 = search.cv_results_["mean_test_x4"][search.best_index_]
     assert np.isfinite(x4) and x4 > 0.4
+
+
+def test_random_state_instance_is_consumed_and_tensors_accepted(data):
+    import torch
+
+    X, _ = data
+    rs = np.random.RandomState(0)
+    a, b = shift_length(X, 20, random_state=rs), shift_length(X, 20, random_state=rs)
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, shift_length(X, 20, random_state=np.random.RandomState(0)))
+    np.testing.assert_array_equal(
+        shift_length(torch.from_numpy(X), 20, random_state=0), shift_length(X, 20, random_state=0)
+    )
+
+
+def test_relative_mse_is_close_to_one_minus_r2(data, fitted_selector):
+    X, y = data
+    r2 = LengthShiftScorer(factor=2, random_state=0)(fitted_selector, X, y)
+    rel = LengthShiftScorer(factor=2, metric="neg_relative_mse", random_state=0)
+    assert rel(fitted_selector, X, y) == pytest.approx(r2 - 1, abs=0.1)
