@@ -188,7 +188,13 @@ def _check_device(parser, device):
 def _run_reproduce(parser, args):
     from .experiments import reproduce, summary_table
 
-    _check_device(parser, args.device)
+    device = _check_device(parser, args.device)
+    if args.preset == "full" and device.type == "cpu":
+        print(
+            "note: the full size is meant for one GPU and takes hours on a CPU; "
+            "use --quick for the CPU size.",
+            file=sys.stderr,
+        )
     start = time.perf_counter()
     results = reproduce(
         args.preset,

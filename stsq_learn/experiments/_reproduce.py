@@ -82,7 +82,13 @@ PRESETS = {
     # Sized for one large GPU (tens of minutes).
     "full": {
         "convergence": dict(
-            seq_len=64, n_features=16, n_selected=4, width=256, n_steps=5000, learning_rate=1.0
+            seq_len=64,
+            n_features=16,
+            n_selected=4,
+            width=256,
+            n_steps=10000,
+            learning_rate=1.0,
+            record_every=10,
         ),
         "length_generalization": dict(
             seq_len=64,
