@@ -108,7 +108,16 @@ class SeparationResult:
         for i, model in enumerate(_MODELS):
             w = self.minimal_width[model]
             have = [k for k, v in enumerate(w) if v is not None]
-            ax_w.plot(Ts[have], [w[k] for k in have], "o", color=f"C{i}", ms=7, label=labels[model])
+            marker, size = ("o", 11) if model == "transformer" else ("s", 6)
+            ax_w.plot(
+                Ts[have],
+                [w[k] for k in have],
+                marker,
+                color=f"C{i}",
+                ms=size,
+                zorder=3 + i,
+                label=labels[model],
+            )
             widths = self.config[f"{model}_widths"]
             missing = [k for k, v in enumerate(w) if v is None]
             if missing:
