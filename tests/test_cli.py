@@ -108,3 +108,12 @@ def test_reproduce_help_lists_options(capsys):
     for option in ("--quick", "--out", "--device", "--seed", "--only"):
         assert option in out
     assert "--tiny" not in out
+
+
+def test_only_accepts_names_and_aliases():
+    from stsq_learn.cli import build_parser
+
+    args = build_parser().parse_args(["reproduce", "--quick", "--only", "length,convergence"])
+    assert args.only == ["length_generalization", "convergence"]
+    assert args.preset == "quick"
+    assert build_parser().parse_args(["reproduce"]).preset == "full"
