@@ -8,6 +8,7 @@ sequences, while fully-connected nets need width of order T d.
 
 from .datasets import SparseTokenSelectionTask, make_sparse_token_selection
 from .estimators import FCNSelector, SparseTokenSelector
+from .persistence import load_model, save_model
 
 __version__ = "0.1.0"
 
@@ -16,5 +17,7 @@ __all__ = [
     "SparseTokenSelectionTask",
     "SparseTokenSelector",
     "__version__",
+    "load_model",
     "make_sparse_token_selection",
+    "save_model",
 ]
