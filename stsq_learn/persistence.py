@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from skorch import NeuralNetRegressor
 from skorch.history import History
 
+from ._base import _DTYPES
 from ._validation import resolve_device
 from .estimators import FCNSelector, SparseTokenSelector
 from .nn import SquaredError
@@ -263,10 +264,9 @@ def load_model(path, *, device=None):
     with torch.device("meta"):  # shapes only: a tampered size allocates nothing
         expected = estimator._make_module(*args).state_dict()
     _check_state_dict(state, expected, where)
-    module = estimator._make_module(*args)
+    module = estimator._make_module(*args).to(dtype=_DTYPES[estimator.dtype])
     module.load_state_dict(state)
-    dtype = {"float32": torch.float32, "float64": torch.float64}[estimator.dtype]
-    module = module.to(device=target, dtype=dtype)
+    module = module.to(device=target)
 
     net = NeuralNetRegressor(
         module=module,
