@@ -1,5 +1,6 @@
 """save_model / load_model: round trips, a fresh process, and tampered files."""
 
+import hashlib
 import io
 import json
 import os
@@ -86,42 +87,87 @@ def test_loaded_model_refits_like_the_original(models, data, tmp_path):
     np.testing.assert_array_equal(refit.predict(X), ESTIMATORS["fcn"]().fit(X, y).predict(X))
 
 
-_LOAD_IN_FRESH_PROCESS = textwrap.dedent(
+_FRESH_PROCESS = textwrap.dedent(
     """
-    import pickle, sys
+    import hashlib, pickle, sys
     import numpy as np, torch
     torch.set_num_threads(1)
-    from stsq_learn import load_model
-    X = np.load(sys.argv[1])
-    np.save(sys.argv[2], load_model(sys.argv[3]).predict(X))
-    with open(sys.argv[4], "rb") as fh:
-        np.save(sys.argv[5], pickle.load(fh).predict(X))
+    from stsq_learn import *
+
+    X_path, model_path, pickle_path, out_prefix = sys.argv[1:]
+    # 1. a model saved by the parent process, loaded both ways
+    X = np.load(X_path)
+    np.save(out_prefix + "safe.npy", load_model(model_path).predict(X))
+    with open(pickle_path, "rb") as fh:
+        np.save(out_prefix + "pickled.npy", pickle.load(fh).predict(X))
+    # 2. fits with a fixed random_state: print a hash of everything they produce
+    X, y = make_sparse_token_selection(200, 8, 3, 2, random_state=0)
+    h = hashlib.sha256()
+    for est in (SparseTokenSelector(width=8, max_iter=5, random_state=3),
+                SparseTokenSelector(width=8, max_iter=5, positional_encoding="fixed",
+                                    n_pe_samples=3, random_state=3),
+                FCNSelector(width=16, max_iter=5, random_state=3)):
+        est.fit(X, y)
+        h.update(est.predict(X).tobytes())
+        h.update(repr(est.loss_curve_).encode())
+    online = SparseTokenSelector(width=8, random_state=3).fit_online(
+        SparseTokenSelectionTask(8, 3, 2), 20)
+    h.update(online.key_query_.tobytes())
+    h.update(online.predict(X).tobytes())
+    print(h.hexdigest())
     """
 )
 
 
-@pytest.mark.slow
-def test_save_then_load_in_a_fresh_process_predicts_the_same(models, data, tmp_path):
-    X = data[0]
+@pytest.fixture(scope="module")
+def fresh_processes(models, data, tmp_path_factory):
+    """Two fresh interpreters, run at once, each loading the saved model and fitting."""
+    tmp = tmp_path_factory.mktemp("fresh")
     est = models["spe"]
-    save_model(est, tmp_path / "m.stsq")
-    with open(tmp_path / "m.pkl", "wb") as fh:
+    save_model(est, tmp / "m.stsq")
+    with open(tmp / "m.pkl", "wb") as fh:
         pickle.dump(est, fh)
-    np.save(tmp_path / "X.npy", X)
-    args = [tmp_path / n for n in ("X.npy", "safe.npy", "m.stsq", "m.pkl", "pickled.npy")]
+    np.save(tmp / "X.npy", data[0])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run(
-        [sys.executable, "-c", _LOAD_IN_FRESH_PROCESS, *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    expected = est.predict(X)
-    np.testing.assert_array_equal(np.load(tmp_path / "safe.npy"), expected)
-    np.testing.assert_array_equal(np.load(tmp_path / "pickled.npy"), expected)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FRESH_PROCESS]
+            + [str(tmp / n) for n in ("X.npy", "m.stsq", "m.pkl")]
+            + [str(tmp / f"run{i}-")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(2)
+    ]
+    runs = []
+    for i, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        runs.append(
+            {
+                "hash": out.strip(),
+                "safe": np.load(tmp / f"run{i}-safe.npy"),
+                "pickled": np.load(tmp / f"run{i}-pickled.npy"),
+            }
+        )
+    return runs
+
+
+@pytest.mark.slow
+def test_save_then_load_in_a_fresh_process_predicts_the_same(fresh_processes, models, data):
+    expected = models["spe"].predict(data[0])
+    for run in fresh_processes:
+        np.testing.assert_array_equal(run["safe"], expected)
+        np.testing.assert_array_equal(run["pickled"], expected)
+
+
+@pytest.mark.slow
+def test_same_random_state_same_results_across_processes(fresh_processes):
+    first, second = (run["hash"] for run in fresh_processes)
+    assert len(first) == 64 and first == second
+    assert first != hashlib.sha256(b"").hexdigest()  # a hash of results, not a constant
 
 
 # -- tampered files ------------------------------------------------------------
