@@ -13,11 +13,14 @@ import torch
 import stsq_learn.nn as stsq_nn
 from stsq_learn import (
     FCNSelector,
+    LengthShiftScorer,
     SparseTokenSelectionTask,
     SparseTokenSelector,
+    length_shift_scoring,
     load_model,
     make_sparse_token_selection,
     save_model,
+    shift_length,
 )
 from stsq_learn._base import _BaseSelector, _finite_forward
 
@@ -317,6 +320,108 @@ BATTERY = [
         TypeError,
         "n_samples must be an integer, got '10'",
     ),
+    # -- length-shift scorer, shift_length and length_shift_scoring
+    (
+        "scorer-both-lengths",
+        lambda c: LengthShiftScorer(8, factor=2)(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "exactly one of seq_len .* and factor",
+    ),
+    (
+        "scorer-no-length",
+        lambda c: LengthShiftScorer()(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "exactly one of seq_len",
+    ),
+    (
+        "scorer-factor-0",
+        lambda c: LengthShiftScorer(factor=0)(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "factor must be a positive finite number, got 0",
+    ),
+    (
+        "scorer-factor-nan",
+        lambda c: LengthShiftScorer(factor=np.nan)(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "factor must be a positive finite number, got nan",
+    ),
+    (
+        "scorer-factor-str",
+        lambda c: LengthShiftScorer(factor="2")(c["spe"], c["X"], c["y"]),
+        TypeError,
+        "factor must be a positive real number, got '2'",
+    ),
+    (
+        "scorer-factor-tiny",
+        lambda c: LengthShiftScorer(factor=0.01)(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "to length 0",
+    ),
+    (
+        "scorer-metric",
+        lambda c: LengthShiftScorer(8, metric="accuracy")(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "metric must be one of .* got 'accuracy'",
+    ),
+    (
+        "scorer-len-below-q",
+        lambda c: LengthShiftScorer(1)(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "seq_len=1 cannot hold the selected tokens",
+    ),
+    (
+        "scorer-len-float",
+        lambda c: LengthShiftScorer(7.5)(c["spe"], c["X"], c["y"]),
+        TypeError,
+        "seq_len must be an integer, got 7.5",
+    ),
+    (
+        "scorer-X-nan",
+        lambda c: LengthShiftScorer(8)(c["spe"], c["X"] * np.nan, c["y"]),
+        ValueError,
+        "X contains NaN",
+    ),
+    (
+        "scorer-X-2d",
+        lambda c: LengthShiftScorer(8)(c["spe"], c["X"][0], c["y"]),
+        ValueError,
+        "X must be 3-D",
+    ),
+    (
+        "scorer-y-shape",
+        lambda c: LengthShiftScorer(8)(c["spe"], c["X"], c["y"][:, :1]),
+        ValueError,
+        r"y must have shape .* = \(60, 3\)",
+    ),
+    (
+        "scorer-fcn-length",
+        lambda c: LengthShiftScorer(factor=2)(c["fcn"], c["X"], c["y"]),
+        ValueError,
+        "fitted on seq_len=5 and cannot predict at seq_len=10",
+    ),
+    (
+        "scorer-unfitted",
+        lambda c: LengthShiftScorer(8)(FCNSelector(), c["X"], c["y"]),
+        ValueError,
+        "not fitted",
+    ),
+    (
+        "scorer-seed",
+        lambda c: LengthShiftScorer(8, random_state="x")(c["spe"], c["X"], c["y"]),
+        ValueError,
+        "cannot be used to seed",
+    ),
+    (
+        "shift-length-float",
+        lambda c: shift_length(c["X"], 2.5),
+        TypeError,
+        "seq_len must be an integer",
+    ),
+    ("shift-length-bool-X", lambda c: shift_length(c["X"] > 0, 8), TypeError, "boolean"),
+    ("scoring-empty", lambda c: length_shift_scoring(()), ValueError, "at least one factor"),
+    ("scoring-duplicate", lambda c: length_shift_scoring((2, 2.0)), ValueError, "2.0 twice"),
+    ("scoring-len-0", lambda c: length_shift_scoring(seq_lens=(0,)), ValueError, r"seq_lens\[i\]"),
+    ("scoring-metric", lambda c: length_shift_scoring(metric="mae"), ValueError, "got 'mae'"),
     # -- persistence
     (
         "save-unfitted",
@@ -391,6 +496,8 @@ def test_inputs_are_never_mutated_even_read_only(ctx):
     ):
         est.fit(X, y).predict(X)
         est.score(X, y)
+        LengthShiftScorer(factor=1, random_state=0)(est, X, y)
+        shift_length(X, 7, random_state=0)
         np.testing.assert_array_equal(X, X0)
         np.testing.assert_array_equal(y, y0)
 
