@@ -34,7 +34,25 @@ _FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefi
 def sphere_encodings(n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None):
     """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
 
-    Returns a tensor of shape (n_samples, seq_len, width).
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    seq_len : int
+        Number of positions T per row.
+    width : int
+        Dimension m of an encoding.
+    generator : torch.Generator or None, default=None
+        Source of randomness; ``None`` uses torch's global generator.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the returned tensor; ``None`` is torch's default.
+
+    Returns
+    -------
+    Tensor of shape (n_samples, seq_len, width)
+        One independent unit vector per row and position.
     """
     P = torch.randn(n_samples, seq_len, width, generator=generator, device=device, dtype=dtype)
     return P * P.square().sum(-1, keepdim=True).rsqrt()
@@ -48,7 +66,23 @@ def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
     (prefix-stable): a longer sequence gets the same vectors for the positions
     seen in training, plus vectors for positions never seen.
 
-    Returns a tensor of shape (seq_len, width).
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T.
+    width : int
+        Dimension m of an encoding.
+    seed : int
+        Seed of the encodings; the same seed gives the same vectors.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
     """
     n_blocks = -(-seq_len // _FIXED_BLOCK)
     blocks = [
@@ -94,7 +128,23 @@ class AttentionSelector(nn.Module):
             self.fixed_pe = None
 
     def encodings(self, n_samples, seq_len, generator=None):
-        """Encodings for a batch: (n, T, m) if stochastic, (T, m) if fixed."""
+        """Encodings for a batch: (n, T, m) if stochastic, (T, m) if fixed.
+
+        Parameters
+        ----------
+        n_samples : int
+            Number of rows n.
+        seq_len : int
+            Number of positions T; fixed encodings beyond the training length
+            are drawn prefix-stably from ``encoding_seed``.
+        generator : torch.Generator or None, default=None
+            Source of the stochastic draws.
+
+        Returns
+        -------
+        Tensor of shape (n_samples, seq_len, width) or (seq_len, width)
+            Unit vectors on the device and in the dtype of the parameter.
+        """
         W = self.key_query
         if self.fixed_pe is None:
             return sphere_encodings(
@@ -111,6 +161,20 @@ class AttentionSelector(nn.Module):
 
         Forms ``u = W z_0`` once per row (n m^2 work), then the scores
         ``[x_t ; p_t]^T u`` (n T (d + m) work); ``W p_t`` is never formed.
+
+        Parameters
+        ----------
+        tokens : Tensor of shape (n, T, d)
+            The tokens x_t.
+        mask : Tensor of shape (n, T)
+            Selection indicator, 0.0 or 1.0.
+        P : Tensor of shape (n, T, m) or (T, m)
+            Positional encodings, per row or shared by all rows.
+
+        Returns
+        -------
+        Tensor of shape (n, T)
+            Attention weights; every row sums to 1.
         """
         d = self.n_features
         u = (mask @ P if P.dim() == 2 else torch.bmm(mask.unsqueeze(1), P).squeeze(1)) @ (
@@ -128,6 +192,21 @@ class AttentionSelector(nn.Module):
 
         With stochastic encodings the attention is averaged over
         ``n_pe_samples`` independent draws.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, T, d + 1)
+            Tokens, then the selection indicator in the last channel.
+        generator : torch.Generator or None, default=None
+            Source of the stochastic encodings.
+        n_pe_samples : int, default=1
+            Number of encoding draws the attention is averaged over (ignored
+            by fixed encodings).
+
+        Returns
+        -------
+        Tensor of shape (n, d)
+            The attention-weighted average of the tokens.
         """
         tokens, mask = X[..., :-1], X[..., -1]
         n, T = mask.shape
@@ -163,6 +242,22 @@ class FullyConnected(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, X, generator=None, n_pe_samples=1):
+        """Predict the selected mean from the flattened batch ``X``.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, seq_len, n_features + 1)
+            Tokens, then the selection indicator in the last channel.
+        generator : torch.Generator or None, default=None
+            Unused; accepted so that both models share one call signature.
+        n_pe_samples : int, default=1
+            Unused; accepted so that both models share one call signature.
+
+        Returns
+        -------
+        Tensor of shape (n, n_features)
+            The predictions.
+        """
         return self.layers(X.flatten(1))
 
 
@@ -170,6 +265,20 @@ class SquaredError(nn.Module):
     """Mean over rows of the squared Euclidean error ``||y_hat - y||^2``."""
 
     def forward(self, y_pred, y_true):
+        """Return the loss of a batch.
+
+        Parameters
+        ----------
+        y_pred : Tensor of shape (n, n_features)
+            Predictions.
+        y_true : Tensor of shape (n, n_features)
+            Targets.
+
+        Returns
+        -------
+        Tensor of shape ()
+            ``mean_i ||y_pred[i] - y_true[i]||^2``.
+        """
         return (y_pred - y_true).square().sum(-1).mean()
 
 
