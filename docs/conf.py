@@ -13,13 +13,15 @@ import warnings
 sys.path.insert(0, os.path.abspath(".."))
 sys.path.insert(0, os.path.abspath("."))  # _sorting.py
 
-import torch  # noqa: E402
+import torch
 
-import stsq_learn  # noqa: E402
+import stsq_learn
 
-# The machine is shared: two torch threads for the gallery examples, which run
-# in this process.
-torch.set_num_threads(2)
+# The gallery examples run in this process. Their tensors are small: one torch
+# thread is as fast as two on an idle machine and several times faster on a
+# busy one (threads waiting on each other), so the build uses one unless
+# STSQ_DOCS_THREADS says otherwise.
+torch.set_num_threads(int(os.environ.get("STSQ_DOCS_THREADS", "1")))
 
 project = "stsq-learn"
 author = "stsq-learn developers"
@@ -30,7 +32,6 @@ version = ".".join(release.split(".")[:2])
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
 ]
@@ -87,6 +88,8 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "line_numbers": False,
     "min_reported_time": 1,
+    # The timing page loads scripts from CDNs; these pages stay offline.
+    "write_computation_times": False,
     # "Examples using X" lists on the API pages.
     "doc_module": ("stsq_learn",),
     "backreferences_dir": "generated/backreferences",
@@ -97,6 +100,7 @@ sphinx_gallery_conf = {
 html_theme = "pydata_sphinx_theme"
 html_title = f"stsq-learn {release}"
 html_static_path = ["_static"]
+html_css_files = ["stsq.css"]
 html_show_sourcelink = False
 html_theme_options = {
     "navbar_align": "left",

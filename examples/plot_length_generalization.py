@@ -28,7 +28,9 @@ models = {
 lengths = [8, 16, 32, 64, 128]
 scores = {encoding: [] for encoding in models}
 for T in lengths:
-    X_T, y_T = make_sparse_token_selection(500, seq_len=T, n_features=8, n_selected=3, random_state=T)
+    X_T, y_T = make_sparse_token_selection(
+        500, seq_len=T, n_features=8, n_selected=3, random_state=T
+    )
     for encoding, model in models.items():
         scores[encoding].append(model.score(X_T, y_T))
 

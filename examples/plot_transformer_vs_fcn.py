@@ -36,9 +36,10 @@ for T in seq_lens:
             estimator.set_params(width=w).fit_online(task, n_steps=300).score(X_val, y_val)
             for w in widths
         ]
-        print(f"{name:>11} T={T:>2}: " + "  ".join(
-            f"w={w}: {s:.2f}" for w, s in zip(widths, scores[name][T])
-        ))
+        print(
+            f"{name:>11} T={T:>2}: "
+            + "  ".join(f"w={w}: {s:.2f}" for w, s in zip(widths, scores[name][T]))
+        )
 
 # %%
 # On the x axis, width; each line one sequence length. The dotted lines mark
@@ -52,7 +53,8 @@ for ax, (name, (_, widths)) in zip(axes, grids.items()):
     for T, marker in zip(seq_lens, "os"):
         line = ax.plot(widths, scores[name][T], marker=marker, label=f"T={T}")[0]
         if name == "fcn":
-            ax.axvline(T * (n_features + 1), color=line.get_color(), ls=":", lw=1)
+            size = T * (n_features + 1)
+            ax.axvline(size, color=line.get_color(), ls=":", lw=1, label=f"input size {size}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(widths, [str(w) for w in widths])
     ax.set(xlabel="width", ylim=(-0.05, 1.05))
