@@ -1,6 +1,6 @@
 """
-Test-time encoding averaging (``n_pe_samples``)
-===============================================
+Test-time encoding averaging with n_pe_samples
+==============================================
 
 A model trained with stochastic positional encodings predicts with random
 encodings too, so each prediction is noisy. Averaging the attention over K
