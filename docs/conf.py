@@ -70,6 +70,9 @@ numpydoc_validation_exclude = {
     r"\.__init__$",
     # A torch loss module: its constructor is nn.Module's (*args, **kwargs).
     r"^stsq_learn\.nn\.SquaredError$",
+    # Result dataclasses of the experiments: built by the experiment
+    # functions, their fields are documented as Attributes, not Parameters.
+    r"^stsq_learn\.experiments\.\w+Result$",
 }
 
 # -- sphinx-gallery ---------------------------------------------------------
