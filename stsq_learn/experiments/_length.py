@@ -114,7 +114,7 @@ def length_generalization(
     n_selected=3,
     *,
     width=64,
-    n_steps=600,
+    n_steps=1500,
     learning_rate=0.01,
     factors=(1, 2, 4, 8),
     n_pe_samples=16,
@@ -142,8 +142,9 @@ def length_generalization(
         The training task D_{T,q}.
     width : int, default=64
         Encoding dimension m of both models.
-    n_steps : int, default=600
-        Online training steps of each model.
+    n_steps : int, default=1500
+        Online training steps of each model (long enough for fixed encodings to
+        fit their positions, which is what keeps them from extrapolating).
     learning_rate : float, default=0.01
         Adam step size.
     factors : sequence of int, default=(1, 2, 4, 8)
