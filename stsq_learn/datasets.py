@@ -113,10 +113,23 @@ class SparseTokenSelectionTask:
         This is the sampler of online training: the batch is drawn where the
         model trains, with no host-device copy.
 
+        Parameters
+        ----------
+        n_samples : int
+            Number of rows.
+        generator : torch.Generator
+            Source of randomness, on ``device``.
+        device : str or torch.device, default="cpu"
+            Device the rows are drawn on.
+        dtype : torch.dtype, default=torch.float32
+            Floating dtype of the rows.
+
         Returns
         -------
         X : Tensor of shape (n_samples, seq_len, n_features + 1)
+            Tokens, then the selection indicator in the last channel.
         y : Tensor of shape (n_samples, n_features)
+            Mean of the selected tokens of each row.
         """
         T, d = self.seq_len, self.n_features
         lo, hi = self.q_range

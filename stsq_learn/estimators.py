@@ -94,7 +94,7 @@ class SparseTokenSelector(_BaseSelector):
     Attributes
     ----------
 {_COMMON_ATTRIBUTES}
-    key_query_ : ndarray of shape (n_features_in_ + width, width)
+    key_query_ : ndarray of shape (`n_features_in_` + width, width)
         The learned W: token rows, then positional rows.
 
     See Also
@@ -165,7 +165,7 @@ class SparseTokenSelector(_BaseSelector):
 
     @property
     def key_query_(self):
-        """The learned W as an ndarray of shape (n_features_in_ + width, width)."""
+        """The learned W as an ndarray of shape (`n_features_in_` + width, width)."""
         check_is_fitted(self)
         return self.net_.module_.key_query.detach().cpu().numpy().copy()
 

@@ -37,12 +37,31 @@ def sphere_encodings(
     """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
 
     Gaussian vectors are drawn and normalised in place, so the only large
-    allocation is the result itself; pass ``out`` (a contiguous tensor of
-    shape (n_samples, seq_len, width)) to reuse storage across calls, which
-    the training loop does to avoid a fresh multi-megabyte allocation (and
-    its page faults) at every step.
+    allocation is the result itself; ``out`` lets the training loop reuse
+    storage across calls and avoid a fresh multi-megabyte allocation (and its
+    page faults) at every step.
 
-    Returns a tensor of shape (n_samples, seq_len, width).
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    seq_len : int
+        Number of positions T per row.
+    width : int
+        Dimension m of an encoding.
+    generator : torch.Generator or None, default=None
+        Source of randomness; ``None`` uses torch's global generator.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the returned tensor; ``None`` is torch's default.
+    out : Tensor of shape (n_samples, seq_len, width) or None, default=None
+        Contiguous storage to draw into; a new tensor when None.
+
+    Returns
+    -------
+    Tensor of shape (n_samples, seq_len, width)
+        One independent unit vector per row and position.
     """
     if out is None:
         P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
@@ -60,7 +79,23 @@ def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
     (prefix-stable): a longer sequence gets the same vectors for the positions
     seen in training, plus vectors for positions never seen.
 
-    Returns a tensor of shape (seq_len, width).
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T.
+    width : int
+        Dimension m of an encoding.
+    seed : int
+        Seed of the encodings; the same seed gives the same vectors.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
     """
     n_blocks = -(-seq_len // _FIXED_BLOCK)
     blocks = [
@@ -108,10 +143,25 @@ class AttentionSelector(nn.Module):
     def encodings(self, n_samples, seq_len, generator=None, workspace=None):
         """Encodings for a batch: (n, T, m) if stochastic, (T, m) if fixed.
 
-        ``workspace``, a dict owned by the caller, lets stochastic encodings
-        reuse one buffer across calls: a call overwrites the encodings the
-        previous call returned, so pass it only when those are no longer
-        needed (the training loop passes one per fit, after each backward).
+        Parameters
+        ----------
+        n_samples : int
+            Number of rows n.
+        seq_len : int
+            Number of positions T; fixed encodings beyond the training length
+            are drawn prefix-stably from ``encoding_seed``.
+        generator : torch.Generator or None, default=None
+            Source of the stochastic draws.
+        workspace : dict or None, default=None
+            Owned by the caller, it lets stochastic encodings reuse one buffer
+            across calls: a call overwrites the encodings the previous call
+            returned, so pass it only when those are no longer needed (the
+            training loop passes one per fit, used after each backward).
+
+        Returns
+        -------
+        Tensor of shape (n_samples, seq_len, width) or (seq_len, width)
+            Unit vectors on the device and in the dtype of the parameter.
         """
         W = self.key_query
         if self.fixed_pe is None:
@@ -152,6 +202,20 @@ class AttentionSelector(nn.Module):
         ``[x_t ; p_t]^T u`` (n T (d + m) work); ``W p_t`` is never formed.
         Every product is a row vector times a matrix (``u^T P^T``), the
         order the batched BLAS kernels run fastest.
+
+        Parameters
+        ----------
+        tokens : Tensor of shape (n, T, d)
+            The tokens x_t.
+        mask : Tensor of shape (n, T)
+            Selection indicator, 0.0 or 1.0.
+        P : Tensor of shape (n, T, m) or (T, m)
+            Positional encodings, per row or shared by all rows.
+
+        Returns
+        -------
+        Tensor of shape (n, T)
+            Attention weights; every row sums to 1.
         """
         d = self.n_features
         if P.dim() == 2:
@@ -169,8 +233,24 @@ class AttentionSelector(nn.Module):
         """Predict the selected mean for a batch ``X`` of shape (n, T, d + 1).
 
         With stochastic encodings the attention is averaged over
-        ``n_pe_samples`` independent draws. ``workspace`` is passed to
-        :meth:`encodings`.
+        ``n_pe_samples`` independent draws.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, T, d + 1)
+            Tokens, then the selection indicator in the last channel.
+        generator : torch.Generator or None, default=None
+            Source of the stochastic encodings.
+        n_pe_samples : int, default=1
+            Number of encoding draws the attention is averaged over (ignored
+            by fixed encodings).
+        workspace : dict or None, default=None
+            Passed to :meth:`encodings`.
+
+        Returns
+        -------
+        Tensor of shape (n, d)
+            The attention-weighted average of the tokens.
         """
         # Contiguous copies of the two parts (small: n T (d + 1) numbers) keep
         # every product below on the batched BLAS path instead of a per-row loop.
@@ -210,6 +290,22 @@ class FullyConnected(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, X, generator=None, n_pe_samples=1, workspace=None):
+        """Predict the selected mean from the flattened batch ``X``.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, seq_len, n_features + 1)
+            Tokens, then the selection indicator in the last channel.
+        generator : torch.Generator or None, default=None
+            Unused; accepted so that both models share one call signature.
+        n_pe_samples, workspace : int, dict or None
+            Unused; accepted so that both models share one call signature.
+
+        Returns
+        -------
+        Tensor of shape (n, n_features)
+            The predictions.
+        """
         return self.layers(X.flatten(1))
 
 
@@ -217,6 +313,20 @@ class SquaredError(nn.Module):
     """Mean over rows of the squared Euclidean error ``||y_hat - y||^2``."""
 
     def forward(self, y_pred, y_true):
+        """Return the loss of a batch.
+
+        Parameters
+        ----------
+        y_pred : Tensor of shape (n, n_features)
+            Predictions.
+        y_true : Tensor of shape (n, n_features)
+            Targets.
+
+        Returns
+        -------
+        Tensor of shape ()
+            ``mean_i ||y_pred[i] - y_true[i]||^2``.
+        """
         return (y_pred - y_true).square().sum(-1).mean()
 
 

@@ -109,6 +109,7 @@ def save_model(estimator, path):
     Returns
     -------
     None
+        The estimator is written to ``path``.
 
     Raises
     ------

@@ -87,9 +87,15 @@ class ConvergenceResult:
     def plot(self, axes=None):
         """Loss, cos(W_pp, I), gamma and the final W, on 4 axes (made if None).
 
+        Parameters
+        ----------
+        axes : sequence of 4 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure with one row of 4 axes.
+
         Returns
         -------
         fig : matplotlib.figure.Figure
+            The figure holding the axes.
         """
         fig, axes = new_axes(axes, 4, figsize=(17, 3.8))
         ax_loss, ax_cos, ax_gamma, ax_w = axes
@@ -185,6 +191,7 @@ def training_dynamics(
     Returns
     -------
     ConvergenceResult
+        The recorded trajectory of W, the losses and the final test R^2.
     """
     n_steps = check_positive_int(n_steps, "n_steps")
     record_every = check_positive_int(record_every, "record_every")

@@ -51,7 +51,22 @@ class LengthGeneralizationResult:
     train_r2: dict
 
     def at(self, model, factor, validation="val_large"):
-        """R^2 of ``model`` at length ``factor * T`` on a validation set."""
+        """R^2 of ``model`` at length ``factor * T`` on a validation set.
+
+        Parameters
+        ----------
+        model : str
+            One of ``models``.
+        factor : float
+            Relative length; ``factor * T`` must be one of ``eval_lengths``.
+        validation : str, default="val_large"
+            Name of the validation set, a key of ``r2``.
+
+        Returns
+        -------
+        float
+            The recorded R^2.
+        """
         T = self.config["seq_len"]
         return self.r2[validation][model][self.eval_lengths.index(int(factor * T))]
 
@@ -62,9 +77,15 @@ class LengthGeneralizationResult:
     def plot(self, axes=None):
         """R^2 against T' for each model, one panel per validation set.
 
+        Parameters
+        ----------
+        axes : sequence of matplotlib Axes, default=None
+            One per validation set; ``None`` makes a new figure with one row.
+
         Returns
         -------
         fig : matplotlib.figure.Figure
+            The figure holding the axes.
         """
         sets = list(self.r2)
         fig, axes = new_axes(axes, len(sets), figsize=(6 * len(sets), 4))
@@ -142,6 +163,7 @@ def length_generalization(
     Returns
     -------
     LengthGeneralizationResult
+        R^2 of every model at every evaluation length, per validation set.
     """
     n_steps = check_positive_int(n_steps, "n_steps")
     n_pe_samples = check_positive_int(n_pe_samples, "n_pe_samples")

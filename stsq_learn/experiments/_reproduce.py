@@ -264,6 +264,7 @@ def summary_table(results):
     Returns
     -------
     str
+        The Markdown table.
     """
     rows = ["| experiment | measure | value |", "|---|---|---|"]
     conv = results.get("convergence")

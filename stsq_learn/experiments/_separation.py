@@ -95,9 +95,15 @@ class SeparationResult:
     def plot(self, axes=None):
         """Minimal width against T with the fitted laws, and R^2 against width.
 
+        Parameters
+        ----------
+        axes : sequence of 3 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure with one row of 3 axes.
+
         Returns
         -------
         fig : matplotlib.figure.Figure
+            The figure holding the axes.
         """
         fig, axes = new_axes(axes, 3, figsize=(17, 4.2))
         ax_w, ax_t, ax_f = axes
@@ -259,6 +265,7 @@ def width_separation(
     Returns
     -------
     SeparationResult
+        Scores of every width tried, the minimal widths and their growth laws.
     """
     if regime not in ("online", "gridsearch"):
         raise ValueError(f"regime must be 'online' or 'gridsearch', got {regime!r}.")

@@ -1,0 +1,126 @@
+"""Sphinx configuration of the stsq-learn documentation.
+
+Built offline: ``python -m sphinx -W -b html docs docs/_build/html``. Nothing
+here fetches from the network (no intersphinx, no version switcher, no remote
+icons), and the gallery examples run on the CPU with two torch threads.
+"""
+
+import os
+import sys
+import warnings
+
+# Build from a checkout without installing: the package is one directory up.
+sys.path.insert(0, os.path.abspath(".."))
+sys.path.insert(0, os.path.abspath("."))  # _sorting.py
+
+import torch
+
+import stsq_learn
+
+# The gallery examples run in this process. Their tensors are small: one torch
+# thread is as fast as two on an idle machine and several times faster on a
+# busy one (threads waiting on each other), so the build uses one unless
+# STSQ_DOCS_THREADS says otherwise.
+torch.set_num_threads(int(os.environ.get("STSQ_DOCS_THREADS", "1")))
+
+project = "stsq-learn"
+author = "stsq-learn developers"
+copyright = "2024-2026, stsq-learn developers"
+release = stsq_learn.__version__
+version = ".".join(release.split(".")[:2])
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+]
+
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "sg_execution_times.rst"]
+root_doc = "index"
+default_role = "literal"
+nitpicky = False
+
+# -- autodoc / autosummary / numpydoc ---------------------------------------
+autosummary_generate = True
+autodoc_typehints = "none"
+# The class template lists the methods itself (autosummary), so numpydoc need
+# not add its own member tables.
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+# Docstring checks run on every documented object; -W turns a failure into a
+# build error. Checked: an object has a docstring and a summary, and the
+# Parameters section matches the signature.
+numpydoc_validation_checks = {
+    "GL08",  # no docstring
+    "SS01",  # no summary
+    "PR01",  # parameter not documented
+    "PR02",  # documented parameter that does not exist
+    "PR07",  # parameter without a description
+    "RT03",  # return value without a description
+}
+numpydoc_validation_exclude = {
+    # Methods scikit-learn and torch provide; their docstrings are theirs.
+    r"\.get_metadata_routing$",
+    r"\.get_params$",
+    r"\.set_params$",
+    r"\.set_\w+_request$",
+    r"\.__init__$",
+    # A torch loss module: its constructor is nn.Module's (*args, **kwargs).
+    r"^stsq_learn\.nn\.SquaredError$",
+    # Result dataclasses of the experiments: built by the experiment
+    # functions, their fields are documented as Attributes, not Parameters.
+    r"^stsq_learn\.experiments\.\w+Result$",
+}
+
+# -- sphinx-gallery ---------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "ignore_pattern": r"__init__\.py",
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "_sorting.ExampleOrder",
+    "plot_gallery": "True",
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "matplotlib_animations": False,
+    "show_memory": False,
+    "line_numbers": False,
+    "min_reported_time": 1,
+    # The timing page loads scripts from CDNs; these pages stay offline.
+    "write_computation_times": False,
+    # "Examples using X" lists on the API pages.
+    "doc_module": ("stsq_learn",),
+    "backreferences_dir": "generated/backreferences",
+    "reference_url": {"stsq_learn": None},
+}
+
+# -- HTML (pydata-sphinx-theme), offline --------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = f"stsq-learn {release}"
+html_static_path = ["_static"]
+html_css_files = ["stsq.css"]
+html_show_sourcelink = False
+html_theme_options = {
+    "navbar_align": "left",
+    "navbar_end": ["theme-switcher"],
+    "icon_links": [],
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
+    "use_edit_page_button": False,
+    "show_version_warning_banner": False,
+}
+html_sidebars = {"index": [], "install": [], "changelog": []}
+html_context = {"default_mode": "light"}
+
+warnings.filterwarnings(
+    "ignore",
+    category=UserWarning,
+    message="Matplotlib is currently using agg, which is a non-GUI backend",
+)

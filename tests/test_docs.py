@@ -1,0 +1,80 @@
+"""The documentation cannot forget a public name: every one is on the API page."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+import stsq_learn
+import stsq_learn.nn
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+API = DOCS / "api.rst"
+
+pytestmark = pytest.mark.skipif(not API.exists(), reason="docs/ is not part of this checkout")
+
+
+def _autosummary_entries(text):
+    """Names listed in the autosummary blocks of an rst source, with their module."""
+    entries, module, in_block = set(), None, False
+    for line in text.splitlines():
+        current = re.match(r"\.\. currentmodule:: (\S+)", line)
+        if current:
+            module = current.group(1)
+        if line.startswith(".. autosummary::"):
+            in_block = True
+            continue
+        if in_block:
+            if line and not line.startswith(" "):
+                in_block = False
+            elif line.strip() and not line.strip().startswith(":"):
+                entries.add(f"{module}.{line.strip().lstrip('~')}")
+    return entries
+
+
+def _public_names(module):
+    return [name for name in module.__all__ if not name.startswith("__")]
+
+
+def test_autosummary_parser_reads_blocks():
+    text = (
+        ".. currentmodule:: pkg\n\n.. autosummary::\n   :toctree: generated/\n\n   A\n   b\n\n"
+        "Prose A2\n\n.. currentmodule:: pkg.sub\n\n.. autosummary::\n\n   C\n"
+    )
+    assert _autosummary_entries(text) == {"pkg.A", "pkg.b", "pkg.sub.C"}
+
+
+def test_every_public_name_is_in_the_api_page():
+    entries = _autosummary_entries(API.read_text())
+    missing = [n for n in _public_names(stsq_learn) if f"stsq_learn.{n}" not in entries]
+    assert not missing, f"docs/api.rst lacks autosummary entries for {missing}"
+
+
+def test_every_nn_name_is_in_the_api_page():
+    entries = _autosummary_entries(API.read_text())
+    missing = [n for n in _public_names(stsq_learn.nn) if f"stsq_learn.nn.{n}" not in entries]
+    assert not missing, f"docs/api.rst lacks autosummary entries for stsq_learn.nn.{missing}"
+
+
+def test_experiments_functions_are_in_the_api_page():
+    experiments = pytest.importorskip("stsq_learn.experiments")
+    entries = _autosummary_entries(API.read_text())
+    names = [n for n in _public_names(experiments) if callable(getattr(experiments, n))]
+    missing = [n for n in names if f"stsq_learn.experiments.{n}" not in entries]
+    assert not missing, f"docs/api.rst lacks entries for stsq_learn.experiments.{missing}"
+
+
+def test_version_is_mentioned():
+    assert "stsq_learn.__version__" in API.read_text()
+
+
+def test_every_example_has_a_title_and_prose():
+    examples = sorted((DOCS.parent / "examples").glob("plot_*.py"))
+    assert len(examples) >= 6
+    for path in examples:
+        source = path.read_text()
+        docstring = re.match(r'"""\n(.+)\n(=+)\n', source)
+        assert docstring, f"{path.name} must open with a docstring whose first line is a title"
+        assert len(docstring.group(2)) >= len(docstring.group(1)), f"{path.name}: short underline"
+        assert "# %%" in source, f"{path.name} has no prose cells"
+        assert "plt.show()" in source, f"{path.name} draws no figure"
