@@ -13,6 +13,7 @@ pytest.importorskip("distributed")
 
 from distributed import Client, LocalCluster, get_task_stream
 
+import stsq_learn
 from stsq_learn import FCNSelector, SparseTokenSelector, make_sparse_token_selection
 from stsq_learn.distributed import TorchThreads, dask_backend, parse_scheduler
 
@@ -169,3 +170,34 @@ def test_local_cluster_grid_search_matches_sequential(data, one_torch_thread):
     np.testing.assert_array_equal(
         distributed.best_estimator_.predict(X[:20]), sequential.best_estimator_.predict(X[:20])
     )
+
+
+@pytest.mark.distributed
+def test_ray_joblib_backend_matches_sequential(data, one_torch_thread):
+    """Ray's joblib backend (the ``ray`` extra) runs the same search to the same scores."""
+    ray = pytest.importorskip("ray")
+    from ray.util.joblib import register_ray
+
+    X, y = data
+    sequential = _search().fit(X, y)
+    # Ray's workers are fresh interpreters: make an uninstalled checkout importable there.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(stsq_learn.__file__)))
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": root}},
+    )
+    try:
+        register_ray()
+        with joblib.parallel_config(backend="ray"):
+            on_ray = _search().fit(X, y)
+            # Ray limits each task to its one CPU, so torch runs one thread there too.
+            threads = joblib.Parallel()(joblib.delayed(torch.get_num_threads)() for _ in range(2))
+        assert threads == [1, 1]
+    finally:
+        ray.shutdown()
+    expected, got = _score_arrays(sequential), _score_arrays(on_ray)
+    assert expected.keys() == got.keys()
+    for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
