@@ -8,13 +8,17 @@ sequences, while fully-connected nets need width of order T d.
 
 from .datasets import SparseTokenSelectionTask, make_sparse_token_selection
 from .estimators import FCNSelector, SparseTokenSelector
+from .scoring import LengthShiftScorer, length_shift_scoring, shift_length
 
 __version__ = "0.1.0"
 
 __all__ = [
     "FCNSelector",
+    "LengthShiftScorer",
     "SparseTokenSelectionTask",
     "SparseTokenSelector",
     "__version__",
+    "length_shift_scoring",
     "make_sparse_token_selection",
+    "shift_length",
 ]

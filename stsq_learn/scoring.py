@@ -1,0 +1,356 @@
+"""Length generalization as a score for scikit-learn's model selection.
+
+A length-shift score evaluates a fitted estimator on its validation rows moved
+to another sequence length ``T'``, with every target left exactly as it was:
+
+* ``T' > T``: ``T' - T`` fresh unselected tokens, drawn from the token law
+  (i.i.d. standard Gaussian), are inserted at uniformly random positions; the
+  original tokens keep their order.
+* ``q <= T' < T``: ``T - T'`` unselected tokens are deleted at random.
+
+The selected tokens, their order and hence ``y`` do not change, so the score
+measures only how the model copes with the new length.
+:func:`shift_length` is the data transform, :class:`LengthShiftScorer` the
+scorer and :func:`length_shift_scoring` a ready ``scoring=`` dict that makes
+``GridSearchCV`` report a length-generalization curve for every candidate.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.metrics import mean_squared_error, r2_score
+from sklearn.utils import check_random_state
+
+from ._validation import check_positive_int, check_sequences, check_targets
+
+__all__ = ["METRICS", "LengthShiftScorer", "length_shift_scoring", "shift_length"]
+
+#: Metrics a :class:`LengthShiftScorer` computes (all greater-is-better).
+METRICS = ("r2", "neg_mean_squared_error", "neg_relative_mse")
+
+
+def shift_length(X, seq_len, random_state=None):
+    """Move every row of ``X`` to length ``seq_len`` without changing its target.
+
+    For ``seq_len > T`` the function inserts ``seq_len - T`` fresh unselected
+    tokens, i.i.d. standard Gaussian (the token law of the task), at uniformly
+    random positions: the positions the original tokens occupy form a uniform
+    random ``T``-subset of the ``seq_len`` slots, and the original tokens keep
+    their order. For ``seq_len < T`` it deletes ``T - seq_len`` unselected
+    tokens, chosen uniformly among each row's unselected ones. The selected
+    tokens and their order are untouched, so ``y`` stays valid. The work is
+    vectorised over rows (``argpartition`` on random keys, no per-row loop).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, T, n_features + 1)
+        Sequences with the selection indicator in the last channel (the data
+        contract of :func:`~stsq_learn.make_sparse_token_selection`).
+    seq_len : int
+        The new length ``T'``. It must be at least the largest number of
+        selected tokens in any row.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the insertion/deletion positions and of the inserted tokens;
+        an int gives the same result every time.
+
+    Returns
+    -------
+    X_shifted : ndarray of shape (n_samples, seq_len, n_features + 1)
+        The moved rows, a new array of the same floating dtype as ``X``
+        (``X`` is never modified). Inserted tokens have indicator 0.0. For
+        ``seq_len == T`` it is a copy of ``X``.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` breaks the data contract or ``seq_len`` is smaller than the
+        number of selected tokens of some row.
+
+    See Also
+    --------
+    LengthShiftScorer : Scores an estimator on shifted rows.
+
+    Examples
+    --------
+    >>> from stsq_learn import make_sparse_token_selection, shift_length
+    >>> X, y = make_sparse_token_selection(5, seq_len=8, n_features=2,
+    ...                                    n_selected=3, random_state=0)
+    >>> X_long = shift_length(X, 32, random_state=0)
+    >>> X_long.shape
+    (5, 32, 3)
+    >>> bool((X_long[X_long[..., -1] == 1] == X[X[..., -1] == 1]).all())
+    True
+    """
+    X = check_sequences(X)
+    seq_len = check_positive_int(seq_len, "seq_len")
+    n, T, c = X.shape
+    selected = X[..., -1] == 1.0
+    q = selected.sum(axis=1)
+    if seq_len < q.max():
+        row = int(np.argmax(q))
+        raise ValueError(
+            f"seq_len={seq_len} cannot hold the selected tokens: row {row} of X selects "
+            f"{int(q[row])} tokens (the most of any row; X has T={T}). Use seq_len >= "
+            f"{int(q.max())}."
+        )
+    rng = check_random_state(random_state)
+    if seq_len == T:
+        return X.copy()
+    rows = np.arange(n)[:, None]
+    if seq_len > T:
+        # The T slots with the smallest random keys (a uniform T-subset of the
+        # seq_len slots) receive the original tokens, in order; every other
+        # slot holds a fresh unselected Gaussian token.
+        keys = rng.random_sample((n, seq_len))
+        slots = np.sort(np.argpartition(keys, T - 1, axis=1)[:, :T], axis=1)
+        out = np.empty((n, seq_len, c), dtype=X.dtype)
+        out[..., :-1] = rng.standard_normal((n, seq_len, c - 1))
+        out[..., -1] = 0.0
+        out[rows, slots] = X
+        return out
+    # Deletion: keep the seq_len positions with the largest keys. Selected
+    # tokens get a key above every unselected one, so they are always kept
+    # (q <= seq_len) and the deleted T - seq_len tokens are a uniform choice
+    # among each row's unselected ones.
+    keys = rng.random_sample((n, T))
+    keys[selected] = 2.0
+    kept = np.sort(np.argpartition(keys, T - seq_len, axis=1)[:, T - seq_len :], axis=1)
+    return X[rows, kept]
+
+
+def _check_factor(factor):
+    if isinstance(factor, (bool, np.bool_)) or not isinstance(factor, numbers.Real):
+        raise TypeError(
+            f"factor must be a positive real number, got {factor!r} of type "
+            f"{type(factor).__name__}."
+        )
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"factor must be a positive finite number, got {factor!r}.")
+    return float(factor)
+
+
+def _check_metric(metric):
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(map(repr, METRICS))}; got {metric!r}.")
+    return metric
+
+
+def _target_length(seq_len, factor, T):
+    """Resolve ``T'`` from exactly one of ``seq_len`` and ``factor``."""
+    if (seq_len is None) == (factor is None):
+        raise ValueError(
+            "Give exactly one of seq_len (the new length) and factor (T' = round(factor * T)); "
+            f"got seq_len={seq_len!r} and factor={factor!r}."
+        )
+    if seq_len is not None:
+        return check_positive_int(seq_len, "seq_len")
+    factor = _check_factor(factor)
+    new_len = math.floor(factor * T + 0.5)
+    if new_len < 1:
+        raise ValueError(
+            f"factor={factor!r} moves rows of length T={T} to length {new_len}; "
+            "need a length of at least 1."
+        )
+    return new_len
+
+
+def _relative_mse(y_true, y_pred, sample_weight=None):
+    """Sum of squared errors over the sum of ``||y||^2`` (about 1 - R^2 for STS_q)."""
+    y_true = np.asarray(y_true, dtype=np.float64).reshape(len(y_true), -1)
+    y_pred = np.asarray(y_pred, dtype=np.float64).reshape(len(y_pred), -1)
+    err = ((y_pred - y_true) ** 2).sum(axis=1)
+    norm = (y_true**2).sum(axis=1)
+    w = np.ones(len(y_true)) if sample_weight is None else np.asarray(sample_weight, float)
+    denom = float(w @ norm)
+    if denom == 0.0:
+        raise ValueError("neg_relative_mse is undefined: every target in y is zero.")
+    return float(w @ err) / denom
+
+
+class LengthShiftScorer(BaseEstimator):
+    """Score a fitted estimator on rows moved to another sequence length.
+
+    ``scorer(estimator, X, y)`` moves every row of ``X`` to length ``T'``
+    with :func:`shift_length` (inserting fresh unselected Gaussian tokens at
+    random positions, or deleting unselected tokens), leaves ``y`` as it is,
+    and returns ``metric(y, estimator.predict(X_shifted))``, greater is
+    better. It plugs straight into ``GridSearchCV(scoring=...)``,
+    ``cross_validate`` and ``check_scoring``.
+
+    An estimator that cannot predict at ``T'`` (a
+    :class:`~stsq_learn.FCNSelector` fitted at another length) raises its
+    ``ValueError`` through the scorer, so scikit-learn's ``error_score``
+    applies: by default the score is NaN with a warning naming the lengths,
+    and ``error_score="raise"`` re-raises the error. No silently wrong number
+    is ever returned.
+
+    Parameters
+    ----------
+    seq_len : int, default=None
+        The new length ``T'``. Give exactly one of ``seq_len`` and ``factor``.
+    factor : float, default=None
+        Relative length: ``T' = round(factor * T)`` (halves round up), with
+        ``T`` the length of the scored rows. ``factor=1`` scores the rows as
+        they are.
+    metric : {"r2", "neg_mean_squared_error", "neg_relative_mse"}, default="r2"
+        ``"r2"`` is ``sklearn.metrics.r2_score`` (uniform average over the
+        ``n_features`` outputs, as ``estimator.score``);
+        ``"neg_mean_squared_error"`` is minus scikit-learn's
+        ``mean_squared_error`` (averaged over rows and outputs);
+        ``"neg_relative_mse"`` is ``-sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``,
+        minus the relative MSE of the paper's plots (close to ``1 - R^2`` on this task,
+        0 is perfect, -1 is the trivial predictor 0).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the shift. With an int every call on the same rows builds the
+        same shifted rows, so all candidates of a grid search are scored on
+        the same shifted fold. A ``RandomState`` instance is consumed call
+        after call (and copied into each worker under ``n_jobs > 1``).
+
+    Raises
+    ------
+    ValueError
+        At call time: both or neither of ``seq_len`` and ``factor``, a
+        non-positive ``factor``, an unknown ``metric``, or a ``T'`` smaller
+        than the number of selected tokens of some row.
+
+    See Also
+    --------
+    shift_length : The data transform.
+    length_shift_scoring : A ``scoring=`` dict for several lengths at once.
+
+    Examples
+    --------
+    >>> from stsq_learn import (LengthShiftScorer, SparseTokenSelector,
+    ...                         make_sparse_token_selection)
+    >>> X, y = make_sparse_token_selection(300, seq_len=8, n_features=4,
+    ...                                    n_selected=2, random_state=0)
+    >>> model = SparseTokenSelector(width=16, max_iter=20, random_state=0).fit(X, y)
+    >>> x4 = LengthShiftScorer(factor=4, random_state=0)
+    >>> score = x4(model, X, y)          # R^2 with every row 4x longer (T' = 32)
+    >>> bool(-1 < score <= 1)
+    True
+    """
+
+    def __init__(self, seq_len=None, *, factor=None, metric="r2", random_state=None):
+        self.seq_len = seq_len
+        self.factor = factor
+        self.metric = metric
+        self.random_state = random_state
+
+    def target_length(self, T):
+        """Return the length ``T'`` this scorer moves rows of length ``T`` to.
+
+        Parameters
+        ----------
+        T : int
+            Length of the rows to score.
+
+        Returns
+        -------
+        new_len : int
+            ``seq_len``, or ``round(factor * T)``.
+        """
+        return _target_length(self.seq_len, self.factor, check_positive_int(T, "T"))
+
+    def __call__(self, estimator, X, y, sample_weight=None):
+        """Score ``estimator`` on ``X`` moved to the new length.
+
+        Parameters
+        ----------
+        estimator : fitted estimator
+            Any object with ``predict`` taking 3-D sequences (a
+            :class:`~stsq_learn.SparseTokenSelector`, or a ``Pipeline``
+            ending in one).
+        X : array-like of shape (n_samples, T, n_features + 1)
+            Validation sequences with the selection indicator last.
+        y : array-like of shape (n_samples, n_features)
+            Their targets; they stay valid after the shift.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Row weights passed to the metric.
+
+        Returns
+        -------
+        score : float
+            The metric at length ``T'``, greater is better.
+        """
+        metric = _check_metric(self.metric)
+        X = check_sequences(X)
+        n, T, c = X.shape
+        new_len = self.target_length(T)
+        y_arr, was_1d = check_targets(y, n, c - 1)
+        if was_1d:
+            y_arr = y_arr.ravel()
+        X_shifted = shift_length(X, new_len, random_state=self.random_state)
+        y_pred = estimator.predict(X_shifted)
+        if metric == "r2":
+            return float(r2_score(y_arr, y_pred, sample_weight=sample_weight))
+        if metric == "neg_mean_squared_error":
+            return -float(mean_squared_error(y_arr, y_pred, sample_weight=sample_weight))
+        return -_relative_mse(y_arr, y_pred, sample_weight)
+
+
+def _factor_key(factor):
+    return f"x{float(factor):g}"
+
+
+def length_shift_scoring(factors=(1, 2, 4, 8), *, seq_lens=None, metric="r2", random_state=None):
+    """Build a ``scoring=`` dict that scores several sequence lengths at once.
+
+    Passed to ``GridSearchCV``, ``RandomizedSearchCV`` or ``cross_validate``,
+    it makes ``cv_results_`` hold one column per length, a length-
+    generalization curve for every candidate. Factor 1 is keyed by the metric
+    name itself (e.g. ``"r2"``), so ``refit="r2"`` selects on in-distribution
+    accuracy; any other factor ``f`` is keyed ``"x<f>"`` (``"x2"``,
+    ``"x0.5"``) and an absolute length ``L`` is keyed ``"T<L>"``.
+
+    Parameters
+    ----------
+    factors : sequence of float, default=(1, 2, 4, 8)
+        Relative lengths, each a :class:`LengthShiftScorer` ``factor``.
+    seq_lens : sequence of int, default=None
+        Absolute lengths to score as well, each a ``seq_len``.
+    metric : {"r2", "neg_mean_squared_error", "neg_relative_mse"}, default="r2"
+        The metric of every scorer.
+    random_state : int, RandomState instance or None, default=None
+        Seed of every scorer's shift (see :class:`LengthShiftScorer`).
+
+    Returns
+    -------
+    scoring : dict of str to callable
+        Name to :class:`LengthShiftScorer`, in the order given.
+
+    Raises
+    ------
+    ValueError
+        For an unknown metric, a non-positive factor or length, no lengths at
+        all, or two entries with the same name.
+
+    Examples
+    --------
+    >>> from stsq_learn import length_shift_scoring
+    >>> sorted(length_shift_scoring((1, 2, 4), random_state=0))
+    ['r2', 'x2', 'x4']
+    """
+    _check_metric(metric)
+    factors = () if factors is None else tuple(factors)
+    seq_lens = () if seq_lens is None else tuple(seq_lens)
+    if not factors and not seq_lens:
+        raise ValueError("length_shift_scoring needs at least one factor or seq_len; got none.")
+    scoring = {}
+    for factor in factors:
+        factor = _check_factor(factor)
+        key = metric if factor == 1.0 else _factor_key(factor)
+        if key in scoring:
+            raise ValueError(f"factors holds {factor!r} twice (key {key!r}).")
+        scoring[key] = LengthShiftScorer(factor=factor, metric=metric, random_state=random_state)
+    for length in seq_lens:
+        length = check_positive_int(length, "seq_lens[i]")
+        key = f"T{length}"
+        if key in scoring:
+            raise ValueError(f"seq_lens holds {length!r} twice (key {key!r}).")
+        scoring[key] = LengthShiftScorer(length, metric=metric, random_state=random_state)
+    return scoring

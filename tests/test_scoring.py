@@ -1,0 +1,457 @@
+"""Length-shift transform, scorer and scoring dict (SPEC section 5)."""
+
+import pickle
+import warnings
+from itertools import combinations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import GridSearchCV, cross_validate
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from stsq_learn import (
+    FCNSelector,
+    LengthShiftScorer,
+    SparseTokenSelector,
+    length_shift_scoring,
+    make_sparse_token_selection,
+    shift_length,
+)
+
+
+class OracleSelector(RegressorMixin, BaseEstimator):
+    """Reads the indicator and returns the exact mean of the selected tokens."""
+
+    def fit(self, X, y):
+        self.n_features_in_ = X.shape[-1] - 1
+        return self
+
+    def predict(self, X):
+        mask = X[..., -1]
+        return np.einsum("nt,ntd->nd", mask, X[..., :-1]) / mask.sum(axis=1, keepdims=True)
+
+
+def _selected(X):
+    """Selected tokens of every row, in order, as an (n, q, c) array (fixed q)."""
+    n = X.shape[0]
+    return X[X[..., -1] == 1.0].reshape(n, -1, X.shape[-1])
+
+
+def _is_subsequence(short, long):
+    """True when the rows of ``short`` appear in ``long`` in the same order."""
+    j = 0
+    for row in long:
+        if j < len(short) and np.array_equal(row, short[j]):
+            j += 1
+    return j == len(short)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_sparse_token_selection(60, 10, 3, 3, random_state=0)
+
+
+# -- shift_length -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("new_len", [3, 5, 10, 11, 40])
+def test_shift_keeps_selected_tokens_and_order(data, new_len):
+    X, _ = data
+    X0 = X.copy()
+    Xs = shift_length(X, new_len, random_state=0)
+    assert Xs.shape == (60, new_len, 4) and Xs.dtype == X.dtype
+    np.testing.assert_array_equal(X, X0)  # input untouched
+    # The selected tokens are bit-for-bit the same, in the same order.
+    np.testing.assert_array_equal(_selected(Xs), _selected(X))
+    assert set(np.unique(Xs[..., -1])) <= {0.0, 1.0}
+    for i in range(0, 60, 7):
+        if new_len >= 10:  # every original token survives, in order
+            assert _is_subsequence(X[i], Xs[i])
+        else:  # the survivors are a subsequence of the original row
+            assert _is_subsequence(Xs[i], X[i])
+
+
+@pytest.mark.parametrize("new_len", [5, 40])
+def test_shift_moves_the_selected_positions(data, new_len):
+    X, _ = data
+    Xs = shift_length(X, new_len, random_state=0)
+    pos = np.argwhere(X[..., -1] == 1.0)[:, 1].reshape(60, 3)
+    pos_s = np.argwhere(Xs[..., -1] == 1.0)[:, 1].reshape(60, 3)
+    assert (pos_s != pos).any(axis=1).mean() > 0.8
+    if new_len > 10:  # spread over the longer row, not just kept at the front
+        assert pos_s.max() > 30
+
+
+def test_shift_same_length_is_a_copy(data):
+    X, _ = data
+    Xs = shift_length(X, 10, random_state=0)
+    np.testing.assert_array_equal(Xs, X)
+    assert not np.shares_memory(Xs, X)
+
+
+def test_inserted_tokens_are_standard_gaussian():
+    X, _ = make_sparse_token_selection(2000, 4, 2, 1, random_state=0)
+    Xs = shift_length(X, 12, random_state=1)
+    originals = {tuple(r) for r in X.reshape(-1, 3)}
+    rows = Xs.reshape(-1, 3)
+    new = np.array([r for r in rows if tuple(r) not in originals])
+    assert new.shape == (2000 * 8, 3)
+    assert (new[:, -1] == 0.0).all()
+    assert stats.kstest(new[:, :-1].ravel(), "norm").pvalue > 0.01
+    assert abs(np.corrcoef(new[:, 0], new[:, 1])[0, 1]) < 0.05
+
+
+def test_insertion_positions_are_uniform():
+    # T=2 -> T'=4: the two original tokens take each of the 6 slot pairs equally often.
+    n = 6000
+    X = np.zeros((n, 2, 2))
+    X[:, 0, 0], X[:, 1, 0] = 5.0, 7.0
+    X[:, 0, 1] = 1.0
+    Xs = shift_length(X, 4, random_state=0)
+    first = np.argmax(Xs[..., 0] == 5.0, axis=1)
+    second = np.argmax(Xs[..., 0] == 7.0, axis=1)
+    assert (first < second).all()
+    counts = {
+        pair: np.mean((first == pair[0]) & (second == pair[1]))
+        for pair in combinations(range(4), 2)
+    }
+    assert all(abs(c - 1 / 6) < 0.025 for c in counts.values()), counts
+
+
+def test_deletion_is_uniform_over_unselected_tokens():
+    # T=4 (token t has value t), position 0 selected; keep 2 of 4 -> delete 2 of the 3 others.
+    n = 6000
+    X = np.zeros((n, 4, 2))
+    X[..., 0] = np.arange(4)
+    X[:, 0, 1] = 1.0
+    Xs = shift_length(X, 2, random_state=0)
+    assert (Xs[:, 0, 0] == 0).all() and (Xs[:, 0, 1] == 1).all()
+    kept = np.bincount(Xs[:, 1, 0].astype(int), minlength=4) / n
+    np.testing.assert_allclose(kept[1:], 1 / 3, atol=0.025)
+
+
+def test_shift_is_deterministic_for_an_int_seed(data):
+    X, _ = data
+    a, b = shift_length(X, 25, random_state=3), shift_length(X, 25, random_state=3)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, shift_length(X, 25, random_state=4))
+    np.testing.assert_array_equal(
+        shift_length(X, 4, random_state=3), shift_length(X, 4, random_state=3)
+    )
+
+
+def test_shift_keeps_float32_and_handles_varying_q():
+    X, _ = make_sparse_token_selection(50, 8, 2, (1, 4), random_state=0)
+    X32 = X.astype(np.float32)
+    for new_len in (4, 8, 20):
+        Xs = shift_length(X32, new_len, random_state=0)
+        assert Xs.dtype == np.float32 and Xs.shape == (50, new_len, 3)
+        np.testing.assert_array_equal(Xs[..., -1].sum(1), X32[..., -1].sum(1))
+        np.testing.assert_array_equal(Xs[Xs[..., -1] == 1], X32[X32[..., -1] == 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 6),
+    T=st.integers(1, 8),
+    d=st.integers(1, 3),
+    data=st.data(),
+)
+def test_shift_shapes_property(n, T, d, data):
+    q = data.draw(st.integers(1, T), label="q")
+    new_len = data.draw(st.integers(q, 20), label="new_len")
+    seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
+    X, _ = make_sparse_token_selection(n, T, d, q, random_state=seed)
+    X0 = X.copy()
+    Xs = shift_length(X, new_len, random_state=seed)
+    np.testing.assert_array_equal(X, X0)
+    assert Xs.shape == (n, new_len, d + 1)
+    assert (Xs[..., -1].sum(axis=1) == q).all()
+    np.testing.assert_array_equal(_selected(Xs), _selected(X))
+    if new_len < T:
+        # exactly T - new_len unselected tokens gone, the rest a subsequence
+        assert all(_is_subsequence(Xs[i], X[i]) for i in range(n))
+    else:
+        assert all(_is_subsequence(X[i], Xs[i]) for i in range(n))
+
+
+def test_shift_rejects_a_length_below_q(data):
+    X, _ = data
+    with pytest.raises(ValueError, match=r"seq_len=2 cannot hold .* selects 3 tokens"):
+        shift_length(X, 2)
+    with pytest.raises(ValueError, match="seq_len must be an integer >= 1, got 0"):
+        shift_length(X, 0)
+    with pytest.raises(TypeError, match="seq_len must be an integer"):
+        shift_length(X, 2.5)
+    with pytest.raises(ValueError, match="must be 3-D"):
+        shift_length(X[0], 20)
+
+
+# -- LengthShiftScorer ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scorer_kw",
+    [{"factor": 1}, {"factor": 0.5}, {"factor": 2}, {"factor": 4}, {"seq_len": 3}, {"seq_len": 64}],
+)
+def test_oracle_scores_perfectly_under_every_shift(data, scorer_kw):
+    X, y = data
+    oracle = OracleSelector().fit(X, y)
+    r2 = LengthShiftScorer(**scorer_kw, random_state=0)(oracle, X, y)
+    mse = LengthShiftScorer(**scorer_kw, metric="neg_mean_squared_error", random_state=0)
+    rel = LengthShiftScorer(**scorer_kw, metric="neg_relative_mse", random_state=0)
+    assert r2 == pytest.approx(1.0, abs=1e-12)
+    assert mse(oracle, X, y) == pytest.approx(0.0, abs=1e-24)
+    assert rel(oracle, X, y) == pytest.approx(0.0, abs=1e-24)
+
+
+class ZeroPredictor(OracleSelector):
+    def predict(self, X):
+        return np.zeros((X.shape[0], X.shape[-1] - 1))
+
+
+def test_metrics_values_for_the_trivial_predictor(data):
+    X, y = data
+    zero = ZeroPredictor().fit(X, y)
+    rel = LengthShiftScorer(factor=2, metric="neg_relative_mse", random_state=0)(zero, X, y)
+    mse = LengthShiftScorer(factor=2, metric="neg_mean_squared_error", random_state=0)(zero, X, y)
+    assert rel == pytest.approx(-1.0)
+    assert mse == pytest.approx(-np.mean(y**2))
+    assert LengthShiftScorer(factor=2)(zero, X, y) < 0
+
+
+@pytest.fixture(scope="module")
+def fitted_selector(data):
+    X, y = data
+    return SparseTokenSelector(width=8, max_iter=10, random_state=0).fit(X, y)
+
+
+def test_factor_one_equals_estimator_score(data, fitted_selector):
+    X, y = data
+    assert LengthShiftScorer(factor=1)(fitted_selector, X, y) == fitted_selector.score(X, y)
+    assert LengthShiftScorer(10)(fitted_selector, X, y) == fitted_selector.score(X, y)
+
+
+def test_scorer_is_deterministic_and_does_not_mutate(data, fitted_selector):
+    X, y = data
+    X0, y0 = X.copy(), y.copy()
+    scorer = LengthShiftScorer(factor=3, random_state=0)
+    a, b = scorer(fitted_selector, X, y), scorer(fitted_selector, X, y)
+    assert a == b and np.isfinite(a)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+    # the predict-time encodings are seeded by the model; the shift by the scorer
+    other = LengthShiftScorer(factor=3, random_state=1)(fitted_selector, X, y)
+    assert other != a
+
+
+def test_target_length():
+    assert LengthShiftScorer(factor=2).target_length(16) == 32
+    assert LengthShiftScorer(factor=0.5).target_length(5) == 3  # halves round up
+    assert LengthShiftScorer(48).target_length(16) == 48
+
+
+def test_init_only_stores_and_errors_come_at_call_time(data):
+    X, y = data
+    oracle = OracleSelector().fit(X, y)
+    bad = LengthShiftScorer(seq_len=5, factor=2)
+    assert bad.get_params() == {"seq_len": 5, "factor": 2, "metric": "r2", "random_state": None}
+    with pytest.raises(ValueError, match=r"exactly one of seq_len .* got seq_len=5 and factor=2"):
+        bad(oracle, X, y)
+    with pytest.raises(ValueError, match="got seq_len=None and factor=None"):
+        LengthShiftScorer()(oracle, X, y)
+    for factor in (0, -2, float("nan"), float("inf")):
+        with pytest.raises(
+            ValueError, match=f"factor must be a positive finite number, got {factor}"
+        ):
+            LengthShiftScorer(factor=factor)(oracle, X, y)
+    for factor in ("2", True):
+        with pytest.raises(TypeError, match="factor must be a positive real number"):
+            LengthShiftScorer(factor=factor)(oracle, X, y)
+    with pytest.raises(ValueError, match=r"factor=0.01 moves rows of length T=10 to length 0"):
+        LengthShiftScorer(factor=0.01)(oracle, X, y)
+    with pytest.raises(ValueError, match=r"seq_len=2 cannot hold .* selects 3 tokens"):
+        LengthShiftScorer(2)(oracle, X, y)
+    assert LengthShiftScorer(factor=0.25)(oracle, X, y) == pytest.approx(1.0)  # T' = 3 = q
+    with pytest.raises(ValueError, match=r"seq_len=2 cannot hold"):
+        LengthShiftScorer(factor=0.2)(oracle, X, y)  # T' = 2 < q = 3
+    with pytest.raises(ValueError, match=r"metric must be one of .* got 'accuracy'"):
+        LengthShiftScorer(factor=2, metric="accuracy")(oracle, X, y)
+    with pytest.raises(ValueError, match=r"y must have shape .* \(60, 3\)"):
+        LengthShiftScorer(factor=2)(oracle, X, y[:, :2])
+
+
+def test_check_scoring_accepts_it_and_pickle_round_trip(data, fitted_selector):
+    X, y = data
+    scorer = LengthShiftScorer(factor=2, metric="neg_relative_mse", random_state=0)
+    checked = check_scoring(fitted_selector, scoring=scorer)
+    assert checked(fitted_selector, X, y) == scorer(fitted_selector, X, y)
+    clone_ = pickle.loads(pickle.dumps(scorer))
+    assert repr(clone_) == repr(scorer)
+    assert clone_(fitted_selector, X, y) == scorer(fitted_selector, X, y)
+
+
+# -- model selection --------------------------------------------------------------
+
+
+def test_grid_search_reports_shift_scores_with_n_jobs(data):
+    X, y = data
+    scoring = {"r2": "r2", "x2": LengthShiftScorer(factor=2, random_state=0)}
+    search = GridSearchCV(
+        SparseTokenSelector(max_iter=5, random_state=0),
+        {"width": [2, 8]},
+        scoring=scoring,
+        refit="r2",
+        cv=2,
+        n_jobs=2,
+    ).fit(X, y)
+    res = search.cv_results_
+    assert np.isfinite(res["mean_test_x2"]).all() and np.isfinite(res["mean_test_r2"]).all()
+    # the parallel scores are the serial scorer's
+    best = search.best_estimator_
+    assert np.isfinite(scoring["x2"](best, X, y))
+    X_tr, y_tr = X[30:], y[30:]
+    est = SparseTokenSelector(width=2, max_iter=5, random_state=0).fit(X_tr, y_tr)
+    assert res["split0_test_x2"][0] == pytest.approx(scoring["x2"](est, X[:30], y[:30]))
+
+
+def test_cross_validate_and_length_shift_scoring(data):
+    X, y = data
+    scoring = length_shift_scoring((1, 0.5, 2), seq_lens=[32], random_state=0)
+    assert list(scoring) == ["r2", "x0.5", "x2", "T32"]
+    res = cross_validate(
+        SparseTokenSelector(width=8, max_iter=5, random_state=0), X, y, cv=2, scoring=scoring
+    )
+    for key in scoring:
+        assert np.isfinite(res[f"test_{key}"]).all()
+
+
+def test_pipeline_parameter_routing(data):
+    X, y = data
+    pipe = Pipeline(
+        [
+            ("id", FunctionTransformer(validate=False)),
+            ("sts", SparseTokenSelector(max_iter=5, random_state=0)),
+        ]
+    )
+    search = GridSearchCV(
+        pipe,
+        {"sts__width": [2, 8]},
+        scoring=length_shift_scoring((1, 4), random_state=0),
+        refit="r2",
+        cv=2,
+    ).fit(X, y)
+    assert search.best_params_["sts__width"] in (2, 8)
+    assert np.isfinite(search.cv_results_["mean_test_x4"]).all()
+
+
+def test_length_shift_scoring_metric_and_errors():
+    scoring = length_shift_scoring(metric="neg_relative_mse", random_state=3)
+    assert list(scoring) == ["neg_relative_mse", "x2", "x4", "x8"]
+    assert all(s.metric == "neg_relative_mse" and s.random_state == 3 for s in scoring.values())
+    assert scoring["x4"].factor == 4.0 and scoring["neg_relative_mse"].factor == 1.0
+    with pytest.raises(ValueError, match="twice"):
+        length_shift_scoring((2, 2.0))
+    with pytest.raises(ValueError, match="twice"):
+        length_shift_scoring((1,), seq_lens=(8, 8))
+    with pytest.raises(ValueError, match="at least one"):
+        length_shift_scoring(())
+    with pytest.raises(ValueError, match="metric must be one of"):
+        length_shift_scoring(metric="r3")
+    with pytest.raises(ValueError, match="positive finite number, got -1"):
+        length_shift_scoring((1, -1))
+
+
+# -- the FCN follows error_score -----------------------------------------------------
+
+
+def test_fcn_at_another_length_is_nan_with_a_warning(data):
+    X, y = data
+    scoring = {"r2": "r2", "x2": LengthShiftScorer(factor=2, random_state=0)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = cross_validate(
+            FCNSelector(width=8, max_iter=5, random_state=0), X, y, cv=2, scoring=scoring
+        )
+    assert np.isnan(res["test_x2"]).all()
+    assert np.isfinite(res["test_r2"]).all()
+    messages = " ".join(str(w.message) for w in caught)
+    assert "Scoring failed" in messages
+    assert "fitted on seq_len=10 and cannot predict at seq_len=20" in messages
+
+
+def test_fcn_single_shift_scorer_nan_by_default(data):
+    X, y = data
+    with pytest.warns(UserWarning, match="Scoring failed"):
+        res = cross_validate(
+            FCNSelector(width=8, max_iter=5, random_state=0),
+            X,
+            y,
+            cv=2,
+            scoring=LengthShiftScorer(factor=4, random_state=0),
+        )
+    assert np.isnan(res["test_score"]).all()
+
+
+def test_fcn_shift_raises_with_error_score_raise(data):
+    X, y = data
+    with pytest.raises(ValueError, match="fitted on seq_len=10 and cannot predict at seq_len=40"):
+        GridSearchCV(
+            FCNSelector(max_iter=5, random_state=0),
+            {"width": [4]},
+            scoring={"r2": "r2", "x4": LengthShiftScorer(factor=4)},
+            refit="r2",
+            cv=2,
+            error_score="raise",
+        ).fit(X, y)
+
+
+def test_fcn_at_its_own_length_scores_fine(data):
+    X, y = data
+    fcn = FCNSelector(width=8, max_iter=5, random_state=0).fit(X, y)
+    assert LengthShiftScorer(factor=1)(fcn, X, y) == fcn.score(X, y)
+
+
+# -- acceptance ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_acceptance_grid_search_picks_width_64_and_generalizes_x4():
+    X, y = make_sparse_token_selection(1500, 16, 6, 3, random_state=0)
+    search = GridSearchCV(
+        SparseTokenSelector(random_state=0),
+        {"width": [4, 64]},
+        scoring={"r2": "r2", "x4": LengthShiftScorer(factor=4, random_state=0)},
+        refit="r2",
+        cv=3,
+        n_jobs=2,
+    ).fit(X, y)
+    assert search.best_params_ == {"width": 64}
+    x4 = search.cv_results_["mean_test_x4"][search.best_index_]
+    assert np.isfinite(x4) and x4 > 0.4
+
+
+def test_random_state_instance_is_consumed_and_tensors_accepted(data):
+    import torch
+
+    X, _ = data
+    rs = np.random.RandomState(0)
+    a, b = shift_length(X, 20, random_state=rs), shift_length(X, 20, random_state=rs)
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, shift_length(X, 20, random_state=np.random.RandomState(0)))
+    np.testing.assert_array_equal(
+        shift_length(torch.from_numpy(X), 20, random_state=0), shift_length(X, 20, random_state=0)
+    )
+
+
+def test_relative_mse_is_close_to_one_minus_r2(data, fitted_selector):
+    X, y = data
+    r2 = LengthShiftScorer(factor=2, random_state=0)(fitted_selector, X, y)
+    rel = LengthShiftScorer(factor=2, metric="neg_relative_mse", random_state=0)
+    assert rel(fitted_selector, X, y) == pytest.approx(r2 - 1, abs=0.1)
