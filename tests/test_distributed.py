@@ -14,7 +14,12 @@ pytest.importorskip("distributed")
 from distributed import Client, LocalCluster, get_task_stream
 
 import stsq_learn
-from stsq_learn import FCNSelector, SparseTokenSelector, make_sparse_token_selection
+from stsq_learn import (
+    FCNSelector,
+    SparseTokenSelector,
+    length_shift_scoring,
+    make_sparse_token_selection,
+)
 from stsq_learn.distributed import TorchThreads, dask_backend, parse_scheduler
 
 PARAM_GRID = {"width": [8, 16], "positional_encoding": ["stochastic", "fixed"]}
@@ -25,7 +30,8 @@ def _search():
         SparseTokenSelector(max_iter=8, random_state=0),
         PARAM_GRID,
         cv=KFold(2, shuffle=True, random_state=0),
-        scoring={"r2": "r2", "mse": "neg_mean_squared_error"},
+        # Length-shift scorers travel to the workers with the fits.
+        scoring={**length_shift_scoring((1, 2), random_state=0), "mse": "neg_mean_squared_error"},
         refit="r2",
     )
 
@@ -163,7 +169,7 @@ def test_local_cluster_grid_search_matches_sequential(data, one_torch_thread):
         assert {task["worker"] for task in stream.data} == set(workers)
 
     expected, got = _score_arrays(sequential), _score_arrays(distributed)
-    assert expected.keys() == got.keys() and len(expected) >= 8
+    assert expected.keys() == got.keys() and len(expected) >= 12
     for key in expected:
         np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
     assert distributed.best_params_ == sequential.best_params_
