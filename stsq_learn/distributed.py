@@ -270,7 +270,14 @@ def dask_backend(scheduler="local", *, torch_threads=1, resources=None, **cluste
         if kind == "local":
             options = {"processes": True, "threads_per_worker": 1, "dashboard_address": ":0"}
             options.update(cluster_kwargs)
-            cluster = LocalCluster(n_workers=value, **options)
+            try:
+                cluster = LocalCluster(n_workers=value, **options)
+            except (RuntimeError, OSError) as exc:
+                raise RuntimeError(
+                    f"Could not start a local dask cluster for scheduler={scheduler!r} "
+                    f"({exc}). Its worker processes import the main script again: in a "
+                    'script, start the cluster under `if __name__ == "__main__":`.'
+                ) from exc
             client = Client(cluster)
             client.wait_for_workers(len(cluster.workers))
         elif kind == "address":
