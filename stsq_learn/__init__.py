@@ -8,6 +8,7 @@ sequences, while fully-connected nets need width of order T d.
 
 from .datasets import SparseTokenSelectionTask, make_sparse_token_selection
 from .estimators import FCNSelector, SparseTokenSelector
+from .persistence import load_model, save_model
 from .scoring import LengthShiftScorer, length_shift_scoring, shift_length
 
 __version__ = "0.1.0"
@@ -19,6 +20,8 @@ __all__ = [
     "SparseTokenSelector",
     "__version__",
     "length_shift_scoring",
+    "load_model",
     "make_sparse_token_selection",
+    "save_model",
     "shift_length",
 ]

@@ -10,6 +10,8 @@ in Python nor copies data between host and device.
 
 from __future__ import annotations
 
+import copy
+import math
 import warnings
 from numbers import Integral, Real
 
@@ -17,13 +19,20 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 from skorch import NeuralNetRegressor
-from skorch.callbacks import EarlyStopping, ProgressBar
+from skorch.callbacks import Callback, EarlyStopping, ProgressBar
 
-from ._validation import check_positive_int, check_sequences, check_targets, resolve_device
+from ._validation import (
+    check_float_range,
+    check_positive_int,
+    check_sequences,
+    check_targets,
+    resolve_device,
+)
 from .datasets import SparseTokenSelectionTask
 from .nn import SquaredError
 
@@ -95,6 +104,106 @@ class _BatchIterator:
         return -(-len(self.dataset) // self.batch_size)
 
 
+# -- robustness helpers: overflow, divergence, interruption, unpickling ---------
+def _finite_forward(module, X_chunk, generator, kwargs):
+    """Forward a NumPy chunk; if the result overflows, redo it in float64.
+
+    Huge but finite tokens (or float64 values beyond the float32 range) can
+    overflow a float32 forward pass (scores, softmax, hidden layers). Normal
+    inputs take the first path only, so their results are unchanged; an
+    overflowing chunk is recomputed with a float64 copy of the module from the
+    same generator state. Returns a CPU tensor.
+    """
+    param = next(module.parameters())
+    state = generator.get_state()
+    out = module(_as_tensor(X_chunk, param.dtype, param.device), generator=generator, **kwargs)
+    if not torch.isfinite(out).all() and param.dtype != torch.float64:
+        generator.set_state(state)
+        wide = copy.deepcopy(module).to(torch.float64)
+        xb = _as_tensor(X_chunk, torch.float64, param.device)
+        out = wide(xb, generator=generator, **kwargs)
+    if not torch.isfinite(out).all():
+        peak = float(np.abs(X_chunk).max())
+        raise ValueError(
+            f"The prediction overflowed even in float64: X holds values up to {peak:.3g} "
+            "in absolute value. Rescale X."
+        )
+    return out.cpu()
+
+
+class _TrainingGuard(Callback):
+    """Stop training with a clear error as soon as a batch loss is not finite."""
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training:
+            return
+        loss = net.history[-1]["batches"][-1].get("train_loss")
+        if loss is not None and not math.isfinite(loss):
+            n_batches = len(net.history[-1]["batches"])
+            _raise_diverged(
+                net,
+                f"the training loss became {loss} at epoch {len(net.history)}, batch {n_batches}",
+            )
+
+
+def _raise_diverged(net, what):
+    raise ValueError(
+        f"Training diverged: {what}. Lower learning_rate_init (it was {net.lr}), "
+        "use solver='adam', or rescale X and y. The estimator was left as it was "
+        "before this call."
+    )
+
+
+def _check_finite_weights(net):
+    """Refuse to return a model whose weights are NaN or infinite."""
+    for name, param in net.module_.named_parameters():
+        if not torch.isfinite(param).all():
+            _raise_diverged(net, f"the weights ({name}) became NaN or infinite")
+
+
+def _warn_if_interrupted(estimator, net, n_done, n_planned, unit):
+    """Warn when skorch swallowed a KeyboardInterrupt (Ctrl-C) and stopped early.
+
+    skorch's ``fit`` catches ``KeyboardInterrupt`` and returns, and its
+    ``EarlyStopping`` stops by raising one, so an interruption is a run that
+    did fewer epochs (steps) than planned without early stopping firing.
+    Returns whether the run was interrupted.
+    """
+    if n_done >= n_planned:
+        return False
+    for _, callback in net.callbacks_:
+        if isinstance(callback, EarlyStopping) and callback.misses_ >= callback.patience:
+            return False
+    warnings.warn(
+        f"{type(estimator).__name__}: training was interrupted (KeyboardInterrupt) after "
+        f"{n_done} of {n_planned} {unit}s; the model keeps the weights reached so far "
+        "and loss_curve_, n_iter_ and t_ describe the completed part.",
+        UserWarning,
+        stacklevel=4,
+    )
+    return True
+
+
+def _map_missing_cuda_to_cpu(estimator):
+    """After unpickling on a machine without CUDA, predict on the CPU instead."""
+    device = estimator.__dict__.get("device_")
+    if device is None or device.type != "cuda" or torch.cuda.is_available():
+        return
+    warnings.warn(
+        f"{type(estimator).__name__} was fitted on {device}, which this machine does not "
+        "have; it now predicts on the CPU. Stochastic-encoding predictions use the CPU "
+        "random stream, so they differ from those drawn on the GPU.",
+        UserWarning,
+        stacklevel=3,
+    )
+    estimator.device_ = torch.device("cpu")
+    net = estimator.__dict__.get("net_")
+    if net is not None:
+        net.device = "cpu"
+        if hasattr(net, "iterator_train__device"):
+            net.iterator_train__device = torch.device("cpu")
+
+
 class _BaseSelector(RegressorMixin, BaseEstimator):
     """Shared fit / fit_online / predict for the two selectors."""
 
@@ -139,6 +248,20 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         -------
         self : object
             The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If an input or hyperparameter is invalid (before any training), or
+            if training diverges (the loss or the weights become NaN or
+            infinite). The estimator is then left exactly as it was.
+
+        Notes
+        -----
+        A ``KeyboardInterrupt`` (Ctrl-C) stops training early without raising:
+        the model keeps the weights reached so far, a ``UserWarning`` says so,
+        and ``loss_curve_`` and ``n_iter_`` describe the completed epochs (``t_``
+        also counts the batches of an epoch cut short).
         """
         self._validate_params()
         X = check_sequences(X)
@@ -146,6 +269,8 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         y, y_1d = check_targets(y, n, c - 1)
         device = resolve_device(self.device)
         dtype = _DTYPES[self.dtype]
+        check_float_range(X, dtype)
+        check_float_range(y, dtype, name="y")
         batch_size = min(200, n) if self.batch_size == "auto" else min(self.batch_size, n)
         data = _TensorData(_as_tensor(X, dtype, device), _as_tensor(y, dtype, device))
         self._train(data, T, c - 1, device, batch_size, epochs=self.max_iter, online=False)
@@ -169,6 +294,19 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         -------
         self : object
             The fitted estimator; ``loss_curve_`` holds the loss of every step.
+
+        Raises
+        ------
+        ValueError
+            If an input or hyperparameter is invalid (before any training), or
+            if training diverges (the loss or the weights become NaN or
+            infinite). The estimator is then left exactly as it was.
+
+        Notes
+        -----
+        A ``KeyboardInterrupt`` (Ctrl-C) stops training early without raising:
+        the model keeps the weights reached so far, a ``UserWarning`` says so,
+        and ``loss_curve_``, ``n_iter_`` and ``t_`` describe the completed steps.
         """
         self._validate_params()
         if not isinstance(task, SparseTokenSelectionTask):
@@ -207,17 +345,39 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         self._check_predict_seq_len(T)
         kwargs = self._forward_kwargs()
         module = self.net_.module_
-        dtype = next(module.parameters()).dtype
         generator = torch.Generator(device=self.device_).manual_seed(self._predict_seed)
         chunk = max(1, _PREDICT_ELEMENTS // (T * (self.width + c)))
         module.eval()
         out = []
         with torch.no_grad():
             for start in range(0, n, chunk):
-                xb = _as_tensor(X[start : start + chunk], dtype, self.device_)
-                out.append(module(xb, generator=generator, **kwargs).cpu())
+                out.append(_finite_forward(module, X[start : start + chunk], generator, kwargs))
         y_pred = torch.cat(out).numpy().astype(np.float64)
         return y_pred.ravel() if self._y_1d else y_pred
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of the prediction, averaged over features.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features + 1)
+            Sequences with the selection indicator in the last channel.
+        y : array-like of shape (n_samples, n_features)
+            True means of the selected tokens.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+            R^2 of ``self.predict(X)`` with respect to ``y``; equals
+            1 - relative MSE on this task.
+        """
+        check_is_fitted(self)
+        X = check_sequences(X)
+        y, _ = check_targets(y, X.shape[0], X.shape[2] - 1)
+        y_pred = self.predict(X)
+        return float(r2_score(y, y_pred.reshape(y.shape), sample_weight=sample_weight))
 
     # -- the training loop --------------------------------------------------
     def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online):
@@ -228,7 +388,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             module = self._make_module(seq_len, n_features, int(init_seed))
         module = module.to(device=device, dtype=_DTYPES[self.dtype])
 
-        callbacks = []
+        callbacks = [_TrainingGuard()]
         if not online:
             callbacks.append(
                 EarlyStopping(
@@ -268,12 +428,16 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             warnings.filterwarnings("ignore", message=".*already initialized.*")
             net.fit(data, None, generator=generator)
 
+        # A batch or epoch cut short by Ctrl-C has no loss: keep the completed ones.
         if online:
-            losses = [b["train_loss"] for b in net.history[-1]["batches"]]
+            losses = [b["train_loss"] for b in net.history[-1]["batches"] if "train_loss" in b]
         else:
             losses = [e["train_loss"] for e in net.history if "train_loss" in e]
         n_iter = len(losses)
-        if not online and n_iter == epochs:
+        _check_finite_weights(net)
+        planned, unit = (data.n_steps, "step") if online else (epochs, "epoch")
+        interrupted = _warn_if_interrupted(self, net, n_iter, planned, unit)
+        if not online and n_iter == epochs and not interrupted:
             warnings.warn(
                 f"{type(self).__name__}: maximum iterations ({epochs}) reached and the "
                 "optimization hasn't converged yet.",
@@ -287,8 +451,12 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         self.seq_len_ = seq_len
         self.loss_curve_ = losses
         self.n_iter_ = n_iter
-        self.t_ = int(sum(b["train_batch_size"] for e in net.history for b in e["batches"]))
+        self.t_ = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
         self._predict_seed = int(predict_seed)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        _map_missing_cuda_to_cpu(self)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

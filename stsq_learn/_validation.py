@@ -12,6 +12,53 @@ import numpy as np
 import torch
 
 
+def _as_real_array(X, name, expected):
+    """``X`` as a NumPy array of real numbers (bool, complex, object and str refused)."""
+    if X is None:
+        raise ValueError(f"{name} is required: an array of shape {expected}, got None.")
+    if hasattr(X, "tocsr") or hasattr(X, "todense"):
+        raise TypeError(
+            f"{name} is a sparse matrix ({type(X).__name__}); pass a dense array of shape "
+            f"{expected}."
+        )
+    if isinstance(X, torch.Tensor):
+        X = X.detach().cpu()
+        # NumPy has no bfloat16: widen it (exactly) to float32.
+        X = (X.float() if X.dtype == torch.bfloat16 else X).numpy()
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged nested lists and the like
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
+    if arr.dtype.kind == "b":
+        raise TypeError(
+            f"{name} has boolean dtype; it must hold real numbers (tokens and a 0.0/1.0 "
+            f"indicator). Cast it explicitly, e.g. {name}.astype(float), if that is intended."
+        )
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold real numbers, got an array of dtype {arr.dtype} "
+            f"(kind {arr.dtype.kind!r}) from {type(X).__name__}."
+        )
+    return arr
+
+
+def check_float_range(arr, dtype, *, name="X"):
+    """Raise if ``arr`` holds values that overflow to infinity when cast to ``dtype``.
+
+    ``dtype`` is a torch floating dtype; the check is a no-op for float64.
+    """
+    info = torch.finfo(dtype)
+    if info.max >= np.finfo(np.float64).max or arr.size == 0:
+        return
+    peak = float(np.abs(arr).max())
+    if peak > info.max:
+        raise ValueError(
+            f"{name} holds values up to {peak:.3g} in absolute value, beyond the range of "
+            f"{str(dtype).replace('torch.', '')} ({info.max:.3g}): they would become "
+            "infinite. Rescale the data or use dtype='float64'."
+        )
+
+
 def check_positive_int(value, name, *, minimum=1):
     """Return ``value`` as an int, or raise if it is not an integer >= minimum."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
@@ -48,17 +95,7 @@ def check_sequences(X, *, name="X"):
     Returns a floating NumPy array of shape (n_samples, seq_len, n_features + 1)
     (the input itself when it already is one; never modified).
     """
-    if isinstance(X, torch.Tensor):
-        X = X.detach().cpu().numpy()
-    try:
-        arr = np.asarray(X)
-    except Exception as exc:  # ragged nested lists and the like
-        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(
-            f"{name} must hold real numbers, got an array of dtype {arr.dtype} "
-            f"(kind {arr.dtype.kind!r})."
-        )
+    arr = _as_real_array(X, name, f"(n_samples, seq_len, n_features + 1) for {name}")
     if arr.ndim != 3:
         raise ValueError(
             f"{name} must be 3-D, (n_samples, seq_len, n_features + 1), got an "
@@ -103,13 +140,7 @@ def check_targets(y, n_samples, n_features, *, name="y"):
 
     Returns ``(y2d, was_1d)``; a 1-D ``y`` is accepted when ``n_features == 1``.
     """
-    if y is None:
-        raise ValueError(f"{name} is required: an array of shape ({n_samples}, {n_features}).")
-    if isinstance(y, torch.Tensor):
-        y = y.detach().cpu().numpy()
-    arr = np.asarray(y)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}.")
+    arr = _as_real_array(y, name, f"({n_samples}, {n_features}) for {name}")
     was_1d = arr.ndim == 1
     if was_1d and n_features == 1:
         arr = arr[:, None]
@@ -121,7 +152,10 @@ def check_targets(y, n_samples, n_features, *, name="y"):
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinity.")
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValueError(
+            f"{name} contains NaN or infinity, e.g. {name}[{bad[0]}, {bad[1]}] = {arr[tuple(bad)]}."
+        )
     return arr, was_1d
 
 

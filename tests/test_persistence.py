@@ -1,0 +1,422 @@
+"""save_model / load_model: round trips, a fresh process, and tampered files."""
+
+import hashlib
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import NotFittedError
+
+from stsq_learn import (
+    FCNSelector,
+    SparseTokenSelector,
+    load_model,
+    make_sparse_token_selection,
+    save_model,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+ESTIMATORS = {
+    "spe": lambda: SparseTokenSelector(width=6, max_iter=3, n_pe_samples=2, random_state=0),
+    "fixed": lambda: SparseTokenSelector(
+        width=6, max_iter=3, positional_encoding="fixed", random_state=0
+    ),
+    "fcn": lambda: FCNSelector(width=8, extra_hidden_layers=(4,), max_iter=3, random_state=0),
+    "spe-1d-float64": lambda: SparseTokenSelector(width=4, max_iter=2, dtype="float64"),
+}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_sparse_token_selection(80, 6, 3, 2, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def models(data):
+    X, y = data
+    X1, y1 = make_sparse_token_selection(80, 6, 1, 2, random_state=0)
+    out = {}
+    for name, make in ESTIMATORS.items():
+        out[name] = make().fit(X1, y1.ravel()) if "1d" in name else make().fit(X, y)
+    return out
+
+
+@pytest.fixture
+def saved(models, tmp_path):
+    path = tmp_path / "spe.stsq"
+    save_model(models["spe"], path)
+    return path
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_round_trip_is_exact(name, models, data, tmp_path):
+    est = models[name]
+    X = data[0] if "1d" not in name else make_sparse_token_selection(20, 9, 1, 2)[0]
+    path = tmp_path / "model.stsq"
+    save_model(est, path)
+    assert os.listdir(tmp_path) == ["model.stsq"]  # no temporary file left behind
+    loaded = load_model(str(path))
+    assert type(loaded) is type(est)
+    assert loaded.get_params() == est.get_params()
+    assert sorted(vars(loaded)) == sorted(vars(est))  # every fitted attribute restored
+    for attr in ("n_features_in_", "seq_len_", "loss_curve_", "n_iter_", "t_", "device_"):
+        assert getattr(loaded, attr) == getattr(est, attr), attr
+    assert len(loaded.net_.history) == len(est.net_.history)
+    state, ref = loaded.net_.module_.state_dict(), est.net_.module_.state_dict()
+    assert state.keys() == ref.keys()
+    for key in ref:
+        assert torch.equal(state[key], ref[key]) and state[key].dtype == ref[key].dtype
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    # the loaded model is an ordinary estimator: it pickles and refits
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(loaded)).predict(X), est.predict(X))
+
+
+def test_loaded_model_refits_like_the_original(models, data, tmp_path):
+    X, y = data
+    save_model(models["fcn"], tmp_path / "m.stsq")
+    refit = load_model(tmp_path / "m.stsq").fit(X, y)
+    np.testing.assert_array_equal(refit.predict(X), ESTIMATORS["fcn"]().fit(X, y).predict(X))
+
+
+_FRESH_PROCESS = textwrap.dedent(
+    """
+    import hashlib, pickle, sys
+    import numpy as np, torch
+    torch.set_num_threads(1)
+    from stsq_learn import *
+
+    X_path, model_path, pickle_path, out_prefix = sys.argv[1:]
+    # 1. a model saved by the parent process, loaded both ways
+    X = np.load(X_path)
+    np.save(out_prefix + "safe.npy", load_model(model_path).predict(X))
+    with open(pickle_path, "rb") as fh:
+        np.save(out_prefix + "pickled.npy", pickle.load(fh).predict(X))
+    # 2. fits with a fixed random_state: print a hash of everything they produce
+    X, y = make_sparse_token_selection(200, 8, 3, 2, random_state=0)
+    h = hashlib.sha256()
+    for est in (SparseTokenSelector(width=8, max_iter=5, random_state=3),
+                SparseTokenSelector(width=8, max_iter=5, positional_encoding="fixed",
+                                    n_pe_samples=3, random_state=3),
+                FCNSelector(width=16, max_iter=5, random_state=3)):
+        est.fit(X, y)
+        h.update(est.predict(X).tobytes())
+        h.update(repr(est.loss_curve_).encode())
+    online = SparseTokenSelector(width=8, random_state=3).fit_online(
+        SparseTokenSelectionTask(8, 3, 2), 20)
+    h.update(online.key_query_.tobytes())
+    h.update(online.predict(X).tobytes())
+    print(h.hexdigest())
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def fresh_processes(models, data, tmp_path_factory):
+    """Two fresh interpreters, run at once, each loading the saved model and fitting."""
+    tmp = tmp_path_factory.mktemp("fresh")
+    est = models["spe"]
+    save_model(est, tmp / "m.stsq")
+    with open(tmp / "m.pkl", "wb") as fh:
+        pickle.dump(est, fh)
+    np.save(tmp / "X.npy", data[0])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FRESH_PROCESS]
+            + [str(tmp / n) for n in ("X.npy", "m.stsq", "m.pkl")]
+            + [str(tmp / f"run{i}-")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(2)
+    ]
+    runs = []
+    for i, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        runs.append(
+            {
+                "hash": out.strip(),
+                "safe": np.load(tmp / f"run{i}-safe.npy"),
+                "pickled": np.load(tmp / f"run{i}-pickled.npy"),
+            }
+        )
+    return runs
+
+
+@pytest.mark.slow
+def test_save_then_load_in_a_fresh_process_predicts_the_same(fresh_processes, models, data):
+    expected = models["spe"].predict(data[0])
+    for run in fresh_processes:
+        np.testing.assert_array_equal(run["safe"], expected)
+        np.testing.assert_array_equal(run["pickled"], expected)
+
+
+@pytest.mark.slow
+def test_same_random_state_same_results_across_processes(fresh_processes):
+    first, second = (run["hash"] for run in fresh_processes)
+    assert len(first) == 64 and first == second
+    assert first != hashlib.sha256(b"").hexdigest()  # a hash of results, not a constant
+
+
+# -- tampered files ------------------------------------------------------------
+def rewrite(path, member, change):
+    """Replace one member of the zip at ``path`` with ``change(old_bytes)`` (None drops it)."""
+    with zipfile.ZipFile(path) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    new = change(members[member])
+    if new is None:
+        del members[member]
+    else:
+        members[member] = new
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, blob in members.items():
+            zf.writestr(name, blob)
+
+
+def edit_metadata(edit):
+    def change(blob):
+        meta = json.loads(blob)
+        edit(meta)
+        return json.dumps(meta).encode()
+
+    return change
+
+
+def edit_weights(edit):
+    def change(blob):
+        state = torch.load(io.BytesIO(blob), weights_only=True)
+        state = edit(state)
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        return buf.getvalue()
+
+    return change
+
+
+class _RunsCode:
+    """Unpickling this object would run a shell command."""
+
+    def __init__(self, sentinel):
+        self.sentinel = sentinel
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.sentinel}",))
+
+
+def _put(section, key, value):
+    def edit(meta):
+        meta[section][key] = value
+
+    return edit
+
+
+def _drop(section, key):
+    return lambda meta: meta[section].pop(key)
+
+
+TAMPERED = [
+    ("bad-json", "metadata.json", lambda b: b[:-5], "metadata.json is not valid JSON"),
+    ("metadata-list", "metadata.json", lambda b: b"[1, 2]", "must hold a JSON object"),
+    ("no-weights", "weights.pt", lambda b: None, "no weights.pt"),
+    ("no-metadata", "metadata.json", lambda b: None, "no metadata.json"),
+    ("history-not-list", "history.json", lambda b: b'{"a": 1}', "history.json must be a list"),
+    (
+        "wrong-format",
+        "metadata.json",
+        edit_metadata(lambda m: m.update(format="keras")),
+        "format='keras'",
+    ),
+    (
+        "future-version",
+        "metadata.json",
+        edit_metadata(lambda m: m.update(format_version=99)),
+        "format_version=99",
+    ),
+    (
+        "class-os-system",
+        "metadata.json",
+        edit_metadata(lambda m: m.update({"class": "os.system"})),
+        "class 'os.system' is not an stsq-learn estimator",
+    ),
+    (
+        "unknown-param",
+        "metadata.json",
+        edit_metadata(_put("params", "evil", 1)),
+        r"unknown \['evil'\]",
+    ),
+    (
+        "missing-param",
+        "metadata.json",
+        edit_metadata(_drop("params", "width")),
+        r"missing \['width'\]",
+    ),
+    (
+        "invalid-param",
+        "metadata.json",
+        edit_metadata(_put("params", "width", -3)),
+        "invalid hyperparameter.*'width'",
+    ),
+    (
+        "missing-fitted",
+        "metadata.json",
+        edit_metadata(_drop("fitted", "n_features_in_")),
+        "'n_features_in_' is missing",
+    ),
+    (
+        "fitted-wrong-type",
+        "metadata.json",
+        edit_metadata(_put("fitted", "seq_len_", "6")),
+        "seq_len_ must be an integer >= 1, got '6'",
+    ),
+    (
+        "fitted-nan-loss",
+        "metadata.json",
+        edit_metadata(_put("fitted", "loss_curve_", [float("nan")])),
+        "loss_curve_ holds NaN",
+    ),
+    (
+        "shape-mismatch",
+        "metadata.json",
+        edit_metadata(_put("fitted", "n_features_in_", 5)),
+        r"'key_query' has shape \(9, 6\).* needs \(11, 6\)",
+    ),
+    (
+        "huge-width",
+        "metadata.json",
+        edit_metadata(_put("params", "width", 10**7)),
+        r"'key_query' has shape \(9, 6\)",
+    ),
+    (
+        "extra-tensor",
+        "weights.pt",
+        edit_weights(lambda s: {**s, "backdoor": torch.zeros(1)}),
+        r"unknown \['backdoor'\]",
+    ),
+    (
+        "missing-tensor",
+        "weights.pt",
+        edit_weights(lambda s: {}),
+        r"missing \['key_query'\]",
+    ),
+    (
+        "nan-weight",
+        "weights.pt",
+        edit_weights(lambda s: {"key_query": s["key_query"] * np.nan}),
+        "'key_query' holds NaN",
+    ),
+    (
+        "int-weight",
+        "weights.pt",
+        edit_weights(lambda s: {"key_query": s["key_query"].long()}),
+        "dtype torch.int64, not a float",
+    ),
+    (
+        "weights-not-dict",
+        "weights.pt",
+        edit_weights(lambda s: s["key_query"]),
+        "dict of named tensors",
+    ),
+    ("weights-garbage", "weights.pt", lambda b: b"not torch", "not a plain tensor archive"),
+]
+
+
+@pytest.mark.parametrize(
+    "member, change, match", [t[1:] for t in TAMPERED], ids=[t[0] for t in TAMPERED]
+)
+def test_tampered_file_is_refused(saved, member, change, match):
+    rewrite(saved, member, change)
+    with pytest.raises(ValueError, match=match):
+        load_model(saved)
+
+
+def test_pickled_code_in_the_weights_is_refused_and_never_run(saved, tmp_path):
+    sentinel = tmp_path / "pwned"
+    rewrite(saved, "weights.pt", edit_weights(lambda s: {"key_query": _RunsCode(sentinel)}))
+    with pytest.raises(ValueError, match="not a plain tensor archive and was refused"):
+        load_model(saved)
+    assert not sentinel.exists()
+    # the same file through pickle would have run the command: the test is meaningful
+    with zipfile.ZipFile(saved) as zf:
+        torch.load(io.BytesIO(zf.read("weights.pt")), weights_only=False)
+    assert sentinel.exists()
+
+
+def test_fixed_encodings_with_a_tampered_length_are_refused(models, tmp_path):
+    path = tmp_path / "fixed.stsq"
+    save_model(models["fixed"], path)
+    rewrite(path, "metadata.json", edit_metadata(_put("fitted", "seq_len_", 10**9)))
+    with pytest.raises(ValueError, match=r"'fixed_pe' has shape \(6, 6\).*seq_len_=1000000000"):
+        load_model(path)
+
+
+def test_not_a_model_file(tmp_path):
+    path = tmp_path / "x.stsq"
+    path.write_bytes(b"\x00" * 100)
+    with pytest.raises(ValueError, match="not a zip archive"):
+        load_model(path)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("other.txt", "hello")
+    with pytest.raises(ValueError, match=r"no metadata\.json"):
+        load_model(path)
+    with pytest.raises(FileNotFoundError):
+        load_model(tmp_path / "missing.stsq")
+
+
+# -- devices and odd hyperparameters ---------------------------------------------
+def test_save_refuses_what_it_cannot_store(models, tmp_path):
+    with pytest.raises(NotFittedError):
+        save_model(FCNSelector(), tmp_path / "m.stsq")
+    with pytest.raises(TypeError, match="got dict"):
+        save_model({}, tmp_path / "m.stsq")
+    with pytest.raises(TypeError, match="path must be a str"):
+        save_model(models["spe"], None)
+    with pytest.raises(TypeError, match="path must be a str"):
+        load_model(3)
+
+
+def test_random_state_instance_is_saved_as_none_with_a_warning(data, tmp_path):
+    est = SparseTokenSelector(width=4, max_iter=2, random_state=np.random.RandomState(0))
+    est.fit(*data)
+    with pytest.warns(UserWarning, match="saved as None"):
+        save_model(est, tmp_path / "m.stsq")
+    loaded = load_model(tmp_path / "m.stsq")
+    assert loaded.random_state is None
+    np.testing.assert_array_equal(loaded.predict(data[0]), est.predict(data[0]))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="simulates a machine without CUDA")
+def test_model_saved_on_cuda_loads_on_cpu(saved, data):
+    rewrite(saved, "metadata.json", edit_metadata(_put("fitted", "device_", "cuda:0")))
+    with pytest.warns(UserWarning, match="fitted on cuda:0.*loaded on the CPU"):
+        loaded = load_model(saved)
+    assert loaded.device_ == torch.device("cpu")
+    assert np.isfinite(loaded.predict(data[0])).all()
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        load_model(saved, device="cuda")
+    assert load_model(saved, device="cpu").device_ == torch.device("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_model_round_trip_and_cpu_load(data, tmp_path):
+    X, y = data
+    est = SparseTokenSelector(width=6, max_iter=3, device="cuda", random_state=0).fit(X, y)
+    save_model(est, tmp_path / "m.stsq")
+    on_gpu = load_model(tmp_path / "m.stsq")
+    assert on_gpu.device_.type == "cuda"
+    np.testing.assert_array_equal(on_gpu.predict(X), est.predict(X))
+    on_cpu = load_model(tmp_path / "m.stsq", device="cpu")
+    np.testing.assert_allclose(on_cpu.key_query_, est.key_query_)
+    assert np.isfinite(on_cpu.predict(X)).all()
