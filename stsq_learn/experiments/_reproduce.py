@@ -1,0 +1,314 @@
+"""Run the three experiments at a named size; write figures, results.json and a summary."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from .._validation import check_positive_int, resolve_device
+from ._convergence import training_dynamics
+from ._length import length_generalization
+from ._separation import width_separation
+
+EXPERIMENTS = ("convergence", "length_generalization", "separation")
+"""Names of the experiments, as sections of ``results.json`` and values of ``--only``."""
+
+_ALIASES = {"length": "length_generalization", "width": "separation"}
+
+_FUNCTIONS = {
+    "convergence": training_dynamics,
+    "length_generalization": length_generalization,
+    "separation": width_separation,
+}
+
+PRESETS = {
+    # Seconds: the test suite's size. Numbers are not expected to show the paper's story.
+    "tiny": {
+        "convergence": dict(seq_len=8, n_features=2, n_selected=2, width=8, n_steps=30, n_test=200),
+        "length_generalization": dict(
+            seq_len=8,
+            n_features=2,
+            n_selected=2,
+            width=8,
+            n_steps=30,
+            factors=(1, 2),
+            n_pe_samples=4,
+            n_val_large=200,
+        ),
+        "separation": dict(
+            seq_lens=(4, 8),
+            n_features=2,
+            n_selected=2,
+            target_r2=0.5,
+            transformer_widths=(4, 8),
+            fcn_widths=(4, 8),
+            transformer_steps=20,
+            fcn_steps=20,
+            n_val=200,
+        ),
+    },
+    # Minutes on 2 CPU cores.
+    "quick": {
+        "convergence": dict(
+            seq_len=16, n_features=8, n_selected=3, width=64, n_steps=300, learning_rate=1.0
+        ),
+        "length_generalization": dict(
+            seq_len=16,
+            n_features=8,
+            n_selected=3,
+            width=64,
+            n_steps=1500,
+            factors=(1, 2, 4, 8),
+            n_pe_samples=16,
+            n_val_large=1000,
+        ),
+        "separation": dict(
+            seq_lens=(4, 8, 16, 32),
+            n_features=2,
+            n_selected=2,
+            target_r2=0.9,
+            transformer_widths=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+            fcn_widths=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512),
+            transformer_steps=300,
+            fcn_steps=500,
+            n_val=2000,
+        ),
+    },
+    # Sized for one large GPU (tens of minutes).
+    "full": {
+        "convergence": dict(
+            seq_len=64,
+            n_features=16,
+            n_selected=4,
+            width=256,
+            n_steps=10000,
+            learning_rate=1.0,
+            record_every=10,
+        ),
+        "length_generalization": dict(
+            seq_len=64,
+            n_features=16,
+            n_selected=4,
+            width=256,
+            n_steps=5000,
+            factors=(1, 2, 4, 8),
+            n_pe_samples=64,
+            n_val_large=10000,
+        ),
+        "separation": dict(
+            seq_lens=(4, 8, 16, 32, 64),
+            n_features=2,
+            n_selected=2,
+            target_r2=0.9,
+            transformer_widths=(2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128),
+            fcn_widths=(2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
+            transformer_steps=2000,
+            fcn_steps=4000,
+            n_val=10000,
+            monotone_search=False,
+        ),
+    },
+}
+"""Sizes of :func:`reproduce`: ``"tiny"`` (tests), ``"quick"`` (CPU), ``"full"`` (GPU)."""
+
+
+def resolve_experiments(only):
+    """Experiment names from ``only`` (None, a name, or a sequence of names)."""
+    if only is None:
+        return list(EXPERIMENTS)
+    names = [only] if isinstance(only, str) else list(only)
+    out = []
+    for name in names:
+        full = _ALIASES.get(name, name)
+        if full not in EXPERIMENTS:
+            raise ValueError(
+                f"Unknown experiment {name!r}; choose from {', '.join(EXPERIMENTS)} "
+                f"(aliases: {', '.join(_ALIASES)})."
+            )
+        if full not in out:
+            out.append(full)
+    if not out:
+        raise ValueError("only must name at least one experiment, got an empty sequence.")
+    return out
+
+
+def reproduce(
+    preset="quick",
+    *,
+    out=None,
+    device="auto",
+    seed=0,
+    only=None,
+    n_threads=None,
+    progress=True,
+    log=None,
+):
+    """Run the paper's experiments; optionally write figures and ``results.json``.
+
+    Parameters
+    ----------
+    preset : {"tiny", "quick", "full"}, default="quick"
+        Sizes (see ``PRESETS``): ``"quick"`` takes a few minutes on 2 CPU
+        cores, ``"full"`` is sized for one GPU, ``"tiny"`` for tests.
+    out : str or path, default=None
+        Directory to write ``<experiment>.png``, ``results.json`` and
+        ``summary.md`` into (created if missing); None writes nothing.
+    device : str, default="auto"
+        Training device of every model.
+    seed : int, default=0
+        Seed of every experiment.
+    only : str or sequence of str, default=None
+        Run only these experiments (names of ``EXPERIMENTS``, or the aliases
+        ``"length"`` and ``"width"``).
+    n_threads : int, default=None
+        PyTorch intra-op CPU threads during the run (restored afterwards);
+        None keeps the current setting. The models are small, so on a busy
+        or small CPU one thread is often fastest: several threads competing
+        with other processes can make each step many times slower.
+    progress : bool, default=True
+        Show tqdm progress bars (on stderr).
+    log : callable, default=None
+        Called with a line of text after each experiment (e.g. ``print``).
+
+    Returns
+    -------
+    results : dict
+        Experiment name to its result object, in ``EXPERIMENTS`` order.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import reproduce, summary_table
+    >>> results = reproduce("tiny", only="convergence", progress=False)
+    >>> list(results)
+    ['convergence']
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}.")
+    names = resolve_experiments(only)
+    resolved = resolve_device(device)  # fail on a bad device before any work
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+    if n_threads is not None:
+        n_threads = check_positive_int(n_threads, "n_threads")
+    threads_before = torch.get_num_threads()
+    try:
+        if n_threads is not None:
+            torch.set_num_threads(n_threads)
+        return _run(preset, names, resolved, seed, out, progress, log)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run(preset, names, resolved, seed, out, progress, log):
+    out_dir = None if out is None else Path(out)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    results, timings = {}, {}
+    for name in names:
+        start = time.perf_counter()
+        results[name] = _FUNCTIONS[name](
+            **PRESETS[preset][name], device=str(resolved), random_state=seed, progress=progress
+        )
+        timings[name] = round(time.perf_counter() - start, 1)
+        if out_dir is not None:
+            _save_figure(results[name], out_dir / f"{name}.png")
+        if log is not None:
+            log(f"{name}: done in {timings[name]} s")
+    if out_dir is not None:
+        payload = {
+            "meta": {
+                "stsq_learn": __version__,
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+                "preset": preset,
+                "device": str(resolved),
+                "seed": seed,
+                "torch_threads": torch.get_num_threads(),
+                "seconds": timings,
+            },
+            **{name: res.to_dict() for name, res in results.items()},
+        }
+        (out_dir / "results.json").write_text(json.dumps(payload, indent=2) + "\n")
+        (out_dir / "summary.md").write_text(summary_table(results) + "\n")
+    return results
+
+
+def _save_figure(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig = result.plot()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt(value, digits=3):
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def summary_table(results):
+    """A short Markdown table of the headline numbers of ``results``.
+
+    Parameters
+    ----------
+    results : dict
+        As returned by :func:`reproduce`.
+
+    Returns
+    -------
+    str
+    """
+    rows = ["| experiment | measure | value |", "|---|---|---|"]
+    conv = results.get("convergence")
+    if conv is not None:
+        f = conv.final
+        cfg = conv.config
+        where = (
+            f"T={cfg['seq_len']}, d={cfg['n_features']}, q={cfg['n_selected']}, m={cfg['width']}"
+        )
+        rows.append(f"| convergence ({where}) | final cos(W_pp, I) | {_fmt(f['cos'])} |")
+        rows.append(f"| | final gamma = tr(W_pp)/m | {_fmt(f['gamma'], 2)} |")
+        rows.append(f"| | final token-block norm | {_fmt(f['token_norm'], 2)} |")
+        rows.append(f"| | test R^2 after {cfg['n_steps']} SGD steps | {_fmt(f['test_r2'])} |")
+    length = results.get("length_generalization")
+    if length is not None:
+        T = length.config["seq_len"]
+        lens = ", ".join(f"{t // T}T" for t in length.eval_lengths)
+        rows.append(
+            f"| length generalization (T={T}, {length.config['n_val_large']} rows) | "
+            f"R^2 at {lens} | |"
+        )
+        for model in length.models:
+            vals = " / ".join(_fmt(v) for v in length.r2["val_large"][model])
+            rows.append(f"| | {model} | {vals} |")
+    sep = results.get("separation")
+    if sep is not None:
+        d = sep.config["n_features"]
+        rows.append(
+            f"| width separation (d={d}, q={sep.config['n_selected']}, "
+            f"R^2 >= {sep.config['target_r2']}, {sep.config['regime']}) | "
+            f"T = {', '.join(map(str, sep.seq_lens))} | |"
+        )
+        for model in ("transformer", "fcn"):
+            ws = " / ".join("-" if w is None else str(w) for w in sep.minimal_width[model])
+            rows.append(f"| | minimal width, {model} | {ws} |")
+        ratio = " / ".join(_fmt(r, 1) for r in sep.width_ratio())
+        rows.append(f"| | FCN / transformer width | {ratio} |")
+        for model, law_name, label in (
+            ("transformer", "log_T", "transformer: w = a + b log2 T"),
+            ("fcn", "T_d", "FCN: w = b T d"),
+        ):
+            law = sep.growth_laws[model][law_name]
+            if law is not None:
+                rows.append(
+                    f"| | {label} | a={law['intercept']:.1f}, b={law['slope']:.2f} "
+                    f"(fit R^2 {law['r2']:.2f}) |"
+                )
+    return "\n".join(rows)

@@ -1,0 +1,403 @@
+"""Experiment 3: the width separation between the transformer and the FCN, measured."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, ShuffleSplit
+
+from .._validation import check_positive_int
+from ..datasets import SparseTokenSelectionTask
+from ..estimators import FCNSelector, SparseTokenSelector
+from ._common import dataclass_dict, derived_seed, fit_online_with_progress, new_axes, progress_bar
+
+_MODELS = ("transformer", "fcn")
+
+
+def _fit_growth_law(xs, ws, *, intercept=True):
+    """Least squares ``w = a + b x`` (``a = 0`` without intercept); None if under-determined.
+
+    Returns a dict with ``intercept`` (a), ``slope`` (b) and ``r2``, the
+    coefficient of determination of the fit (1 - residual / total sum of squares).
+    """
+    xs, ws = np.asarray(xs, float), np.asarray(ws, float)
+    if len(xs) < (2 if intercept else 1) or (intercept and np.ptp(xs) == 0):
+        return None
+    if intercept:
+        b, a = np.polyfit(xs, ws, 1)
+    else:
+        a, b = 0.0, float(xs @ ws / (xs @ xs))
+    resid = ws - (a + b * xs)
+    ss = float(((ws - ws.mean()) ** 2).sum())
+    return {
+        "intercept": float(a),
+        "slope": float(b),
+        "r2": float(1 - (resid**2).sum() / ss) if ss > 0 else float(np.allclose(resid, 0)),
+    }
+
+
+@dataclass
+class SeparationResult:
+    """Smallest width reaching a target R^2, per sequence length, for both models.
+
+    Attributes
+    ----------
+    config : dict
+        The experiment's settings (task, grids, training regime, target).
+    seq_lens : list of int
+        The sequence lengths T searched.
+    scores : dict of str to dict of str to dict of str to float
+        ``scores[model][str(T)][str(width)]``: validation R^2 of each width
+        tried (``model`` is ``"transformer"`` or ``"fcn"``).
+    minimal_width : dict of str to list of int or None
+        ``minimal_width[model][i]``: smallest width of the grid reaching
+        ``target_r2`` at ``seq_lens[i]``, or None if no width did.
+    growth_laws : dict
+        Least-squares fits of each model's minimal widths:
+        ``growth_laws[model]["log_T"]`` fits ``w = a + b log2 T`` and
+        ``growth_laws[model]["T_d"]`` fits ``w = b T d`` (through 0); each is
+        a dict of intercept, slope and the fit's R^2 (1 - residual / total
+        sum of squares), or None with too few points.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import width_separation
+    >>> res = width_separation(seq_lens=(4, 8), n_features=2, n_selected=2,
+    ...                        transformer_widths=(4, 8), fcn_widths=(4, 8),
+    ...                        transformer_steps=20, fcn_steps=20, n_val=200,
+    ...                        target_r2=0.5, random_state=0)
+    >>> sorted(res.minimal_width)
+    ['fcn', 'transformer']
+    """
+
+    config: dict
+    seq_lens: list
+    scores: dict
+    minimal_width: dict
+    growth_laws: dict
+
+    def width_ratio(self):
+        """FCN minimal width over the transformer's, per T (None where either is missing)."""
+        out = []
+        for wt, wf in zip(self.minimal_width["transformer"], self.minimal_width["fcn"]):
+            out.append(wf / wt if wt and wf else None)
+        return out
+
+    def to_dict(self):
+        """JSON-ready dict of the fields, plus the FCN/transformer width ratio per T."""
+        out = dataclass_dict(self)
+        out["width_ratio"] = self.width_ratio()
+        return out
+
+    def plot(self, axes=None):
+        """Minimal width against T with the fitted laws, and R^2 against width.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+        """
+        fig, axes = new_axes(axes, 3, figsize=(17, 4.2))
+        ax_w, ax_t, ax_f = axes
+        d = self.config["n_features"]
+        Ts = np.asarray(self.seq_lens, float)
+        grid = np.geomspace(Ts.min(), Ts.max(), 100)
+        labels = {"transformer": "transformer (SPE)", "fcn": "FCN"}
+        for i, model in enumerate(_MODELS):
+            w = self.minimal_width[model]
+            have = [k for k, v in enumerate(w) if v is not None]
+            marker, size = ("o", 11) if model == "transformer" else ("s", 6)
+            ax_w.plot(
+                Ts[have],
+                [w[k] for k in have],
+                marker,
+                color=f"C{i}",
+                ms=size,
+                zorder=3 + i,
+                label=labels[model],
+            )
+            widths = self.config[f"{model}_widths"]
+            missing = [k for k, v in enumerate(w) if v is None]
+            if missing:
+                ax_w.plot(
+                    Ts[missing],
+                    [2 * max(widths)] * len(missing),
+                    "^",
+                    color=f"C{i}",
+                    mfc="none",
+                    ms=8,
+                    label=f"{labels[model]}: none of the grid (> {max(widths)})",
+                )
+            law_name, law_x = (
+                ("log_T", np.log2(grid)) if model == "transformer" else ("T_d", grid * d)
+            )
+            law = self.growth_laws[model][law_name]
+            if law is not None:
+                fitted = law["intercept"] + law["slope"] * law_x
+                text = (
+                    f"{law['intercept']:.1f} + {law['slope']:.1f} log2 T"
+                    if law_name == "log_T"
+                    else f"{law['slope']:.2f} T d"
+                )
+                ax_w.plot(
+                    grid, np.clip(fitted, 0.5, None), "-", color=f"C{i}", lw=1, label=f"fit: {text}"
+                )
+        ax_w.set_xscale("log", base=2)
+        ax_w.set_yscale("log", base=2)
+        ax_w.set_xticks(self.seq_lens, [str(t) for t in self.seq_lens])
+        ax_w.set_xlabel("sequence length T (log scale)")
+        ax_w.set_ylabel(f"smallest width reaching $R^2 \\geq {self.config['target_r2']}$ (log)")
+        ax_w.set_title(f"Width separation (d={d}, q={self.config['n_selected']})")
+        ax_w.legend(fontsize="small", loc="upper left")
+        for ax, model in ((ax_t, "transformer"), (ax_f, "fcn")):
+            for k, T in enumerate(self.seq_lens):
+                pts = self.scores[model][str(T)]
+                ws = sorted(int(w) for w in pts)
+                ax.plot(ws, [pts[str(w)] for w in ws], "o-", color=f"C{k}", label=f"T={T}")
+            ax.axhline(self.config["target_r2"], color="gray", ls=":", label="target $R^2$")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("width (log scale)")
+            ax.set_ylabel("validation $R^2$")
+            ax.set_ylim(max(-0.1, ax.get_ylim()[0]), 1.02)
+            ax.set_title(f"{labels[model]}: $R^2$ against width")
+            ax.legend(fontsize="small", loc="lower right")
+        return fig
+
+
+def width_separation(
+    seq_lens=(4, 8, 16),
+    n_features=2,
+    n_selected=2,
+    *,
+    target_r2=0.9,
+    transformer_widths=(2, 4, 8, 16, 32, 64),
+    fcn_widths=(2, 4, 8, 16, 32, 64, 128, 256),
+    regime="online",
+    transformer_steps=300,
+    fcn_steps=500,
+    transformer_lr=0.1,
+    fcn_lr=0.01,
+    transformer_batch_size=256,
+    fcn_batch_size=1024,
+    n_train=20000,
+    max_iter=30,
+    n_val=2000,
+    stop_at_target=True,
+    monotone_search=True,
+    device="auto",
+    random_state=0,
+    progress=False,
+):
+    """Measure the smallest width that reaches ``target_r2``, for both models, as T grows.
+
+    The paper's expressivity claim: the one-layer transformer needs width
+    O(d + q log T), a fully-connected net Omega(T d). For each T, every
+    width of each grid is trained and scored on held-out rows; the smallest
+    width with R^2 >= ``target_r2`` is reported, and the two growth laws
+    (width against log T, and against T d) are fitted by least squares.
+
+    Two training regimes:
+
+    - ``"online"`` (default, the paper's): each width is trained by
+      ``fit_online`` on fresh batches (``transformer_steps`` /
+      ``fcn_steps`` steps of ``transformer_batch_size`` /
+      ``fcn_batch_size`` rows, Adam) and scored on ``n_val`` rows.
+      Training never reuses a row, so the FCN cannot overfit and its
+      minimal width reflects what it can represent and learn in that
+      budget, not its sample efficiency. With ``stop_at_target`` the widths
+      are tried in increasing order and the search at that T stops at the
+      first that reaches the target; with ``monotone_search`` the search
+      at the next T starts from that width (the width needed is assumed
+      not to shrink as T grows), which saves most of the fits.
+    - ``"gridsearch"``: :class:`~sklearn.model_selection.GridSearchCV`
+      over ``width`` on ``n_train`` finite rows (``fit``, up to ``max_iter``
+      epochs), validated on one 20% hold-out split. Closer to everyday
+      use; the FCN then also pays for overfitting, so its widths come out
+      larger (or unreached) at the same target.
+
+    Parameters
+    ----------
+    seq_lens : sequence of int, default=(4, 8, 16)
+        The lengths T.
+    n_features, n_selected : int, default=2, 2
+        Token dimension d and subset size q. With q = 2 the two selected
+        scores tie exactly, so the transformer's error floor is about 0 and
+        the target is reachable at small width; keep d small so the FCN
+        reaches it within its grid.
+    target_r2 : float, default=0.9
+        The R^2 a width must reach.
+    transformer_widths, fcn_widths : sequence of int
+        The width grids (searched in increasing order).
+    regime : {"online", "gridsearch"}, default="online"
+        Training regime, see above.
+    transformer_steps, fcn_steps : int, default=300, 500
+        Online steps per width (``regime="online"``).
+    transformer_lr, fcn_lr : float, default=0.1, 0.01
+        Adam step sizes.
+    transformer_batch_size, fcn_batch_size : int, default=256, 1024
+        Rows per online step (``regime="online"``) or per minibatch.
+    n_train : int, default=20000
+        Rows of the finite training set (``regime="gridsearch"``).
+    max_iter : int, default=30
+        Epochs of each fit (``regime="gridsearch"``).
+    n_val : int, default=2000
+        Held-out rows scoring each width (``regime="online"``).
+    stop_at_target : bool, default=True
+        Stop the search at a T once a width reaches the target (``"online"``).
+    monotone_search : bool, default=True
+        Start the search at each T from the previous T's minimal width
+        (``"online"`` with ``stop_at_target``).
+    device : str, default="auto"
+        Training device.
+    random_state : int, default=0
+        Seed of the run.
+    progress : bool, default=False
+        Show tqdm progress bars.
+
+    Returns
+    -------
+    SeparationResult
+    """
+    if regime not in ("online", "gridsearch"):
+        raise ValueError(f"regime must be 'online' or 'gridsearch', got {regime!r}.")
+    if not 0 < target_r2 < 1:
+        raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
+    seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in seq_lens})
+    grids = {
+        "transformer": sorted(
+            {check_positive_int(w, "transformer_widths[i]") for w in transformer_widths}
+        ),
+        "fcn": sorted({check_positive_int(w, "fcn_widths[i]") for w in fcn_widths}),
+    }
+    for name, grid in grids.items():
+        if not grid:
+            raise ValueError(f"{name}_widths must hold at least one width, got an empty sequence.")
+    if not seq_lens:
+        raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
+    steps = {
+        "transformer": check_positive_int(transformer_steps, "transformer_steps"),
+        "fcn": check_positive_int(fcn_steps, "fcn_steps"),
+    }
+    n_train = check_positive_int(n_train, "n_train", minimum=10)
+    n_val = check_positive_int(n_val, "n_val")
+    tasks = [SparseTokenSelectionTask(T, n_features, n_selected) for T in seq_lens]
+    d = tasks[0].n_features
+    base = {
+        "transformer": SparseTokenSelector(
+            learning_rate_init=transformer_lr,
+            batch_size=check_positive_int(transformer_batch_size, "transformer_batch_size"),
+            max_iter=max_iter,
+            device=device,
+            random_state=derived_seed(random_state, 6),
+        ),
+        "fcn": FCNSelector(
+            learning_rate_init=fcn_lr,
+            batch_size=check_positive_int(fcn_batch_size, "fcn_batch_size"),
+            max_iter=max_iter,
+            device=device,
+            random_state=derived_seed(random_state, 7),
+        ),
+    }
+    scores = {model: {} for model in _MODELS}
+    minimal = {model: [] for model in _MODELS}
+    items = [(task, model) for task in tasks for model in _MODELS]
+    with progress_bar(len(items), "separation: (T, model) searches", enabled=progress) as outer:
+        for task, model in items:
+            T = task.seq_len
+            outer.set_postfix_str(f"T={T} {model}")
+            if regime == "online":
+                grid = grids[model]
+                previous = [w for w in minimal[model] if w is not None]
+                if stop_at_target and monotone_search and previous:
+                    grid = [w for w in grid if w >= previous[-1]]
+                found = _search_online(
+                    base[model],
+                    task,
+                    grid,
+                    steps[model],
+                    n_val,
+                    target_r2,
+                    stop_at_target,
+                    derived_seed(random_state, 100 + T),
+                    progress,
+                    f"T={T} {model}",
+                )
+            else:
+                found = _search_grid(
+                    base[model], task, grids[model], n_train, derived_seed(random_state, 200 + T)
+                )
+            scores[model][str(T)] = {str(w): s for w, s in found.items()}
+            reached = [w for w, s in sorted(found.items()) if s >= target_r2]
+            minimal[model].append(reached[0] if reached else None)
+            outer.update()
+    laws = {}
+    for model in _MODELS:
+        pairs = [(T, w) for T, w in zip(seq_lens, minimal[model]) if w is not None]
+        Ts = [T for T, _ in pairs]
+        ws = [w for _, w in pairs]
+        laws[model] = {
+            "log_T": _fit_growth_law([math.log2(T) for T in Ts], ws),
+            "T_d": _fit_growth_law([T * d for T in Ts], ws, intercept=False),
+        }
+    config = {
+        "n_features": d,
+        "n_selected": tasks[0].n_selected,
+        "target_r2": target_r2,
+        "regime": regime,
+        "transformer_widths": grids["transformer"],
+        "fcn_widths": grids["fcn"],
+        "solver": "adam",
+        "transformer_lr": transformer_lr,
+        "fcn_lr": fcn_lr,
+        "random_state": random_state,
+    }
+    if regime == "online":
+        config.update(
+            transformer_steps=steps["transformer"],
+            fcn_steps=steps["fcn"],
+            transformer_batch_size=transformer_batch_size,
+            fcn_batch_size=fcn_batch_size,
+            n_val=n_val,
+            stop_at_target=bool(stop_at_target),
+            monotone_search=bool(stop_at_target and monotone_search),
+        )
+    else:
+        config.update(n_train=n_train, max_iter=max_iter, validation="one 20% hold-out split")
+    return SeparationResult(
+        config=config,
+        seq_lens=seq_lens,
+        scores=scores,
+        minimal_width=minimal,
+        growth_laws=laws,
+    )
+
+
+def _search_online(estimator, task, widths, n_steps, n_val, target, stop, seed, progress, desc):
+    """Train each width online and score it on fresh rows; ``{width: R^2}``."""
+    X_val, y_val = task.sample(n_val, random_state=seed)
+    found = {}
+    for w in widths:
+        model = clone(estimator).set_params(width=w)
+        fit_online_with_progress(model, task, n_steps, desc=f"{desc} width={w}", enabled=progress)
+        found[w] = float(model.score(X_val, y_val))
+        if stop and found[w] >= target:
+            break
+    return found
+
+
+def _search_grid(estimator, task, widths, n_train, seed):
+    """GridSearchCV over ``width`` on ``n_train`` rows, one hold-out split; ``{width: R^2}``."""
+    X, y = task.sample(n_train, random_state=seed)
+    search = GridSearchCV(
+        estimator,
+        {"width": list(widths)},
+        scoring="r2",
+        cv=ShuffleSplit(n_splits=1, test_size=0.2, random_state=seed),
+        refit=False,
+        error_score="raise",
+    ).fit(X, y)
+    params = search.cv_results_["params"]
+    means = search.cv_results_["mean_test_score"]
+    return {p["width"]: float(s) for p, s in zip(params, means)}
