@@ -1,5 +1,6 @@
 """Grid searches on a dask cluster give the same scores as in one process."""
 
+import json
 import os
 import pickle
 
@@ -207,3 +208,98 @@ def test_ray_joblib_backend_matches_sequential(data, one_torch_thread):
     assert expected.keys() == got.keys()
     for key in expected:
         np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+
+
+# -- stsq-learn reproduce --scheduler ---------------------------------------
+GRIDSEARCH = dict(
+    seq_lens=(4,),
+    n_features=2,
+    n_selected=2,
+    target_r2=0.5,
+    transformer_widths=(2, 8),
+    fcn_widths=(4, 16),
+    regime="gridsearch",
+    n_train=300,
+    max_iter=3,
+    device="cpu",
+    random_state=0,
+)
+
+
+@pytest.fixture(scope="module")
+def running_cluster():
+    """A cluster started elsewhere, reached by its address (as on a real cluster)."""
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster:
+        yield cluster
+
+
+def _as_json(result):
+    return json.loads(json.dumps(result.to_dict()))
+
+
+def test_reproduce_rejects_bad_scheduler_before_work(tmp_path, capsys):
+    from stsq_learn.cli import main
+
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "--tiny", "--scheduler", "local:0", "--out", str(out)])
+    assert exc.value.code == 2
+    assert "--scheduler" in capsys.readouterr().err
+    assert not out.exists()
+    from stsq_learn.experiments import reproduce
+
+    with pytest.raises(ValueError, match="'nowhere' is neither"):
+        reproduce("tiny", scheduler="nowhere", progress=False)
+
+
+@pytest.mark.distributed
+def test_reproduce_separation_on_a_scheduler_matches_sequential(
+    tmp_path, running_cluster, one_torch_thread
+):
+    """`stsq-learn reproduce --scheduler ADDRESS`: the online sweep, same result as in-process."""
+    from stsq_learn.cli import main
+    from stsq_learn.experiments import width_separation
+    from stsq_learn.experiments._reproduce import PRESETS
+
+    sequential = width_separation(**PRESETS["tiny"]["separation"], device="cpu", random_state=0)
+    with Client(running_cluster) as observer, get_task_stream(client=observer) as stream:
+        rc = main(
+            [
+                "reproduce",
+                "--tiny",
+                "--only",
+                "separation",
+                "--device",
+                "cpu",
+                "--no-progress",
+                "--scheduler",
+                running_cluster.scheduler_address,
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    assert rc == 0
+    assert len(stream.data) >= 4  # the widths were trained on the workers
+    got = json.loads((tmp_path / "results.json").read_text())["separation"]
+    assert got == _as_json(sequential)
+    # The cluster was reached by address: it is still up, its workers as they were.
+    with Client(running_cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        assert TorchThreads.name not in client.run_on_scheduler(
+            lambda dask_scheduler: list(dask_scheduler.worker_plugins)
+        )
+
+
+@pytest.mark.distributed
+def test_width_separation_gridsearch_on_a_scheduler_matches_sequential(
+    running_cluster, one_torch_thread
+):
+    from stsq_learn.experiments import width_separation
+
+    sequential = width_separation(**GRIDSEARCH)
+    with Client(running_cluster) as client:
+        on_cluster = width_separation(**GRIDSEARCH, scheduler=client)
+        assert client.status == "running"
+    assert _as_json(on_cluster) == _as_json(sequential)
