@@ -299,7 +299,8 @@ def test_width_separation_gridsearch_on_a_scheduler_matches_sequential(
     from stsq_learn.experiments import width_separation
 
     sequential = width_separation(**GRIDSEARCH)
-    with Client(running_cluster) as client:
+    with Client(running_cluster) as client, get_task_stream(client=client) as stream:
         on_cluster = width_separation(**GRIDSEARCH, scheduler=client)
         assert client.status == "running"
+    assert len(stream.data) >= 2  # the GridSearchCV fits ran on the workers
     assert _as_json(on_cluster) == _as_json(sequential)
