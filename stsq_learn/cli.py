@@ -130,6 +130,14 @@ def build_parser():
         help="PyTorch CPU threads (default: 1; the models are small, and more threads "
         "on a busy CPU slow every step down)",
     )
+    rep.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="run the width-separation sweep on a dask cluster: a scheduler address "
+        "(tcp://host:8786) or local:N for a LocalCluster of N worker processes "
+        "(needs the distributed extra; default: this process)",
+    )
     rep.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     rep.set_defaults(handler=_run_reproduce, subparser=rep)
 
@@ -195,6 +203,13 @@ def _run_reproduce(parser, args):
             "use --quick for the CPU size.",
             file=sys.stderr,
         )
+    if args.scheduler is not None:
+        try:
+            from .distributed import parse_scheduler
+
+            parse_scheduler(args.scheduler)
+        except (ImportError, ValueError) as exc:
+            parser.error(f"--scheduler: {exc}")
     start = time.perf_counter()
     results = reproduce(
         args.preset,
@@ -204,6 +219,7 @@ def _run_reproduce(parser, args):
         only=args.only,
         n_threads=args.threads,
         progress=not args.no_progress,
+        scheduler=args.scheduler,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
     print(summary_table(results))

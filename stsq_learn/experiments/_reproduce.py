@@ -147,6 +147,7 @@ def reproduce(
     n_threads=None,
     progress=True,
     log=None,
+    scheduler=None,
 ):
     """Run the paper's experiments; optionally write figures and ``results.json``.
 
@@ -174,6 +175,10 @@ def reproduce(
         Show tqdm progress bars (on stderr).
     log : callable, default=None
         Called with a line of text after each experiment (e.g. ``print``).
+    scheduler : str, default=None
+        Run the width-separation sweep on a dask cluster: ``"local:N"`` (a
+        LocalCluster of N worker processes) or a scheduler address; see
+        :func:`width_separation`. None runs everything in this process.
 
     Returns
     -------
@@ -195,24 +200,33 @@ def reproduce(
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
     if n_threads is not None:
         n_threads = check_positive_int(n_threads, "n_threads")
+    if scheduler is not None:
+        from ..distributed import parse_scheduler
+
+        parse_scheduler(scheduler)  # a bad specification fails before any work
     threads_before = torch.get_num_threads()
     try:
         if n_threads is not None:
             torch.set_num_threads(n_threads)
-        return _run(preset, names, resolved, seed, out, progress, log)
+        return _run(preset, names, resolved, seed, out, progress, log, scheduler)
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _run(preset, names, resolved, seed, out, progress, log):
+def _run(preset, names, resolved, seed, out, progress, log, scheduler=None):
     out_dir = None if out is None else Path(out)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
     results, timings = {}, {}
     for name in names:
         start = time.perf_counter()
+        extra = {"scheduler": scheduler} if name == "separation" and scheduler else {}
         results[name] = _FUNCTIONS[name](
-            **PRESETS[preset][name], device=str(resolved), random_state=seed, progress=progress
+            **PRESETS[preset][name],
+            device=str(resolved),
+            random_state=seed,
+            progress=progress,
+            **extra,
         )
         timings[name] = round(time.perf_counter() - start, 1)
         if out_dir is not None:

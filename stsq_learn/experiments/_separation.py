@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, ShuffleSplit
 
@@ -195,6 +197,7 @@ def width_separation(
     device="auto",
     random_state=0,
     progress=False,
+    scheduler=None,
 ):
     """Measure the smallest width that reaches ``target_r2``, for both models, as T grows.
 
@@ -261,6 +264,15 @@ def width_separation(
         Seed of the run.
     progress : bool, default=False
         Show tqdm progress bars.
+    scheduler : str or distributed.Client, default=None
+        Run the fits on a dask cluster (needs the ``distributed`` extra):
+        ``"local:N"`` starts a LocalCluster of N worker processes, an address
+        such as ``"tcp://host:8786"`` connects to a running scheduler (see
+        :func:`stsq_learn.distributed.dask_backend`). ``"gridsearch"`` sends
+        every GridSearchCV fit to the workers; ``"online"`` trains the next
+        widths of a search side by side, as many as there are worker threads,
+        and keeps only those up to the first that reaches the target, so the
+        result is the sequential one. None (default) runs in this process.
 
     Returns
     -------
@@ -310,7 +322,16 @@ def width_separation(
     scores = {model: {} for model in _MODELS}
     minimal = {model: [] for model in _MODELS}
     items = [(task, model) for task in tasks for model in _MODELS]
-    with progress_bar(len(items), "separation: (T, model) searches", enabled=progress) as outer:
+    if scheduler is None:
+        backend = contextlib.nullcontext()
+    else:
+        from ..distributed import dask_backend
+
+        backend = dask_backend(scheduler)
+    with (
+        backend,
+        progress_bar(len(items), "separation: (T, model) searches", enabled=progress) as outer,
+    ):
         for task, model in items:
             T = task.seq_len
             outer.set_postfix_str(f"T={T} {model}")
@@ -330,6 +351,7 @@ def width_separation(
                     derived_seed(random_state, 100 + T),
                     progress,
                     f"T={T} {model}",
+                    parallel=scheduler is not None,
                 )
             else:
                 found = _search_grid(
@@ -381,10 +403,35 @@ def width_separation(
     )
 
 
-def _search_online(estimator, task, widths, n_steps, n_val, target, stop, seed, progress, desc):
-    """Train each width online and score it on fresh rows; ``{width: R^2}``."""
+def _fit_score_online(estimator, width, task, n_steps, X_val, y_val):
+    """One width of an online search, as a task for a worker."""
+    model = clone(estimator).set_params(width=width).fit_online(task, n_steps=n_steps)
+    return float(model.score(X_val, y_val))
+
+
+def _search_online(
+    estimator, task, widths, n_steps, n_val, target, stop, seed, progress, desc, parallel=False
+):
+    """Train each width online and score it on fresh rows; ``{width: R^2}``.
+
+    With ``parallel``, the widths go to joblib's active backend in batches of
+    its worker count; widths past the first that reaches the target are
+    dropped, so the result is the sequential one.
+    """
     X_val, y_val = task.sample(n_val, random_state=seed)
     found = {}
+    if parallel:
+        batch = max(1, effective_n_jobs())
+        for start in range(0, len(widths), batch):
+            chunk = widths[start : start + batch]
+            got = Parallel()(
+                delayed(_fit_score_online)(estimator, w, task, n_steps, X_val, y_val) for w in chunk
+            )
+            for w, score in zip(chunk, got):
+                found[w] = score
+                if stop and score >= target:
+                    return found
+        return found
     for w in widths:
         model = clone(estimator).set_params(width=w)
         fit_online_with_progress(model, task, n_steps, desc=f"{desc} width={w}", enabled=progress)
