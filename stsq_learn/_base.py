@@ -16,6 +16,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import sklearn
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -425,7 +426,9 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             **opt_kwargs,
         )
         generator = torch.Generator(device=device).manual_seed(int(pe_seed))
-        with warnings.catch_warnings():
+        # The owned net's fit parameters (generator, workspace) are ours, not the
+        # user's metadata: keep scikit-learn's metadata routing out of it.
+        with warnings.catch_warnings(), sklearn.config_context(enable_metadata_routing=False):
             # skorch warns that the module is an instance it will re-use: intended.
             warnings.filterwarnings("ignore", message=".*already initialized.*")
             # One encodings buffer for the whole fit: every step overwrites the

@@ -165,3 +165,16 @@ def test_cuda_fit_returns_numpy(small_data):
     assert model.score(X_test, y_test) >= 0.8
     online = SparseTokenSelector(width=64, device="cuda", random_state=0)
     assert online.fit_online(TASK, n_steps=1000).score(X_test, y_test) >= 0.8
+
+
+def test_fit_under_metadata_routing(tiny_data):
+    """The owned skorch net's fit parameters never meet the user's routing."""
+    import sklearn
+    from sklearn.model_selection import cross_validate
+
+    X, y = tiny_data
+    with sklearn.config_context(enable_metadata_routing=True):
+        scores = cross_validate(
+            SparseTokenSelector(width=8, max_iter=3, random_state=0), X, y, cv=2
+        )["test_score"]
+    assert np.isfinite(scores).all()
