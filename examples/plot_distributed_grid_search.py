@@ -1,7 +1,6 @@
 """
-============================================
 A width x encoding grid search on a cluster
-============================================
+===========================================
 
 A separation study fits many models: several widths, both positional
 encodings, several folds, and later several sequence lengths and seeds. Each

@@ -152,12 +152,26 @@ class TorchThreads(WorkerPlugin):
         self.previous_ = {}
 
     def setup(self, worker):
+        """Record the worker's torch thread count, then cap it.
+
+        Parameters
+        ----------
+        worker : distributed.Worker
+            The worker the plugin is registered on.
+        """
         import torch
 
         self.previous_[worker.address] = torch.get_num_threads()
         _set_torch_threads(worker, self.n_threads)
 
     def teardown(self, worker):
+        """Restore the torch thread count the worker had before :meth:`setup`.
+
+        Parameters
+        ----------
+        worker : distributed.Worker
+            The worker the plugin is removed from.
+        """
         previous = self.previous_.pop(worker.address, None)
         if previous is not None:
             _set_torch_threads(worker, previous)
