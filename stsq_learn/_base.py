@@ -336,7 +336,10 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             Predicted means, as float64 NumPy arrays whatever the device.
         """
         check_is_fitted(self)
-        X = check_sequences(X)
+        return self._predict_validated(check_sequences(X))
+
+    def _predict_validated(self, X):
+        """:meth:`predict` on an ``X`` that already passed ``check_sequences``."""
         n, T, c = X.shape
         if c - 1 != self.n_features_in_:
             raise ValueError(
@@ -347,7 +350,8 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         kwargs = self._forward_kwargs()
         module = self.net_.module_
         generator = torch.Generator(device=self.device_).manual_seed(self._predict_seed)
-        chunk = max(1, _PREDICT_ELEMENTS // (T * (self.width + c)))
+        # Sized by the fitted module's width, not the hyperparameter (settable after fit).
+        chunk = max(1, _PREDICT_ELEMENTS // (T * (module.width + c)))
         module.eval()
         # One encodings buffer reused by every chunk and draw of this call.
         kwargs["workspace"] = {}
@@ -379,7 +383,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = check_sequences(X)
         y, _ = check_targets(y, X.shape[0], X.shape[2] - 1)
-        y_pred = self.predict(X)
+        y_pred = self._predict_validated(X)
         return float(r2_score(y, y_pred.reshape(y.shape), sample_weight=sample_weight))
 
     # -- the training loop --------------------------------------------------

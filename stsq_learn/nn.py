@@ -282,6 +282,7 @@ class FullyConnected(nn.Module):
 
     def __init__(self, seq_len, n_features, width, extra_hidden_layers=()):
         super().__init__()
+        self.width = width
         sizes = [seq_len * (n_features + 1), width, *extra_hidden_layers]
         layers = []
         for a, b in itertools.pairwise(sizes):

@@ -178,3 +178,14 @@ def test_fit_under_metadata_routing(tiny_data):
             SparseTokenSelector(width=8, max_iter=3, random_state=0), X, y, cv=2
         )["test_score"]
     assert np.isfinite(scores).all()
+
+
+@pytest.mark.parametrize("make", [SparseTokenSelector, FCNSelector])
+def test_predict_reads_fitted_state_not_hyperparameters(make, tiny_data):
+    """Changing ``width`` after fit does not change (or break) predict and score."""
+    X, y = tiny_data
+    model = make(width=8, max_iter=2, random_state=0).fit(X, y)
+    before, score = model.predict(X), model.score(X, y)
+    model.set_params(width="not an int")
+    np.testing.assert_array_equal(model.predict(X), before)
+    assert model.score(X, y) == score
