@@ -63,7 +63,7 @@ CONFIG = {
         lr=0.01,
         n_test=4096,
         repeats=5,
-        ablation=True,
+        full_w=True,
     ),
     "online": dict(
         seq_len=64,
@@ -93,10 +93,10 @@ CONFIG = {
         n_steps=3000,
         batch_size=256,
         lr=0.01,
-        lr_end=0.001,
-        finetune_steps=600,
-        finetune_pe_samples=8,
-        finetune_lr=0.003,
+        learning_rate="cosine",
+        finetune_steps=400,
+        finetune_pe_samples=16,
+        finetune_lr=0.01,
         n_test=4096,
         floor_rows=4000,
     ),
@@ -112,11 +112,11 @@ CONFIG = {
     ),
 }
 QUICK = {
-    "fit": dict(n_samples=4096, epochs=2, n_test=2048, repeats=3, ablation=False),
+    "fit": dict(n_samples=4096, epochs=2, n_test=2048, repeats=3),
     "online": dict(n_steps=16, repeats=3),
     "memory": dict(seq_lens=(1024, 4096, 16384), batch_size=16, n_samples=32),
     "accuracy": dict(
-        widths=(64, 256), n_steps=800, finetune_steps=150, floor_rows=2000, n_test=2048
+        widths=(64, 256), n_steps=800, finetune_steps=100, floor_rows=2000, n_test=2048
     ),
     "gpu": dict(n_steps=5, warmup_steps=1),
 }
@@ -183,7 +183,13 @@ def _cfg(name, quick, **override):
 
 # -- 1. fit overhead ----------------------------------------------------------
 def bench_fit(ref, quick=False, **override):
-    """SparseTokenSelector.fit vs the reference ``train`` on the same data."""
+    """SparseTokenSelector.fit vs the reference ``train`` on the same data.
+
+    Two configurations of ours run, alternated with the reference in every
+    repeat: ``learn_token_block=False``, the reference's own model (its W has
+    no token rows), which is the like-for-like comparison; and the default,
+    the paper's full W, whose d x m token block only adds Adam noise here.
+    """
     cfg = _cfg("fit", quick, **override)
     task = SparseTokenSelectionTask(cfg["seq_len"], cfg["n_features"], cfg["n_selected"])
     X, y = task.sample(cfg["n_samples"], random_state=0)
@@ -191,84 +197,83 @@ def bench_fit(ref, quick=False, **override):
     data = _reference_data(X, y)
     epochs = cfg["epochs"]
 
-    def ours(seed):
-        model = SparseTokenSelector(
-            width=cfg["width"],
-            learning_rate_init=cfg["lr"],
-            batch_size=cfg["batch_size"],
-            max_iter=epochs,
-            n_iter_no_change=epochs,
-            tol=0.0,
-            random_state=seed,
-        )
-        t0 = time.perf_counter()
-        model.fit(X, y)
-        seconds = time.perf_counter() - t0
-        # n_iter_no_change = max_iter: early stopping cannot trigger; check it did not.
-        assert model.n_iter_ == epochs, (model.n_iter_, epochs)
-        return seconds, _relative_mse(model, X_test, y_test)
+    def ours_with(learn_token_block):
+        def ours(seed):
+            model = SparseTokenSelector(
+                width=cfg["width"],
+                learning_rate_init=cfg["lr"],
+                batch_size=cfg["batch_size"],
+                max_iter=epochs,
+                n_iter_no_change=epochs,
+                tol=0.0,
+                learn_token_block=learn_token_block,
+                random_state=seed,
+            )
+            t0 = time.perf_counter()
+            model.fit(X, y)
+            seconds = time.perf_counter() - t0
+            # n_iter_no_change = max_iter: early stopping cannot trigger; check it did not.
+            assert model.n_iter_ == epochs, (model.n_iter_, epochs)
+            return seconds, _relative_mse(model, X_test, y_test)
+
+        return ours
 
     def theirs(seed):
         r = ref.train(_ref_args(cfg, seed=seed), data=data)
         return r["fit_seconds"], r["test_relative_mse"]
 
-    rec = {"config": cfg, "early_stopping_off": True}
-    rec.update(_alternate(ours, theirs if ref else None, cfg["repeats"]))
-    if cfg["ablation"]:
-        # The package's W has a d x m token block the reference's W lacks;
-        # with it frozen at 0 the models coincide, which isolates its share of the gap.
-        frozen = _FrozenTokenBlock(
-            width=cfg["width"],
-            learning_rate_init=cfg["lr"],
-            batch_size=cfg["batch_size"],
-            max_iter=epochs,
-            n_iter_no_change=epochs,
-            tol=0.0,
-            random_state=0,
-        ).fit(X, y)
-        rec["ours_frozen_token_block_mse"] = _relative_mse(frozen, X_test, y_test)
+    runners = {"ours": ours_with(False)}
+    if cfg["full_w"]:
+        runners["ours_full_w"] = ours_with(True)
+    if ref:
+        runners["reference"] = theirs
+    rec = {"config": cfg, "early_stopping_off": True, "ours_learn_token_block": False}
+    rec.update(_alternate(runners, cfg["repeats"]))
     rec["samples"] = cfg["n_samples"] * epochs
     if ref:
-        rec["mse_gap"] = rec["ours_mse"] - rec["reference_mse"]
+        for who in ("ours", "ours_full_w"):
+            if who in runners:
+                rec[f"{who}_ratio"] = rec[f"{who}_seconds"] / rec["reference_seconds"]
+                rec[f"{who}_mse_gap"] = rec[f"{who}_mse"] - rec["reference_mse"]
+        rec["ratio"], rec["mse_gap"] = rec["ours_ratio"], rec["ours_mse_gap"]
     return rec
 
 
-class _FrozenTokenBlock(SparseTokenSelector):
-    """The selector with the token rows of W held at 0 (an ablation, not a feature)."""
+def _alternate(runners, repeats):
+    """Run every runner ``repeats`` times, rotating which goes first; medians and ratios.
 
-    def _make_module(self, seq_len, n_features, seed):
-        module = super()._make_module(seq_len, n_features, seed)
-        module.key_query.register_hook(lambda g: torch.cat([g[:n_features] * 0, g[n_features:]]))
-        return module
-
-
-def _alternate(ours, theirs, repeats):
-    """Run both ``repeats`` times, alternating which goes first; medians and ratios."""
-    o_t, o_m, r_t, r_m = [], [], [], []
+    ``runners`` maps a name to ``fn(seed) -> (seconds, relative_mse)``. Besides
+    the median seconds and MSE of each, every runner but ``reference`` gets its
+    median of per-repeat time ratios and the ratio of the fastest runs against
+    the reference.
+    """
+    names = list(runners)
+    seconds = {n: [] for n in names}
+    mses = {n: [] for n in names}
     for rep in range(repeats):
-        order = [("o", ours), ("r", theirs)] if rep % 2 == 0 else [("r", theirs), ("o", ours)]
-        for who, fn in order:
-            if fn is None:
-                continue
-            seconds, mse = fn(rep)
-            (o_t if who == "o" else r_t).append(seconds)
-            (o_m if who == "o" else r_m).append(mse)
-    out = {
-        "ours_seconds": median(o_t),
-        "ours_mse": median(o_m),
-        "ours_all_seconds": o_t,
-        "ours_all_mse": o_m,
-    }
-    if r_t:
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            t, mse = runners[name](rep)
+            seconds[name].append(t)
+            mses[name].append(mse)
+    out = {}
+    for n in names:
         out.update(
-            reference_seconds=median(r_t),
-            reference_mse=median(r_m),
-            reference_all_seconds=r_t,
-            reference_all_mse=r_m,
-            ratio=median(o_t) / median(r_t),
-            ratio_per_repeat_median=median([a / b for a, b in zip(o_t, r_t)]),
-            ratio_of_best=min(o_t) / min(r_t),
+            {
+                f"{n}_seconds": median(seconds[n]),
+                f"{n}_mse": median(mses[n]),
+                f"{n}_all_seconds": seconds[n],
+                f"{n}_all_mse": mses[n],
+            }
         )
+    if "reference" in names:
+        ref_t = seconds["reference"]
+        for n in names:
+            if n != "reference":
+                out[f"{n}_ratio_per_repeat_median"] = median(
+                    [a / b for a, b in zip(seconds[n], ref_t)]
+                )
+                out[f"{n}_ratio_of_best"] = min(seconds[n]) / min(ref_t)
     return out
 
 
@@ -295,7 +300,7 @@ def bench_online(ref, quick=False, **override):
         return r["fit_seconds"], r["test_relative_mse"]
 
     rec = {"config": cfg}
-    res = _alternate(ours, theirs if ref else None, cfg["repeats"])
+    res = _alternate({"ours": ours, **({"reference": theirs} if ref else {})}, cfg["repeats"])
     rec["ours_samples_per_second"] = n_steps * bs / res["ours_seconds"]
     if ref:
         rec["reference_samples_per_second"] = n_steps * bs / res["reference_seconds"]
@@ -412,13 +417,14 @@ def bench_memory(ref, quick=False, threads=1, **override):
 def bench_accuracy(ref, quick=False, **override):
     """Relative MSE after online training vs the isotropic floor of SPEC section 6.
 
-    Training: ``fit_online`` with Adam, the rate decayed geometrically from
-    ``lr`` to ``lr_end`` (``_fit_online_decay``). At ``pe_width`` the model is
-    scored with ``n_pe_samples`` = 1, 4, 16 draws; then, when
-    ``finetune_steps`` > 0, it is fine-tuned with the attention averaged over
-    ``finetune_pe_samples`` draws in the training forward too, and scored
-    again: a W trained on one draw settles at the gamma that is best for one
-    draw, smaller than the gamma that is best for averaged draws.
+    Training: ``fit_online`` with Adam at ``lr`` under the ``learning_rate``
+    schedule (cosine by default). At ``pe_width`` the model is scored with
+    ``n_pe_samples`` = 1, 4, 16 draws; then, when ``finetune_steps`` > 0, it
+    is fine-tuned (``warm_start=True``) with ``n_pe_samples_fit =
+    finetune_pe_samples``, the attention averaged over that many draws in the
+    training forward too, and scored again: a W trained on one draw settles
+    at the gamma that is best for one draw, smaller than the gamma that is
+    best for averaged draws.
     """
     cfg = _cfg("accuracy", quick, **override)
     T, d, q = cfg["seq_len"], cfg["n_features"], cfg["n_selected"]
@@ -426,9 +432,15 @@ def bench_accuracy(ref, quick=False, **override):
     X_test, y_test = task.sample(cfg["n_test"], random_state=1)
     rows = []
     for m in sorted(set(cfg["widths"]) | {cfg["pe_width"]}):
-        model = SparseTokenSelector(width=m, batch_size=cfg["batch_size"], random_state=0)
+        model = SparseTokenSelector(
+            width=m,
+            batch_size=cfg["batch_size"],
+            learning_rate_init=cfg["lr"],
+            learning_rate=cfg["learning_rate"],
+            random_state=0,
+        )
         t0 = time.perf_counter()
-        _fit_online_decay(model, task, cfg["n_steps"], cfg["lr"], cfg["lr_end"])
+        model.fit_online(task, n_steps=cfg["n_steps"])
         row = {
             "width": m,
             "train_seconds": time.perf_counter() - t0,
@@ -446,10 +458,14 @@ def bench_accuracy(ref, quick=False, **override):
         rows.append(row)
         if m == cfg["pe_width"] and cfg["finetune_steps"] > 0:
             k_train = cfg["finetune_pe_samples"]
-            t0 = time.perf_counter()
-            _continue_online(
-                model, task, cfg["finetune_steps"], cfg["finetune_lr"], n_pe_samples=k_train
+            model.set_params(
+                warm_start=True,
+                n_pe_samples_fit=k_train,
+                learning_rate_init=cfg["finetune_lr"],
+                learning_rate="cosine",
             )
+            t0 = time.perf_counter()
+            model.fit_online(task, n_steps=cfg["finetune_steps"])
             ft = {
                 "width": m,
                 "finetuned_with_pe_samples": k_train,
@@ -461,40 +477,6 @@ def bench_accuracy(ref, quick=False, **override):
             ft["gamma"] = float(np.trace(model.key_query_[d:]) / m)
             rows.append(ft)
     return {"config": cfg, "rows": rows}
-
-
-def _continue_online(model, task, n_steps, lr, seed=12345, **forward_kwargs):
-    """Continue training a fitted model's skorch net (same W, same Adam state) online.
-
-    ``forward_kwargs`` reach the module's forward at every training step
-    (e.g. ``n_pe_samples``). The public estimator has no warm start nor
-    schedule; the benchmark reaches into ``net_`` to measure what they buy.
-    """
-    from stsq_learn._base import _DTYPES, _OnlineData
-
-    net = model.net_
-    for group in net.optimizer_.param_groups:
-        group["lr"] = lr
-    data = _OnlineData(task, n_steps, net.batch_size, model.device_, _DTYPES[model.dtype])
-    generator = torch.Generator(device=model.device_).manual_seed(seed)
-    net.partial_fit(data, None, generator=generator, workspace={}, **forward_kwargs)
-    return model
-
-
-def _fit_online_decay(model, task, n_steps, lr, lr_end, stages=4):
-    """fit_online at ``lr``, then continue with the rate lowered geometrically to ``lr_end``.
-
-    ``n_steps`` are split into ``stages`` equal stages (one when
-    ``lr_end == lr``: then this is exactly ``fit_online``).
-    """
-    if lr_end == lr:
-        stages = 1
-    per = max(1, n_steps // stages)
-    model.set_params(learning_rate_init=lr)
-    model.fit_online(task, n_steps=per)
-    for i in range(1, stages):
-        _continue_online(model, task, per, lr * (lr_end / lr) ** (i / (stages - 1)), seed=i)
-    return model
 
 
 # -- 5. GPU -------------------------------------------------------------------
@@ -589,22 +571,23 @@ def format_table(results):
             lines.append(f"{name:<10} skipped: {rec['skipped']}")
             continue
         if name == "fit":
-            row(name, "ours fit seconds (median)", rec["ours_seconds"])
-            if "ratio" in rec:
-                row(name, "reference train seconds (median)", rec["reference_seconds"])
-                row(name, "time ratio ours / reference", rec["ratio"])
-                row(name, "  median of per-repeat ratios", rec["ratio_per_repeat_median"])
-                row(name, "  ratio of the fastest runs", rec["ratio_of_best"])
-                row(name, "ours test relative MSE", rec["ours_mse"], "{:.4f}")
-                row(name, "reference test relative MSE", rec["reference_mse"], "{:.4f}")
-                row(name, "relative-MSE gap (ours - reference)", rec["mse_gap"], "{:+.4f}")
-            if "ours_frozen_token_block_mse" in rec:
-                row(
-                    name,
-                    "ours, token block frozen: rel. MSE",
-                    rec["ours_frozen_token_block_mse"],
-                    "{:.4f}",
-                )
+            for who, what in (("ours", "ours (ref. model)"), ("ours_full_w", "ours (full W)")):
+                if f"{who}_seconds" not in rec:
+                    continue
+                row(name, f"{what}: fit seconds", rec[f"{who}_seconds"])
+                row(name, f"{what}: test relative MSE", rec[f"{who}_mse"], "{:.4f}")
+                if f"{who}_ratio" in rec:
+                    row(name, f"{what}: time ratio to reference", rec[f"{who}_ratio"])
+                    row(
+                        name,
+                        "  median of per-repeat ratios",
+                        rec[f"{who}_ratio_per_repeat_median"],
+                    )
+                    row(name, "  ratio of the fastest runs", rec[f"{who}_ratio_of_best"])
+                    row(name, f"{what}: relative-MSE gap", rec[f"{who}_mse_gap"], "{:+.4f}")
+            if "reference_seconds" in rec:
+                row(name, "reference: train seconds", rec["reference_seconds"])
+                row(name, "reference: test relative MSE", rec["reference_mse"], "{:.4f}")
         elif name == "online":
             row(name, "ours fit_online samples/s", rec["ours_samples_per_second"], "{:.0f}")
             if "ratio" in rec:

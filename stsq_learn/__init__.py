@@ -11,7 +11,7 @@ from .estimators import FCNSelector, SparseTokenSelector
 from .persistence import load_model, save_model
 from .scoring import LengthShiftScorer, length_shift_scoring, shift_length
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "FCNSelector",

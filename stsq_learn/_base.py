@@ -147,6 +147,66 @@ class _TrainingGuard(Callback):
             )
 
 
+class _LearningRateSchedule(Callback):
+    """Set the optimiser's step size before every training step (``learning_rate``).
+
+    ``"invscaling"`` and ``"cosine"`` are functions of the rows seen and of the
+    step; ``"adaptive"`` replaces early stopping in :meth:`_BaseSelector.fit`:
+    when the epoch loss has not improved by ``tol`` for ``patience`` epochs the
+    rate is divided by 5, and training stops once the rate is at most 1e-6.
+    """
+
+    def __init__(self, schedule, lr_init, power_t, total_steps, rows_before, patience, tol):
+        self.schedule = schedule
+        self.lr_init = lr_init
+        self.power_t = power_t
+        self.total_steps = total_steps
+        self.rows_before = rows_before
+        self.patience = patience
+        self.tol = tol
+
+    def initialize(self):
+        self.step_ = 0
+        self.rows_ = self.rows_before
+        self.lr_ = self.lr_init
+        self.best_loss_ = math.inf
+        self.misses_ = 0
+        self.stopped_ = False
+        return self
+
+    def on_batch_begin(self, net, batch=None, training=False, **kwargs):
+        if not training:
+            return
+        if self.schedule == "invscaling":
+            self.lr_ = self.lr_init / (self.rows_ + 1) ** self.power_t
+        elif self.schedule == "cosine":
+            progress = min(self.step_, self.total_steps) / self.total_steps
+            self.lr_ = 0.5 * self.lr_init * (1.0 + math.cos(math.pi * progress))
+        for group in net.optimizer_.param_groups:
+            group["lr"] = self.lr_
+
+    def on_batch_end(self, net, batch=None, training=False, **kwargs):
+        if training:
+            self.step_ += 1
+            self.rows_ += len(batch[0])
+
+    def on_epoch_end(self, net, **kwargs):
+        if self.schedule != "adaptive":
+            return
+        loss = net.history[-1].get("train_loss", math.inf)
+        if loss < self.best_loss_ - self.tol:
+            self.best_loss_, self.misses_ = loss, 0
+            return
+        self.misses_ += 1
+        if self.misses_ < self.patience:
+            return
+        if self.lr_ <= 1e-6:
+            self.stopped_ = True
+            raise KeyboardInterrupt  # skorch's way to end training, as EarlyStopping does
+        self.lr_ /= 5.0
+        self.misses_ = 0
+
+
 def _raise_diverged(net, what):
     raise ValueError(
         f"Training diverged: {what}. Lower learning_rate_init (it was {net.lr}), "
@@ -174,6 +234,8 @@ def _warn_if_interrupted(estimator, net, n_done, n_planned, unit):
         return False
     for _, callback in net.callbacks_:
         if isinstance(callback, EarlyStopping) and callback.misses_ >= callback.patience:
+            return False
+        if isinstance(callback, _LearningRateSchedule) and callback.stopped_:
             return False
     warnings.warn(
         f"{type(estimator).__name__}: training was interrupted (KeyboardInterrupt) after "
@@ -205,6 +267,17 @@ def _map_missing_cuda_to_cpu(estimator):
             net.iterator_train__device = torch.device("cpu")
 
 
+def _architecture(module):
+    """What a warm start must keep: the module's class, settings and weight shapes."""
+    arch = {"class": type(module).__name__}
+    for key in ("positional_encoding", "learn_token_block"):
+        if hasattr(module, key):
+            arch[key] = getattr(module, key)
+    for name, param in module.named_parameters():
+        arch[f"{name} shape"] = tuple(param.shape)
+    return arch
+
+
 class _BaseSelector(RegressorMixin, BaseEstimator):
     """Shared fit / fit_online / predict for the two selectors."""
 
@@ -212,6 +285,8 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         "width": [Interval(Integral, 1, None, closed="left")],
         "solver": [StrOptions({"sgd", "adam"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive", "cosine"})],
+        "power_t": [Interval(Real, 0, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
@@ -222,6 +297,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "warm_start": ["boolean"],
     }
 
     # -- hooks for the subclasses -------------------------------------------
@@ -315,6 +391,12 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
                 f"task must be a SparseTokenSelectionTask, got {type(task).__name__}: {task!r}."
             )
         n_steps = check_positive_int(n_steps, "n_steps")
+        if self.learning_rate == "adaptive":
+            raise ValueError(
+                "learning_rate='adaptive' lowers the rate when the epoch loss stops "
+                "improving, and fit_online has no epochs; use 'constant', 'invscaling' "
+                "or 'cosine'."
+            )
         device = resolve_device(self.device)
         batch_size = 256 if self.batch_size == "auto" else self.batch_size
         data = _OnlineData(task, n_steps, batch_size, device, _DTYPES[self.dtype])
@@ -387,16 +469,72 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         return float(r2_score(y, y_pred.reshape(y.shape), sample_weight=sample_weight))
 
     # -- the training loop --------------------------------------------------
+    def _fit_forward_kwargs(self):
+        """Keyword arguments of the module's forward during training."""
+        return {}
+
+    def _warm_module(self, seq_len, n_features, seed):
+        """A copy of the fitted module to continue from, or None for a fresh start.
+
+        Raises ``ValueError`` when ``warm_start`` is on but the data or the
+        hyperparameters now call for a different architecture.
+        """
+        if not (self.warm_start and hasattr(self, "net_")):
+            return None
+        old = self.net_.module_
+        if n_features != self.n_features_in_:
+            raise ValueError(
+                f"warm_start=True continues the previous fit, which had n_features="
+                f"{self.n_features_in_}; this data has n_features={n_features}. "
+                "Set warm_start=False to start afresh."
+            )
+        with torch.random.fork_rng(devices=[]):
+            fresh = self._make_module(seq_len, n_features, seed)
+        before = _architecture(old)
+        after = _architecture(fresh)
+        changed = [
+            f"{k}: {before.get(k)} -> {after.get(k)}"
+            for k in sorted(set(before) | set(after))
+            if before.get(k) != after.get(k)
+        ]
+        if changed:
+            raise ValueError(
+                "warm_start=True continues the previous fit, but the model it would "
+                f"continue has another architecture ({'; '.join(changed)}). Restore "
+                "those hyperparameters (or the training seq_len) or set warm_start=False."
+            )
+        return copy.deepcopy(old)
+
     def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online):
         rng = check_random_state(self.random_state)
-        init_seed, order_seed, pe_seed, predict_seed = rng.randint(np.iinfo(np.int32).max, size=4)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(init_seed))
-            module = self._make_module(seq_len, n_features, int(init_seed))
+        seeds = rng.randint(np.iinfo(np.int32).max, size=4)
+        warm = self.warm_start and hasattr(self, "net_")
+        if warm:
+            # A continuation draws other batches and encodings than the first fit.
+            seeds = np.random.default_rng([*seeds.tolist(), self.t_]).integers(
+                np.iinfo(np.int32).max, size=4
+            )
+        init_seed, order_seed, pe_seed, predict_seed = (int(v) for v in seeds)
+        module = self._warm_module(seq_len, n_features, init_seed)
+        if module is None:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(init_seed)
+                module = self._make_module(seq_len, n_features, init_seed)
         module = module.to(device=device, dtype=_DTYPES[self.dtype])
+        rows_before = self.t_ if warm else 0
 
-        callbacks = [_TrainingGuard()]
-        if not online:
+        n_batches = data.n_steps if online else epochs * -(-len(data) // batch_size)
+        schedule = _LearningRateSchedule(
+            self.learning_rate,
+            self.learning_rate_init,
+            self.power_t,
+            total_steps=n_batches,
+            rows_before=rows_before,
+            patience=self.n_iter_no_change,
+            tol=self.tol,
+        )
+        callbacks = [_TrainingGuard(), schedule]
+        if not online and self.learning_rate != "adaptive":
             callbacks.append(
                 EarlyStopping(
                     monitor="train_loss",
@@ -421,7 +559,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             max_epochs=epochs,
             batch_size=batch_size,
             iterator_train=_BatchIterator,
-            iterator_train__seed=int(order_seed),
+            iterator_train__seed=order_seed,
             iterator_train__device=device,
             train_split=None,
             callbacks=callbacks,
@@ -429,7 +567,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             verbose=int(self.verbose),
             **opt_kwargs,
         )
-        generator = torch.Generator(device=device).manual_seed(int(pe_seed))
+        generator = torch.Generator(device=device).manual_seed(pe_seed)
         # The owned net's fit parameters (generator, workspace) are ours, not the
         # user's metadata: keep scikit-learn's metadata routing out of it.
         with warnings.catch_warnings(), sklearn.config_context(enable_metadata_routing=False):
@@ -437,7 +575,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             warnings.filterwarnings("ignore", message=".*already initialized.*")
             # One encodings buffer for the whole fit: every step overwrites the
             # previous step's encodings after its backward, instead of allocating.
-            net.fit(data, None, generator=generator, workspace={})
+            net.fit(data, None, generator=generator, workspace={}, **self._fit_forward_kwargs())
 
         # A batch or epoch cut short by Ctrl-C has no loss: keep the completed ones.
         if online:
@@ -455,15 +593,19 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
+        rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
         # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
+        if warm:
+            losses = [*self.loss_curve_, *losses]
+            n_iter += self.n_iter_
         self.net_ = net
         self.device_ = device
         self.n_features_in_ = n_features
         self.seq_len_ = seq_len
         self.loss_curve_ = losses
         self.n_iter_ = n_iter
-        self.t_ = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
-        self._predict_seed = int(predict_seed)
+        self.t_ = rows_before + rows
+        self._predict_seed = predict_seed
 
     def __setstate__(self, state):
         super().__setstate__(state)

@@ -160,6 +160,18 @@ def build_parser():
     fit.add_argument("--solver", choices=["adam", "sgd"], default="adam")
     fit.add_argument("--learning-rate", type=_positive_float, default=None)
     fit.add_argument(
+        "--lr-schedule",
+        choices=["constant", "invscaling", "adaptive", "cosine"],
+        default="constant",
+        help="schedule of the learning rate (adaptive: --n-train rows only)",
+    )
+    fit.add_argument(
+        "--n-pe-samples-fit",
+        type=_positive_int,
+        default=1,
+        help="encoding draws averaged in every training step",
+    )
+    fit.add_argument(
         "--online-steps",
         type=_positive_int,
         default=None,
@@ -245,6 +257,8 @@ def _run_fit(parser, args):
         parser.error(
             f"the FCN reads only its training length; --eval-lengths must be {args.seq_len}"
         )
+    if args.lr_schedule == "adaptive" and args.online_steps is not None:
+        parser.error("--lr-schedule adaptive needs epochs: use it without --online-steps")
     _check_device(parser, args.device)
 
     import torch
@@ -257,6 +271,7 @@ def _run_fit(parser, args):
     task = SparseTokenSelectionTask(args.seq_len, args.n_features, args.n_selected)
     common = dict(
         solver=args.solver,
+        learning_rate=args.lr_schedule,
         max_iter=args.max_iter,
         device=args.device,
         random_state=args.seed,
@@ -268,6 +283,7 @@ def _run_fit(parser, args):
             args.width,
             positional_encoding=args.positional_encoding,
             n_pe_samples=args.n_pe_samples,
+            n_pe_samples_fit=args.n_pe_samples_fit,
             **common,
         )
     else:

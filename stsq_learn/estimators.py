@@ -18,7 +18,29 @@ _COMMON_PARAMS = """\
         Optimiser: Adam, or plain (full-step) gradient descent on minibatches
         as in the paper's theory (``momentum`` adds momentum).
     learning_rate_init : float, default={lr}
-        Step size of the optimiser.
+        Initial step size of the optimiser.
+    learning_rate : {{"constant", "invscaling", "adaptive", "cosine"}}, \
+            default="constant"
+        Schedule of the step size, set before every optimiser step (for
+        every solver; :class:`~sklearn.neural_network.MLPRegressor` applies
+        it to SGD only):
+
+        - ``"constant"``: ``learning_rate_init`` throughout.
+        - ``"invscaling"``: ``learning_rate_init / (t + 1) ** power_t``,
+          with ``t`` the rows seen so far (``t_``, which a warm start
+          continues).
+        - ``"adaptive"``: ``learning_rate_init`` while the epoch loss keeps
+          improving; each time it fails to improve by ``tol`` for
+          ``n_iter_no_change`` epochs the rate is divided by 5, and training
+          stops once the rate is at most 1e-6. :meth:`fit` only (it replaces
+          early stopping); :meth:`fit_online` has no epochs and raises
+          ``ValueError``.
+        - ``"cosine"``: from ``learning_rate_init`` down to 0 along a half
+          cosine over the planned steps (``max_iter`` epochs in :meth:`fit`,
+          ``n_steps`` in :meth:`fit_online`); early stopping may end it
+          sooner. Long runs reach a lower loss than at a constant rate.
+    power_t : float, default=0.5
+        Exponent of ``"invscaling"``.
     batch_size : int or "auto", default="auto"
         Rows per step. ``"auto"`` is ``min(200, n_samples)`` in :meth:`fit`
         (as in :class:`~sklearn.neural_network.MLPRegressor`) and 256 in
@@ -44,7 +66,15 @@ _COMMON_PARAMS = """\
         Seeds initialisation, batch order, encodings and prediction draws.
         An int makes :meth:`fit` and :meth:`predict` reproducible.
     verbose : int, default=0
-        1 prints a table of the epoch losses, 2 adds a progress bar."""
+        1 prints a table of the epoch losses, 2 adds a progress bar.
+    warm_start : bool, default=False
+        When True, :meth:`fit` and :meth:`fit_online` continue from the
+        weights of the previous call (with a fresh optimiser state, as in
+        :class:`~sklearn.neural_network.MLPRegressor`), and ``loss_curve_``,
+        ``n_iter_`` and ``t_`` count on from it. The data must keep
+        ``n_features`` and the architecture must stay the same; anything
+        else raises ``ValueError``. The other hyperparameters (rate,
+        schedule, solver, batch size) may change between calls."""
 
 _COMMON_ATTRIBUTES = """\
     n_features_in_ : int
@@ -52,9 +82,11 @@ _COMMON_ATTRIBUTES = """\
     seq_len_ : int
         Sequence length T seen in fit.
     loss_curve_ : list of float
-        Training loss per epoch (:meth:`fit`) or per step (:meth:`fit_online`).
+        Training loss per epoch (:meth:`fit`) or per step (:meth:`fit_online`),
+        across warm-started calls.
     n_iter_ : int
-        Number of epochs (:meth:`fit`) or steps (:meth:`fit_online`) run.
+        Number of epochs (:meth:`fit`) or steps (:meth:`fit_online`) run,
+        across warm-started calls.
     t_ : int
         Number of training rows seen by the optimiser.
     device_ : torch.device
@@ -89,6 +121,20 @@ class SparseTokenSelector(_BaseSelector):
         Number of encoding draws the attention is averaged over at predict
         time (stochastic encodings only). 1 is the paper; more cuts the
         error at fixed width. Can be changed after fitting.
+    n_pe_samples_fit : int, default=1
+        Number of encoding draws the attention is averaged over in every
+        training forward pass (stochastic encodings only; each step costs
+        about that many times more). A W trained on one draw settles at the
+        sharpness that is best for one draw; to get the most out of
+        ``n_pe_samples=K`` at predict time, train (or fine-tune with
+        ``warm_start``) with ``n_pe_samples_fit=K``.
+    learn_token_block : bool, default=True
+        Whether W's token rows (``n_features`` x ``width``) are trained.
+        True is the paper's full W. Their expected gradient is 0 and the
+        theory sends them to 0, but Adam moves every entry by about the step
+        size, which adds noise to the scores; False keeps them at exactly 0
+        (the model of ``spe_reference.py``) and reaches a lower error after
+        short Adam runs.
 {_COMMON_PARAMS.format(lr="0.01")}
 
     Attributes
@@ -118,6 +164,8 @@ class SparseTokenSelector(_BaseSelector):
         **_BaseSelector._parameter_constraints,
         "positional_encoding": [StrOptions({"stochastic", "fixed"})],
         "n_pe_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_pe_samples_fit": [Interval(Integral, 1, None, closed="left")],
+        "learn_token_block": ["boolean"],
     }
 
     def __init__(
@@ -126,8 +174,12 @@ class SparseTokenSelector(_BaseSelector):
         *,
         positional_encoding="stochastic",
         n_pe_samples=1,
+        n_pe_samples_fit=1,
+        learn_token_block=True,
         solver="adam",
         learning_rate_init=0.01,
+        learning_rate="constant",
+        power_t=0.5,
         batch_size="auto",
         max_iter=200,
         tol=1e-4,
@@ -138,12 +190,17 @@ class SparseTokenSelector(_BaseSelector):
         device="auto",
         random_state=None,
         verbose=0,
+        warm_start=False,
     ):
         self.width = width
         self.positional_encoding = positional_encoding
         self.n_pe_samples = n_pe_samples
+        self.n_pe_samples_fit = n_pe_samples_fit
+        self.learn_token_block = learn_token_block
         self.solver = solver
         self.learning_rate_init = learning_rate_init
+        self.learning_rate = learning_rate
+        self.power_t = power_t
         self.batch_size = batch_size
         self.max_iter = max_iter
         self.tol = tol
@@ -154,14 +211,23 @@ class SparseTokenSelector(_BaseSelector):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _make_module(self, seq_len, n_features, seed):
         return AttentionSelector(
-            n_features, self.width, self.positional_encoding, seq_len, encoding_seed=seed
+            n_features,
+            self.width,
+            self.positional_encoding,
+            seq_len,
+            encoding_seed=seed,
+            learn_token_block=self.learn_token_block,
         )
 
     def _forward_kwargs(self):
         return {"n_pe_samples": check_positive_int(self.n_pe_samples, "n_pe_samples")}
+
+    def _fit_forward_kwargs(self):
+        return {"n_pe_samples": self.n_pe_samples_fit}
 
     @property
     def key_query_(self):
@@ -217,6 +283,8 @@ class FCNSelector(_BaseSelector):
         extra_hidden_layers=(),
         solver="adam",
         learning_rate_init=0.001,
+        learning_rate="constant",
+        power_t=0.5,
         batch_size="auto",
         max_iter=200,
         tol=1e-4,
@@ -227,11 +295,14 @@ class FCNSelector(_BaseSelector):
         device="auto",
         random_state=None,
         verbose=0,
+        warm_start=False,
     ):
         self.width = width
         self.extra_hidden_layers = extra_hidden_layers
         self.solver = solver
         self.learning_rate_init = learning_rate_init
+        self.learning_rate = learning_rate
+        self.power_t = power_t
         self.batch_size = batch_size
         self.max_iter = max_iter
         self.tol = tol
@@ -242,6 +313,7 @@ class FCNSelector(_BaseSelector):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _validate_params(self):
         super()._validate_params()

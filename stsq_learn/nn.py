@@ -123,16 +123,29 @@ class AttentionSelector(nn.Module):
         Training length; ``"fixed"`` keeps that many encodings as a buffer.
     encoding_seed : int
         Seed of the fixed encodings.
+    learn_token_block : bool, default=True
+        False keeps the token rows of W at 0: the forward pass never reads
+        them, so they get no gradient and no optimiser moves them (the
+        scores are then ``p_t^T W_pp s``, the limit the theory predicts).
     """
 
+    learn_token_block = True  # the default for modules pickled before the option existed
+
     def __init__(
-        self, n_features, width, positional_encoding="stochastic", seq_len=1, encoding_seed=0
+        self,
+        n_features,
+        width,
+        positional_encoding="stochastic",
+        seq_len=1,
+        encoding_seed=0,
+        learn_token_block=True,
     ):
         super().__init__()
         self.n_features = n_features
         self.width = width
         self.positional_encoding = positional_encoding
         self.encoding_seed = encoding_seed
+        self.learn_token_block = learn_token_block
         # W = 0: attention starts uniform, as in the theory.
         self.key_query = nn.Parameter(torch.zeros(n_features + width, width))
         if positional_encoding == "fixed":
@@ -217,15 +230,19 @@ class AttentionSelector(nn.Module):
         Tensor of shape (n, T)
             Attention weights; every row sums to 1.
         """
-        d = self.n_features
+        # Rows of W the scores read: all, or only the positional block.
+        d = self.n_features if self.learn_token_block else 0
+        W = self.key_query if d else self.key_query[self.n_features :]
         if P.dim() == 2:
-            u = (mask @ P) @ self.key_query.T  # (n, d + m)
+            u = (mask @ P) @ W.T  # (n, d + m) or (n, m)
             pos = u[:, d:] @ P.T
         else:
             s = torch.bmm(mask.unsqueeze(1), P)  # (n, 1, m): the query's positional part
-            u = s @ self.key_query.T  # (n, 1, d + m): W applied to it
+            u = s @ W.T  # (n, 1, d + m) or (n, 1, m): W applied to it
             pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
             u = u.squeeze(1)
+        if not d:
+            return torch.softmax(pos, dim=-1)
         scores = torch.bmm(u[:, None, :d], tokens.transpose(1, 2)).squeeze(1) + pos
         return torch.softmax(scores, dim=-1)
 

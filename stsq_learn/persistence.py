@@ -60,6 +60,12 @@ _FITTED = {
 }
 
 
+# Hyperparameters added after format version 1 was first written (stsq-learn 0.1.0).
+_ADDED_PARAMS = frozenset(
+    {"learning_rate", "power_t", "warm_start", "n_pe_samples_fit", "learn_token_block"}
+)
+
+
 def _is_int(value, minimum):
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
@@ -330,7 +336,10 @@ def _check_metadata(metadata, where):
     params = metadata.get("params")
     if not isinstance(params, dict):
         raise ValueError(f"{where!r}: 'params' must be a JSON object, got {params!r}.")
-    expected = set(cls().get_params(deep=False))
+    defaults = cls().get_params(deep=False)
+    expected = set(defaults)
+    # Files from before these hyperparameters existed load with their defaults.
+    params = {**{k: defaults[k] for k in _ADDED_PARAMS & (expected - set(params))}, **params}
     if set(params) != expected:
         missing, unknown = sorted(expected - set(params)), sorted(set(params) - expected)
         raise ValueError(

@@ -44,7 +44,8 @@ def test_missing_reference_skips_comparisons(bench, tmp_path):
     fit = report["results"]["fit"]
     assert "ratio" not in fit and fit["ours_seconds"] > 0 and fit["early_stopping_off"]
     assert json.loads(out.read_text())["results"]["fit"]["config"]["epochs"] == 2
-    assert "fit" in messages[-2] and "ours fit seconds" in messages[-2]
+    assert "ours (ref. model): fit seconds" in messages[-2]
+    assert "ours (full W): test relative MSE" in messages[-2]
 
 
 def test_fit_against_reference_end_to_end(bench, tmp_path):
@@ -63,7 +64,8 @@ def test_fit_against_reference_end_to_end(bench, tmp_path):
     assert fit["reference_seconds"] == 0.5
     assert fit["ratio"] == pytest.approx(fit["ours_seconds"] / 0.5)
     assert fit["mse_gap"] == pytest.approx(fit["ours_mse"] - 0.25)
-    assert 0 < fit["ours_mse"] < 2 and 0 < fit["ours_frozen_token_block_mse"] < 2
+    assert 0 < fit["ours_mse"] < 2 and 0 < fit["ours_full_w_mse"] < 2
+    assert fit["ours_full_w_mse_gap"] == pytest.approx(fit["ours_full_w_mse"] - 0.25)
 
 
 def test_gpu_benchmark_code_path_on_cpu(bench):

@@ -67,6 +67,9 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
         (["fit", "--seq-len", "4", "--n-selected", "5"], "cannot exceed"),
         (["fit", "--seq-len", "8", "--eval-lengths", "2"], "shorter than --n-selected"),
         (["fit", "--model", "fcn", "--eval-lengths", "16,32"], "training length"),
+        (["fit", "--lr-schedule", "step"], "invalid choice"),
+        (["fit", "--lr-schedule", "adaptive", "--online-steps", "5"], "needs epochs"),
+        (["fit", "--n-pe-samples-fit", "0"], "positive integer"),
         (["bogus"], "invalid choice"),
     ],
 )
@@ -90,6 +93,15 @@ def test_fit_prints_r2_per_length(capsys):
     assert report["model"] == "SparseTokenSelector" and report["training"] == "online"
     assert set(report["r2"]) == {"8", "16"}
     assert all(-1 < v <= 1 for v in report["r2"].values())
+
+
+def test_fit_passes_schedule_and_training_draws(capsys):
+    argv = ["fit", "--seq-len", "8", "--n-features", "2", "--n-selected", "2", "--width", "8"]
+    argv += ["--online-steps", "10", "--lr-schedule", "cosine", "--n-pe-samples-fit", "2"]
+    argv += ["--eval-lengths", "8", "--n-eval", "50", "--json"]
+    assert main(argv) == 0
+    params = json.loads(capsys.readouterr().out)["params"]
+    assert params["learning_rate"] == "cosine" and params["n_pe_samples_fit"] == 2
 
 
 def test_fit_fcn_table(capsys):

@@ -420,3 +420,19 @@ def test_cuda_model_round_trip_and_cpu_load(data, tmp_path):
     on_cpu = load_model(tmp_path / "m.stsq", device="cpu")
     np.testing.assert_allclose(on_cpu.key_query_, est.key_query_)
     assert np.isfinite(on_cpu.predict(X)).all()
+
+
+def test_file_from_before_the_0_2_hyperparameters_loads_with_their_defaults(saved, data):
+    """0.1.0 wrote no learning_rate, power_t, warm_start, n_pe_samples_fit, learn_token_block."""
+    added = ("learning_rate", "power_t", "warm_start", "n_pe_samples_fit", "learn_token_block")
+
+    def strip(meta):
+        for key in added:
+            meta["params"].pop(key)
+
+    expected = load_model(saved).predict(data[0])
+    rewrite(saved, "metadata.json", edit_metadata(strip))
+    loaded = load_model(saved)
+    defaults = SparseTokenSelector().get_params()
+    assert {k: loaded.get_params()[k] for k in added} == {k: defaults[k] for k in added}
+    np.testing.assert_array_equal(loaded.predict(data[0]), expected)
