@@ -43,6 +43,7 @@ import torch  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector  # noqa: E402
+from stsq_learn.nn import positional_alignment  # noqa: E402
 
 BENCHMARKS = ("fit", "online", "memory", "accuracy", "gpu")
 REFERENCE_RELPATH = Path("..") / "shared" / "reference" / "spe_reference.py"
@@ -93,7 +94,10 @@ CONFIG = {
         n_steps=3000,
         batch_size=256,
         lr=0.01,
+        sgd_lr_per_width=1 / 64,
         learning_rate="cosine",
+        recipes=("adam", "sgd"),
+        finetune_recipe="adam",
         finetune_steps=400,
         finetune_pe_samples=16,
         finetune_lr=0.01,
@@ -414,17 +418,38 @@ def bench_memory(ref, quick=False, threads=1, **override):
 
 
 # -- 4. accuracy at width -----------------------------------------------------
+def _recipe(name, cfg, width):
+    """Estimator settings of a training recipe of the ``accuracy`` entry.
+
+    ``"adam"``: Adam at ``lr`` with the ``learning_rate`` schedule, the
+    paper's full W. ``"sgd"``: plain gradient descent at ``sgd_lr_per_width *
+    width`` (the step a diagonal entry of W takes shrinks like 1/width, so the
+    rate grows with it) with the same schedule and the token block held at 0
+    (at such rates its steps, which shrink only like 1/sqrt(width), diverge).
+    """
+    if name == "adam":
+        return dict(solver="adam", learning_rate_init=cfg["lr"])
+    if name == "sgd":
+        return dict(
+            solver="sgd",
+            learning_rate_init=cfg["sgd_lr_per_width"] * width,
+            learn_token_block=False,
+        )
+    raise ValueError(f"unknown recipe {name!r}; expected 'adam' or 'sgd'")
+
+
 def bench_accuracy(ref, quick=False, **override):
     """Relative MSE after online training vs the isotropic floor of SPEC section 6.
 
-    Training: ``fit_online`` with Adam at ``lr`` under the ``learning_rate``
-    schedule (cosine by default). At ``pe_width`` the model is scored with
-    ``n_pe_samples`` = 1, 4, 16 draws; then, when ``finetune_steps`` > 0, it
-    is fine-tuned (``warm_start=True``) with ``n_pe_samples_fit =
-    finetune_pe_samples``, the attention averaged over that many draws in the
-    training forward too, and scored again: a W trained on one draw settles
-    at the gamma that is best for one draw, smaller than the gamma that is
-    best for averaged draws.
+    Training: ``fit_online`` for ``n_steps`` under each recipe of
+    ``recipes`` (see :func:`_recipe`) and the ``learning_rate`` schedule
+    (cosine by default). At ``pe_width`` the model is scored with
+    ``n_pe_samples`` = 1, 4, 16 draws; then, when ``finetune_steps`` > 0, the
+    ``finetune_recipe`` model is fine-tuned (``warm_start=True``) with
+    ``n_pe_samples_fit = finetune_pe_samples``, the attention averaged over
+    that many draws in the training forward too, and scored again: a W
+    trained on one draw settles at the gamma that is best for one draw,
+    smaller than the gamma that is best for averaged draws.
     """
     cfg = _cfg("accuracy", quick, **override)
     T, d, q = cfg["seq_len"], cfg["n_features"], cfg["n_selected"]
@@ -432,51 +457,73 @@ def bench_accuracy(ref, quick=False, **override):
     X_test, y_test = task.sample(cfg["n_test"], random_state=1)
     rows = []
     for m in sorted(set(cfg["widths"]) | {cfg["pe_width"]}):
-        model = SparseTokenSelector(
-            width=m,
-            batch_size=cfg["batch_size"],
-            learning_rate_init=cfg["lr"],
-            learning_rate=cfg["learning_rate"],
-            random_state=0,
-        )
-        t0 = time.perf_counter()
-        model.fit_online(task, n_steps=cfg["n_steps"])
-        row = {
-            "width": m,
-            "train_seconds": time.perf_counter() - t0,
-            "spec_floor": SPEC_FLOOR_T64_Q4.get(m),
-        }
-        ks = cfg["n_pe_samples"] if m == cfg["pe_width"] else (1,)
-        for k in ks:
-            model.set_params(n_pe_samples=k)
-            row[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
-        row["gamma"] = float(np.trace(model.key_query_[d:]) / m)
+        floor = None
         if ref:
             a = _ref_args({**cfg, "width": m}, n_samples=cfg["floor_rows"], seed=0)
-            row.update(ref.floor(a))
-            row["ratio_to_floor"] = row["relative_mse_k1"] / row["floor_relative_mse"]
-        rows.append(row)
-        if m == cfg["pe_width"] and cfg["finetune_steps"] > 0:
-            k_train = cfg["finetune_pe_samples"]
-            model.set_params(
-                warm_start=True,
-                n_pe_samples_fit=k_train,
-                learning_rate_init=cfg["finetune_lr"],
-                learning_rate="cosine",
+            floor = ref.floor(a)
+        for recipe in cfg["recipes"]:
+            model = SparseTokenSelector(
+                width=m,
+                batch_size=cfg["batch_size"],
+                learning_rate=cfg["learning_rate"],
+                random_state=0,
+                **_recipe(recipe, cfg, m),
             )
             t0 = time.perf_counter()
-            model.fit_online(task, n_steps=cfg["finetune_steps"])
-            ft = {
+            model.fit_online(task, n_steps=cfg["n_steps"])
+            row = {
                 "width": m,
-                "finetuned_with_pe_samples": k_train,
+                "recipe": recipe,
+                "learning_rate_init": model.learning_rate_init,
                 "train_seconds": time.perf_counter() - t0,
+                "spec_floor": SPEC_FLOOR_T64_Q4.get(m),
             }
+            ks = cfg["n_pe_samples"] if m == cfg["pe_width"] else (1,)
             for k in ks:
                 model.set_params(n_pe_samples=k)
-                ft[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
-            ft["gamma"] = float(np.trace(model.key_query_[d:]) / m)
-            rows.append(ft)
+                row[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
+            row.update(_alignment(model, d))
+            if floor:
+                row["floor_relative_mse"] = floor["floor_relative_mse"]
+                row["floor_gamma"] = floor["gamma"]  # the best gamma of the isotropic W
+                row["ratio_to_floor"] = row["relative_mse_k1"] / row["floor_relative_mse"]
+            rows.append(row)
+            if (
+                m == cfg["pe_width"]
+                and recipe == cfg["finetune_recipe"]
+                and cfg["finetune_steps"] > 0
+            ):
+                k_train = cfg["finetune_pe_samples"]
+                model.set_params(
+                    warm_start=True,
+                    n_pe_samples_fit=k_train,
+                    learning_rate_init=cfg["finetune_lr"],
+                    learning_rate="cosine",
+                )
+                t0 = time.perf_counter()
+                model.fit_online(task, n_steps=cfg["finetune_steps"])
+                ft = {
+                    "width": m,
+                    "recipe": recipe,
+                    "finetuned_with_pe_samples": k_train,
+                    "train_seconds": time.perf_counter() - t0,
+                }
+                for k in ks:
+                    model.set_params(n_pe_samples=k)
+                    ft[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
+                ft.update(_alignment(model, d))
+                rows.append(ft)
     return {"config": cfg, "rows": rows}
+
+
+def _alignment(model, d):
+    """gamma, cos(W_pp, I) and the token-block norm of the trained W."""
+    align = positional_alignment(model.key_query_, d)
+    return {
+        "gamma": align["gamma"],
+        "cos_identity": align["cos"],
+        "token_norm": align["token_norm"],
+    }
 
 
 # -- 5. GPU -------------------------------------------------------------------
@@ -606,7 +653,7 @@ def format_table(results):
         elif name == "accuracy":
             for r in rec["rows"]:
                 ks = sorted(int(k[14:]) for k in r if k.startswith("relative_mse_k"))
-                tag = f"width {r['width']}"
+                tag = f"width {r['width']} {r['recipe']}"
                 if "finetuned_with_pe_samples" in r:
                     tag += f" +{r['finetuned_with_pe_samples']}-draw tune"
                 for k in ks:
@@ -616,14 +663,11 @@ def format_table(results):
                         r[f"relative_mse_k{k}"],
                         "{:.4f}",
                     )
+                row(name, f"{tag} trained gamma / cos(W_pp, I)", r["gamma"], "{:.2f}")
+                lines[-1] += f" / {r['cos_identity']:.2f}"
                 if "floor_relative_mse" in r:
-                    row(
-                        name,
-                        f"width {r['width']} floor (reference)",
-                        r["floor_relative_mse"],
-                        "{:.4f}",
-                    )
-                    row(name, f"width {r['width']} ratio to floor", r["ratio_to_floor"])
+                    row(name, f"{tag} floor (reference)", r["floor_relative_mse"], "{:.4f}")
+                    row(name, f"{tag} ratio to floor", r["ratio_to_floor"])
         elif name == "gpu":
             row(name, "fit_online samples/s", rec["samples_per_second"], "{:.0f}")
             row(name, "step ms / draw ms", rec["step_ms"], "{:.1f}")

@@ -91,8 +91,13 @@ def test_reference_lookup(bench, tmp_path):
 
 
 def test_accuracy_path_with_schedule_and_finetune(bench):
+    class FloorStandIn:  # the reference's floor() interface
+        @staticmethod
+        def floor(a):
+            return {"floor_relative_mse": 0.5, "gamma": 3}
+
     rec = bench.bench_accuracy(
-        None,
+        FloorStandIn,
         seq_len=8,
         n_features=2,
         n_selected=2,
@@ -105,6 +110,17 @@ def test_accuracy_path_with_schedule_and_finetune(bench):
         finetune_pe_samples=2,
         n_test=32,
     )
-    base, tuned = rec["rows"]
+    base, tuned, sgd = rec["rows"]
     assert base["width"] == 8 and 0 < base["relative_mse_k1"] < 2 and "relative_mse_k2" in base
     assert tuned["finetuned_with_pe_samples"] == 2 and tuned["gamma"] != base["gamma"]
+    # the trained W's gamma is kept apart from the floor's best gamma
+    assert base["floor_gamma"] == 3 and base["gamma"] != 3 and 0 < base["cos_identity"] <= 1
+    assert base["ratio_to_floor"] == base["relative_mse_k1"] / 0.5
+    # gradient descent: the rate grows with the width, the token block stays 0
+    assert sgd["recipe"] == "sgd" and sgd["learning_rate_init"] == 8 / 64
+    assert sgd["token_norm"] == 0 and base["token_norm"] > 0
+    table = bench.format_table({"accuracy": rec})
+    assert "width 8 sgd trained gamma / cos(W_pp, I)" in table
+    assert "width 8 adam ratio to floor" in table
+    with pytest.raises(ValueError, match="unknown recipe 'lbfgs'"):
+        bench.bench_accuracy(None, recipes=("lbfgs",), widths=(8,), pe_width=8)

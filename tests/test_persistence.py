@@ -436,3 +436,15 @@ def test_file_from_before_the_0_2_hyperparameters_loads_with_their_defaults(save
     defaults = SparseTokenSelector().get_params()
     assert {k: loaded.get_params()[k] for k in added} == {k: defaults[k] for k in added}
     np.testing.assert_array_equal(loaded.predict(data[0]), expected)
+
+
+def test_loaded_model_continues_with_warm_start(models, data, tmp_path):
+    est = models["spe"]
+    path = tmp_path / "model.stsq"
+    save_model(est, path)
+    loaded = load_model(path).set_params(warm_start=True, learning_rate_init=1e-9)
+    X, y = data
+    with pytest.warns(UserWarning):  # ConvergenceWarning: 3 epochs are not convergence
+        loaded.fit(X, y)
+    assert loaded.n_iter_ == est.n_iter_ + 3 and loaded.t_ == 2 * est.t_
+    np.testing.assert_allclose(loaded.key_query_, est.key_query_, atol=1e-6)
