@@ -19,8 +19,7 @@ _COMMON_PARAMS = """\
         as in the paper's theory (``momentum`` adds momentum).
     learning_rate_init : float, default={lr}
         Initial step size of the optimiser.
-    learning_rate : {{"constant", "invscaling", "adaptive", "cosine"}}, \
-            default="constant"
+    learning_rate : {{"constant", "invscaling", "adaptive", "cosine"}}, default="constant"
         Schedule of the step size, set before every optimiser step (for
         every solver; :class:`~sklearn.neural_network.MLPRegressor` applies
         it to SGD only):
