@@ -237,7 +237,6 @@ def bench_fit(ref, quick=False, **override):
     if ref:
         for who in ("ours", "ours_full_w"):
             if who in runners:
-                rec[f"{who}_ratio"] = rec[f"{who}_seconds"] / rec["reference_seconds"]
                 rec[f"{who}_mse_gap"] = rec[f"{who}_mse"] - rec["reference_mse"]
         rec["ratio"], rec["mse_gap"] = rec["ours_ratio"], rec["ours_mse_gap"]
     return rec
@@ -248,8 +247,8 @@ def _alternate(runners, repeats):
 
     ``runners`` maps a name to ``fn(seed) -> (seconds, relative_mse)``. Besides
     the median seconds and MSE of each, every runner but ``reference`` gets its
-    median of per-repeat time ratios and the ratio of the fastest runs against
-    the reference.
+    ratio of median times to the reference's, its median of per-repeat time
+    ratios and the ratio of the fastest runs.
     """
     names = list(runners)
     seconds = {n: [] for n in names}
@@ -274,6 +273,7 @@ def _alternate(runners, repeats):
         ref_t = seconds["reference"]
         for n in names:
             if n != "reference":
+                out[f"{n}_ratio"] = out[f"{n}_seconds"] / out["reference_seconds"]
                 out[f"{n}_ratio_per_repeat_median"] = median(
                     [a / b for a, b in zip(seconds[n], ref_t)]
                 )
@@ -452,8 +452,7 @@ def bench_accuracy(ref, quick=False, **override):
     smaller than the gamma that is best for averaged draws.
     """
     cfg = _cfg("accuracy", quick, **override)
-    T, d, q = cfg["seq_len"], cfg["n_features"], cfg["n_selected"]
-    task = SparseTokenSelectionTask(T, d, q)
+    task = SparseTokenSelectionTask(cfg["seq_len"], cfg["n_features"], cfg["n_selected"])
     X_test, y_test = task.sample(cfg["n_test"], random_state=1)
     rows = []
     for m in sorted(set(cfg["widths"]) | {cfg["pe_width"]}):
@@ -479,10 +478,7 @@ def bench_accuracy(ref, quick=False, **override):
                 "spec_floor": SPEC_FLOOR_T64_Q4.get(m),
             }
             ks = cfg["n_pe_samples"] if m == cfg["pe_width"] else (1,)
-            for k in ks:
-                model.set_params(n_pe_samples=k)
-                row[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
-            row.update(_alignment(model, d))
+            row.update(_scores(model, ks, X_test, y_test))
             if floor:
                 row["floor_relative_mse"] = floor["floor_relative_mse"]
                 row["floor_gamma"] = floor["gamma"]  # the best gamma of the isotropic W
@@ -508,22 +504,23 @@ def bench_accuracy(ref, quick=False, **override):
                     "finetuned_with_pe_samples": k_train,
                     "train_seconds": time.perf_counter() - t0,
                 }
-                for k in ks:
-                    model.set_params(n_pe_samples=k)
-                    ft[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
-                ft.update(_alignment(model, d))
+                ft.update(_scores(model, ks, X_test, y_test))
                 rows.append(ft)
     return {"config": cfg, "rows": rows}
 
 
-def _alignment(model, d):
-    """gamma, cos(W_pp, I) and the token-block norm of the trained W."""
-    align = positional_alignment(model.key_query_, d)
-    return {
-        "gamma": align["gamma"],
-        "cos_identity": align["cos"],
-        "token_norm": align["token_norm"],
-    }
+def _scores(model, ks, X_test, y_test):
+    """Relative MSE with each ``n_pe_samples`` in ``ks``, then the trained W's shape.
+
+    The shape is gamma, cos(W_pp, I) and the token-block norm.
+    """
+    out = {}
+    for k in ks:
+        model.set_params(n_pe_samples=k)
+        out[f"relative_mse_k{k}"] = _relative_mse(model, X_test, y_test)
+    align = positional_alignment(model.key_query_, model.n_features_in_)
+    out.update(gamma=align["gamma"], cos_identity=align["cos"], token_norm=align["token_norm"])
+    return out
 
 
 # -- 5. GPU -------------------------------------------------------------------

@@ -474,13 +474,11 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         return {}
 
     def _warm_module(self, seq_len, n_features, seed):
-        """A copy of the fitted module to continue from, or None for a fresh start.
+        """A copy of the fitted module for a warm start to continue from.
 
-        Raises ``ValueError`` when ``warm_start`` is on but the data or the
-        hyperparameters now call for a different architecture.
+        Raises ``ValueError`` when the data or the hyperparameters now call
+        for a different architecture.
         """
-        if not (self.warm_start and hasattr(self, "net_")):
-            return None
         old = self.net_.module_
         if n_features != self.n_features_in_:
             raise ValueError(
@@ -515,8 +513,9 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
                 np.iinfo(np.int32).max, size=4
             )
         init_seed, order_seed, pe_seed, predict_seed = (int(v) for v in seeds)
-        module = self._warm_module(seq_len, n_features, init_seed)
-        if module is None:
+        if warm:
+            module = self._warm_module(seq_len, n_features, init_seed)
+        else:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(init_seed)
                 module = self._make_module(seq_len, n_features, init_seed)

@@ -2,9 +2,11 @@
 
 import math
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
+import torch
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
@@ -26,31 +28,16 @@ def _lr(model):
 
 
 def _step_rates(model, task, n_steps):
-    """The rate of every step of ``fit_online``, read by a spy on the optimiser."""
+    """The rate of every step of ``fit_online``, read by a spy on Adam's ``step``."""
     seen = []
-    model.set_params(verbose=0)
-    original = model._train
+    step = torch.optim.Adam.step
 
-    def spy(*args, **kwargs):
-        import torch
+    def recording(opt, *args, **kwargs):
+        seen.append(opt.param_groups[0]["lr"])
+        return step(opt, *args, **kwargs)
 
-        step = torch.optim.Adam.step
-
-        def recording(opt, *a, **k):
-            seen.append(opt.param_groups[0]["lr"])
-            return step(opt, *a, **k)
-
-        torch.optim.Adam.step = recording
-        try:
-            return original(*args, **kwargs)
-        finally:
-            torch.optim.Adam.step = step
-
-    model._train = spy
-    try:
+    with mock.patch.object(torch.optim.Adam, "step", recording):
         model.fit_online(task, n_steps=n_steps)
-    finally:
-        del model._train
     return seen
 
 
