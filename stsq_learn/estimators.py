@@ -132,8 +132,8 @@ class SparseTokenSelector(_BaseSelector):
         True is the paper's full W. Their expected gradient is 0 and the
         theory sends them to 0, but Adam moves every entry by about the step
         size, which adds noise to the scores; False keeps them at exactly 0
-        (the model of ``spe_reference.py``) and reaches a lower error after
-        short Adam runs.
+        (the model a plain hand-written training loop usually has) and
+        reaches a lower error after short Adam runs.
 {_COMMON_PARAMS.format(lr="0.01")}
 
     Attributes

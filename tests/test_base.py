@@ -296,7 +296,7 @@ def test_frozen_token_block_stays_exactly_zero(tiny_data, tmp_path):
 
 
 def test_frozen_token_block_beats_the_full_w_after_a_short_adam_run():
-    """The paper's token block only adds Adam noise here (SPEC section 3, issue 8)."""
+    """The paper's token block only adds Adam noise here (issue 8)."""
     task = SparseTokenSelectionTask(32, 8, 4)
     X, y = task.sample(2048, random_state=0)
     X_test, y_test = task.sample(2048, random_state=1)

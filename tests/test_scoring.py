@@ -1,4 +1,4 @@
-"""Length-shift transform, scorer and scoring dict (SPEC section 5)."""
+"""Length-shift transform, scorer and scoring dict (the user guide's length-shift section)."""
 
 import pickle
 import warnings
