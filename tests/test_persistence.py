@@ -448,3 +448,19 @@ def test_loaded_model_continues_with_warm_start(models, data, tmp_path):
         loaded.fit(X, y)
     assert loaded.n_iter_ == est.n_iter_ + 3 and loaded.t_ == 2 * est.t_
     np.testing.assert_allclose(loaded.key_query_, est.key_query_, atol=1e-6)
+
+
+# -- files written by earlier releases ------------------------------------------------
+MODEL_FILES = Path(__file__).parent / "data" / "models"
+
+
+@pytest.mark.parametrize("version", ["0.1.0", "0.2.0"])
+@pytest.mark.parametrize("name", ["spe", "fixed", "fcn"])
+def test_files_written_by_earlier_releases_load_and_predict_as_they_did(name, version):
+    """Real files saved by stsq-learn 0.1.0 and 0.2.0, with their predictions then."""
+    expected = np.load(MODEL_FILES / f"predictions-{version}.npz")
+    model = load_model(MODEL_FILES / f"{name}-{version}.stsq")
+    np.testing.assert_array_equal(model.predict(expected["X"]), expected[f"{name}_T6"])
+    if name != "fcn":
+        np.testing.assert_array_equal(model.predict(expected["X_long"]), expected[f"{name}_T9"])
+    assert model.n_features_in_ == 3 and model.seq_len_ == 6 and model.n_iter_ == 3
