@@ -1,11 +1,12 @@
-"""One training loop for both estimators: data on the device, seeds, skorch.
+"""The shared estimator: fit, fit_online, predict, score and fitted state, for both models.
 
 The public estimators own a :class:`skorch.NeuralNetRegressor` (composition,
 not inheritance) that runs the epochs, keeps the history, early-stops and
-prints progress. skorch's row-by-row ``DataLoader`` is replaced by
-:class:`_BatchIterator`, which slices whole tensors already on the training
-device (or, online, draws each batch there), so the loop never collates rows
-in Python nor copies data between host and device.
+prints progress; :mod:`._training` holds the machinery it is built from.
+This module decides what a call does: validation first, then one training
+loop in named steps (seeds, module, callbacks, net, losses, fitted state),
+and fitted state assigned only at the end, so a failed call leaves a fitted
+model as it was.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from skorch import NeuralNetRegressor
-from skorch.callbacks import Callback, EarlyStopping, ProgressBar
+from skorch.callbacks import Callback
+from skorch.history import History
 
+from . import _training as tr
 from ._validation import (
     check_float_range,
     check_positive_int,
@@ -35,236 +37,47 @@ from ._validation import (
     resolve_device,
 )
 from .datasets import SparseTokenSelectionTask
-from .nn import SquaredError
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
+_SEED_MAX = np.iinfo(np.int32).max
 
 
-def _silent(*args, **kwargs):
-    """A picklable sink for skorch messages we do not print."""
+def _is_int(value, minimum):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
-def _as_tensor(array, dtype, device):
-    """A tensor view of (or copy from) a NumPy array; the array is never written."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.as_tensor(array, dtype=dtype, device=device)
+# What get_fitted_state returns under "fitted": name -> (check, description).
+_FITTED_SCHEMA = {
+    "n_features_in_": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "seq_len_": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "n_iter_": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "t_": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "loss_curve_": (
+        lambda v: (
+            isinstance(v, list)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        ),
+        "a list of numbers",
+    ),
+    "predict_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "y_1d": (lambda v: isinstance(v, bool), "a boolean"),
+    "device": (lambda v: isinstance(v, str), "a device string"),
+    "module_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+}
 
 
-class _TensorData(torch.utils.data.Dataset):
-    """Fixed training data as two tensors on the training device."""
-
-    def __init__(self, X, y):
-        self.X, self.y = X, y
-
-    def __len__(self):
-        return len(self.X)
-
-    def __getitem__(self, i):
-        return self.X[i], self.y[i]
-
-    def batches(self, batch_size, generator):
-        perm = torch.randperm(len(self.X), generator=generator, device=self.X.device)
-        for start in range(0, len(perm), batch_size):
-            idx = perm[start : start + batch_size]
-            yield self.X[idx], self.y[idx]
-
-
-class _OnlineData(torch.utils.data.Dataset):
-    """A stream of ``n_steps`` fresh batches drawn from a task on the device."""
-
-    def __init__(self, task, n_steps, batch_size, device, dtype):
-        self.task, self.n_steps, self.batch_size = task, n_steps, batch_size
-        self.device, self.dtype = device, dtype
-
-    def __len__(self):
-        return self.n_steps * self.batch_size
-
-    def __getitem__(self, i):
-        raise TypeError("an online stream is read in batches, not rows")
-
-    def batches(self, batch_size, generator):
-        for _ in range(self.n_steps):
-            yield self.task.sample_torch(
-                batch_size, generator=generator, device=self.device, dtype=self.dtype
+def _check_callbacks(callbacks):
+    """``callbacks`` as a list of skorch callbacks or ``(name, callback)`` pairs."""
+    if callbacks is None:
+        return []
+    for i, cb in enumerate(callbacks):
+        named = isinstance(cb, tuple) and len(cb) == 2 and isinstance(cb[0], str)
+        if not isinstance(cb[1] if named else cb, Callback):
+            raise TypeError(
+                f"callbacks[{i}] must be a skorch callback (an instance of "
+                f"skorch.callbacks.Callback) or a (name, callback) pair, got {cb!r}."
             )
-
-
-class _BatchIterator:
-    """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset."""
-
-    def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
-        self.dataset, self.batch_size = dataset, batch_size
-        self.generator = torch.Generator(device=device).manual_seed(int(seed))
-
-    def __iter__(self):
-        return self.dataset.batches(self.batch_size, self.generator)
-
-    def __len__(self):
-        return -(-len(self.dataset) // self.batch_size)
-
-
-# -- robustness helpers: overflow, divergence, interruption, unpickling ---------
-def _finite_forward(module, X_chunk, generator, kwargs):
-    """Forward a NumPy chunk; if the result overflows, redo it in float64.
-
-    Huge but finite tokens (or float64 values beyond the float32 range) can
-    overflow a float32 forward pass (scores, softmax, hidden layers). Normal
-    inputs take the first path only, so their results are unchanged; an
-    overflowing chunk is recomputed with a float64 copy of the module from the
-    same generator state. Returns a CPU tensor.
-    """
-    param = next(module.parameters())
-    state = generator.get_state()
-    out = module(_as_tensor(X_chunk, param.dtype, param.device), generator=generator, **kwargs)
-    if not torch.isfinite(out).all() and param.dtype != torch.float64:
-        generator.set_state(state)
-        wide = copy.deepcopy(module).to(torch.float64)
-        xb = _as_tensor(X_chunk, torch.float64, param.device)
-        out = wide(xb, generator=generator, **kwargs)
-    if not torch.isfinite(out).all():
-        peak = float(np.abs(X_chunk).max())
-        raise ValueError(
-            f"The prediction overflowed even in float64: X holds values up to {peak:.3g} "
-            "in absolute value. Rescale X."
-        )
-    return out.cpu()
-
-
-class _TrainingGuard(Callback):
-    """Stop training with a clear error as soon as a batch loss is not finite."""
-
-    def on_batch_end(self, net, training=False, **kwargs):
-        if not training:
-            return
-        loss = net.history[-1]["batches"][-1].get("train_loss")
-        if loss is not None and not math.isfinite(loss):
-            n_batches = len(net.history[-1]["batches"])
-            _raise_diverged(
-                net,
-                f"the training loss became {loss} at epoch {len(net.history)}, batch {n_batches}",
-            )
-
-
-class _LearningRateSchedule(Callback):
-    """Set the optimiser's step size before every training step (``learning_rate``).
-
-    ``"invscaling"`` and ``"cosine"`` are functions of the rows seen and of the
-    step; ``"adaptive"`` replaces early stopping in :meth:`_BaseSelector.fit`:
-    when the epoch loss has not improved by ``tol`` for ``patience`` epochs the
-    rate is divided by 5, and training stops once the rate is at most 1e-6.
-    """
-
-    def __init__(self, schedule, lr_init, power_t, total_steps, rows_before, patience, tol):
-        self.schedule = schedule
-        self.lr_init = lr_init
-        self.power_t = power_t
-        self.total_steps = total_steps
-        self.rows_before = rows_before
-        self.patience = patience
-        self.tol = tol
-
-    def initialize(self):
-        self.step_ = 0
-        self.rows_ = self.rows_before
-        self.lr_ = self.lr_init
-        self.best_loss_ = math.inf
-        self.misses_ = 0
-        self.stopped_ = False
-        return self
-
-    def on_batch_begin(self, net, batch=None, training=False, **kwargs):
-        if not training:
-            return
-        if self.schedule == "invscaling":
-            self.lr_ = self.lr_init / (self.rows_ + 1) ** self.power_t
-        elif self.schedule == "cosine":
-            progress = min(self.step_, self.total_steps) / self.total_steps
-            self.lr_ = 0.5 * self.lr_init * (1.0 + math.cos(math.pi * progress))
-        for group in net.optimizer_.param_groups:
-            group["lr"] = self.lr_
-
-    def on_batch_end(self, net, batch=None, training=False, **kwargs):
-        if training:
-            self.step_ += 1
-            self.rows_ += len(batch[0])
-
-    def on_epoch_end(self, net, **kwargs):
-        if self.schedule != "adaptive":
-            return
-        loss = net.history[-1].get("train_loss", math.inf)
-        if loss < self.best_loss_ - self.tol:
-            self.best_loss_, self.misses_ = loss, 0
-            return
-        self.misses_ += 1
-        if self.misses_ < self.patience:
-            return
-        if self.lr_ <= 1e-6:
-            self.stopped_ = True
-            raise KeyboardInterrupt  # skorch's way to end training, as EarlyStopping does
-        self.lr_ /= 5.0
-        self.misses_ = 0
-
-
-def _raise_diverged(net, what):
-    raise ValueError(
-        f"Training diverged: {what}. Lower learning_rate_init (it was {net.lr}), "
-        "use solver='adam', or rescale X and y. The estimator was left as it was "
-        "before this call."
-    )
-
-
-def _check_finite_weights(net):
-    """Refuse to return a model whose weights are NaN or infinite."""
-    for name, param in net.module_.named_parameters():
-        if not torch.isfinite(param).all():
-            _raise_diverged(net, f"the weights ({name}) became NaN or infinite")
-
-
-def _warn_if_interrupted(estimator, net, n_done, n_planned, unit):
-    """Warn when skorch swallowed a KeyboardInterrupt (Ctrl-C) and stopped early.
-
-    skorch's ``fit`` catches ``KeyboardInterrupt`` and returns, and its
-    ``EarlyStopping`` stops by raising one, so an interruption is a run that
-    did fewer epochs (steps) than planned without early stopping firing.
-    Returns whether the run was interrupted.
-    """
-    if n_done >= n_planned:
-        return False
-    for _, callback in net.callbacks_:
-        if isinstance(callback, EarlyStopping) and callback.misses_ >= callback.patience:
-            return False
-        if isinstance(callback, _LearningRateSchedule) and callback.stopped_:
-            return False
-    warnings.warn(
-        f"{type(estimator).__name__}: training was interrupted (KeyboardInterrupt) after "
-        f"{n_done} of {n_planned} {unit}s; the model keeps the weights reached so far "
-        "and loss_curve_, n_iter_ and t_ describe the completed part.",
-        UserWarning,
-        stacklevel=4,
-    )
-    return True
-
-
-def _map_missing_cuda_to_cpu(estimator):
-    """After unpickling on a machine without CUDA, predict on the CPU instead."""
-    device = estimator.__dict__.get("device_")
-    if device is None or device.type != "cuda" or torch.cuda.is_available():
-        return
-    warnings.warn(
-        f"{type(estimator).__name__} was fitted on {device}, which this machine does not "
-        "have; it now predicts on the CPU. Stochastic-encoding predictions use the CPU "
-        "random stream, so they differ from those drawn on the GPU.",
-        UserWarning,
-        stacklevel=3,
-    )
-    estimator.device_ = torch.device("cpu")
-    net = estimator.__dict__.get("net_")
-    if net is not None:
-        net.device = "cpu"
-        if hasattr(net, "iterator_train__device"):
-            net.iterator_train__device = torch.device("cpu")
+    return list(callbacks)
 
 
 def _architecture(module):
@@ -278,8 +91,32 @@ def _architecture(module):
     return arch
 
 
+def _check_weights(weights, expected, described_by):
+    """Raise ``ValueError`` unless ``weights`` has exactly the tensors of ``expected``."""
+    if not isinstance(weights, dict) or not all(isinstance(k, str) for k in weights):
+        raise ValueError("the weights must be a dict of named tensors.")
+    missing, unknown = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    if missing or unknown:
+        raise ValueError(
+            f"the weights do not match the model: missing {missing}, unknown {unknown}."
+        )
+    for key, ref in expected.items():
+        value = weights[key]
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"weight {key!r} is a {type(value).__name__}, not a tensor.")
+        if value.shape != ref.shape:
+            raise ValueError(
+                f"weight {key!r} has shape {tuple(value.shape)}, but the model of "
+                f"{described_by} needs {tuple(ref.shape)}."
+            )
+        if not value.is_floating_point():
+            raise ValueError(f"weight {key!r} has dtype {value.dtype}, not a float.")
+        if not torch.isfinite(value).all():
+            raise ValueError(f"weight {key!r} holds NaN or infinity.")
+
+
 class _BaseSelector(RegressorMixin, BaseEstimator):
-    """Shared fit / fit_online / predict for the two selectors."""
+    """Shared fit / fit_online / predict / fitted state for the two selectors."""
 
     _parameter_constraints: dict = {
         "width": [Interval(Integral, 1, None, closed="left")],
@@ -293,11 +130,12 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "momentum": [Interval(Real, 0, 1, closed="left")],
-        "dtype": [StrOptions(set(_DTYPES))],
+        "dtype": [StrOptions(set(tr.DTYPES))],
         "device": [str, torch.device],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
+        "callbacks": [list, tuple, None],
     }
 
     # -- hooks for the subclasses -------------------------------------------
@@ -308,6 +146,11 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         """Raise if the fitted model cannot predict at ``seq_len``."""
 
     def _forward_kwargs(self):
+        """Keyword arguments of the module's forward at predict time."""
+        return {}
+
+    def _fit_forward_kwargs(self):
+        """Keyword arguments of the module's forward during training."""
         return {}
 
     # -- public API ---------------------------------------------------------
@@ -341,15 +184,16 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         also counts the batches of an epoch cut short).
         """
         self._validate_params()
+        _check_callbacks(self.callbacks)
         X = check_sequences(X)
         n, T, c = X.shape
         y, y_1d = check_targets(y, n, c - 1)
         device = resolve_device(self.device)
-        dtype = _DTYPES[self.dtype]
+        dtype = tr.DTYPES[self.dtype]
         check_float_range(X, dtype)
         check_float_range(y, dtype, name="y")
         batch_size = min(200, n) if self.batch_size == "auto" else min(self.batch_size, n)
-        data = _TensorData(_as_tensor(X, dtype, device), _as_tensor(y, dtype, device))
+        data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
         self._train(data, T, c - 1, device, batch_size, epochs=self.max_iter, online=False)
         self._y_1d = y_1d
         return self
@@ -386,6 +230,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         and ``loss_curve_``, ``n_iter_`` and ``t_`` describe the completed steps.
         """
         self._validate_params()
+        _check_callbacks(self.callbacks)
         if not isinstance(task, SparseTokenSelectionTask):
             raise TypeError(
                 f"task must be a SparseTokenSelectionTask, got {type(task).__name__}: {task!r}."
@@ -399,7 +244,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             )
         device = resolve_device(self.device)
         batch_size = 256 if self.batch_size == "auto" else self.batch_size
-        data = _OnlineData(task, n_steps, batch_size, device, _DTYPES[self.dtype])
+        data = tr.OnlineData(task, n_steps, batch_size, device, tr.DTYPES[self.dtype])
         self._train(data, task.seq_len, task.n_features, device, batch_size, epochs=1, online=True)
         self._y_1d = False
         return self
@@ -440,7 +285,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         out = []
         with torch.inference_mode():
             for start in range(0, n, chunk):
-                out.append(_finite_forward(module, X[start : start + chunk], generator, kwargs))
+                out.append(tr.finite_forward(module, X[start : start + chunk], generator, kwargs))
         y_pred = torch.cat(out).numpy().astype(np.float64)
         return y_pred.ravel() if self._y_1d else y_pred
 
@@ -468,17 +313,178 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         y_pred = self._predict_validated(X)
         return float(r2_score(y, y_pred.reshape(y.shape), sample_weight=sample_weight))
 
-    # -- the training loop --------------------------------------------------
-    def _fit_forward_kwargs(self):
-        """Keyword arguments of the module's forward during training."""
-        return {}
+    # -- fitted state -------------------------------------------------------
+    def get_fitted_state(self):
+        """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
 
-    def _warm_module(self, seq_len, n_features, seed):
-        """A copy of the fitted module for a warm start to continue from.
-
-        Raises ``ValueError`` when the data or the hyperparameters now call
-        for a different architecture.
+        Returns
+        -------
+        state : dict
+            ``"fitted"``: the fitted scalars and the loss curve (JSON types);
+            ``"history"``: the skorch training history as a list of dicts;
+            ``"weights"``: the module's ``state_dict`` on the CPU.
         """
+        check_is_fitted(self)
+        module = self.net_.module_
+        fitted = {
+            "n_features_in_": int(self.n_features_in_),
+            "seq_len_": int(self.seq_len_),
+            "n_iter_": int(self.n_iter_),
+            "t_": int(self.t_),
+            "loss_curve_": [float(v) for v in self.loss_curve_],
+            "predict_seed": int(self._predict_seed),
+            "y_1d": bool(self._y_1d),
+            "device": str(self.device_),
+            "module_seed": int(getattr(module, "encoding_seed", 0)),
+        }
+        weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}
+
+    def set_fitted_state(self, state, *, device=None):
+        """Make this estimator the fitted model described by ``state``.
+
+        The inverse of :meth:`get_fitted_state`, used by :func:`load_model`.
+        The hyperparameters are validated, the module is rebuilt from them and
+        every weight is checked against it before anything is assigned.
+
+        Parameters
+        ----------
+        state : dict
+            As returned by :meth:`get_fitted_state`.
+        device : str, torch.device or None, default=None
+            Device to predict on. None uses the device in ``state`` when this
+            machine has it, else the CPU (with a ``UserWarning``).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If a hyperparameter is invalid, or ``state`` is incomplete,
+            ill-typed, or holds weights that do not fit the model.
+        """
+        try:
+            self._validate_params()
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"invalid hyperparameter: {exc}") from None
+        if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
+            raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
+        fitted, history = state["fitted"], state["history"]
+        if not isinstance(fitted, dict):
+            raise ValueError(f"state['fitted'] must be a dict, got {fitted!r}.")
+        unknown = sorted(set(fitted) - set(_FITTED_SCHEMA))
+        if unknown:
+            raise ValueError(f"unknown fitted attributes {unknown}.")
+        for key, (ok, what) in _FITTED_SCHEMA.items():
+            if key not in fitted:
+                raise ValueError(f"the fitted attribute {key!r} is missing.")
+            if not ok(fitted[key]):
+                raise ValueError(f"fitted {key} must be {what}, got {fitted[key]!r}.")
+        if not all(math.isfinite(v) for v in fitted["loss_curve_"]):
+            raise ValueError("fitted loss_curve_ holds NaN or infinity.")
+        if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
+            raise ValueError("the history must be a list of per-epoch records (dicts).")
+        target = self._state_device(fitted["device"], device)
+        args = (fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"])
+        with torch.device("meta"):  # shapes only: a tampered size allocates nothing
+            expected = self._make_module(*args).state_dict()
+        _check_weights(
+            state["weights"],
+            expected,
+            f"seq_len_={args[0]}, n_features_in_={args[1]} and these hyperparameters",
+        )
+        module = self._make_module(*args).to(dtype=tr.DTYPES[self.dtype])
+        module.load_state_dict(state["weights"])
+        net = tr.initialize_net(self._build_net(module.to(device=target), target))
+        net.history = History(history)
+        self.net_, self.device_ = net, target
+        self.n_features_in_, self.seq_len_ = fitted["n_features_in_"], fitted["seq_len_"]
+        self.loss_curve_ = fitted["loss_curve_"]
+        self.n_iter_, self.t_ = fitted["n_iter_"], fitted["t_"]
+        self._predict_seed, self._y_1d = fitted["predict_seed"], fitted["y_1d"]
+        return self
+
+    def _state_device(self, saved, requested):
+        """The device a loaded model predicts on (see :meth:`set_fitted_state`)."""
+        if requested is not None:
+            return resolve_device(requested)
+        try:
+            device = torch.device(saved)
+        except RuntimeError:
+            raise ValueError(f"The saved device {saved!r} is not a device.") from None
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"The saved device {saved!r} is not supported; use 'cpu' or 'cuda'.")
+        device = tr.available_device(device, type(self).__name__)
+        return resolve_device(str(device)) if device.type == "cuda" else device
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        # Unpickled on a machine without the CUDA device it was fitted on: predict on the CPU.
+        device = self.__dict__.get("device_")
+        if device is None or device.type != "cuda":
+            return
+        self.device_ = tr.available_device(device, type(self).__name__)
+        net = self.__dict__.get("net_")
+        if net is not None and self.device_.type == "cpu":
+            net.device = "cpu"
+            net.iterator_train__device = torch.device("cpu")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        return tags
+
+    # -- the training loop, in named steps ----------------------------------
+    def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online):
+        warm = self.warm_start and hasattr(self, "net_")
+        init_seed, order_seed, pe_seed, predict_seed = self._seeds(warm)
+        module = self._initial_module(seq_len, n_features, init_seed, warm)
+        module = module.to(device=device, dtype=tr.DTYPES[self.dtype])
+        rows_before = self.t_ if warm else 0
+        planned = data.n_steps if online else epochs
+        n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
+        callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
+        net = self._build_net(
+            module,
+            device,
+            callbacks=callbacks,
+            max_epochs=epochs,
+            batch_size=batch_size,
+            order_seed=order_seed,
+        )
+        self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
+        losses = self._completed_losses(net, online, planned)
+        rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
+        # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
+        self.n_iter_ = len(losses) + (self.n_iter_ if warm else 0)
+        self.loss_curve_ = [*self.loss_curve_, *losses] if warm else losses
+        self.net_ = net
+        self.device_ = device
+        self.n_features_in_ = n_features
+        self.seq_len_ = seq_len
+        self.t_ = rows_before + rows
+        self._predict_seed = predict_seed
+
+    def _seeds(self, warm):
+        """Seeds of initialisation, batch order, training encodings and prediction draws."""
+        seeds = check_random_state(self.random_state).randint(_SEED_MAX, size=4)
+        if warm:
+            # A continuation draws other batches and encodings than the first fit.
+            seeds = np.random.default_rng([*seeds.tolist(), self.t_]).integers(_SEED_MAX, size=4)
+        return tuple(int(v) for v in seeds)
+
+    def _initial_module(self, seq_len, n_features, seed, warm):
+        """A new module (W = 0 for the selector), or a copy of the fitted one to continue."""
+        if not warm:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                return self._make_module(seq_len, n_features, seed)
         old = self.net_.module_
         if n_features != self.n_features_in_:
             raise ValueError(
@@ -488,8 +494,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             )
         with torch.random.fork_rng(devices=[]):
             fresh = self._make_module(seq_len, n_features, seed)
-        before = _architecture(old)
-        after = _architecture(fresh)
+        before, after = _architecture(old), _architecture(fresh)
         changed = [
             f"{k}: {before.get(k)} -> {after.get(k)}"
             for k in sorted(set(before) | set(after))
@@ -503,70 +508,40 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             )
         return copy.deepcopy(old)
 
-    def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online):
-        rng = check_random_state(self.random_state)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=4)
-        warm = self.warm_start and hasattr(self, "net_")
-        if warm:
-            # A continuation draws other batches and encodings than the first fit.
-            seeds = np.random.default_rng([*seeds.tolist(), self.t_]).integers(
-                np.iinfo(np.int32).max, size=4
-            )
-        init_seed, order_seed, pe_seed, predict_seed = (int(v) for v in seeds)
-        if warm:
-            module = self._warm_module(seq_len, n_features, init_seed)
-        else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(init_seed)
-                module = self._make_module(seq_len, n_features, init_seed)
-        module = module.to(device=device, dtype=_DTYPES[self.dtype])
-        rows_before = self.t_ if warm else 0
-
-        n_batches = data.n_steps if online else epochs * -(-len(data) // batch_size)
-        schedule = _LearningRateSchedule(
+    def _training_callbacks(self, online, n_steps, batch_size, n_rows, rows_before):
+        """The package's callbacks (guard, rate schedule, early stopping), then the user's."""
+        callbacks = [tr.TrainingGuard()]
+        schedule = tr.rate_schedule(
             self.learning_rate,
-            self.learning_rate_init,
-            self.power_t,
-            total_steps=n_batches,
+            power_t=self.power_t,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_rows=n_rows,
             rows_before=rows_before,
             patience=self.n_iter_no_change,
             tol=self.tol,
         )
-        callbacks = [_TrainingGuard(), schedule]
+        if schedule is not None:
+            callbacks.append(schedule)
         if not online and self.learning_rate != "adaptive":
-            callbacks.append(
-                EarlyStopping(
-                    monitor="train_loss",
-                    patience=self.n_iter_no_change,
-                    threshold=self.tol,
-                    threshold_mode="abs",
-                    sink=_silent,
-                )
-            )
-        if self.verbose >= 2:
-            callbacks.append(ProgressBar())
-        if self.solver == "sgd":
-            optimizer, opt_kwargs = torch.optim.SGD, {"optimizer__momentum": self.momentum}
-        else:
-            optimizer, opt_kwargs = torch.optim.Adam, {}
-        net = NeuralNetRegressor(
-            module=module,
-            criterion=SquaredError,
-            optimizer=optimizer,
-            lr=self.learning_rate_init,
-            optimizer__weight_decay=self.alpha,
-            max_epochs=epochs,
-            batch_size=batch_size,
-            iterator_train=_BatchIterator,
-            iterator_train__seed=order_seed,
-            iterator_train__device=device,
-            train_split=None,
-            callbacks=callbacks,
+            callbacks.append(tr.EarlyStop(self.n_iter_no_change, self.tol))
+        return [*callbacks, *_check_callbacks(self.callbacks)]
+
+    def _build_net(self, module, device, **training):
+        """The owned skorch net, from this estimator's optimiser settings."""
+        return tr.build_net(
+            module,
+            solver=self.solver,
+            learning_rate_init=self.learning_rate_init,
+            momentum=self.momentum,
+            alpha=self.alpha,
             device=device,
-            verbose=int(self.verbose),
-            **opt_kwargs,
+            verbose=self.verbose,
+            **training,
         )
-        generator = torch.Generator(device=device).manual_seed(pe_seed)
+
+    def _run(self, net, data, generator):
+        """Train ``net`` on ``data``; encodings are drawn from ``generator``."""
         # The owned net's fit parameters (generator, workspace) are ours, not the
         # user's metadata: keep scikit-learn's metadata routing out of it.
         with warnings.catch_warnings(), sklearn.config_context(enable_metadata_routing=False):
@@ -576,44 +551,29 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             # previous step's encodings after its backward, instead of allocating.
             net.fit(data, None, generator=generator, workspace={}, **self._fit_forward_kwargs())
 
+    def _completed_losses(self, net, online, planned):
+        """Losses of the completed epochs (steps); warn on interruption or non-convergence."""
         # A batch or epoch cut short by Ctrl-C has no loss: keep the completed ones.
         if online:
             losses = [b["train_loss"] for b in net.history[-1]["batches"] if "train_loss" in b]
         else:
             losses = [e["train_loss"] for e in net.history if "train_loss" in e]
-        n_iter = len(losses)
-        _check_finite_weights(net)
-        planned, unit = (data.n_steps, "step") if online else (epochs, "epoch")
-        interrupted = _warn_if_interrupted(self, net, n_iter, planned, unit)
-        if not online and n_iter == epochs and not interrupted:
+        tr.check_finite_weights(net)
+        unit = "step" if online else "epoch"
+        if len(losses) < planned and tr.stop_reason(net) is None:
+            # skorch's fit returns quietly after a KeyboardInterrupt; ours record a reason.
             warnings.warn(
-                f"{type(self).__name__}: maximum iterations ({epochs}) reached and the "
+                f"{type(self).__name__}: training was interrupted (KeyboardInterrupt) after "
+                f"{len(losses)} of {planned} {unit}s; the model keeps the weights reached so "
+                "far and loss_curve_, n_iter_ and t_ describe the completed part.",
+                UserWarning,
+                stacklevel=4,
+            )
+        elif not online and len(losses) == planned:
+            warnings.warn(
+                f"{type(self).__name__}: maximum iterations ({planned}) reached and the "
                 "optimization hasn't converged yet.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
-        # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
-        if warm:
-            losses = [*self.loss_curve_, *losses]
-            n_iter += self.n_iter_
-        self.net_ = net
-        self.device_ = device
-        self.n_features_in_ = n_features
-        self.seq_len_ = seq_len
-        self.loss_curve_ = losses
-        self.n_iter_ = n_iter
-        self.t_ = rows_before + rows
-        self._predict_seed = predict_seed
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        _map_missing_cuda_to_cpu(self)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.three_d_array = True
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
-        return tags
+        return losses

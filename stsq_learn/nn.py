@@ -149,7 +149,10 @@ class AttentionSelector(nn.Module):
         # W = 0: attention starts uniform, as in the theory.
         self.key_query = nn.Parameter(torch.zeros(n_features + width, width))
         if positional_encoding == "fixed":
-            self.register_buffer("fixed_pe", fixed_encodings(seq_len, width, encoding_seed))
+            pe = torch.empty(seq_len, width)
+            if pe.device.type != "meta":  # under torch.device("meta") only the shape is wanted
+                pe = fixed_encodings(seq_len, width, encoding_seed)
+            self.register_buffer("fixed_pe", pe)
         else:
             self.fixed_pe = None
 

@@ -11,17 +11,20 @@ source. :func:`save_model` writes one zip file holding
   and read back with ``torch.load(weights_only=True)``, which refuses
   anything but tensors and plain containers.
 
-:func:`load_model` rebuilds the estimator from its class name (one of this
-package's estimators, nothing else), validates every hyperparameter, rebuilds
-the torch module and checks that every stored tensor has the name, shape and
-dtype kind the module expects before loading it.
+:func:`load_model` reads the file, checks its structure, brings files of
+earlier format versions up to date with explicit migrations
+(:data:`MIGRATIONS`), builds the estimator from its class name (one of this
+package's estimators, nothing else) and hands the fitted state to the
+estimator's :meth:`~stsq_learn.SparseTokenSelector.set_fitted_state`, which
+validates the hyperparameters and checks every stored tensor against the
+module they describe. This module is file I/O and validation; the estimator
+owns its fitted state.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import tempfile
 import warnings
@@ -29,49 +32,54 @@ import zipfile
 
 import numpy as np
 import torch
-from sklearn.utils.validation import check_is_fitted
-from skorch import NeuralNetRegressor
-from skorch.history import History
 
-from ._base import _DTYPES
-from ._validation import resolve_device
 from .estimators import FCNSelector, SparseTokenSelector
-from .nn import SquaredError
 
-__all__ = ["load_model", "save_model"]
+__all__ = ["MIGRATIONS", "load_model", "save_model"]
 
 FORMAT_NAME = "stsq-learn-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
 _CLASSES = {cls.__name__: cls for cls in (SparseTokenSelector, FCNSelector)}
-# Fitted state besides net_ and device_: name -> (type check, description).
-_FITTED = {
-    "n_features_in_": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "seq_len_": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "n_iter_": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "t_": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "loss_curve_": (
-        lambda v: isinstance(v, list) and all(_is_real(x) for x in v),
-        "a list of numbers",
-    ),
-    "_predict_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "_y_1d": (lambda v: isinstance(v, bool), "a boolean"),
+
+
+# -- migrations: the metadata of format version v -> that of version v + 1 --------------
+_ADDED_IN_0_2 = {
+    "SparseTokenSelector": {
+        "learning_rate": "constant",
+        "power_t": 0.5,
+        "warm_start": False,
+        "n_pe_samples_fit": 1,
+        "learn_token_block": True,
+    },
+    "FCNSelector": {"learning_rate": "constant", "power_t": 0.5, "warm_start": False},
 }
 
 
-# Hyperparameters added after format version 1 was first written (stsq-learn 0.1.0).
-_ADDED_PARAMS = frozenset(
-    {"learning_rate", "power_t", "warm_start", "n_pe_samples_fit", "learn_token_block"}
-)
+def _from_v1(meta):
+    """Version 1, written by stsq-learn 0.1 and 0.2, to version 2 (0.3).
+
+    - 0.1 wrote none of the hyperparameters 0.2 added: they get the values
+      0.1 trained with (a constant rate, no warm start, one draw, the full W).
+    - ``callbacks`` (0.3) was not a hyperparameter: None.
+    - The fitted section named private attributes (``_predict_seed``,
+      ``_y_1d``, ``device_``); version 2 names the fields of
+      :meth:`~stsq_learn.SparseTokenSelector.get_fitted_state`.
+    """
+    params, fitted = meta["params"], meta["fitted"]
+    for name, value in _ADDED_IN_0_2[meta["class"]].items():
+        params.setdefault(name, value)
+    params.setdefault("callbacks", None)
+    for old, new in (("_predict_seed", "predict_seed"), ("_y_1d", "y_1d"), ("device_", "device")):
+        if old in fitted:
+            fitted[new] = fitted.pop(old)
+    meta["format_version"] = 2
+    return meta
 
 
-def _is_int(value, minimum):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
-def _is_real(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+MIGRATIONS = {1: _from_v1}
+"""Format version -> the function that brings its metadata to the next version."""
 
 
 def _json_param(name, value):
@@ -80,6 +88,13 @@ def _json_param(name, value):
         return str(value)
     if isinstance(value, (np.integer, np.floating, np.bool_)):
         return value.item()
+    if name == "callbacks" and value is not None:
+        warnings.warn(
+            "callbacks are not saved: the loaded model has callbacks=None.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None
     if isinstance(value, (tuple, list)):
         return [_json_param(f"{name}[{i}]", v) for i, v in enumerate(value)]
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -152,27 +167,21 @@ def save_model(estimator, path):
         )
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}: {path!r}.")
-    check_is_fitted(estimator)
+    state = estimator.get_fitted_state()  # raises NotFittedError first
     params = {k: _json_param(k, v) for k, v in estimator.get_params(deep=False).items()}
-    fitted = {}
-    for name in _FITTED:
-        value = getattr(estimator, name)
-        fitted[name] = [float(v) for v in value] if name == "loss_curve_" else value
-        if isinstance(fitted[name], (np.integer, np.bool_)):
-            fitted[name] = fitted[name].item()
-    module = estimator.net_.module_
-    fitted["device_"] = str(estimator.device_)
-    fitted["module_seed"] = int(getattr(module, "encoding_seed", 0))
+    from . import __version__
+
     metadata = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
+        "stsq_learn_version": __version__,
         "class": type(estimator).__name__,
         "params": params,
-        "fitted": fitted,
+        "fitted": state["fitted"],
     }
     weights = io.BytesIO()
-    torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, weights)
-    history = json.dumps(list(estimator.net_.history), default=_json_default)
+    torch.save(state["weights"], weights)
+    history = json.dumps(state["history"], default=_json_default)
 
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -247,51 +256,22 @@ def load_model(path, *, device=None):
         metadata = _read_json(zf, _METADATA, where)
         history = _read_json(zf, _HISTORY, where)
         weights = _read_member(zf, _WEIGHTS, where)
-    estimator, fitted = _check_metadata(metadata, where)
+    metadata = _migrate(metadata, where)
     if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
         raise ValueError(f"{where!r}: {_HISTORY} must be a list of per-epoch records.")
-
-    target = _load_device(fitted["device_"], device)
     try:
-        state = torch.load(io.BytesIO(weights), map_location="cpu", weights_only=True)
+        weights = torch.load(io.BytesIO(weights), map_location="cpu", weights_only=True)
     except Exception as exc:
         raise ValueError(
             f"{where!r}: {_WEIGHTS} is not a plain tensor archive and was refused "
             f"(nothing in it was run): {str(exc).splitlines()[0]}"
         ) from None
-    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
-        raise ValueError(f"{where!r}: {_WEIGHTS} must hold a dict of named tensors.")
-    fixed_pe = state.get("fixed_pe")
-    if isinstance(fixed_pe, torch.Tensor) and fixed_pe.shape[:1] != (fitted["seq_len_"],):
-        raise ValueError(
-            f"{where!r}: weight 'fixed_pe' has shape {tuple(fixed_pe.shape)}, but the "
-            f"metadata says seq_len_={fitted['seq_len_']}."
-        )
-    args = (fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"])
-    with torch.device("meta"):  # shapes only: a tampered size allocates nothing
-        expected = estimator._make_module(*args).state_dict()
-    _check_state_dict(state, expected, where)
-    module = estimator._make_module(*args).to(dtype=_DTYPES[estimator.dtype])
-    module.load_state_dict(state)
-    module = module.to(device=target)
-
-    net = NeuralNetRegressor(
-        module=module,
-        criterion=SquaredError,
-        optimizer=torch.optim.SGD if estimator.solver == "sgd" else torch.optim.Adam,
-        lr=estimator.learning_rate_init,
-        train_split=None,
-        device=target,
-    )
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*already initialized.*")
-        net.initialize()
-    net.history = History(history)
-    estimator.net_ = net
-    estimator.device_ = target
-    for name in _FITTED:
-        setattr(estimator, name, fitted[name])
-    return estimator
+    estimator = _estimator(metadata, where)
+    state = {"fitted": metadata["fitted"], "history": history, "weights": weights}
+    try:
+        return estimator.set_fitted_state(state, device=device)
+    except ValueError as exc:
+        raise ValueError(f"{where!r}: {exc}") from None
 
 
 def _read_member(zf, name, where):
@@ -312,8 +292,8 @@ def _read_json(zf, name, where):
         raise ValueError(f"{where!r}: {name} is not valid JSON: {exc}") from None
 
 
-def _check_metadata(metadata, where):
-    """Validate metadata.json and build the (unfitted) estimator it describes."""
+def _migrate(metadata, where):
+    """Check the format of ``metadata`` and bring it to :data:`FORMAT_VERSION`."""
     if not isinstance(metadata, dict):
         raise ValueError(f"{where!r}: {_METADATA} must hold a JSON object.")
     if metadata.get("format") != FORMAT_NAME:
@@ -321,10 +301,10 @@ def _check_metadata(metadata, where):
             f"{where!r} is not an stsq-learn model file: format={metadata.get('format')!r}."
         )
     version = metadata.get("format_version")
-    if version != FORMAT_VERSION:
+    if version != FORMAT_VERSION and version not in MIGRATIONS:
         raise ValueError(
-            f"{where!r} has format_version={version!r}; this stsq-learn reads version "
-            f"{FORMAT_VERSION}."
+            f"{where!r} has format_version={version!r}; this stsq-learn reads versions "
+            f"{sorted({*MIGRATIONS, FORMAT_VERSION})}."
         )
     name = metadata.get("class")
     if name not in _CLASSES:
@@ -332,85 +312,27 @@ def _check_metadata(metadata, where):
             f"{where!r}: class {name!r} is not an stsq-learn estimator; expected one of "
             f"{sorted(_CLASSES)}."
         )
-    cls = _CLASSES[name]
-    params = metadata.get("params")
-    if not isinstance(params, dict):
-        raise ValueError(f"{where!r}: 'params' must be a JSON object, got {params!r}.")
-    defaults = cls().get_params(deep=False)
-    expected = set(defaults)
-    # Files from before these hyperparameters existed load with their defaults.
-    params = {**{k: defaults[k] for k in _ADDED_PARAMS & (expected - set(params))}, **params}
+    for section in ("params", "fitted"):
+        if not isinstance(metadata.get(section), dict):
+            raise ValueError(
+                f"{where!r}: {section!r} must be a JSON object, got {metadata.get(section)!r}."
+            )
+    while metadata["format_version"] != FORMAT_VERSION:
+        metadata = MIGRATIONS[metadata["format_version"]](metadata)
+    return metadata
+
+
+def _estimator(metadata, where):
+    """The unfitted estimator of ``metadata`` (its hyperparameters are validated later)."""
+    cls = _CLASSES[metadata["class"]]
+    params = metadata["params"]
+    expected = set(cls().get_params(deep=False))
     if set(params) != expected:
         missing, unknown = sorted(expected - set(params)), sorted(set(params) - expected)
         raise ValueError(
-            f"{where!r}: the hyperparameters of {name} do not match: missing {missing}, "
-            f"unknown {unknown}."
+            f"{where!r}: the hyperparameters of {cls.__name__} do not match: missing "
+            f"{missing}, unknown {unknown}."
         )
     if isinstance(params.get("extra_hidden_layers"), list):
         params = {**params, "extra_hidden_layers": tuple(params["extra_hidden_layers"])}
-    estimator = cls(**params)
-    try:
-        estimator._validate_params()
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{where!r}: invalid hyperparameter: {exc}") from None
-
-    fitted = metadata.get("fitted")
-    if not isinstance(fitted, dict):
-        raise ValueError(f"{where!r}: 'fitted' must be a JSON object, got {fitted!r}.")
-    checks = {
-        **_FITTED,
-        "device_": (lambda v: isinstance(v, str), "a device string"),
-        "module_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    }
-    for key, (ok, what) in checks.items():
-        if key not in fitted:
-            raise ValueError(f"{where!r}: the fitted attribute {key!r} is missing.")
-        if not ok(fitted[key]):
-            raise ValueError(f"{where!r}: fitted {key} must be {what}, got {fitted[key]!r}.")
-    if not all(math.isfinite(v) for v in fitted["loss_curve_"]):
-        raise ValueError(f"{where!r}: fitted loss_curve_ holds NaN or infinity.")
-    return estimator, fitted
-
-
-def _load_device(saved, requested):
-    if requested is not None:
-        return resolve_device(requested)
-    try:
-        device = torch.device(saved)
-    except RuntimeError:
-        raise ValueError(f"The saved device_ {saved!r} is not a device.") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        warnings.warn(
-            f"The model was fitted on {saved}, which this machine does not have; it is "
-            "loaded on the CPU. Stochastic-encoding predictions then use the CPU random "
-            "stream and differ from those drawn on the GPU.",
-            UserWarning,
-            stacklevel=3,
-        )
-        return torch.device("cpu")
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"The saved device_ {saved!r} is not supported; use 'cpu' or 'cuda'.")
-    return resolve_device(str(device)) if device.type == "cuda" else device
-
-
-def _check_state_dict(state, expected, where):
-    missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or unknown:
-        raise ValueError(
-            f"{where!r}: the weights do not match the model: missing {missing}, unknown {unknown}."
-        )
-    for key, ref in expected.items():
-        value = state[key]
-        if not isinstance(value, torch.Tensor):
-            raise ValueError(
-                f"{where!r}: weight {key!r} is a {type(value).__name__}, not a tensor."
-            )
-        if value.shape != ref.shape:
-            raise ValueError(
-                f"{where!r}: weight {key!r} has shape {tuple(value.shape)}, but the model "
-                f"described by the metadata needs {tuple(ref.shape)}."
-            )
-        if not value.is_floating_point():
-            raise ValueError(f"{where!r}: weight {key!r} has dtype {value.dtype}, not a float.")
-        if not torch.isfinite(value).all():
-            raise ValueError(f"{where!r}: weight {key!r} holds NaN or infinity.")
+    return cls(**params)

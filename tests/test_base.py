@@ -24,7 +24,8 @@ TASK = SparseTokenSelectionTask(8, 3, 2)
 
 
 def _lr(model):
-    return model.net_.optimizer_.param_groups[0]["lr"]
+    """The rate of the last training step, as the schedule recorded it in the history."""
+    return model.net_.history[-1, "batches", -1, "event_lr"]
 
 
 def _step_rates(model, task, n_steps):

@@ -398,7 +398,7 @@ def test_random_state_instance_is_saved_as_none_with_a_warning(data, tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="simulates a machine without CUDA")
 def test_model_saved_on_cuda_loads_on_cpu(saved, data):
-    rewrite(saved, "metadata.json", edit_metadata(_put("fitted", "device_", "cuda:0")))
+    rewrite(saved, "metadata.json", edit_metadata(_put("fitted", "device", "cuda:0")))
     with pytest.warns(UserWarning, match="fitted on cuda:0.*loaded on the CPU"):
         loaded = load_model(saved)
     assert loaded.device_ == torch.device("cpu")
@@ -423,19 +423,38 @@ def test_cuda_model_round_trip_and_cpu_load(data, tmp_path):
 
 
 def test_file_from_before_the_0_2_hyperparameters_loads_with_their_defaults(saved, data):
-    """0.1.0 wrote no learning_rate, power_t, warm_start, n_pe_samples_fit, learn_token_block."""
+    """0.1.0 wrote no learning_rate, power_t, warm_start, n_pe_samples_fit, learn_token_block.
+
+    Format version 1 is migrated explicitly; the current version must hold them all.
+    """
     added = ("learning_rate", "power_t", "warm_start", "n_pe_samples_fit", "learn_token_block")
 
     def strip(meta):
         for key in added:
             meta["params"].pop(key)
 
+    def as_version_1(meta):
+        strip(meta)
+        meta["format_version"] = 1
+        meta["params"].pop("callbacks")
+        for new, old in (
+            ("predict_seed", "_predict_seed"),
+            ("y_1d", "_y_1d"),
+            ("device", "device_"),
+        ):
+            meta["fitted"][old] = meta["fitted"].pop(new)
+
     expected = load_model(saved).predict(data[0])
-    rewrite(saved, "metadata.json", edit_metadata(strip))
+    original = saved.read_bytes()
+    rewrite(saved, "metadata.json", edit_metadata(as_version_1))
     loaded = load_model(saved)
     defaults = SparseTokenSelector().get_params()
     assert {k: loaded.get_params()[k] for k in added} == {k: defaults[k] for k in added}
     np.testing.assert_array_equal(loaded.predict(data[0]), expected)
+    saved.write_bytes(original)
+    rewrite(saved, "metadata.json", edit_metadata(strip))
+    with pytest.raises(ValueError, match=r"missing \['learn_token_block', 'learning_rate'"):
+        load_model(saved)
 
 
 def test_loaded_model_continues_with_warm_start(models, data, tmp_path):

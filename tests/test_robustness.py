@@ -22,7 +22,8 @@ from stsq_learn import (
     save_model,
     shift_length,
 )
-from stsq_learn._base import _BaseSelector, _finite_forward
+from stsq_learn._base import _BaseSelector
+from stsq_learn._training import finite_forward
 
 TASK = SparseTokenSelectionTask(5, 3, 2)
 
@@ -563,7 +564,7 @@ def test_overflow_fallback_does_not_touch_normal_inputs(ctx):
     with torch.no_grad():
         direct = module(torch.as_tensor(X, dtype=torch.float32), generator=gen)
         gen.manual_seed(7)
-        safe = _finite_forward(module, X, gen, {})
+        safe = finite_forward(module, X, gen, {})
     assert torch.equal(direct, safe)
 
 

@@ -1,0 +1,118 @@
+"""Shared pieces of the estimators' docstrings, filled in by :class:`Substitution`.
+
+As in imbalanced-learn: a docstring names a piece as ``{name}`` (literal
+braces are doubled), and the decorator fills it once, at import.
+"""
+
+from __future__ import annotations
+
+
+class Substitution:
+    """Decorator filling the ``{name}`` fields of a docstring with shared text.
+
+    Parameters
+    ----------
+    **pieces : str
+        The text of each field, indented as it stands in the docstring.
+    """
+
+    def __init__(self, **pieces):
+        self.pieces = pieces
+
+    def __call__(self, obj):
+        if obj.__doc__:
+            obj.__doc__ = obj.__doc__.format(**self.pieces)
+        return obj
+
+
+SOLVER = """\
+    solver : {"adam", "sgd"}, default="adam"
+        Optimiser: Adam, or plain (full-step) gradient descent on minibatches
+        as in the paper's theory (``momentum`` adds momentum)."""
+
+TRAINING = """\
+    learning_rate : {"constant", "invscaling", "adaptive", "cosine"}, default="constant"
+        Schedule of the step size, applied at every optimiser step (for
+        every solver; :class:`~sklearn.neural_network.MLPRegressor` applies
+        it to SGD only). The rate of every step is recorded in
+        ``net_.history`` as ``event_lr`` (except ``"constant"``):
+
+        - ``"constant"``: ``learning_rate_init`` throughout.
+        - ``"invscaling"``: ``learning_rate_init / (t + 1) ** power_t``,
+          with ``t`` the rows seen so far (``t_``, which a warm start
+          continues).
+        - ``"adaptive"``: ``learning_rate_init`` while the epoch loss keeps
+          improving; each time it fails to improve by ``tol`` for
+          ``n_iter_no_change`` epochs the rate is divided by 5, and training
+          stops once the rate is at most 1e-6. :meth:`fit` only (it replaces
+          early stopping); :meth:`fit_online` has no epochs and raises
+          ``ValueError``.
+        - ``"cosine"``: from ``learning_rate_init`` down to 0 along a half
+          cosine over the planned steps (``max_iter`` epochs in :meth:`fit`,
+          ``n_steps`` in :meth:`fit_online`); early stopping may end it
+          sooner. Long runs reach a lower loss than at a constant rate.
+    power_t : float, default=0.5
+        Exponent of ``"invscaling"``.
+    batch_size : int or "auto", default="auto"
+        Rows per step. ``"auto"`` is ``min(200, n_samples)`` in :meth:`fit`
+        (as in :class:`~sklearn.neural_network.MLPRegressor`) and 256 in
+        :meth:`fit_online` (as in the paper).
+    max_iter : int, default=200
+        Maximum number of epochs over ``X`` in :meth:`fit`.
+    tol : float, default=1e-4
+        Training stops when the epoch loss has not improved by at least
+        ``tol`` for ``n_iter_no_change`` consecutive epochs.
+    n_iter_no_change : int, default=10
+        Patience of that rule, in epochs.
+    alpha : float, default=0.0
+        L2 penalty (weight decay) of the optimiser.
+    momentum : float, default=0.0
+        Momentum of ``solver="sgd"``; 0 is plain gradient descent.
+    dtype : {"float32", "float64"}, default="float32"
+        Precision of the computation; float64 input is cast to it.
+    device : str or torch.device, default="auto"
+        ``"auto"`` trains on CUDA when available, else on the CPU;
+        ``"cuda"`` on a machine without CUDA raises ``ValueError``.
+        Predictions always come back as NumPy arrays.
+    random_state : int, RandomState instance or None, default=None
+        Seeds initialisation, batch order, encodings and prediction draws.
+        An int makes :meth:`fit` and :meth:`predict` reproducible.
+    verbose : int, default=0
+        1 prints a table of the epoch losses, 2 adds a progress bar.
+    warm_start : bool, default=False
+        When True, :meth:`fit` and :meth:`fit_online` continue from the
+        weights of the previous call (with a fresh optimiser state, as in
+        :class:`~sklearn.neural_network.MLPRegressor`), and ``loss_curve_``,
+        ``n_iter_`` and ``t_`` count on from it. The data must keep
+        ``n_features`` and the architecture must stay the same; anything
+        else raises ``ValueError``. The other hyperparameters (rate,
+        schedule, solver, batch size) may change between calls.
+    callbacks : list of skorch callbacks or None, default=None
+        The hook into training: :class:`skorch.callbacks.Callback` instances
+        (or ``(name, callback)`` pairs) that the owned skorch net runs in
+        every :meth:`fit` and :meth:`fit_online`, after the package's own.
+        They see the net at every batch and epoch (``net.module_`` is the
+        torch module being trained, ``net.history`` the records), so they
+        serve progress reports, records of the weights during training and
+        checkpoints. :func:`~stsq_learn.save_model` does not save them."""
+
+ATTRIBUTES = """\
+    n_features_in_ : int
+        Token dimension d seen in fit (the last axis of ``X`` minus the indicator).
+    seq_len_ : int
+        Sequence length T seen in fit.
+    loss_curve_ : list of float
+        Training loss per epoch (:meth:`fit`) or per step (:meth:`fit_online`),
+        across warm-started calls.
+    n_iter_ : int
+        Number of epochs (:meth:`fit`) or steps (:meth:`fit_online`) run,
+        across warm-started calls.
+    t_ : int
+        Number of training rows seen by the optimiser.
+    device_ : torch.device
+        Device the model was trained on and predicts on.
+    net_ : skorch.NeuralNetRegressor
+        The skorch net that ran the training; ``net_.history`` holds the
+        per-epoch and per-batch records (``stop_reason`` in the last epoch
+        when early stopping or the adaptive rate ended it) and
+        ``net_.module_`` the torch module."""
