@@ -12,7 +12,6 @@ model as it was.
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from numbers import Integral, Real
 
@@ -20,16 +19,16 @@ import numpy as np
 import sklearn
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from skorch.callbacks import Callback
 from skorch.history import History
 
 from . import _training as tr
+from ._state import architecture_changes, check_state, check_weights, state_device
 from ._validation import (
+    check_callbacks,
     check_float_range,
     check_positive_int,
     check_sequences,
@@ -40,79 +39,6 @@ from .datasets import SparseTokenSelectionTask
 
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
 _SEED_MAX = np.iinfo(np.int32).max
-
-
-def _is_int(value, minimum):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
-# What get_fitted_state returns under "fitted": name -> (check, description).
-_FITTED_SCHEMA = {
-    "n_features_in_": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "seq_len_": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "n_iter_": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "t_": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "loss_curve_": (
-        lambda v: (
-            isinstance(v, list)
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-        ),
-        "a list of numbers",
-    ),
-    "predict_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
-    "y_1d": (lambda v: isinstance(v, bool), "a boolean"),
-    "device": (lambda v: isinstance(v, str), "a device string"),
-    "module_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
-}
-
-
-def _check_callbacks(callbacks):
-    """``callbacks`` as a list of skorch callbacks or ``(name, callback)`` pairs."""
-    if callbacks is None:
-        return []
-    for i, cb in enumerate(callbacks):
-        named = isinstance(cb, tuple) and len(cb) == 2 and isinstance(cb[0], str)
-        if not isinstance(cb[1] if named else cb, Callback):
-            raise TypeError(
-                f"callbacks[{i}] must be a skorch callback (an instance of "
-                f"skorch.callbacks.Callback) or a (name, callback) pair, got {cb!r}."
-            )
-    return list(callbacks)
-
-
-def _architecture(module):
-    """What a warm start must keep: the module's class, settings and weight shapes."""
-    arch = {"class": type(module).__name__}
-    for key in ("positional_encoding", "learn_token_block"):
-        if hasattr(module, key):
-            arch[key] = getattr(module, key)
-    for name, param in module.named_parameters():
-        arch[f"{name} shape"] = tuple(param.shape)
-    return arch
-
-
-def _check_weights(weights, expected, described_by):
-    """Raise ``ValueError`` unless ``weights`` has exactly the tensors of ``expected``."""
-    if not isinstance(weights, dict) or not all(isinstance(k, str) for k in weights):
-        raise ValueError("the weights must be a dict of named tensors.")
-    missing, unknown = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
-    if missing or unknown:
-        raise ValueError(
-            f"the weights do not match the model: missing {missing}, unknown {unknown}."
-        )
-    for key, ref in expected.items():
-        value = weights[key]
-        if not isinstance(value, torch.Tensor):
-            raise ValueError(f"weight {key!r} is a {type(value).__name__}, not a tensor.")
-        if value.shape != ref.shape:
-            raise ValueError(
-                f"weight {key!r} has shape {tuple(value.shape)}, but the model of "
-                f"{described_by} needs {tuple(ref.shape)}."
-            )
-        if not value.is_floating_point():
-            raise ValueError(f"weight {key!r} has dtype {value.dtype}, not a float.")
-        if not torch.isfinite(value).all():
-            raise ValueError(f"weight {key!r} holds NaN or infinity.")
 
 
 class _BaseSelector(RegressorMixin, BaseEstimator):
@@ -184,7 +110,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         also counts the batches of an epoch cut short).
         """
         self._validate_params()
-        _check_callbacks(self.callbacks)
+        check_callbacks(self.callbacks)
         X = check_sequences(X)
         n, T, c = X.shape
         y, y_1d = check_targets(y, n, c - 1)
@@ -230,7 +156,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         and ``loss_curve_``, ``n_iter_`` and ``t_`` describe the completed steps.
         """
         self._validate_params()
-        _check_callbacks(self.callbacks)
+        check_callbacks(self.callbacks)
         if not isinstance(task, SparseTokenSelectionTask):
             raise TypeError(
                 f"task must be a SparseTokenSelectionTask, got {type(task).__name__}: {task!r}."
@@ -370,28 +296,13 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             self._validate_params()
         except (ValueError, TypeError) as exc:
             raise ValueError(f"invalid hyperparameter: {exc}") from None
-        if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
-            raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
-        fitted, history = state["fitted"], state["history"]
-        if not isinstance(fitted, dict):
-            raise ValueError(f"state['fitted'] must be a dict, got {fitted!r}.")
-        unknown = sorted(set(fitted) - set(_FITTED_SCHEMA))
-        if unknown:
-            raise ValueError(f"unknown fitted attributes {unknown}.")
-        for key, (ok, what) in _FITTED_SCHEMA.items():
-            if key not in fitted:
-                raise ValueError(f"the fitted attribute {key!r} is missing.")
-            if not ok(fitted[key]):
-                raise ValueError(f"fitted {key} must be {what}, got {fitted[key]!r}.")
-        if not all(math.isfinite(v) for v in fitted["loss_curve_"]):
-            raise ValueError("fitted loss_curve_ holds NaN or infinity.")
-        if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
-            raise ValueError("the history must be a list of per-epoch records (dicts).")
-        target = self._state_device(fitted["device"], device)
+        check_state(state)
+        fitted = state["fitted"]
+        target = state_device(fitted["device"], device, type(self).__name__)
         args = (fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"])
         with torch.device("meta"):  # shapes only: a tampered size allocates nothing
             expected = self._make_module(*args).state_dict()
-        _check_weights(
+        check_weights(
             state["weights"],
             expected,
             f"seq_len_={args[0]}, n_features_in_={args[1]} and these hyperparameters",
@@ -399,26 +310,13 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         module = self._make_module(*args).to(dtype=tr.DTYPES[self.dtype])
         module.load_state_dict(state["weights"])
         net = tr.initialize_net(self._build_net(module.to(device=target), target))
-        net.history = History(history)
+        net.history = History(state["history"])
         self.net_, self.device_ = net, target
         self.n_features_in_, self.seq_len_ = fitted["n_features_in_"], fitted["seq_len_"]
         self.loss_curve_ = fitted["loss_curve_"]
         self.n_iter_, self.t_ = fitted["n_iter_"], fitted["t_"]
         self._predict_seed, self._y_1d = fitted["predict_seed"], fitted["y_1d"]
         return self
-
-    def _state_device(self, saved, requested):
-        """The device a loaded model predicts on (see :meth:`set_fitted_state`)."""
-        if requested is not None:
-            return resolve_device(requested)
-        try:
-            device = torch.device(saved)
-        except RuntimeError:
-            raise ValueError(f"The saved device {saved!r} is not a device.") from None
-        if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"The saved device {saved!r} is not supported; use 'cpu' or 'cuda'.")
-        device = tr.available_device(device, type(self).__name__)
-        return resolve_device(str(device)) if device.type == "cuda" else device
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -459,7 +357,8 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             order_seed=order_seed,
         )
         self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
-        losses = self._completed_losses(net, online, planned)
+        tr.check_finite_weights(net)
+        losses = tr.completed_losses(net, online, planned, type(self).__name__)
         rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
         # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
         self.n_iter_ = len(losses) + (self.n_iter_ if warm else 0)
@@ -494,12 +393,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             )
         with torch.random.fork_rng(devices=[]):
             fresh = self._make_module(seq_len, n_features, seed)
-        before, after = _architecture(old), _architecture(fresh)
-        changed = [
-            f"{k}: {before.get(k)} -> {after.get(k)}"
-            for k in sorted(set(before) | set(after))
-            if before.get(k) != after.get(k)
-        ]
+        changed = architecture_changes(old, fresh)
         if changed:
             raise ValueError(
                 "warm_start=True continues the previous fit, but the model it would "
@@ -525,7 +419,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             callbacks.append(schedule)
         if not online and self.learning_rate != "adaptive":
             callbacks.append(tr.EarlyStop(self.n_iter_no_change, self.tol))
-        return [*callbacks, *_check_callbacks(self.callbacks)]
+        return [*callbacks, *check_callbacks(self.callbacks)]
 
     def _build_net(self, module, device, **training):
         """The owned skorch net, from this estimator's optimiser settings."""
@@ -550,30 +444,3 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             # One encodings buffer for the whole fit: every step overwrites the
             # previous step's encodings after its backward, instead of allocating.
             net.fit(data, None, generator=generator, workspace={}, **self._fit_forward_kwargs())
-
-    def _completed_losses(self, net, online, planned):
-        """Losses of the completed epochs (steps); warn on interruption or non-convergence."""
-        # A batch or epoch cut short by Ctrl-C has no loss: keep the completed ones.
-        if online:
-            losses = [b["train_loss"] for b in net.history[-1]["batches"] if "train_loss" in b]
-        else:
-            losses = [e["train_loss"] for e in net.history if "train_loss" in e]
-        tr.check_finite_weights(net)
-        unit = "step" if online else "epoch"
-        if len(losses) < planned and tr.stop_reason(net) is None:
-            # skorch's fit returns quietly after a KeyboardInterrupt; ours record a reason.
-            warnings.warn(
-                f"{type(self).__name__}: training was interrupted (KeyboardInterrupt) after "
-                f"{len(losses)} of {planned} {unit}s; the model keeps the weights reached so "
-                "far and loss_curve_, n_iter_ and t_ describe the completed part.",
-                UserWarning,
-                stacklevel=4,
-            )
-        elif not online and len(losses) == planned:
-            warnings.warn(
-                f"{type(self).__name__}: maximum iterations ({planned}) reached and the "
-                "optimization hasn't converged yet.",
-                ConvergenceWarning,
-                stacklevel=4,
-            )
-        return losses

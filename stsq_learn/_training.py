@@ -26,6 +26,7 @@ import warnings
 
 import numpy as np
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from skorch import NeuralNetRegressor
 from skorch.callbacks import Callback, EarlyStopping, LRScheduler, ProgressBar
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR
@@ -227,9 +228,35 @@ def rate_schedule(schedule, *, power_t, n_steps, batch_size, n_rows, rows_before
     return None
 
 
-def stop_reason(net):
-    """Why a training run ended before its plan: a stopping callback's record, or None."""
-    return net.history[-1].get(STOP_REASON) if len(net.history) else None
+def completed_losses(net, online, planned, owner):
+    """Losses of the completed epochs (online: steps) of a run planned for ``planned``.
+
+    Warns when the run ended early with no stopping callback's reason in the
+    history (skorch's ``fit`` returns quietly after a ``KeyboardInterrupt``:
+    Ctrl-C), and when ``fit`` used every epoch (not converged).
+    """
+    # A batch or epoch cut short by Ctrl-C has no loss: keep the completed ones.
+    if online:
+        losses = [b["train_loss"] for b in net.history[-1]["batches"] if "train_loss" in b]
+    else:
+        losses = [e["train_loss"] for e in net.history if "train_loss" in e]
+    unit = "step" if online else "epoch"
+    if len(losses) < planned and net.history[-1].get(STOP_REASON) is None:
+        warnings.warn(
+            f"{owner}: training was interrupted (KeyboardInterrupt) after {len(losses)} of "
+            f"{planned} {unit}s; the model keeps the weights reached so far and "
+            "loss_curve_, n_iter_ and t_ describe the completed part.",
+            UserWarning,
+            stacklevel=4,
+        )
+    elif not online and len(losses) == planned:
+        warnings.warn(
+            f"{owner}: maximum iterations ({planned}) reached and the optimization hasn't "
+            "converged yet.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+    return losses
 
 
 # -- the net -----------------------------------------------------------------------------
@@ -345,8 +372,8 @@ def available_device(device, owner):
         return device
     warnings.warn(
         f"{owner} was fitted on {device}, which this machine does not have; it is "
-        "loaded on the CPU and predicts on the CPU. Stochastic-encoding predictions use the CPU random stream, "
-        "so they differ from those drawn on the GPU.",
+        "loaded on the CPU and predicts on the CPU. Stochastic-encoding predictions use "
+        "the CPU random stream, so they differ from those drawn on the GPU.",
         UserWarning,
         stacklevel=4,
     )

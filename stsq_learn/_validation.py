@@ -187,3 +187,19 @@ def resolve_device(device):
     elif resolved.type != "cpu":
         raise ValueError(f"device={device!r} is not supported; use 'auto', 'cpu' or 'cuda'.")
     return resolved
+
+
+def check_callbacks(callbacks):
+    """``callbacks`` as a list of skorch callbacks or ``(name, callback)`` pairs."""
+    from skorch.callbacks import Callback
+
+    if callbacks is None:
+        return []
+    for i, cb in enumerate(callbacks):
+        named = isinstance(cb, tuple) and len(cb) == 2 and isinstance(cb[0], str)
+        if not isinstance(cb[1] if named else cb, Callback):
+            raise TypeError(
+                f"callbacks[{i}] must be a skorch callback (an instance of "
+                f"skorch.callbacks.Callback) or a (name, callback) pair, got {cb!r}."
+            )
+    return list(callbacks)
