@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -32,14 +33,15 @@ ENTRY_LABELS = {"fit": "fit", "online": "fit_online"}
 
 
 def load(paths):
-    """The merged report: machine and command of the first file, entries of all."""
+    """The merged report; ``sources`` keeps the command and machine of every entry."""
     merged = None
     for path in paths:
         report = json.loads(Path(path).read_text())
         if merged is None:
-            merged = report
-        else:
-            merged["results"].update(report["results"])
+            merged = {"results": {}, "sources": {}}
+        merged["results"].update(report["results"])
+        for name in report["results"]:
+            merged["sources"][name] = {"command": report["command"], "machine": report["machine"]}
     return merged
 
 
@@ -62,9 +64,21 @@ def ratio_bars(results):
     return bars
 
 
-def _subtitle(report):
-    m = report["machine"]
-    return f"{m['cpu']}, {m['threads']} thread(s), {m['date']}\n{report['command']}"
+def _subtitle(report, names):
+    """Machine, date and command(s) of the entries ``names``."""
+    sources = [report["sources"][n] for n in names if n in report["sources"]]
+    m = sources[0]["machine"]
+    load = f", load {m['load_average'][0]:.1f}" if m.get("load_average") else ""
+    commands = []
+    for src in sources:
+        # the output path is the user's own: show its name only
+        cmd = re.sub(r"--out[ =](\S+)", lambda g: f"--out {Path(g[1]).name}", src["command"])
+        if cmd not in commands:
+            commands.append(cmd)
+    return (
+        f"{m['cpu']} ({m['cpu_count']} cores{load}), {m['threads']} thread(s), "
+        f"{m['date']}\n" + "\n".join(commands)
+    )
 
 
 def plot_ratios(report, path):
@@ -80,7 +94,8 @@ def plot_ratios(report, path):
         ax.text(r + 0.02, yi, f"x{r:.2f}   {acc}", va="center", fontsize=8)
     ax.set_xlim(0, max([*ratios, 1.0]) * 1.9)
     ax.set_xlabel("stsq-learn time / peer time (median of paired repeats; < 1: faster)")
-    ax.set_title(_subtitle(report), fontsize=8)
+    names = [n for n, rec in report["results"].items() if rec.get("comparisons")]
+    ax.set_title(_subtitle(report, names), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -105,7 +120,8 @@ def plot_accuracy(report, path, floor_samples=30_000):
     ax.set_yscale("log")
     ax.set_xlabel("width m")
     ax.set_ylabel("test relative MSE (1 - R²)")
-    ax.set_title(f"T={T}, q={q}: trained models against the floor\n{_subtitle(report)}", fontsize=8)
+    title = f"T={T}, q={q}: trained models against the floor"
+    ax.set_title(f"{title}\n{_subtitle(report, ['accuracy'])}", fontsize=8)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -218,7 +218,7 @@ def test_command_line_from_anywhere(tmp_path):
 
 def test_plots_from_a_report(bench, tmp_path):
     report = {
-        "machine": {"cpu": "test CPU", "threads": 1, "date": "2026-01-01 00:00 UTC"},
+        "machine": {"cpu": "test CPU", "cpu_count": 2, "threads": 1, "date": "2026-01-01"},
         "command": "python benchmarks/run.py --quick",
         "results": {
             "fit": {
@@ -250,5 +250,7 @@ def test_plots_from_a_report(bench, tmp_path):
     written = bench.plot.main([str(path), "--out", str(tmp_path / "png")])
     assert sorted(p.name for p in written) == ["perf_accuracy_floor.png", "perf_time_ratio.png"]
     assert all(p.stat().st_size > 5000 for p in written)
-    labels = bench.plot.ratio_bars(report["results"])
+    merged = bench.plot.load([path])
+    assert merged["sources"]["fcn"]["command"] == "python benchmarks/run.py --quick"
+    labels = bench.plot.ratio_bars(merged["results"])
     assert [b[0] for b in labels] == ["fit vs plain torch loop", "FCN width 256 vs MLPRegressor"]
