@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -41,7 +42,7 @@ class Context:
 
     quick: bool = False
     threads: int = 1
-    log: callable = print
+    log: Callable[[str], None] = print
 
 
 def merge_config(module, quick=False, overrides=None):

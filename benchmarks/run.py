@@ -82,27 +82,13 @@ def run(
     settings = settings or {}
     for name in settings:
         load(name)
+    threads_before = torch.get_num_threads()
     torch.set_num_threads(threads)
     ctx = _harness.Context(quick=quick, threads=threads, log=log)
-    results = {}
-    with threadpool_limits(limits=threads), warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        configs = {}
-        for name, module in modules.items():
-            overrides = dict(settings.get(name, {}))
-            if repeats is not None and "repeats" in module.CONFIG:
-                overrides.setdefault("repeats", repeats)
-            configs[name] = _harness.merge_config(module, quick, overrides)
-        for module in modules.values():
-            if hasattr(module, "warm_up"):
-                module.warm_up()
-        for name, module in modules.items():
-            log(f"running {name} ...")
-            t0 = time.perf_counter()
-            rec = module.run(configs[name], ctx)
-            rec.setdefault("config", configs[name])
-            rec["wall_seconds"] = time.perf_counter() - t0
-            results[name] = rec
+    try:
+        results = _run_entries(modules, settings, quick, repeats, ctx)
+    finally:
+        torch.set_num_threads(threads_before)
     report = {
         "command": " ".join(["python", "benchmarks/run.py", *(argv or [])]),
         "quick": quick,
@@ -114,6 +100,30 @@ def run(
         _harness.write_report(out, report)
         log(f"wrote {out}")
     return report
+
+
+def _run_entries(modules, settings, quick, repeats, ctx):
+    """Merge each entry's sizes, warm every entry up, then run them in turn."""
+    results = {}
+    with threadpool_limits(limits=ctx.threads), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        configs = {}
+        for name, module in modules.items():
+            overrides = dict(settings.get(name, {}))
+            if repeats is not None and "repeats" in module.CONFIG:
+                overrides.setdefault("repeats", repeats)
+            configs[name] = _harness.merge_config(module, quick, overrides)
+        for module in modules.values():
+            if hasattr(module, "warm_up"):
+                module.warm_up()
+        for name, module in modules.items():
+            ctx.log(f"running {name} ...")
+            t0 = time.perf_counter()
+            rec = module.run(configs[name], ctx)
+            rec.setdefault("config", configs[name])
+            rec["wall_seconds"] = time.perf_counter() - t0
+            results[name] = rec
+    return results
 
 
 def main(argv=None):
