@@ -91,8 +91,8 @@ def plot_ratios(report, path):
     ax.axvline(1.0, color="k", lw=1)
     ax.set_yticks(y, [b[0] for b in bars])
     for yi, (_, r, acc) in zip(y, bars):
-        ax.text(r + 0.02, yi, f"x{r:.2f}   {acc}", va="center", fontsize=8)
-    ax.set_xlim(0, max([*ratios, 1.0]) * 1.9)
+        ax.text(max(r, 1.0) + 0.03, yi, f"x{r:.2f}   {acc}", va="center", fontsize=8)
+    ax.set_xlim(0, max([*ratios, 1.0]) + 1.0)
     ax.set_xlabel("stsq-learn time / peer time (median of paired repeats; < 1: faster)")
     names = [n for n, rec in report["results"].items() if rec.get("comparisons")]
     ax.set_title(_subtitle(report, names), fontsize=8)
