@@ -8,20 +8,24 @@ sequences, while fully-connected nets need width of order T d.
 
 from .datasets import SparseTokenSelectionTask, make_sparse_token_selection
 from .estimators import FCNSelector, SparseTokenSelector
+from .floor import IsotropicFloor, isotropic_floor
 from .persistence import load_model, save_model
-from .scoring import LengthShiftScorer, length_shift_scoring, shift_length
+from .scoring import LengthShiftScorer, length_shift_scoring, relative_mse, shift_length
 
 __version__ = "0.2.0"
 
 __all__ = [
     "FCNSelector",
+    "IsotropicFloor",
     "LengthShiftScorer",
     "SparseTokenSelectionTask",
     "SparseTokenSelector",
     "__version__",
+    "isotropic_floor",
     "length_shift_scoring",
     "load_model",
     "make_sparse_token_selection",
+    "relative_mse",
     "save_model",
     "shift_length",
 ]

@@ -27,7 +27,13 @@ from sklearn.utils import check_random_state
 
 from ._validation import check_positive_int, check_sequences, check_targets
 
-__all__ = ["METRICS", "LengthShiftScorer", "length_shift_scoring", "shift_length"]
+__all__ = [
+    "METRICS",
+    "LengthShiftScorer",
+    "length_shift_scoring",
+    "relative_mse",
+    "shift_length",
+]
 
 #: Metrics a :class:`LengthShiftScorer` computes (all greater-is-better).
 METRICS = ("r2", "neg_mean_squared_error", "neg_relative_mse")
@@ -158,16 +164,58 @@ def _target_length(seq_len, factor, T):
     return new_len
 
 
-def _relative_mse(y_true, y_pred, sample_weight=None):
-    """Sum of squared errors over the sum of ``||y||^2`` (about 1 - R^2 for STS_q)."""
+def relative_mse(y_true, y_pred, *, sample_weight=None):
+    """Relative mean squared error, ``sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``.
+
+    The error measure of the paper's plots: 0 is perfect and 1 is the
+    trivial predictor 0. On the sparse token selection task, whose targets
+    have mean 0, it is close to ``1 - R^2``, and it is what
+    :func:`~stsq_learn.isotropic_floor` reports.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples, n_features) or (n_samples,)
+        True targets.
+    y_pred : array-like of the same number of rows as ``y_true``
+        Predicted targets (reshaped to rows of ``y_true``'s width).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights of both sums.
+
+    Returns
+    -------
+    error : float
+        The weighted sum of squared errors over the weighted sum of ``||y||^2``.
+
+    Raises
+    ------
+    ValueError
+        If the two arrays have a different number of values, or every target
+        is zero (the ratio is undefined).
+
+    See Also
+    --------
+    LengthShiftScorer : ``metric="neg_relative_mse"`` is minus this, at another length.
+
+    Examples
+    --------
+    >>> from stsq_learn import relative_mse
+    >>> relative_mse([[1.0, 0.0], [0.0, 2.0]], [[0.0, 0.0], [0.0, 2.0]])
+    0.2
+    """
     y_true = np.asarray(y_true, dtype=np.float64).reshape(len(y_true), -1)
-    y_pred = np.asarray(y_pred, dtype=np.float64).reshape(len(y_pred), -1)
+    y_pred = np.asarray(y_pred, dtype=np.float64)
+    if y_pred.size != y_true.size:
+        raise ValueError(
+            f"y_pred has {y_pred.size} values (shape {y_pred.shape}) but y_true has "
+            f"{y_true.size} (shape {y_true.shape}); they must match."
+        )
+    y_pred = y_pred.reshape(y_true.shape)
     err = ((y_pred - y_true) ** 2).sum(axis=1)
     norm = (y_true**2).sum(axis=1)
     w = np.ones(len(y_true)) if sample_weight is None else np.asarray(sample_weight, float)
     denom = float(w @ norm)
     if denom == 0.0:
-        raise ValueError("neg_relative_mse is undefined: every target in y is zero.")
+        raise ValueError("The relative MSE is undefined: every target in y_true is zero.")
     return float(w @ err) / denom
 
 
@@ -290,7 +338,7 @@ class LengthShiftScorer(BaseEstimator):
             return float(r2_score(y_arr, y_pred, sample_weight=sample_weight))
         if metric == "neg_mean_squared_error":
             return -float(mean_squared_error(y_arr, y_pred, sample_weight=sample_weight))
-        return -_relative_mse(y_arr, y_pred, sample_weight)
+        return -relative_mse(y_arr, y_pred, sample_weight=sample_weight)
 
 
 def _factor_key(factor):

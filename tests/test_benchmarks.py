@@ -1,126 +1,256 @@
-"""The benchmark suite must keep running: one tiny case end to end."""
+"""The benchmark suite keeps running, compares against its peers, and its peers are right."""
 
-import importlib.util
+import importlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("stsq_benchmarks", ROOT / "benchmarks" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The benchmarks' modules, imported as ``python benchmarks/run.py`` sees them."""
+    before = set(sys.modules)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(BENCH))
+        run = importlib.import_module("run")
+        mods = {name: run.load(name) for name in run.ENTRIES}
+        yield type(
+            "Bench",
+            (),
+            {
+                "run": run,
+                "harness": importlib.import_module("_harness"),
+                "baselines": importlib.import_module("baselines"),
+                "plot": importlib.import_module("plot"),
+                **mods,
+            },
+        )
+    for name in set(sys.modules) - before:  # the benchmarks' top-level names: run, plot, ...
+        if (getattr(sys.modules.get(name), "__file__", None) or "").startswith(str(BENCH)):
+            del sys.modules[name]
 
 
-TINY = dict(
-    seq_len=8,
-    n_features=2,
-    n_selected=2,
-    width=8,
-    n_samples=64,
-    batch_size=32,
-    epochs=2,
-    n_test=32,
-    repeats=2,
-)
+TINY = {
+    "fit": dict(seq_len=8, n_features=2, n_selected=2, width=8, n_samples=96, batch_size=32)
+    | dict(epochs=2, n_test=64, repeats=2),
+    "online": dict(seq_len=8, n_features=2, n_selected=2, width=8, batch_size=32, n_steps=3)
+    | dict(n_test=64, repeats=2),
+    "fcn": dict(seq_len=4, n_features=2, n_selected=2, widths=(8, 16), n_samples=96)
+    | dict(batch_size=32, epochs=2, n_test=64, repeats=2),
+}
 
 
-def test_missing_reference_skips_comparisons(bench, tmp_path):
-    messages = []
+def test_registry_and_configs(bench):
+    assert bench.run.ENTRIES == ["fit", "online", "fcn", "memory", "accuracy", "gpu", "distributed"]
+    for name in bench.run.ENTRIES:
+        module = bench.run.load(name)
+        assert callable(module.run) and module.__doc__
+        assert set(module.QUICK) <= set(module.CONFIG), name
+    with pytest.raises(ValueError, match="unknown benchmark 'nope'"):
+        bench.run.load("nope")
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['epoch'\]"):
+        bench.harness.merge_config(bench.fit, overrides={"epoch": 3})
+    assert bench.harness.merge_config(bench.fit, quick=True)["epochs"] == bench.fit.QUICK["epochs"]
+
+
+def test_set_option_parsing(bench):
+    got = bench.run.parse_settings(["fit.repeats=5", "fcn.widths=[8, 16]", "gpu.device=cpu"])
+    assert got == {"fit": {"repeats": 5}, "fcn": {"widths": (8, 16)}, "gpu": {"device": "cpu"}}
+    with pytest.raises(ValueError, match=r"NAME\.KEY=VALUE"):
+        bench.run.parse_settings(["repeats=5"])
+
+
+def test_compare_rotates_and_takes_medians_of_paired_ratios(bench):
+    order = []
+    seconds = {"a": [1.0, 2.0, 9.0], "b": [2.0, 2.0, 3.0]}
+
+    def runner(name):
+        def fn(seed):
+            order.append(name)
+            return {"seconds": seconds[name][seed], "relative_mse": 0.1 * seed, "r2": 1.0}
+
+        return fn
+
+    rec = bench.harness.compare({"a": runner("a"), "b": runner("b")}, [("a", "b")], repeats=3)
+    assert order == ["a", "b", "b", "a", "a", "b"]
+    assert rec["runners"]["a"]["seconds"] == 2.0 and rec["runners"]["a"]["all_seconds"] == [1, 2, 9]
+    (c,) = rec["comparisons"]
+    assert (c["ours"], c["peer"]) == ("a", "b")
+    assert c["time_ratio"] == 1.0  # median of 0.5, 1.0, 3.0
+    assert c["ratio_of_medians"] == 1.0 and c["ratio_of_best"] == 0.5
+    assert c["ours_relative_mse"] == pytest.approx(0.1) and c["peer_r2"] == 1.0
+
+
+def test_plain_loop_is_the_package_model(bench):
+    """The yardstick computes the same function as AttentionSelector(learn_token_block=False)."""
+    from stsq_learn import SparseTokenSelectionTask
+    from stsq_learn.nn import AttentionSelector
+
+    X, _ = SparseTokenSelectionTask(12, 3, 2).sample(5, random_state=0)
+    X = torch.as_tensor(X, dtype=torch.float32)
+    module = AttentionSelector(3, 6, learn_token_block=False)
+    W = torch.randn(6, 6, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        module.key_query[3:] = W
+    P = bench.baselines._encodings(5, 12, 6, torch.Generator().manual_seed(1))
+    tokens, mask = X[..., :-1], X[..., -1]
+    ours = torch.bmm(module.attention(tokens, mask, P).unsqueeze(1), tokens).squeeze(1)
+    torch.testing.assert_close(bench.baselines.plain_forward(W, tokens, mask, P), ours)
+
+
+def test_fit_and_online_entries_compare_with_their_peers(bench, tmp_path):
     out = tmp_path / "bench.json"
-    report = bench.run(
-        only=["fit"],
-        reference=str(tmp_path / "nowhere.py"),
-        out=str(out),
-        log=messages.append,
-        overrides={"fit": TINY},
+    messages = []
+    report = bench.run.run(only=["fit", "online"], settings=TINY, out=str(out), log=messages.append)
+    fit, online = report["results"]["fit"], report["results"]["online"]
+    runners = {"stsq-learn", "stsq-learn (full W)", "plain torch loop", "skorch"}
+    assert set(fit["runners"]) == runners
+    peers = [(c["ours"], c["peer"]) for c in fit["comparisons"]]
+    assert peers == [("stsq-learn", "plain torch loop"), ("stsq-learn (full W)", "skorch")]
+    for c in fit["comparisons"] + online["comparisons"]:
+        assert c["time_ratio"] > 0 and len(c) >= 9
+        assert 0 < c["ours_relative_mse"] < 2 and 0 < c["peer_relative_mse"] < 2
+    assert online["comparisons"][0]["throughput_ratio"] == pytest.approx(
+        1 / online["comparisons"][0]["time_ratio"]
     )
-    assert any("reference not found" in m and "skipping" in m for m in messages)
-    fit = report["results"]["fit"]
-    assert "ratio" not in fit and fit["ours_seconds"] > 0 and fit["early_stopping_off"]
-    assert json.loads(out.read_text())["results"]["fit"]["config"]["epochs"] == 2
-    assert "ours (ref. model): fit seconds" in messages[-2]
-    assert "ours (full W): test relative MSE" in messages[-2]
+    assert online["runners"]["plain torch loop"]["samples_per_second"] > 0
+    saved = json.loads(out.read_text())
+    assert saved["results"]["fit"]["comparisons"][1]["peer"] == "skorch"
+    assert saved["machine"]["threads"] == 1 and saved["results"]["fit"]["config"]["epochs"] == 2
+    assert "stsq-learn (full W) / skorch" in messages[-2]
 
 
-def test_fit_against_reference_end_to_end(bench, tmp_path):
-    ref_path = tmp_path / "spe_reference.py"
-    # A stand-in with the reference's interface, so the test does not depend on
-    # where the shared folder is; the real one is used by benchmarks/run.py.
-    ref_path.write_text(
-        "def train(a, data=None):\n"
-        "    return {'fit_seconds': 0.5, 'steps': 1, 'samples_per_second': 1,"
-        " 'test_relative_mse': 0.25}\n"
+def test_fcn_entry_names_mlpregressor(bench):
+    rec = bench.fcn.run(bench.harness.merge_config(bench.fcn, overrides=TINY["fcn"]), None)
+    assert [(c["ours"], c["peer"], c["width"]) for c in rec["comparisons"]] == [
+        ("FCNSelector", "MLPRegressor", 8),
+        ("FCNSelector", "MLPRegressor", 16),
+    ]
+    assert all(np.isfinite(c["peer_r2"]) and c["peer_seconds"] > 0 for c in rec["comparisons"])
+
+
+def test_accuracy_entry_uses_the_isotropic_floor(bench):
+    cfg = bench.harness.merge_config(
+        bench.accuracy,
+        overrides=dict(
+            seq_len=8,
+            n_features=2,
+            n_selected=2,
+            widths=(8,),
+            pe_width=8,
+            n_pe_samples=(1, 2),
+            n_steps=8,
+            batch_size=16,
+            finetune_steps=2,
+            finetune_pe_samples=2,
+            n_test=32,
+            floor_samples=2000,
+        ),
     )
-    report = bench.run(
-        only=["fit"], reference=str(ref_path), log=lambda m: None, overrides={"fit": TINY}
-    )
-    fit = report["results"]["fit"]
-    assert fit["reference_seconds"] == 0.5
-    assert fit["ratio"] == pytest.approx(fit["ours_seconds"] / 0.5)
-    assert fit["mse_gap"] == pytest.approx(fit["ours_mse"] - 0.25)
-    assert 0 < fit["ours_mse"] < 2 and 0 < fit["ours_full_w_mse"] < 2
-    assert fit["ours_full_w_mse_gap"] == pytest.approx(fit["ours_full_w_mse"] - 0.25)
-
-
-def test_gpu_benchmark_code_path_on_cpu(bench):
-    rec = bench.bench_gpu(
-        None,
-        device="cpu",
-        seq_len=8,
-        n_features=2,
-        width=8,
-        batch_size=16,
-        n_steps=2,
-        warmup_steps=1,
-    )
-    assert rec["samples_per_second"] > 0 and 0 < rec["draw_share"]
-    if not bench.torch.cuda.is_available():
-        assert "skipped" in bench.bench_gpu(None)
-
-
-def test_reference_lookup(bench, tmp_path):
-    assert bench.find_reference(str(tmp_path / "missing.py")) is None
-    (tmp_path / "r.py").write_text("")
-    assert bench.find_reference(str(tmp_path / "r.py")) == (tmp_path / "r.py").resolve()
-
-
-def test_accuracy_path_with_schedule_and_finetune(bench):
-    class FloorStandIn:  # the reference's floor() interface
-        @staticmethod
-        def floor(a):
-            return {"floor_relative_mse": 0.5, "gamma": 3}
-
-    rec = bench.bench_accuracy(
-        FloorStandIn,
-        seq_len=8,
-        n_features=2,
-        n_selected=2,
-        widths=(8,),
-        pe_width=8,
-        n_pe_samples=(1, 2),
-        n_steps=8,
-        batch_size=16,
-        finetune_steps=2,
-        finetune_pe_samples=2,
-        n_test=32,
-    )
+    rec = bench.accuracy.run(cfg, bench.harness.Context(log=lambda m: None))
     base, tuned, sgd = rec["rows"]
-    assert base["width"] == 8 and 0 < base["relative_mse_k1"] < 2 and "relative_mse_k2" in base
-    assert tuned["finetuned_with_pe_samples"] == 2 and tuned["gamma"] != base["gamma"]
-    # the trained W's gamma is kept apart from the floor's best gamma
-    assert base["floor_gamma"] == 3 and base["gamma"] != 3 and 0 < base["cos_identity"] <= 1
-    assert base["ratio_to_floor"] == base["relative_mse_k1"] / 0.5
-    # gradient descent: the rate grows with the width, the token block stays 0
+    from stsq_learn import isotropic_floor
+
+    floor = isotropic_floor(8, 2, 8, n_samples=2000, random_state=0)
+    assert base["floor_relative_mse"] == floor.relative_mse and base["floor_gamma"] == floor.gamma
+    assert base["ratio_to_floor"] == base["relative_mse_k1"] / floor.relative_mse
+    assert [f["n_pe_samples"] for f in rec["floors"]] == [1, 2]
+    assert tuned["finetuned_with_pe_samples"] == 2 and "relative_mse_k2" in tuned
     assert sgd["recipe"] == "sgd" and sgd["learning_rate_init"] == 8 / 64
     assert sgd["token_norm"] == 0 and base["token_norm"] > 0
-    table = bench.format_table({"accuracy": rec})
-    assert "width 8 sgd trained gamma / cos(W_pp, I)" in table
-    assert "width 8 adam ratio to floor" in table
+    lines = dict(bench.accuracy.table(rec))
+    assert "width 8 sgd ratio to floor" in lines and "width 8 isotropic floor, 2 draws" in lines
     with pytest.raises(ValueError, match="unknown recipe 'lbfgs'"):
-        bench.bench_accuracy(None, recipes=("lbfgs",), widths=(8,), pe_width=8)
+        bench.accuracy.run({**cfg, "recipes": ("lbfgs",)}, None)
+
+
+def test_gpu_entry_skips_without_cuda_and_runs_on_cpu(bench):
+    tiny = dict(seq_len=8, n_features=2, width=8, batch_size=16, n_steps=2, warmup_steps=1)
+    rec = bench.gpu.run({**bench.gpu.CONFIG, **tiny, "device": "cpu"}, None)
+    assert rec["samples_per_second"] > 0 and 0 < rec["draw_share"]
+    if not torch.cuda.is_available():
+        assert "CUDA is not available" in bench.gpu.run(bench.gpu.CONFIG, None)["skipped"]
+
+
+def test_memory_entry_in_child_processes(bench):
+    cfg = bench.harness.merge_config(
+        bench.memory, overrides=dict(seq_lens=(64, 256), batch_size=8, n_samples=16, width=8)
+    )
+    rec = bench.memory.run(cfg, bench.harness.Context())
+    assert [r["seq_len"] for r in rec["rows"]] == [64, 256]
+    assert all(r["fit_peak_mib"] >= 0 for r in rec["rows"])
+    assert "T=256 fit / predict peak" in dict(bench.memory.table(rec))
+
+
+def test_distributed_entry_skips_without_the_extra(bench, monkeypatch):
+    monkeypatch.setitem(sys.modules, "stsq_learn.distributed", None)
+    rec = bench.distributed.run(bench.distributed.CONFIG, None)
+    assert "needs the distributed extra" in rec["skipped"]
+
+
+def test_command_line_from_anywhere(tmp_path):
+    """``python benchmarks/run.py`` needs no path set-up, from any directory."""
+    out = tmp_path / "r.json"
+    sets = [f"--set=fit.{k}={json.dumps(v)}" for k, v in TINY["fit"].items()]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--only", "fit", "--out", str(out), *sets],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("python benchmarks/run.py --only fit --out")
+    assert [c["peer"] for c in report["results"]["fit"]["comparisons"]] == [
+        "plain torch loop",
+        "skorch",
+    ]
+
+
+def test_plots_from_a_report(bench, tmp_path):
+    report = {
+        "machine": {"cpu": "test CPU", "cpu_count": 2, "threads": 1, "date": "2026-01-01"},
+        "command": "python benchmarks/run.py --quick",
+        "results": {
+            "fit": {
+                "comparisons": [
+                    {"ours": "stsq-learn", "peer": "plain torch loop", "time_ratio": 0.8}
+                    | {"ours_relative_mse": 0.30, "peer_relative_mse": 0.31},
+                ]
+            },
+            "fcn": {
+                "comparisons": [
+                    {"ours": "FCNSelector", "peer": "MLPRegressor", "width": 256}
+                    | {"time_ratio": 1.2, "ours_r2": 0.5, "peer_r2": 0.4},
+                ]
+            },
+            "accuracy": {
+                "rows": [
+                    {"width": 64, "recipe": "adam", "relative_mse_k1": 0.30},
+                    {"width": 256, "recipe": "adam", "relative_mse_k1": 0.12},
+                ],
+                "floors": [
+                    {"width": 64, "n_pe_samples": 1, "relative_mse": 0.27, "gamma": 3.7},
+                    {"width": 256, "n_pe_samples": 1, "relative_mse": 0.11, "gamma": 4.4},
+                ],
+            },
+        },
+    }
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    written = bench.plot.main([str(path), "--out", str(tmp_path / "png")])
+    assert sorted(p.name for p in written) == ["perf_accuracy_floor.png", "perf_time_ratio.png"]
+    assert all(p.stat().st_size > 5000 for p in written)
+    merged = bench.plot.load([path])
+    assert merged["sources"]["fcn"]["command"] == "python benchmarks/run.py --quick"
+    labels = bench.plot.ratio_bars(merged["results"])
+    assert [b[0] for b in labels] == ["fit vs plain torch loop", "FCN width 256 vs MLPRegressor"]
