@@ -9,6 +9,7 @@ and prints its R^2 at several sequence lengths.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import time
@@ -16,51 +17,26 @@ import time
 from . import __version__
 
 
-def _int_at_least(minimum, expected):
-    """An argparse type: an integer >= ``minimum``, else an error saying ``expected``."""
-
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_non_negative_int = _int_at_least(0, "an integer >= 0")
-
-
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def _int_list(text):
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
+    """``"16,32,64"`` -> ``[16, 32, 64]``; the library checks the values."""
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a comma-separated list of integers, got {text!r}"
-        )
-    return [_positive_int(p) for p in parts]
+        ) from None
 
 
-def _experiment_names(text):
-    from .experiments._reproduce import resolve_experiments
-
+def _assignment(text):
+    """``KEY=VALUE`` -> ``(KEY, value)``, the value read as a Python literal when it is one."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return resolve_experiments([p.strip() for p in text.split(",") if p.strip()])
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        value = ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+        value = raw.strip()
+    return key.strip(), value
 
 
 def build_parser():
@@ -109,22 +85,19 @@ def build_parser():
     )
     rep.add_argument(
         "--device",
-        choices=["auto", "cpu", "cuda"],
         default="auto",
-        help="training device (default: auto = CUDA when present)",
+        help="training device: auto (CUDA when present, the default), cpu, cuda or cuda:N",
     )
-    rep.add_argument(
-        "--seed", type=_non_negative_int, default=0, help="seed of every experiment (default: 0)"
-    )
+    rep.add_argument("--seed", type=int, default=0, help="seed of every experiment (default: 0)")
     rep.add_argument(
         "--only",
-        type=_experiment_names,
+        type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
         metavar="NAME[,NAME]",
         help="run only these: convergence, length_generalization (or length), separation",
     )
     rep.add_argument(
         "--threads",
-        type=_positive_int,
+        type=int,
         default=1,
         help="PyTorch CPU threads (default: 1; the models are small, and more threads "
         "on a busy CPU slow every step down)",
@@ -148,38 +121,45 @@ def build_parser():
             "and print its R^2 on held-out rows moved to each evaluation length."
         ),
     )
-    fit.add_argument("--seq-len", type=_positive_int, default=16, help="training length T")
-    fit.add_argument("--n-features", type=_positive_int, default=8, help="token dimension d")
-    fit.add_argument("--n-selected", type=_positive_int, default=3, help="subset size q")
-    fit.add_argument("--width", type=_positive_int, default=64, help="model width m")
+    fit.add_argument("--seq-len", type=int, default=16, help="training length T")
+    fit.add_argument("--n-features", type=int, default=8, help="token dimension d")
+    fit.add_argument("--n-selected", type=int, default=3, help="subset size q")
     fit.add_argument("--model", choices=["transformer", "fcn"], default="transformer")
-    fit.add_argument("--positional-encoding", choices=["stochastic", "fixed"], default="stochastic")
-    fit.add_argument(
-        "--n-pe-samples", type=_positive_int, default=1, help="encoding draws averaged at predict"
+    fit.add_argument("--width", type=int, default=64, help="model width m")
+    model = fit.add_argument_group(
+        "hyperparameters",
+        "passed to the estimator, which validates them (see its documentation)",
     )
-    fit.add_argument("--solver", choices=["adam", "sgd"], default="adam")
-    fit.add_argument("--learning-rate", type=_positive_float, default=None)
-    fit.add_argument(
-        "--lr-schedule",
-        choices=["constant", "invscaling", "adaptive", "cosine"],
-        default="constant",
-        help="schedule of the learning rate (adaptive: --n-train rows only)",
+    model.add_argument("--positional-encoding", help="stochastic (default) or fixed")
+    model.add_argument("--n-pe-samples", type=int, help="encoding draws averaged at predict")
+    model.add_argument(
+        "--n-pe-samples-fit", type=int, help="encoding draws averaged in every training step"
     )
-    fit.add_argument(
-        "--n-pe-samples-fit",
-        type=_positive_int,
-        default=1,
-        help="encoding draws averaged in every training step",
+    model.add_argument("--solver", help="adam (default) or sgd")
+    model.add_argument("--learning-rate-init", type=float, help="initial step size")
+    model.add_argument(
+        "--learning-rate",
+        help="schedule of the step size: constant (default), invscaling, adaptive (--n-train "
+        "rows only) or cosine",
+    )
+    model.add_argument("--max-iter", type=int, help="epochs over the rows")
+    model.add_argument(
+        "--set",
+        type=_assignment,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other hyperparameter, e.g. --set alpha=1e-4 --set batch_size=128 "
+        "(repeatable; VALUE is read as a Python literal when it is one)",
     )
     fit.add_argument(
         "--online-steps",
-        type=_positive_int,
+        type=int,
         default=None,
         help="train online for N steps on fresh batches (default: fit on --n-train rows)",
     )
-    fit.add_argument("--n-train", type=_positive_int, default=2000, help="training rows")
-    fit.add_argument("--max-iter", type=_positive_int, default=200, help="epochs over the rows")
-    fit.add_argument("--n-eval", type=_positive_int, default=1000, help="held-out rows")
+    fit.add_argument("--n-train", type=int, default=2000, help="training rows")
+    fit.add_argument("--n-eval", type=int, default=1000, help="held-out rows")
     fit.add_argument(
         "--eval-lengths",
         type=_int_list,
@@ -187,40 +167,36 @@ def build_parser():
         metavar="T1,T2,...",
         help="evaluation lengths (default: T,2T,4T for the transformer, T for the FCN)",
     )
-    fit.add_argument("--seed", type=_non_negative_int, default=0)
-    fit.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    fit.add_argument("--threads", type=_positive_int, default=1, help="PyTorch CPU threads")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    fit.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads")
     fit.add_argument("--json", action="store_true", help="print JSON instead of a table")
     fit.set_defaults(handler=_run_fit, subparser=fit)
     return parser
 
 
-def _check_device(parser, device):
+_HYPERPARAMETER_OPTIONS = (
+    "positional_encoding",
+    "n_pe_samples",
+    "n_pe_samples_fit",
+    "solver",
+    "learning_rate_init",
+    "learning_rate",
+    "max_iter",
+)
+
+
+def _run_reproduce(args):
     from ._validation import resolve_device
-
-    try:
-        return resolve_device(device)
-    except ValueError as exc:
-        parser.error(str(exc))
-
-
-def _run_reproduce(parser, args):
     from .experiments import reproduce, summary_table
 
-    device = _check_device(parser, args.device)
-    if args.preset == "full" and device.type == "cpu":
+    # reproduce() validates every argument before it starts any work.
+    if args.preset == "full" and resolve_device(args.device).type == "cpu":
         print(
             "note: the full size is meant for one GPU and takes hours on a CPU; "
             "use --quick for the CPU size.",
             file=sys.stderr,
         )
-    if args.scheduler is not None:
-        try:
-            from .distributed import parse_scheduler
-
-            parse_scheduler(args.scheduler)
-        except (ImportError, ValueError) as exc:
-            parser.error(f"--scheduler: {exc}")
     start = time.perf_counter()
     results = reproduce(
         args.preset,
@@ -241,68 +217,63 @@ def _run_reproduce(parser, args):
     return 0
 
 
-def _run_fit(parser, args):
-    if args.n_selected > args.seq_len:
-        parser.error(f"--n-selected ({args.n_selected}) cannot exceed --seq-len ({args.seq_len})")
-    lengths = args.eval_lengths
-    if lengths is None:
-        factors = (1, 2, 4) if args.model == "transformer" else (1,)
-        lengths = [f * args.seq_len for f in factors]
-    too_short = [t for t in lengths if t < args.n_selected]
-    if too_short:
-        parser.error(
-            f"--eval-lengths {too_short[0]} is shorter than --n-selected ({args.n_selected})"
-        )
-    if args.model == "fcn" and any(t != args.seq_len for t in lengths):
-        parser.error(
-            f"the FCN reads only its training length; --eval-lengths must be {args.seq_len}"
-        )
-    if args.lr_schedule == "adaptive" and args.online_steps is not None:
-        parser.error("--lr-schedule adaptive needs epochs: use it without --online-steps")
-    _check_device(parser, args.device)
+def _fit_model(args):
+    """The estimator ``stsq-learn fit`` trains, its hyperparameters set (and checked) here."""
+    from . import FCNSelector, SparseTokenSelector
 
+    cls = SparseTokenSelector if args.model == "transformer" else FCNSelector
+    params = {"width": args.width, "device": args.device, "random_state": args.seed}
+    params.update(
+        {k: getattr(args, k) for k in _HYPERPARAMETER_OPTIONS if getattr(args, k) is not None}
+    )
+    params.update(args.set)
+    model = cls().set_params(**params)
+    model._validate_params()  # a bad value fails now, not after the training
+    return model
+
+
+def _run_fit(args):
     import torch
 
-    from . import FCNSelector, SparseTokenSelectionTask, SparseTokenSelector
-    from .scoring import LengthShiftScorer
-
-    torch.set_num_threads(args.threads)
+    from . import SparseTokenSelectionTask
+    from ._validation import check_positive_int
+    from .scoring import LengthShiftScorer, shift_length
 
     task = SparseTokenSelectionTask(args.seq_len, args.n_features, args.n_selected)
-    common = dict(
-        solver=args.solver,
-        learning_rate=args.lr_schedule,
-        max_iter=args.max_iter,
-        device=args.device,
-        random_state=args.seed,
-    )
-    if args.learning_rate is not None:
-        common["learning_rate_init"] = args.learning_rate
-    if args.model == "transformer":
-        model = SparseTokenSelector(
-            args.width,
-            positional_encoding=args.positional_encoding,
-            n_pe_samples=args.n_pe_samples,
-            n_pe_samples_fit=args.n_pe_samples_fit,
-            **common,
+    model = _fit_model(args)
+    n_train = check_positive_int(args.n_train, "--n-train")
+    n_eval = check_positive_int(args.n_eval, "--n-eval")
+    threads = check_positive_int(args.threads, "--threads")
+    lengths = args.eval_lengths
+    if lengths is None:
+        lengths = [f * task.seq_len for f in ((1, 2, 4) if args.model == "transformer" else (1,))]
+    X_eval, y_eval = task.sample(n_eval, random_state=args.seed + 1)
+    for t in lengths:
+        shift_length(X_eval[:1], t)  # a bad length fails before the training
+    scorers = {t: LengthShiftScorer(t, random_state=args.seed) for t in lengths}
+    if args.model == "fcn" and any(t != task.seq_len for t in lengths):
+        raise ValueError(
+            f"the FCN reads only its training length: --eval-lengths must be {task.seq_len}, "
+            f"got {','.join(map(str, lengths))}."
         )
-    else:
-        model = FCNSelector(args.width, **common)
+    if args.online_steps is not None and model.learning_rate == "adaptive":
+        raise ValueError("--learning-rate adaptive needs epochs: use it without --online-steps.")
+    torch.set_num_threads(threads)
     start = time.perf_counter()
     if args.online_steps is not None:
         model.fit_online(task, n_steps=args.online_steps)
     else:
-        X, y = task.sample(args.n_train, random_state=args.seed)
+        X, y = task.sample(n_train, random_state=args.seed)
         model.fit(X, y)
     seconds = time.perf_counter() - start
-    X_eval, y_eval = task.sample(args.n_eval, random_state=args.seed + 1)
-    r2 = {
-        t: float(LengthShiftScorer(t, random_state=args.seed)(model, X_eval, y_eval))
-        for t in lengths
-    }
+    r2 = {t: float(scorer(model, X_eval, y_eval)) for t, scorer in scorers.items()}
     report = {
         "model": type(model).__name__,
-        "params": {k: str(v) if k == "device" else v for k, v in model.get_params().items()},
+        "params": {
+            k: str(v) if k == "device" else v
+            for k, v in model.get_params().items()
+            if k != "callbacks"
+        },
         "training": "online" if args.online_steps is not None else "fit",
         "train_seconds": round(seconds, 2),
         "device": str(model.device_),
@@ -312,7 +283,7 @@ def _run_fit(parser, args):
         print(json.dumps(report, indent=2))
     else:
         print(
-            f"{report['model']} (width={args.width}) trained at T={args.seq_len} "
+            f"{report['model']} (width={model.width}) trained at T={task.seq_len} "
             f"({report['training']}, {seconds:.1f} s on {report['device']})\n"
         )
         print("| eval length T' | R^2 |\n|---|---|")
@@ -322,13 +293,21 @@ def _run_fit(parser, args):
 
 
 def main(argv=None):
-    """Entry point of the ``stsq-learn`` console script; returns the exit status."""
+    """Entry point of the ``stsq-learn`` console script; returns the exit status.
+
+    The library validates every value; its ``ValueError`` or ``TypeError`` (or
+    the ``ImportError`` of a missing extra) is reported as a usage error (exit
+    status 2) of the subcommand.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stdout)
         return 0
-    return args.handler(args.subparser, args)
+    try:
+        return args.handler(args)
+    except (ValueError, TypeError, ImportError) as exc:
+        args.subparser.error(str(exc))
 
 
 if __name__ == "__main__":  # pragma: no cover

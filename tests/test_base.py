@@ -9,6 +9,7 @@ import pytest
 import torch
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
+from skorch.callbacks import Callback
 
 from stsq_learn import (
     FCNSelector,
@@ -316,3 +317,112 @@ def test_frozen_token_block_beats_the_full_w_after_a_short_adam_run():
             warnings.simplefilter("ignore", ConvergenceWarning)
             scores[learn] = model.fit(X, y).score(X_test, y_test)
     assert scores[False] > scores[True], scores
+
+
+# -- why training stopped, the callbacks hook, fitted state ------------------------------
+def test_early_stopping_records_its_reason_and_does_not_warn(tiny_data):
+    X, y = tiny_data
+    model = SparseTokenSelector(width=4, tol=1e9, n_iter_no_change=2, max_iter=50, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither "interrupted" nor ConvergenceWarning
+        model.fit(X, y)
+    assert model.n_iter_ == 3
+    assert model.net_.history[-1, "stop_reason"] == "no_improvement"
+
+
+def test_adaptive_stop_records_its_reason(tiny_data):
+    X, y = tiny_data
+    model = SparseTokenSelector(
+        width=4, learning_rate="adaptive", tol=1e9, n_iter_no_change=1, random_state=0
+    )
+    model.fit(X, y)
+    assert model.net_.history[-1, "stop_reason"] == "learning_rate_too_small"
+    assert "stop_reason" not in model.net_.history[-2]
+
+
+def test_a_run_that_ends_early_without_a_reason_warns_as_interrupted(tiny_data):
+    class CtrlC(Callback):
+        def on_epoch_end(self, net, **kwargs):
+            if len(net.history) == 2:
+                raise KeyboardInterrupt
+
+    X, y = tiny_data
+    model = SparseTokenSelector(width=4, max_iter=5, callbacks=[CtrlC()], random_state=0)
+    with pytest.warns(UserWarning, match="interrupted .* after 2 of 5 epochs"):
+        model.fit(X, y)
+    assert model.n_iter_ == 2
+
+
+class Counter(Callback):
+    """Counts training batches and epochs."""
+
+    def __init__(self, label="x"):
+        self.label = label
+
+    def initialize(self):
+        self.batches_, self.epochs_ = 0, 0
+        return self
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        self.batches_ += training
+
+    def on_epoch_end(self, net, **kwargs):
+        self.epochs_ += 1
+
+
+def test_callbacks_see_every_step_and_are_cloned_unfitted(tiny_data):
+    counter = Counter(label="mine")
+    model = SparseTokenSelector(width=4, batch_size=16, callbacks=[("count", counter)])
+    model.set_params(random_state=0).fit_online(TASK, n_steps=6)
+    assert counter.batches_ == 6 and counter.epochs_ == 1
+    assert dict(model.net_.callbacks_)["count"] is counter
+    copy = clone(model)
+    ((name, cloned),) = copy.callbacks
+    assert name == "count" and cloned is not counter and cloned.label == "mine"
+    # Callbacks do not change what is learned.
+    plain = SparseTokenSelector(width=4, batch_size=16, random_state=0).fit_online(TASK, 6)
+    np.testing.assert_array_equal(plain.key_query_, model.key_query_)
+
+
+@pytest.mark.parametrize("bad", [["progress"], [("name",)], [object()]])
+def test_callbacks_must_be_skorch_callbacks(bad, tiny_data):
+    model = SparseTokenSelector(width=4, callbacks=bad)
+    with pytest.raises(TypeError, match=r"callbacks\[0\] must be a skorch callback"):
+        model.fit(*tiny_data)
+    assert not hasattr(model, "net_")
+
+
+def test_fitted_state_round_trip_gives_the_same_model(tiny_data):
+    X, y = tiny_data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SparseTokenSelector(width=6, max_iter=3, random_state=0).fit(X, y)
+    state = model.get_fitted_state()
+    assert set(state) == {"fitted", "history", "weights"}
+    assert state["fitted"]["n_iter_"] == 3 and state["weights"]["key_query"].shape == (9, 6)
+    copy = SparseTokenSelector(**model.get_params()).set_fitted_state(state)
+    np.testing.assert_array_equal(copy.predict(X), model.predict(X))
+    assert copy.loss_curve_ == model.loss_curve_ and copy.t_ == model.t_
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda s: s.pop("history"), "keys 'fitted', 'history' and 'weights'"),
+        (lambda s: s["fitted"].update(extra=1), r"unknown fitted attributes \['extra'\]"),
+        (lambda s: s["fitted"].update(t_=-1), "fitted t_ must be an integer >= 0"),
+        (lambda s: s["weights"].update(key_query=torch.zeros(2, 2)), "needs \\(9, 6\\)"),
+    ],
+)
+def test_set_fitted_state_refuses_a_bad_state_and_keeps_the_model(edit, match, tiny_data):
+    X, y = tiny_data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SparseTokenSelector(width=6, max_iter=3, random_state=0).fit(X, y)
+        other = SparseTokenSelector(width=6, max_iter=2, random_state=1).fit(X, y)
+    before = other.predict(X)
+    state = model.get_fitted_state()
+    edit(state)
+    with pytest.raises(ValueError, match=match):
+        other.set_fitted_state(state)
+    np.testing.assert_array_equal(other.predict(X), before)

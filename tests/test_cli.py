@@ -55,21 +55,29 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
     ("argv", "message"),
     [
         (["reproduce", "--only", "bogus"], "Unknown experiment 'bogus'"),
-        (["reproduce", "--seed", "-1"], "integer >= 0"),
-        (["reproduce", "--device", "tpu"], "invalid choice"),
+        (["reproduce", "--seed", "-1"], "seed must be a non-negative integer"),
+        (["reproduce", "--device", "tpu"], "device='tpu' is not"),
         (["reproduce", "--quick", "--full"], "not allowed with"),
-        (["reproduce", "--threads", "0"], "positive integer"),
-        (["fit", "--seq-len", "-3"], "positive integer"),
-        (["fit", "--width", "abc"], "positive integer"),
-        (["fit", "--eval-lengths", "16,x"], "positive integer"),
-        (["fit", "--eval-lengths", ","], "comma-separated"),
-        (["fit", "--learning-rate", "0"], "positive number"),
+        (["reproduce", "--threads", "0"], "n_threads must be an integer >= 1"),
+        (["reproduce", "--scheduler", "local:0"], "local:0"),
+        (["fit", "--seq-len", "-3"], "seq_len must be an integer >= 1, got -3"),
+        (["fit", "--width", "abc"], "invalid int value: 'abc'"),
+        (["fit", "--width", "0"], "'width' parameter of SparseTokenSelector"),
+        (["fit", "--eval-lengths", "16,x"], "comma-separated list of integers"),
+        (["fit", "--eval-lengths", "16,-4"], "seq_len must be an integer >= 1, got -4"),
+        (["fit", "--learning-rate-init", "0"], "'learning_rate_init' parameter"),
         (["fit", "--seq-len", "4", "--n-selected", "5"], "cannot exceed"),
-        (["fit", "--seq-len", "8", "--eval-lengths", "2"], "shorter than --n-selected"),
+        (["fit", "--seq-len", "8", "--eval-lengths", "2"], "seq_len=2 cannot hold the selected"),
         (["fit", "--model", "fcn", "--eval-lengths", "16,32"], "training length"),
-        (["fit", "--lr-schedule", "step"], "invalid choice"),
-        (["fit", "--lr-schedule", "adaptive", "--online-steps", "5"], "needs epochs"),
-        (["fit", "--n-pe-samples-fit", "0"], "positive integer"),
+        (["fit", "--learning-rate", "step"], "'learning_rate' parameter"),
+        (["fit", "--learning-rate", "adaptive", "--online-steps", "5"], "needs epochs"),
+        (["fit", "--n-pe-samples-fit", "0"], "'n_pe_samples_fit' parameter"),
+        (["fit", "--positional-encoding", "rotary"], "'positional_encoding' parameter"),
+        (["fit", "--set", "alpha"], "expected KEY=VALUE"),
+        (["fit", "--set", "bogus=1"], "Invalid parameter 'bogus'"),
+        (["fit", "--set", "alpha=-1"], "'alpha' parameter"),
+        (["fit", "--n-train", "0"], "--n-train must be an integer >= 1"),
+        (["fit", "--threads", "0"], "--threads must be an integer >= 1"),
         (["bogus"], "invalid choice"),
     ],
 )
@@ -97,11 +105,14 @@ def test_fit_prints_r2_per_length(capsys):
 
 def test_fit_passes_schedule_and_training_draws(capsys):
     argv = ["fit", "--seq-len", "8", "--n-features", "2", "--n-selected", "2", "--width", "8"]
-    argv += ["--online-steps", "10", "--lr-schedule", "cosine", "--n-pe-samples-fit", "2"]
+    argv += ["--online-steps", "10", "--learning-rate", "cosine", "--n-pe-samples-fit", "2"]
+    argv += ["--learning-rate-init", "0.02", "--set", "alpha=1e-4", "--set", "solver=sgd"]
     argv += ["--eval-lengths", "8", "--n-eval", "50", "--json"]
     assert main(argv) == 0
     params = json.loads(capsys.readouterr().out)["params"]
     assert params["learning_rate"] == "cosine" and params["n_pe_samples_fit"] == 2
+    assert params["learning_rate_init"] == 0.02 and params["alpha"] == 1e-4
+    assert params["solver"] == "sgd"
 
 
 def test_fit_fcn_table(capsys):
@@ -126,6 +137,6 @@ def test_only_accepts_names_and_aliases():
     from stsq_learn.cli import build_parser
 
     args = build_parser().parse_args(["reproduce", "--quick", "--only", "length,convergence"])
-    assert args.only == ["length_generalization", "convergence"]
+    assert args.only == ["length", "convergence"]  # reproduce() resolves the aliases
     assert args.preset == "quick"
     assert build_parser().parse_args(["reproduce"]).preset == "full"

@@ -4,7 +4,9 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 
+from stsq_learn import FCNSelector, SparseTokenSelectionTask, SparseTokenSelector
 from stsq_learn.experiments import (
     EXPERIMENTS,
     PRESETS,
@@ -17,7 +19,7 @@ from stsq_learn.experiments import (
     training_dynamics,
     width_separation,
 )
-from stsq_learn.experiments._common import _SteppingTask
+from stsq_learn.experiments._common import StepProgress
 from stsq_learn.experiments._reproduce import resolve_experiments
 from stsq_learn.experiments._separation import _fit_growth_law
 
@@ -66,7 +68,7 @@ def test_training_dynamics_records_every_step(convergence):
     assert res.cos[-1] > 0.9
     assert res.gamma[-1] > res.gamma[n // 2] > 0
     assert res.loss[-1] < res.loss[0]
-    m = TINY["convergence"]["width"]
+    m = TINY["convergence"]["estimator"].width
     assert res.positional_block.shape == (m, m)
     assert res.token_block.shape == (TINY["convergence"]["n_features"], m)
     assert -1 <= res.test_r2 <= 1
@@ -75,7 +77,13 @@ def test_training_dynamics_records_every_step(convergence):
 
 def test_training_dynamics_record_every():
     res = training_dynamics(
-        seq_len=6, n_features=2, n_selected=2, width=4, n_steps=10, record_every=4, n_test=50
+        seq_len=6,
+        n_features=2,
+        n_selected=2,
+        estimator=SparseTokenSelector(4, solver="sgd", learning_rate_init=1.0),
+        n_steps=10,
+        record_every=4,
+        n_test=50,
     )
     assert res.steps == [0, 4, 8, 10]
 
@@ -149,11 +157,11 @@ def test_width_separation_gridsearch_regime():
         n_features=2,
         n_selected=2,
         target_r2=0.5,
-        transformer_widths=(2, 8),
-        fcn_widths=(4, 16),
+        transformer=SparseTokenSelector(max_iter=3),
+        fcn=FCNSelector(max_iter=3),
+        widths={"transformer": (2, 8), "fcn": (4, 16)},
         regime="gridsearch",
         n_train=300,
-        max_iter=3,
         device="cpu",
         random_state=0,
     )
@@ -170,10 +178,8 @@ def test_monotone_search_starts_from_previous_minimum():
         n_features=2,
         n_selected=2,
         target_r2=0.01,
-        transformer_widths=(4, 8),
-        fcn_widths=(4, 8),
-        transformer_steps=5,
-        fcn_steps=5,
+        widths={"transformer": (4, 8), "fcn": (4, 8)},
+        n_steps={"transformer": 5, "fcn": 5},
         n_val=100,
         device="cpu",
     )
@@ -198,14 +204,47 @@ def test_fit_growth_law_recovers_exact_laws():
         ({"regime": "bogus"}, "regime"),
         ({"target_r2": 1.5}, "target_r2"),
         ({"seq_lens": ()}, "seq_lens"),
-        ({"fcn_widths": ()}, "fcn_widths"),
-        ({"transformer_widths": (0, 4)}, "transformer_widths"),
-        ({"transformer_steps": 0}, "transformer_steps"),
+        ({"widths": {"fcn": ()}}, r"widths\['fcn'\] must hold at least one width"),
+        ({"widths": {"transformer": (0, 4)}}, r"widths\['transformer'\]\[i\]"),
+        ({"widths": {"mlp": (4,)}}, "keys among"),
+        ({"n_steps": {"transformer": 0}}, r"n_steps\['transformer'\]"),
     ],
 )
 def test_width_separation_rejects_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         width_separation(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: width_separation(transformer=FCNSelector()), "transformer must be a Sparse"),
+        (lambda: width_separation(fcn=SparseTokenSelector()), "fcn must be a FCNSelector"),
+        (lambda: training_dynamics(estimator=FCNSelector()), "estimator must be a Sparse"),
+        (lambda: length_generalization(estimator="model"), "estimator must be a Sparse"),
+    ],
+)
+def test_experiments_refuse_the_wrong_estimator(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_experiments_clone_the_estimators_they_are_given():
+    given = SparseTokenSelector(6, solver="sgd", learning_rate_init=1.0, random_state=123)
+    before = given.get_params()
+    res = training_dynamics(seq_len=6, n_features=2, n_selected=2, estimator=given, n_steps=4)
+    assert given.get_params() == before and not hasattr(given, "net_")
+    assert res.config["width"] == 6 and res.config["estimator"]["learning_rate_init"] == 1.0
+    sep = width_separation(
+        seq_lens=(4,),
+        transformer=SparseTokenSelector(batch_size=32),
+        fcn=FCNSelector(batch_size=32),
+        widths={"transformer": (2,), "fcn": (2,)},
+        n_steps={"transformer": 3, "fcn": 3},
+        n_val=50,
+        device="cpu",
+    )
+    assert sep.config["estimators"]["fcn"]["batch_size"] == 32
 
 
 def test_experiments_reject_bad_sizes():
@@ -217,17 +256,18 @@ def test_experiments_reject_bad_sizes():
         length_generalization(seq_len=2, n_selected=3)
 
 
-def test_stepping_task_is_the_same_law():
-    from stsq_learn import SparseTokenSelectionTask
+def test_step_progress_counts_training_steps_and_leaves_a_picklable_model():
+    import pickle
 
-    calls = []
-    task = _SteppingTask(SparseTokenSelectionTask(8, 2, (1, 3)), lambda: calls.append(1))
-    assert isinstance(task, SparseTokenSelectionTask)
-    assert (task.seq_len, task.n_features, task.q_range) == (8, 2, (1, 3))
-    import torch
-
-    task.sample_torch(4, generator=torch.Generator().manual_seed(0))
-    assert calls == [1]
+    bar = StepProgress(7, "test", enabled=True)
+    model = SparseTokenSelector(4, batch_size=8, callbacks=[bar], random_state=0)
+    model.fit_online(SparseTokenSelectionTask(6, 2, 2), n_steps=7)
+    assert bar.steps_ == 7 and bar.bar_ is None  # closed at the end of training
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.n_iter_ == 7
+    counted = StepProgress(5, "test", enabled=False)
+    clone(model).set_params(callbacks=[counted]).fit_online(SparseTokenSelectionTask(6, 2, 2), 5)
+    assert counted.steps_ == 5
 
 
 def test_resolve_experiments():

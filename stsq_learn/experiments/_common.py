@@ -1,4 +1,4 @@
-"""Helpers shared by the experiments: progress bars, JSON-ready values, tasks that tick."""
+"""Helpers shared by the experiments: progress, estimators, seeds, JSON-ready values, axes."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 from dataclasses import fields
 
 import numpy as np
+from sklearn.base import clone
+from skorch.callbacks import Callback
 from tqdm.auto import tqdm
-
-from ..datasets import SparseTokenSelectionTask
 
 
 def progress_bar(total, desc, *, enabled, leave=True, position=None):
@@ -24,33 +24,89 @@ def progress_bar(total, desc, *, enabled, leave=True, position=None):
     )
 
 
-class _SteppingTask(SparseTokenSelectionTask):
-    """The same law as ``task``, calling ``on_step()`` before drawing each batch.
+class StepProgress(Callback):
+    """A skorch callback showing one fit's training steps as a tqdm bar (on stderr).
 
-    ``fit_online`` draws one batch per optimisation step, so ``on_step`` runs
-    once per step, after the previous update: it drives progress bars and the
-    per-step records of the training-dynamics experiment.
+    Passed through the estimators' ``callbacks`` hook; the bar is closed when
+    training ends, so a fitted estimator stays picklable.
+
+    Parameters
+    ----------
+    total : int
+        Planned steps.
+    desc : str
+        Label of the bar.
+    enabled : bool, default=True
+        False shows nothing.
     """
 
-    def __init__(self, task, on_step):
-        super().__init__(task.seq_len, task.n_features, task.n_selected)
-        object.__setattr__(self, "_on_step", on_step)
+    def __init__(self, total, desc, enabled=True):
+        self.total = total
+        self.desc = desc
+        self.enabled = enabled
 
-    def sample_torch(self, n_samples, **kwargs):
-        self._on_step()
-        return super().sample_torch(n_samples, **kwargs)
+    def initialize(self):
+        self.bar_ = None
+        self.steps_ = 0
+        return self
+
+    def on_train_begin(self, net, **kwargs):
+        self.bar_ = progress_bar(self.total, self.desc, enabled=self.enabled, leave=False)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            self.steps_ += 1
+            if self.bar_ is not None:
+                self.bar_.update()
+
+    def on_train_end(self, net, **kwargs):
+        if self.bar_ is not None:
+            self.bar_.close()
+        self.bar_ = None
 
 
-def fit_online_with_progress(estimator, task, n_steps, *, desc, enabled, on_step=None):
-    """``estimator.fit_online(task, n_steps)`` with a progress bar over the steps."""
-    with progress_bar(n_steps, desc, enabled=enabled, leave=False) as bar:
+def with_callbacks(estimator, *callbacks):
+    """``estimator`` with ``callbacks`` appended to its own (a set_params call)."""
+    return estimator.set_params(callbacks=[*(estimator.callbacks or []), *callbacks])
 
-        def tick():
-            if on_step is not None:
-                on_step()
-            bar.update()
 
-        return estimator.fit_online(_SteppingTask(task, tick), n_steps=n_steps)
+def train_online(estimator, task, n_steps, *, desc, progress, callbacks=()):
+    """``estimator.fit_online(task, n_steps)`` with a progress bar and extra ``callbacks``."""
+    bar = StepProgress(n_steps, desc, enabled=progress)
+    return with_callbacks(estimator, *callbacks, bar).fit_online(task, n_steps=n_steps)
+
+
+def prepared(estimator, default, expected_type, name, *, device, random_state):
+    """A clone of ``estimator`` (``default`` when None) with the run's device and seed.
+
+    Raises ``TypeError`` when ``estimator`` is not an ``expected_type``.
+    ``device=None`` keeps the estimator's own.
+    """
+    estimator = default if estimator is None else estimator
+    if not isinstance(estimator, expected_type):
+        raise TypeError(
+            f"{name} must be a {expected_type.__name__}, got {type(estimator).__name__}: "
+            f"{estimator!r}."
+        )
+    params = {"random_state": random_state}
+    if device is not None:
+        params["device"] = device
+    return clone(estimator).set_params(**params)
+
+
+def estimator_config(estimator):
+    """The hyperparameters an experiment's result records (the non-default ones, JSON-ready)."""
+    defaults = type(estimator)().get_params(deep=False)
+    params = estimator.get_params(deep=False)
+    keep = {
+        k: v
+        for k, v in params.items()
+        if k not in ("callbacks", "random_state", "verbose") and v != defaults[k]
+    }
+    return {
+        "class": type(estimator).__name__,
+        **jsonable({k: str(v) if k == "device" else v for k, v in keep.items()}),
+    }
 
 
 def derived_seed(random_state, offset):

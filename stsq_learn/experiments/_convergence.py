@@ -5,12 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from skorch.callbacks import Callback
 
 from .._validation import check_positive_int
 from ..datasets import SparseTokenSelectionTask
 from ..estimators import SparseTokenSelector
 from ..nn import positional_alignment
-from ._common import dataclass_dict, derived_seed, fit_online_with_progress, jsonable, new_axes
+from ._common import (
+    dataclass_dict,
+    derived_seed,
+    estimator_config,
+    jsonable,
+    new_axes,
+    prepared,
+    train_online,
+)
 
 
 @dataclass
@@ -42,8 +51,11 @@ class ConvergenceResult:
     Examples
     --------
     >>> from stsq_learn.experiments import training_dynamics
-    >>> res = training_dynamics(seq_len=8, n_features=2, n_selected=2, width=16,
-    ...                         n_steps=20, random_state=0)
+    >>> from stsq_learn import SparseTokenSelector
+    >>> res = training_dynamics(seq_len=8, n_features=2, n_selected=2, n_steps=20,
+    ...                         estimator=SparseTokenSelector(16, solver="sgd",
+    ...                                                       learning_rate_init=1.0),
+    ...                         random_state=0)
     >>> len(res.steps), res.steps[-1]
     (21, 20)
     """
@@ -131,13 +143,28 @@ class ConvergenceResult:
         return fig
 
 
-class _RecordingSelector(SparseTokenSelector):
-    """A SparseTokenSelector that keeps a handle on its module while it trains."""
+class _AlignmentRecorder(Callback):
+    """Record cos(W_pp, I), gamma and the token norm before every ``every``-th step."""
 
-    def _make_module(self, *args, **kwargs):
-        module = super()._make_module(*args, **kwargs)
-        self._live_module = module
-        return module
+    def __init__(self, n_features, every=1):
+        self.n_features = n_features
+        self.every = every
+
+    def initialize(self):
+        self.records_ = []
+        self.step_ = 0
+        return self
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        if not training:
+            return
+        if self.step_ % self.every == 0:
+            W = net.module_.key_query.detach().cpu().numpy()
+            self.records_.append((self.step_, positional_alignment(W, self.n_features)))
+        self.step_ += 1
+
+
+_DEFAULT = SparseTokenSelector(64, solver="sgd", learning_rate_init=1.0, batch_size=256)
 
 
 def training_dynamics(
@@ -145,13 +172,11 @@ def training_dynamics(
     n_features=8,
     n_selected=3,
     *,
-    width=64,
+    estimator=None,
     n_steps=400,
-    learning_rate=1.0,
-    batch_size=256,
     record_every=1,
     n_test=1000,
-    device="auto",
+    device=None,
     random_state=0,
     progress=False,
 ):
@@ -159,30 +184,31 @@ def training_dynamics(
 
     The paper's convergence claim: from W = 0, gradient descent on fresh
     batches drives the positional block W_pp towards a growing multiple of
-    the identity while the token block stays near 0. The model is a
-    :class:`~stsq_learn.SparseTokenSelector` with stochastic encodings and
-    ``solver="sgd"`` (no momentum), trained by ``fit_online``; W is read
-    before every ``record_every``-th step and after the last one.
+    the identity while the token block stays near 0. A clone of
+    ``estimator`` (by default a :class:`~stsq_learn.SparseTokenSelector` of
+    width 64 with stochastic encodings and ``solver="sgd"``, no momentum, at
+    ``learning_rate_init=1.0``, batches of 256: the paper's setting) is
+    trained by ``fit_online``; a callback passed through its ``callbacks``
+    hook reads W before every ``record_every``-th step, and W is read once
+    more after the last one.
 
     Parameters
     ----------
     seq_len, n_features, n_selected : int, default=16, 8, 3
         The task D_{T,q}: T tokens in R^d, q selected.
-    width : int, default=64
-        Encoding dimension m.
+    estimator : SparseTokenSelector, default=None
+        The model to train (cloned; its ``random_state`` and, if given,
+        ``device`` are replaced by the run's). None is the default above.
+        Plain gradient descent needs a large step: the loss gradient at
+        W = 0 is small (scores are uniform).
     n_steps : int, default=400
         Gradient steps, each on a fresh batch.
-    learning_rate : float, default=1.0
-        Step size of plain gradient descent. The loss gradient at W = 0 is
-        small (scores are uniform), so the step is large compared with Adam's.
-    batch_size : int, default=256
-        Rows per step (the paper's 256).
     record_every : int, default=1
         Record W every this many steps.
     n_test : int, default=1000
         Fresh rows for the final R^2.
-    device : str, default="auto"
-        Training device.
+    device : str or None, default=None
+        Training device; None keeps the estimator's.
     random_state : int, default=0
         Seed of the run (initialisation is W = 0; the seed fixes batches and encodings).
     progress : bool, default=False
@@ -199,32 +225,25 @@ def training_dynamics(
     task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
     d = task.n_features
 
-    model = _RecordingSelector(
-        width,
-        positional_encoding="stochastic",
-        solver="sgd",
-        learning_rate_init=learning_rate,
-        momentum=0.0,
-        batch_size=batch_size,
+    model = prepared(
+        estimator,
+        _DEFAULT,
+        SparseTokenSelector,
+        "estimator",
         device=device,
         random_state=random_state,
     )
-    records = []
-    counter = [0]
-
-    def on_step():
-        k = counter[0]
-        if k % record_every == 0:
-            W = model._live_module.key_query.detach().cpu().numpy()
-            records.append((k, positional_alignment(W, d)))
-        counter[0] += 1
-
-    fit_online_with_progress(
-        model, task, n_steps, desc="convergence (SGD steps)", enabled=progress, on_step=on_step
+    recorder = _AlignmentRecorder(d, record_every)
+    train_online(
+        model,
+        task,
+        n_steps,
+        desc="convergence (gradient steps)",
+        progress=progress,
+        callbacks=[recorder],
     )
     W = model.key_query_
-    records.append((n_steps, positional_alignment(W, d)))
-    del model._live_module
+    records = [*recorder.records_, (n_steps, positional_alignment(W, d))]
     losses = model.loss_curve_
     steps = [k for k, _ in records]
     loss = [float(losses[min(k, n_steps - 1)]) for k in steps]
@@ -233,11 +252,12 @@ def training_dynamics(
         "seq_len": task.seq_len,
         "n_features": d,
         "n_selected": task.n_selected,
-        "width": width,
+        "width": model.width,
         "n_steps": n_steps,
-        "learning_rate": learning_rate,
-        "solver": "sgd",
-        "batch_size": batch_size,
+        "learning_rate_init": model.learning_rate_init,
+        "solver": model.solver,
+        "batch_size": model.batch_size,
+        "estimator": estimator_config(model),
         "record_every": record_every,
         "device": str(model.device_),
         "random_state": random_state,

@@ -5,12 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.base import clone
 
 from .._validation import check_positive_int
 from ..datasets import SparseTokenSelectionTask
 from ..estimators import SparseTokenSelector
 from ..scoring import LengthShiftScorer
-from ._common import dataclass_dict, derived_seed, fit_online_with_progress, new_axes, progress_bar
+from ._common import (
+    dataclass_dict,
+    derived_seed,
+    estimator_config,
+    new_axes,
+    prepared,
+    progress_bar,
+    train_online,
+)
 
 
 @dataclass
@@ -37,9 +46,10 @@ class LengthGeneralizationResult:
     Examples
     --------
     >>> from stsq_learn.experiments import length_generalization
-    >>> res = length_generalization(seq_len=8, n_features=2, n_selected=2, width=16,
-    ...                             n_steps=20, factors=(1, 2), n_val_large=200,
-    ...                             random_state=0)
+    >>> from stsq_learn import SparseTokenSelector
+    >>> res = length_generalization(seq_len=8, n_features=2, n_selected=2,
+    ...                             estimator=SparseTokenSelector(16), n_steps=20,
+    ...                             factors=(1, 2), n_val_large=200, random_state=0)
     >>> sorted(res.r2), res.eval_lengths
     (['val_128', 'val_large'], [8, 16])
     """
@@ -113,13 +123,12 @@ def length_generalization(
     n_features=8,
     n_selected=3,
     *,
-    width=64,
+    estimator=None,
     n_steps=1500,
-    learning_rate=0.01,
     factors=(1, 2, 4, 8),
     n_pe_samples=16,
     n_val_large=1000,
-    device="auto",
+    device=None,
     random_state=0,
     progress=False,
 ):
@@ -127,9 +136,9 @@ def length_generalization(
 
     The paper's out-of-distribution claim: a transformer trained with
     stochastic positional encodings keeps its accuracy on longer sequences,
-    one trained with fixed encodings does not. Both
-    :class:`~stsq_learn.SparseTokenSelector` models are trained online
-    (Adam, fresh batches of 256) at length ``seq_len``; two fixed
+    one trained with fixed encodings does not. Two clones of ``estimator``,
+    one with ``positional_encoding="stochastic"`` and one with ``"fixed"``,
+    are trained online (fresh batches) at length ``seq_len``; two fixed
     validation sets drawn at that length (128 rows as in the paper, and
     ``n_val_large`` rows) are moved to each T' by
     :class:`~stsq_learn.LengthShiftScorer`, which inserts unselected tokens
@@ -140,21 +149,21 @@ def length_generalization(
     ----------
     seq_len, n_features, n_selected : int, default=16, 8, 3
         The training task D_{T,q}.
-    width : int, default=64
-        Encoding dimension m of both models.
+    estimator : SparseTokenSelector, default=None
+        The model to train (cloned; its ``positional_encoding``,
+        ``random_state`` and, if given, ``device`` are replaced). None is
+        ``SparseTokenSelector(width=64)``: Adam at 0.01, batches of 256.
     n_steps : int, default=1500
         Online training steps of each model (long enough for fixed encodings to
         fit their positions, which is what keeps them from extrapolating).
-    learning_rate : float, default=0.01
-        Adam step size.
     factors : sequence of int, default=(1, 2, 4, 8)
         Evaluation lengths as multiples of ``seq_len``.
     n_pe_samples : int, default=16
         Encoding draws averaged by the third curve (1 skips that curve).
     n_val_large : int, default=1000
         Rows of the larger validation set.
-    device : str, default="auto"
-        Training device.
+    device : str or None, default=None
+        Training device; None keeps the estimator's.
     random_state : int, default=0
         Seed of the run.
     progress : bool, default=False
@@ -178,17 +187,22 @@ def length_generalization(
         "val_128": task.sample(128, random_state=derived_seed(random_state, 2)),
         "val_large": task.sample(n_val_large, random_state=derived_seed(random_state, 3)),
     }
+    base = prepared(
+        estimator,
+        SparseTokenSelector(64),
+        SparseTokenSelector,
+        "estimator",
+        device=device,
+        random_state=derived_seed(random_state, 4),
+    )
     fitted = {}
     for pe in ("stochastic", "fixed"):
-        model = SparseTokenSelector(
-            width,
-            positional_encoding=pe,
-            learning_rate_init=learning_rate,
-            device=device,
-            random_state=derived_seed(random_state, 4),
-        )
-        fitted[pe] = fit_online_with_progress(
-            model, task, n_steps, desc=f"length: train {pe} encodings", enabled=progress
+        fitted[pe] = train_online(
+            clone(base).set_params(positional_encoding=pe),
+            task,
+            n_steps,
+            desc=f"length: train {pe} encodings",
+            progress=progress,
         )
     variants = [("stochastic", "stochastic", 1), ("fixed", "fixed", 1)]
     if n_pe_samples > 1:
@@ -210,11 +224,12 @@ def length_generalization(
         "seq_len": T,
         "n_features": task.n_features,
         "n_selected": task.n_selected,
-        "width": width,
+        "width": base.width,
         "n_steps": n_steps,
-        "solver": "adam",
-        "learning_rate": learning_rate,
-        "batch_size": 256,
+        "solver": base.solver,
+        "learning_rate_init": base.learning_rate_init,
+        "batch_size": base.batch_size,
+        "estimator": estimator_config(base),
         "factors": factors,
         "n_pe_samples": n_pe_samples,
         "n_val_128": 128,

@@ -11,6 +11,7 @@ import torch
 
 from .. import __version__
 from .._validation import check_positive_int, resolve_device
+from ..estimators import SparseTokenSelector
 from ._convergence import training_dynamics
 from ._length import length_generalization
 from ._separation import width_separation
@@ -26,15 +27,24 @@ _FUNCTIONS = {
     "separation": width_separation,
 }
 
+_GD = dict(solver="sgd", learning_rate_init=1.0)  # plain gradient descent, the paper's
+
 PRESETS = {
     # Seconds: the test suite's size. Numbers are not expected to show the paper's story.
     "tiny": {
-        "convergence": dict(seq_len=8, n_features=2, n_selected=2, width=8, n_steps=30, n_test=200),
+        "convergence": dict(
+            seq_len=8,
+            n_features=2,
+            n_selected=2,
+            estimator=SparseTokenSelector(8, **_GD),
+            n_steps=30,
+            n_test=200,
+        ),
         "length_generalization": dict(
             seq_len=8,
             n_features=2,
             n_selected=2,
-            width=8,
+            estimator=SparseTokenSelector(8),
             n_steps=30,
             factors=(1, 2),
             n_pe_samples=4,
@@ -45,23 +55,25 @@ PRESETS = {
             n_features=2,
             n_selected=2,
             target_r2=0.5,
-            transformer_widths=(4, 8),
-            fcn_widths=(4, 8),
-            transformer_steps=20,
-            fcn_steps=20,
+            widths={"transformer": (4, 8), "fcn": (4, 8)},
+            n_steps={"transformer": 20, "fcn": 20},
             n_val=200,
         ),
     },
     # Minutes on 2 CPU cores.
     "quick": {
         "convergence": dict(
-            seq_len=16, n_features=8, n_selected=3, width=64, n_steps=300, learning_rate=1.0
+            seq_len=16,
+            n_features=8,
+            n_selected=3,
+            estimator=SparseTokenSelector(64, **_GD),
+            n_steps=300,
         ),
         "length_generalization": dict(
             seq_len=16,
             n_features=8,
             n_selected=3,
-            width=64,
+            estimator=SparseTokenSelector(64),
             n_steps=1500,
             factors=(1, 2, 4, 8),
             n_pe_samples=16,
@@ -72,10 +84,11 @@ PRESETS = {
             n_features=2,
             n_selected=2,
             target_r2=0.9,
-            transformer_widths=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
-            fcn_widths=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512),
-            transformer_steps=300,
-            fcn_steps=500,
+            widths={
+                "transformer": (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                "fcn": (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512),
+            },
+            n_steps={"transformer": 300, "fcn": 500},
             n_val=2000,
         ),
     },
@@ -85,16 +98,15 @@ PRESETS = {
             seq_len=64,
             n_features=16,
             n_selected=4,
-            width=256,
+            estimator=SparseTokenSelector(256, **_GD),
             n_steps=10000,
-            learning_rate=1.0,
             record_every=10,
         ),
         "length_generalization": dict(
             seq_len=64,
             n_features=16,
             n_selected=4,
-            width=256,
+            estimator=SparseTokenSelector(256),
             n_steps=5000,
             factors=(1, 2, 4, 8),
             n_pe_samples=64,
@@ -105,10 +117,11 @@ PRESETS = {
             n_features=2,
             n_selected=2,
             target_r2=0.9,
-            transformer_widths=(2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128),
-            fcn_widths=(2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
-            transformer_steps=2000,
-            fcn_steps=4000,
+            widths={
+                "transformer": (2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128),
+                "fcn": (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
+            },
+            n_steps={"transformer": 2000, "fcn": 4000},
             n_val=10000,
             monotone_search=False,
         ),
@@ -291,7 +304,8 @@ def summary_table(results):
         rows.append(f"| convergence ({where}) | final cos(W_pp, I) | {_fmt(f['cos'])} |")
         rows.append(f"| | final gamma = tr(W_pp)/m | {_fmt(f['gamma'], 2)} |")
         rows.append(f"| | final token-block norm | {_fmt(f['token_norm'], 2)} |")
-        rows.append(f"| | test R^2 after {cfg['n_steps']} SGD steps | {_fmt(f['test_r2'])} |")
+        solver = "SGD" if cfg["solver"] == "sgd" else "Adam"
+        rows.append(f"| | test R^2 after {cfg['n_steps']} {solver} steps | {_fmt(f['test_r2'])} |")
     length = results.get("length_generalization")
     if length is not None:
         T = length.config["seq_len"]

@@ -14,7 +14,15 @@ from sklearn.model_selection import GridSearchCV, ShuffleSplit
 from .._validation import check_positive_int
 from ..datasets import SparseTokenSelectionTask
 from ..estimators import FCNSelector, SparseTokenSelector
-from ._common import dataclass_dict, derived_seed, fit_online_with_progress, new_axes, progress_bar
+from ._common import (
+    dataclass_dict,
+    derived_seed,
+    estimator_config,
+    new_axes,
+    prepared,
+    progress_bar,
+    train_online,
+)
 
 _MODELS = ("transformer", "fcn")
 
@@ -68,8 +76,8 @@ class SeparationResult:
     --------
     >>> from stsq_learn.experiments import width_separation
     >>> res = width_separation(seq_lens=(4, 8), n_features=2, n_selected=2,
-    ...                        transformer_widths=(4, 8), fcn_widths=(4, 8),
-    ...                        transformer_steps=20, fcn_steps=20, n_val=200,
+    ...                        widths={"transformer": (4, 8), "fcn": (4, 8)},
+    ...                        n_steps={"transformer": 20, "fcn": 20}, n_val=200,
     ...                        target_r2=0.5, random_state=0)
     >>> sorted(res.minimal_width)
     ['fcn', 'transformer']
@@ -126,7 +134,7 @@ class SeparationResult:
                 zorder=3 + i,
                 label=labels[model],
             )
-            widths = self.config[f"{model}_widths"]
+            widths = self.config["widths"][model]
             missing = [k for k, v in enumerate(w) if v is None]
             if missing:
                 ax_w.plot(
@@ -174,27 +182,41 @@ class SeparationResult:
         return fig
 
 
+_DEFAULT_ESTIMATORS = {
+    "transformer": SparseTokenSelector(learning_rate_init=0.1, batch_size=256, max_iter=30),
+    "fcn": FCNSelector(learning_rate_init=0.01, batch_size=1024, max_iter=30),
+}
+_DEFAULT_WIDTHS = {
+    "transformer": (2, 4, 8, 16, 32, 64),
+    "fcn": (2, 4, 8, 16, 32, 64, 128, 256),
+}
+_DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
+
+
+def _per_model(value, default, name):
+    """``{"transformer": ..., "fcn": ...}`` from a dict naming some of the models (or None)."""
+    value = {} if value is None else value
+    if not isinstance(value, dict) or set(value) - set(_MODELS):
+        raise ValueError(f"{name} must be a dict with keys among {list(_MODELS)}, got {value!r}.")
+    return {**default, **value}
+
+
 def width_separation(
     seq_lens=(4, 8, 16),
     n_features=2,
     n_selected=2,
     *,
+    transformer=None,
+    fcn=None,
+    widths=None,
+    n_steps=None,
     target_r2=0.9,
-    transformer_widths=(2, 4, 8, 16, 32, 64),
-    fcn_widths=(2, 4, 8, 16, 32, 64, 128, 256),
     regime="online",
-    transformer_steps=300,
-    fcn_steps=500,
-    transformer_lr=0.1,
-    fcn_lr=0.01,
-    transformer_batch_size=256,
-    fcn_batch_size=1024,
     n_train=20000,
-    max_iter=30,
     n_val=2000,
     stop_at_target=True,
     monotone_search=True,
-    device="auto",
+    device=None,
     random_state=0,
     progress=False,
     scheduler=None,
@@ -209,10 +231,15 @@ def width_separation(
 
     Two training regimes:
 
+    Each model is an estimator, cloned for every width (its ``width`` set,
+    its ``random_state`` replaced by one derived from the run's, and its
+    ``device`` replaced when ``device`` is given); its other
+    hyperparameters (step size, batch size, solver, ``max_iter``) are used
+    as they are. Two training regimes:
+
     - ``"online"`` (default, the paper's): each width is trained by
-      ``fit_online`` on fresh batches (``transformer_steps`` /
-      ``fcn_steps`` steps of ``transformer_batch_size`` /
-      ``fcn_batch_size`` rows, Adam) and scored on ``n_val`` rows.
+      ``fit_online`` on fresh batches (``n_steps[model]`` steps of the
+      estimator's ``batch_size`` rows) and scored on ``n_val`` rows.
       Training never reuses a row, so the FCN cannot overfit and its
       minimal width reflects what it can represent and learn in that
       budget, not its sample efficiency. With ``stop_at_target`` the widths
@@ -221,10 +248,11 @@ def width_separation(
       at the next T starts from that width (the width needed is assumed
       not to shrink as T grows), which saves most of the fits.
     - ``"gridsearch"``: :class:`~sklearn.model_selection.GridSearchCV`
-      over ``width`` on ``n_train`` finite rows (``fit``, up to ``max_iter``
-      epochs), validated on one 20% hold-out split. Closer to everyday
-      use; the FCN then also pays for overfitting, so its widths come out
-      larger (or unreached) at the same target.
+      over ``width`` on ``n_train`` finite rows (``fit``, up to the
+      estimator's ``max_iter`` epochs), validated on one 20% hold-out
+      split. Closer to everyday use; the FCN then also pays for
+      overfitting, so its widths come out larger (or unreached) at the
+      same target.
 
     Parameters
     ----------
@@ -235,22 +263,25 @@ def width_separation(
         scores tie exactly, so the transformer's error floor is about 0 and
         the target is reachable at small width; keep d small so the FCN
         reaches it within its grid.
+    transformer : SparseTokenSelector, default=None
+        The transformer to search over. None is
+        ``SparseTokenSelector(learning_rate_init=0.1, batch_size=256, max_iter=30)``.
+    fcn : FCNSelector, default=None
+        The fully-connected baseline. None is
+        ``FCNSelector(learning_rate_init=0.01, batch_size=1024, max_iter=30)``.
+    widths : dict, default=None
+        Width grid per model, ``{"transformer": (...), "fcn": (...)}`` (searched
+        in increasing order); a model left out keeps its default grid,
+        ``(2, 4, ..., 64)`` and ``(2, 4, ..., 256)``.
+    n_steps : dict, default=None
+        Online steps per width and model (``regime="online"``); defaults
+        ``{"transformer": 300, "fcn": 500}``.
     target_r2 : float, default=0.9
         The R^2 a width must reach.
-    transformer_widths, fcn_widths : sequence of int
-        The width grids (searched in increasing order).
     regime : {"online", "gridsearch"}, default="online"
         Training regime, see above.
-    transformer_steps, fcn_steps : int, default=300, 500
-        Online steps per width (``regime="online"``).
-    transformer_lr, fcn_lr : float, default=0.1, 0.01
-        Adam step sizes.
-    transformer_batch_size, fcn_batch_size : int, default=256, 1024
-        Rows per online step (``regime="online"``) or per minibatch.
     n_train : int, default=20000
         Rows of the finite training set (``regime="gridsearch"``).
-    max_iter : int, default=30
-        Epochs of each fit (``regime="gridsearch"``).
     n_val : int, default=2000
         Held-out rows scoring each width (``regime="online"``).
     stop_at_target : bool, default=True
@@ -258,8 +289,8 @@ def width_separation(
     monotone_search : bool, default=True
         Start the search at each T from the previous T's minimal width
         (``"online"`` with ``stop_at_target``).
-    device : str, default="auto"
-        Training device.
+    device : str or None, default=None
+        Training device; None keeps each estimator's.
     random_state : int, default=0
         Seed of the run.
     progress : bool, default=False
@@ -284,40 +315,38 @@ def width_separation(
     if not 0 < target_r2 < 1:
         raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
     seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in seq_lens})
+    if not seq_lens:
+        raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
     grids = {
-        "transformer": sorted(
-            {check_positive_int(w, "transformer_widths[i]") for w in transformer_widths}
-        ),
-        "fcn": sorted({check_positive_int(w, "fcn_widths[i]") for w in fcn_widths}),
+        model: sorted({check_positive_int(w, f"widths[{model!r}][i]") for w in grid})
+        for model, grid in _per_model(widths, _DEFAULT_WIDTHS, "widths").items()
     }
     for name, grid in grids.items():
         if not grid:
-            raise ValueError(f"{name}_widths must hold at least one width, got an empty sequence.")
-    if not seq_lens:
-        raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
+            raise ValueError(
+                f"widths[{name!r}] must hold at least one width, got an empty sequence."
+            )
     steps = {
-        "transformer": check_positive_int(transformer_steps, "transformer_steps"),
-        "fcn": check_positive_int(fcn_steps, "fcn_steps"),
+        model: check_positive_int(k, f"n_steps[{model!r}]")
+        for model, k in _per_model(n_steps, _DEFAULT_STEPS, "n_steps").items()
     }
     n_train = check_positive_int(n_train, "n_train", minimum=10)
     n_val = check_positive_int(n_val, "n_val")
     tasks = [SparseTokenSelectionTask(T, n_features, n_selected) for T in seq_lens]
     d = tasks[0].n_features
     base = {
-        "transformer": SparseTokenSelector(
-            learning_rate_init=transformer_lr,
-            batch_size=check_positive_int(transformer_batch_size, "transformer_batch_size"),
-            max_iter=max_iter,
+        model: prepared(
+            given,
+            _DEFAULT_ESTIMATORS[model],
+            cls,
+            model,
             device=device,
-            random_state=derived_seed(random_state, 6),
-        ),
-        "fcn": FCNSelector(
-            learning_rate_init=fcn_lr,
-            batch_size=check_positive_int(fcn_batch_size, "fcn_batch_size"),
-            max_iter=max_iter,
-            device=device,
-            random_state=derived_seed(random_state, 7),
-        ),
+            random_state=derived_seed(random_state, seed),
+        )
+        for model, given, cls, seed in (
+            ("transformer", transformer, SparseTokenSelector, 6),
+            ("fcn", fcn, FCNSelector, 7),
+        )
     }
     scores = {model: {} for model in _MODELS}
     minimal = {model: [] for model in _MODELS}
@@ -375,25 +404,19 @@ def width_separation(
         "n_selected": tasks[0].n_selected,
         "target_r2": target_r2,
         "regime": regime,
-        "transformer_widths": grids["transformer"],
-        "fcn_widths": grids["fcn"],
-        "solver": "adam",
-        "transformer_lr": transformer_lr,
-        "fcn_lr": fcn_lr,
+        "widths": grids,
+        "estimators": {model: estimator_config(est) for model, est in base.items()},
         "random_state": random_state,
     }
     if regime == "online":
         config.update(
-            transformer_steps=steps["transformer"],
-            fcn_steps=steps["fcn"],
-            transformer_batch_size=transformer_batch_size,
-            fcn_batch_size=fcn_batch_size,
+            n_steps=steps,
             n_val=n_val,
             stop_at_target=bool(stop_at_target),
             monotone_search=bool(stop_at_target and monotone_search),
         )
     else:
-        config.update(n_train=n_train, max_iter=max_iter, validation="one 20% hold-out split")
+        config.update(n_train=n_train, validation="one 20% hold-out split")
     return SeparationResult(
         config=config,
         seq_lens=seq_lens,
@@ -434,7 +457,7 @@ def _search_online(
         return found
     for w in widths:
         model = clone(estimator).set_params(width=w)
-        fit_online_with_progress(model, task, n_steps, desc=f"{desc} width={w}", enabled=progress)
+        train_online(model, task, n_steps, desc=f"{desc} width={w}", progress=progress)
         found[w] = float(model.score(X_val, y_val))
         if stop and found[w] >= target:
             break
