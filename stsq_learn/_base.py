@@ -68,6 +68,9 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
     def _make_module(self, seq_len, n_features, seed):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _check_train_seq_len(self, seq_len):
+        """Raise if the hyperparameters cannot train at ``seq_len``."""
+
     def _check_predict_seq_len(self, seq_len):
         """Raise if the fitted model cannot predict at ``seq_len``."""
 
@@ -114,6 +117,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         X = check_sequences(X)
         n, T, c = X.shape
         y, y_1d = check_targets(y, n, c - 1)
+        self._check_train_seq_len(T)
         device = resolve_device(self.device)
         dtype = tr.DTYPES[self.dtype]
         check_float_range(X, dtype)
@@ -162,6 +166,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
                 f"task must be a SparseTokenSelectionTask, got {type(task).__name__}: {task!r}."
             )
         n_steps = check_positive_int(n_steps, "n_steps")
+        self._check_train_seq_len(task.seq_len)
         if self.learning_rate == "adaptive":
             raise ValueError(
                 "learning_rate='adaptive' lowers the rate when the epoch loss stops "
@@ -203,8 +208,9 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         kwargs = self._forward_kwargs()
         module = self.net_.module_
         generator = torch.Generator(device=self.device_).manual_seed(self._predict_seed)
-        # Sized by the fitted module's width, not the hyperparameter (settable after fit).
-        chunk = max(1, _PREDICT_ELEMENTS // (T * (module.width + c)))
+        # Sized by the fitted module, not the hyperparameters (settable after fit).
+        per_row = module.elements_per_row(T, pe_sampling=kwargs.get("pe_sampling"))
+        chunk = max(1, _PREDICT_ELEMENTS // per_row)
         module.eval()
         # One encodings buffer reused by every chunk and draw of this call.
         kwargs["workspace"] = {}

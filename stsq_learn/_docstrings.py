@@ -1,10 +1,15 @@
 """Shared pieces of the estimators' docstrings, filled in by :class:`Substitution`.
 
-As in imbalanced-learn: a docstring names a piece as ``{name}`` (literal
-braces are doubled), and the decorator fills it once, at import.
+As in imbalanced-learn: a docstring names a piece as ``{name}`` alone on a
+line, and the decorator fills it once, at import, indented as that line.
 """
 
 from __future__ import annotations
+
+import re
+import textwrap
+
+_FIELD = re.compile(r"^( *)\{(\w+)\}$", re.MULTILINE)
 
 
 class Substitution:
@@ -20,8 +25,12 @@ class Substitution:
         self.pieces = pieces
 
     def __call__(self, obj):
+        def fill(match):
+            indent, name = match.groups()
+            return textwrap.indent(textwrap.dedent(self.pieces[name]), indent)
+
         if obj.__doc__:
-            obj.__doc__ = obj.__doc__.format(**self.pieces)
+            obj.__doc__ = _FIELD.sub(fill, obj.__doc__)
         return obj
 
 

@@ -105,7 +105,7 @@ def state_device(saved, requested, owner):
 def _architecture(module):
     """What a warm start must keep: the module's class, settings and weight shapes."""
     arch = {"class": type(module).__name__}
-    for key in ("positional_encoding", "learn_token_block"):
+    for key in ("positional_encoding", "learn_token_block", "max_positions"):
         if hasattr(module, key):
             arch[key] = getattr(module, key)
     for name, param in module.named_parameters():

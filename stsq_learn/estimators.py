@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import _BaseSelector
 from ._docstrings import ATTRIBUTES, SOLVER, TRAINING, Substitution
 from ._validation import check_positive_int
+from .encodings import POSITIONAL_ENCODINGS
 from .nn import AttentionSelector, FullyConnected
 
 __all__ = ["FCNSelector", "SparseTokenSelector"]
@@ -19,73 +20,106 @@ __all__ = ["FCNSelector", "SparseTokenSelector"]
 class SparseTokenSelector(_BaseSelector):
     """One-layer softmax-attention regressor for sparse token selection.
 
-        The model of Wang, Wei, Hsu and Lee (ICML 2024): token t is embedded as
-        ``[x_t ; p_t]`` with a positional encoding ``p_t`` of dimension
-        ``width``, the query is ``[0 ; sum of p_t over the selected t]``, the
-        scores are ``[x_t ; p_t]^T W query`` with one trainable matrix W
-        (initialised to 0), and the prediction is the softmax-weighted average
-        of the tokens. With stochastic encodings it learns to average the
-        selected tokens with width O(d + q log T) and generalizes to longer
-        sequences; :class:`FCNSelector` needs width of order T d.
+    The model of Wang, Wei, Hsu and Lee (ICML 2024): token t is embedded as
+    ``[x_t ; p_t]`` with a positional encoding ``p_t`` of dimension
+    ``width``, the query is ``[0 ; sum of p_t over the selected t]``, the
+    scores are ``[x_t ; p_t]^T W query`` with one trainable matrix W
+    (initialised to 0), and the prediction is the softmax-weighted average
+    of the tokens. With stochastic encodings it learns to average the
+    selected tokens with width O(d + q log T) and generalizes to longer
+    sequences; :class:`FCNSelector` needs width of order T d.
 
-        Parameters
-        ----------
-        width : int, default=64
-            Dimension m of the positional encodings.
-        positional_encoding : {{"stochastic", "fixed"}}, default="stochastic"
-            ``"stochastic"`` draws fresh encodings, uniform on the unit sphere,
-            for every row at every training step (the paper's SPE); ``"fixed"``
-            uses one vector per position, which fits in distribution but does
-            not generalize to longer sequences.
-        n_pe_samples : int, default=1
-            Number of encoding draws the attention is averaged over at predict
-            time (stochastic encodings only). 1 is the paper; more cuts the
-            error at fixed width. Can be changed after fitting.
-        n_pe_samples_fit : int, default=1
-            Number of encoding draws the attention is averaged over in every
-            training forward pass (stochastic encodings only; each step costs
-            about that many times more). A W trained on one draw settles at the
-            sharpness that is best for one draw; to get the most out of
-            ``n_pe_samples=K`` at predict time, train (or fine-tune with
-            ``warm_start``) with ``n_pe_samples_fit=K``.
-        learn_token_block : bool, default=True
-            Whether W's token rows (``n_features`` x ``width``) are trained.
-            True is the paper's full W. Their expected gradient is 0 and the
-            theory sends them to 0, but Adam moves every entry by about the step
-            size, which adds noise to the scores; False keeps them at exactly 0
-            (the model a plain hand-written training loop usually has) and
-            reaches a lower error after short Adam runs.
+    Parameters
+    ----------
+    width : int, default=64
+        Dimension m of the positional encodings.
+    positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}, \
+            default="stochastic"
+        Where the positional encodings come from (see the user guide's
+        section on choosing an encoding):
+
+        - ``"stochastic"``: fresh encodings, uniform on the unit sphere, for
+          every row at every training step (the paper's stochastic
+          positional encodings); they generalize to longer sequences.
+        - ``"fixed"``: one random vector per position, the same for every
+          row; fits in distribution but does not generalize to longer
+          sequences.
+        - ``"randomized"``: a codebook of ``max_positions`` fixed random
+          vectors; each row takes the vectors of a sorted random subset of
+          the codebook's positions, redrawn at every step and at predict
+          time (Ruoss et al., ACL 2023). ``max_positions`` equal to the
+          training length is ``"fixed"``; a growing codebook approaches
+          ``"stochastic"``.
+        - ``"sinusoidal"``: the deterministic sine/cosine encodings of
+          Vaswani et al. (2017), scaled to unit norm.
+    max_positions : int or None, default=None
+        Codebook size of ``positional_encoding="randomized"`` (ignored by
+        the other families); None is 4 times the training ``seq_len``.
+        Training or predicting at a length above it raises ``ValueError``.
+    pe_sampling : {"marginal", "full"}, default="marginal"
+        How stochastic encodings are drawn (ignored by the other families).
+        ``"full"`` draws all ``seq_len`` vectors of every row;
+        ``"marginal"`` draws only the selected positions' vectors and, for
+        every other position, the one number its score needs, which has
+        exactly the same law. Predictions have the same distribution; the
+        training gradient is unbiased with lower variance; a step costs no
+        ``seq_len * width`` term (many times faster at long lengths).
+        Choose ``"full"`` to study the exact per-draw gradient noise. Can be
+        changed after fitting, and then applies to predictions.
+    n_pe_samples : int, default=1
+        Number of encoding draws the attention is averaged over at predict
+        time (stochastic encodings only). 1 is the paper; more cuts the
+        error at fixed width. Can be changed after fitting.
+    n_pe_samples_fit : int, default=1
+        Number of encoding draws the attention is averaged over in every
+        training forward pass (stochastic encodings only; each step costs
+        about that many times more). A W trained on one draw settles at the
+        sharpness that is best for one draw; to get the most out of
+        ``n_pe_samples=K`` at predict time, train (or fine-tune with
+        ``warm_start``) with ``n_pe_samples_fit=K``.
+    learn_token_block : bool, default=True
+        Whether W's token rows (``n_features`` x ``width``) are trained.
+        True is the paper's full W. Their expected gradient is 0 and the
+        theory sends them to 0, but Adam moves every entry by about the step
+        size, which adds noise to the scores; False keeps them at exactly 0
+        (the model a plain hand-written training loop usually has) and
+        reaches a lower error after short Adam runs.
     {solver}
-        learning_rate_init : float, default=0.01
-            Initial step size of the optimiser.
+    learning_rate_init : float, default=0.01
+        Initial step size of the optimiser.
     {training}
 
-        Attributes
-        ----------
+    Attributes
+    ----------
     {attributes}
-        key_query_ : ndarray of shape (`n_features_in_` + width, width)
-            The learned W: token rows, then positional rows.
+    key_query_ : ndarray of shape (`n_features_in_` + width, width)
+        The learned W: token rows, then positional rows.
+    max_positions_ : int or None
+        The codebook size of ``positional_encoding="randomized"``, None for
+        the other families.
 
-        See Also
-        --------
-        FCNSelector : The fully-connected baseline.
-        LengthShiftScorer : Score at another sequence length.
+    See Also
+    --------
+    FCNSelector : The fully-connected baseline.
+    LengthShiftScorer : Score at another sequence length.
 
-        Examples
-        --------
-        >>> from stsq_learn import SparseTokenSelector, make_sparse_token_selection
-        >>> X, y = make_sparse_token_selection(1000, seq_len=16, n_features=8,
-        ...                                    n_selected=3, random_state=0)
-        >>> model = SparseTokenSelector(width=64, random_state=0).fit(X, y)
-        >>> X_long, y_long = make_sparse_token_selection(200, seq_len=32, n_features=8,
-        ...                                              n_selected=3, random_state=1)
-        >>> model.score(X_long, y_long) > 0.5
-        True
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelector, make_sparse_token_selection
+    >>> X, y = make_sparse_token_selection(1000, seq_len=16, n_features=8,
+    ...                                    n_selected=3, random_state=0)
+    >>> model = SparseTokenSelector(width=64, random_state=0).fit(X, y)
+    >>> X_long, y_long = make_sparse_token_selection(200, seq_len=32, n_features=8,
+    ...                                              n_selected=3, random_state=1)
+    >>> model.score(X_long, y_long) > 0.5
+    True
     """
 
     _parameter_constraints: dict = {
         **_BaseSelector._parameter_constraints,
-        "positional_encoding": [StrOptions({"stochastic", "fixed"})],
+        "positional_encoding": [StrOptions(set(POSITIONAL_ENCODINGS))],
+        "max_positions": [Interval(Integral, 1, None, closed="left"), None],
+        "pe_sampling": [StrOptions({"marginal", "full"})],
         "n_pe_samples": [Interval(Integral, 1, None, closed="left")],
         "n_pe_samples_fit": [Interval(Integral, 1, None, closed="left")],
         "learn_token_block": ["boolean"],
@@ -96,6 +130,8 @@ class SparseTokenSelector(_BaseSelector):
         width=64,
         *,
         positional_encoding="stochastic",
+        max_positions=None,
+        pe_sampling="marginal",
         n_pe_samples=1,
         n_pe_samples_fit=1,
         learn_token_block=True,
@@ -118,6 +154,8 @@ class SparseTokenSelector(_BaseSelector):
     ):
         self.width = width
         self.positional_encoding = positional_encoding
+        self.max_positions = max_positions
+        self.pe_sampling = pe_sampling
         self.n_pe_samples = n_pe_samples
         self.n_pe_samples_fit = n_pe_samples_fit
         self.learn_token_block = learn_token_block
@@ -138,7 +176,11 @@ class SparseTokenSelector(_BaseSelector):
         self.warm_start = warm_start
         self.callbacks = callbacks
 
+    def _codebook_size(self, seq_len):
+        return 4 * seq_len if self.max_positions is None else self.max_positions
+
     def _make_module(self, seq_len, n_features, seed):
+        randomized = self.positional_encoding == "randomized"
         return AttentionSelector(
             n_features,
             self.width,
@@ -146,13 +188,46 @@ class SparseTokenSelector(_BaseSelector):
             seq_len,
             encoding_seed=seed,
             learn_token_block=self.learn_token_block,
+            max_positions=self._codebook_size(seq_len) if randomized else None,
         )
 
+    def _check_train_seq_len(self, seq_len):
+        if self.positional_encoding == "randomized" and seq_len > self._codebook_size(seq_len):
+            raise ValueError(
+                f"positional_encoding='randomized' draws each row's positions from "
+                f"max_positions={self.max_positions}, fewer than the training "
+                f"seq_len={seq_len}; set max_positions >= {seq_len}."
+            )
+
+    def _check_predict_seq_len(self, seq_len):
+        L = self.net_.module_.max_positions
+        if self.net_.module_.positional_encoding == "randomized" and seq_len > L:
+            raise ValueError(
+                f"This model's randomized encodings have max_positions={L} positions, "
+                f"fewer than seq_len={seq_len}: it cannot predict at that length. Train "
+                f"with max_positions >= {seq_len}."
+            )
+
     def _forward_kwargs(self):
-        return {"n_pe_samples": check_positive_int(self.n_pe_samples, "n_pe_samples")}
+        return {
+            "n_pe_samples": check_positive_int(self.n_pe_samples, "n_pe_samples"),
+            "pe_sampling": self._checked_pe_sampling(),
+        }
 
     def _fit_forward_kwargs(self):
-        return {"n_pe_samples": self.n_pe_samples_fit}
+        return {"n_pe_samples": self.n_pe_samples_fit, "pe_sampling": self.pe_sampling}
+
+    def _checked_pe_sampling(self):
+        """``pe_sampling``, which may have been set after fitting, checked at predict."""
+        if self.pe_sampling not in ("marginal", "full"):
+            raise ValueError(f"pe_sampling must be 'marginal' or 'full', got {self.pe_sampling!r}.")
+        return self.pe_sampling
+
+    @property
+    def max_positions_(self):
+        """Codebook size of a fitted randomized-encoding model (None for the other families)."""
+        check_is_fitted(self)
+        return self.net_.module_.max_positions
 
     @property
     def key_query_(self):
@@ -165,39 +240,39 @@ class SparseTokenSelector(_BaseSelector):
 class FCNSelector(_BaseSelector):
     """Fully-connected baseline for sparse token selection.
 
-        The flattened row (``seq_len * (n_features + 1)`` numbers: tokens and
-        indicator) goes through a ReLU layer of ``width`` units, optional
-        further hidden layers, and a linear output in ``R^n_features``. The
-        paper proves such a net needs first-layer width of order ``T d`` for a
-        good average-case error. It only accepts its training ``seq_len``.
+    The flattened row (``seq_len * (n_features + 1)`` numbers: tokens and
+    indicator) goes through a ReLU layer of ``width`` units, optional
+    further hidden layers, and a linear output in ``R^n_features``. The
+    paper proves such a net needs first-layer width of order ``T d`` for a
+    good average-case error. It only accepts its training ``seq_len``.
 
-        Parameters
-        ----------
-        width : int, default=256
-            Units of the first hidden layer.
-        extra_hidden_layers : tuple of int, default=()
-            Sizes of further ReLU hidden layers after the first.
+    Parameters
+    ----------
+    width : int, default=256
+        Units of the first hidden layer.
+    extra_hidden_layers : tuple of int, default=()
+        Sizes of further ReLU hidden layers after the first.
     {solver}
-        learning_rate_init : float, default=0.001
-            Initial step size of the optimiser.
+    learning_rate_init : float, default=0.001
+        Initial step size of the optimiser.
     {training}
 
-        Attributes
-        ----------
+    Attributes
+    ----------
     {attributes}
 
-        See Also
-        --------
-        SparseTokenSelector : The one-layer transformer.
+    See Also
+    --------
+    SparseTokenSelector : The one-layer transformer.
 
-        Examples
-        --------
-        >>> from stsq_learn import FCNSelector, make_sparse_token_selection
-        >>> X, y = make_sparse_token_selection(500, seq_len=8, n_features=2,
-        ...                                    n_selected=2, random_state=0)
-        >>> model = FCNSelector(width=128, max_iter=50, random_state=0).fit(X, y)
-        >>> model.predict(X[:3]).shape
-        (3, 2)
+    Examples
+    --------
+    >>> from stsq_learn import FCNSelector, make_sparse_token_selection
+    >>> X, y = make_sparse_token_selection(500, seq_len=8, n_features=2,
+    ...                                    n_selected=2, random_state=0)
+    >>> model = FCNSelector(width=128, max_iter=50, random_state=0).fit(X, y)
+    >>> model.predict(X[:3]).shape
+    (3, 2)
     """
 
     _parameter_constraints: dict = {

@@ -19,92 +19,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from .encodings import (
+    fixed_encodings,
+    randomized_positions,
+    sinusoidal_encodings,
+    sphere_coordinates,
+    sphere_encodings,
+)
+
 __all__ = [
     "AttentionSelector",
     "FullyConnected",
     "SquaredError",
-    "fixed_encodings",
     "positional_alignment",
-    "sphere_encodings",
 ]
-
-_FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
-
-
-def sphere_encodings(
-    n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None, out=None
-):
-    """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
-
-    Gaussian vectors are drawn and normalised in place, so the only large
-    allocation is the result itself; ``out`` lets the training loop reuse
-    storage across calls and avoid a fresh multi-megabyte allocation (and its
-    page faults) at every step.
-
-    Parameters
-    ----------
-    n_samples : int
-        Number of rows.
-    seq_len : int
-        Number of positions T per row.
-    width : int
-        Dimension m of an encoding.
-    generator : torch.Generator or None, default=None
-        Source of randomness; ``None`` uses torch's global generator.
-    device : str or torch.device, default="cpu"
-        Device of the returned tensor.
-    dtype : torch.dtype or None, default=None
-        Floating dtype of the returned tensor; ``None`` is torch's default.
-    out : Tensor of shape (n_samples, seq_len, width) or None, default=None
-        Contiguous storage to draw into; a new tensor when None.
-
-    Returns
-    -------
-    Tensor of shape (n_samples, seq_len, width)
-        One independent unit vector per row and position.
-    """
-    if out is None:
-        P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
-    else:
-        P = out
-    P.normal_(generator=generator)
-    return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
-
-
-def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
-    """One unit vector per position, deterministic in ``(seed, position)``.
-
-    Positions are drawn in blocks of 64 from seeds derived from ``(seed,
-    block)``, so the first T rows never depend on how many are asked for
-    (prefix-stable): a longer sequence gets the same vectors for the positions
-    seen in training, plus vectors for positions never seen.
-
-    Parameters
-    ----------
-    seq_len : int
-        Number of positions T.
-    width : int
-        Dimension m of an encoding.
-    seed : int
-        Seed of the encodings; the same seed gives the same vectors.
-    device : str or torch.device, default="cpu"
-        Device of the returned tensor.
-    dtype : torch.dtype, default=torch.float32
-        Floating dtype of the returned tensor.
-
-    Returns
-    -------
-    Tensor of shape (seq_len, width)
-        One unit vector per position.
-    """
-    n_blocks = -(-seq_len // _FIXED_BLOCK)
-    blocks = [
-        np.random.default_rng([int(seed), b]).standard_normal((_FIXED_BLOCK, width))
-        for b in range(n_blocks)
-    ]
-    P = np.concatenate(blocks)[:seq_len]
-    P /= np.linalg.norm(P, axis=1, keepdims=True)
-    return torch.as_tensor(P, dtype=dtype, device=device)
 
 
 class AttentionSelector(nn.Module):
@@ -116,20 +44,27 @@ class AttentionSelector(nn.Module):
         Token dimension d.
     width : int
         Dimension m of the positional encodings.
-    positional_encoding : {"stochastic", "fixed"}
-        ``"stochastic"`` draws fresh encodings on the sphere for every row at
-        every call; ``"fixed"`` uses one vector per position.
+    positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}
+        Where the encodings come from (see :mod:`stsq_learn.encodings`):
+        fresh draws on the sphere for every row at every call; one vector
+        per position; a per-row sorted random subset of a codebook of
+        ``max_positions`` vectors; sines and cosines of the position.
     seq_len : int
         Training length; ``"fixed"`` keeps that many encodings as a buffer.
     encoding_seed : int
-        Seed of the fixed encodings.
+        Seed of the fixed encodings and of the codebook.
     learn_token_block : bool, default=True
         False keeps the token rows of W at 0: the forward pass never reads
         them, so they get no gradient and no optimiser moves them (the
         scores are then ``p_t^T W_pp s``, the limit the theory predicts).
+    max_positions : int or None, default=None
+        Codebook size L of ``"randomized"`` (kept as a buffer); ignored by
+        the other families.
     """
 
-    learn_token_block = True  # the default for modules pickled before the option existed
+    # Defaults for modules pickled before these options existed.
+    learn_token_block = True
+    max_positions = None
 
     def __init__(
         self,
@@ -139,6 +74,7 @@ class AttentionSelector(nn.Module):
         seq_len=1,
         encoding_seed=0,
         learn_token_block=True,
+        max_positions=None,
     ):
         super().__init__()
         self.n_features = n_features
@@ -148,16 +84,17 @@ class AttentionSelector(nn.Module):
         self.learn_token_block = learn_token_block
         # W = 0: attention starts uniform, as in the theory.
         self.key_query = nn.Parameter(torch.zeros(n_features + width, width))
+        self.fixed_pe = self.codebook = None
         if positional_encoding == "fixed":
-            pe = torch.empty(seq_len, width)
-            if pe.device.type != "meta":  # under torch.device("meta") only the shape is wanted
-                pe = fixed_encodings(seq_len, width, encoding_seed)
-            self.register_buffer("fixed_pe", pe)
-        else:
-            self.fixed_pe = None
+            del self.fixed_pe
+            self.register_buffer("fixed_pe", _fixed_buffer(seq_len, width, encoding_seed))
+        elif positional_encoding == "randomized":
+            del self.codebook
+            self.max_positions = int(max_positions)
+            self.register_buffer("codebook", _fixed_buffer(max_positions, width, encoding_seed))
 
     def encodings(self, n_samples, seq_len, generator=None, workspace=None):
-        """Encodings for a batch: (n, T, m) if stochastic, (T, m) if fixed.
+        """Encodings for a batch: (n, T, m) if drawn per row, (T, m) if shared by all rows.
 
         Parameters
         ----------
@@ -167,7 +104,7 @@ class AttentionSelector(nn.Module):
             Number of positions T; fixed encodings beyond the training length
             are drawn prefix-stably from ``encoding_seed``.
         generator : torch.Generator or None, default=None
-            Source of the stochastic draws.
+            Source of the stochastic and randomized draws.
         workspace : dict or None, default=None
             Owned by the caller, it lets stochastic encodings reuse one buffer
             across calls: a call overwrites the encodings the previous call
@@ -180,36 +117,60 @@ class AttentionSelector(nn.Module):
             Unit vectors on the device and in the dtype of the parameter.
         """
         W = self.key_query
-        if self.fixed_pe is None:
-            out = None
-            if workspace is not None:
-                buf = workspace.get("pe")
-                if (
-                    buf is None
-                    or buf.shape[0] < n_samples
-                    or buf.shape[1:] != (seq_len, self.width)
-                    or buf.dtype != W.dtype
-                    or buf.device != W.device
-                ):
-                    buf = torch.empty(
-                        n_samples, seq_len, self.width, device=W.device, dtype=W.dtype
-                    )
-                    workspace["pe"] = buf
-                out = buf[:n_samples]
-            return sphere_encodings(
-                n_samples,
-                seq_len,
-                self.width,
-                generator=generator,
-                device=W.device,
-                dtype=W.dtype,
-                out=out,
+        kind = self.positional_encoding
+        if kind == "fixed":
+            if seq_len <= self.fixed_pe.shape[0]:
+                return self.fixed_pe[:seq_len]
+            return fixed_encodings(
+                seq_len, self.width, self.encoding_seed, device=W.device, dtype=W.dtype
             )
-        if seq_len <= self.fixed_pe.shape[0]:
-            return self.fixed_pe[:seq_len]
-        return fixed_encodings(
-            seq_len, self.width, self.encoding_seed, device=W.device, dtype=W.dtype
+        if kind == "sinusoidal":
+            return sinusoidal_encodings(seq_len, self.width, device=W.device, dtype=W.dtype)
+        if kind == "randomized":
+            idx = randomized_positions(
+                n_samples, seq_len, self.max_positions, generator=generator, device=W.device
+            )
+            return self.codebook[idx]
+        out = None
+        if workspace is not None:
+            buf = workspace.get("pe")
+            if (
+                buf is None
+                or buf.shape[0] < n_samples
+                or buf.shape[1:] != (seq_len, self.width)
+                or buf.dtype != W.dtype
+                or buf.device != W.device
+            ):
+                buf = torch.empty(n_samples, seq_len, self.width, device=W.device, dtype=W.dtype)
+                workspace["pe"] = buf
+            out = buf[:n_samples]
+        return sphere_encodings(
+            n_samples,
+            seq_len,
+            self.width,
+            generator=generator,
+            device=W.device,
+            dtype=W.dtype,
+            out=out,
         )
+
+    def _query(self, P_selected, mask_or_valid):
+        """``u = W z_0`` for the rows' query ``z_0 = [0 ; sum of the selected p_t]``.
+
+        Returns the rows of W the scores read (all, or the positional block
+        alone when the token block is frozen), ``d`` (0 when frozen) and u.
+        """
+        d = self.n_features if self.learn_token_block else 0
+        W = self.key_query if d else self.key_query[self.n_features :]
+        s = torch.bmm(mask_or_valid.unsqueeze(1), P_selected)  # (n, 1, m)
+        return d, s @ W.T  # (n, 1, d + m) or (n, 1, m)
+
+    def _softmax(self, d, u, tokens, pos):
+        """Softmax of the scores: the positional part ``pos`` plus the token part."""
+        if not d:
+            return torch.softmax(pos, dim=-1)
+        scores = torch.bmm(u[:, None, :d], tokens.transpose(1, 2)).squeeze(1) + pos
+        return torch.softmax(scores, dim=-1)
 
     def attention(self, tokens, mask, P):
         """Softmax attention weights of shape (n, T) for encodings ``P``.
@@ -233,39 +194,81 @@ class AttentionSelector(nn.Module):
         Tensor of shape (n, T)
             Attention weights; every row sums to 1.
         """
-        # Rows of W the scores read: all, or only the positional block.
-        d = self.n_features if self.learn_token_block else 0
-        W = self.key_query if d else self.key_query[self.n_features :]
         if P.dim() == 2:
+            d = self.n_features if self.learn_token_block else 0
+            W = self.key_query if d else self.key_query[self.n_features :]
             u = (mask @ P) @ W.T  # (n, d + m) or (n, m)
-            pos = u[:, d:] @ P.T
-        else:
-            s = torch.bmm(mask.unsqueeze(1), P)  # (n, 1, m): the query's positional part
-            u = s @ W.T  # (n, 1, d + m) or (n, 1, m): W applied to it
-            pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
-            u = u.squeeze(1)
-        if not d:
-            return torch.softmax(pos, dim=-1)
-        scores = torch.bmm(u[:, None, :d], tokens.transpose(1, 2)).squeeze(1) + pos
-        return torch.softmax(scores, dim=-1)
+            return self._softmax(d, u, tokens, u[:, d:] @ P.T)
+        d, u = self._query(P, mask)
+        pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
+        return self._softmax(d, u.squeeze(1), tokens, pos)
 
-    def forward(self, X, generator=None, n_pe_samples=1, workspace=None):
+    def marginal_attention(self, tokens, mask, generator=None):
+        """Attention weights of stochastic encodings, drawing only what the scores need.
+
+        The selected positions' encodings are drawn in full (``q`` vectors
+        per row, padded to the batch's largest ``q`` and masked), which gives
+        the query ``s`` and ``u = W z_0``. An unselected encoding is
+        independent of ``s`` and uniform on the sphere, so its positional
+        score ``p_t^T u_p`` has exactly the law of ``||u_p|| c_t`` with
+        ``c_t`` one coordinate of a uniform unit vector: one number is drawn
+        per position instead of ``m``. The attention has the same law as
+        :meth:`attention` on full draws, and autograd through it gives the
+        full gradient's expectation given these draws (unbiased, lower
+        variance). Work is O(n (T d + q m + m^2)), with no n T m term.
+
+        Parameters
+        ----------
+        tokens : Tensor of shape (n, T, d)
+            The tokens x_t.
+        mask : Tensor of shape (n, T)
+            Selection indicator, 0.0 or 1.0; every row selects at least one.
+        generator : torch.Generator or None, default=None
+            Source of the draws.
+
+        Returns
+        -------
+        Tensor of shape (n, T)
+            Attention weights; every row sums to 1.
+        """
+        n, T = mask.shape
+        W = self.key_query
+        q_max = int(mask.sum(dim=1).max())
+        chosen, where = mask.topk(q_max, dim=1)  # selected positions first, then padding
+        P_sel = sphere_encodings(
+            n, q_max, self.width, generator=generator, device=W.device, dtype=W.dtype
+        )
+        d, u = self._query(P_sel, chosen)  # padded slots have weight 0 in the query
+        u_p = u[:, :, d:]
+        c = sphere_coordinates(
+            (n, T), self.width, generator=generator, device=W.device, dtype=W.dtype
+        )
+        pos = torch.linalg.vector_norm(u_p, dim=-1) * c  # (n, T): the unselected law
+        selected = torch.bmm(u_p, P_sel.transpose(1, 2)).squeeze(1)  # (n, q_max)
+        pos = pos.scatter(1, where, torch.where(chosen > 0, selected, pos.gather(1, where)))
+        return self._softmax(d, u.squeeze(1), tokens, pos)
+
+    def forward(self, X, generator=None, n_pe_samples=1, workspace=None, pe_sampling="full"):
         """Predict the selected mean for a batch ``X`` of shape (n, T, d + 1).
 
-        With stochastic encodings the attention is averaged over
-        ``n_pe_samples`` independent draws.
+        With encodings drawn per call (stochastic, randomized) the attention
+        is averaged over ``n_pe_samples`` independent draws.
 
         Parameters
         ----------
         X : Tensor of shape (n, T, d + 1)
             Tokens, then the selection indicator in the last channel.
         generator : torch.Generator or None, default=None
-            Source of the stochastic encodings.
+            Source of the drawn encodings.
         n_pe_samples : int, default=1
             Number of encoding draws the attention is averaged over (ignored
-            by fixed encodings).
+            by the deterministic families).
         workspace : dict or None, default=None
             Passed to :meth:`encodings`.
+        pe_sampling : {"full", "marginal"}, default="full"
+            How stochastic encodings are drawn: every vector
+            (:meth:`attention`), or only what the scores need
+            (:meth:`marginal_attention`). Ignored by the other families.
 
         Returns
         -------
@@ -276,15 +279,39 @@ class AttentionSelector(nn.Module):
         # every product below on the batched BLAS path instead of a per-row loop.
         tokens, mask = X[..., :-1].contiguous(), X[..., -1].contiguous()
         n, T = mask.shape
-        draws = n_pe_samples if self.fixed_pe is None else 1
-        if draws > 1 and torch.is_grad_enabled():
-            workspace = None  # each draw's encodings stay in the graph for backward
-        attn = self.attention(tokens, mask, self.encodings(n, T, generator, workspace))
+        drawn = self.positional_encoding in ("stochastic", "randomized")
+        draws = n_pe_samples if drawn else 1
+        if self.positional_encoding == "stochastic" and pe_sampling == "marginal":
+
+            def attend():
+                return self.marginal_attention(tokens, mask, generator)
+        else:
+            if draws > 1 and torch.is_grad_enabled():
+                workspace = None  # each draw's encodings stay in the graph for backward
+
+            def attend():
+                return self.attention(tokens, mask, self.encodings(n, T, generator, workspace))
+
+        attn = attend()
         for _ in range(draws - 1):
-            attn = attn + self.attention(tokens, mask, self.encodings(n, T, generator, workspace))
+            attn = attn + attend()
         if draws > 1:
             attn = attn / draws
         return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)
+
+    def elements_per_row(self, seq_len, pe_sampling="full"):
+        """Numbers a forward pass holds per row at length ``seq_len`` (sizes predict chunks)."""
+        if self.positional_encoding == "stochastic" and pe_sampling == "marginal":
+            return seq_len * (self.n_features + 4) + self.width * (self.width + 4)
+        return seq_len * (self.width + self.n_features + 1)
+
+
+def _fixed_buffer(n_positions, width, seed):
+    """``fixed_encodings`` as a buffer; under ``torch.device("meta")`` only its shape."""
+    pe = torch.empty(n_positions, width)
+    if pe.device.type != "meta":
+        pe = fixed_encodings(n_positions, width, seed)
+    return pe
 
 
 class FullyConnected(nn.Module):
@@ -328,6 +355,10 @@ class FullyConnected(nn.Module):
             The predictions.
         """
         return self.layers(X.flatten(1))
+
+    def elements_per_row(self, seq_len, pe_sampling=None):
+        """Numbers a forward pass holds per row at length ``seq_len`` (sizes predict chunks)."""
+        return seq_len * self.width + self.layers[0].in_features
 
 
 class SquaredError(nn.Module):

@@ -63,6 +63,8 @@ def _from_v1(meta):
     - 0.1 wrote none of the hyperparameters 0.2 added: they get the values
       0.1 trained with (a constant rate, no warm start, one draw, the full W).
     - ``callbacks`` (0.3) was not a hyperparameter: None.
+    - ``pe_sampling`` (0.3) is ``"full"``, the sampler 0.1 and 0.2 had, so a
+      loaded model predicts exactly as it did; ``max_positions`` (0.3) None.
     - The fitted section named private attributes (``_predict_seed``,
       ``_y_1d``, ``device_``); version 2 names the fields of
       :meth:`~stsq_learn.SparseTokenSelector.get_fitted_state`.
@@ -71,6 +73,11 @@ def _from_v1(meta):
     for name, value in _ADDED_IN_0_2[meta["class"]].items():
         params.setdefault(name, value)
     params.setdefault("callbacks", None)
+    if meta["class"] == "SparseTokenSelector":
+        # 0.3's encoding options: the codebook is unused by these families, and
+        # "full" draws every encoding, as 0.1 and 0.2 did (the same predictions).
+        params.setdefault("max_positions", None)
+        params.setdefault("pe_sampling", "full")
     for old, new in (("_predict_seed", "predict_seed"), ("_y_1d", "y_1d"), ("device_", "device")):
         if old in fitted:
             fitted[new] = fitted.pop(old)

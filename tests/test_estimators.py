@@ -189,3 +189,145 @@ def test_predict_reads_fitted_state_not_hyperparameters(make, tiny_data):
     model.set_params(width="not an int")
     np.testing.assert_array_equal(model.predict(X), before)
     assert model.score(X, y) == score
+
+
+# -- pe_sampling: the marginal sampler of stochastic encodings -----------------------------
+def test_marginal_is_the_default_and_both_samplers_predict_alike(spe_model):
+    """One fitted model, 20000 rows, one draw each: the same R^2 under both samplers."""
+    assert SparseTokenSelector().pe_sampling == "marginal"
+    X, y = make_sparse_token_selection(20000, 16, 8, 3, random_state=7)
+    scores = {}
+    for sampler in ("full", "marginal"):
+        spe_model.set_params(pe_sampling=sampler)
+        scores[sampler] = spe_model.score(X, y)
+        again = spe_model.predict(X[:50])  # reproducible under each sampler
+        np.testing.assert_array_equal(spe_model.predict(X[:50]), again)
+    spe_model.set_params(pe_sampling="marginal")
+    assert abs(scores["full"] - scores["marginal"]) < 0.004, scores
+
+
+@pytest.mark.parametrize("sampler", ["full", "marginal"])
+def test_both_samplers_train_to_the_same_accuracy(sampler, small_data):
+    _, _, X_test, y_test = small_data
+    model = SparseTokenSelector(width=64, pe_sampling=sampler, random_state=0)
+    model.fit_online(TASK, n_steps=600)
+    assert model.score(X_test, y_test) == pytest.approx(0.86, abs=0.025)
+    align = positional_alignment(model.key_query_, 8)
+    assert align["cos"] > 0.85
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"dtype": "float64"},
+        {"learn_token_block": False},
+        {"n_pe_samples_fit": 2, "n_pe_samples": 3},
+        {"width": 1},
+        {"width": 2},
+    ],
+    ids=["float64", "frozen-block", "averaged-draws", "width-1", "width-2"],
+)
+def test_marginal_sampler_trains_in_every_configuration(params):
+    task = SparseTokenSelectionTask(8, 3, (1, 3))  # q varies from row to row
+    X, y = task.sample(400, random_state=1)
+    model = SparseTokenSelector(batch_size=64, random_state=0, **{"width": 8, **params})
+    model.fit_online(task, n_steps=150)
+    assert np.isfinite(model.loss_curve_).all()
+    assert np.mean(model.loss_curve_[-20:]) < np.mean(model.loss_curve_[:5])
+    first = model.predict(X)
+    np.testing.assert_array_equal(model.predict(X), first)
+    assert model.score(X, y) > 0.0
+    if not params.get("learn_token_block", True):
+        assert not model.key_query_[:3].any()
+
+
+def test_pe_sampling_is_ignored_by_fixed_encodings(tiny_data):
+    X, y = tiny_data
+    fits = [
+        SparseTokenSelector(width=4, positional_encoding="fixed", pe_sampling=s, max_iter=3)
+        .set_params(random_state=0)
+        .fit(X, y)
+        for s in ("full", "marginal")
+    ]
+    np.testing.assert_array_equal(fits[0].key_query_, fits[1].key_query_)
+    np.testing.assert_array_equal(fits[0].predict(X), fits[1].predict(X))
+
+
+def test_bad_pe_sampling_is_refused_in_fit_and_after_fit(spe_model, small_data):
+    X, y, X_test, _ = small_data
+    with pytest.raises(ValueError, match="'pe_sampling' parameter"):
+        SparseTokenSelector(pe_sampling="exact").fit(X, y)
+    spe_model.set_params(pe_sampling="exact")
+    try:
+        with pytest.raises(ValueError, match="pe_sampling must be 'marginal' or 'full'"):
+            spe_model.predict(X_test)
+    finally:
+        spe_model.set_params(pe_sampling="marginal")
+
+
+# -- encoding families: randomized codebooks and sinusoidal encodings ----------------------
+@pytest.fixture(scope="module")
+def families():
+    """One model per family at T=16, d=8, q=3, width 64, 800 online steps."""
+    out = {}
+    for name, params in {
+        "fixed": {"positional_encoding": "fixed"},
+        "codebook_T": {"positional_encoding": "randomized", "max_positions": 16},
+        "codebook_8T": {"positional_encoding": "randomized", "max_positions": 128},
+        "sinusoidal": {"positional_encoding": "sinusoidal"},
+    }.items():
+        model = SparseTokenSelector(width=64, random_state=0, **params)
+        out[name] = model.fit_online(TASK, n_steps=800)
+    return out
+
+
+def test_a_large_codebook_generalizes_where_fixed_encodings_do_not(families):
+    X4, y4 = _at_length(64)
+    scores = {name: families[name].score(X4, y4) for name in ("fixed", "codebook_8T")}
+    assert scores["codebook_8T"] >= 0.55 and scores["fixed"] < 0.2, scores
+    assert families["codebook_8T"].max_positions_ == 128
+
+
+def test_a_codebook_of_the_training_length_behaves_like_fixed_encodings(families):
+    X, y = _at_length(16)
+    fixed, codebook = families["fixed"], families["codebook_T"]
+    np.testing.assert_allclose(codebook.predict(X), fixed.predict(X), atol=1e-5)
+    assert codebook.score(X, y) > 0.99
+
+
+def test_the_codebook_size_bounds_the_length(families):
+    model = families["codebook_T"]
+    X = _at_length(17, n=10)[0]
+    X0, W0 = X.copy(), model.key_query_
+    with pytest.raises(ValueError, match="max_positions=16 positions, fewer than seq_len=17"):
+        model.predict(X)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(model.key_query_, W0)
+    short = SparseTokenSelector(width=8, positional_encoding="randomized", max_positions=10)
+    with pytest.raises(ValueError, match="max_positions=10, fewer than the training seq_len=16"):
+        short.fit_online(TASK, n_steps=2)
+    assert not hasattr(short, "net_")
+    default = SparseTokenSelector(width=8, positional_encoding="randomized", random_state=0)
+    assert default.fit_online(TASK, n_steps=2).max_positions_ == 64  # 4 x the training length
+
+
+def test_sinusoidal_encodings_are_deterministic(families):
+    model = families["sinusoidal"]
+    X, _ = _at_length(32, n=50)
+    first = model.predict(X)
+    np.testing.assert_array_equal(model.set_params(n_pe_samples=4).predict(X), first)
+    model.set_params(n_pe_samples=1)
+    # The first rows' predictions do not depend on the other rows: nothing is drawn
+    # (up to float32 rounding of the batched products).
+    np.testing.assert_allclose(model.predict(X[:5]), first[:5], atol=1e-6)
+
+
+def test_grid_search_sweeps_the_codebook_size():
+    X, y = make_sparse_token_selection(300, 8, 3, 2, random_state=0)
+    search = GridSearchCV(
+        SparseTokenSelector(width=8, positional_encoding="randomized", max_iter=3, random_state=0),
+        {"max_positions": [8, 32]},
+        cv=2,
+    ).fit(X, y)
+    assert [p["max_positions"] for p in search.cv_results_["params"]] == [8, 32]
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()

@@ -2,13 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from stsq_learn.nn import (
-    AttentionSelector,
-    FullyConnected,
-    fixed_encodings,
-    positional_alignment,
-    sphere_encodings,
-)
+from stsq_learn.encodings import fixed_encodings, sphere_encodings
+from stsq_learn.nn import AttentionSelector, FullyConnected, positional_alignment
 
 
 def _naive_attention(W, X, P):
@@ -20,11 +15,12 @@ def _naive_attention(W, X, P):
     return torch.einsum("nt,ntd->nd", torch.softmax(scores, -1), tokens)
 
 
-@pytest.mark.parametrize("encoding", ["stochastic", "fixed"])
+@pytest.mark.parametrize("encoding", ["stochastic", "fixed", "randomized", "sinusoidal"])
 def test_cheap_order_equals_naive_formula(encoding):
     torch.manual_seed(0)
     n, T, d, m = 5, 7, 3, 4
-    module = AttentionSelector(d, m, encoding, seq_len=T, encoding_seed=1).double()
+    module = AttentionSelector(d, m, encoding, seq_len=T, encoding_seed=1, max_positions=20)
+    module = module.double()
     with torch.no_grad():
         module.key_query.normal_()
     X = torch.randn(n, T, d + 1, dtype=torch.float64)

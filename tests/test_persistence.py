@@ -32,6 +32,15 @@ ESTIMATORS = {
     ),
     "fcn": lambda: FCNSelector(width=8, extra_hidden_layers=(4,), max_iter=3, random_state=0),
     "spe-1d-float64": lambda: SparseTokenSelector(width=4, max_iter=2, dtype="float64"),
+    "spe-full-sampler": lambda: SparseTokenSelector(
+        width=6, max_iter=2, pe_sampling="full", random_state=0
+    ),
+    "randomized": lambda: SparseTokenSelector(
+        width=6, max_iter=3, positional_encoding="randomized", max_positions=12, random_state=0
+    ),
+    "sinusoidal": lambda: SparseTokenSelector(
+        width=6, max_iter=3, positional_encoding="sinusoidal", random_state=0
+    ),
 }
 
 

@@ -1,0 +1,236 @@
+"""Positional encodings: where the vectors p_t of the attention model come from.
+
+Four families, all unit vectors in ``R^width``:
+
+- ``"stochastic"`` (the paper's): i.i.d. uniform on the sphere, drawn afresh
+  for every row at every call (:func:`sphere_encodings`). For the positions
+  outside the selected set only one number per position matters, the
+  projection ``p_t^T u`` on the query direction, whose law is that of one
+  coordinate of a uniform unit vector times ``||u||``
+  (:func:`sphere_coordinates`): the *marginal* sampler draws that number
+  instead of the whole vector.
+- ``"fixed"``: one vector per position, deterministic in the seed and
+  prefix-stable (:func:`fixed_encodings`).
+- ``"randomized"`` (after Ruoss et al., ACL 2023): a codebook of
+  ``max_positions`` fixed vectors; each row takes the vectors of a sorted
+  uniform random subset of the codebook's positions
+  (:func:`randomized_positions`).
+- ``"sinusoidal"`` (Vaswani et al., 2017): sines and cosines of the position
+  at geometric frequencies, scaled to unit norm (:func:`sinusoidal_encodings`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = [
+    "POSITIONAL_ENCODINGS",
+    "fixed_encodings",
+    "randomized_positions",
+    "sinusoidal_encodings",
+    "sphere_coordinates",
+    "sphere_encodings",
+]
+
+POSITIONAL_ENCODINGS = ("stochastic", "fixed", "randomized", "sinusoidal")
+"""Names of the encoding families, as ``positional_encoding`` takes them."""
+
+_FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
+
+
+def sphere_encodings(
+    n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None, out=None
+):
+    """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
+
+    Gaussian vectors are drawn and normalised in place, so the only large
+    allocation is the result itself; ``out`` lets the training loop reuse
+    storage across calls and avoid a fresh multi-megabyte allocation (and its
+    page faults) at every step.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    seq_len : int
+        Number of positions T per row.
+    width : int
+        Dimension m of an encoding.
+    generator : torch.Generator or None, default=None
+        Source of randomness; ``None`` uses torch's global generator.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the returned tensor; ``None`` is torch's default.
+    out : Tensor of shape (n_samples, seq_len, width) or None, default=None
+        Contiguous storage to draw into; a new tensor when None.
+
+    Returns
+    -------
+    Tensor of shape (n_samples, seq_len, width)
+        One independent unit vector per row and position.
+    """
+    if out is None:
+        P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
+    else:
+        P = out
+    P.normal_(generator=generator)
+    return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
+
+
+def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
+    """One unit vector per position, deterministic in ``(seed, position)``.
+
+    Positions are drawn in blocks of 64 from seeds derived from ``(seed,
+    block)``, so the first T rows never depend on how many are asked for
+    (prefix-stable): a longer sequence gets the same vectors for the positions
+    seen in training, plus vectors for positions never seen.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T.
+    width : int
+        Dimension m of an encoding.
+    seed : int
+        Seed of the encodings; the same seed gives the same vectors.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
+    """
+    n_blocks = -(-seq_len // _FIXED_BLOCK)
+    blocks = [
+        np.random.default_rng([int(seed), b]).standard_normal((_FIXED_BLOCK, width))
+        for b in range(n_blocks)
+    ]
+    P = np.concatenate(blocks)[:seq_len]
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    return torch.as_tensor(P, dtype=dtype, device=device)
+
+
+def sinusoidal_encodings(seq_len, width, *, device="cpu", dtype=torch.float32):
+    """The sine/cosine encodings of Vaswani et al. (2017), scaled to unit norm.
+
+    Position t gets ``sin(t w_i)`` in coordinate ``2i`` and ``cos(t w_i)`` in
+    ``2i + 1``, with frequencies ``w_i = 10000 ** (-2i / width)``; the vector
+    is then divided by its norm. Deterministic and prefix-stable: the first T
+    rows never depend on how many are asked for.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T (0, ..., T - 1).
+    width : int
+        Dimension m of an encoding.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
+
+    Examples
+    --------
+    >>> from stsq_learn.encodings import sinusoidal_encodings
+    >>> P = sinusoidal_encodings(6, 4)
+    >>> P.shape, bool(torch.allclose(P.norm(dim=1), torch.ones(6)))
+    (torch.Size([6, 4]), True)
+    """
+    t = torch.arange(seq_len, dtype=torch.float64, device=device)[:, None]
+    i = torch.arange(width, device=device) // 2
+    freq = torch.pow(10000.0, -2.0 * i.to(torch.float64) / width)
+    angle = t * freq
+    P = torch.where(torch.arange(width, device=device) % 2 == 0, angle.sin(), angle.cos())
+    return (P / torch.linalg.vector_norm(P, dim=1, keepdim=True)).to(dtype)
+
+
+def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None):
+    """Draw i.i.d. copies of one coordinate of a uniform unit vector in ``R^width``.
+
+    Its density is proportional to ``(1 - c^2) ** ((width - 3) / 2)`` on
+    [-1, 1]. Drawn exactly as ``c = z / sqrt(z^2 + 2 G)`` with ``z`` standard
+    normal and ``G ~ Gamma((width - 1) / 2, 1)`` (so ``2 G`` is the squared
+    norm of the other ``width - 1`` coordinates); width 1 gives ``+-1``.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the result.
+    width : int
+        Dimension m of the sphere's ambient space.
+    generator : torch.Generator or None, default=None
+        Source of randomness.
+    device : str or torch.device, default="cpu"
+        Device of the result.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the result; None is torch's default.
+
+    Returns
+    -------
+    Tensor of the given shape
+        Values in [-1, 1], mean 0, variance ``1 / width``.
+
+    Examples
+    --------
+    >>> from stsq_learn.encodings import sphere_coordinates
+    >>> g = torch.Generator().manual_seed(0)
+    >>> c = sphere_coordinates((100000,), 16, generator=g, dtype=torch.float64)
+    >>> round(float(c.var()) * 16, 1)
+    1.0
+    """
+    z = torch.randn(shape, generator=generator, device=device, dtype=dtype)
+    if width == 1:
+        return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
+    alpha = torch.full(shape, (width - 1) / 2, device=device, dtype=z.dtype)
+    chi2 = 2.0 * torch._standard_gamma(alpha, generator=generator)
+    return z * torch.rsqrt(z.square() + chi2)
+
+
+def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, device="cpu"):
+    """For every row, a sorted uniform random subset of ``seq_len`` of ``max_positions``.
+
+    The positions a row of a randomized-encoding model reads from its
+    codebook: distinct, in increasing order (so the order of the tokens is
+    kept), every subset equally likely.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    seq_len : int
+        Positions per row, at most ``max_positions``.
+    max_positions : int
+        Size L of the codebook.
+    generator : torch.Generator or None, default=None
+        Source of randomness.
+    device : str or torch.device, default="cpu"
+        Device of the result.
+
+    Returns
+    -------
+    Tensor of shape (n_samples, seq_len), dtype int64
+        Increasing indices into the codebook.
+
+    Examples
+    --------
+    >>> from stsq_learn.encodings import randomized_positions
+    >>> idx = randomized_positions(2, 3, 10, generator=torch.Generator().manual_seed(0))
+    >>> idx.shape, bool((idx.diff(dim=1) > 0).all())
+    (torch.Size([2, 3]), True)
+    """
+    if seq_len > max_positions:
+        raise ValueError(
+            f"seq_len={seq_len} is longer than the codebook: max_positions={max_positions}."
+        )
+    keys = torch.rand(n_samples, max_positions, generator=generator, device=device)
+    return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values
