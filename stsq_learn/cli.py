@@ -130,7 +130,14 @@ def build_parser():
         "hyperparameters",
         "passed to the estimator, which validates them (see its documentation)",
     )
-    model.add_argument("--positional-encoding", help="stochastic (default) or fixed")
+    model.add_argument(
+        "--positional-encoding", help="stochastic (default), fixed, randomized or sinusoidal"
+    )
+    model.add_argument("--max-positions", type=int, help="codebook size of randomized encodings")
+    model.add_argument(
+        "--pe-sampling",
+        help="marginal (default: draws only what the scores need) or full (every encoding)",
+    )
     model.add_argument("--n-pe-samples", type=int, help="encoding draws averaged at predict")
     model.add_argument(
         "--n-pe-samples-fit", type=int, help="encoding draws averaged in every training step"
@@ -177,6 +184,8 @@ def build_parser():
 
 _HYPERPARAMETER_OPTIONS = (
     "positional_encoding",
+    "max_positions",
+    "pe_sampling",
     "n_pe_samples",
     "n_pe_samples_fit",
     "solver",

@@ -73,6 +73,8 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
         (["fit", "--learning-rate", "adaptive", "--online-steps", "5"], "needs epochs"),
         (["fit", "--n-pe-samples-fit", "0"], "'n_pe_samples_fit' parameter"),
         (["fit", "--positional-encoding", "rotary"], "'positional_encoding' parameter"),
+        (["fit", "--pe-sampling", "exact"], "'pe_sampling' parameter"),
+        (["fit", "--max-positions", "0"], "'max_positions' parameter"),
         (["fit", "--set", "alpha"], "expected KEY=VALUE"),
         (["fit", "--set", "bogus=1"], "Invalid parameter 'bogus'"),
         (["fit", "--set", "alpha=-1"], "'alpha' parameter"),
@@ -140,3 +142,17 @@ def test_only_accepts_names_and_aliases():
     assert args.only == ["length", "convergence"]  # reproduce() resolves the aliases
     assert args.preset == "quick"
     assert build_parser().parse_args(["reproduce"]).preset == "full"
+
+
+def test_fit_passes_the_sampler_and_the_encoding_family(capsys):
+    argv = ["fit", "--seq-len", "8", "--n-features", "2", "--n-selected", "2", "--width", "8"]
+    argv += ["--online-steps", "5", "--pe-sampling", "full", "--eval-lengths", "8,16"]
+    argv += ["--n-eval", "50", "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["params"]["pe_sampling"] == "full"
+    argv = ["fit", "--seq-len", "8", "--n-features", "2", "--n-selected", "2", "--width", "8"]
+    argv += ["--online-steps", "5", "--positional-encoding", "randomized"]
+    argv += ["--max-positions", "16", "--eval-lengths", "8,16", "--n-eval", "50", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["params"]["max_positions"] == 16 and set(report["r2"]) == {"8", "16"}
