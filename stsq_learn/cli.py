@@ -51,6 +51,13 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"stsq-learn {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _add_reproduce(sub)
+    _add_fit(sub)
+    return parser
+
+
+def _add_reproduce(sub):
+    """The ``reproduce`` subcommand (one ``add_argument`` per option: long, and flat)."""
     rep = sub.add_parser(
         "reproduce",
         help="run the paper's experiments; write figures, results.json and a summary",
@@ -113,6 +120,9 @@ def build_parser():
     rep.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     rep.set_defaults(handler=_run_reproduce, subparser=rep)
 
+
+def _add_fit(sub):
+    """The ``fit`` subcommand (one ``add_argument`` per option: long, and flat)."""
     fit = sub.add_parser(
         "fit",
         help="train one model on the task and print its R^2 per sequence length",
@@ -179,7 +189,6 @@ def build_parser():
     fit.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads")
     fit.add_argument("--json", action="store_true", help="print JSON instead of a table")
     fit.set_defaults(handler=_run_fit, subparser=fit)
-    return parser
 
 
 _HYPERPARAMETER_OPTIONS = (

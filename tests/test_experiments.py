@@ -21,7 +21,7 @@ from stsq_learn.experiments import (
 )
 from stsq_learn.experiments._common import StepProgress
 from stsq_learn.experiments._reproduce import resolve_experiments
-from stsq_learn.experiments._separation import _fit_growth_law
+from stsq_learn.experiments._width_search import fit_growth_law
 
 matplotlib.use("Agg")
 
@@ -190,12 +190,12 @@ def test_monotone_search_starts_from_previous_minimum():
 
 
 def test_fit_growth_law_recovers_exact_laws():
-    law = _fit_growth_law(np.log2([4, 8, 16, 32]), [7.0, 10.0, 13.0, 16.0])
+    law = fit_growth_law(np.log2([4, 8, 16, 32]), [7.0, 10.0, 13.0, 16.0])
     assert law["intercept"] == pytest.approx(1.0) and law["slope"] == pytest.approx(3.0)
     assert law["r2"] == pytest.approx(1.0)
-    law = _fit_growth_law([8, 16, 32], [16.0, 32.0, 64.0], intercept=False)
+    law = fit_growth_law([8, 16, 32], [16.0, 32.0, 64.0], intercept=False)
     assert law == {"intercept": 0.0, "slope": pytest.approx(2.0), "r2": pytest.approx(1.0)}
-    assert _fit_growth_law([3.0], [5.0]) is None
+    assert fit_growth_law([3.0], [5.0]) is None
 
 
 @pytest.mark.parametrize(
