@@ -93,7 +93,8 @@ def build_parser():
         "--only",
         type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
         metavar="NAME[,NAME]",
-        help="run only these: convergence, length_generalization (or length), separation",
+        help="run only these: convergence, length_generalization (or length), separation "
+        "(or width), encodings",
     )
     rep.add_argument(
         "--threads",
