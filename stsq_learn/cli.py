@@ -1,7 +1,8 @@
 """The ``stsq-learn`` command line.
 
 ``stsq-learn reproduce`` runs the paper's three experiments (training
-dynamics, length generalization, width separation) and writes figures,
+dynamics, length generalization, width separation) and a comparison of
+positional encodings, and writes figures,
 ``results.json`` and a Markdown summary; ``stsq-learn fit`` trains one model
 and prints its R^2 at several sequence lengths.
 """
@@ -64,8 +65,10 @@ def _add_reproduce(sub):
         description=(
             "Run the three experiments of the paper: training dynamics (cos(W_pp, I) -> 1), "
             "length generalization (stochastic vs fixed encodings) and the width separation "
-            "(transformer ~ log T, FCN ~ T d). Writes <experiment>.png, results.json and "
-            "summary.md into --out and prints the summary table."
+            "(transformer ~ log T, FCN ~ T d); then compare the positional encodings "
+            "(stochastic, fixed, randomized codebooks, sinusoidal) on longer sequences. "
+            "Writes <experiment>.png, results.json and summary.md into --out and prints "
+            "the summary table."
         ),
     )
     size = rep.add_mutually_exclusive_group()
@@ -100,7 +103,8 @@ def _add_reproduce(sub):
         "--only",
         type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
         metavar="NAME[,NAME]",
-        help="run only these: convergence, length_generalization (or length), separation",
+        help="run only these: convergence, length_generalization (or length), separation "
+        "(or width), encodings",
     )
     rep.add_argument(
         "--threads",
