@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from skorch.history import History
 
 from . import _training as tr
+from ._docstrings import FIT_RAISES, Substitution
 from ._state import architecture_changes, check_state, check_weights, state_device
 from ._validation import (
     check_callbacks,
@@ -83,6 +84,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         return {}
 
     # -- public API ---------------------------------------------------------
+    @Substitution(fit_raises=FIT_RAISES)
     def fit(self, X, y):
         """Fit the model to data with epochs of shuffled minibatches.
 
@@ -98,12 +100,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
 
-        Raises
-        ------
-        ValueError
-            If an input or hyperparameter is invalid (before any training), or
-            if training diverges (the loss or the weights become NaN or
-            infinite). The estimator is then left exactly as it was.
+        {fit_raises}
 
         Notes
         -----
@@ -128,6 +125,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         self._y_1d = y_1d
         return self
 
+    @Substitution(fit_raises=FIT_RAISES)
     def fit_online(self, task, n_steps=1000):
         """Fit on a fresh batch drawn from ``task`` at every step (the paper's regime).
 
@@ -146,12 +144,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator; ``loss_curve_`` holds the loss of every step.
 
-        Raises
-        ------
-        ValueError
-            If an input or hyperparameter is invalid (before any training), or
-            if training diverges (the loss or the weights become NaN or
-            infinite). The estimator is then left exactly as it was.
+        {fit_raises}
 
         Notes
         -----

@@ -125,3 +125,11 @@ ATTRIBUTES = """\
         per-epoch and per-batch records (``stop_reason`` in the last epoch
         when early stopping or the adaptive rate ended it) and
         ``net_.module_`` the torch module."""
+
+FIT_RAISES = """\
+Raises
+------
+ValueError
+    If an input or hyperparameter is invalid (before any training), or
+    if training diverges (the loss or the weights become NaN or
+    infinite). The estimator is then left exactly as it was."""
