@@ -6,22 +6,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import clone
 
-from .._validation import check_positive_int
-from ..datasets import SparseTokenSelectionTask
 from ..encodings import POSITIONAL_ENCODINGS
 from ..estimators import SparseTokenSelector
-from ..scoring import LengthShiftScorer
-from ._common import (
-    dataclass_dict,
-    derived_seed,
-    estimator_config,
-    new_axes,
-    prepared,
-    progress_bar,
-    train_online,
-)
+from ._common import dataclass_dict, estimator_config, new_axes, prepared
+from ._encoding_runs import checked_arguments, train_and_score
 
 _STYLES = {
     "stochastic": dict(color="C0", marker="o"),
@@ -172,8 +161,13 @@ class EncodingsResult:
             The figure holding the axes.
         """
         fig, (ax, ax_sweep) = new_axes(axes, 2, figsize=(12, 4.2))
+        self._plot_families(ax)
+        self._plot_codebook_sweep(ax_sweep, ax.get_ylim())
+        return fig
+
+    def _plot_families(self, ax):
+        """R^2 against T' per family: the mean over the seeds and their range."""
         T = self.config["seq_len"]
-        n_seeds = self.config["n_seeds"]
         lengths = np.array(self.eval_lengths)
         lows = [min(-0.1, np.nanmin(np.array(v, dtype=float)) - 0.05) for v in self.r2_min.values()]
         for family in self.families:
@@ -199,10 +193,11 @@ class EncodingsResult:
         ax.set_xlabel("evaluation length T' (log scale)")
         ax.set_ylabel("$R^2$ (1 - relative MSE)")
         ax.set_ylim(min([-0.1, *lows]), 1.02)
-        ax.set_title(f"Encoding families, mean and range over {n_seeds} seed(s)")
+        ax.set_title(f"Encoding families, mean and range over {self.config['n_seeds']} seed(s)")
         ax.legend(loc="lower left", fontsize="small")
 
-        # The codebook sweep at the sweep length, with fixed and stochastic as references.
+    def _plot_codebook_sweep(self, ax, ylim):
+        """R^2 at the sweep length against L, with fixed and stochastic as references."""
         T_s = self.sweep_length
         sizes = np.array(self.codebook_sizes)
         mean = np.array(self.sweep_mean, dtype=float)
@@ -213,7 +208,7 @@ class EncodingsResult:
                 np.array(self.sweep_max, dtype=float)[ok] - mean[ok],
             ]
         )
-        ax_sweep.errorbar(
+        ax.errorbar(
             sizes[ok],
             mean[ok],
             yerr=err,
@@ -221,14 +216,31 @@ class EncodingsResult:
             capsize=3,
             **_STYLES["randomized"],
         )
+        self._plot_sweep_references(ax)
+        ax.axvline(T_s, color="gray", ls=":", lw=1)
+        if not ok.all():
+            self._mark_unscorable(ax, sizes[~ok])
+        ax.axhline(0.0, color="k", lw=0.5)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(self.codebook_sizes, [str(L) for L in self.codebook_sizes])
+        ax.set_xlim(sizes.min() / 1.3, sizes.max() * 1.3)
+        ax.set_xlabel("codebook size L = max_positions (log scale)")
+        ax.set_ylabel("$R^2$")
+        ax.set_ylim(ylim)
+        ax.set_title(f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}")
+        ax.legend(loc="best", fontsize="small")
+
+    def _plot_sweep_references(self, ax):
+        """The codebooks at the training length, and fixed and stochastic at the sweep's."""
+        T, T_s = self.config["seq_len"], self.sweep_length
         i_train = self.eval_lengths.index(T) if T in self.eval_lengths else None
         if i_train is not None:
             at_train = [
                 np.mean([_number(s[i_train]) for s in self.sweep_r2[str(L)]])
                 for L in self.codebook_sizes
             ]
-            ax_sweep.plot(
-                sizes,
+            ax.plot(
+                np.array(self.codebook_sizes),
                 at_train,
                 color="C2",
                 ls=":",
@@ -239,7 +251,7 @@ class EncodingsResult:
         i_s = self.eval_lengths.index(T_s)
         for family, ls in (("stochastic", "-"), ("fixed", "--")):
             if family in self.r2_mean:
-                ax_sweep.axhline(
+                ax.axhline(
                     _number(self.r2_mean[family][i_s]),
                     color=_STYLES[family]["color"],
                     ls=ls,
@@ -247,29 +259,21 @@ class EncodingsResult:
                     label=f"{family} at T'={T_s}"
                     + (" (L -> infinity)" if family == "stochastic" else ""),
                 )
-        ax_sweep.axvline(T_s, color="gray", ls=":", lw=1)
-        if not ok.all():
-            missing = ", ".join(str(L) for L in sizes[~ok])
-            ax_sweep.axvspan(sizes.min() / 1.3, T_s, color="0.9", zorder=0)
-            ax_sweep.text(
-                0.02,
-                0.5,
-                f"n/a at T'={T_s}:\nL = {missing} < T'\n(too few codebook\npositions for a row)",
-                transform=ax_sweep.transAxes,
-                va="center",
-                fontsize="small",
-                color="0.3",
-            )
-        ax_sweep.axhline(0.0, color="k", lw=0.5)
-        ax_sweep.set_xscale("log", base=2)
-        ax_sweep.set_xticks(self.codebook_sizes, [str(L) for L in self.codebook_sizes])
-        ax_sweep.set_xlim(sizes.min() / 1.3, sizes.max() * 1.3)
-        ax_sweep.set_xlabel("codebook size L = max_positions (log scale)")
-        ax_sweep.set_ylabel("$R^2$")
-        ax_sweep.set_ylim(ax.get_ylim())
-        ax_sweep.set_title(f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}")
-        ax_sweep.legend(loc="best", fontsize="small")
-        return fig
+
+    def _mark_unscorable(self, ax, missing):
+        """Shade the codebook sizes ``missing`` (L < T'), which cannot place a row at T'."""
+        T_s = self.sweep_length
+        missing = ", ".join(str(L) for L in missing)
+        ax.axvspan(min(self.codebook_sizes) / 1.3, T_s, color="0.9", zorder=0)
+        ax.text(
+            0.02,
+            0.5,
+            f"n/a at T'={T_s}:\nL = {missing} < T'\n(too few codebook\npositions for a row)",
+            transform=ax.transAxes,
+            va="center",
+            fontsize="small",
+            color="0.3",
+        )
 
 
 def encoding_families(
@@ -356,37 +360,19 @@ def encoding_families(
     >>> res.config["max_positions"], res.sweep_length
     (16, 16)
     """
-    n_steps = check_positive_int(n_steps, "n_steps")
-    n_seeds = check_positive_int(n_seeds, "n_seeds")
-    n_val = check_positive_int(n_val, "n_val")
-    factors = [check_positive_int(f, "factors[i]") for f in factors]
-    if not factors:
-        raise ValueError("factors must name at least one length multiple, got an empty sequence.")
-    codebook_factors = sorted(
-        {check_positive_int(c, "codebook_factors[i]") for c in codebook_factors}
+    task, plan = checked_arguments(
+        seq_len,
+        n_features,
+        n_selected,
+        n_steps=n_steps,
+        factors=factors,
+        max_positions=max_positions,
+        codebook_factors=codebook_factors,
+        sweep_factor=sweep_factor,
+        n_seeds=n_seeds,
+        n_val=n_val,
+        random_state=random_state,
     )
-    if not codebook_factors:
-        raise ValueError(
-            "codebook_factors must name at least one codebook size, got an empty sequence."
-        )
-    sweep_factor = check_positive_int(sweep_factor, "sweep_factor")
-    if sweep_factor not in factors:
-        raise ValueError(
-            f"sweep_factor={sweep_factor} must be one of factors={factors}: the sweep is "
-            "compared with fixed and stochastic encodings at that length."
-        )
-    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
-    T = task.seq_len
-    if max_positions is None:
-        max_positions = max(factors) * T
-    max_positions = check_positive_int(max_positions, "max_positions")
-    if max_positions < T:
-        raise ValueError(
-            f"max_positions={max_positions} must be at least seq_len={T}: a codebook "
-            "smaller than the training length cannot place a training row."
-        )
-    eval_lengths = sorted({f * T for f in factors})
-    codebook_sizes = [c * T for c in codebook_factors]
     base = prepared(
         estimator,
         SparseTokenSelector(64),
@@ -395,79 +381,46 @@ def encoding_families(
         device=device,
         random_state=0,
     )
-    X, y = task.sample(n_val, random_state=derived_seed(random_state, 2))
-    scorers = {
-        t: LengthShiftScorer(t, random_state=derived_seed(random_state, 5)) for t in eval_lengths
-    }
+    scores, device_used = train_and_score(base, task, plan, progress=progress)
+    return _result(task, base, plan, scores, device_used)
 
-    # What to train: every family, then the codebooks the families do not already hold.
-    runs = {family: {"positional_encoding": family} for family in POSITIONAL_ENCODINGS}
-    runs["randomized"]["max_positions"] = max_positions
-    for L in codebook_sizes:
-        if L != max_positions:
-            runs[f"L={L}"] = {"positional_encoding": "randomized", "max_positions": L}
 
-    scores = {name: [] for name in runs}
-    device_used = None
-    total = len(runs) * n_seeds
-    with progress_bar(total, "encodings: models", enabled=progress, leave=False) as bar:
-        for seed in range(n_seeds):
-            model_seed = derived_seed(random_state, 100 + seed)
-            for name, params in runs.items():
-                model = train_online(
-                    clone(base).set_params(random_state=model_seed, **params),
-                    task,
-                    n_steps,
-                    desc=f"encodings: train {name}, seed {seed}",
-                    progress=progress,
-                )
-                device_used = model.device_
-                L = model.max_positions_
-                scores[name].append(
-                    [
-                        math.nan if L is not None and t > L else float(scorers[t](model, X, y))
-                        for t in eval_lengths
-                    ]
-                )
-                bar.update()
-
+def _result(task, base, plan, scores, device_used):
+    """The :class:`EncodingsResult` of the trained models' ``scores``."""
+    T = task.seq_len
     families = list(POSITIONAL_ENCODINGS)
     r2 = {family: scores[family] for family in families}
     stats = {family: _seed_stats(r2[family]) for family in families}
     sweep_r2 = {
-        str(L): scores["randomized" if L == max_positions else f"L={L}"] for L in codebook_sizes
+        str(L): scores["randomized" if L == plan.max_positions else f"L={L}"]
+        for L in plan.codebook_sizes
     }
-    i_s = eval_lengths.index(sweep_factor * T)
-    sweep_stats = [_seed_stats(sweep_r2[str(L)]) for L in codebook_sizes]
+    i_s = plan.eval_lengths.index(plan.sweep_factor * T)
+    sweep_stats = [_seed_stats(sweep_r2[str(L)]) for L in plan.codebook_sizes]
     config = {
         "seq_len": T,
         "n_features": task.n_features,
         "n_selected": task.n_selected,
         "width": base.width,
-        "n_steps": n_steps,
+        "n_steps": plan.n_steps,
         "solver": base.solver,
         "learning_rate_init": base.learning_rate_init,
         "batch_size": base.batch_size,
         "estimator": estimator_config(base),
-        "factors": factors,
-        "max_positions": max_positions,
-        "codebook_factors": codebook_factors,
-        "sweep_factor": sweep_factor,
-        "n_seeds": n_seeds,
-        "n_val": n_val,
+        **plan.config(),
         "device": str(device_used),
-        "random_state": random_state,
+        "random_state": plan.random_state,
     }
     return EncodingsResult(
         config=config,
-        eval_lengths=eval_lengths,
+        eval_lengths=plan.eval_lengths,
         families=families,
         r2=r2,
         r2_mean={f: stats[f][0] for f in families},
         r2_min={f: stats[f][1] for f in families},
         r2_max={f: stats[f][2] for f in families},
-        codebook_sizes=codebook_sizes,
-        sweep_length=sweep_factor * T,
+        codebook_sizes=plan.codebook_sizes,
+        sweep_length=plan.sweep_factor * T,
         sweep_r2=sweep_r2,
         sweep_mean=[s[0][i_s] for s in sweep_stats],
         sweep_min=[s[1][i_s] for s in sweep_stats],
