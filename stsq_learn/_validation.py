@@ -7,6 +7,7 @@ and the offending value, before any work starts, and never modifies its input.
 from __future__ import annotations
 
 import numbers
+import re
 
 import numpy as np
 import torch
@@ -203,3 +204,44 @@ def check_callbacks(callbacks):
                 f"skorch.callbacks.Callback) or a (name, callback) pair, got {cb!r}."
             )
     return list(callbacks)
+
+
+_LOCAL_SCHEDULER = re.compile(r"local(?::(.*))?")
+
+
+def check_scheduler(scheduler):
+    """Read a dask scheduler specification without importing dask.
+
+    A bad specification fails here, before any work and whether or not the
+    ``distributed`` extra is installed; :func:`stsq_learn.distributed.parse_scheduler`
+    documents the accepted forms and returns the same ``(kind, value)`` pair.
+    """
+    if not isinstance(scheduler, str):
+        raise TypeError(
+            "scheduler must be a string: 'local', 'local:N' or a scheduler address such as "
+            f"'tcp://host:8786', got {scheduler!r} of type {type(scheduler).__name__}."
+        )
+    spec = scheduler.strip()
+    match = _LOCAL_SCHEDULER.fullmatch(spec)
+    if match:
+        if match.group(1) is None:
+            return "local", None
+        try:
+            n_workers = int(match.group(1))
+        except ValueError:
+            raise ValueError(
+                f"scheduler={scheduler!r}: the number of workers after 'local:' must be a "
+                "positive integer, e.g. 'local:4'."
+            ) from None
+        if n_workers < 1:
+            raise ValueError(
+                f"scheduler={scheduler!r}: a local cluster needs at least one worker, "
+                "e.g. 'local:4'."
+            )
+        return "local", n_workers
+    if not spec or any(c.isspace() for c in spec) or ":" not in spec:
+        raise ValueError(
+            f"scheduler={scheduler!r} is neither 'local', 'local:N' nor a scheduler address "
+            "such as 'tcp://host:8786' or 'host:8786'."
+        )
+    return "address", spec

@@ -26,7 +26,6 @@ It needs the ``distributed`` extra: ``pip install "stsq-learn[distributed]"``.
 
 from __future__ import annotations
 
-import re
 import threading
 from contextlib import contextmanager
 
@@ -40,11 +39,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "'pip install \"stsq-learn[distributed]\"' (or 'pip install distributed')."
     ) from exc
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, check_scheduler
 
 __all__ = ["TorchThreads", "dask_backend", "parse_scheduler"]
-
-_LOCAL = re.compile(r"local(?::(.*))?")
 
 
 def parse_scheduler(scheduler):
@@ -74,35 +71,7 @@ def parse_scheduler(scheduler):
     >>> parse_scheduler("tcp://10.0.0.5:8786")
     ('address', 'tcp://10.0.0.5:8786')
     """
-    if not isinstance(scheduler, str):
-        raise TypeError(
-            "scheduler must be a string: 'local', 'local:N' or a scheduler address such as "
-            f"'tcp://host:8786', got {scheduler!r} of type {type(scheduler).__name__}."
-        )
-    spec = scheduler.strip()
-    match = _LOCAL.fullmatch(spec)
-    if match:
-        if match.group(1) is None:
-            return "local", None
-        try:
-            n_workers = int(match.group(1))
-        except ValueError:
-            raise ValueError(
-                f"scheduler={scheduler!r}: the number of workers after 'local:' must be a "
-                "positive integer, e.g. 'local:4'."
-            ) from None
-        if n_workers < 1:
-            raise ValueError(
-                f"scheduler={scheduler!r}: a local cluster needs at least one worker, "
-                "e.g. 'local:4'."
-            )
-        return "local", n_workers
-    if not spec or any(c.isspace() for c in spec) or ":" not in spec:
-        raise ValueError(
-            f"scheduler={scheduler!r} is neither 'local', 'local:N' nor a scheduler address "
-            "such as 'tcp://host:8786' or 'host:8786'."
-        )
-    return "address", spec
+    return check_scheduler(scheduler)
 
 
 class TorchThreads(WorkerPlugin):

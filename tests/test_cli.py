@@ -109,6 +109,18 @@ def test_bad_options_exit_2_with_a_message(argv, message, capsys):
     assert message in err
 
 
+def test_bad_scheduler_is_named_without_the_distributed_extra(capsys, monkeypatch):
+    # The specification is checked before dask is imported, so the message names
+    # the bad value whether or not the extra is installed.
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    monkeypatch.delitem(sys.modules, "stsq_learn.distributed", raising=False)
+    code, err = _exit_code(["reproduce", "--scheduler", "local:0"], capsys)
+    assert code == 2
+    assert "scheduler='local:0'" in err and "at least one worker" in err
+    code, err = _exit_code(["reproduce", "--tiny", "--scheduler", "local:2"], capsys)
+    assert code == 2 and "needs dask.distributed" in err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
 def test_cuda_without_cuda_is_a_usage_error(capsys):
     code, err = _exit_code(["fit", "--device", "cuda"], capsys)

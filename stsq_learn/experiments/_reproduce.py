@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from .._validation import check_positive_int, resolve_device
+from .._validation import check_positive_int, check_scheduler, resolve_device
 from ..estimators import SparseTokenSelector
 from ._convergence import training_dynamics
 from ._encodings import encoding_families
@@ -259,9 +259,8 @@ def reproduce(
     if n_threads is not None:
         n_threads = check_positive_int(n_threads, "n_threads")
     if scheduler is not None:
-        from ..distributed import parse_scheduler
-
-        parse_scheduler(scheduler)  # a bad specification fails before any work
+        check_scheduler(scheduler)  # a bad specification fails before any work
+        from .. import distributed  # noqa: F401  (so does a missing extra)
     threads_before = torch.get_num_threads()
     try:
         if n_threads is not None:
