@@ -1,7 +1,8 @@
 """The ``stsq-learn`` command line.
 
 ``stsq-learn reproduce`` runs the paper's three experiments (training
-dynamics, length generalization, width separation) and writes figures,
+dynamics, length generalization, width separation) and a comparison of
+positional encodings, and writes figures,
 ``results.json`` and a Markdown summary; ``stsq-learn fit`` trains one model
 and prints its R^2 at several sequence lengths.
 """
@@ -51,14 +52,23 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"stsq-learn {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _add_reproduce(sub)
+    _add_fit(sub)
+    return parser
+
+
+def _add_reproduce(sub):
+    """The ``reproduce`` subcommand (one ``add_argument`` per option: long, and flat)."""
     rep = sub.add_parser(
         "reproduce",
         help="run the paper's experiments; write figures, results.json and a summary",
         description=(
             "Run the three experiments of the paper: training dynamics (cos(W_pp, I) -> 1), "
             "length generalization (stochastic vs fixed encodings) and the width separation "
-            "(transformer ~ log T, FCN ~ T d). Writes <experiment>.png, results.json and "
-            "summary.md into --out and prints the summary table."
+            "(transformer ~ log T, FCN ~ T d); then compare the positional encodings "
+            "(stochastic, fixed, randomized codebooks, sinusoidal) on longer sequences. "
+            "Writes <experiment>.png, results.json and summary.md into --out and prints "
+            "the summary table."
         ),
     )
     size = rep.add_mutually_exclusive_group()
@@ -93,7 +103,8 @@ def build_parser():
         "--only",
         type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
         metavar="NAME[,NAME]",
-        help="run only these: convergence, length_generalization (or length), separation",
+        help="run only these: convergence, length_generalization (or length), separation "
+        "(or width), encodings",
     )
     rep.add_argument(
         "--threads",
@@ -113,6 +124,9 @@ def build_parser():
     rep.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     rep.set_defaults(handler=_run_reproduce, subparser=rep)
 
+
+def _add_fit(sub):
+    """The ``fit`` subcommand (one ``add_argument`` per option: long, and flat)."""
     fit = sub.add_parser(
         "fit",
         help="train one model on the task and print its R^2 per sequence length",
@@ -179,7 +193,6 @@ def build_parser():
     fit.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads")
     fit.add_argument("--json", action="store_true", help="print JSON instead of a table")
     fit.set_defaults(handler=_run_fit, subparser=fit)
-    return parser
 
 
 _HYPERPARAMETER_OPTIONS = (

@@ -136,9 +136,10 @@ class SparseTokenSelectionTask:
         # Whole-batch tensor ops only: tokens drawn contiguous (torch's fast
         # vectorised normal path), one sort for the subsets, one copy into X.
         tokens = torch.randn(n_samples, T, d, generator=generator, device=device, dtype=dtype)
-        order = torch.rand(n_samples, T, device=device, generator=generator).argsort(1)
+        keys = torch.rand(n_samples, T, device=device, generator=generator)
         mask = torch.zeros(n_samples, T, device=device, dtype=dtype)
         if hi > lo:
+            order = keys.argsort(1)
             q = torch.randint(lo, hi + 1, (n_samples, 1), device=device, generator=generator)
             # rank of each position in the random order; the q first are selected
             rank = torch.empty_like(order).scatter_(
@@ -147,7 +148,8 @@ class SparseTokenSelectionTask:
             mask.masked_fill_(rank < q, 1.0)
             q = q.to(dtype)
         else:
-            mask.scatter_(1, order[:, :lo], 1.0)
+            # The q smallest keys: the q first of the random order, without sorting it all.
+            mask.scatter_(1, keys.topk(lo, dim=1, largest=False).indices, 1.0)
             q = lo
         X = torch.cat([tokens, mask.unsqueeze(-1)], dim=-1)
         y = torch.bmm(mask.unsqueeze(1), tokens).squeeze(1) / q

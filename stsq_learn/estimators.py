@@ -68,12 +68,13 @@ class SparseTokenSelector(_BaseSelector):
         changed after fitting, and then applies to predictions.
     n_pe_samples : int, default=1
         Number of encoding draws the attention is averaged over at predict
-        time (stochastic encodings only). 1 is the paper; more cuts the
-        error at fixed width. Can be changed after fitting.
+        time (the drawn families, stochastic and randomized; ignored by
+        fixed and sinusoidal encodings). 1 is the paper; more cuts the error
+        at fixed width. Can be changed after fitting.
     n_pe_samples_fit : int, default=1
         Number of encoding draws the attention is averaged over in every
-        training forward pass (stochastic encodings only; each step costs
-        about that many times more). A W trained on one draw settles at the
+        training forward pass (stochastic and randomized encodings; each
+        step costs about that many times more). A W trained on one draw settles at the
         sharpness that is best for one draw; to get the most out of
         ``n_pe_samples=K`` at predict time, train (or fine-tune with
         ``warm_start``) with ``n_pe_samples_fit=K``.

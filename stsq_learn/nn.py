@@ -300,7 +300,21 @@ class AttentionSelector(nn.Module):
         return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)
 
     def elements_per_row(self, seq_len, pe_sampling="full"):
-        """Numbers a forward pass holds per row at length ``seq_len`` (sizes predict chunks)."""
+        """Numbers a forward pass holds per row (sizes the chunks of a prediction).
+
+        Parameters
+        ----------
+        seq_len : int
+            Length T of the rows.
+        pe_sampling : {"full", "marginal"}, default="full"
+            The sampler of stochastic encodings: the marginal one holds no
+            ``T * width`` array.
+
+        Returns
+        -------
+        int
+            An upper estimate of the floats held per row.
+        """
         if self.positional_encoding == "stochastic" and pe_sampling == "marginal":
             return seq_len * (self.n_features + 4) + self.width * (self.width + 4)
         return seq_len * (self.width + self.n_features + 1)
@@ -357,7 +371,20 @@ class FullyConnected(nn.Module):
         return self.layers(X.flatten(1))
 
     def elements_per_row(self, seq_len, pe_sampling=None):
-        """Numbers a forward pass holds per row at length ``seq_len`` (sizes predict chunks)."""
+        """Numbers a forward pass holds per row (sizes the chunks of a prediction).
+
+        Parameters
+        ----------
+        seq_len : int
+            Length T of the rows (the training length).
+        pe_sampling : None
+            Unused; accepted so that both models share one call signature.
+
+        Returns
+        -------
+        int
+            An upper estimate of the floats held per row.
+        """
         return seq_len * self.width + self.layers[0].in_features
 
 

@@ -42,13 +42,33 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
     assert "| experiment |" in printed and "minimal width, transformer" in printed
     assert sorted(p.name for p in out.glob("*.png")) == [
         "convergence.png",
+        "encodings.png",
         "length_generalization.png",
         "separation.png",
     ]
     payload = json.loads((out / "results.json").read_text())
-    assert {"convergence", "length_generalization", "separation"} <= set(payload)
+    assert {"convergence", "length_generalization", "separation", "encodings"} <= set(payload)
     assert payload["meta"]["seed"] == 1 and payload["meta"]["torch_threads"] == 1
     assert (out / "summary.md").read_text().startswith("| experiment |")
+
+
+def test_reproduce_only_encodings(tmp_path, capsys):
+    out = tmp_path / "enc"
+    argv = ["reproduce", "--tiny", "--only", "encodings", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| encodings (T=8, m=8, 30 steps, 2 seeds, 200 rows) |" in printed
+    assert "| | randomized, L=16 |" in printed and "(n/a: L < 16) | n/a / " in printed
+    assert sorted(p.name for p in out.iterdir()) == ["encodings.png", "results.json", "summary.md"]
+    payload = json.loads((out / "results.json").read_text())
+    assert set(payload) == {"meta", "encodings"}
+    section = payload["encodings"]
+    assert section["families"] == ["stochastic", "fixed", "randomized", "sinusoidal"]
+    assert section["eval_lengths"] == [8, 16] and section["codebook_sizes"] == [8, 16, 32]
+    # A codebook of 8 positions cannot score at T' = 16: null in the JSON, not a crash.
+    assert [row[1] for row in section["sweep_r2"]["8"]] == [None, None]
+    assert section["sweep_mean"][0] is None and section["sweep_mean"][1] is not None
+    assert "encodings" in payload["meta"]["seconds"]
 
 
 @pytest.mark.parametrize(
@@ -132,6 +152,7 @@ def test_reproduce_help_lists_options(capsys):
     out = capsys.readouterr().out
     for option in ("--quick", "--out", "--device", "--seed", "--only"):
         assert option in out
+    assert "encodings" in out
     assert "--tiny" not in out
 
 

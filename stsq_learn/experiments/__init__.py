@@ -1,4 +1,4 @@
-"""Reproduce the paper's three claims as functions returning plain result objects.
+"""Reproduce the paper's three claims, and compare encodings, as functions returning results.
 
 - :func:`training_dynamics` (convergence): online gradient descent from W = 0
   aligns the positional block of W with the identity.
@@ -6,14 +6,18 @@
   encodings keep their accuracy on longer sequences, fixed ones do not.
 - :func:`width_separation` (expressivity): the smallest width reaching a
   target R^2 grows like log T for the transformer and like T d for the FCN.
+- :func:`encoding_families` (beyond the paper): the length generalization of
+  stochastic, fixed, randomized (a codebook of L positions) and sinusoidal
+  encodings, and a sweep of the codebook size L from fixed to stochastic.
 
 Each returns a dataclass with ``to_dict()`` (JSON-ready) and ``plot()``
-(matplotlib). :func:`reproduce` runs all three at a named size, writes one
+(matplotlib). :func:`reproduce` runs all four at a named size, writes one
 PNG per experiment and ``results.json``, and returns a Markdown summary; it
 is what ``stsq-learn reproduce`` calls.
 """
 
 from ._convergence import ConvergenceResult, training_dynamics
+from ._encodings import EncodingsResult, encoding_families
 from ._length import LengthGeneralizationResult, length_generalization
 from ._reproduce import EXPERIMENTS, PRESETS, reproduce, summary_table
 from ._separation import SeparationResult, width_separation
@@ -22,8 +26,10 @@ __all__ = [
     "EXPERIMENTS",
     "PRESETS",
     "ConvergenceResult",
+    "EncodingsResult",
     "LengthGeneralizationResult",
     "SeparationResult",
+    "encoding_families",
     "length_generalization",
     "reproduce",
     "summary_table",

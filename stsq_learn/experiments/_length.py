@@ -207,18 +207,7 @@ def length_generalization(
     variants = [("stochastic", "stochastic", 1), ("fixed", "fixed", 1)]
     if n_pe_samples > 1:
         variants.insert(1, (f"stochastic, {n_pe_samples} draws", "stochastic", n_pe_samples))
-    r2 = {name: {label: [] for label, _, _ in variants} for name in val}
-    total = len(val) * len(variants) * len(eval_lengths)
-    with progress_bar(total, "length: scoring at T'", enabled=progress, leave=False) as bar:
-        for name, (X, y) in val.items():
-            for label, pe, k in variants:
-                model = fitted[pe].set_params(n_pe_samples=k)
-                for T_eval in eval_lengths:
-                    scorer = LengthShiftScorer(T_eval, random_state=derived_seed(random_state, 5))
-                    r2[name][label].append(float(scorer(model, X, y)))
-                    bar.update()
-    for model in fitted.values():
-        model.set_params(n_pe_samples=1)
+    r2 = _score_variants(fitted, variants, val, eval_lengths, random_state, progress)
     X, y = val["val_large"]
     config = {
         "seq_len": T,
@@ -244,3 +233,20 @@ def length_generalization(
         r2=r2,
         train_r2={pe: float(m.score(X, y)) for pe, m in fitted.items()},
     )
+
+
+def _score_variants(fitted, variants, val, eval_lengths, random_state, progress):
+    """``r2[validation set][label]``: R^2 of each (label, model, draws) at each length."""
+    r2 = {name: {label: [] for label, _, _ in variants} for name in val}
+    total = len(val) * len(variants) * len(eval_lengths)
+    with progress_bar(total, "length: scoring at T'", enabled=progress, leave=False) as bar:
+        for name, (X, y) in val.items():
+            for label, pe, k in variants:
+                model = fitted[pe].set_params(n_pe_samples=k)
+                for T_eval in eval_lengths:
+                    scorer = LengthShiftScorer(T_eval, random_state=derived_seed(random_state, 5))
+                    r2[name][label].append(float(scorer(model, X, y)))
+                    bar.update()
+    for model in fitted.values():
+        model.set_params(n_pe_samples=1)
+    return r2

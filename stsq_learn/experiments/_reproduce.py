@@ -1,8 +1,9 @@
-"""Run the three experiments at a named size; write figures, results.json and a summary."""
+"""Run the four experiments at a named size; write figures, results.json and a summary."""
 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from pathlib import Path
@@ -13,10 +14,11 @@ from .. import __version__
 from .._validation import check_positive_int, resolve_device
 from ..estimators import SparseTokenSelector
 from ._convergence import training_dynamics
+from ._encodings import encoding_families
 from ._length import length_generalization
 from ._separation import width_separation
 
-EXPERIMENTS = ("convergence", "length_generalization", "separation")
+EXPERIMENTS = ("convergence", "length_generalization", "separation", "encodings")
 """Names of the experiments, as sections of ``results.json`` and values of ``--only``."""
 
 _ALIASES = {"length": "length_generalization", "width": "separation"}
@@ -25,6 +27,7 @@ _FUNCTIONS = {
     "convergence": training_dynamics,
     "length_generalization": length_generalization,
     "separation": width_separation,
+    "encodings": encoding_families,
 }
 
 _GD = dict(solver="sgd", learning_rate_init=1.0)  # plain gradient descent, the paper's
@@ -57,6 +60,18 @@ PRESETS = {
             target_r2=0.5,
             widths={"transformer": (4, 8), "fcn": (4, 8)},
             n_steps={"transformer": 20, "fcn": 20},
+            n_val=200,
+        ),
+        "encodings": dict(
+            seq_len=8,
+            n_features=2,
+            n_selected=2,
+            estimator=SparseTokenSelector(8),
+            n_steps=30,
+            factors=(1, 2),
+            codebook_factors=(1, 2, 4),
+            sweep_factor=2,
+            n_seeds=2,
             n_val=200,
         ),
     },
@@ -94,6 +109,20 @@ PRESETS = {
             n_steps={"transformer": 300, "fcn": 500},
             n_val=2000,
         ),
+        # 8 models per seed (4 families, 4 more codebooks), 40-50 s per seed on one core.
+        "encodings": dict(
+            seq_len=16,
+            n_features=8,
+            n_selected=3,
+            estimator=SparseTokenSelector(64),
+            n_steps=1500,
+            factors=(1, 2, 4, 8),
+            max_positions=128,
+            codebook_factors=(1, 2, 4, 8, 16),
+            sweep_factor=4,
+            n_seeds=3,
+            n_val=1000,
+        ),
     },
     # Sized for one large GPU (tens of minutes).
     "full": {
@@ -127,6 +156,19 @@ PRESETS = {
             n_steps={"transformer": 2000, "fcn": 4000},
             n_val=10000,
             monotone_search=False,
+        ),
+        "encodings": dict(
+            seq_len=64,
+            n_features=16,
+            n_selected=4,
+            estimator=SparseTokenSelector(256),
+            n_steps=5000,
+            factors=(1, 2, 4, 8, 16),
+            max_positions=1024,
+            codebook_factors=(1, 2, 4, 8, 16, 32, 64),
+            sweep_factor=4,
+            n_seeds=5,
+            n_val=10000,
         ),
     },
 }
@@ -343,4 +385,37 @@ def summary_table(results):
                     f"| | {label} | a={law['intercept']:.1f}, b={law['slope']:.2f} "
                     f"(fit R^2 {law['r2']:.2f}) |"
                 )
+    enc = results.get("encodings")
+    if enc is not None:
+        cfg = enc.config
+        T = cfg["seq_len"]
+        lens = ", ".join(f"{t // T}T" for t in enc.eval_lengths)
+        rows.append(
+            f"| encodings (T={T}, m={cfg['width']}, {cfg['n_steps']} steps, "
+            f"{cfg['n_seeds']} seeds, {cfg['n_val']} rows) | R^2 at {lens}: mean [min, max] | |"
+        )
+        for family in enc.families:
+            label = f"randomized, L={cfg['max_positions']}" if family == "randomized" else family
+            vals = " / ".join(
+                _spread(m, lo, hi)
+                for m, lo, hi in zip(enc.r2_mean[family], enc.r2_min[family], enc.r2_max[family])
+            )
+            rows.append(f"| | {label} | {vals} |")
+        sizes = ", ".join(map(str, enc.codebook_sizes))
+        vals = " / ".join(_fmt(_finite(v)) for v in enc.sweep_mean)
+        rows.append(
+            f"| | randomized at {enc.sweep_length // T}T, L = {sizes} "
+            f"(n/a: L < {enc.sweep_length}) | {vals} |"
+        )
     return "\n".join(rows)
+
+
+def _finite(value):
+    return None if value is None or not math.isfinite(value) else value
+
+
+def _spread(mean, low, high):
+    mean, low, high = _finite(mean), _finite(low), _finite(high)
+    if mean is None:
+        return "n/a"
+    return f"{mean:.3f} [{low:.2f}, {high:.2f}]"

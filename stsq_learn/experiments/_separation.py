@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import math
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
-from sklearn.base import clone
-from sklearn.model_selection import GridSearchCV, ShuffleSplit
 
 from .._validation import check_positive_int
 from ..datasets import SparseTokenSelectionTask
@@ -21,32 +16,15 @@ from ._common import (
     new_axes,
     prepared,
     progress_bar,
-    train_online,
 )
-
-_MODELS = ("transformer", "fcn")
-
-
-def _fit_growth_law(xs, ws, *, intercept=True):
-    """Least squares ``w = a + b x`` (``a = 0`` without intercept); None if under-determined.
-
-    Returns a dict with ``intercept`` (a), ``slope`` (b) and ``r2``, the
-    coefficient of determination of the fit (1 - residual / total sum of squares).
-    """
-    xs, ws = np.asarray(xs, float), np.asarray(ws, float)
-    if len(xs) < (2 if intercept else 1) or (intercept and np.ptp(xs) == 0):
-        return None
-    if intercept:
-        b, a = np.polyfit(xs, ws, 1)
-    else:
-        a, b = 0.0, float(xs @ ws / (xs @ xs))
-    resid = ws - (a + b * xs)
-    ss = float(((ws - ws.mean()) ** 2).sum())
-    return {
-        "intercept": float(a),
-        "slope": float(b),
-        "r2": float(1 - (resid**2).sum() / ss) if ss > 0 else float(np.allclose(resid, 0)),
-    }
+from ._width_search import (
+    MODELS,
+    backend,
+    checked_grids,
+    growth_laws,
+    search_grid,
+    search_online,
+)
 
 
 @dataclass
@@ -116,70 +94,77 @@ class SeparationResult:
             The figure holding the axes.
         """
         fig, axes = new_axes(axes, 3, figsize=(17, 4.2))
-        ax_w, ax_t, ax_f = axes
+        self._plot_minimal_widths(axes[0])
+        for ax, model in zip(axes[1:], MODELS):
+            self._plot_scores(ax, model)
+        return fig
+
+    _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
+
+    def _plot_minimal_widths(self, ax):
+        """Minimal width against T per model, the grid's edge where none, and the laws."""
         d = self.config["n_features"]
         Ts = np.asarray(self.seq_lens, float)
         grid = np.geomspace(Ts.min(), Ts.max(), 100)
-        labels = {"transformer": "transformer (SPE)", "fcn": "FCN"}
-        for i, model in enumerate(_MODELS):
-            w = self.minimal_width[model]
+        for i, model in enumerate(MODELS):
+            label, w = self._LABELS[model], self.minimal_width[model]
             have = [k for k, v in enumerate(w) if v is not None]
             marker, size = ("o", 11) if model == "transformer" else ("s", 6)
-            ax_w.plot(
+            ax.plot(
                 Ts[have],
                 [w[k] for k in have],
                 marker,
                 color=f"C{i}",
                 ms=size,
                 zorder=3 + i,
-                label=labels[model],
+                label=label,
             )
-            widths = self.config["widths"][model]
+            top = max(self.config["widths"][model])
             missing = [k for k, v in enumerate(w) if v is None]
             if missing:
-                ax_w.plot(
+                ax.plot(
                     Ts[missing],
-                    [2 * max(widths)] * len(missing),
+                    [2 * top] * len(missing),
                     "^",
                     color=f"C{i}",
                     mfc="none",
                     ms=8,
-                    label=f"{labels[model]}: none of the grid (> {max(widths)})",
+                    label=f"{label}: none of the grid (> {top})",
                 )
-            law_name, law_x = (
-                ("log_T", np.log2(grid)) if model == "transformer" else ("T_d", grid * d)
-            )
-            law = self.growth_laws[model][law_name]
+            name, x = ("log_T", np.log2(grid)) if model == "transformer" else ("T_d", grid * d)
+            law = self.growth_laws[model][name]
             if law is not None:
-                fitted = law["intercept"] + law["slope"] * law_x
-                text = (
-                    f"{law['intercept']:.1f} + {law['slope']:.1f} log2 T"
-                    if law_name == "log_T"
-                    else f"{law['slope']:.2f} T d"
+                a, b = law["intercept"], law["slope"]
+                text = f"{a:.1f} + {b:.1f} log2 T" if name == "log_T" else f"{b:.2f} T d"
+                ax.plot(
+                    grid,
+                    np.clip(a + b * x, 0.5, None),
+                    "-",
+                    color=f"C{i}",
+                    lw=1,
+                    label=f"fit: {text}",
                 )
-                ax_w.plot(
-                    grid, np.clip(fitted, 0.5, None), "-", color=f"C{i}", lw=1, label=f"fit: {text}"
-                )
-        ax_w.set_xscale("log", base=2)
-        ax_w.set_yscale("log", base=2)
-        ax_w.set_xticks(self.seq_lens, [str(t) for t in self.seq_lens])
-        ax_w.set_xlabel("sequence length T (log scale)")
-        ax_w.set_ylabel(f"smallest width reaching $R^2 \\geq {self.config['target_r2']}$ (log)")
-        ax_w.set_title(f"Width separation (d={d}, q={self.config['n_selected']})")
-        ax_w.legend(fontsize="small", loc="upper left")
-        for ax, model in ((ax_t, "transformer"), (ax_f, "fcn")):
-            for k, T in enumerate(self.seq_lens):
-                pts = self.scores[model][str(T)]
-                ws = sorted(int(w) for w in pts)
-                ax.plot(ws, [pts[str(w)] for w in ws], "o-", color=f"C{k}", label=f"T={T}")
-            ax.axhline(self.config["target_r2"], color="gray", ls=":", label="target $R^2$")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("width (log scale)")
-            ax.set_ylabel("validation $R^2$")
-            ax.set_ylim(max(-0.1, ax.get_ylim()[0]), 1.02)
-            ax.set_title(f"{labels[model]}: $R^2$ against width")
-            ax.legend(fontsize="small", loc="lower right")
-        return fig
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xticks(self.seq_lens, [str(t) for t in self.seq_lens])
+        ax.set_xlabel("sequence length T (log scale)")
+        ax.set_ylabel(f"smallest width reaching $R^2 \\geq {self.config['target_r2']}$ (log)")
+        ax.set_title(f"Width separation (d={d}, q={self.config['n_selected']})")
+        ax.legend(fontsize="small", loc="upper left")
+
+    def _plot_scores(self, ax, model):
+        """Validation R^2 against width, one curve per T."""
+        for k, T in enumerate(self.seq_lens):
+            pts = self.scores[model][str(T)]
+            ws = sorted(int(w) for w in pts)
+            ax.plot(ws, [pts[str(w)] for w in ws], "o-", color=f"C{k}", label=f"T={T}")
+        ax.axhline(self.config["target_r2"], color="gray", ls=":", label="target $R^2$")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("width (log scale)")
+        ax.set_ylabel("validation $R^2$")
+        ax.set_ylim(max(-0.1, ax.get_ylim()[0]), 1.02)
+        ax.set_title(f"{self._LABELS[model]}: $R^2$ against width")
+        ax.legend(fontsize="small", loc="lower right")
 
 
 _DEFAULT_ESTIMATORS = {
@@ -191,14 +176,6 @@ _DEFAULT_WIDTHS = {
     "fcn": (2, 4, 8, 16, 32, 64, 128, 256),
 }
 _DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
-
-
-def _per_model(value, default, name):
-    """``{"transformer": ..., "fcn": ...}`` from a dict naming some of the models (or None)."""
-    value = {} if value is None else value
-    if not isinstance(value, dict) or set(value) - set(_MODELS):
-        raise ValueError(f"{name} must be a dict with keys among {list(_MODELS)}, got {value!r}.")
-    return {**default, **value}
 
 
 def width_separation(
@@ -317,19 +294,7 @@ def width_separation(
     seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in seq_lens})
     if not seq_lens:
         raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
-    grids = {
-        model: sorted({check_positive_int(w, f"widths[{model!r}][i]") for w in grid})
-        for model, grid in _per_model(widths, _DEFAULT_WIDTHS, "widths").items()
-    }
-    for name, grid in grids.items():
-        if not grid:
-            raise ValueError(
-                f"widths[{name!r}] must hold at least one width, got an empty sequence."
-            )
-    steps = {
-        model: check_positive_int(k, f"n_steps[{model!r}]")
-        for model, k in _per_model(n_steps, _DEFAULT_STEPS, "n_steps").items()
-    }
+    grids, steps = checked_grids(widths, n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
     n_train = check_positive_int(n_train, "n_train", minimum=10)
     n_val = check_positive_int(n_val, "n_val")
     tasks = [SparseTokenSelectionTask(T, n_features, n_selected) for T in seq_lens]
@@ -348,133 +313,92 @@ def width_separation(
             ("fcn", fcn, FCNSelector, 7),
         )
     }
-    scores = {model: {} for model in _MODELS}
-    minimal = {model: [] for model in _MODELS}
-    items = [(task, model) for task in tasks for model in _MODELS]
-    if scheduler is None:
-        backend = contextlib.nullcontext()
-    else:
-        from ..distributed import dask_backend
-
-        backend = dask_backend(scheduler)
-    with (
-        backend,
-        progress_bar(len(items), "separation: (T, model) searches", enabled=progress) as outer,
-    ):
-        for task, model in items:
-            T = task.seq_len
-            outer.set_postfix_str(f"T={T} {model}")
-            if regime == "online":
-                grid = grids[model]
-                previous = [w for w in minimal[model] if w is not None]
-                if stop_at_target and monotone_search and previous:
-                    grid = [w for w in grid if w >= previous[-1]]
-                found = _search_online(
-                    base[model],
-                    task,
-                    grid,
-                    steps[model],
-                    n_val,
-                    target_r2,
-                    stop_at_target,
-                    derived_seed(random_state, 100 + T),
-                    progress,
-                    f"T={T} {model}",
-                    parallel=scheduler is not None,
-                )
-            else:
-                found = _search_grid(
-                    base[model], task, grids[model], n_train, derived_seed(random_state, 200 + T)
-                )
-            scores[model][str(T)] = {str(w): s for w, s in found.items()}
-            reached = [w for w, s in sorted(found.items()) if s >= target_r2]
-            minimal[model].append(reached[0] if reached else None)
-            outer.update()
-    laws = {}
-    for model in _MODELS:
-        pairs = [(T, w) for T, w in zip(seq_lens, minimal[model]) if w is not None]
-        Ts = [T for T, _ in pairs]
-        ws = [w for _, w in pairs]
-        laws[model] = {
-            "log_T": _fit_growth_law([math.log2(T) for T in Ts], ws),
-            "T_d": _fit_growth_law([T * d for T in Ts], ws, intercept=False),
-        }
+    plan = _SearchPlan(
+        regime=regime,
+        target_r2=target_r2,
+        widths=grids,
+        n_steps=steps,
+        n_train=n_train,
+        n_val=n_val,
+        stop_at_target=bool(stop_at_target),
+        monotone_search=bool(stop_at_target and monotone_search),
+        random_state=random_state,
+    )
+    scores, minimal = _search_all(tasks, base, plan, progress=progress, scheduler=scheduler)
     config = {
         "n_features": d,
         "n_selected": tasks[0].n_selected,
-        "target_r2": target_r2,
-        "regime": regime,
-        "widths": grids,
         "estimators": {model: estimator_config(est) for model, est in base.items()},
-        "random_state": random_state,
+        **plan.config(),
     }
-    if regime == "online":
-        config.update(
-            n_steps=steps,
-            n_val=n_val,
-            stop_at_target=bool(stop_at_target),
-            monotone_search=bool(stop_at_target and monotone_search),
-        )
-    else:
-        config.update(n_train=n_train, validation="one 20% hold-out split")
     return SeparationResult(
         config=config,
         seq_lens=seq_lens,
         scores=scores,
         minimal_width=minimal,
-        growth_laws=laws,
+        growth_laws=growth_laws(seq_lens, minimal, d),
     )
 
 
-def _fit_score_online(estimator, width, task, n_steps, X_val, y_val):
-    """One width of an online search, as a task for a worker."""
-    model = clone(estimator).set_params(width=width).fit_online(task, n_steps=n_steps)
-    return float(model.score(X_val, y_val))
+@dataclass(frozen=True)
+class _SearchPlan:
+    """What every (T, model) search of :func:`width_separation` does."""
+
+    regime: str
+    target_r2: float
+    widths: dict
+    n_steps: dict
+    n_train: int
+    n_val: int
+    stop_at_target: bool
+    monotone_search: bool
+    random_state: int
+
+    def config(self):
+        """The settings a result records (those of its regime)."""
+        out = {"target_r2": self.target_r2, "regime": self.regime, "widths": self.widths}
+        out["random_state"] = self.random_state
+        if self.regime == "online":
+            out.update(n_steps=self.n_steps, n_val=self.n_val)
+            out.update(stop_at_target=self.stop_at_target, monotone_search=self.monotone_search)
+        else:
+            out.update(n_train=self.n_train, validation="one 20% hold-out split")
+        return out
 
 
-def _search_online(
-    estimator, task, widths, n_steps, n_val, target, stop, seed, progress, desc, parallel=False
-):
-    """Train each width online and score it on fresh rows; ``{width: R^2}``.
-
-    With ``parallel``, the widths go to joblib's active backend in batches of
-    its worker count; widths past the first that reaches the target are
-    dropped, so the result is the sequential one.
-    """
-    X_val, y_val = task.sample(n_val, random_state=seed)
-    found = {}
-    if parallel:
-        batch = max(1, effective_n_jobs())
-        for start in range(0, len(widths), batch):
-            chunk = widths[start : start + batch]
-            got = Parallel()(
-                delayed(_fit_score_online)(estimator, w, task, n_steps, X_val, y_val) for w in chunk
-            )
-            for w, score in zip(chunk, got):
-                found[w] = score
-                if stop and score >= target:
-                    return found
-        return found
-    for w in widths:
-        model = clone(estimator).set_params(width=w)
-        train_online(model, task, n_steps, desc=f"{desc} width={w}", progress=progress)
-        found[w] = float(model.score(X_val, y_val))
-        if stop and found[w] >= target:
-            break
-    return found
-
-
-def _search_grid(estimator, task, widths, n_train, seed):
-    """GridSearchCV over ``width`` on ``n_train`` rows, one hold-out split; ``{width: R^2}``."""
-    X, y = task.sample(n_train, random_state=seed)
-    search = GridSearchCV(
-        estimator,
-        {"width": list(widths)},
-        scoring="r2",
-        cv=ShuffleSplit(n_splits=1, test_size=0.2, random_state=seed),
-        refit=False,
-        error_score="raise",
-    ).fit(X, y)
-    params = search.cv_results_["params"]
-    means = search.cv_results_["mean_test_score"]
-    return {p["width"]: float(s) for p, s in zip(params, means)}
+def _search_all(tasks, base, plan, *, progress, scheduler):
+    """Every (T, model) search of :func:`width_separation`: its scores and minimal widths."""
+    scores = {model: {} for model in MODELS}
+    minimal = {model: [] for model in MODELS}
+    items = [(task, model) for task in tasks for model in MODELS]
+    bar = progress_bar(len(items), "separation: (T, model) searches", enabled=progress)
+    with backend(scheduler), bar as outer:
+        for task, model in items:
+            T = task.seq_len
+            outer.set_postfix_str(f"T={T} {model}")
+            if plan.regime == "online":
+                grid = plan.widths[model]
+                previous = [w for w in minimal[model] if w is not None]
+                if plan.monotone_search and previous:
+                    grid = [w for w in grid if w >= previous[-1]]
+                found = search_online(
+                    base[model],
+                    task,
+                    grid,
+                    plan.n_steps[model],
+                    plan.n_val,
+                    plan.target_r2,
+                    plan.stop_at_target,
+                    derived_seed(plan.random_state, 100 + T),
+                    progress,
+                    f"T={T} {model}",
+                    parallel=scheduler is not None,
+                )
+            else:
+                seed = derived_seed(plan.random_state, 200 + T)
+                found = search_grid(base[model], task, plan.widths[model], plan.n_train, seed)
+            scores[model][str(T)] = {str(w): s for w, s in found.items()}
+            reached = [w for w, s in sorted(found.items()) if s >= plan.target_r2]
+            minimal[model].append(reached[0] if reached else None)
+            outer.update()
+    return scores, minimal
