@@ -1,14 +1,18 @@
 """``SparseTokenSelector.fit`` against the plain PyTorch loop and skorch used directly.
 
-All four runners train on the same rows (T=64, d=16, q=4, width 256, batch
-256, Adam at 0.01, a fixed number of epochs) and are scored on the same
-held-out rows, one encoding draw per row:
+All runners train on the same rows (T=64, d=16, q=4, width 256, batch 256,
+Adam at 0.01, a fixed number of epochs) and are scored on the same held-out
+rows, one encoding draw per row:
 
 * ``stsq-learn``: ``learn_token_block=False``, the plain loop's model (a
-  ``(width, width)`` W): the like-for-like comparison with the plain loop;
+  ``(width, width)`` W), and the default ``pe_sampling="marginal"``;
 * ``stsq-learn (full W)``: the defaults, the paper's ``(d + width, width)``
   W, the same model as the ``AttentionSelector`` that skorch runs;
-* the plain loop and skorch of ``baselines.py``.
+* ``stsq-learn (full draws)`` and ``stsq-learn (full W, full draws)``: the
+  same two with ``pe_sampling="full"``, which draws every encoding of every
+  row as both peers do: the like-for-like comparisons of the data path;
+* the plain loop and skorch of ``baselines.py`` (both draw all T encodings
+  of every row at every step).
 
 Early stopping is off (``n_iter_no_change=max_iter``, ``tol=0``) and the entry
 checks that every epoch ran. The package's time is the whole ``fit`` call
@@ -25,6 +29,7 @@ from _harness import accuracy, compare
 from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector
 
 OURS, OURS_FULL = "stsq-learn", "stsq-learn (full W)"
+OURS_DRAWS, OURS_FULL_DRAWS = "stsq-learn (full draws)", "stsq-learn (full W, full draws)"
 
 CONFIG = dict(
     seq_len=64,
@@ -41,7 +46,7 @@ CONFIG = dict(
 QUICK = dict(n_samples=4096, epochs=2, n_test=2048)
 
 
-def _ours(X, y, X_test, y_test, cfg, learn_token_block):
+def _ours(X, y, X_test, y_test, cfg, learn_token_block, pe_sampling="marginal"):
     def fit(seed):
         model = SparseTokenSelector(
             width=cfg["width"],
@@ -51,6 +56,7 @@ def _ours(X, y, X_test, y_test, cfg, learn_token_block):
             n_iter_no_change=cfg["epochs"],
             tol=0.0,
             learn_token_block=learn_token_block,
+            pe_sampling=pe_sampling,
             device="cpu",
             random_state=seed,
         )
@@ -81,6 +87,8 @@ def runners(cfg):
     return {
         OURS: _ours(X, y, X_test, y_test, cfg, learn_token_block=False),
         OURS_FULL: _ours(X, y, X_test, y_test, cfg, learn_token_block=True),
+        OURS_DRAWS: _ours(X, y, X_test, y_test, cfg, learn_token_block=False, pe_sampling="full"),
+        OURS_FULL_DRAWS: _ours(X, y, X_test, y_test, cfg, True, pe_sampling="full"),
         baselines.PLAIN_LOOP: plain,
         baselines.SKORCH: skorch,
     }
@@ -97,7 +105,12 @@ def warm_up():
 def run(cfg, ctx):
     rec = compare(
         runners(cfg),
-        pairs=[(OURS, baselines.PLAIN_LOOP), (OURS_FULL, baselines.SKORCH)],
+        pairs=[
+            (OURS, baselines.PLAIN_LOOP),
+            (OURS_FULL, baselines.SKORCH),
+            (OURS_DRAWS, baselines.PLAIN_LOOP),
+            (OURS_FULL_DRAWS, baselines.SKORCH),
+        ],
         repeats=cfg["repeats"],
     )
     rec["rows_seen"] = cfg["n_samples"] * cfg["epochs"]

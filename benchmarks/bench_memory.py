@@ -1,15 +1,34 @@
-"""Peak memory of ``SparseTokenSelector.fit`` and ``predict`` as the sequence grows.
+"""Peak memory of ``SparseTokenSelector.fit``, ``predict`` and ``fit_online``.
 
-Each length runs in a fresh process (this file run as a script), so one
-length's allocations never count towards another's. On the CPU the peak is
-the resident set's high-water mark above its level just before the call
-(reset through ``/proc/self/clear_refs`` on Linux); on CUDA, torch's peak
-allocation.
+Two parts:
+
+* **by length**: ``fit`` and ``predict`` (the default sampler) at every
+  length of ``seq_lens``;
+* **online by width**: ``fit_online`` for ``online_steps`` steps at
+  ``online_seq_len`` (16384), batch ``online_batch_size`` (32), for every
+  ``(width, pe_sampling)`` of ``online_cases``, and the ratio of the
+  marginal sampler's peak at the largest width to its peak at the smallest:
+  a step of the marginal sampler has no batch x T x width term, so the width
+  should add only W, its gradient and Adam's two moments.
+
+Each case runs in a fresh process (this file run as a script), so one case's
+allocations never count towards another's, after a tiny warm-up fit (lazy
+imports, first kernels). On the CPU the peak is the resident set's
+high-water mark above its level just before the call (reset through
+``/proc/self/clear_refs`` on Linux); on CUDA, torch's peak allocation. The
+children run with glibc's ``MALLOC_MMAP_THRESHOLD_`` fixed at
+``mmap_threshold`` bytes (None: the allocator's default): every larger
+block is mapped when allocated and unmapped when freed, so the high-water
+mark is the peak of the live memory. With the default, glibc raises the
+threshold as blocks are freed and serves later blocks from its heap, and the
+same run's peak moved by 20 MiB from process to process.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -28,8 +47,13 @@ CONFIG = dict(
     batch_size=32,
     n_samples=64,
     device="auto",
+    online_seq_len=16384,
+    online_batch_size=32,
+    online_steps=5,
+    online_cases=((16, "marginal"), (1024, "marginal"), (16, "full")),
+    mmap_threshold=131072,
 )
-QUICK = dict(seq_lens=(1024, 4096, 16384), batch_size=16, n_samples=32)
+QUICK = dict(seq_lens=(1024, 4096, 16384), batch_size=16, n_samples=32, online_steps=3)
 
 
 def _rss_kib(field):
@@ -50,6 +74,33 @@ def _reset_peak():
         return False
 
 
+class _Peak:
+    """The extra memory of one call: ``with _Peak(cuda) as peak: ...``, then ``peak.mib``."""
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def __enter__(self):
+        gc.collect()
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+        else:
+            self.exact = _reset_peak()
+            self.base = _rss_kib("VmRSS") if self.exact else 0
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.mib = (torch.cuda.max_memory_allocated() - self.base) / 2**20
+            self.method = "torch.cuda.max_memory_allocated"
+        else:
+            self.mib = (_rss_kib("VmHWM") - self.base) / 1024
+            self.method = "VmHWM - VmRSS (clear_refs)" if self.exact else "VmHWM (absolute)"
+
+
 def child(cfg):
     """Peak extra memory (MiB) of one fit and one predict at ``cfg['seq_len']``, here."""
     device = cfg["device"]
@@ -64,24 +115,51 @@ def child(cfg):
     X, y = X.astype(np.float32), y.astype(np.float32)
     out = {"seq_len": cfg["seq_len"], "device": device}
     for phase in ("fit", "predict"):
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        else:
-            exact = _reset_peak()
-            base = _rss_kib("VmRSS") if exact else 0
-        if phase == "fit":
-            model.fit(X, y)
-        else:
-            model.predict(X)
-        if cuda:
-            torch.cuda.synchronize()
-            out[f"{phase}_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2**20
-        else:
-            out[f"{phase}_peak_mib"] = (_rss_kib("VmHWM") - base) / 1024
-            out["method"] = "VmHWM - VmRSS (clear_refs)" if exact else "VmHWM (absolute)"
+        with _Peak(cuda) as peak:
+            if phase == "fit":
+                model.fit(X, y)
+            else:
+                model.predict(X)
+        out[f"{phase}_peak_mib"] = peak.mib
+        out["method"] = peak.method
     return out
+
+
+def child_online(cfg):
+    """Peak extra memory (MiB) of one ``fit_online`` call of ``cfg['online_steps']`` steps."""
+    device = cfg["device"]
+    kw = dict(width=cfg["width"], pe_sampling=cfg["pe_sampling"], device=device, random_state=0)
+    small = SparseTokenSelectionTask(16, cfg["n_features"], cfg["n_selected"])
+    SparseTokenSelector(batch_size=8, **{**kw, "width": 8}).fit_online(small, n_steps=2)
+    task = SparseTokenSelectionTask(cfg["seq_len"], cfg["n_features"], cfg["n_selected"])
+    model = SparseTokenSelector(batch_size=cfg["batch_size"], **kw)
+    with _Peak(device.startswith("cuda")) as peak:
+        model.fit_online(task, n_steps=cfg["online_steps"])
+    return {
+        "seq_len": cfg["seq_len"],
+        "width": cfg["width"],
+        "pe_sampling": cfg["pe_sampling"],
+        "batch_size": cfg["batch_size"],
+        "device": device,
+        "fit_online_peak_mib": peak.mib,
+        "method": peak.method,
+    }
+
+
+def _in_child(sizes, what, mmap_threshold):
+    env = dict(os.environ)
+    if mmap_threshold:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(int(mmap_threshold))
+    proc = subprocess.run(
+        [sys.executable, __file__, json.dumps(sizes)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory child ({what}) failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run(cfg, ctx):
@@ -90,20 +168,14 @@ def run(cfg, ctx):
     device = cfg["device"]
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    common = {k: cfg[k] for k in ("n_features", "n_selected")}
+    common.update(device=device, threads=ctx.threads)
     rows = []
     for T in cfg["seq_lens"]:
-        sizes = {k: v for k, v in cfg.items() if k != "seq_lens"}
-        sizes.update(seq_len=T, device=device, threads=ctx.threads)
-        proc = subprocess.run(
-            [sys.executable, __file__, json.dumps(sizes)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"memory child at seq_len={T} failed:\n{proc.stderr}")
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    rec = {"rows": rows}
+        sizes = {k: cfg[k] for k in ("width", "batch_size", "n_samples")}
+        sizes.update(common, seq_len=T, kind="fit")
+        rows.append(_in_child(sizes, f"seq_len={T}", cfg["mmap_threshold"]))
+    rec = {"rows": rows, "malloc_mmap_threshold": cfg["mmap_threshold"]}
     by_T = {r["seq_len"]: r for r in rows}
     if 4096 in by_T and 16384 in by_T:
         for phase in ("fit", "predict"):
@@ -118,6 +190,25 @@ def run(cfg, ctx):
             if a[key] > 0 and b[key] > 0:
                 slope = np.log(b[key] / a[key]) / np.log(b["seq_len"] / a["seq_len"])
                 rec[f"{phase}_loglog_slope"] = float(slope)
+    online = []
+    for width, sampler in cfg["online_cases"]:
+        sizes = dict(common, kind="online", seq_len=cfg["online_seq_len"], width=width)
+        sizes.update(
+            pe_sampling=sampler,
+            batch_size=cfg["online_batch_size"],
+            online_steps=cfg["online_steps"],
+        )
+        what = f"fit_online width={width} {sampler}"
+        online.append(_in_child(sizes, what, cfg["mmap_threshold"]))
+    if online:
+        rec["online"] = online
+        marginal = sorted((r["width"], r) for r in online if r["pe_sampling"] == "marginal")
+        if len(marginal) >= 2 and marginal[0][1]["fit_online_peak_mib"] > 0:
+            (w0, small), (w1, large) = marginal[0], marginal[-1]
+            rec["online_width_ratio"] = {
+                "widths": [w0, w1],
+                "ratio": large["fit_online_peak_mib"] / small["fit_online_peak_mib"],
+            }
     return rec
 
 
@@ -135,6 +226,21 @@ def table(rec):
     for key in ("fit_loglog_slope", "predict_loglog_slope"):
         if key in rec:
             lines.append((key.replace("_", " "), f"{rec[key]:.2f}"))
+    for r in rec.get("online", ()):
+        lines.append(
+            (
+                f"fit_online T={r['seq_len']} width {r['width']} {r['pe_sampling']} peak",
+                f"{r['fit_online_peak_mib']:.1f} MiB",
+            )
+        )
+    if "online_width_ratio" in rec:
+        w0, w1 = rec["online_width_ratio"]["widths"]
+        lines.append(
+            (
+                f"fit_online peak width {w1} / width {w0} (marginal)",
+                f"{rec['online_width_ratio']['ratio']:.2f}x",
+            )
+        )
     return lines
 
 
@@ -142,4 +248,5 @@ if __name__ == "__main__":
     sizes = json.loads(sys.argv[1])
     torch.set_num_threads(sizes.pop("threads", 1))
     warnings.simplefilter("ignore", ConvergenceWarning)
-    print(json.dumps(child(sizes)))
+    kind = sizes.pop("kind", "fit")
+    print(json.dumps(child_online(sizes) if kind == "online" else child(sizes)))

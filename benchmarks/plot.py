@@ -11,7 +11,10 @@ for the comparisons, then a full ``--only accuracy`` run). Writes
   the per-repeat ratios; below 1 the package is faster), one bar per
   comparison, with both sides' accuracy on the bar;
 * ``perf_accuracy_floor.png``: relative MSE after training per width and
-  recipe, against :func:`stsq_learn.isotropic_floor` over the widths.
+  recipe, against :func:`stsq_learn.isotropic_floor` over the widths;
+* ``perf_sampler_steps.png``: the ``sampler`` entry's step time of
+  ``fit_online`` against the length T (log-log), marginal and full
+  encoding samplers, with the time of drawing the batch itself.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ def ratio_bars(results):
             if name == "fcn":
                 label = f"FCN width {c['width']} vs {c['peer']}"
             else:
-                label = f"{ENTRY_LABELS.get(name, name)} vs {c['peer']}"
+                variant = c["ours"].removeprefix("stsq-learn")
+                label = f"{ENTRY_LABELS.get(name, name)}{variant} vs {c['peer']}"
             if "ours_r2" in c and name == "fcn":
                 acc = f"R² {c['ours_r2']:.3f} vs {c['peer_r2']:.3f}"
             elif "ours_relative_mse" in c:
@@ -128,6 +132,45 @@ def plot_accuracy(report, path, floor_samples=30_000):
     plt.close(fig)
 
 
+def plot_sampler(report, path):
+    rows = report["results"]["sampler"]["rows"]
+    cfg = report["results"]["sampler"].get("config", {})
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    series = [
+        ("full_ms", "fit_online step, pe_sampling='full'", "tab:red", "s-"),
+        ("marginal_ms", "fit_online step, pe_sampling='marginal'", "tab:blue", "o-"),
+        ("sampling_ms", "drawing the batch (task.sample_torch)", "0.4", "^--"),
+    ]
+    for key, label, color, style in series:
+        pts = [(r["seq_len"], r[key]) for r in rows if key in r]
+        if pts:
+            ax.plot(*zip(*pts), style, color=color, label=label)
+    for r in rows:
+        if "marginal_over_full" in r:
+            ax.annotate(
+                f"x{r['marginal_over_full']:.2f}",
+                (r["seq_len"], r["marginal_ms"]),
+                textcoords="offset points",
+                xytext=(4, -12),
+                fontsize=8,
+                color="tab:blue",
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length T")
+    ax.set_ylabel("milliseconds (median)")
+    sizes = (
+        f"batch {cfg.get('batch_size', 256)}, d={cfg.get('n_features', 16)}, "
+        f"q={cfg.get('n_selected', 4)}, width {cfg.get('width', 256)}"
+    )
+    title = f"fit_online step time against T ({sizes}; xR: marginal / full)"
+    ax.set_title(f"{title}\n{_subtitle(report, ['sampler'])}", fontsize=8)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("reports", nargs="+", help="JSON files written by benchmarks/run.py --out")
@@ -143,6 +186,9 @@ def main(argv=None):
     if "rows" in report["results"].get("accuracy", {}):
         written.append(out / "perf_accuracy_floor.png")
         plot_accuracy(report, written[-1])
+    if "rows" in report["results"].get("sampler", {}):
+        written.append(out / "perf_sampler_steps.png")
+        plot_sampler(report, written[-1])
     for path in written:
         print(f"wrote {path}")
     return written

@@ -10,10 +10,15 @@ The entries (``--only`` picks some, repeatable):
 * ``fit``: ``SparseTokenSelector.fit`` against a plain PyTorch loop of the
   same model and against skorch's ``NeuralNetRegressor`` used directly;
 * ``online``: ``fit_online`` against the plain loop drawing its own batches;
+* ``sampler``: ``fit_online`` step time with the marginal and the full
+  encoding sampler as the sequence grows, against drawing the batch itself;
 * ``fcn``: ``FCNSelector`` against scikit-learn's ``MLPRegressor``;
-* ``memory``: peak memory of fit and predict as the sequence grows;
+* ``memory``: peak memory of fit and predict as the sequence grows, and of
+  ``fit_online`` at T=16384 as the width grows;
 * ``accuracy``: error after online training against ``isotropic_floor``;
-* ``gpu``: online throughput on CUDA (skipped without it);
+* ``parity``: error of models trained with the marginal and the full sampler,
+  at the large-width recipe against the floor, and the forward law of both;
+* ``gpu``: online throughput on CUDA with both samplers (skipped without it);
 * ``distributed``: a grid search on 1 and 2 dask workers (skipped without
   the ``distributed`` extra).
 
@@ -44,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 import _harness
 
 #: The registry: entry NAME lives in benchmarks/bench_NAME.py.
-ENTRIES = ["fit", "online", "fcn", "memory", "accuracy", "gpu", "distributed"]
+ENTRIES = ["fit", "online", "sampler", "fcn", "memory", "accuracy", "parity", "gpu", "distributed"]
 
 
 def load(name):

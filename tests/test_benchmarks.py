@@ -49,7 +49,17 @@ TINY = {
 
 
 def test_registry_and_configs(bench):
-    assert bench.run.ENTRIES == ["fit", "online", "fcn", "memory", "accuracy", "gpu", "distributed"]
+    assert bench.run.ENTRIES == [
+        "fit",
+        "online",
+        "sampler",
+        "fcn",
+        "memory",
+        "accuracy",
+        "parity",
+        "gpu",
+        "distributed",
+    ]
     for name in bench.run.ENTRIES:
         module = bench.run.load(name)
         assert callable(module.run) and module.__doc__
@@ -111,10 +121,20 @@ def test_fit_and_online_entries_compare_with_their_peers(bench, tmp_path):
     messages = []
     report = bench.run.run(only=["fit", "online"], settings=TINY, out=str(out), log=messages.append)
     fit, online = report["results"]["fit"], report["results"]["online"]
-    runners = {"stsq-learn", "stsq-learn (full W)", "plain torch loop", "skorch"}
-    assert set(fit["runners"]) == runners
+    ours = ["stsq-learn", "stsq-learn (full W)"]
+    ours_draws = ["stsq-learn (full draws)", "stsq-learn (full W, full draws)"]
+    assert set(fit["runners"]) == {*ours, *ours_draws, "plain torch loop", "skorch"}
     peers = [(c["ours"], c["peer"]) for c in fit["comparisons"]]
-    assert peers == [("stsq-learn", "plain torch loop"), ("stsq-learn (full W)", "skorch")]
+    assert peers == [
+        (ours[0], "plain torch loop"),
+        (ours[1], "skorch"),
+        (ours_draws[0], "plain torch loop"),
+        (ours_draws[1], "skorch"),
+    ]
+    assert [(c["ours"], c["peer"]) for c in online["comparisons"]] == [
+        ("stsq-learn", "plain torch loop"),
+        ("stsq-learn (full draws)", "plain torch loop"),
+    ]
     for c in fit["comparisons"] + online["comparisons"]:
         assert c["time_ratio"] > 0 and len(c) >= 9
         assert 0 < c["ours_relative_mse"] < 2 and 0 < c["peer_relative_mse"] < 2
@@ -126,6 +146,7 @@ def test_fit_and_online_entries_compare_with_their_peers(bench, tmp_path):
     assert saved["results"]["fit"]["comparisons"][1]["peer"] == "skorch"
     assert saved["machine"]["threads"] == 1 and saved["results"]["fit"]["config"]["epochs"] == 2
     assert "stsq-learn (full W) / skorch" in messages[-2]
+    assert "stsq-learn (full draws) / plain torch loop" in messages[-2]
 
 
 def test_fcn_entry_names_mlpregressor(bench):
@@ -172,22 +193,114 @@ def test_accuracy_entry_uses_the_isotropic_floor(bench):
         bench.accuracy.run({**cfg, "recipes": ("lbfgs",)}, None)
 
 
-def test_gpu_entry_skips_without_cuda_and_runs_on_cpu(bench):
+def test_gpu_entry_covers_both_samplers_and_skips_without_cuda(bench):
     tiny = dict(seq_len=8, n_features=2, width=8, batch_size=16, n_steps=2, warmup_steps=1)
-    rec = bench.gpu.run({**bench.gpu.CONFIG, **tiny, "device": "cpu"}, None)
-    assert rec["samples_per_second"] > 0 and 0 < rec["draw_share"]
+    rec = bench.gpu.run({**bench.gpu.CONFIG, **tiny, "device": "cpu", "repeats": 2}, None)
+    assert list(rec["samplers"]) == ["marginal", "full"] and rec["draw_ms"] > 0
+    for r in rec["samplers"].values():
+        assert r["samples_per_second"] > 0 and 0 < r["draw_share"] and len(r["all_seconds"]) == 2
+    assert rec["samplers"]["full"]["marginal_over_this"] > 0
+    assert "fit_online full" in dict(bench.gpu.table(rec))
     if not torch.cuda.is_available():
-        assert "CUDA is not available" in bench.gpu.run(bench.gpu.CONFIG, None)["skipped"]
+        skipped = bench.gpu.run(bench.gpu.CONFIG, None)
+        assert "CUDA is not available" in skipped["skipped"]
+        assert skipped["samplers"] == ["marginal", "full"]
 
 
 def test_memory_entry_in_child_processes(bench):
     cfg = bench.harness.merge_config(
-        bench.memory, overrides=dict(seq_lens=(64, 256), batch_size=8, n_samples=16, width=8)
+        bench.memory,
+        overrides=dict(seq_lens=(64, 256), batch_size=8, n_samples=16, width=8)
+        | dict(online_seq_len=128, online_batch_size=4, online_steps=2)
+        | dict(online_cases=((4, "marginal"), (32, "marginal"))),
     )
     rec = bench.memory.run(cfg, bench.harness.Context())
     assert [r["seq_len"] for r in rec["rows"]] == [64, 256]
     assert all(r["fit_peak_mib"] >= 0 for r in rec["rows"])
-    assert "T=256 fit / predict peak" in dict(bench.memory.table(rec))
+    assert [(r["width"], r["pe_sampling"]) for r in rec["online"]] == list(cfg["online_cases"])
+    assert all(r["seq_len"] == 128 and r["fit_online_peak_mib"] >= 0 for r in rec["online"])
+    assert rec["online"][0]["method"].startswith("VmHWM - VmRSS")
+    if rec["online"][0]["fit_online_peak_mib"] > 0:
+        assert rec["online_width_ratio"]["widths"] == [4, 32]
+        assert np.isfinite(rec["online_width_ratio"]["ratio"])
+    lines = dict(bench.memory.table(rec))
+    assert "T=256 fit / predict peak" in lines
+    assert "fit_online T=128 width 32 marginal peak" in lines
+
+
+def test_sampler_entry_times_both_samplers_and_the_draw(bench):
+    cfg = bench.harness.merge_config(
+        bench.sampler,
+        overrides=dict(seq_lens=(8, 32), n_features=2, n_selected=2, width=8, batch_size=16)
+        | dict(warmup_steps=1, timed_steps=2, long_seq_len=32, long_timed_steps=1)
+        | dict(sample_draws=2, full_max_seq_len=8, sampling_ratio_seq_len=32, repeats=2),
+    )
+    messages = []
+    rec = bench.sampler.run(cfg, bench.harness.Context(log=messages.append))
+    short, long = rec["rows"]
+    assert (short["seq_len"], long["seq_len"]) == (8, 32)
+    assert set(short["runners"]) == {"marginal", "full", "sample_torch"}
+    assert set(long["runners"]) == {"marginal", "sample_torch"}
+    assert "full_max_seq_len=8" in long["skipped_full"] and "full_ms" not in long
+    for key in ("marginal_ms", "full_ms", "sampling_ms", "marginal_over_full"):
+        assert np.isfinite(short[key]) and short[key] > 0
+    for r in rec["rows"]:
+        assert r["marginal_over_sampling"] > 0 and len(r["runners"]["marginal"]["all_seconds"]) == 2
+    c = {x["peer"]: x for x in short["comparisons"]}
+    assert (
+        c["full"]["ours"] == "marginal" and c["full"]["time_ratio"] == short["marginal_over_full"]
+    )
+    assert rec["marginal_over_sampling_at"] == {
+        "seq_len": 32,
+        "ratio": long["marginal_over_sampling"],
+    }
+    lines = dict(bench.sampler.table(rec))
+    assert "full skipped" in lines["T=32 step"] and "marginal step / sample_torch at T=32" in lines
+    assert len(messages) == 2
+
+
+def test_step_clock_counts_every_step(bench):
+    from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector
+
+    model = SparseTokenSelector(width=4, batch_size=8, random_state=0)
+    seconds, wall = bench.sampler.step_seconds(model, SparseTokenSelectionTask(6, 2, 2), 1, 3)
+    assert 0 < seconds <= wall * 5 and model.n_iter_ == 5
+
+
+def test_parity_entry_compares_samplers_floor_and_forward_law(bench):
+    cfg = bench.harness.merge_config(
+        bench.parity,
+        overrides=dict(seq_len=8, n_features=2, n_selected=2, widths=(8,), seeds=(0, 1))
+        | dict(n_steps=4, batch_size=16, n_test=64, large_width=16, large_n_steps=3)
+        | dict(large_seeds=(0,), floor_samples=2000, law_width=8, law_rows=200),
+    )
+    rec = bench.parity.run(cfg, bench.harness.Context(log=lambda m: None))
+    assert [(r["width"], r["seed"], r["sampler"]) for r in rec["rows"]] == [
+        (8, 0, "marginal"),
+        (8, 0, "full"),
+        (8, 1, "marginal"),
+        (8, 1, "full"),
+    ]
+    (p,) = rec["parity"]
+    full = [r["relative_mse"] for r in rec["rows"] if r["sampler"] == "full"]
+    assert p["full_mean"] == pytest.approx(np.mean(full))
+    assert p["difference"] == pytest.approx(p["marginal_mean"] - p["full_mean"])
+    large = rec["large_width"]
+    from stsq_learn import isotropic_floor
+
+    floor = isotropic_floor(8, 2, 16, n_samples=2000, random_state=0)
+    assert large["floor_relative_mse"] == floor.relative_mse
+    (r,) = large["rows"]
+    assert r["sampler"] == "marginal" and r["ratio_to_floor"] > 0
+    assert large["marginal_ratio_to_floor"] == pytest.approx(r["relative_mse"] / floor.relative_mse)
+    law = rec["forward_law"]
+    assert law["rows"] == 200 and set(law) >= {"trained_marginal", "trained_full"}
+    for v in (law["trained_marginal"], law["trained_full"]):
+        assert np.isfinite(v["r2_marginal"]) and np.isfinite(v["r2_full"])
+        assert v["difference"] == v["r2_marginal"] - v["r2_full"]
+    lines = dict(bench.parity.table(rec))
+    assert "width 8 mean rel. MSE marginal / full" in lines
+    assert "width 16 large-width recipe, marginal" in lines
 
 
 def test_distributed_entry_skips_without_the_extra(bench, monkeypatch):
@@ -211,6 +324,8 @@ def test_command_line_from_anywhere(tmp_path):
     report = json.loads(out.read_text())
     assert report["command"].startswith("python benchmarks/run.py --only fit --out")
     assert [c["peer"] for c in report["results"]["fit"]["comparisons"]] == [
+        "plain torch loop",
+        "skorch",
         "plain torch loop",
         "skorch",
     ]
@@ -254,3 +369,23 @@ def test_plots_from_a_report(bench, tmp_path):
     assert merged["sources"]["fcn"]["command"] == "python benchmarks/run.py --quick"
     labels = bench.plot.ratio_bars(merged["results"])
     assert [b[0] for b in labels] == ["fit vs plain torch loop", "FCN width 256 vs MLPRegressor"]
+    report["results"]["sampler"] = {
+        "config": {"batch_size": 256, "n_features": 16, "n_selected": 4, "width": 256},
+        "rows": [
+            {"seq_len": 64, "marginal_ms": 7.0, "full_ms": 28.0, "sampling_ms": 1.6}
+            | {"marginal_over_full": 0.25, "marginal_over_sampling": 4.4},
+            {"seq_len": 16384, "marginal_ms": 1300.0, "sampling_ms": 850.0}
+            | {"marginal_over_sampling": 1.5},
+        ],
+    }
+    report["results"]["online"] = {
+        "comparisons": [
+            {"ours": "stsq-learn (full draws)", "peer": "plain torch loop", "time_ratio": 0.8}
+        ]
+    }
+    path.write_text(json.dumps(report))
+    written = bench.plot.main([str(path), "--out", str(tmp_path / "png2")])
+    assert "perf_sampler_steps.png" in [p.name for p in written]
+    assert all(p.stat().st_size > 5000 for p in written)
+    labels = [b[0] for b in bench.plot.ratio_bars(bench.plot.load([path])["results"])]
+    assert "fit_online (full draws) vs plain torch loop" in labels
