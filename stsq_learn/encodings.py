@@ -160,7 +160,8 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     Its density is proportional to ``(1 - c^2) ** ((width - 3) / 2)`` on
     [-1, 1]. Drawn exactly as ``c = z / sqrt(z^2 + 2 G)`` with ``z`` standard
     normal and ``G ~ Gamma((width - 1) / 2, 1)`` (so ``2 G`` is the squared
-    norm of the other ``width - 1`` coordinates); width 1 gives ``+-1``.
+    norm of the other ``width - 1`` coordinates), G by Marsaglia and Tsang's
+    rejection method in whole-tensor operations; width 1 gives ``+-1``.
 
     Parameters
     ----------
@@ -191,9 +192,47 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     z = torch.randn(shape, generator=generator, device=device, dtype=dtype)
     if width == 1:
         return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
-    alpha = torch.full(shape, (width - 1) / 2, device=device, dtype=z.dtype)
-    chi2 = 2.0 * torch._standard_gamma(alpha, generator=generator)
+    chi2 = 2.0 * _standard_gamma(z.shape, (width - 1) / 2, generator, z.device, z.dtype)
     return z * torch.rsqrt(z.square() + chi2)
+
+
+def _standard_gamma(shape, alpha, generator, device, dtype):
+    """Exact Gamma(alpha, 1) draws by Marsaglia and Tsang's method (2000).
+
+    For ``alpha >= 1``: with ``a = alpha - 1/3``, ``c = 1 / sqrt(9 a)``,
+    ``x`` standard normal and ``v = (1 + c x)^3``, the value ``a v`` is
+    accepted when ``log U < x^2 / 2 + a - a v + a log v`` (more than 95 % of
+    draws; the rest are redrawn). For ``alpha < 1``, ``Gamma(alpha + 1)``
+    times ``U^(1 / alpha)``. Whole-tensor operations, a few times faster on a
+    CPU than torch's element-by-element ``_standard_gamma``. The test is
+    written with ``log1p`` and ``v - 1 = c x (3 + 3 c x + (c x)^2)`` so that
+    it keeps its precision in float32 at large ``alpha`` (wide encodings).
+    """
+    n = int(np.prod(shape, dtype=np.int64))
+    boost = alpha < 1
+    a = (alpha + 1 if boost else alpha) - 1 / 3
+    c = 1 / np.sqrt(9 * a)
+    out = torch.empty(n, device=device, dtype=dtype)
+    pending = None  # indices of out still to draw (None: all of them)
+    while pending is None or pending.numel():
+        m = n if pending is None else pending.numel()
+        cx = c * torch.randn(m, generator=generator, device=device, dtype=dtype)
+        log_u = torch.rand(m, generator=generator, device=device, dtype=dtype).log_()
+        v_minus_1 = cx * (3 + cx * (3 + cx))
+        log_v = 3 * torch.log1p(cx)  # NaN where cx < -1, which the test rejects
+        threshold = cx.square() / (2 * c * c) + a * (log_v - v_minus_1)
+        accept = (cx > -1) & (log_u < threshold)
+        value = a * (1 + v_minus_1)
+        if pending is None:
+            out.copy_(value)
+            pending = (~accept).nonzero().squeeze(1)
+        else:
+            out[pending[accept]] = value[accept]
+            pending = pending[~accept]
+    if boost:
+        u = torch.rand(n, generator=generator, device=device, dtype=dtype)
+        out.mul_(u.pow_(1 / alpha))
+    return out.view(shape)
 
 
 def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, device="cpu"):

@@ -166,10 +166,18 @@ class AttentionSelector(nn.Module):
         return d, s @ W.T  # (n, 1, d + m) or (n, 1, m)
 
     def _softmax(self, d, u, tokens, pos):
-        """Softmax of the scores: the positional part ``pos`` plus the token part."""
+        """Softmax of the scores: the positional part ``pos`` plus the token part.
+
+        ``tokens`` may carry the selection channel last (the whole ``X``): the
+        token part of u then gets a 0 for it, which saves copying the tokens
+        out of X.
+        """
         if not d:
             return torch.softmax(pos, dim=-1)
-        scores = torch.bmm(u[:, None, :d], tokens.transpose(1, 2)).squeeze(1) + pos
+        u_x = u[:, None, :d]
+        if tokens.shape[-1] == d + 1:
+            u_x = nn.functional.pad(u_x, (0, 1))
+        scores = torch.bmm(u_x, tokens.transpose(1, 2)).squeeze(1) + pos
         return torch.softmax(scores, dim=-1)
 
     def attention(self, tokens, mask, P):
@@ -182,8 +190,9 @@ class AttentionSelector(nn.Module):
 
         Parameters
         ----------
-        tokens : Tensor of shape (n, T, d)
-            The tokens x_t.
+        tokens : Tensor of shape (n, T, d) or (n, T, d + 1)
+            The tokens x_t, optionally followed by the selection channel (the
+            whole X), which the scores ignore.
         mask : Tensor of shape (n, T)
             Selection indicator, 0.0 or 1.0.
         P : Tensor of shape (n, T, m) or (T, m)
@@ -219,8 +228,9 @@ class AttentionSelector(nn.Module):
 
         Parameters
         ----------
-        tokens : Tensor of shape (n, T, d)
-            The tokens x_t.
+        tokens : Tensor of shape (n, T, d) or (n, T, d + 1)
+            The tokens x_t, optionally followed by the selection channel (the
+            whole X), which the scores ignore.
         mask : Tensor of shape (n, T)
             Selection indicator, 0.0 or 1.0; every row selects at least one.
         generator : torch.Generator or None, default=None
@@ -275,9 +285,11 @@ class AttentionSelector(nn.Module):
         Tensor of shape (n, d)
             The attention-weighted average of the tokens.
         """
-        # Contiguous copies of the two parts (small: n T (d + 1) numbers) keep
-        # every product below on the batched BLAS path instead of a per-row loop.
-        tokens, mask = X[..., :-1].contiguous(), X[..., -1].contiguous()
+        # The products below read the tokens in X itself, whose last channel
+        # (the selection) gets weight 0 in the scores and is dropped from the
+        # output: copying the tokens out of X cost as much as a tenth of a step.
+        X = X.contiguous()
+        tokens, mask = X, X[..., -1].contiguous()
         n, T = mask.shape
         drawn = self.positional_encoding in ("stochastic", "randomized")
         draws = n_pe_samples if drawn else 1
@@ -297,7 +309,7 @@ class AttentionSelector(nn.Module):
             attn = attn + attend()
         if draws > 1:
             attn = attn / draws
-        return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)
+        return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)[:, :-1]
 
     def elements_per_row(self, seq_len, pe_sampling="full"):
         """Numbers a forward pass holds per row (sizes the chunks of a prediction).

@@ -15,6 +15,7 @@ from scipy import stats
 
 from stsq_learn import nn
 from stsq_learn.encodings import (
+    _standard_gamma,
     fixed_encodings,
     randomized_positions,
     sinusoidal_encodings,
@@ -36,6 +37,35 @@ def test_sphere_coordinates_have_the_law_of_a_coordinate(width):
     assert c.var() * width == pytest.approx(1.0, abs=0.05)
     assert (c**4).mean() == pytest.approx(3 / (width * (width + 2)), rel=0.1)
     assert stats.ks_2samp(c, full).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 1.5, 127.5, 8191.5])
+def test_standard_gamma_has_the_gamma_law(alpha, dtype):
+    # The rejection sampler behind the coordinates, against scipy's Gamma law:
+    # the boosted branch (alpha < 1), the smallest shape of the main branch, and
+    # the shapes of widths 256 and 16384 in float32 (where a naive acceptance
+    # test would lose its precision).
+    g = torch.Generator().manual_seed(int(2 * alpha))
+    G = _standard_gamma((40000,), alpha, g, "cpu", dtype)
+    assert G.dtype == dtype and G.shape == (40000,) and bool((G > 0).all())
+    G = G.double().numpy()
+    assert G.mean() == pytest.approx(alpha, abs=4 * math.sqrt(alpha / 40000))
+    assert G.var() == pytest.approx(alpha, rel=0.05)
+    assert stats.kstest(G, stats.gamma(alpha).cdf).pvalue > 1e-3
+
+
+def test_standard_gamma_is_reproducible_and_shaped():
+    draw = lambda: _standard_gamma((3, 5), 7.5, torch.Generator().manual_seed(3), "cpu", None)  # noqa: E731
+    a, b = draw(), draw()
+    assert a.shape == (3, 5) and torch.equal(a, b)
+
+
+def test_a_wrong_gamma_law_is_detected():
+    # The KS test above has the power to see a shape off by 2 %.
+    g = torch.Generator().manual_seed(0)
+    G = _standard_gamma((40000,), 127.5 * 1.02, g, "cpu", torch.float64).numpy()
+    assert stats.kstest(G, stats.gamma(127.5).cdf).pvalue < 1e-3
 
 
 def test_sphere_coordinates_of_width_one_are_signs():

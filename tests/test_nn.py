@@ -33,6 +33,29 @@ def test_cheap_order_equals_naive_formula(encoding):
     torch.testing.assert_close(out, _naive_attention(module.key_query, X, P))
 
 
+@pytest.mark.parametrize("learn_token_block", [True, False])
+def test_attention_reads_tokens_with_or_without_the_selection_channel(learn_token_block):
+    # forward passes the whole X (no copy of the tokens); the selection channel
+    # must get weight 0 in the scores, whatever its values.
+    torch.manual_seed(0)
+    module = AttentionSelector(3, 4, learn_token_block=learn_token_block).double()
+    with torch.no_grad():
+        module.key_query.normal_()
+    X = torch.randn(6, 5, 4, dtype=torch.float64)
+    X[..., -1] = (torch.rand(6, 5) < 0.5).double()
+    X[:, 0, -1] = 1.0
+    P = module.encodings(6, 5, torch.Generator().manual_seed(1))
+    mask = X[..., -1]
+    torch.testing.assert_close(
+        module.attention(X, mask, P), module.attention(X[..., :-1].contiguous(), mask, P)
+    )
+    g1, g2 = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+    torch.testing.assert_close(
+        module.marginal_attention(X, mask, g1),
+        module.marginal_attention(X[..., :-1].contiguous(), mask, g2),
+    )
+
+
 def test_zero_init_is_uniform_average():
     module = AttentionSelector(2, 8)
     X = torch.randn(4, 6, 3)
