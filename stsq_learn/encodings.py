@@ -192,8 +192,8 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     z = torch.randn(shape, generator=generator, device=device, dtype=dtype)
     if width == 1:
         return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
-    chi2 = 2.0 * _standard_gamma(z.shape, (width - 1) / 2, generator, z.device, z.dtype)
-    return z * torch.rsqrt(z.square() + chi2)
+    chi2 = _standard_gamma(z.shape, (width - 1) / 2, generator, z.device, z.dtype).mul_(2)
+    return chi2.addcmul_(z, z).rsqrt_().mul_(z)
 
 
 def _standard_gamma(shape, alpha, generator, device, dtype):
@@ -216,13 +216,16 @@ def _standard_gamma(shape, alpha, generator, device, dtype):
     pending = None  # indices of out still to draw (None: all of them)
     while pending is None or pending.numel():
         m = n if pending is None else pending.numel()
-        cx = c * torch.randn(m, generator=generator, device=device, dtype=dtype)
+        cx = torch.randn(m, generator=generator, device=device, dtype=dtype).mul_(c)
         log_u = torch.rand(m, generator=generator, device=device, dtype=dtype).log_()
-        v_minus_1 = cx * (3 + cx * (3 + cx))
-        log_v = 3 * torch.log1p(cx)  # NaN where cx < -1, which the test rejects
-        threshold = cx.square() / (2 * c * c) + a * (log_v - v_minus_1)
-        accept = (cx > -1) & (log_u < threshold)
-        value = a * (1 + v_minus_1)
+        # In place, few passes: v - 1, then the test's right-hand side
+        # x^2 / 2 + a (log v - (v - 1)); log1p is -inf or NaN where cx <= -1,
+        # and the comparison is False there, as the method requires.
+        v_minus_1 = (cx + 3).mul_(cx).add_(3).mul_(cx)
+        threshold = torch.log1p(cx).mul_(3).sub_(v_minus_1).mul_(a)
+        threshold.addcmul_(cx, cx, value=1 / (2 * c * c))
+        accept = log_u < threshold
+        value = v_minus_1.add_(1).mul_(a)
         if pending is None:
             out.copy_(value)
             pending = (~accept).nonzero().squeeze(1)
