@@ -9,7 +9,9 @@ Two parts:
   ``(width, pe_sampling)`` of ``online_cases``, and the ratio of the
   marginal sampler's peak at the largest width to its peak at the smallest:
   a step of the marginal sampler has no batch x T x width term, so the width
-  should add only W, its gradient and Adam's two moments.
+  should add only W, its gradient and Adam's two moments (reported next to
+  the measured difference, with the batch x T x width floats full draws
+  would add).
 
 Each case runs in a fresh process (this file run as a script), so one case's
 allocations never count towards another's, after a tiny warm-up fit (lazy
@@ -205,9 +207,21 @@ def run(cfg, ctx):
         marginal = sorted((r["width"], r) for r in online if r["pe_sampling"] == "marginal")
         if len(marginal) >= 2 and marginal[0][1]["fit_online_peak_mib"] > 0:
             (w0, small), (w1, large) = marginal[0], marginal[-1]
+            d = cfg["n_features"]
+            # What the width adds by design: W ((d + m) x m floats), its gradient
+            # and Adam's two moments; and what full draws would add on top, the
+            # batch x T x width encodings.
+            state = [4 * (d + w) * w * 4 / 2**20 for w in (w0, w1)]
             rec["online_width_ratio"] = {
                 "widths": [w0, w1],
                 "ratio": large["fit_online_peak_mib"] / small["fit_online_peak_mib"],
+                "excess_mib": large["fit_online_peak_mib"] - small["fit_online_peak_mib"],
+                "parameter_state_mib": state[1] - state[0],
+                "full_encodings_mib": cfg["online_batch_size"]
+                * cfg["online_seq_len"]
+                * w1
+                * 4
+                / 2**20,
             }
     return rec
 
@@ -235,12 +249,19 @@ def table(rec):
         )
     if "online_width_ratio" in rec:
         w0, w1 = rec["online_width_ratio"]["widths"]
+        ratio = rec["online_width_ratio"]
         lines.append(
-            (
-                f"fit_online peak width {w1} / width {w0} (marginal)",
-                f"{rec['online_width_ratio']['ratio']:.2f}x",
-            )
+            (f"fit_online peak width {w1} / width {w0} (marginal)", f"{ratio['ratio']:.2f}x")
         )
+        if "excess_mib" in ratio:
+            lines.append(
+                (
+                    f"fit_online width {w1} - width {w0} (marginal)",
+                    f"{ratio['excess_mib']:.1f} MiB; W, gradient and Adam moments "
+                    f"{ratio['parameter_state_mib']:.1f} MiB; full draws would add "
+                    f"{ratio['full_encodings_mib']:.0f} MiB",
+                )
+            )
     return lines
 
 

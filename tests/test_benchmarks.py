@@ -222,7 +222,14 @@ def test_memory_entry_in_child_processes(bench):
     assert rec["online"][0]["method"].startswith("VmHWM - VmRSS")
     if rec["online"][0]["fit_online_peak_mib"] > 0:
         assert rec["online_width_ratio"]["widths"] == [4, 32]
-        assert np.isfinite(rec["online_width_ratio"]["ratio"])
+        ratio = rec["online_width_ratio"]
+        assert np.isfinite(ratio["ratio"])
+        # W ((d + m) x m floats), its gradient and two Adam moments, at widths 4 and 32.
+        d = cfg["n_features"]
+        state = 16 * ((d + 32) * 32 - (d + 4) * 4) / 2**20
+        assert ratio["parameter_state_mib"] == pytest.approx(state)
+        assert ratio["full_encodings_mib"] == pytest.approx(4 * 128 * 32 * 4 / 2**20)
+        assert "fit_online width 32 - width 4 (marginal)" in dict(bench.memory.table(rec))
     lines = dict(bench.memory.table(rec))
     assert "T=256 fit / predict peak" in lines
     assert "fit_online T=128 width 32 marginal peak" in lines

@@ -338,75 +338,91 @@ def summary_table(results):
         The Markdown table.
     """
     rows = ["| experiment | measure | value |", "|---|---|---|"]
-    conv = results.get("convergence")
-    if conv is not None:
-        f = conv.final
-        cfg = conv.config
-        where = (
-            f"T={cfg['seq_len']}, d={cfg['n_features']}, q={cfg['n_selected']}, m={cfg['width']}"
-        )
-        rows.append(f"| convergence ({where}) | final cos(W_pp, I) | {_fmt(f['cos'])} |")
-        rows.append(f"| | final gamma = tr(W_pp)/m | {_fmt(f['gamma'], 2)} |")
-        rows.append(f"| | final token-block norm | {_fmt(f['token_norm'], 2)} |")
-        solver = "SGD" if cfg["solver"] == "sgd" else "Adam"
-        rows.append(f"| | test R^2 after {cfg['n_steps']} {solver} steps | {_fmt(f['test_r2'])} |")
-    length = results.get("length_generalization")
-    if length is not None:
-        T = length.config["seq_len"]
-        lens = ", ".join(f"{t // T}T" for t in length.eval_lengths)
-        rows.append(
-            f"| length generalization (T={T}, {length.config['n_val_large']} rows) | "
-            f"R^2 at {lens} | |"
-        )
-        for model in length.models:
-            vals = " / ".join(_fmt(v) for v in length.r2["val_large"][model])
-            rows.append(f"| | {model} | {vals} |")
-    sep = results.get("separation")
-    if sep is not None:
-        d = sep.config["n_features"]
-        rows.append(
-            f"| width separation (d={d}, q={sep.config['n_selected']}, "
-            f"R^2 >= {sep.config['target_r2']}, {sep.config['regime']}) | "
-            f"T = {', '.join(map(str, sep.seq_lens))} | |"
-        )
-        for model in ("transformer", "fcn"):
-            ws = " / ".join("-" if w is None else str(w) for w in sep.minimal_width[model])
-            rows.append(f"| | minimal width, {model} | {ws} |")
-        ratio = " / ".join(_fmt(r, 1) for r in sep.width_ratio())
-        rows.append(f"| | FCN / transformer width | {ratio} |")
-        for model, law_name, label in (
-            ("transformer", "log_T", "transformer: w = a + b log2 T"),
-            ("fcn", "T_d", "FCN: w = b T d"),
-        ):
-            law = sep.growth_laws[model][law_name]
-            if law is not None:
-                rows.append(
-                    f"| | {label} | a={law['intercept']:.1f}, b={law['slope']:.2f} "
-                    f"(fit R^2 {law['r2']:.2f}) |"
-                )
-    enc = results.get("encodings")
-    if enc is not None:
-        cfg = enc.config
-        T = cfg["seq_len"]
-        lens = ", ".join(f"{t // T}T" for t in enc.eval_lengths)
-        rows.append(
-            f"| encodings (T={T}, m={cfg['width']}, {cfg['n_steps']} steps, "
-            f"{cfg['n_seeds']} seeds, {cfg['n_val']} rows) | R^2 at {lens}: mean [min, max] | |"
-        )
-        for family in enc.families:
-            label = f"randomized, L={cfg['max_positions']}" if family == "randomized" else family
-            vals = " / ".join(
-                _spread(m, lo, hi)
-                for m, lo, hi in zip(enc.r2_mean[family], enc.r2_min[family], enc.r2_max[family])
-            )
-            rows.append(f"| | {label} | {vals} |")
-        sizes = ", ".join(map(str, enc.codebook_sizes))
-        vals = " / ".join(_fmt(_finite(v)) for v in enc.sweep_mean)
-        rows.append(
-            f"| | randomized at {enc.sweep_length // T}T, L = {sizes} "
-            f"(n/a: L < {enc.sweep_length}) | {vals} |"
-        )
+    for name, add_rows in _SUMMARY_ROWS.items():
+        if results.get(name) is not None:
+            add_rows(rows, results[name])
     return "\n".join(rows)
+
+
+def _convergence_rows(rows, conv):
+    """Summary rows of the training dynamics."""
+    f = conv.final
+    cfg = conv.config
+    where = f"T={cfg['seq_len']}, d={cfg['n_features']}, q={cfg['n_selected']}, m={cfg['width']}"
+    rows.append(f"| convergence ({where}) | final cos(W_pp, I) | {_fmt(f['cos'])} |")
+    rows.append(f"| | final gamma = tr(W_pp)/m | {_fmt(f['gamma'], 2)} |")
+    rows.append(f"| | final token-block norm | {_fmt(f['token_norm'], 2)} |")
+    solver = "SGD" if cfg["solver"] == "sgd" else "Adam"
+    rows.append(f"| | test R^2 after {cfg['n_steps']} {solver} steps | {_fmt(f['test_r2'])} |")
+
+
+def _length_rows(rows, length):
+    """Summary rows of the length experiment."""
+    T = length.config["seq_len"]
+    lens = ", ".join(f"{t // T}T" for t in length.eval_lengths)
+    rows.append(
+        f"| length generalization (T={T}, {length.config['n_val_large']} rows) | R^2 at {lens} | |"
+    )
+    for model in length.models:
+        vals = " / ".join(_fmt(v) for v in length.r2["val_large"][model])
+        rows.append(f"| | {model} | {vals} |")
+
+
+def _separation_rows(rows, sep):
+    """Summary rows of the width separation."""
+    d = sep.config["n_features"]
+    rows.append(
+        f"| width separation (d={d}, q={sep.config['n_selected']}, "
+        f"R^2 >= {sep.config['target_r2']}, {sep.config['regime']}) | "
+        f"T = {', '.join(map(str, sep.seq_lens))} | |"
+    )
+    for model in ("transformer", "fcn"):
+        ws = " / ".join("-" if w is None else str(w) for w in sep.minimal_width[model])
+        rows.append(f"| | minimal width, {model} | {ws} |")
+    ratio = " / ".join(_fmt(r, 1) for r in sep.width_ratio())
+    rows.append(f"| | FCN / transformer width | {ratio} |")
+    for model, law_name, label in (
+        ("transformer", "log_T", "transformer: w = a + b log2 T"),
+        ("fcn", "T_d", "FCN: w = b T d"),
+    ):
+        law = sep.growth_laws[model][law_name]
+        if law is not None:
+            rows.append(
+                f"| | {label} | a={law['intercept']:.1f}, b={law['slope']:.2f} "
+                f"(fit R^2 {law['r2']:.2f}) |"
+            )
+
+
+def _encodings_rows(rows, enc):
+    """Summary rows of the encodings experiment."""
+    cfg = enc.config
+    T = cfg["seq_len"]
+    lens = ", ".join(f"{t // T}T" for t in enc.eval_lengths)
+    rows.append(
+        f"| encodings (T={T}, m={cfg['width']}, {cfg['n_steps']} steps, "
+        f"{cfg['n_seeds']} seeds, {cfg['n_val']} rows) | R^2 at {lens}: mean [min, max] | |"
+    )
+    for family in enc.families:
+        label = f"randomized, L={cfg['max_positions']}" if family == "randomized" else family
+        vals = " / ".join(
+            _spread(m, lo, hi)
+            for m, lo, hi in zip(enc.r2_mean[family], enc.r2_min[family], enc.r2_max[family])
+        )
+        rows.append(f"| | {label} | {vals} |")
+    sizes = ", ".join(map(str, enc.codebook_sizes))
+    vals = " / ".join(_fmt(_finite(v)) for v in enc.sweep_mean)
+    rows.append(
+        f"| | randomized at {enc.sweep_length // T}T, L = {sizes} "
+        f"(n/a: L < {enc.sweep_length}) | {vals} |"
+    )
+
+
+_SUMMARY_ROWS = {
+    "convergence": _convergence_rows,
+    "length_generalization": _length_rows,
+    "separation": _separation_rows,
+    "encodings": _encodings_rows,
+}
 
 
 def _finite(value):
