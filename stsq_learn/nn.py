@@ -154,16 +154,16 @@ class AttentionSelector(nn.Module):
             out=out,
         )
 
-    def _query(self, P_selected, mask_or_valid):
-        """``u = W z_0`` for the rows' query ``z_0 = [0 ; sum of the selected p_t]``.
-
-        Returns the rows of W the scores read (all, or the positional block
-        alone when the token block is frozen), ``d`` (0 when frozen) and u.
-        """
+    def _score_rows(self):
+        """``(d, rows of W the scores read)``: all of W, or (0, its positional block) if frozen."""
         d = self.n_features if self.learn_token_block else 0
-        W = self.key_query if d else self.key_query[self.n_features :]
+        return d, (self.key_query if d else self.key_query[self.n_features :])
+
+    def _query(self, P_selected, mask_or_valid):
+        """``(d, u = W z_0)`` for the query ``z_0 = [0 ; sum of the selected p_t]``."""
+        d, W = self._score_rows()
         s = torch.bmm(mask_or_valid.unsqueeze(1), P_selected)  # (n, 1, m)
-        return d, s @ W.T  # (n, 1, d + m) or (n, 1, m)
+        return d, s @ W.T
 
     def _softmax(self, d, u, tokens, pos):
         """Softmax of the scores: the positional part ``pos`` plus the token part.
@@ -204,9 +204,8 @@ class AttentionSelector(nn.Module):
             Attention weights; every row sums to 1.
         """
         if P.dim() == 2:
-            d = self.n_features if self.learn_token_block else 0
-            W = self.key_query if d else self.key_query[self.n_features :]
-            u = (mask @ P) @ W.T  # (n, d + m) or (n, m)
+            d, W = self._score_rows()
+            u = (mask @ P) @ W.T  # (n, d + m)
             return self._softmax(d, u, tokens, u[:, d:] @ P.T)
         d, u = self._query(P, mask)
         pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
