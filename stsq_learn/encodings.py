@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._validation import check_positive_int
+
 __all__ = [
     "POSITIONAL_ENCODINGS",
     "fixed_encodings",
@@ -181,6 +183,11 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     Tensor of the given shape
         Values in [-1, 1], mean 0, variance ``1 / width``.
 
+    Raises
+    ------
+    TypeError, ValueError
+        If ``width`` is not an integer >= 1.
+
     Examples
     --------
     >>> from stsq_learn.encodings import sphere_coordinates
@@ -189,6 +196,7 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     >>> round(float(c.var()) * 16, 1)
     1.0
     """
+    width = check_positive_int(width, "width")  # the Gamma shape (width - 1) / 2 must be >= 0
     z = torch.randn(shape, generator=generator, device=device, dtype=dtype)
     if width == 1:
         return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)

@@ -68,6 +68,20 @@ def test_a_wrong_gamma_law_is_detected():
     assert stats.kstest(G, stats.gamma(127.5).cdf).pvalue < 1e-3
 
 
+@pytest.mark.parametrize(
+    ("width", "error", "match"),
+    [
+        (0, ValueError, "width must be an integer >= 1, got 0"),
+        (-3, ValueError, "got -3"),
+        (2.5, TypeError, "width must be an integer, got 2.5"),
+    ],
+)
+def test_sphere_coordinates_reject_a_bad_width(width, error, match):
+    # A negative Gamma shape would never accept a draw: the check comes first.
+    with pytest.raises(error, match=match):
+        sphere_coordinates((3,), width, generator=torch.Generator().manual_seed(0))
+
+
 def test_sphere_coordinates_of_width_one_are_signs():
     c = sphere_coordinates((1000,), 1, generator=torch.Generator().manual_seed(0))
     assert set(c.unique().tolist()) == {-1.0, 1.0}
