@@ -18,6 +18,8 @@ The entries (``--only`` picks some, repeatable):
 * ``accuracy``: error after online training against ``isotropic_floor``;
 * ``parity``: error of models trained with the marginal and the full sampler,
   at the large-width recipe against the floor, and the forward law of both;
+* ``defaults``: the defaults' error against the floor as the width grows,
+  with ``fit`` and ``fit_online``, and their time against 0.3.0's defaults;
 * ``gpu``: online throughput on CUDA with both samplers (skipped without it);
 * ``distributed``: a grid search on 1 and 2 dask workers (skipped without
   the ``distributed`` extra).
@@ -49,7 +51,18 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 import _harness
 
 #: The registry: entry NAME lives in benchmarks/bench_NAME.py.
-ENTRIES = ["fit", "online", "sampler", "fcn", "memory", "accuracy", "parity", "gpu", "distributed"]
+ENTRIES = [
+    "fit",
+    "online",
+    "sampler",
+    "fcn",
+    "memory",
+    "accuracy",
+    "parity",
+    "defaults",
+    "gpu",
+    "distributed",
+]
 
 
 def load(name):

@@ -12,7 +12,7 @@ from .floor import IsotropicFloor, isotropic_floor
 from .persistence import load_model, save_model
 from .scoring import LengthShiftScorer, length_shift_scoring, relative_mse, shift_length
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "FCNSelector",

@@ -49,12 +49,12 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         "width": [Interval(Integral, 1, None, closed="left")],
         "solver": [StrOptions({"sgd", "adam"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive", "cosine"})],
+        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive", "cosine", "cooldown"})],
         "power_t": [Interval(Real, 0, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "momentum": [Interval(Real, 0, 1, closed="left")],
         "dtype": [StrOptions(set(tr.DTYPES))],
@@ -82,6 +82,19 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
     def _fit_forward_kwargs(self):
         """Keyword arguments of the module's forward during training."""
         return {}
+
+    def _auto_steps(self, batch_size):
+        """Optimiser steps of ``max_iter="auto"`` and ``fit_online(n_steps="auto")``."""
+        return 1000
+
+    def _resolve_optimiser(self, zero_loss, planned_steps):
+        """``(solver, learning_rate_init, token_block_rate)`` that this run uses.
+
+        ``zero_loss`` is the training loss of predicting 0 and ``planned_steps``
+        the optimiser steps the run is planned for; ``token_block_rate`` is
+        None where the model has no separately paced block.
+        """
+        return self.solver, float(self.learning_rate_init), None
 
     # -- public API ---------------------------------------------------------
     @Substitution(fit_raises=FIT_RAISES)
@@ -120,13 +133,20 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         check_float_range(X, dtype)
         check_float_range(y, dtype, name="y")
         batch_size = min(200, n) if self.batch_size == "auto" else min(self.batch_size, n)
+        steps_per_epoch = -(-n // batch_size)
+        epochs = self.max_iter
+        if epochs == "auto":
+            epochs = -(-self._auto_steps(batch_size) // steps_per_epoch)
+        zero_loss = float(np.square(y).sum() / n)  # the loss of predicting 0
         data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
-        self._train(data, T, c - 1, device, batch_size, epochs=self.max_iter, online=False)
+        self._train(
+            data, T, c - 1, device, batch_size, epochs=epochs, online=False, zero_loss=zero_loss
+        )
         self._y_1d = y_1d
         return self
 
     @Substitution(fit_raises=FIT_RAISES)
-    def fit_online(self, task, n_steps=1000):
+    def fit_online(self, task, n_steps="auto"):
         """Fit on a fresh batch drawn from ``task`` at every step (the paper's regime).
 
         Batches of ``batch_size`` rows (256 when ``"auto"``) are drawn on the
@@ -136,8 +156,11 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         ----------
         task : SparseTokenSelectionTask
             The law D_{T,q} to draw training batches from.
-        n_steps : int, default=1000
-            Number of optimisation steps.
+        n_steps : int or "auto", default="auto"
+            Number of optimisation steps. ``"auto"``: the planned steps of
+            the model's default recipe (for :class:`SparseTokenSelector`,
+            they grow with the width: see ``learning_rate_init``; 1000 for
+            :class:`FCNSelector`).
 
         Returns
         -------
@@ -158,6 +181,9 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             raise TypeError(
                 f"task must be a SparseTokenSelectionTask, got {type(task).__name__}: {task!r}."
             )
+        batch_size = 256 if self.batch_size == "auto" else self.batch_size
+        if isinstance(n_steps, str) and n_steps == "auto":
+            n_steps = self._auto_steps(batch_size)
         n_steps = check_positive_int(n_steps, "n_steps")
         self._check_train_seq_len(task.seq_len)
         if self.learning_rate == "adaptive":
@@ -167,9 +193,17 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
                 "or 'cosine'."
             )
         device = resolve_device(self.device)
-        batch_size = 256 if self.batch_size == "auto" else self.batch_size
         data = tr.OnlineData(task, n_steps, batch_size, device, tr.DTYPES[self.dtype])
-        self._train(data, task.seq_len, task.n_features, device, batch_size, epochs=1, online=True)
+        self._train(
+            data,
+            task.seq_len,
+            task.n_features,
+            device,
+            batch_size,
+            epochs=1,
+            online=True,
+            zero_loss=task.trivial_mse,
+        )
         self._y_1d = False
         return self
 
@@ -261,6 +295,10 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             "y_1d": bool(self._y_1d),
             "device": str(self.device_),
             "module_seed": int(getattr(module, "encoding_seed", 0)),
+            "solver": self.solver_,
+            "learning_rate_init": float(self.learning_rate_init_),
+            "token_block_rate": self._token_block_rate,
+            "planned_steps": self.planned_steps_,
         }
         weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
         return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}
@@ -308,13 +346,22 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         )
         module = self._make_module(*args).to(dtype=tr.DTYPES[self.dtype])
         module.load_state_dict(state["weights"])
-        net = tr.initialize_net(self._build_net(module.to(device=target), target))
+        net = self._build_net(
+            module.to(device=target),
+            target,
+            solver=fitted["solver"],
+            learning_rate_init=fitted["learning_rate_init"],
+        )
+        net = tr.initialize_net(net)
         net.history = History(state["history"])
         self.net_, self.device_ = net, target
         self.n_features_in_, self.seq_len_ = fitted["n_features_in_"], fitted["seq_len_"]
         self.loss_curve_ = fitted["loss_curve_"]
         self.n_iter_, self.t_ = fitted["n_iter_"], fitted["t_"]
         self._predict_seed, self._y_1d = fitted["predict_seed"], fitted["y_1d"]
+        self.solver_, self.learning_rate_init_ = fitted["solver"], fitted["learning_rate_init"]
+        self._token_block_rate = fitted["token_block_rate"]
+        self.planned_steps_ = fitted["planned_steps"]
         return self
 
     def __setstate__(self, state):
@@ -338,7 +385,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         return tags
 
     # -- the training loop, in named steps ----------------------------------
-    def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online):
+    def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online, zero_loss):
         warm = self.warm_start and hasattr(self, "net_")
         init_seed, order_seed, pe_seed, predict_seed = self._seeds(warm)
         module = self._initial_module(seq_len, n_features, init_seed, warm)
@@ -346,10 +393,15 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         rows_before = self.t_ if warm else 0
         planned = data.n_steps if online else epochs
         n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
+        solver, rate, token_rate = self._resolve_optimiser(zero_loss, n_steps)
         callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
+        if token_rate is not None and token_rate != 1.0:
+            callbacks.insert(1, tr.BlockRate(token_rate))
         net = self._build_net(
             module,
             device,
+            solver=solver,
+            learning_rate_init=rate,
             callbacks=callbacks,
             max_epochs=epochs,
             batch_size=batch_size,
@@ -357,7 +409,10 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         )
         self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
         tr.check_finite_weights(net)
-        losses = tr.completed_losses(net, online, planned, type(self).__name__)
+        losses = tr.completed_losses(
+            net, online, planned, type(self).__name__, early_stopping=self._watched(online)
+        )
+        tr.check_against_zero(net, losses, zero_loss, online, type(self).__name__)
         rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
         # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
         self.n_iter_ = len(losses) + (self.n_iter_ if warm else 0)
@@ -367,6 +422,9 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         self.n_features_in_ = n_features
         self.seq_len_ = seq_len
         self.t_ = rows_before + rows
+        self.solver_, self.learning_rate_init_ = solver, rate
+        self.planned_steps_ = n_steps
+        self._token_block_rate = token_rate
         self._predict_seed = predict_seed
 
     def _seeds(self, warm):
@@ -411,21 +469,30 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             batch_size=batch_size,
             n_rows=n_rows,
             rows_before=rows_before,
-            patience=self.n_iter_no_change,
+            patience=10 if self.n_iter_no_change is None else self.n_iter_no_change,
             tol=self.tol,
         )
         if schedule is not None:
             callbacks.append(schedule)
-        if not online and self.learning_rate != "adaptive":
+        if self._watched(online) and self.learning_rate != "adaptive":
             callbacks.append(tr.EarlyStop(self.n_iter_no_change, self.tol))
         return [*callbacks, *check_callbacks(self.callbacks)]
 
-    def _build_net(self, module, device, **training):
-        """The owned skorch net, from this estimator's optimiser settings."""
+    def _watched(self, online):
+        """Whether a convergence rule (early stopping, or the adaptive rate's) may end the run.
+
+        Without one, a run is a plan (``max_iter`` epochs along its schedule)
+        and running all of it is no ``ConvergenceWarning``.
+        """
+        watched = self.learning_rate == "adaptive" or self.n_iter_no_change is not None
+        return not online and watched
+
+    def _build_net(self, module, device, *, solver, learning_rate_init, **training):
+        """The owned skorch net, with the resolved solver and rate and this estimator's settings."""
         return tr.build_net(
             module,
-            solver=self.solver,
-            learning_rate_init=self.learning_rate_init,
+            solver=solver,
+            learning_rate_init=learning_rate_init,
             momentum=self.momentum,
             alpha=self.alpha,
             device=device,

@@ -39,8 +39,15 @@ SOLVER = """\
         Optimiser: Adam, or plain (full-step) gradient descent on minibatches
         as in the paper's theory (``momentum`` adds momentum)."""
 
-TRAINING = """\
-    learning_rate : {"constant", "invscaling", "adaptive", "cosine"}, default="constant"
+
+def schedule(default):
+    """The entries learning_rate (its default: ``default``), power_t and batch_size."""
+    return _SCHEDULE.replace("DEFAULT", default)
+
+
+_SCHEDULE = """\
+    learning_rate : {"constant", "invscaling", "adaptive", "cosine", "cooldown"}, \
+            default="DEFAULT"
         Schedule of the step size, applied at every optimiser step (for
         every solver; :class:`~sklearn.neural_network.MLPRegressor` applies
         it to SGD only). The rate of every step is recorded in
@@ -58,21 +65,44 @@ TRAINING = """\
           ``ValueError``.
         - ``"cosine"``: from ``learning_rate_init`` down to 0 along a half
           cosine over the planned steps (``max_iter`` epochs in :meth:`fit`,
-          ``n_steps`` in :meth:`fit_online`); early stopping may end it
-          sooner. Long runs reach a lower loss than at a constant rate.
+          ``n_steps`` in :meth:`fit_online`); early stopping, where
+          ``n_iter_no_change`` asks for it, may end it sooner. Long runs
+          reach a lower loss than at a constant rate.
+        - ``"cooldown"``: ``learning_rate_init`` for the first four fifths
+          of the planned steps, then linearly down to 0 over the last fifth
+          (a constant rate travels furthest for the noise it adds; the
+          decay lets that noise settle).
     power_t : float, default=0.5
         Exponent of ``"invscaling"``.
     batch_size : int or "auto", default="auto"
         Rows per step. ``"auto"`` is ``min(200, n_samples)`` in :meth:`fit`
         (as in :class:`~sklearn.neural_network.MLPRegressor`) and 256 in
-        :meth:`fit_online` (as in the paper).
+        :meth:`fit_online` (as in the paper)."""
+
+
+STOPPING = """\
     max_iter : int, default=200
         Maximum number of epochs over ``X`` in :meth:`fit`.
     tol : float, default=1e-4
         Training stops when the epoch loss has not improved by at least
         ``tol`` for ``n_iter_no_change`` consecutive epochs.
     n_iter_no_change : int, default=10
-        Patience of that rule, in epochs.
+        Patience of that rule, in epochs."""
+
+STOPPING_PLANNED = """\
+    max_iter : int or "auto", default="auto"
+        Number of epochs over ``X`` in :meth:`fit`. ``"auto"`` plans the
+        optimiser steps of the width-following recipe (see
+        ``learning_rate_init``) and runs as many epochs as they fill.
+    tol : float, default=1e-4
+        With ``n_iter_no_change`` set, training stops when the epoch loss has
+        not improved by at least ``tol`` for that many consecutive epochs.
+    n_iter_no_change : int or None, default=None
+        Patience of that rule, in epochs. None: no early stopping; the
+        schedule is a plan and runs its whole course (no
+        ``ConvergenceWarning`` then). Set an int to ask for early stopping."""
+
+TRAINING = """\
     alpha : float, default=0.0
         L2 penalty (weight decay) of the optimiser.
     momentum : float, default=0.0

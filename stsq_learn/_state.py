@@ -25,6 +25,15 @@ def _is_number_list(value):
     )
 
 
+def _is_positive_number(value):
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
 # What get_fitted_state returns under "fitted": name -> (check, description).
 FITTED_SCHEMA = {
     "n_features_in_": (lambda v: _is_int(v, 1), "an integer >= 1"),
@@ -36,6 +45,13 @@ FITTED_SCHEMA = {
     "y_1d": (lambda v: isinstance(v, bool), "a boolean"),
     "device": (lambda v: isinstance(v, str), "a device string"),
     "module_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "solver": (lambda v: v in ("sgd", "adam"), "'sgd' or 'adam'"),
+    "learning_rate_init": (lambda v: _is_positive_number(v), "a number > 0"),
+    "token_block_rate": (
+        lambda v: v is None or _is_positive_number(v),
+        "None or a number > 0",
+    ),
+    "planned_steps": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
 }
 
 

@@ -111,9 +111,9 @@ def _stop(net, reason):
 
 def raise_diverged(net, what):
     raise ValueError(
-        f"Training diverged: {what}. Lower learning_rate_init (it was {net.lr}), "
-        "use solver='adam', or rescale X and y. The estimator was left as it was "
-        "before this call."
+        f"Training diverged: {what}. The step size is the likely cause: lower "
+        f"learning_rate_init (it was {net.lr:.4g}) or leave it at 'auto', or rescale "
+        "X and y. The estimator was left as it was before this call."
     )
 
 
@@ -130,6 +130,38 @@ class TrainingGuard(Callback):
                 net,
                 f"the training loss became {loss} at epoch {len(net.history)}, batch {n_batches}",
             )
+
+
+class BlockRate(Callback):
+    """Pace W's token rows at ``rate`` times the step of the rest of the module.
+
+    After every optimiser step the change of the token rows (the first
+    ``module.n_features`` rows of ``key_query``) is scaled by ``rate``, which
+    is a per-block step size for any optimiser (SGD with or without momentum,
+    Adam, weight decay included). The rows are copied before the step, in
+    ``on_grad_computed``: ``n_features * width`` numbers.
+    """
+
+    def __init__(self, rate):
+        self.rate = rate
+
+    def initialize(self):
+        self.before_ = None
+        return self
+
+    def on_grad_computed(self, net, named_parameters, training=False, **kwargs):
+        module = net.module_
+        if training and module.learn_token_block:
+            self.before_ = module.key_query.detach()[: module.n_features].clone()
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training or self.before_ is None:
+            return
+        module = net.module_
+        with torch.no_grad():
+            rows = module.key_query[: module.n_features]
+            rows.sub_(self.before_).mul_(self.rate).add_(self.before_)
+        self.before_ = None
 
 
 class EarlyStop(EarlyStopping):
@@ -211,6 +243,19 @@ class InverseScaling:
         return 1.0 / (rows + 1) ** self.power_t
 
 
+class Cooldown:
+    """Factor of ``"cooldown"`` at step k: 1, then linear to 0 over the last ``fraction``."""
+
+    def __init__(self, n_steps, fraction=0.2):
+        self.n_steps = n_steps
+        self.start = n_steps * (1 - fraction)
+
+    def __call__(self, step):
+        if step < self.start:
+            return 1.0
+        return max(0.0, (self.n_steps - step) / (self.n_steps - self.start))
+
+
 def rate_schedule(schedule, *, power_t, n_steps, batch_size, n_rows, rows_before, patience, tol):
     """The callback that applies ``learning_rate`` (None for ``"constant"``).
 
@@ -219,6 +264,8 @@ def rate_schedule(schedule, *, power_t, n_steps, batch_size, n_rows, rows_before
     """
     if schedule == "cosine":
         return LRScheduler(policy=CosineAnnealingLR, step_every="batch", T_max=n_steps)
+    if schedule == "cooldown":
+        return LRScheduler(policy=LambdaLR, step_every="batch", lr_lambda=Cooldown(n_steps))
     if schedule == "invscaling":
         steps_per_epoch = -(-n_rows // batch_size)
         factor = InverseScaling(power_t, rows_before, batch_size, steps_per_epoch, n_rows)
@@ -228,12 +275,14 @@ def rate_schedule(schedule, *, power_t, n_steps, batch_size, n_rows, rows_before
     return None
 
 
-def completed_losses(net, online, planned, owner):
+def completed_losses(net, online, planned, owner, *, early_stopping):
     """Losses of the completed epochs (online: steps) of a run planned for ``planned``.
 
     Warns when the run ended early with no stopping callback's reason in the
     history (skorch's ``fit`` returns quietly after a ``KeyboardInterrupt``:
-    Ctrl-C), and when ``fit`` used every epoch (not converged).
+    Ctrl-C), and when ``fit`` used every epoch while ``early_stopping`` (the
+    ``tol`` rule) watched it: not converged. A run with no such rule ran the
+    course it was planned for, and that is no warning.
     """
     # A batch or epoch cut short by Ctrl-C has no loss: keep the completed ones.
     if online:
@@ -249,7 +298,7 @@ def completed_losses(net, online, planned, owner):
             UserWarning,
             stacklevel=4,
         )
-    elif not online and len(losses) == planned:
+    elif early_stopping and len(losses) == planned:
         warnings.warn(
             f"{owner}: maximum iterations ({planned}) reached and the optimization hasn't "
             "converged yet.",
@@ -257,6 +306,36 @@ def completed_losses(net, online, planned, owner):
             stacklevel=4,
         )
     return losses
+
+
+def check_against_zero(net, losses, zero_loss, online, owner):
+    """Refuse a model that ends worse than predicting 0; warn at the margin.
+
+    The final training loss (the last epoch's, or the mean of the last tenth
+    of the online steps) is compared with ``zero_loss``, the loss of the
+    predictor 0 on the same law. At twice that or more, training diverged
+    (``ValueError``: the caller has not assigned anything yet); above it, a
+    ``UserWarning`` names the likely cause.
+    """
+    if not losses or zero_loss <= 0:
+        return
+    tail = losses[-max(1, len(losses) // 10) :] if online else losses[-1:]
+    ratio = float(np.mean(tail)) / zero_loss
+    if ratio >= 2:
+        raise_diverged(net, f"the final training loss is {ratio:.3g} times that of predicting 0")
+    if ratio <= 1:
+        return
+    if np.mean(tail) > losses[0]:  # the loss rose: the steps overshoot
+        cause = f"The step size is the likely cause (learning_rate_init={net.lr:.4g}); lower it"
+    else:  # it fell, but not far enough
+        cause = "Training was too short to beat it: train longer (max_iter, n_steps)"
+    warnings.warn(
+        f"{owner}: the final training loss is {ratio:.3g} times that of predicting 0: "
+        f"the model is worse than no model. {cause}, or leave learning_rate_init at "
+        "'auto' where the estimator offers it.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 # -- the net -----------------------------------------------------------------------------

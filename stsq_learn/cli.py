@@ -156,14 +156,26 @@ def _add_fit(sub):
     model.add_argument(
         "--n-pe-samples-fit", type=int, help="encoding draws averaged in every training step"
     )
-    model.add_argument("--solver", help="adam (default) or sgd")
-    model.add_argument("--learning-rate-init", type=float, help="initial step size")
+    model.add_argument(
+        "--solver",
+        help="sgd or adam (default: the transformer's 'auto', sgd at rates that follow the "
+        "width; the FCN's adam)",
+    )
+    model.add_argument(
+        "--learning-rate-init",
+        type=float,
+        help="initial step size (default: the transformer's 'auto', from the width)",
+    )
     model.add_argument(
         "--learning-rate",
-        help="schedule of the step size: constant (default), invscaling, adaptive (--n-train "
-        "rows only) or cosine",
+        help="schedule of the step size: cooldown (the transformer's default), constant (the "
+        "FCN's), invscaling, adaptive (--n-train rows only) or cosine",
     )
-    model.add_argument("--max-iter", type=int, help="epochs over the rows")
+    model.add_argument(
+        "--max-iter",
+        type=int,
+        help="epochs over the rows (default: the transformer's planned steps; 200 for the FCN)",
+    )
     model.add_argument(
         "--set",
         type=_assignment,

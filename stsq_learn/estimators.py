@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from . import _rates
 from ._base import _BaseSelector
-from ._docstrings import ATTRIBUTES, SOLVER, TRAINING, Substitution
+from ._docstrings import (
+    ATTRIBUTES,
+    SOLVER,
+    STOPPING,
+    STOPPING_PLANNED,
+    TRAINING,
+    Substitution,
+    schedule,
+)
 from ._validation import check_positive_int
 from .encodings import POSITIONAL_ENCODINGS
 from .nn import AttentionSelector, FullyConnected
@@ -16,7 +25,12 @@ from .nn import AttentionSelector, FullyConnected
 __all__ = ["FCNSelector", "SparseTokenSelector"]
 
 
-@Substitution(solver=SOLVER, training=TRAINING, attributes=ATTRIBUTES)
+@Substitution(
+    schedule=schedule("cooldown"),
+    stopping=STOPPING_PLANNED,
+    training=TRAINING,
+    attributes=ATTRIBUTES,
+)
 class SparseTokenSelector(_BaseSelector):
     """One-layer softmax-attention regressor for sparse token selection.
 
@@ -85,9 +99,36 @@ class SparseTokenSelector(_BaseSelector):
         size, which adds noise to the scores; False keeps them at exactly 0
         (the model a plain hand-written training loop usually has) and
         reaches a lower error after short Adam runs.
-    {solver}
-    learning_rate_init : float, default=0.01
-        Initial step size of the optimiser.
+    solver : {"auto", "sgd", "adam"}, default="auto"
+        Optimiser. ``"auto"`` is ``"sgd"``: plain gradient descent on
+        minibatches, as in the paper's theory, with step sizes that follow
+        the width (``learning_rate_init="auto"``); ``momentum`` adds
+        momentum. ``"adam"``: Adam, whose per-entry steps move all
+        ``width**2`` entries of W alike, so that at large widths the error
+        stays well above the width's floor (the user guide's "Step sizes
+        that follow the width"). Resolved in :meth:`fit`: ``solver_``.
+    learning_rate_init : float or "auto", default="auto"
+        Initial step size. A number is used as it is. ``"auto"``, resolved
+        in :meth:`fit` as ``learning_rate_init_``: with SGD,
+        ``c * width / L0``, where ``L0`` is the training loss of predicting
+        0 (``n_features / q`` on this task's law) and
+        ``c = min(1/8, 120 / planned steps)``, so that gamma, the sharpness
+        of the attention, travels alike at every width; with Adam, 0.01.
+        The planned steps (``max_iter="auto"``,
+        ``fit_online(n_steps="auto")``) are ``120 / c`` with
+        ``c = min(1/8, 0.96 / sqrt(width))``: 960 steps up to width 58, 4000
+        at width 1024. More, smaller steps at large widths, where the noise
+        of the other ``width**2 - 1`` directions of W decides how close to
+        the floor a run ends.
+    token_block_rate : float or "auto", default="auto"
+        Step of W's token rows as a multiple of the step of its positional
+        rows (``learning_rate_init``). ``"auto"`` is ``1 / width`` with
+        SGD (a token row moves the scores ``width`` times more per unit of
+        step than a positional row) and 1 with Adam. Ignored when
+        ``learn_token_block=False``. Resolved in :meth:`fit`:
+        ``token_block_rate_``.
+    {schedule}
+    {stopping}
     {training}
 
     Attributes
@@ -95,6 +136,17 @@ class SparseTokenSelector(_BaseSelector):
     {attributes}
     key_query_ : ndarray of shape (`n_features_in_` + width, width)
         The learned W: token rows, then positional rows.
+    solver_ : str
+        The solver the last fit ran (``"sgd"`` or ``"adam"``).
+    learning_rate_init_ : float
+        The initial step size the last fit ran (``"auto"`` resolved).
+    token_block_rate_ : float or None
+        The token rows' step as a multiple of ``learning_rate_init_``
+        (None when ``learn_token_block=False``).
+    planned_steps_ : int or None
+        Optimiser steps the last fit was planned for (the length of its
+        schedule); None for models loaded from files of stsq-learn 0.3 or
+        earlier, which did not record it.
     max_positions_ : int or None
         The codebook size of ``positional_encoding="randomized"``, None for
         the other families.
@@ -124,6 +176,16 @@ class SparseTokenSelector(_BaseSelector):
         "n_pe_samples": [Interval(Integral, 1, None, closed="left")],
         "n_pe_samples_fit": [Interval(Integral, 1, None, closed="left")],
         "learn_token_block": ["boolean"],
+        "solver": [StrOptions({"auto", "sgd", "adam"})],
+        "learning_rate_init": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
+        "token_block_rate": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     }
 
     def __init__(
@@ -136,14 +198,15 @@ class SparseTokenSelector(_BaseSelector):
         n_pe_samples=1,
         n_pe_samples_fit=1,
         learn_token_block=True,
-        solver="adam",
-        learning_rate_init=0.01,
-        learning_rate="constant",
+        solver="auto",
+        learning_rate_init="auto",
+        token_block_rate="auto",
+        learning_rate="cooldown",
         power_t=0.5,
         batch_size="auto",
-        max_iter=200,
+        max_iter="auto",
         tol=1e-4,
-        n_iter_no_change=10,
+        n_iter_no_change=None,
         alpha=0.0,
         momentum=0.0,
         dtype="float32",
@@ -162,6 +225,7 @@ class SparseTokenSelector(_BaseSelector):
         self.learn_token_block = learn_token_block
         self.solver = solver
         self.learning_rate_init = learning_rate_init
+        self.token_block_rate = token_block_rate
         self.learning_rate = learning_rate
         self.power_t = power_t
         self.batch_size = batch_size
@@ -209,6 +273,29 @@ class SparseTokenSelector(_BaseSelector):
                 f"with max_positions >= {seq_len}."
             )
 
+    def _auto_steps(self, batch_size):
+        return _rates.auto_steps(self.width)
+
+    def _resolve_optimiser(self, zero_loss, planned_steps):
+        solver = "sgd" if self.solver == "auto" else self.solver
+        rate = self.learning_rate_init
+        if rate == "auto":
+            if solver == "sgd":
+                rate = _rates.sgd_rate(self.width, zero_loss, planned_steps)
+            else:
+                rate = _rates.ADAM_RATE
+        token_rate = self.token_block_rate
+        if token_rate == "auto":
+            token_rate = 1.0 / self.width if solver == "sgd" else 1.0
+        token_rate = float(token_rate) if self.learn_token_block else None
+        return solver, float(rate), token_rate
+
+    @property
+    def token_block_rate_(self):
+        """Step of W's token rows as a multiple of ``learning_rate_init_`` (None if frozen)."""
+        check_is_fitted(self)
+        return self._token_block_rate
+
     def _forward_kwargs(self):
         return {
             "n_pe_samples": check_positive_int(self.n_pe_samples, "n_pe_samples"),
@@ -237,7 +324,13 @@ class SparseTokenSelector(_BaseSelector):
         return self.net_.module_.key_query.detach().cpu().numpy().copy()
 
 
-@Substitution(solver=SOLVER, training=TRAINING, attributes=ATTRIBUTES)
+@Substitution(
+    solver=SOLVER,
+    schedule=schedule("constant"),
+    stopping=STOPPING,
+    training=TRAINING,
+    attributes=ATTRIBUTES,
+)
 class FCNSelector(_BaseSelector):
     """Fully-connected baseline for sparse token selection.
 
@@ -256,11 +349,20 @@ class FCNSelector(_BaseSelector):
     {solver}
     learning_rate_init : float, default=0.001
         Initial step size of the optimiser.
+    {schedule}
+    {stopping}
     {training}
 
     Attributes
     ----------
     {attributes}
+    solver_ : str
+        The solver the last fit ran.
+    learning_rate_init_ : float
+        The initial step size the last fit ran.
+    planned_steps_ : int or None
+        Optimiser steps the last fit was planned for; None for models loaded
+        from files of stsq-learn 0.3 or earlier.
 
     See Also
     --------

@@ -38,7 +38,7 @@ from .estimators import FCNSelector, SparseTokenSelector
 __all__ = ["MIGRATIONS", "load_model", "save_model"]
 
 FORMAT_NAME = "stsq-learn-model"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
 _CLASSES = {cls.__name__: cls for cls in (SparseTokenSelector, FCNSelector)}
@@ -85,7 +85,32 @@ def _from_v1(meta):
     return meta
 
 
-MIGRATIONS = {1: _from_v1}
+def _from_v2(meta):
+    """Version 2, written by stsq-learn 0.3, to version 3 (0.4).
+
+    - ``token_block_rate`` (0.4, SparseTokenSelector) is 1.0: 0.3 stepped the
+      token rows at the rate of the rest of W. The other hyperparameters were
+      all written with the values they trained with (0.3 had no ``"auto"``),
+      so a loaded model keeps them, and a refit trains as 0.3 did.
+    - The fitted section gains what 0.4 records of the run: the solver and
+      the rate it used (the saved hyperparameters, which were explicit), the
+      token rows' rate (1.0 for the selector when they were learned), and
+      ``planned_steps`` (None: 0.3 did not record it).
+    """
+    params, fitted = meta["params"], meta["fitted"]
+    selector = meta["class"] == "SparseTokenSelector"
+    if selector:
+        params.setdefault("token_block_rate", 1.0)
+    fitted.setdefault("solver", params.get("solver"))
+    fitted.setdefault("learning_rate_init", params.get("learning_rate_init"))
+    learned = selector and params.get("learn_token_block", True)
+    fitted.setdefault("token_block_rate", 1.0 if learned else None)
+    fitted.setdefault("planned_steps", None)
+    meta["format_version"] = 3
+    return meta
+
+
+MIGRATIONS = {1: _from_v1, 2: _from_v2}
 """Format version -> the function that brings its metadata to the next version."""
 
 

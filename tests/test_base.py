@@ -22,6 +22,7 @@ from stsq_learn import (
 from stsq_learn.nn import positional_alignment
 
 TASK = SparseTokenSelectionTask(8, 3, 2)
+ADAM = {"solver": "adam", "learning_rate_init": 0.01}  # 0.3's optimiser, for the schedule tests
 
 
 def _lr(model):
@@ -29,30 +30,31 @@ def _lr(model):
     return model.net_.history[-1, "batches", -1, "event_lr"]
 
 
-def _step_rates(model, task, n_steps):
-    """The rate of every step of ``fit_online``, read by a spy on Adam's ``step``."""
+def _step_rates(model, task, n_steps, optimizer=torch.optim.Adam):
+    """The rate of every step of ``fit_online``, read by a spy on the optimiser's ``step``."""
     seen = []
-    step = torch.optim.Adam.step
+    step = optimizer.step
 
     def recording(opt, *args, **kwargs):
         seen.append(opt.param_groups[0]["lr"])
         return step(opt, *args, **kwargs)
 
-    with mock.patch.object(torch.optim.Adam, "step", recording):
+    with mock.patch.object(optimizer, "step", recording):
         model.fit_online(task, n_steps=n_steps)
     return seen
 
 
 # -- learning_rate ----------------------------------------------------------------
-def test_constant_rate_is_the_default():
-    model = SparseTokenSelector(width=4, batch_size=16, random_state=0)
-    assert model.learning_rate == "constant"
-    rates = _step_rates(model, TASK, 5)
+def test_constant_rate_keeps_learning_rate_init():
+    model = SparseTokenSelector(width=4, batch_size=16, learning_rate="constant", **ADAM)
+    rates = _step_rates(model.set_params(random_state=0), TASK, 5)
     assert rates == [0.01] * 5
 
 
 def test_cosine_rate_follows_a_half_cosine_over_the_planned_steps():
-    model = SparseTokenSelector(width=4, batch_size=16, learning_rate="cosine", random_state=0)
+    model = SparseTokenSelector(
+        width=4, batch_size=16, learning_rate="cosine", random_state=0, **ADAM
+    )
     rates = _step_rates(model, TASK, 10)
     expected = [0.005 * (1 + math.cos(math.pi * k / 10)) for k in range(10)]
     np.testing.assert_allclose(rates, expected, rtol=1e-12)
@@ -61,7 +63,7 @@ def test_cosine_rate_follows_a_half_cosine_over_the_planned_steps():
 def test_cosine_rate_spans_max_iter_epochs_in_fit(tiny_data):
     X, y = tiny_data  # 120 rows, batch 50: 3 batches per epoch, 4 epochs -> 12 steps
     model = SparseTokenSelector(
-        width=4, batch_size=50, max_iter=4, learning_rate="cosine", tol=0.0, random_state=0
+        width=4, batch_size=50, max_iter=4, learning_rate="cosine", random_state=0, **ADAM
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -71,7 +73,7 @@ def test_cosine_rate_spans_max_iter_epochs_in_fit(tiny_data):
 
 def test_invscaling_rate_counts_rows_seen():
     model = SparseTokenSelector(
-        width=4, batch_size=16, learning_rate="invscaling", power_t=0.25, random_state=0
+        width=4, batch_size=16, learning_rate="invscaling", power_t=0.25, random_state=0, **ADAM
     )
     rates = _step_rates(model, TASK, 4)
     np.testing.assert_allclose(rates, [0.01 / (16 * k + 1) ** 0.25 for k in range(4)])
@@ -87,6 +89,7 @@ def test_adaptive_rate_divides_by_five_then_stops(tiny_data):
         n_iter_no_change=1,
         max_iter=50,
         random_state=0,
+        **ADAM,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither a ConvergenceWarning nor "interrupted"
@@ -98,7 +101,9 @@ def test_adaptive_rate_divides_by_five_then_stops(tiny_data):
 
 def test_adaptive_rate_keeps_the_rate_while_the_loss_improves(tiny_data):
     X, y = tiny_data
-    model = SparseTokenSelector(width=8, learning_rate="adaptive", max_iter=5, random_state=0)
+    model = SparseTokenSelector(
+        width=8, learning_rate="adaptive", max_iter=5, random_state=0, **ADAM
+    )
     with pytest.warns(ConvergenceWarning):
         model.fit(X, y)
     assert _lr(model) == 0.01

@@ -57,6 +57,7 @@ def test_registry_and_configs(bench):
         "memory",
         "accuracy",
         "parity",
+        "defaults",
         "gpu",
         "distributed",
     ]
@@ -308,6 +309,30 @@ def test_parity_entry_compares_samplers_floor_and_forward_law(bench):
     lines = dict(bench.parity.table(rec))
     assert "width 8 mean rel. MSE marginal / full" in lines
     assert "width 16 large-width recipe, marginal" in lines
+
+
+def test_defaults_entry_scores_new_and_0_3_defaults_against_the_floor(bench):
+    cfg = bench.harness.merge_config(
+        bench.defaults,
+        overrides=dict(settings=((6, 2), (8, 2)), n_features=2, widths=(4,), large_widths=(8,))
+        | dict(online_widths=(4,), online_settings=((8, 2),), n_train=64, n_test=64)
+        | dict(floor_samples=2000),
+    )
+    rec = bench.defaults.run(cfg, bench.harness.Context(log=lambda m: None))
+    assert [(r["seq_len"], r["width"]) for r in rec["fit"]] == [(6, 4), (8, 4)]
+    assert [(r["seq_len"], r["width"]) for r in rec["fit_online"]] == [(8, 4)]
+    from stsq_learn import isotropic_floor
+
+    r = rec["fit"][0]
+    assert r["floor"] == isotropic_floor(6, 2, 4, n_samples=2000, random_state=0).relative_mse
+    assert r["ratio_to_floor"] == pytest.approx(r["relative_mse"] / r["floor"])
+    assert r["time_ratio"] == pytest.approx(r["seconds"] / r["seconds_0_3"])
+    assert r["solver"] == "sgd" and r["learning_rate_init"] > 0 and r["planned_steps"] == 800
+    assert 1 <= r["epochs_0_3"] <= 200
+    o = rec["fit_online"][0]
+    assert o["planned_steps"] == 800 and o["epochs"] == 800  # n_iter_ counts the steps online
+    lines = dict(bench.defaults.table(rec))
+    assert "fit T=6 q=2 width 4" in lines and "fit_online T=8 q=2 width 4" in lines
 
 
 def test_distributed_entry_skips_without_the_extra(bench, monkeypatch):
