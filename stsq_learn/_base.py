@@ -23,11 +23,11 @@ from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from skorch.history import History
 
 from . import _training as tr
 from ._docstrings import FIT_RAISES, Substitution
-from ._state import architecture_changes, check_state, check_weights, state_device
+from ._rates import BlockRate
+from ._state import FittedState, architecture_changes
 from ._validation import (
     check_callbacks,
     check_float_range,
@@ -42,7 +42,7 @@ _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in fl
 _SEED_MAX = np.iinfo(np.int32).max
 
 
-class _BaseSelector(RegressorMixin, BaseEstimator):
+class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
     """Shared fit / fit_online / predict / fitted state for the two selectors."""
 
     _parameter_constraints: dict = {
@@ -83,7 +83,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         """Keyword arguments of the module's forward during training."""
         return {}
 
-    def _auto_steps(self, batch_size):
+    def _auto_steps(self):
         """Optimiser steps of ``max_iter="auto"`` and ``fit_online(n_steps="auto")``."""
         return 1000
 
@@ -136,7 +136,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         steps_per_epoch = -(-n // batch_size)
         epochs = self.max_iter
         if epochs == "auto":
-            epochs = -(-self._auto_steps(batch_size) // steps_per_epoch)
+            epochs = -(-self._auto_steps() // steps_per_epoch)
         zero_loss = float(np.square(y).sum() / n)  # the loss of predicting 0
         data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
         self._train(
@@ -183,7 +183,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
             )
         batch_size = 256 if self.batch_size == "auto" else self.batch_size
         if isinstance(n_steps, str) and n_steps == "auto":
-            n_steps = self._auto_steps(batch_size)
+            n_steps = self._auto_steps()
         n_steps = check_positive_int(n_steps, "n_steps")
         self._check_train_seq_len(task.seq_len)
         if self.learning_rate == "adaptive":
@@ -272,110 +272,6 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         y_pred = self._predict_validated(X)
         return float(r2_score(y, y_pred.reshape(y.shape), sample_weight=sample_weight))
 
-    # -- fitted state -------------------------------------------------------
-    def get_fitted_state(self):
-        """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
-
-        Returns
-        -------
-        state : dict
-            ``"fitted"``: the fitted scalars and the loss curve (JSON types);
-            ``"history"``: the skorch training history as a list of dicts;
-            ``"weights"``: the module's ``state_dict`` on the CPU.
-        """
-        check_is_fitted(self)
-        module = self.net_.module_
-        fitted = {
-            "n_features_in_": int(self.n_features_in_),
-            "seq_len_": int(self.seq_len_),
-            "n_iter_": int(self.n_iter_),
-            "t_": int(self.t_),
-            "loss_curve_": [float(v) for v in self.loss_curve_],
-            "predict_seed": int(self._predict_seed),
-            "y_1d": bool(self._y_1d),
-            "device": str(self.device_),
-            "module_seed": int(getattr(module, "encoding_seed", 0)),
-            "solver": self.solver_,
-            "learning_rate_init": float(self.learning_rate_init_),
-            "token_block_rate": self._token_block_rate,
-            "planned_steps": self.planned_steps_,
-        }
-        weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-        return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}
-
-    def set_fitted_state(self, state, *, device=None):
-        """Make this estimator the fitted model described by ``state``.
-
-        The inverse of :meth:`get_fitted_state`, used by :func:`load_model`.
-        The hyperparameters are validated, the module is rebuilt from them and
-        every weight is checked against it before anything is assigned.
-
-        Parameters
-        ----------
-        state : dict
-            As returned by :meth:`get_fitted_state`.
-        device : str, torch.device or None, default=None
-            Device to predict on. None uses the device in ``state`` when this
-            machine has it, else the CPU (with a ``UserWarning``).
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        Raises
-        ------
-        ValueError
-            If a hyperparameter is invalid, or ``state`` is incomplete,
-            ill-typed, or holds weights that do not fit the model.
-        """
-        try:
-            self._validate_params()
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"invalid hyperparameter: {exc}") from None
-        check_state(state)
-        fitted = state["fitted"]
-        target = state_device(fitted["device"], device, type(self).__name__)
-        args = (fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"])
-        with torch.device("meta"):  # shapes only: a tampered size allocates nothing
-            expected = self._make_module(*args).state_dict()
-        check_weights(
-            state["weights"],
-            expected,
-            f"seq_len_={args[0]}, n_features_in_={args[1]} and these hyperparameters",
-        )
-        module = self._make_module(*args).to(dtype=tr.DTYPES[self.dtype])
-        module.load_state_dict(state["weights"])
-        net = self._build_net(
-            module.to(device=target),
-            target,
-            solver=fitted["solver"],
-            learning_rate_init=fitted["learning_rate_init"],
-        )
-        net = tr.initialize_net(net)
-        net.history = History(state["history"])
-        self.net_, self.device_ = net, target
-        self.n_features_in_, self.seq_len_ = fitted["n_features_in_"], fitted["seq_len_"]
-        self.loss_curve_ = fitted["loss_curve_"]
-        self.n_iter_, self.t_ = fitted["n_iter_"], fitted["t_"]
-        self._predict_seed, self._y_1d = fitted["predict_seed"], fitted["y_1d"]
-        self.solver_, self.learning_rate_init_ = fitted["solver"], fitted["learning_rate_init"]
-        self._token_block_rate = fitted["token_block_rate"]
-        self.planned_steps_ = fitted["planned_steps"]
-        return self
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        # Unpickled on a machine without the CUDA device it was fitted on: predict on the CPU.
-        device = self.__dict__.get("device_")
-        if device is None or device.type != "cuda":
-            return
-        self.device_ = tr.available_device(device, type(self).__name__)
-        net = self.__dict__.get("net_")
-        if net is not None and self.device_.type == "cpu":
-            net.device = "cpu"
-            net.iterator_train__device = torch.device("cpu")
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False
@@ -396,7 +292,7 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         solver, rate, token_rate = self._resolve_optimiser(zero_loss, n_steps)
         callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
         if token_rate is not None and token_rate != 1.0:
-            callbacks.insert(1, tr.BlockRate(token_rate))
+            callbacks.insert(1, BlockRate(token_rate))
         net = self._build_net(
             module,
             device,

@@ -50,7 +50,10 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["auto_steps", "gamma_rate", "sgd_rate"]
+import torch
+from skorch.callbacks import Callback
+
+__all__ = ["BlockRate", "Cooldown", "auto_steps", "gamma_rate", "sgd_rate"]
 
 _GAMMA_TRAVEL = 120.0
 """Sum over the planned steps of the gamma-rate ``c`` (the cooldown covers 0.9 of it)."""
@@ -85,3 +88,48 @@ def sgd_rate(width, zero_loss, planned_steps):
     """
     c = min(_MAX_GAMMA_RATE, _GAMMA_TRAVEL / planned_steps)
     return c * width / zero_loss
+
+
+class Cooldown:
+    """Factor of ``"cooldown"`` at step k: 1, then linear to 0 over the last ``fraction``."""
+
+    def __init__(self, n_steps, fraction=0.2):
+        self.n_steps = n_steps
+        self.start = n_steps * (1 - fraction)
+
+    def __call__(self, step):
+        if step < self.start:
+            return 1.0
+        return max(0.0, (self.n_steps - step) / (self.n_steps - self.start))
+
+
+class BlockRate(Callback):
+    """Pace W's token rows at ``rate`` times the step of the rest of the module.
+
+    After every optimiser step the change of the token rows (the first
+    ``module.n_features`` rows of ``key_query``) is scaled by ``rate``, which
+    is a per-block step size for any optimiser (SGD with or without momentum,
+    Adam, weight decay included). The rows are copied before the step, in
+    ``on_grad_computed``: ``n_features * width`` numbers.
+    """
+
+    def __init__(self, rate):
+        self.rate = rate
+
+    def initialize(self):
+        self.before_ = None
+        return self
+
+    def on_grad_computed(self, net, named_parameters, training=False, **kwargs):
+        module = net.module_
+        if training and module.learn_token_block:
+            self.before_ = module.key_query.detach()[: module.n_features].clone()
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training or self.before_ is None:
+            return
+        module = net.module_
+        with torch.no_grad():
+            rows = module.key_query[: module.n_features]
+            rows.sub_(self.before_).mul_(self.rate).add_(self.before_)
+        self.before_ = None

@@ -1,8 +1,9 @@
-"""Checks of an estimator's fitted state: what a saved or continued model must satisfy.
+"""An estimator's fitted state: what a saved or continued model must satisfy, and its I/O.
 
-:meth:`~stsq_learn.SparseTokenSelector.set_fitted_state` runs these before it
-assigns anything (a loaded file), and a warm start compares architectures
-with :func:`architecture_changes`.
+:class:`FittedState` gives the estimators ``get_fitted_state`` and
+``set_fitted_state``; the latter runs the checks here before it assigns
+anything (a loaded file), and a warm start compares architectures with
+:func:`architecture_changes`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 import math
 
 import torch
+from sklearn.utils.validation import check_is_fitted
+from skorch.history import History
 
+from . import _training as tr
 from ._training import available_device
 from ._validation import resolve_device
 
@@ -137,3 +141,110 @@ def architecture_changes(old, new):
         for k in sorted(set(before) | set(after))
         if before.get(k) != after.get(k)
     ]
+
+
+class FittedState:
+    """``get_fitted_state`` / ``set_fitted_state`` and unpickling, for the estimators."""
+
+    def get_fitted_state(self):
+        """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
+
+        Returns
+        -------
+        state : dict
+            ``"fitted"``: the fitted scalars and the loss curve (JSON types);
+            ``"history"``: the skorch training history as a list of dicts;
+            ``"weights"``: the module's ``state_dict`` on the CPU.
+        """
+        check_is_fitted(self)
+        module = self.net_.module_
+        fitted = {
+            "n_features_in_": int(self.n_features_in_),
+            "seq_len_": int(self.seq_len_),
+            "n_iter_": int(self.n_iter_),
+            "t_": int(self.t_),
+            "loss_curve_": [float(v) for v in self.loss_curve_],
+            "predict_seed": int(self._predict_seed),
+            "y_1d": bool(self._y_1d),
+            "device": str(self.device_),
+            "module_seed": int(getattr(module, "encoding_seed", 0)),
+            "solver": self.solver_,
+            "learning_rate_init": float(self.learning_rate_init_),
+            "token_block_rate": self._token_block_rate,
+            "planned_steps": self.planned_steps_,
+        }
+        weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}
+
+    def set_fitted_state(self, state, *, device=None):
+        """Make this estimator the fitted model described by ``state``.
+
+        The inverse of :meth:`get_fitted_state`, used by :func:`load_model`.
+        The hyperparameters are validated, the module is rebuilt from them and
+        every weight is checked against it before anything is assigned.
+
+        Parameters
+        ----------
+        state : dict
+            As returned by :meth:`get_fitted_state`.
+        device : str, torch.device or None, default=None
+            Device to predict on. None uses the device in ``state`` when this
+            machine has it, else the CPU (with a ``UserWarning``).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If a hyperparameter is invalid, or ``state`` is incomplete,
+            ill-typed, or holds weights that do not fit the model.
+        """
+        try:
+            self._validate_params()
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"invalid hyperparameter: {exc}") from None
+        check_state(state)
+        fitted = state["fitted"]
+        target = state_device(fitted["device"], device, type(self).__name__)
+        args = (fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"])
+        with torch.device("meta"):  # shapes only: a tampered size allocates nothing
+            expected = self._make_module(*args).state_dict()
+        check_weights(
+            state["weights"],
+            expected,
+            f"seq_len_={args[0]}, n_features_in_={args[1]} and these hyperparameters",
+        )
+        module = self._make_module(*args).to(dtype=tr.DTYPES[self.dtype])
+        module.load_state_dict(state["weights"])
+        net = self._build_net(
+            module.to(device=target),
+            target,
+            solver=fitted["solver"],
+            learning_rate_init=fitted["learning_rate_init"],
+        )
+        net = tr.initialize_net(net)
+        net.history = History(state["history"])
+        self.net_, self.device_ = net, target
+        self.n_features_in_, self.seq_len_ = fitted["n_features_in_"], fitted["seq_len_"]
+        self.loss_curve_ = fitted["loss_curve_"]
+        self.n_iter_, self.t_ = fitted["n_iter_"], fitted["t_"]
+        self._predict_seed, self._y_1d = fitted["predict_seed"], fitted["y_1d"]
+        self.solver_, self.learning_rate_init_ = fitted["solver"], fitted["learning_rate_init"]
+        self._token_block_rate = fitted["token_block_rate"]
+        self.planned_steps_ = fitted["planned_steps"]
+        return self
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        # Unpickled on a machine without the CUDA device it was fitted on: predict on the CPU.
+        device = self.__dict__.get("device_")
+        if device is None or device.type != "cuda":
+            return
+        self.device_ = tr.available_device(device, type(self).__name__)
+        net = self.__dict__.get("net_")
+        if net is not None and self.device_.type == "cpu":
+            net.device = "cpu"
+            net.iterator_train__device = torch.device("cpu")

@@ -31,6 +31,7 @@ from skorch import NeuralNetRegressor
 from skorch.callbacks import Callback, EarlyStopping, LRScheduler, ProgressBar
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR
 
+from ._rates import Cooldown
 from .nn import SquaredError
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -132,38 +133,6 @@ class TrainingGuard(Callback):
             )
 
 
-class BlockRate(Callback):
-    """Pace W's token rows at ``rate`` times the step of the rest of the module.
-
-    After every optimiser step the change of the token rows (the first
-    ``module.n_features`` rows of ``key_query``) is scaled by ``rate``, which
-    is a per-block step size for any optimiser (SGD with or without momentum,
-    Adam, weight decay included). The rows are copied before the step, in
-    ``on_grad_computed``: ``n_features * width`` numbers.
-    """
-
-    def __init__(self, rate):
-        self.rate = rate
-
-    def initialize(self):
-        self.before_ = None
-        return self
-
-    def on_grad_computed(self, net, named_parameters, training=False, **kwargs):
-        module = net.module_
-        if training and module.learn_token_block:
-            self.before_ = module.key_query.detach()[: module.n_features].clone()
-
-    def on_batch_end(self, net, training=False, **kwargs):
-        if not training or self.before_ is None:
-            return
-        module = net.module_
-        with torch.no_grad():
-            rows = module.key_query[: module.n_features]
-            rows.sub_(self.before_).mul_(self.rate).add_(self.before_)
-        self.before_ = None
-
-
 class EarlyStop(EarlyStopping):
     """skorch's ``EarlyStopping`` on the training loss, recording that it fired."""
 
@@ -241,19 +210,6 @@ class InverseScaling:
         epoch, batch = divmod(step, self.steps_per_epoch)
         rows = self.rows_before + epoch * self.rows_per_epoch + batch * self.batch_size
         return 1.0 / (rows + 1) ** self.power_t
-
-
-class Cooldown:
-    """Factor of ``"cooldown"`` at step k: 1, then linear to 0 over the last ``fraction``."""
-
-    def __init__(self, n_steps, fraction=0.2):
-        self.n_steps = n_steps
-        self.start = n_steps * (1 - fraction)
-
-    def __call__(self, step):
-        if step < self.start:
-            return 1.0
-        return max(0.0, (self.n_steps - step) / (self.n_steps - self.start))
 
 
 def rate_schedule(schedule, *, power_t, n_steps, batch_size, n_rows, rows_before, patience, tol):

@@ -273,7 +273,7 @@ class SparseTokenSelector(_BaseSelector):
                 f"with max_positions >= {seq_len}."
             )
 
-    def _auto_steps(self, batch_size):
+    def _auto_steps(self):
         return _rates.auto_steps(self.width)
 
     def _resolve_optimiser(self, zero_loss, planned_steps):

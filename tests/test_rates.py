@@ -16,7 +16,7 @@ from stsq_learn import (
     make_sparse_token_selection,
 )
 from stsq_learn import _rates as rates
-from stsq_learn._training import Cooldown
+from stsq_learn._rates import Cooldown
 
 TASK = SparseTokenSelectionTask(8, 3, 2)
 
