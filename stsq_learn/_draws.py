@@ -18,14 +18,14 @@ import torch
 
 from . import _sampling
 from ._keyed import (
-    MASK32,
     box_muller,
+    normal_pair_of_halves,
     normal_pairs,
     philox4x32,
     row_keys,
     split_key,
     splitmix64,
-    srl,
+    uniform_halves,
     uniforms,
 )
 
@@ -33,7 +33,154 @@ from ._keyed import (
 _SPHERE, _COORDINATES, _SUBSETS = 1, 2, 3
 
 
-class StreamedDraws:
+class _DrawSource:
+    """The draws an encoding family asks for; :class:`StreamedDraws` and :class:`KeyedDraws`."""
+
+    keyed = False
+
+    def for_rows(self, X):
+        """The source for the rows ``X`` of a forward pass.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, T, d + 1)
+            The rows, in the dtype the module computes in.
+
+        Returns
+        -------
+        source : StreamedDraws or KeyedDraws
+            A stream is itself; keyed draws get each row's key from its bytes
+            (once: a float64 redo of an overflowing float32 chunk keeps the
+            float32 rows' keys, hence their draws).
+        """
+        raise NotImplementedError
+
+    def for_draw(self, k):
+        """The source for draw ``k`` of the ``n_pe_samples`` a prediction averages.
+
+        Parameters
+        ----------
+        k : int
+            The draw index.
+
+        Returns
+        -------
+        source : StreamedDraws or KeyedDraws
+            A stream just goes on (itself); keyed draws put ``k`` in every key.
+        """
+        raise NotImplementedError
+
+    def without_reuse(self):
+        """This source, drawing full encodings into fresh storage.
+
+        Returns
+        -------
+        source : StreamedDraws or KeyedDraws
+            Used when several draws of one forward pass stay in the graph.
+        """
+        raise NotImplementedError
+
+    def get_state(self):
+        """The state to rewind to (a generator's state; None for keyed draws).
+
+        Returns
+        -------
+        state : Tensor or None
+            What :meth:`set_state` takes.
+        """
+        raise NotImplementedError
+
+    def set_state(self, state):
+        """Rewind to ``state`` (nothing to do for keyed draws).
+
+        Parameters
+        ----------
+        state : Tensor or None
+            As returned by :meth:`get_state`.
+        """
+        raise NotImplementedError
+
+    def sphere(self, positions, width, device, dtype, full=False):
+        """Unit vectors, uniform on the sphere, for given positions of every row.
+
+        Parameters
+        ----------
+        positions : Tensor of shape (n, P), dtype int64
+            The positions of the vectors (keyed draws key them by position).
+        width : int
+            Dimension m of a vector.
+        device : str or torch.device
+            Device of the result.
+        dtype : torch.dtype
+            Floating dtype of the result.
+        full : bool, default=False
+            Whether these are all the positions of full stochastic encodings
+            (a stream made with ``reuse=True`` then draws into its buffer).
+
+        Returns
+        -------
+        Tensor of shape (n, P, width)
+            One independent unit vector per row and position.
+        """
+        raise NotImplementedError
+
+    def coordinates(self, n, seq_len, width, device, dtype):
+        """One coordinate of a uniform unit vector of ``R^width`` per row and position.
+
+        Parameters
+        ----------
+        n : int
+            Number of rows.
+        seq_len : int
+            Positions per row.
+        width : int
+            Dimension m of the sphere's space.
+        device : str or torch.device
+            Device of the result.
+        dtype : torch.dtype
+            Floating dtype of the result.
+
+        Returns
+        -------
+        Tensor of shape (n, seq_len)
+            Independent values of density proportional to
+            ``(1 - c^2)^((width - 3) / 2)`` on [-1, 1].
+        """
+        raise NotImplementedError
+
+    def subsets(self, n, seq_len, max_positions, device):
+        """Sorted uniform random subsets of ``seq_len`` of ``max_positions`` positions.
+
+        Parameters
+        ----------
+        n : int
+            Number of rows.
+        seq_len : int
+            Size of a subset, at most ``max_positions``.
+        max_positions : int
+            Size L of the codebook.
+        device : str or torch.device
+            Device of the result.
+
+        Returns
+        -------
+        Tensor of shape (n, seq_len), dtype int64
+            Increasing codebook positions, every subset equally likely.
+        """
+        raise NotImplementedError
+
+
+def _documented(cls):
+    """Give ``cls``'s undocumented methods the docstrings of :class:`_DrawSource`."""
+    for name, member in vars(cls).items():
+        interface = getattr(_DrawSource, name, None)
+        if callable(member) and not member.__doc__ and interface is not None:
+            member.__doc__ = interface.__doc__
+    return cls
+
+
+@_documented
+class StreamedDraws(_DrawSource):
     """Draws taken in turn from a ``torch.Generator``.
 
     Parameters
@@ -54,30 +201,24 @@ class StreamedDraws:
         self._buffer = None
 
     def for_rows(self, X):
-        """The source for the rows ``X`` (a stream ignores them)."""
         return self
 
     def for_draw(self, k):
-        """The source for draw ``k`` (a stream just goes on)."""
         return self
 
     def without_reuse(self):
-        """The same stream, drawing full encodings into fresh storage."""
         if not self.reuse:
             return self
         return StreamedDraws(self.generator)
 
     def get_state(self):
-        """The generator's state (None for the global generator)."""
         return None if self.generator is None else self.generator.get_state()
 
     def set_state(self, state):
-        """Rewind the generator to ``state``."""
         if self.generator is not None:
             self.generator.set_state(state)
 
     def sphere(self, positions, width, device, dtype, full=False):
-        """Unit vectors of shape (n, P, width) for positions of shape (n or 1, P)."""
         n, P = positions.shape
         out = None
         if full and self.reuse:
@@ -90,19 +231,18 @@ class StreamedDraws:
         )
 
     def coordinates(self, n, seq_len, width, device, dtype):
-        """One coordinate of a uniform unit vector per row and position: (n, seq_len)."""
         return _sampling.sphere_coordinates(
             (n, seq_len), width, generator=self.generator, device=device, dtype=dtype
         )
 
     def subsets(self, n, seq_len, max_positions, device):
-        """Sorted uniform subsets of ``seq_len`` of ``max_positions``: (n, seq_len)."""
         return _sampling.randomized_positions(
             n, seq_len, max_positions, generator=self.generator, device=device
         )
 
 
-class KeyedDraws:
+@_documented
+class KeyedDraws(_DrawSource):
     """Draws computed from each row's key: a row's draws depend on nothing else.
 
     Every number is a Philox-4x32-10 word of the counter (block index,
@@ -118,6 +258,25 @@ class KeyedDraws:
         The rows' keys (None until :meth:`for_rows`).
     draw : int, default=0
         The draw index k (``n_pe_samples`` draws are averaged).
+
+    Notes
+    -----
+    - Unit vectors: a Philox block per (row, position) seeds SplitMix64,
+      whose ``width / 2`` words give ``width`` normals (Box-Muller, two per
+      word), then normalised.
+    - Coordinates, density proportional to ``(1 - c^2)^k`` with
+      ``k = (width - 3) / 2``: for ``width >= 5`` (k >= 1) by rejection from
+      ``N(0, 1 / (2 k))``, whose density ``exp(-k c^2)`` bounds it
+      (``log(1 - t) <= -t``): ``c`` is accepted when ``c^2 < 1`` and
+      ``log U < k (log(1 - c^2) + c^2)``, for more than 75 % of candidates at
+      width 5 and 99.7 % at width 256. One SplitMix64 word per position
+      gives the candidate (half a Box-Muller pair) and its uniform; each
+      rejected one takes further candidates, one Philox block each, keyed by
+      the candidate's index, until accepted (exact). Widths 1 to 4: a sign,
+      or ``z / sqrt(z^2 + 2 G)`` with ``G`` by Marsaglia and Tsang's method.
+    - Subsets: one 64-bit SplitMix64 word per codebook position; the
+      positions of the ``seq_len`` largest, sorted (distinct words: every
+      subset equally likely).
     """
 
     keyed = True
@@ -128,29 +287,21 @@ class KeyedDraws:
         self.draw = int(draw)
 
     def for_rows(self, X):
-        """This source keyed by the bytes of the rows ``X`` (kept once set).
-
-        A float64 redo of an overflowing float32 chunk keeps the keys of
-        the float32 rows, so its draws are those of the first pass.
-        """
         if self.keys is not None:
             return self
         return KeyedDraws(self.seed, row_keys(X, self.seed), self.draw)
 
     def for_draw(self, k):
-        """The source for draw ``k``."""
         return KeyedDraws(self.seed, self.keys, k)
 
     def without_reuse(self):
-        """This source (keyed draws never reuse storage)."""
         return self
 
     def get_state(self):
-        """None: keyed draws have no state."""
         return None
 
     def set_state(self, state):
-        """Nothing to rewind."""
+        pass
 
     def _words(self, position, stream, keys, candidate=0):
         """The four Philox words of each (row key, position, draw, kind, candidate) counter."""
@@ -163,44 +314,29 @@ class KeyedDraws:
         return w[0] | (w[1] << 32)
 
     def sphere(self, positions, width, device, dtype, full=False):
-        """Unit vectors of shape (n, P, width), keyed by row, position and coordinate.
-
-        A Philox block per (row, position) seeds SplitMix64, whose ``width / 2``
-        words give ``width`` normals (two per word), then normalised.
-        """
         n, P = self.keys.shape[0], positions.shape[1]
         n_words = -(-width // 2)
         words = splitmix64(self._seeds(positions, _SPHERE, self.keys.view(-1, 1)), n_words)
         Z = torch.empty(n, P, 2, n_words, device=device)
-        Z[:, :, 0], Z[:, :, 1] = normal_pairs(words)
+        normal_pairs(words, out=Z.movedim(2, 0))
         Z = Z.view(n, P, 2 * n_words)[..., :width]
         return Z.div_(torch.linalg.vector_norm(Z, dim=-1, keepdim=True)).to(dtype)
 
     def coordinates(self, n, seq_len, width, device, dtype):
-        """One coordinate of a uniform unit vector per row and position: (n, seq_len).
-
-        Its density is proportional to ``(1 - c^2)^k``, ``k = (width - 3) / 2``.
-        For ``width >= 5`` (k >= 1) by rejection from ``N(0, 1 / (2 k))``, whose
-        density ``exp(-k c^2)`` bounds it (``log(1 - t) <= -t``): accept ``c``
-        when ``c^2 < 1`` and ``log U < k (log(1 - c^2) + c^2)``, more than 75 %
-        of candidates at width 5 and 99.7 % at width 256. One SplitMix64 word
-        per position (the normal's half of a Box-Muller pair, the uniform);
-        the rejected ones take further candidates, one Philox block each,
-        keyed by the candidate's index, until all are accepted (exact).
-        Narrower widths: ``z / sqrt(z^2 + 2 G)`` with Marsaglia and Tsang's
-        Gamma (:meth:`_narrow_coordinates`).
-        """
         if width < 5:
             return self._narrow_coordinates(n, seq_len, width, device).to(dtype)
         k = (width - 3) / 2
         sigma = (2 * k) ** -0.5
         n_pairs = -(-seq_len // 2)
         words = splitmix64(self._seeds(0, _COORDINATES, self.keys.view(-1, 1)), 2 * n_pairs)
-        words = words.view(n, n_pairs, 2)
+        # Int32 halves of the two words of a pair of positions: lo0, hi0, lo1, hi1.
+        # The low halves make a Box-Muller pair, the high ones the two uniforms.
+        halves = words.view(torch.int32).view(n, n_pairs, 4)
         x = torch.empty(n, n_pairs, 2, device=device)
-        x[..., 0], x[..., 1] = box_muller(words[..., 0] & MASK32, words[..., 1] & MASK32)
+        normal_pair_of_halves(halves[..., 0], halves[..., 2], out=x.movedim(2, 0))
         c = x.view(n, 2 * n_pairs)[:, :seq_len].mul_(sigma)
-        accept = _accept_coordinate(c, uniforms(srl(words.view(n, -1)[:, :seq_len], 32)), k)
+        u = uniform_halves(halves[..., 1::2]).view(n, 2 * n_pairs)[:, :seq_len]
+        accept = _accept_coordinate(c, u, k)
         rows, cols = (~accept).nonzero(as_tuple=True)
         candidate = 1
         while rows.numel():
@@ -240,11 +376,6 @@ class KeyedDraws:
         return G.mul_(2).addcmul_(z, z).rsqrt_().mul_(z)
 
     def subsets(self, n, seq_len, max_positions, device):
-        """Sorted uniform subsets of ``seq_len`` of ``max_positions``: (n, seq_len).
-
-        Every codebook position gets a 64-bit SplitMix64 word; the positions
-        of the ``seq_len`` largest form the subset (distinct words: uniform).
-        """
         _sampling.check_codebook_length(seq_len, max_positions)
         keys = splitmix64(self._seeds(0, _SUBSETS, self.keys), max_positions)
         return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values

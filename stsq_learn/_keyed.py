@@ -125,7 +125,7 @@ def _xor_masked(a, b, k, shape):
 
 
 def uniforms(words):
-    """Float32 uniforms on (0, 1) from 32-bit words: the top 24 bits, plus a half step.
+    """Float32 uniforms on (0, 1] from 32-bit words: ``(k + 1) / 2^24``, k their top 24 bits.
 
     Parameters
     ----------
@@ -135,9 +135,9 @@ def uniforms(words):
     Returns
     -------
     Tensor of dtype float32
-        ``((words >> 8) + 0.5) / 2^24``: exact in float32, never 0 or 1.
+        Exact in float32, never 0 (their logarithm is finite).
     """
-    return (words >> 8).to(torch.float32).add_(0.5).mul_(_U24)
+    return (words >> 8).to(torch.float32).add_(1.0).mul_(_U24)
 
 
 def box_muller(words_r, words_theta):
@@ -151,8 +151,9 @@ def box_muller(words_r, words_theta):
     Returns
     -------
     tuple of 2 Tensor of dtype float32
-        ``r cos(theta)`` and ``r sin(theta)`` with ``r = sqrt(-2 log u1)`` and
-        ``theta = 2 pi u2``.
+        ``r cos(theta)`` and ``r sin(theta)`` with ``r = sqrt(-2 log u1)``
+        (``u1`` from :func:`uniforms`) and ``theta = 2 pi k / 2^24``, k the
+        top 24 bits of ``words_theta``.
     """
     r = uniforms(words_r).log_().mul_(-2.0).sqrt_()
     theta = (words_theta >> 8).to(torch.float32).mul_(2 * math.pi * _U24)
@@ -216,7 +217,7 @@ def splitmix64(seeds, n_words):
     SplitMix64 (Steele, Lea and Flood, 2014) adds the golden-ratio constant
     to its state and returns :func:`mix64` of it: output j (from 1) is
     ``mix64(seed + j * 0x9E3779B97F4A7C15)``, computed here for every j at
-    once.
+    once, in place (two allocations, whatever the size).
 
     Parameters
     ----------
@@ -232,26 +233,69 @@ def splitmix64(seeds, n_words):
     """
     j = torch.arange(1, n_words + 1, dtype=torch.int64, device=seeds.device)
     z = seeds.unsqueeze(-1) + j * _signed(_GOLDEN)
-    z ^= srl(z, 30)
-    z *= _signed(_MIX1)
-    z ^= srl(z, 27)
-    z *= _signed(_MIX2)
-    z ^= srl(z, 31)
+    t = torch.empty_like(z)
+    for shift, factor in ((30, _MIX1), (27, _MIX2), (31, None)):
+        torch.bitwise_right_shift(z, shift, out=t)
+        z ^= t.bitwise_and_((1 << (64 - shift)) - 1)
+        if factor is not None:
+            z *= _signed(factor)
     return z
 
 
-def normal_pairs(words):
+def normal_pairs(words, out=None):
     """Two standard normals per 64-bit word: Box-Muller on its two 24-bit uniforms.
+
+    The radius takes the top 24 bits of the word's high half, the angle those
+    of its low half (read as int32 halves: arithmetic shifts, then offset to
+    [0, 2^24)), as :func:`box_muller` does.
 
     Parameters
     ----------
     words : Tensor of dtype int64
-        64-bit patterns, any shape S.
+        64-bit patterns, contiguous, any shape S.
+    out : Tensor of shape (2,) + S, dtype float32, or None, default=None
+        Where to write the normals (may be a strided view).
 
     Returns
     -------
-    tuple of 2 Tensor of shape S, dtype float32
-        ``r cos(theta)`` and ``r sin(theta)``, with the radius from the top
-        24 bits and the angle from bits 8 to 31.
+    Tensor of shape (2,) + S, dtype float32
+        ``r cos(theta)`` and ``r sin(theta)`` with ``r = sqrt(-2 log u1)``,
+        ``theta = 2 pi u2``.
     """
-    return box_muller(srl(words, 32), words & MASK32)
+    halves = words.view(torch.int32)
+    return normal_pair_of_halves(halves[..., 1::2], halves[..., 0::2], out)
+
+
+def normal_pair_of_halves(radius, angle, out=None):
+    """Box-Muller on int32 words: the normals of :func:`normal_pairs`, from given halves.
+
+    Parameters
+    ----------
+    radius, angle : Tensor of dtype int32
+        Words of one shape S (views allowed): the radius's and the angle's.
+    out : Tensor of shape (2,) + S, dtype float32, or None, default=None
+        Where to write the normals (may be a strided view).
+
+    Returns
+    -------
+    Tensor of shape (2,) + S, dtype float32
+        ``r cos(theta)`` and ``r sin(theta)``.
+    """
+    theta = _top24(angle).mul_(2 * math.pi * _U24)
+    # u1 = (k + 1) / 2^24, so log u1 = log(k + 1) - 24 log 2 (k + 1 is exact in float32).
+    r = _top24(radius).add_(1.0).log_().sub_(24 * math.log(2)).mul_(-2.0).sqrt_()
+    if out is None:
+        out = torch.empty((2, *theta.shape), device=theta.device)
+    torch.cos(theta, out=out[0])
+    torch.sin(theta, out=out[1])
+    return out.mul_(r)
+
+
+def uniform_halves(halves):
+    """Float32 uniforms on (0, 1], ``(k + 1) / 2^24``, from the top 24 bits of int32 words."""
+    return _top24(halves).add_(1.0).mul_(_U24)
+
+
+def _top24(halves):
+    """``k`` as float32, ``k`` in [0, 2^24) the top 24 bits of each int32 word (exact)."""
+    return (halves >> 8).to(torch.float32).add_(2**23)

@@ -4,7 +4,8 @@ The functions :mod:`stsq_learn.encodings` exports for the stochastic and
 randomized families (unit vectors, one coordinate of a unit vector, sorted
 random subsets), and the two pieces the keyed draws share with them: the
 Marsaglia-Tsang acceptance test (:func:`marsaglia_tsang`) and the codebook
-length check (:func:`check_codebook_length`).
+length check (:func:`check_codebook_length`); and the deterministic vectors
+of the fixed and sinusoidal families.
 """
 
 from __future__ import annotations
@@ -210,3 +211,81 @@ def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, d
     check_codebook_length(seq_len, max_positions)
     keys = torch.rand(n_samples, max_positions, generator=generator, device=device)
     return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values
+
+
+_FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
+
+
+def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
+    """One unit vector per position, deterministic in ``(seed, position)``.
+
+    Positions are drawn in blocks of 64 from seeds derived from ``(seed,
+    block)``, so the first T rows never depend on how many are asked for
+    (prefix-stable): a longer sequence gets the same vectors for the positions
+    seen in training, plus vectors for positions never seen.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T.
+    width : int
+        Dimension m of an encoding.
+    seed : int
+        Seed of the encodings; the same seed gives the same vectors.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
+    """
+    n_blocks = -(-seq_len // _FIXED_BLOCK)
+    blocks = [
+        np.random.default_rng([int(seed), b]).standard_normal((_FIXED_BLOCK, width))
+        for b in range(n_blocks)
+    ]
+    P = np.concatenate(blocks)[:seq_len]
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    return torch.as_tensor(P, dtype=dtype, device=device)
+
+
+def sinusoidal_encodings(seq_len, width, *, device="cpu", dtype=torch.float32):
+    """The sine/cosine encodings of Vaswani et al. (2017), scaled to unit norm.
+
+    Position t gets ``sin(t w_i)`` in coordinate ``2i`` and ``cos(t w_i)`` in
+    ``2i + 1``, with frequencies ``w_i = 10000 ** (-2i / width)``; the vector
+    is then divided by its norm. Deterministic and prefix-stable: the first T
+    rows never depend on how many are asked for.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T (0, ..., T - 1).
+    width : int
+        Dimension m of an encoding.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
+
+    Examples
+    --------
+    >>> from stsq_learn.encodings import sinusoidal_encodings
+    >>> P = sinusoidal_encodings(6, 4)
+    >>> P.shape, bool(torch.allclose(P.norm(dim=1), torch.ones(6)))
+    (torch.Size([6, 4]), True)
+    """
+    t = torch.arange(seq_len, dtype=torch.float64, device=device)[:, None]
+    i = torch.arange(width, device=device) // 2
+    freq = torch.pow(10000.0, -2.0 * i.to(torch.float64) / width)
+    angle = t * freq
+    P = torch.where(torch.arange(width, device=device) % 2 == 0, angle.sin(), angle.cos())
+    return (P / torch.linalg.vector_norm(P, dim=1, keepdim=True)).to(dtype)

@@ -27,13 +27,14 @@ The drawn families take their randomness from a draw source:
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ._draws import KeyedDraws, StreamedDraws
 from ._sampling import (
     check_codebook_length,
+    fixed_encodings,
     randomized_positions,
+    sinusoidal_encodings,
     sphere_coordinates,
     sphere_encodings,
 )
@@ -53,83 +54,6 @@ __all__ = [
     "sphere_coordinates",
     "sphere_encodings",
 ]
-
-_FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
-
-
-def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
-    """One unit vector per position, deterministic in ``(seed, position)``.
-
-    Positions are drawn in blocks of 64 from seeds derived from ``(seed,
-    block)``, so the first T rows never depend on how many are asked for
-    (prefix-stable): a longer sequence gets the same vectors for the positions
-    seen in training, plus vectors for positions never seen.
-
-    Parameters
-    ----------
-    seq_len : int
-        Number of positions T.
-    width : int
-        Dimension m of an encoding.
-    seed : int
-        Seed of the encodings; the same seed gives the same vectors.
-    device : str or torch.device, default="cpu"
-        Device of the returned tensor.
-    dtype : torch.dtype, default=torch.float32
-        Floating dtype of the returned tensor.
-
-    Returns
-    -------
-    Tensor of shape (seq_len, width)
-        One unit vector per position.
-    """
-    n_blocks = -(-seq_len // _FIXED_BLOCK)
-    blocks = [
-        np.random.default_rng([int(seed), b]).standard_normal((_FIXED_BLOCK, width))
-        for b in range(n_blocks)
-    ]
-    P = np.concatenate(blocks)[:seq_len]
-    P /= np.linalg.norm(P, axis=1, keepdims=True)
-    return torch.as_tensor(P, dtype=dtype, device=device)
-
-
-def sinusoidal_encodings(seq_len, width, *, device="cpu", dtype=torch.float32):
-    """The sine/cosine encodings of Vaswani et al. (2017), scaled to unit norm.
-
-    Position t gets ``sin(t w_i)`` in coordinate ``2i`` and ``cos(t w_i)`` in
-    ``2i + 1``, with frequencies ``w_i = 10000 ** (-2i / width)``; the vector
-    is then divided by its norm. Deterministic and prefix-stable: the first T
-    rows never depend on how many are asked for.
-
-    Parameters
-    ----------
-    seq_len : int
-        Number of positions T (0, ..., T - 1).
-    width : int
-        Dimension m of an encoding.
-    device : str or torch.device, default="cpu"
-        Device of the returned tensor.
-    dtype : torch.dtype, default=torch.float32
-        Floating dtype of the returned tensor.
-
-    Returns
-    -------
-    Tensor of shape (seq_len, width)
-        One unit vector per position.
-
-    Examples
-    --------
-    >>> from stsq_learn.encodings import sinusoidal_encodings
-    >>> P = sinusoidal_encodings(6, 4)
-    >>> P.shape, bool(torch.allclose(P.norm(dim=1), torch.ones(6)))
-    (torch.Size([6, 4]), True)
-    """
-    t = torch.arange(seq_len, dtype=torch.float64, device=device)[:, None]
-    i = torch.arange(width, device=device) // 2
-    freq = torch.pow(10000.0, -2.0 * i.to(torch.float64) / width)
-    angle = t * freq
-    P = torch.where(torch.arange(width, device=device) % 2 == 0, angle.sin(), angle.cos())
-    return (P / torch.linalg.vector_norm(P, dim=1, keepdim=True)).to(dtype)
 
 
 # -- the families ------------------------------------------------------------------------
@@ -175,14 +99,58 @@ class _Family:
         return f"{type(self).__name__}(width={self.width})"
 
     def initial_table(self, seq_len):
-        """The vectors the module keeps as a buffer for training length ``seq_len`` (or None)."""
+        """The vectors the module keeps as its buffer :attr:`table_name`.
+
+        Parameters
+        ----------
+        seq_len : int
+            The training length.
+
+        Returns
+        -------
+        Tensor of shape (n_positions, width) or None
+            The fixed encodings of the training length, the codebook, or
+            None for the families that keep no vectors.
+        """
         return None
 
     def check_length(self, seq_len):
-        """Raise ``ValueError`` if the family cannot encode ``seq_len`` positions."""
+        """Raise ``ValueError`` if the family cannot encode ``seq_len`` positions.
+
+        Parameters
+        ----------
+        seq_len : int
+            A sequence length, at training or at predict time.
+
+        Raises
+        ------
+        ValueError
+            If ``seq_len`` exceeds :attr:`max_length` (a codebook's size).
+        """
 
     def encodings(self, n_samples, seq_len, draws, table, device, dtype):  # pragma: no cover
-        """Encodings of a batch: (n, T, m) if drawn per row, (T, m) if shared by all rows."""
+        """The encodings of a batch: per row if drawn, else one table shared by all rows.
+
+        Parameters
+        ----------
+        n_samples : int
+            Number of rows n.
+        seq_len : int
+            Number of positions T.
+        draws : StreamedDraws or KeyedDraws
+            Source of the draws (ignored by the deterministic families).
+        table : Tensor or None
+            The module's buffer named :attr:`table_name`.
+        device : str or torch.device
+            Device of the result.
+        dtype : torch.dtype
+            Floating dtype of the result.
+
+        Returns
+        -------
+        Tensor of shape (n_samples, seq_len, width) or (seq_len, width)
+            Unit vectors.
+        """
         raise NotImplementedError
 
     def scores(self, W, d, mask, draws, table, sampling="marginal"):
@@ -216,12 +184,35 @@ class _Family:
     def elements_per_row(self, seq_len, n_features, sampling="marginal", n_selected=None):
         """An upper estimate of the floats a forward pass holds per row.
 
-        ``n_selected`` is the largest number of selected positions in a row
-        (None: unknown).
+        Parameters
+        ----------
+        seq_len : int
+            Length T of the rows.
+        n_features : int
+            Token dimension d.
+        sampling : {"marginal", "full"}, default="marginal"
+            The sampler of stochastic encodings (ignored by the others).
+        n_selected : int or None, default=None
+            The largest number of selected positions in a row (None: unknown).
+
+        Returns
+        -------
+        int
+            Floats per row, which sizes the chunks of a prediction.
         """
         return seq_len * (self.width + n_features + 1)
 
 
+def _documented(cls):
+    """Give ``cls``'s undocumented methods the docstrings of :class:`_Family`'s."""
+    for name, member in vars(cls).items():
+        interface = getattr(_Family, name, None)
+        if callable(member) and not member.__doc__ and interface is not None:
+            member.__doc__ = interface.__doc__
+    return cls
+
+
+@_documented
 class StochasticEncoding(_Family):
     """I.i.d. encodings uniform on the unit sphere, drawn for every row and call (the paper's).
 
@@ -278,6 +269,7 @@ class StochasticEncoding(_Family):
         return seq_len * (n_features + 12) + self.width * (4 * n_selected + 4) + n_features
 
 
+@_documented
 class FixedEncoding(_Family):
     """One vector per position, the same for every row (:func:`fixed_encodings`).
 
@@ -306,6 +298,7 @@ class FixedEncoding(_Family):
         return fixed_encodings(seq_len, self.width, self.seed, device=device, dtype=dtype)
 
 
+@_documented
 class RandomizedEncoding(_Family):
     """Each row reads a sorted uniform random subset of a codebook (Ruoss et al., 2023).
 
@@ -344,6 +337,7 @@ class RandomizedEncoding(_Family):
         return table[draws.subsets(n_samples, seq_len, self.max_length, device)]
 
 
+@_documented
 class SinusoidalEncoding(_Family):
     """The deterministic sine/cosine encodings (:func:`sinusoidal_encodings`).
 
