@@ -206,12 +206,12 @@ class _BaseSelector(RegressorMixin, BaseEstimator):
         per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=q_max)
         chunk = max(1, _PREDICT_ELEMENTS // per_row)
         module.eval()
+        # Keyed draws: every draw from (prediction seed, the row's bytes in the model's
+        # dtype, draw, position), so a row's prediction does not depend on the other rows.
+        draws = KeyedDraws(self._predict_seed, dtype=next(module.parameters()).dtype)
         out = []
         with torch.inference_mode():
             for start in range(0, n, chunk):
-                # Keyed draws: every draw from (prediction seed, the row's bytes, draw,
-                # position), so a row's prediction does not depend on the other rows.
-                draws = KeyedDraws(self._predict_seed)
                 out.append(tr.finite_forward(module, X[start : start + chunk], draws, kwargs))
         y_pred = torch.cat(out).numpy().astype(np.float64)
         return y_pred.ravel() if self._y_1d else y_pred

@@ -50,8 +50,7 @@ class _DrawSource:
         -------
         source : StreamedDraws or KeyedDraws
             A stream is itself; keyed draws get each row's key from its bytes
-            (once: a float64 redo of an overflowing float32 chunk keeps the
-            float32 rows' keys, hence their draws).
+            (in their ``dtype``).
         """
         raise NotImplementedError
 
@@ -258,6 +257,10 @@ class KeyedDraws(_DrawSource):
         The rows' keys (None until :meth:`for_rows`).
     draw : int, default=0
         The draw index k (``n_pe_samples`` draws are averaged).
+    dtype : torch.dtype or None, default=None
+        The dtype whose bytes of a row are hashed (the fitted model's; None:
+        the rows' own). A float64 redo of an overflowing float32 chunk then
+        hashes the same bytes, and gets the same draws.
 
     Notes
     -----
@@ -281,18 +284,20 @@ class KeyedDraws(_DrawSource):
 
     keyed = True
 
-    def __init__(self, seed, keys=None, draw=0):
+    def __init__(self, seed, keys=None, draw=0, dtype=None):
         self.seed = int(seed)
         self.keys = keys
         self.draw = int(draw)
+        self.dtype = dtype
 
     def for_rows(self, X):
         if self.keys is not None:
             return self
-        return KeyedDraws(self.seed, row_keys(X, self.seed), self.draw)
+        rows = X if self.dtype is None else X.to(self.dtype)
+        return KeyedDraws(self.seed, row_keys(rows, self.seed), self.draw, self.dtype)
 
     def for_draw(self, k):
-        return KeyedDraws(self.seed, self.keys, k)
+        return KeyedDraws(self.seed, self.keys, k, self.dtype)
 
     def without_reuse(self):
         return self
@@ -319,8 +324,8 @@ class KeyedDraws(_DrawSource):
         words = splitmix64(self._seeds(positions, _SPHERE, self.keys.view(-1, 1)), n_words)
         Z = torch.empty(n, P, 2, n_words, device=device)
         normal_pairs(words, out=Z.movedim(2, 0))
-        Z = Z.view(n, P, 2 * n_words)[..., :width]
-        return Z.div_(torch.linalg.vector_norm(Z, dim=-1, keepdim=True)).to(dtype)
+        Z = Z.view(n, P, 2 * n_words)[..., :width].to(dtype)
+        return Z.div_(torch.linalg.vector_norm(Z, dim=-1, keepdim=True))
 
     def coordinates(self, n, seq_len, width, device, dtype):
         if width < 5:

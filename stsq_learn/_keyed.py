@@ -33,7 +33,7 @@ _W0, _W1 = 0x9E3779B9, 0xBB67AE85  # Philox-4x32 key increments (Weyl sequence)
 _GOLDEN = 0x9E3779B97F4A7C15
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 _U24 = 2.0**-24
-_HASH_BLOCK = 1 << 15  # 64-bit words per block of rows hashed at once
+_HASH_BLOCK = 1 << 17  # 64-bit words per block of rows hashed at once (1 MiB)
 
 
 def _signed(value):

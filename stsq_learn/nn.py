@@ -206,8 +206,10 @@ class AttentionSelector(nn.Module):
         # output: copying the tokens out of X cost as much as a tenth of a step.
         X = X.contiguous()
         tokens, mask = X, X[..., -1].contiguous()
-        draws = as_draws(generator).for_rows(X)
+        draws = as_draws(generator)
         n_draws = n_pe_samples if self.encoding.drawn else 1
+        if self.encoding.drawn:
+            draws = draws.for_rows(X)  # keyed draws: each row's key, from its bytes
         if n_draws > 1 and torch.is_grad_enabled():
             draws = draws.without_reuse()  # each draw's encodings stay in the graph
         d, W = self._score_rows()

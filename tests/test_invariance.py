@@ -132,3 +132,35 @@ def test_a_joblib_chunked_predict_equals_one_call(models, data):
     chunks = [X[i : i + 37] for i in range(0, N_ROWS, 37)]
     parts = joblib.Parallel(n_jobs=2)(joblib.delayed(_predict_chunk)(model, c) for c in chunks)
     np.testing.assert_allclose(np.concatenate(parts), model.predict(X), rtol=1e-6, atol=1e-12)
+
+
+def test_keyed_and_streamed_predictions_have_the_same_accuracy():
+    """Same law: a trained model scores alike with keyed and with streamed (0.3) draws."""
+    from sklearn.metrics import r2_score
+
+    from stsq_learn import SparseTokenSelectionTask
+    from stsq_learn.encodings import StreamedDraws
+
+    task = SparseTokenSelectionTask(16, 8, 3)
+    model = SparseTokenSelector(width=32, random_state=0).fit_online(task, n_steps=300)
+    X, y = task.sample(4000, random_state=1)
+    draws = StreamedDraws(torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        streamed = model.net_.module_(torch.as_tensor(X, dtype=torch.float32), draws)
+    keyed_r2, streamed_r2 = r2_score(y, model.predict(X)), r2_score(y, streamed.numpy())
+    assert keyed_r2 > 0.6
+    assert abs(keyed_r2 - streamed_r2) < 0.015, (keyed_r2, streamed_r2)
+
+
+def test_a_chunk_redone_in_float64_keeps_its_draws(models, data):
+    """A row beyond float32 makes predict redo its chunk in float64: same draws, keyed
+    by the rows' float32 bytes, so the other rows only change by float rounding."""
+    X = data[0][:40].astype(np.float64)
+    model = models["stochastic", "float32"].set_params(n_pe_samples=4)
+    huge = X.copy()
+    huge[7, :, :-1] *= 1e40
+    mixed = model.predict(huge)
+    assert np.isfinite(mixed).all()
+    normal = np.delete(np.arange(40), 7)
+    np.testing.assert_allclose(mixed[normal], model.predict(X)[normal], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.predict(huge[7:8]), mixed[7:8], rtol=1e-6)
