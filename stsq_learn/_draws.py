@@ -285,6 +285,8 @@ class KeyedDraws(_DrawSource):
     keyed = True
 
     def __init__(self, seed, keys=None, draw=0, dtype=None):
+        if not 0 <= int(draw) < 1 << 24:
+            raise ValueError(f"draw must be in [0, 2^24), got {draw!r}.")
         self.seed = int(seed)
         self.keys = keys
         self.draw = int(draw)

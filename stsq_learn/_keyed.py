@@ -99,7 +99,8 @@ def philox4x32(counter, key, rounds=10):
     >>> [hex(int(w)) for w in words]  # Random123's known-answer vector
     ['0x6627e8d5', '0xe169c58d', '0xbc57ac4c', '0x9b00dbd8']
     """
-    c0, c1, c2, c3 = (torch.as_tensor(c, dtype=torch.int64) for c in counter)
+    device = next((x.device for x in (*counter, *key) if isinstance(x, torch.Tensor)), None)
+    c0, c1, c2, c3 = (torch.as_tensor(c, dtype=torch.int64, device=device) for c in counter)
     k0, k1 = key
     shape = torch.broadcast_shapes(*(getattr(x, "shape", ()) for x in (c0, c1, c2, c3, k0, k1)))
     for r in range(rounds):
@@ -183,6 +184,8 @@ def row_keys(X, seed):
         the other rows, their order, the device or the thread count.
     """
     n = X.shape[0]
+    if n == 0:
+        return torch.empty(0, dtype=torch.int64, device=X.device)
     words = X.contiguous().reshape(n, -1).view(torch.int32)
     if words.shape[1] % 2:
         words = torch.cat([words, words.new_zeros(n, 1)], dim=1)

@@ -270,3 +270,9 @@ def test_cpu_and_cuda_compute_the_same_keyed_draws():
     torch.testing.assert_close(
         gpu.subsets(64, 12, 40, "cuda").cpu(), cpu.subsets(64, 12, 40, "cpu"), rtol=0, atol=0
     )
+
+
+def test_keyed_draws_refuse_a_draw_index_beyond_their_counter():
+    with pytest.raises(ValueError, match=r"draw must be in \[0, 2\^24\), got 16777216"):
+        KeyedDraws(0, draw=1 << 24)
+    assert row_keys(torch.empty(0, 4, 3), 0).shape == (0,)
