@@ -12,6 +12,8 @@ The entries (``--only`` picks some, repeatable):
 * ``online``: ``fit_online`` against the plain loop drawing its own batches;
 * ``sampler``: ``fit_online`` step time with the marginal and the full
   encoding sampler as the sequence grows, against drawing the batch itself;
+* ``predict``: ``predict`` time with keyed draws against the streamed draws
+  of 0.3.0 at T=64 and T=1024, with where the draws' time goes;
 * ``fcn``: ``FCNSelector`` against scikit-learn's ``MLPRegressor``;
 * ``memory``: peak memory of fit and predict as the sequence grows, and of
   ``fit_online`` at T=16384 as the width grows;
@@ -55,6 +57,7 @@ ENTRIES = [
     "fit",
     "online",
     "sampler",
+    "predict",
     "fcn",
     "memory",
     "accuracy",

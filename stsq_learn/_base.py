@@ -37,6 +37,7 @@ from ._validation import (
     resolve_device,
 )
 from .datasets import SparseTokenSelectionTask
+from .encodings import KeyedDraws, StreamedDraws
 
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
 _SEED_MAX = np.iinfo(np.int32).max
@@ -234,17 +235,18 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         self._check_predict_seq_len(T)
         kwargs = self._forward_kwargs()
         module = self.net_.module_
-        generator = torch.Generator(device=self.device_).manual_seed(self._predict_seed)
         # Sized by the fitted module, not the hyperparameters (settable after fit).
-        per_row = module.elements_per_row(T, pe_sampling=kwargs.get("pe_sampling"))
+        q_max = int(X[..., -1].sum(axis=1).max()) if n else 0
+        per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=q_max)
         chunk = max(1, _PREDICT_ELEMENTS // per_row)
         module.eval()
-        # One encodings buffer reused by every chunk and draw of this call.
-        kwargs["workspace"] = {}
+        # Keyed draws: every draw from (prediction seed, the row's bytes in the model's
+        # dtype, draw, position), so a row's prediction does not depend on the other rows.
+        draws = KeyedDraws(self._predict_seed, dtype=next(module.parameters()).dtype)
         out = []
         with torch.inference_mode():
             for start in range(0, n, chunk):
-                out.append(tr.finite_forward(module, X[start : start + chunk], generator, kwargs))
+                out.append(tr.finite_forward(module, X[start : start + chunk], draws, kwargs))
         y_pred = torch.cat(out).numpy().astype(np.float64)
         return y_pred.ravel() if self._y_1d else y_pred
 
@@ -398,11 +400,12 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
 
     def _run(self, net, data, generator):
         """Train ``net`` on ``data``; encodings are drawn from ``generator``."""
-        # The owned net's fit parameters (generator, workspace) are ours, not the
+        # The owned net's fit parameter (the draws) is ours, not the
         # user's metadata: keep scikit-learn's metadata routing out of it.
         with warnings.catch_warnings(), sklearn.config_context(enable_metadata_routing=False):
             # skorch warns that the module is an instance it will re-use: intended.
             warnings.filterwarnings("ignore", message=".*already initialized.*")
-            # One encodings buffer for the whole fit: every step overwrites the
-            # previous step's encodings after its backward, instead of allocating.
-            net.fit(data, None, generator=generator, workspace={}, **self._fit_forward_kwargs())
+            # Streamed draws, with one encodings buffer for the whole fit: every step
+            # overwrites the previous step's encodings after its backward.
+            draws = StreamedDraws(generator, reuse=True)
+            net.fit(data, None, generator=draws, **self._fit_forward_kwargs())

@@ -154,7 +154,10 @@ ATTRIBUTES = """\
         The skorch net that ran the training; ``net_.history`` holds the
         per-epoch and per-batch records (``stop_reason`` in the last epoch
         when early stopping or the adaptive rate ended it) and
-        ``net_.module_`` the torch module."""
+        ``net_.module_`` the torch module. It is training machinery: with
+        drawn encodings its own ``net_.predict`` takes them from torch's
+        global generator and does not give the numbers of :meth:`predict`,
+        whose draws are keyed by the row."""
 
 FIT_RAISES = """\
 Raises

@@ -407,8 +407,8 @@ def available_device(device, owner):
         return device
     warnings.warn(
         f"{owner} was fitted on {device}, which this machine does not have; it is "
-        "loaded on the CPU and predicts on the CPU. Stochastic-encoding predictions use "
-        "the CPU random stream, so they differ from those drawn on the GPU.",
+        "loaded on the CPU and predicts on the CPU. Its prediction draws are keyed by "
+        "row, so they are those of the GPU; only float rounding differs.",
         UserWarning,
         stacklevel=4,
     )

@@ -1,33 +1,53 @@
 """Positional encodings: where the vectors p_t of the attention model come from.
 
-Four families, all unit vectors in ``R^width``:
+Four families, all unit vectors in ``R^width``, each an object that gives a
+batch's positional scores, its length limit and its draws:
 
-- ``"stochastic"`` (the paper's): i.i.d. uniform on the sphere, drawn afresh
-  for every row at every call (:func:`sphere_encodings`). For the positions
-  outside the selected set only one number per position matters, the
-  projection ``p_t^T u`` on the query direction, whose law is that of one
-  coordinate of a uniform unit vector times ``||u||``
+- :class:`StochasticEncoding` (the paper's): i.i.d. uniform on the sphere,
+  drawn afresh for every row at every call (:func:`sphere_encodings`). For
+  the positions outside the selected set only one number per position
+  matters, the projection ``p_t^T u`` on the query direction, whose law is
+  that of one coordinate of a uniform unit vector times ``||u||``
   (:func:`sphere_coordinates`): the *marginal* sampler draws that number
   instead of the whole vector.
-- ``"fixed"``: one vector per position, deterministic in the seed and
-  prefix-stable (:func:`fixed_encodings`).
-- ``"randomized"`` (after Ruoss et al., ACL 2023): a codebook of
+- :class:`FixedEncoding`: one vector per position, deterministic in the
+  seed and prefix-stable (:func:`fixed_encodings`).
+- :class:`RandomizedEncoding` (after Ruoss et al., ACL 2023): a codebook of
   ``max_positions`` fixed vectors; each row takes the vectors of a sorted
   uniform random subset of the codebook's positions
   (:func:`randomized_positions`).
-- ``"sinusoidal"`` (Vaswani et al., 2017): sines and cosines of the position
-  at geometric frequencies, scaled to unit norm (:func:`sinusoidal_encodings`).
+- :class:`SinusoidalEncoding` (Vaswani et al., 2017): sines and cosines of
+  the position at geometric frequencies, scaled to unit norm
+  (:func:`sinusoidal_encodings`).
+
+The drawn families take their randomness from a draw source:
+:class:`StreamedDraws` (a ``torch.Generator``, for training) or
+:class:`KeyedDraws` (every number from the row's content, for prediction).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from ._validation import check_positive_int
+from ._draws import KeyedDraws, StreamedDraws
+from ._sampling import (
+    check_codebook_length,
+    fixed_encodings,
+    randomized_positions,
+    sinusoidal_encodings,
+    sphere_coordinates,
+    sphere_encodings,
+)
 
 __all__ = [
     "POSITIONAL_ENCODINGS",
+    "FixedEncoding",
+    "KeyedDraws",
+    "RandomizedEncoding",
+    "SinusoidalEncoding",
+    "StochasticEncoding",
+    "StreamedDraws",
+    "encoding_family",
     "fixed_encodings",
     "randomized_positions",
     "sinusoidal_encodings",
@@ -35,252 +55,351 @@ __all__ = [
     "sphere_encodings",
 ]
 
-POSITIONAL_ENCODINGS = ("stochastic", "fixed", "randomized", "sinusoidal")
+
+# -- the families ------------------------------------------------------------------------
+def query_scores(W, d, mask, P):
+    """``(u, pos)``: the query ``u = W z_0`` (n, d + m) and the positional scores (n, T).
+
+    ``W`` holds the rows of the key-query matrix the scores read (token rows
+    first when ``d > 0``); ``P`` the encodings, per row (n, T, m) or shared
+    by all rows (T, m). ``W p_t`` is never formed: u is one row vector per
+    row, and every product a row vector times a matrix.
+    """
+    if P.dim() == 2:
+        u = (mask @ P) @ W.T
+        return u, u[:, d:] @ P.T
+    u = torch.bmm(mask.unsqueeze(1), P) @ W.T  # (n, 1, d + m)
+    pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
+    return u.squeeze(1), pos
+
+
+class _Family:
+    """What every family shares: scores from its encodings, no length limit.
+
+    Parameters
+    ----------
+    width : int
+        Dimension m of an encoding.
+    seed : int, default=0
+        Seed of the vectors a family keeps (fixed encodings, codebook).
+    max_positions : int or None, default=None
+        Codebook size (randomized encodings only).
+    """
+
+    name = None
+    drawn = False  #: whether the encodings are drawn for every row at every call
+    table_name = None  #: the module buffer holding the family's vectors, if any
+    max_length = None  #: the longest sequence the family encodes (None: any)
+
+    def __init__(self, width, seed=0, max_positions=None):
+        self.width = int(width)
+        self.seed = int(seed)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(width={self.width})"
+
+    def initial_table(self, seq_len):
+        """The vectors the module keeps as its buffer :attr:`table_name`.
+
+        Parameters
+        ----------
+        seq_len : int
+            The training length.
+
+        Returns
+        -------
+        Tensor of shape (n_positions, width) or None
+            The fixed encodings of the training length, the codebook, or
+            None for the families that keep no vectors.
+        """
+        return None
+
+    def check_length(self, seq_len):
+        """Raise ``ValueError`` if the family cannot encode ``seq_len`` positions.
+
+        Parameters
+        ----------
+        seq_len : int
+            A sequence length, at training or at predict time.
+
+        Raises
+        ------
+        ValueError
+            If ``seq_len`` exceeds :attr:`max_length` (a codebook's size).
+        """
+
+    def encodings(self, n_samples, seq_len, draws, table, device, dtype):  # pragma: no cover
+        """The encodings of a batch: per row if drawn, else one table shared by all rows.
+
+        Parameters
+        ----------
+        n_samples : int
+            Number of rows n.
+        seq_len : int
+            Number of positions T.
+        draws : StreamedDraws or KeyedDraws
+            Source of the draws (ignored by the deterministic families).
+        table : Tensor or None
+            The module's buffer named :attr:`table_name`.
+        device : str or torch.device
+            Device of the result.
+        dtype : torch.dtype
+            Floating dtype of the result.
+
+        Returns
+        -------
+        Tensor of shape (n_samples, seq_len, width) or (seq_len, width)
+            Unit vectors.
+        """
+        raise NotImplementedError
+
+    def scores(self, W, d, mask, draws, table, sampling="marginal"):
+        """The query ``u = W z_0`` and the positional scores of a batch.
+
+        Parameters
+        ----------
+        W : Tensor of shape (d + m, m)
+            The rows of the key-query matrix the scores read.
+        d : int
+            Number of token rows in ``W`` (0 when the token block is frozen).
+        mask : Tensor of shape (n, T)
+            Selection indicator, 0.0 or 1.0.
+        draws : StreamedDraws or KeyedDraws
+            Source of the draws, already keyed by the rows if keyed.
+        table : Tensor or None
+            The module's buffer named :attr:`table_name`.
+        sampling : {"marginal", "full"}, default="marginal"
+            The sampler of stochastic encodings (ignored by the others).
+
+        Returns
+        -------
+        u : Tensor of shape (n, d + m)
+            ``W z_0`` for every row.
+        pos : Tensor of shape (n, T)
+            The positional scores ``p_t^T u_p``.
+        """
+        n, T = mask.shape
+        return query_scores(W, d, mask, self.encodings(n, T, draws, table, W.device, W.dtype))
+
+    def elements_per_row(self, seq_len, n_features, sampling="marginal", n_selected=None):
+        """An upper estimate of the floats a forward pass holds per row.
+
+        Parameters
+        ----------
+        seq_len : int
+            Length T of the rows.
+        n_features : int
+            Token dimension d.
+        sampling : {"marginal", "full"}, default="marginal"
+            The sampler of stochastic encodings (ignored by the others).
+        n_selected : int or None, default=None
+            The largest number of selected positions in a row (None: unknown).
+
+        Returns
+        -------
+        int
+            Floats per row, which sizes the chunks of a prediction.
+        """
+        return seq_len * (self.width + n_features + 1)
+
+
+def _documented(cls):
+    """Give ``cls``'s undocumented methods the docstrings of :class:`_Family`'s."""
+    for name, member in vars(cls).items():
+        interface = getattr(_Family, name, None)
+        if callable(member) and not member.__doc__ and interface is not None:
+            member.__doc__ = interface.__doc__
+    return cls
+
+
+@_documented
+class StochasticEncoding(_Family):
+    """I.i.d. encodings uniform on the unit sphere, drawn for every row and call (the paper's).
+
+    With ``sampling="full"`` all T vectors of a row are drawn. With
+    ``"marginal"`` only the selected positions' vectors are (``q`` per row,
+    padded to the batch's largest ``q`` and masked), which gives the query
+    ``s`` and ``u = W z_0``; an unselected encoding is independent of ``s``
+    and uniform on the sphere, so its score ``p_t^T u_p`` has exactly the
+    law of ``||u_p|| c_t`` with ``c_t`` one coordinate of a uniform unit
+    vector: one number per position instead of ``m``. Same law of the
+    scores; autograd through it gives the full gradient's expectation given
+    these draws. Work O(n (T d + q m + m^2)), no n T m term.
+
+    Parameters
+    ----------
+    width : int
+        Dimension m of an encoding.
+    seed, max_positions : int, int or None
+        Unused (no vectors are kept).
+    """
+
+    name = "stochastic"
+    drawn = True
+
+    def encodings(self, n_samples, seq_len, draws, table, device, dtype):
+        positions = torch.arange(seq_len, device=device).expand(n_samples, seq_len)
+        return draws.sphere(positions, self.width, device, dtype, full=True)
+
+    def scores(self, W, d, mask, draws, table, sampling="marginal"):
+        if sampling != "marginal":
+            return super().scores(W, d, mask, draws, table, sampling)
+        n, T = mask.shape
+        q_max = int(mask.sum(dim=1).max())
+        # Selected positions first, each set in increasing order, then padding.
+        rank = mask * (2 * T) - torch.arange(T, device=mask.device, dtype=mask.dtype)
+        where = rank.topk(q_max, dim=1).indices
+        chosen = mask.gather(1, where)
+        P_sel = draws.sphere(where, self.width, W.device, W.dtype)
+        u = torch.bmm(chosen.unsqueeze(1), P_sel) @ W.T  # padded slots weigh 0
+        u_p = u[:, :, d:]
+        c = draws.coordinates(n, T, self.width, W.device, W.dtype)
+        pos = torch.linalg.vector_norm(u_p, dim=-1) * c  # (n, T): the unselected law
+        selected = torch.bmm(u_p, P_sel.transpose(1, 2)).squeeze(1)  # (n, q_max)
+        pos = pos.scatter(1, where, torch.where(chosen > 0, selected, pos.gather(1, where)))
+        return u.squeeze(1), pos
+
+    def elements_per_row(self, seq_len, n_features, sampling="marginal", n_selected=None):
+        if sampling != "marginal":
+            return super().elements_per_row(seq_len, n_features, sampling)
+        if n_selected is None:  # as many selected vectors as the width, at most
+            return seq_len * (n_features + 4) + self.width * (self.width + 4)
+        # The selected vectors and their draws (about 4 floats per number), the
+        # coordinates' draws and the scores (about 12 per position), and u.
+        return seq_len * (n_features + 12) + self.width * (4 * n_selected + 4) + n_features
+
+
+@_documented
+class FixedEncoding(_Family):
+    """One vector per position, the same for every row (:func:`fixed_encodings`).
+
+    The module keeps the training length's vectors as its ``fixed_pe``
+    buffer; longer sequences get further positions, prefix-stably.
+
+    Parameters
+    ----------
+    width : int
+        Dimension m of an encoding.
+    seed : int, default=0
+        Seed of the vectors.
+    max_positions : int or None
+        Unused.
+    """
+
+    name = "fixed"
+    table_name = "fixed_pe"
+
+    def initial_table(self, seq_len):
+        return _table(seq_len, self.width, self.seed)
+
+    def encodings(self, n_samples, seq_len, draws, table, device, dtype):
+        if seq_len <= table.shape[0]:
+            return table[:seq_len]
+        return fixed_encodings(seq_len, self.width, self.seed, device=device, dtype=dtype)
+
+
+@_documented
+class RandomizedEncoding(_Family):
+    """Each row reads a sorted uniform random subset of a codebook (Ruoss et al., 2023).
+
+    The codebook holds ``max_positions`` fixed vectors (the first
+    ``max_positions`` :func:`fixed_encodings` of the seed), kept as the
+    module's ``codebook`` buffer; a sequence longer than it is refused.
+
+    Parameters
+    ----------
+    width : int
+        Dimension m of an encoding.
+    seed : int, default=0
+        Seed of the codebook.
+    max_positions : int
+        Codebook size L.
+    """
+
+    name = "randomized"
+    drawn = True
+    table_name = "codebook"
+
+    def __init__(self, width, seed=0, max_positions=None):
+        super().__init__(width, seed)
+        self.max_length = int(max_positions)
+
+    def __repr__(self):
+        return f"RandomizedEncoding(width={self.width}, max_positions={self.max_length})"
+
+    def initial_table(self, seq_len):
+        return _table(self.max_length, self.width, self.seed)
+
+    def check_length(self, seq_len):
+        check_codebook_length(seq_len, self.max_length)
+
+    def encodings(self, n_samples, seq_len, draws, table, device, dtype):
+        return table[draws.subsets(n_samples, seq_len, self.max_length, device)]
+
+
+@_documented
+class SinusoidalEncoding(_Family):
+    """The deterministic sine/cosine encodings (:func:`sinusoidal_encodings`).
+
+    Parameters
+    ----------
+    width : int
+        Dimension m of an encoding.
+    seed, max_positions : int, int or None
+        Unused.
+    """
+
+    name = "sinusoidal"
+
+    def encodings(self, n_samples, seq_len, draws, table, device, dtype):
+        return sinusoidal_encodings(seq_len, self.width, device=device, dtype=dtype)
+
+
+_FAMILIES = {
+    cls.name: cls
+    for cls in (StochasticEncoding, FixedEncoding, RandomizedEncoding, SinusoidalEncoding)
+}
+
+POSITIONAL_ENCODINGS = tuple(_FAMILIES)
 """Names of the encoding families, as ``positional_encoding`` takes them."""
 
-_FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
 
-
-def sphere_encodings(
-    n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None, out=None
-):
-    """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
-
-    Gaussian vectors are drawn and normalised in place, so the only large
-    allocation is the result itself; ``out`` lets the training loop reuse
-    storage across calls and avoid a fresh multi-megabyte allocation (and its
-    page faults) at every step.
+def encoding_family(name):
+    """The family class of a ``positional_encoding`` name.
 
     Parameters
     ----------
-    n_samples : int
-        Number of rows.
-    seq_len : int
-        Number of positions T per row.
-    width : int
-        Dimension m of an encoding.
-    generator : torch.Generator or None, default=None
-        Source of randomness; ``None`` uses torch's global generator.
-    device : str or torch.device, default="cpu"
-        Device of the returned tensor.
-    dtype : torch.dtype or None, default=None
-        Floating dtype of the returned tensor; ``None`` is torch's default.
-    out : Tensor of shape (n_samples, seq_len, width) or None, default=None
-        Contiguous storage to draw into; a new tensor when None.
+    name : {"stochastic", "fixed", "randomized", "sinusoidal"}
+        The family's name.
 
     Returns
     -------
-    Tensor of shape (n_samples, seq_len, width)
-        One independent unit vector per row and position.
-    """
-    if out is None:
-        P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
-    else:
-        P = out
-    P.normal_(generator=generator)
-    return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
-
-
-def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
-    """One unit vector per position, deterministic in ``(seed, position)``.
-
-    Positions are drawn in blocks of 64 from seeds derived from ``(seed,
-    block)``, so the first T rows never depend on how many are asked for
-    (prefix-stable): a longer sequence gets the same vectors for the positions
-    seen in training, plus vectors for positions never seen.
-
-    Parameters
-    ----------
-    seq_len : int
-        Number of positions T.
-    width : int
-        Dimension m of an encoding.
-    seed : int
-        Seed of the encodings; the same seed gives the same vectors.
-    device : str or torch.device, default="cpu"
-        Device of the returned tensor.
-    dtype : torch.dtype, default=torch.float32
-        Floating dtype of the returned tensor.
-
-    Returns
-    -------
-    Tensor of shape (seq_len, width)
-        One unit vector per position.
-    """
-    n_blocks = -(-seq_len // _FIXED_BLOCK)
-    blocks = [
-        np.random.default_rng([int(seed), b]).standard_normal((_FIXED_BLOCK, width))
-        for b in range(n_blocks)
-    ]
-    P = np.concatenate(blocks)[:seq_len]
-    P /= np.linalg.norm(P, axis=1, keepdims=True)
-    return torch.as_tensor(P, dtype=dtype, device=device)
-
-
-def sinusoidal_encodings(seq_len, width, *, device="cpu", dtype=torch.float32):
-    """The sine/cosine encodings of Vaswani et al. (2017), scaled to unit norm.
-
-    Position t gets ``sin(t w_i)`` in coordinate ``2i`` and ``cos(t w_i)`` in
-    ``2i + 1``, with frequencies ``w_i = 10000 ** (-2i / width)``; the vector
-    is then divided by its norm. Deterministic and prefix-stable: the first T
-    rows never depend on how many are asked for.
-
-    Parameters
-    ----------
-    seq_len : int
-        Number of positions T (0, ..., T - 1).
-    width : int
-        Dimension m of an encoding.
-    device : str or torch.device, default="cpu"
-        Device of the returned tensor.
-    dtype : torch.dtype, default=torch.float32
-        Floating dtype of the returned tensor.
-
-    Returns
-    -------
-    Tensor of shape (seq_len, width)
-        One unit vector per position.
-
-    Examples
-    --------
-    >>> from stsq_learn.encodings import sinusoidal_encodings
-    >>> P = sinusoidal_encodings(6, 4)
-    >>> P.shape, bool(torch.allclose(P.norm(dim=1), torch.ones(6)))
-    (torch.Size([6, 4]), True)
-    """
-    t = torch.arange(seq_len, dtype=torch.float64, device=device)[:, None]
-    i = torch.arange(width, device=device) // 2
-    freq = torch.pow(10000.0, -2.0 * i.to(torch.float64) / width)
-    angle = t * freq
-    P = torch.where(torch.arange(width, device=device) % 2 == 0, angle.sin(), angle.cos())
-    return (P / torch.linalg.vector_norm(P, dim=1, keepdim=True)).to(dtype)
-
-
-def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None):
-    """Draw i.i.d. copies of one coordinate of a uniform unit vector in ``R^width``.
-
-    Its density is proportional to ``(1 - c^2) ** ((width - 3) / 2)`` on
-    [-1, 1]. Drawn exactly as ``c = z / sqrt(z^2 + 2 G)`` with ``z`` standard
-    normal and ``G ~ Gamma((width - 1) / 2, 1)`` (so ``2 G`` is the squared
-    norm of the other ``width - 1`` coordinates), G by Marsaglia and Tsang's
-    rejection method in whole-tensor operations; width 1 gives ``+-1``.
-
-    Parameters
-    ----------
-    shape : tuple of int
-        Shape of the result.
-    width : int
-        Dimension m of the sphere's ambient space.
-    generator : torch.Generator or None, default=None
-        Source of randomness.
-    device : str or torch.device, default="cpu"
-        Device of the result.
-    dtype : torch.dtype or None, default=None
-        Floating dtype of the result; None is torch's default.
-
-    Returns
-    -------
-    Tensor of the given shape
-        Values in [-1, 1], mean 0, variance ``1 / width``.
+    type
+        :class:`StochasticEncoding`, :class:`FixedEncoding`,
+        :class:`RandomizedEncoding` or :class:`SinusoidalEncoding`.
 
     Raises
     ------
-    TypeError, ValueError
-        If ``width`` is not an integer >= 1.
+    ValueError
+        If ``name`` is not one of them.
 
     Examples
     --------
-    >>> from stsq_learn.encodings import sphere_coordinates
-    >>> g = torch.Generator().manual_seed(0)
-    >>> c = sphere_coordinates((100000,), 16, generator=g, dtype=torch.float64)
-    >>> round(float(c.var()) * 16, 1)
-    1.0
+    >>> from stsq_learn.encodings import encoding_family
+    >>> encoding_family("randomized")(8, max_positions=32)
+    RandomizedEncoding(width=8, max_positions=32)
     """
-    width = check_positive_int(width, "width")  # the Gamma shape (width - 1) / 2 must be >= 0
-    z = torch.randn(shape, generator=generator, device=device, dtype=dtype)
-    if width == 1:
-        return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
-    chi2 = _standard_gamma(z.shape, (width - 1) / 2, generator, z.device, z.dtype).mul_(2)
-    return chi2.addcmul_(z, z).rsqrt_().mul_(z)
-
-
-def _standard_gamma(shape, alpha, generator, device, dtype):
-    """Exact Gamma(alpha, 1) draws by Marsaglia and Tsang's method (2000).
-
-    For ``alpha >= 1``: with ``a = alpha - 1/3``, ``c = 1 / sqrt(9 a)``,
-    ``x`` standard normal and ``v = (1 + c x)^3``, the value ``a v`` is
-    accepted when ``log U < x^2 / 2 + a - a v + a log v`` (more than 95 % of
-    draws; the rest are redrawn). For ``alpha < 1``, ``Gamma(alpha + 1)``
-    times ``U^(1 / alpha)``. Whole-tensor operations, a few times faster on a
-    CPU than torch's element-by-element ``_standard_gamma``. The test is
-    written with ``log1p`` and ``v - 1 = c x (3 + 3 c x + (c x)^2)`` so that
-    it keeps its precision in float32 at large ``alpha`` (wide encodings).
-    """
-    n = int(np.prod(shape, dtype=np.int64))
-    boost = alpha < 1
-    a = (alpha + 1 if boost else alpha) - 1 / 3
-    c = 1 / np.sqrt(9 * a)
-    out = torch.empty(n, device=device, dtype=dtype)
-    pending = None  # indices of out still to draw (None: all of them)
-    while pending is None or pending.numel():
-        m = n if pending is None else pending.numel()
-        cx = torch.randn(m, generator=generator, device=device, dtype=dtype).mul_(c)
-        log_u = torch.rand(m, generator=generator, device=device, dtype=dtype).log_()
-        # In place, few passes: v - 1, then the test's right-hand side
-        # x^2 / 2 + a (log v - (v - 1)); log1p is -inf or NaN where cx <= -1,
-        # and the comparison is False there, as the method requires.
-        v_minus_1 = (cx + 3).mul_(cx).add_(3).mul_(cx)
-        threshold = torch.log1p(cx).mul_(3).sub_(v_minus_1).mul_(a)
-        threshold.addcmul_(cx, cx, value=1 / (2 * c * c))
-        accept = log_u < threshold
-        value = v_minus_1.add_(1).mul_(a)
-        if pending is None:
-            out.copy_(value)
-            pending = (~accept).nonzero().squeeze(1)
-        else:
-            out[pending[accept]] = value[accept]
-            pending = pending[~accept]
-    if boost:
-        u = torch.rand(n, generator=generator, device=device, dtype=dtype)
-        out.mul_(u.pow_(1 / alpha))
-    return out.view(shape)
-
-
-def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, device="cpu"):
-    """For every row, a sorted uniform random subset of ``seq_len`` of ``max_positions``.
-
-    The positions a row of a randomized-encoding model reads from its
-    codebook: distinct, in increasing order (so the order of the tokens is
-    kept), every subset equally likely.
-
-    Parameters
-    ----------
-    n_samples : int
-        Number of rows.
-    seq_len : int
-        Positions per row, at most ``max_positions``.
-    max_positions : int
-        Size L of the codebook.
-    generator : torch.Generator or None, default=None
-        Source of randomness.
-    device : str or torch.device, default="cpu"
-        Device of the result.
-
-    Returns
-    -------
-    Tensor of shape (n_samples, seq_len), dtype int64
-        Increasing indices into the codebook.
-
-    Examples
-    --------
-    >>> from stsq_learn.encodings import randomized_positions
-    >>> idx = randomized_positions(2, 3, 10, generator=torch.Generator().manual_seed(0))
-    >>> idx.shape, bool((idx.diff(dim=1) > 0).all())
-    (torch.Size([2, 3]), True)
-    """
-    if seq_len > max_positions:
+    try:
+        return _FAMILIES[name]
+    except (KeyError, TypeError):
         raise ValueError(
-            f"seq_len={seq_len} is longer than the codebook: max_positions={max_positions}."
-        )
-    keys = torch.rand(n_samples, max_positions, generator=generator, device=device)
-    return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values
+            f"positional_encoding must be one of {POSITIONAL_ENCODINGS}, got {name!r}."
+        ) from None
+
+
+def _table(n_positions, width, seed):
+    """``fixed_encodings`` as a buffer; under ``torch.device("meta")`` only its shape."""
+    pe = torch.empty(n_positions, width)
+    if pe.device.type != "meta":
+        pe = fixed_encodings(n_positions, width, seed)
+    return pe

@@ -19,7 +19,7 @@ from ._docstrings import (
     schedule,
 )
 from ._validation import check_positive_int
-from .encodings import POSITIONAL_ENCODINGS
+from .encodings import POSITIONAL_ENCODINGS, encoding_family
 from .nn import AttentionSelector, FullyConnected
 
 __all__ = ["FCNSelector", "SparseTokenSelector"]
@@ -244,8 +244,12 @@ class SparseTokenSelector(_BaseSelector):
     def _codebook_size(self, seq_len):
         return 4 * seq_len if self.max_positions is None else self.max_positions
 
+    def _family(self, seq_len, seed=0):
+        """The encoding family these hyperparameters give at training length ``seq_len``."""
+        family = encoding_family(self.positional_encoding)
+        return family(self.width, seed, max_positions=self._codebook_size(seq_len))
+
     def _make_module(self, seq_len, n_features, seed):
-        randomized = self.positional_encoding == "randomized"
         return AttentionSelector(
             n_features,
             self.width,
@@ -253,25 +257,14 @@ class SparseTokenSelector(_BaseSelector):
             seq_len,
             encoding_seed=seed,
             learn_token_block=self.learn_token_block,
-            max_positions=self._codebook_size(seq_len) if randomized else None,
+            max_positions=self._family(seq_len).max_length,
         )
 
     def _check_train_seq_len(self, seq_len):
-        if self.positional_encoding == "randomized" and seq_len > self._codebook_size(seq_len):
-            raise ValueError(
-                f"positional_encoding='randomized' draws each row's positions from "
-                f"max_positions={self.max_positions}, fewer than the training "
-                f"seq_len={seq_len}; set max_positions >= {seq_len}."
-            )
+        self._family(seq_len).check_length(seq_len)
 
     def _check_predict_seq_len(self, seq_len):
-        L = self.net_.module_.max_positions
-        if self.net_.module_.positional_encoding == "randomized" and seq_len > L:
-            raise ValueError(
-                f"This model's randomized encodings have max_positions={L} positions, "
-                f"fewer than seq_len={seq_len}: it cannot predict at that length. Train "
-                f"with max_positions >= {seq_len}."
-            )
+        self.net_.module_.encoding.check_length(seq_len)
 
     def _auto_steps(self):
         return _rates.auto_steps(self.width)

@@ -19,13 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .encodings import (
-    fixed_encodings,
-    randomized_positions,
-    sinusoidal_encodings,
-    sphere_coordinates,
-    sphere_encodings,
-)
+from ._draws import as_draws
+from .encodings import encoding_family, query_scores
 
 __all__ = [
     "AttentionSelector",
@@ -38,6 +33,10 @@ __all__ = [
 class AttentionSelector(nn.Module):
     """One-layer single-head softmax attention with positional encodings.
 
+    The module holds W and the forward pass; where the encodings come from
+    is its encoding family's business (:attr:`encoding`, an object of
+    :mod:`stsq_learn.encodings`).
+
     Parameters
     ----------
     n_features : int
@@ -45,10 +44,10 @@ class AttentionSelector(nn.Module):
     width : int
         Dimension m of the positional encodings.
     positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}
-        Where the encodings come from (see :mod:`stsq_learn.encodings`):
-        fresh draws on the sphere for every row at every call; one vector
-        per position; a per-row sorted random subset of a codebook of
-        ``max_positions`` vectors; sines and cosines of the position.
+        The encoding family (see :mod:`stsq_learn.encodings`): fresh draws
+        on the sphere for every row at every call; one vector per position;
+        a per-row sorted random subset of a codebook of ``max_positions``
+        vectors; sines and cosines of the position.
     seq_len : int
         Training length; ``"fixed"`` keeps that many encodings as a buffer.
     encoding_seed : int
@@ -60,6 +59,12 @@ class AttentionSelector(nn.Module):
     max_positions : int or None, default=None
         Codebook size L of ``"randomized"`` (kept as a buffer); ignored by
         the other families.
+
+    Attributes
+    ----------
+    encoding : StochasticEncoding, FixedEncoding, RandomizedEncoding or SinusoidalEncoding
+        The encoding family; its vectors, if any, are the buffer named
+        ``encoding.table_name`` (``fixed_pe`` or ``codebook``).
     """
 
     # Defaults for modules pickled before these options existed.
@@ -82,18 +87,25 @@ class AttentionSelector(nn.Module):
         self.positional_encoding = positional_encoding
         self.encoding_seed = encoding_seed
         self.learn_token_block = learn_token_block
+        self.encoding = encoding_family(positional_encoding)(width, encoding_seed, max_positions)
+        self.max_positions = self.encoding.max_length
         # W = 0: attention starts uniform, as in the theory.
         self.key_query = nn.Parameter(torch.zeros(n_features + width, width))
-        self.fixed_pe = self.codebook = None
-        if positional_encoding == "fixed":
-            del self.fixed_pe
-            self.register_buffer("fixed_pe", _fixed_buffer(seq_len, width, encoding_seed))
-        elif positional_encoding == "randomized":
-            del self.codebook
-            self.max_positions = int(max_positions)
-            self.register_buffer("codebook", _fixed_buffer(max_positions, width, encoding_seed))
+        table = self.encoding.initial_table(seq_len)
+        if table is not None:
+            self.register_buffer(self.encoding.table_name, table)
 
-    def encodings(self, n_samples, seq_len, generator=None, workspace=None):
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "encoding" not in self.__dict__:  # pickled by stsq-learn 0.3 or earlier
+            family = encoding_family(self.positional_encoding)
+            self.encoding = family(self.width, self.encoding_seed, self.max_positions)
+
+    def _table(self):
+        name = self.encoding.table_name
+        return None if name is None else self._buffers[name]
+
+    def encodings(self, n_samples, seq_len, generator=None):
         """Encodings for a batch: (n, T, m) if drawn per row, (T, m) if shared by all rows.
 
         Parameters
@@ -103,13 +115,9 @@ class AttentionSelector(nn.Module):
         seq_len : int
             Number of positions T; fixed encodings beyond the training length
             are drawn prefix-stably from ``encoding_seed``.
-        generator : torch.Generator or None, default=None
-            Source of the stochastic and randomized draws.
-        workspace : dict or None, default=None
-            Owned by the caller, it lets stochastic encodings reuse one buffer
-            across calls: a call overwrites the encodings the previous call
-            returned, so pass it only when those are no longer needed (the
-            training loop passes one per fit, used after each backward).
+        generator : torch.Generator, StreamedDraws or None, default=None
+            Source of the stochastic and randomized draws (keyed draws need
+            the rows: see :meth:`forward`).
 
         Returns
         -------
@@ -117,53 +125,13 @@ class AttentionSelector(nn.Module):
             Unit vectors on the device and in the dtype of the parameter.
         """
         W = self.key_query
-        kind = self.positional_encoding
-        if kind == "fixed":
-            if seq_len <= self.fixed_pe.shape[0]:
-                return self.fixed_pe[:seq_len]
-            return fixed_encodings(
-                seq_len, self.width, self.encoding_seed, device=W.device, dtype=W.dtype
-            )
-        if kind == "sinusoidal":
-            return sinusoidal_encodings(seq_len, self.width, device=W.device, dtype=W.dtype)
-        if kind == "randomized":
-            idx = randomized_positions(
-                n_samples, seq_len, self.max_positions, generator=generator, device=W.device
-            )
-            return self.codebook[idx]
-        out = None
-        if workspace is not None:
-            buf = workspace.get("pe")
-            if (
-                buf is None
-                or buf.shape[0] < n_samples
-                or buf.shape[1:] != (seq_len, self.width)
-                or buf.dtype != W.dtype
-                or buf.device != W.device
-            ):
-                buf = torch.empty(n_samples, seq_len, self.width, device=W.device, dtype=W.dtype)
-                workspace["pe"] = buf
-            out = buf[:n_samples]
-        return sphere_encodings(
-            n_samples,
-            seq_len,
-            self.width,
-            generator=generator,
-            device=W.device,
-            dtype=W.dtype,
-            out=out,
-        )
+        draws = as_draws(generator)
+        return self.encoding.encodings(n_samples, seq_len, draws, self._table(), W.device, W.dtype)
 
     def _score_rows(self):
         """``(d, rows of W the scores read)``: all of W, or (0, its positional block) if frozen."""
         d = self.n_features if self.learn_token_block else 0
         return d, (self.key_query if d else self.key_query[self.n_features :])
-
-    def _query(self, P_selected, mask_or_valid):
-        """``(d, u = W z_0)`` for the query ``z_0 = [0 ; sum of the selected p_t]``."""
-        d, W = self._score_rows()
-        s = torch.bmm(mask_or_valid.unsqueeze(1), P_selected)  # (n, 1, m)
-        return d, s @ W.T
 
     def _softmax(self, d, u, tokens, pos):
         """Softmax of the scores: the positional part ``pos`` plus the token part.
@@ -185,8 +153,6 @@ class AttentionSelector(nn.Module):
 
         Forms ``u = W z_0`` once per row (n m^2 work), then the scores
         ``[x_t ; p_t]^T u`` (n T (d + m) work); ``W p_t`` is never formed.
-        Every product is a row vector times a matrix (``u^T P^T``), the
-        order the batched BLAS kernels run fastest.
 
         Parameters
         ----------
@@ -203,81 +169,32 @@ class AttentionSelector(nn.Module):
         Tensor of shape (n, T)
             Attention weights; every row sums to 1.
         """
-        if P.dim() == 2:
-            d, W = self._score_rows()
-            u = (mask @ P) @ W.T  # (n, d + m)
-            return self._softmax(d, u, tokens, u[:, d:] @ P.T)
-        d, u = self._query(P, mask)
-        pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
-        return self._softmax(d, u.squeeze(1), tokens, pos)
+        d, W = self._score_rows()
+        u, pos = query_scores(W, d, mask, P)
+        return self._softmax(d, u, tokens, pos)
 
-    def marginal_attention(self, tokens, mask, generator=None):
-        """Attention weights of stochastic encodings, drawing only what the scores need.
-
-        The selected positions' encodings are drawn in full (``q`` vectors
-        per row, padded to the batch's largest ``q`` and masked), which gives
-        the query ``s`` and ``u = W z_0``. An unselected encoding is
-        independent of ``s`` and uniform on the sphere, so its positional
-        score ``p_t^T u_p`` has exactly the law of ``||u_p|| c_t`` with
-        ``c_t`` one coordinate of a uniform unit vector: one number is drawn
-        per position instead of ``m``. The attention has the same law as
-        :meth:`attention` on full draws, and autograd through it gives the
-        full gradient's expectation given these draws (unbiased, lower
-        variance). Work is O(n (T d + q m + m^2)), with no n T m term.
-
-        Parameters
-        ----------
-        tokens : Tensor of shape (n, T, d) or (n, T, d + 1)
-            The tokens x_t, optionally followed by the selection channel (the
-            whole X), which the scores ignore.
-        mask : Tensor of shape (n, T)
-            Selection indicator, 0.0 or 1.0; every row selects at least one.
-        generator : torch.Generator or None, default=None
-            Source of the draws.
-
-        Returns
-        -------
-        Tensor of shape (n, T)
-            Attention weights; every row sums to 1.
-        """
-        n, T = mask.shape
-        W = self.key_query
-        q_max = int(mask.sum(dim=1).max())
-        chosen, where = mask.topk(q_max, dim=1)  # selected positions first, then padding
-        P_sel = sphere_encodings(
-            n, q_max, self.width, generator=generator, device=W.device, dtype=W.dtype
-        )
-        d, u = self._query(P_sel, chosen)  # padded slots have weight 0 in the query
-        u_p = u[:, :, d:]
-        c = sphere_coordinates(
-            (n, T), self.width, generator=generator, device=W.device, dtype=W.dtype
-        )
-        pos = torch.linalg.vector_norm(u_p, dim=-1) * c  # (n, T): the unselected law
-        selected = torch.bmm(u_p, P_sel.transpose(1, 2)).squeeze(1)  # (n, q_max)
-        pos = pos.scatter(1, where, torch.where(chosen > 0, selected, pos.gather(1, where)))
-        return self._softmax(d, u.squeeze(1), tokens, pos)
-
-    def forward(self, X, generator=None, n_pe_samples=1, workspace=None, pe_sampling="full"):
+    def forward(self, X, generator=None, n_pe_samples=1, pe_sampling="marginal"):
         """Predict the selected mean for a batch ``X`` of shape (n, T, d + 1).
 
         With encodings drawn per call (stochastic, randomized) the attention
-        is averaged over ``n_pe_samples`` independent draws.
+        is averaged over ``n_pe_samples`` draws.
 
         Parameters
         ----------
         X : Tensor of shape (n, T, d + 1)
             Tokens, then the selection indicator in the last channel.
-        generator : torch.Generator or None, default=None
-            Source of the drawn encodings.
+        generator : torch.Generator, StreamedDraws, KeyedDraws or None, default=None
+            Source of the drawn encodings: a generator (or None, torch's
+            global one) streams them, so what a row gets depends on the
+            batch; :class:`~stsq_learn.encodings.KeyedDraws` computes them
+            from each row's bytes, so a row's output depends on that row only
+            (what the estimators' ``predict`` uses).
         n_pe_samples : int, default=1
             Number of encoding draws the attention is averaged over (ignored
             by the deterministic families).
-        workspace : dict or None, default=None
-            Passed to :meth:`encodings`.
-        pe_sampling : {"full", "marginal"}, default="full"
-            How stochastic encodings are drawn: every vector
-            (:meth:`attention`), or only what the scores need
-            (:meth:`marginal_attention`). Ignored by the other families.
+        pe_sampling : {"marginal", "full"}, default="marginal"
+            How stochastic encodings are drawn: only what the scores need,
+            or every vector. Ignored by the other families.
 
         Returns
         -------
@@ -289,54 +206,43 @@ class AttentionSelector(nn.Module):
         # output: copying the tokens out of X cost as much as a tenth of a step.
         X = X.contiguous()
         tokens, mask = X, X[..., -1].contiguous()
-        n, T = mask.shape
-        drawn = self.positional_encoding in ("stochastic", "randomized")
-        draws = n_pe_samples if drawn else 1
-        if self.positional_encoding == "stochastic" and pe_sampling == "marginal":
-
-            def attend():
-                return self.marginal_attention(tokens, mask, generator)
-        else:
-            if draws > 1 and torch.is_grad_enabled():
-                workspace = None  # each draw's encodings stay in the graph for backward
-
-            def attend():
-                return self.attention(tokens, mask, self.encodings(n, T, generator, workspace))
-
-        attn = attend()
-        for _ in range(draws - 1):
-            attn = attn + attend()
-        if draws > 1:
-            attn = attn / draws
+        draws = as_draws(generator)
+        n_draws = n_pe_samples if self.encoding.drawn else 1
+        if self.encoding.drawn:
+            draws = draws.for_rows(X)  # keyed draws: each row's key, from its bytes
+        if n_draws > 1 and torch.is_grad_enabled():
+            draws = draws.without_reuse()  # each draw's encodings stay in the graph
+        d, W = self._score_rows()
+        table = self._table()
+        attn = None
+        for k in range(n_draws):
+            u, pos = self.encoding.scores(W, d, mask, draws.for_draw(k), table, pe_sampling)
+            weights = self._softmax(d, u, tokens, pos)
+            attn = weights if attn is None else attn + weights
+        if n_draws > 1:
+            attn = attn / n_draws
         return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)[:, :-1]
 
-    def elements_per_row(self, seq_len, pe_sampling="full"):
+    def elements_per_row(self, seq_len, pe_sampling="marginal", n_selected=None):
         """Numbers a forward pass holds per row (sizes the chunks of a prediction).
 
         Parameters
         ----------
         seq_len : int
             Length T of the rows.
-        pe_sampling : {"full", "marginal"}, default="full"
+        pe_sampling : {"marginal", "full"}, default="marginal"
             The sampler of stochastic encodings: the marginal one holds no
             ``T * width`` array.
+        n_selected : int or None, default=None
+            The largest number of selected positions in a row; None bounds
+            it by the width.
 
         Returns
         -------
         int
             An upper estimate of the floats held per row.
         """
-        if self.positional_encoding == "stochastic" and pe_sampling == "marginal":
-            return seq_len * (self.n_features + 4) + self.width * (self.width + 4)
-        return seq_len * (self.width + self.n_features + 1)
-
-
-def _fixed_buffer(n_positions, width, seed):
-    """``fixed_encodings`` as a buffer; under ``torch.device("meta")`` only its shape."""
-    pe = torch.empty(n_positions, width)
-    if pe.device.type != "meta":
-        pe = fixed_encodings(n_positions, width, seed)
-    return pe
+        return self.encoding.elements_per_row(seq_len, self.n_features, pe_sampling, n_selected)
 
 
 class FullyConnected(nn.Module):
@@ -362,7 +268,7 @@ class FullyConnected(nn.Module):
         layers.append(nn.Linear(sizes[-1], n_features))
         self.layers = nn.Sequential(*layers)
 
-    def forward(self, X, generator=None, n_pe_samples=1, workspace=None):
+    def forward(self, X, generator=None, n_pe_samples=1, pe_sampling=None):
         """Predict the selected mean from the flattened batch ``X``.
 
         Parameters
@@ -371,7 +277,7 @@ class FullyConnected(nn.Module):
             Tokens, then the selection indicator in the last channel.
         generator : torch.Generator or None, default=None
             Unused; accepted so that both models share one call signature.
-        n_pe_samples, workspace : int, dict or None
+        n_pe_samples, pe_sampling : int, str or None
             Unused; accepted so that both models share one call signature.
 
         Returns
@@ -381,14 +287,14 @@ class FullyConnected(nn.Module):
         """
         return self.layers(X.flatten(1))
 
-    def elements_per_row(self, seq_len, pe_sampling=None):
+    def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
         """Numbers a forward pass holds per row (sizes the chunks of a prediction).
 
         Parameters
         ----------
         seq_len : int
             Length T of the rows (the training length).
-        pe_sampling : None
+        pe_sampling, n_selected : None
             Unused; accepted so that both models share one call signature.
 
         Returns

@@ -53,6 +53,7 @@ def test_registry_and_configs(bench):
         "fit",
         "online",
         "sampler",
+        "predict",
         "fcn",
         "memory",
         "accuracy",
@@ -265,6 +266,46 @@ def test_sampler_entry_times_both_samplers_and_the_draw(bench):
     lines = dict(bench.sampler.table(rec))
     assert "full skipped" in lines["T=32 step"] and "marginal step / sample_torch at T=32" in lines
     assert len(messages) == 2
+
+
+def test_predict_entry_compares_keyed_and_streamed_draws(bench):
+    cfg = bench.harness.merge_config(
+        bench.predict,
+        overrides=dict(seq_lens=(8, 16), n_rows=120, n_features=2, n_selected=2, width=8)
+        | dict(train_steps=3, batch_size=16, breakdown_repeats=1, repeats=2),
+    )
+    messages = []
+    rec = bench.predict.run(cfg, bench.harness.Context(log=messages.append))
+    assert [r["seq_len"] for r in rec["rows"]] == [8, 16] and len(messages) == 2
+    for r in rec["rows"]:
+        assert set(r["runners"]) == {"keyed", "streamed"}
+        assert r["keyed_us_per_row"] > 0 and r["streamed_us_per_row"] > 0
+        assert r["keyed_over_streamed"] == r["comparisons"][0]["time_ratio"]
+        assert len(r["runners"]["keyed"]["all_seconds"]) == 2
+        assert set(r["breakdown_us_per_row"]) == {
+            "row_keys",
+            "keyed_vectors",
+            "streamed_vectors",
+            "keyed_coordinates",
+            "streamed_coordinates",
+        }
+        assert -1 < r["keyed_r2"] <= 1 and -1 < r["streamed_r2"] <= 1
+    lines = dict(bench.predict.table(rec))
+    assert "ratio" in lines["T=8 predict"] and "row_keys" in lines["T=16 draws (us/row)"]
+
+
+def test_the_streamed_baseline_is_the_draws_of_0_3(bench):
+    """The baseline is the streamed algorithm: same law, other draws than predict's."""
+    from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector
+
+    task = SparseTokenSelectionTask(6, 2, 2)
+    model = SparseTokenSelector(width=8, random_state=0).fit_online(task, n_steps=3)
+    X, _ = task.sample(40, random_state=1)
+    streamed = bench.predict.streamed_predict(model, X)
+    assert streamed.shape == (40, 2) and not np.allclose(streamed, model.predict(X))
+    np.testing.assert_array_equal(bench.predict.streamed_predict(model, X), streamed)
+    half = bench.predict.streamed_predict(model, X[:20])
+    assert not np.allclose(half, streamed[:20])  # a row's draws depend on the other rows
 
 
 def test_step_clock_counts_every_step(bench):

@@ -13,9 +13,9 @@ import pytest
 import torch
 from scipy import stats
 
-from stsq_learn import nn
+from stsq_learn import _sampling
+from stsq_learn._sampling import _standard_gamma
 from stsq_learn.encodings import (
-    _standard_gamma,
     fixed_encodings,
     randomized_positions,
     sinusoidal_encodings,
@@ -158,7 +158,9 @@ def test_the_law_test_can_tell_a_wrong_sampler_apart(monkeypatch):
     module = _module(3, 16)
     full = _draws(module, X, "full", n_draws, seed=1).numpy()
     right = sphere_coordinates
-    monkeypatch.setattr(nn, "sphere_coordinates", lambda shape, width, **kw: right(shape, 4, **kw))
+    monkeypatch.setattr(
+        _sampling, "sphere_coordinates", lambda shape, width, **kw: right(shape, 4, **kw)
+    )
     off = _draws(module, X, "marginal", n_draws, seed=2).numpy()
     pvalues = [
         stats.ks_2samp(full[:, r, j], off[:, r, j]).pvalue for r in (0, 1) for j in (0, 1, 2)
@@ -229,7 +231,7 @@ def test_randomized_positions_are_sorted_uniform_subsets():
     _, counts = torch.unique(idx, dim=0, return_counts=True)
     assert len(counts) == 20
     assert counts.min() > 850 and counts.max() < 1150
-    with pytest.raises(ValueError, match="seq_len=7 is longer than the codebook: max_positions=6"):
+    with pytest.raises(ValueError, match="seq_len=7 is longer than the codebook: max_positions=6;"):
         randomized_positions(1, 7, 6)
 
 

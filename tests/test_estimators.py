@@ -301,12 +301,16 @@ def test_the_codebook_size_bounds_the_length(families):
     model = families["codebook_T"]
     X = _at_length(17, n=10)[0]
     X0, W0 = X.copy(), model.key_query_
-    with pytest.raises(ValueError, match="max_positions=16 positions, fewer than seq_len=17"):
+    with pytest.raises(
+        ValueError, match="seq_len=17 is longer than the codebook: max_positions=16"
+    ):
         model.predict(X)
     np.testing.assert_array_equal(X, X0)
     np.testing.assert_array_equal(model.key_query_, W0)
     short = SparseTokenSelector(width=8, positional_encoding="randomized", max_positions=10)
-    with pytest.raises(ValueError, match="max_positions=10, fewer than the training seq_len=16"):
+    with pytest.raises(
+        ValueError, match="seq_len=16 is longer than the codebook: max_positions=10"
+    ):
         short.fit_online(TASK, n_steps=2)
     assert not hasattr(short, "net_")
     default = SparseTokenSelector(width=8, positional_encoding="randomized", random_state=0)

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from stsq_learn import IsotropicFloor, isotropic_floor, relative_mse
-from stsq_learn.nn import AttentionSelector, sphere_encodings
+from stsq_learn.encodings import sphere_encodings
+from stsq_learn.nn import AttentionSelector
 
 
 def _isotropic_module(n_features, width, gamma):

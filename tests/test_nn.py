@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from stsq_learn.encodings import fixed_encodings, sphere_encodings
+from stsq_learn.encodings import KeyedDraws, StreamedDraws, fixed_encodings, sphere_encodings
 from stsq_learn.nn import AttentionSelector, FullyConnected, positional_alignment
 
 
@@ -15,8 +15,9 @@ def _naive_attention(W, X, P):
     return torch.einsum("nt,ntd->nd", torch.softmax(scores, -1), tokens)
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["streamed", "keyed"])
 @pytest.mark.parametrize("encoding", ["stochastic", "fixed", "randomized", "sinusoidal"])
-def test_cheap_order_equals_naive_formula(encoding):
+def test_cheap_order_equals_naive_formula(encoding, keyed):
     torch.manual_seed(0)
     n, T, d, m = 5, 7, 3, 4
     module = AttentionSelector(d, m, encoding, seq_len=T, encoding_seed=1, max_positions=20)
@@ -26,9 +27,12 @@ def test_cheap_order_equals_naive_formula(encoding):
     X = torch.randn(n, T, d + 1, dtype=torch.float64)
     X[..., -1] = (torch.rand(n, T) < 0.4).double()
     X[:, 0, -1] = 1.0
-    g = torch.Generator().manual_seed(3)
-    out = module(X, generator=g)
-    P = module.encodings(n, T, torch.Generator().manual_seed(3))
+
+    def draws():
+        return KeyedDraws(3).for_rows(X) if keyed else torch.Generator().manual_seed(3)
+
+    out = module(X, generator=draws(), pe_sampling="full")
+    P = module.encodings(n, T, draws())
     P = P.expand(n, T, m) if P.dim() == 2 else P
     torch.testing.assert_close(out, _naive_attention(module.key_query, X, P))
 
@@ -49,10 +53,10 @@ def test_attention_reads_tokens_with_or_without_the_selection_channel(learn_toke
     torch.testing.assert_close(
         module.attention(X, mask, P), module.attention(X[..., :-1].contiguous(), mask, P)
     )
-    g1, g2 = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+    d, W = module._score_rows()
+    u, pos = module.encoding.scores(W, d, mask, KeyedDraws(2).for_rows(X), None, "marginal")
     torch.testing.assert_close(
-        module.marginal_attention(X, mask, g1),
-        module.marginal_attention(X[..., :-1].contiguous(), mask, g2),
+        module._softmax(d, u, X, pos), module._softmax(d, u, X[..., :-1].contiguous(), pos)
     )
 
 
@@ -72,7 +76,7 @@ def test_n_pe_samples_averages_attention():
     X = torch.randn(3, 5, 3)
     X[..., -1] = 1
     g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
-    avg = module(X, generator=g1, n_pe_samples=3)
+    avg = module(X, generator=g1, n_pe_samples=3, pe_sampling="full")
     tokens, mask = X[..., :-1], X[..., -1]
     attn = sum(module.attention(tokens, mask, module.encodings(3, 5, g2)) for _ in range(3)) / 3
     torch.testing.assert_close(avg, torch.bmm(attn.unsqueeze(1), tokens).squeeze(1))
@@ -117,7 +121,7 @@ def test_sphere_encodings_out_reuses_storage_and_matches_fresh_draw():
     torch.testing.assert_close(P.norm(dim=-1), torch.ones(6, 5))
 
 
-def test_workspace_reuses_one_buffer_and_keeps_outputs():
+def test_streamed_draws_reuse_one_buffer_and_keep_outputs():
     torch.manual_seed(0)
     module = AttentionSelector(3, 8)
     with torch.no_grad():
@@ -125,30 +129,47 @@ def test_workspace_reuses_one_buffer_and_keeps_outputs():
     X = torch.randn(5, 7, 4)
     X[..., -1] = (torch.rand(5, 7) < 0.5).float()
     X[:, 0, -1] = 1.0
-    ws = {}
-    a = module(X, generator=torch.Generator().manual_seed(1), workspace=ws)
-    buf = ws["pe"]
-    b = module(X, generator=torch.Generator().manual_seed(1))
+    draws = StreamedDraws(torch.Generator().manual_seed(1), reuse=True)
+    a = module(X, generator=draws, pe_sampling="full")
+    buf = draws._buffer
+    b = module(X, generator=torch.Generator().manual_seed(1), pe_sampling="full")
     torch.testing.assert_close(a, b)
-    module(X[:3], generator=torch.Generator().manual_seed(1), workspace=ws)  # smaller batch
-    assert ws["pe"] is buf
-    module(torch.cat([X, X]), workspace=ws)  # larger batch: a bigger buffer
-    assert ws["pe"].shape[0] == 10
+    module(X[:3], generator=draws, pe_sampling="full")  # smaller batch: the same buffer
+    assert draws._buffer is buf
+    module(torch.cat([X, X]), generator=draws, pe_sampling="full")  # larger: a bigger one
+    assert draws._buffer.shape[0] == 10
 
 
-def test_workspace_is_bypassed_when_draws_are_kept_for_backward():
+def test_reuse_is_bypassed_when_draws_are_kept_for_backward():
     torch.manual_seed(0)
     module = AttentionSelector(2, 6)
     with torch.no_grad():
         module.key_query.normal_()
     X = torch.randn(4, 5, 3)
     X[..., -1] = 1.0
-    out = module(X, generator=torch.Generator().manual_seed(0), n_pe_samples=3, workspace={})
+    draws = StreamedDraws(torch.Generator().manual_seed(0), reuse=True)
+    out = module(X, generator=draws, n_pe_samples=3, pe_sampling="full")
     out.square().sum().backward()  # would raise if a draw had been overwritten in place
     grad = module.key_query.grad.clone()
     module.key_query.grad = None
-    module(X, generator=torch.Generator().manual_seed(0), n_pe_samples=3).square().sum().backward()
+    g = torch.Generator().manual_seed(0)
+    module(X, generator=g, n_pe_samples=3, pe_sampling="full").square().sum().backward()
     torch.testing.assert_close(module.key_query.grad, grad)
+
+
+def test_the_module_samples_as_the_estimator_does_by_default():
+    import inspect
+
+    from stsq_learn import SparseTokenSelector
+
+    default = inspect.signature(AttentionSelector.forward).parameters["pe_sampling"].default
+    assert default == SparseTokenSelector().pe_sampling == "marginal"
+
+
+def test_a_bad_draw_source_is_refused():
+    module = AttentionSelector(2, 4)
+    with pytest.raises(TypeError, match=r"generator must be a torch\.Generator, None"):
+        module(torch.ones(1, 3, 3), generator=7)
 
 
 def test_forward_does_not_write_its_input():
@@ -156,5 +177,6 @@ def test_forward_does_not_write_its_input():
     X = torch.randn(3, 5, 3)
     X[..., -1] = 1.0
     before = X.clone()
-    module(X, workspace={})
+    module(X, generator=StreamedDraws(reuse=True), pe_sampling="full")
+    module(X, generator=KeyedDraws(0))
     torch.testing.assert_close(X, before)
