@@ -511,8 +511,13 @@ def test_files_written_by_earlier_releases_load_and_predict_as_they_did(name, ve
     expected = np.load(MODEL_FILES / f"predictions-{version}.npz")
     model = load_model(MODEL_FILES / f"{name}-{version}.stsq")
     predict = _streamed_predict if name == "spe" else type(model).predict
-    np.testing.assert_array_equal(predict(model, expected["X"]), expected[f"{name}_T6"])
-    if name != "fcn":
+    # 0.3's marginal sampler drew the coordinates by another exact method than
+    # 0.4's streamed draws (same law): its stored numbers are not reproducible.
+    exact = not (name == "spe" and model.pe_sampling == "marginal")
+    assert exact or version == "0.3.0"
+    if exact:
+        np.testing.assert_array_equal(predict(model, expected["X"]), expected[f"{name}_T6"])
+    if name != "fcn" and exact:
         np.testing.assert_array_equal(predict(model, expected["X_long"]), expected[f"{name}_T9"])
     if name == "spe":
         # 0.4 keys the draws by row: other draws of the same law, row by row.
