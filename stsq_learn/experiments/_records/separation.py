@@ -1,0 +1,203 @@
+"""The record of the width separation: the transformer's width ~ log T, the FCN's ~ T d."""
+
+from __future__ import annotations
+
+from sklearn.base import clone
+
+from ...datasets import SparseTokenSelectionTask
+from ...estimators import FCNSelector, SparseTokenSelector
+from .._record import Experiment, Work
+from .._separation import width_separation
+from ._format import fmt
+
+# The quick size: Adam at constant steps (0.1 and 0.01), 256 and 1024 rows a step.
+_QUICK = {
+    "transformer": SparseTokenSelector(
+        solver="adam", learning_rate_init=0.1, learning_rate="constant", batch_size=256
+    ),
+    "fcn": FCNSelector(
+        solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
+    ),
+}
+# The long run: a cosine-decayed Adam step; 64 rows a step for the transformer (a step
+# at T=4096 costs ~15 ms on one core), 256 for the FCN; marginal encoding draws.
+_LONG = {
+    "transformer": SparseTokenSelector(
+        solver="adam",
+        learning_rate_init=0.1,
+        learning_rate="cosine",
+        batch_size=64,
+        pe_sampling="marginal",
+    ),
+    "fcn": FCNSelector(
+        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+    ),
+}
+_TRANSFORMER_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
+_FCN_GRID = (16, 32, 64, 128, 256, 512, 1024, 2048)
+
+PRESETS = {
+    "tiny": dict(
+        seq_lens=(4, 8),
+        n_features=2,
+        n_selected=2,
+        target_r2=0.5,
+        transformer=_QUICK["transformer"],
+        fcn=_QUICK["fcn"],
+        widths={"transformer": (4, 8), "fcn": (4, 8)},
+        n_steps={"transformer": 20, "fcn": 20},
+        n_val=200,
+    ),
+    "quick": dict(
+        seq_lens=(4, 8, 16, 32, 64),
+        n_features=2,
+        n_selected=2,
+        target_r2=0.9,
+        transformer=_QUICK["transformer"],
+        fcn=_QUICK["fcn"],
+        widths={
+            "transformer": (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+            "fcn": (
+                *(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512),
+                *(768, 1024, 1536, 2048),
+            ),
+        },
+        n_steps={"transformer": 300, "fcn": 500},
+        n_val=2000,
+    ),
+    # T = 4 ... 4096 for the transformer (~10-20 min on one core), the FCN to T = 64.
+    "full": dict(
+        seq_lens=tuple(4 * 2**k for k in range(11)),
+        n_features=2,
+        n_selected=2,
+        target_r2=0.9,
+        transformer=_LONG["transformer"],
+        fcn=_LONG["fcn"],
+        widths={"transformer": _TRANSFORMER_GRID, "fcn": _FCN_GRID},
+        n_steps={"transformer": 2000, "fcn": 2000},
+        n_val=1000,
+        max_seq_len={"fcn": 64},
+    ),
+    "gpu": dict(
+        seq_lens=tuple(4 * 2**k for k in range(13)),
+        n_features=2,
+        n_selected=2,
+        target_r2=0.9,
+        transformer=_LONG["transformer"],
+        fcn=_LONG["fcn"],
+        widths={"transformer": _TRANSFORMER_GRID, "fcn": (*_FCN_GRID, 4096, 8192, 16384)},
+        n_steps={"transformer": 4000, "fcn": 4000},
+        n_val=10000,
+        max_seq_len={"fcn": 256},
+    ),
+}
+
+# Fits a search is expected to take: bracketing around the previous T's width.
+_FITS_PER_SEARCH = 3
+
+
+def work(
+    seq_lens,
+    n_features,
+    n_selected,
+    widths,
+    n_steps,
+    n_val=2000,
+    transformer=None,
+    fcn=None,
+    max_seq_len=None,
+    **_,
+):
+    """Expected searches: ~3 fits per (T, model); the FCN at ~4 T d (its grid's top at most).
+
+    The transformer's step time barely depends on its width; the FCN's does, so
+    its fits are timed at the width a ``4 T d`` law predicts. Where that passes
+    the grid's top, the FCN is expected to fail there and to skip longer T.
+    """
+    limits = {"transformer": max(seq_lens), "fcn": max(seq_lens), **(max_seq_len or {})}
+    out = []
+    fcn_done = False
+    for T in sorted(seq_lens):
+        task = SparseTokenSelectionTask(T, n_features, n_selected)
+        grid = widths["transformer"]
+        est = clone(transformer).set_params(width=grid[len(grid) // 3])
+        out.append(
+            Work(
+                f"separation: transformer T={T}",
+                _FITS_PER_SEARCH,
+                n_steps["transformer"],
+                est,
+                task,
+                predict_rows=n_val,
+            )
+        )
+        if T > limits["fcn"] or fcn_done:
+            continue
+        grid = widths["fcn"]
+        fits = [w for w in grid if w >= 4 * T * n_features][:1] or list(grid[-_FITS_PER_SEARCH:])
+        fcn_done = len(fits) > 1
+        for w in fits if fcn_done else fits * _FITS_PER_SEARCH:
+            out.append(
+                Work(
+                    f"separation: fcn T={T} width={w}",
+                    1,
+                    n_steps["fcn"],
+                    clone(fcn).set_params(width=w),
+                    task,
+                    predict_rows=n_val,
+                )
+            )
+    return out
+
+
+def _law_text(law, kind):
+    if law is None:
+        return None
+    quality = f"fit R^2 {law['r2']:.3f}, rms residual {law['rms_residual']:.2f}"
+    a, b = law["intercept"], law["slope"]
+    if kind == "log_T":
+        return f"a={a:.1f}, b={b:.2f} ({quality})"
+    if kind == "power":
+        return f"a={a:.1f}, b={b:.2f}, c={law['exponent']:.2f} ({quality})"
+    if kind == "power_0":
+        return f"b={b:.2f}, c={law['exponent']:.2f} ({quality})"
+    return f"b={b:.2f} ({quality})"
+
+
+_LAWS = (
+    ("transformer", "log_T", "transformer: w = a + b log2 T"),
+    ("transformer", "power", "transformer: w = a + b T^c"),
+    ("fcn", "power_0", "FCN: w = b T^c"),
+    ("fcn", "T_d", "FCN: w = b T d"),
+)
+
+
+def summary_rows(rows, sep):
+    """Summary rows of the width separation: widths (or lower bounds), ratio, laws."""
+    d = sep.config["n_features"]
+    rows.append(
+        f"| width separation (d={d}, q={sep.config['n_selected']}, "
+        f"R^2 >= {sep.config['target_r2']}, {sep.config['regime']}) | "
+        f"T = {', '.join(map(str, sep.seq_lens))} | |"
+    )
+    for model in ("transformer", "fcn"):
+        rows.append(f"| | minimal width, {model} | {' / '.join(sep.width_text(model))} |")
+    ratio = " / ".join(fmt(r, 1) for r in sep.width_ratio())
+    rows.append(f"| | FCN / transformer width | {ratio} |")
+    for model, kind, label in _LAWS:
+        text = _law_text(sep.growth_laws[model].get(kind), kind)
+        if text is not None:
+            rows.append(f"| | {label} | {text} |")
+    if sep.seconds:
+        spent = ", ".join(f"{m} {s:.0f} s" for m, s in sep.seconds.items())
+        rows.append(f"| | search time | {spent} |")
+
+
+RECORD = Experiment(
+    name="separation",
+    function=width_separation,
+    presets=PRESETS,
+    summary_rows=summary_rows,
+    work=work,
+    aliases=("width",),
+)
