@@ -86,14 +86,16 @@ def fit_growth_law(xs, ws, *, intercept=True):
     return {"intercept": float(a), "slope": float(b), **_quality(ws, a + b * xs)}
 
 
-_EXPONENTS = np.linspace(0.01, 2.0, 200)  # the exponents c the shifted power law tries
+# The exponents c the shifted power law tries. As c -> 0, a + b T^c -> a' + b' log T: a best c
+# at the grid's lower edge means the data ask for the logarithm.
+_EXPONENTS = np.geomspace(0.001, 2.0, 200)
 
 
 def fit_power_law(Ts, ws, *, offset=True):
     """Least squares ``w = a + b T^c`` (``offset``) or ``w = b T^c``; None if under-determined.
 
     With ``offset`` the exponent c is the best of a grid of 200 values in
-    [0.01, 2] refined by a parabola through the best three, and a, b are
+    [0.001, 2] (log-spaced) refined by a parabola through the best three, and a, b are
     linear least squares at each c (4 points at least: three parameters and
     one residual). Without, ``log w = log b + c log T`` is fitted (2 points
     at least). Returns ``intercept`` (a, 0 without offset), ``slope`` (b),

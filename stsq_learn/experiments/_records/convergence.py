@@ -32,7 +32,7 @@ PRESETS = {
         n_features=16,
         n_selected=4,
         estimator=SparseTokenSelector(256, **_GD),
-        n_steps=3000,
+        n_steps=5000,
         record_every=10,
     ),
     "gpu": dict(

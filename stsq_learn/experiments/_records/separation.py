@@ -158,9 +158,11 @@ def _law_text(law, kind):
     if kind == "log_T":
         return f"a={a:.1f}, b={b:.2f} ({quality})"
     if kind == "power":
-        return f"a={a:.1f}, b={b:.2f}, c={law['exponent']:.2f} ({quality})"
+        c = law["exponent"]
+        edge = " (c at the grid's lower edge: the log law)" if c <= 0.0011 else ""
+        return f"a={a:.1f}, b={b:.2f}, c={c:.3f}{edge} ({quality})"
     if kind == "power_0":
-        return f"b={b:.2f}, c={law['exponent']:.2f} ({quality})"
+        return f"b={b:.2f}, c={law['exponent']:.3f} ({quality})"
     return f"b={b:.2f} ({quality})"
 
 
