@@ -110,18 +110,6 @@ def test_torch_threads_plugin_checks_and_pickles():
     assert plugin.n_threads == 3 and plugin.name == TorchThreads.name
 
 
-def test_estimators_pickle_fitted_and_predict_the_same(data):
-    """What a worker sends back is a fitted estimator; it must survive pickling intact."""
-    X, y = data
-    for model in (
-        SparseTokenSelector(width=8, max_iter=3, random_state=0),
-        FCNSelector(width=8, max_iter=3, random_state=0),
-    ):
-        model.fit(X, y)
-        copy = pickle.loads(pickle.dumps(model))
-        np.testing.assert_array_equal(copy.predict(X), model.predict(X))
-
-
 def _task_threads(client, n=6):
     """torch.get_num_threads() as seen by the threads that run tasks."""
     return set(client.gather(client.map(lambda _: torch.get_num_threads(), range(n), pure=False)))
