@@ -9,6 +9,7 @@ experiment in ``_records/``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,20 +89,22 @@ class Experiment:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
 
 
-def time_steps(estimator, task, *, device, probe_steps=(2, 6)):
+def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
     """Seconds per online step and per fit (set-up) of ``estimator`` on ``task``.
 
-    Two short ``fit_online`` runs of ``probe_steps`` steps: their difference
-    gives the time of a step, the rest the fixed cost of a fit.
+    Short ``fit_online`` runs of ``probe_steps`` steps, the shorter one
+    twice (the first may hold one-off costs, the faster is kept): their
+    difference gives the time of a step, the rest the fixed cost of a fit.
     """
-    times = []
-    for k in probe_steps:
+    times = {}
+    for k in (probe_steps[0], *probe_steps):
         model = clone(estimator).set_params(device=device, random_state=0, callbacks=None)
         start = time.perf_counter()
         model.fit_online(task, n_steps=k)
-        times.append(time.perf_counter() - start)
-    per_step = max((times[1] - times[0]) / (probe_steps[1] - probe_steps[0]), 1e-6)
-    return per_step, max(times[0] - probe_steps[0] * per_step, 0.0), model
+        times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
+    short, long = (times[k] for k in probe_steps)
+    per_step = max((long - short) / (probe_steps[1] - probe_steps[0]), long / probe_steps[1] / 2)
+    return per_step, max(short - probe_steps[0] * per_step, 0.0), model
 
 
 def time_predict(model, task, rows, length):
@@ -118,11 +121,13 @@ def time_predict(model, task, rows, length):
 
 
 def estimate(work, *, device):
-    """Per :class:`Work`, a dict of its fits, steps and estimated seconds."""
+    """Per :class:`Work`, a dict of its fits, steps and estimated seconds.
+
+    Each distinct model and task is timed once (:func:`time_steps`), and its
+    prediction on up to 256 rows when the part predicts.
+    """
     out = []
     cache = {}
-    if work:  # warm torch up, so the first part's timing holds no one-off cost
-        time_steps(work[0].estimator, work[0].task, device=device, probe_steps=(1, 2))
     for part in work:
         key = (repr(part.estimator), part.task.seq_len, part.task.n_features)
         if key not in cache:

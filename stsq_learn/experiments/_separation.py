@@ -161,8 +161,9 @@ def width_separation(
     The paper's expressivity claim: the one-layer transformer needs width
     O(d + q log T), a fully-connected net Omega(T d). For each T, every
     width of each grid is trained and scored on held-out rows; the smallest
-    width with R^2 >= ``target_r2`` is reported, and the two growth laws
-    (width against log T, and against T d) are fitted by least squares.
+    width with R^2 >= ``target_r2`` is reported (or a lower bound where none
+    is), and growth laws (``a + b log2 T``, ``a + b T^c``, ``b T^c`` and
+    ``b T d``) are fitted by least squares.
 
     Two training regimes:
 
