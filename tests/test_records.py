@@ -63,12 +63,13 @@ def test_plan_counts_fits_and_steps():
     # length: two models; encodings: 4 families + 2 extra codebooks, 2 seeds each.
     assert est["length_generalization"]["fits"] == 2
     assert est["encodings"]["fits"] == 12
-    # separation: 3 expected fits per T for the transformer, the FCN's grid top at T=4.
-    assert est["separation"]["fits"] == 8
+    # separation: 3 + 2 expected fits for the transformer; the FCN's grid (4, 8) is
+    # below 4 T d at T=4: its two widths, then no search at T=8.
+    assert est["separation"]["fits"] == 7
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 23 |" in table
+    assert "| total | 22 |" in table
 
 
 def test_plan_only_and_bad_arguments():

@@ -7,7 +7,13 @@ from sklearn.base import clone
 from ...datasets import SparseTokenSelectionTask
 from ...estimators import FCNSelector, SparseTokenSelector
 from .._record import Experiment, Work
-from .._separation import width_separation
+from .._separation import (
+    _DEFAULT_ESTIMATORS,
+    _DEFAULT_STEPS,
+    _DEFAULT_WIDTHS,
+    width_separation,
+)
+from .._width_search import checked_grids
 from ._format import fmt
 
 # The quick size: Adam at constant steps (0.1 and 0.01), 256 and 1024 rows a step.
@@ -92,61 +98,52 @@ PRESETS = {
     ),
 }
 
-# Fits a search is expected to take: bracketing around the previous T's width.
-_FITS_PER_SEARCH = 3
+# Fits a search is expected to take: at the first T, a few up the grid; then about two,
+# bracketing around the previous T's minimal width.
+_FITS_FIRST, _FITS_NEXT = 3, 2
 
 
 def work(
     seq_lens,
     n_features,
     n_selected,
-    widths,
-    n_steps,
+    *,
+    widths=None,
+    n_steps=None,
     n_val=2000,
     transformer=None,
     fcn=None,
     max_seq_len=None,
     **_,
 ):
-    """Expected searches: ~3 fits per (T, model); the FCN at ~4 T d (its grid's top at most).
+    """Expected searches: 3 fits at the first T, then 2 per T; the FCN timed at ~4 T d.
 
     The transformer's step time barely depends on its width; the FCN's does, so
     its fits are timed at the width a ``4 T d`` law predicts. Where that passes
-    the grid's top, the FCN is expected to fail there and to skip longer T.
+    the grid's top, the FCN is expected to fail at the grid's top widths and to
+    skip the longer lengths.
     """
+    grids, steps = checked_grids(widths, n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
+    models = {"transformer": transformer, "fcn": fcn}
+    models = {m: _DEFAULT_ESTIMATORS[m] if e is None else e for m, e in models.items()}
     limits = {"transformer": max(seq_lens), "fcn": max(seq_lens), **(max_seq_len or {})}
-    out = []
-    fcn_done = False
-    for T in sorted(seq_lens):
+    out, fcn_done = [], False
+    for i, T in enumerate(sorted(seq_lens)):
         task = SparseTokenSelectionTask(T, n_features, n_selected)
-        grid = widths["transformer"]
-        est = clone(transformer).set_params(width=grid[len(grid) // 3])
-        out.append(
-            Work(
-                f"separation: transformer T={T}",
-                _FITS_PER_SEARCH,
-                n_steps["transformer"],
-                est,
-                task,
-                predict_rows=n_val,
-            )
-        )
+        fits = _FITS_FIRST if i == 0 else _FITS_NEXT
+        grid = grids["transformer"]
+        est = clone(models["transformer"]).set_params(width=grid[len(grid) // 3])
+        label = f"separation: transformer T={T}"
+        out.append(Work(label, fits, steps["transformer"], est, task, predict_rows=n_val))
         if T > limits["fcn"] or fcn_done:
             continue
-        grid = widths["fcn"]
-        fits = [w for w in grid if w >= 4 * T * n_features][:1] or list(grid[-_FITS_PER_SEARCH:])
-        fcn_done = len(fits) > 1
-        for w in fits if fcn_done else fits * _FITS_PER_SEARCH:
-            out.append(
-                Work(
-                    f"separation: fcn T={T} width={w}",
-                    1,
-                    n_steps["fcn"],
-                    clone(fcn).set_params(width=w),
-                    task,
-                    predict_rows=n_val,
-                )
-            )
+        grid = grids["fcn"]
+        expected = [w for w in grid if w >= 4 * T * n_features][:1]
+        fcn_done = not expected  # past the grid: fails at its top widths, then skips
+        for w in expected * fits or grid[-_FITS_FIRST:]:
+            est = clone(models["fcn"]).set_params(width=w)
+            label = f"separation: fcn T={T} width={w}"
+            out.append(Work(label, 1, steps["fcn"], est, task, predict_rows=n_val))
     return out
 
 
