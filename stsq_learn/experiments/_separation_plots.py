@@ -2,9 +2,9 @@
 
 Three panels of :meth:`SeparationResult.plot`: the transformer's minimal
 widths on a log-T axis with a linear width axis, where ``a + b log2 T`` is a
-straight line and ``a + b T^c`` bends upwards; both models on log-log axes,
+straight line and a power ``b T^c`` bends upwards; both models on log-log axes,
 with the FCN's lower bounds and its ``b T^c`` law; the residuals of the
-transformer's two laws against T.
+transformer's laws (``a + b log2 T``, ``a + b T^c``, ``b T^c``) against T.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
+# The transformer's laws drawn: the logarithm, a shifted power (whose c -> 0 is the
+# logarithm again) and a pure power.
+_TRANSFORMER_LAWS = (("log_T", "-"), ("power", "--"), ("power_0", ":"))
 
 
 def _points(res, model):
@@ -35,8 +38,8 @@ def _law_text(law, name):
     if name == "log_T":
         return f"{a:.1f} + {b:.2f} log$_2$ T ({quality})"
     if name == "power":
-        return f"{a:.1f} + {b:.2f} T$^{{{law['exponent']:.2f}}}$ ({quality})"
-    return f"{b:.2f} T$^{{{law['exponent']:.2f}}}$ ({quality})"
+        return f"{a:.1f} + {b:.2f} T$^{{{law['exponent']:.3f}}}$ ({quality})"
+    return f"{b:.2f} T$^{{{law['exponent']:.3f}}}$ ({quality})"
 
 
 def _log_t_axis(ax, seq_lens):
@@ -51,7 +54,7 @@ def plot_transformer_laws(res, ax):
     Ts, ws = _points(res, "transformer")
     ax.plot(Ts, ws, "o", color="C0", ms=8, zorder=3, label=_LABELS["transformer"])
     grid = np.geomspace(min(res.seq_lens), max(res.seq_lens), 200)
-    for name, style in (("log_T", "-"), ("power", "--")):
+    for name, style in _TRANSFORMER_LAWS:
         law = res.growth_laws["transformer"].get(name)
         if law is not None:
             ax.plot(grid, _law_values(law, name, grid), style, color="k", lw=1)
@@ -97,13 +100,13 @@ def plot_both_models(res, ax):
 def plot_residuals(res, ax):
     """Residuals (width - fit) of the transformer's log and power laws against T."""
     Ts, _ = _points(res, "transformer")
-    for name, marker in (("log_T", "o-"), ("power", "s--")):
+    for (name, style), marker in zip(_TRANSFORMER_LAWS, "osd"):
         law = res.growth_laws["transformer"].get(name)
         if law is not None:
-            ax.plot(Ts, law["residuals"], marker, ms=5, label=_law_text(law, name))
+            ax.plot(Ts, law["residuals"], marker + style, ms=5, label=_law_text(law, name))
     ax.axhline(0, color="gray", lw=0.8)
     _log_t_axis(ax, res.seq_lens)
     ax.set_ylabel("residual: width - fitted width")
-    ax.set_title("Transformer: residuals of the two laws")
+    ax.set_title("Transformer: residuals of the laws")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small", loc="best")

@@ -166,6 +166,7 @@ def _law_text(law, kind):
 _LAWS = (
     ("transformer", "log_T", "transformer: w = a + b log2 T"),
     ("transformer", "power", "transformer: w = a + b T^c"),
+    ("transformer", "power_0", "transformer: w = b T^c"),
     ("fcn", "power_0", "FCN: w = b T^c"),
     ("fcn", "T_d", "FCN: w = b T d"),
 )
