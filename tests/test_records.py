@@ -52,7 +52,7 @@ def test_separation_presets_set_solver_and_rates():
             params = preset[model].get_params()
             assert params["solver"] == "adam" and params["learning_rate"] in ("constant", "cosine")
     full = PRESETS["full"]["separation"]
-    assert max(full["seq_lens"]) == 4096 and full["max_seq_len"] == {"fcn": 64}
+    assert max(full["seq_lens"]) == 4096 and full["max_seq_len"] == {"fcn": 128}
 
 
 def test_plan_counts_fits_and_steps():

@@ -40,7 +40,7 @@ _LONG = {
     ),
 }
 _TRANSFORMER_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
-_FCN_GRID = (16, 32, 64, 128, 256, 512, 1024, 2048)
+_FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
 PRESETS = {
     "tiny": dict(
@@ -71,7 +71,7 @@ PRESETS = {
         n_steps={"transformer": 300, "fcn": 500},
         n_val=2000,
     ),
-    # T = 4 ... 4096 for the transformer (~10-20 min on one core), the FCN to T = 64.
+    # T = 4 ... 4096 for the transformer (~6 min on one busy core), the FCN to T = 128.
     "full": dict(
         seq_lens=tuple(4 * 2**k for k in range(11)),
         n_features=2,
@@ -82,7 +82,7 @@ PRESETS = {
         widths={"transformer": _TRANSFORMER_GRID, "fcn": _FCN_GRID},
         n_steps={"transformer": 2000, "fcn": 2000},
         n_val=1000,
-        max_seq_len={"fcn": 64},
+        max_seq_len={"fcn": 128},
     ),
     "gpu": dict(
         seq_lens=tuple(4 * 2**k for k in range(13)),
@@ -91,7 +91,7 @@ PRESETS = {
         target_r2=0.9,
         transformer=_LONG["transformer"],
         fcn=_LONG["fcn"],
-        widths={"transformer": _TRANSFORMER_GRID, "fcn": (*_FCN_GRID, 4096, 8192, 16384)},
+        widths={"transformer": _TRANSFORMER_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
         n_steps={"transformer": 4000, "fcn": 4000},
         n_val=10000,
         max_seq_len={"fcn": 256},
