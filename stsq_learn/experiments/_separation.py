@@ -89,7 +89,18 @@ class SeparationResult:
         return out
 
     def width_text(self, model):
-        """Per T, the minimal width as text, ``"> w"`` for a lower bound, ``"-"`` if unknown."""
+        """Per T, the minimal width as text, ``"> w"`` for a lower bound, ``"-"`` if unknown.
+
+        Parameters
+        ----------
+        model : {"transformer", "fcn"}
+            The model.
+
+        Returns
+        -------
+        list of str
+            One entry per ``seq_lens``.
+        """
         bounds = self.lower_bound.get(model) or [None] * len(self.seq_lens)
         return [
             str(w) if w is not None else (f"> {b}" if b is not None else "-")
