@@ -94,7 +94,8 @@ def plot_both_models(res, ax):
     ax.set_ylabel("smallest width (log scale)")
     d, q = res.config["n_features"], res.config["n_selected"]
     ax.set_title(f"Width separation (d={d}, q={q})")
-    ax.legend(fontsize="small", loc="upper left")
+    # Clear of the FCN's points (top left) and of the transformer's (bottom).
+    ax.legend(fontsize="small", loc="center right")
 
 
 def plot_residuals(res, ax):
