@@ -84,12 +84,25 @@ def _add_reproduce(sub):
         action="store_const",
         dest="preset",
         const="full",
-        help="full size, for one GPU (the default)",
+        help="full size: about an hour on 2 CPU cores (--plan estimates it on this machine)",
+    )
+    size.add_argument(
+        "--gpu",
+        action="store_const",
+        dest="preset",
+        const="gpu",
+        help="larger sizes (longer sequences, more steps), for one GPU",
     )
     size.add_argument(
         "--tiny", action="store_const", dest="preset", const="tiny", help=argparse.SUPPRESS
     )
-    rep.set_defaults(preset="full")
+    rep.set_defaults(preset=None)
+    rep.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the number of fits and steps and the estimated time of the chosen size "
+        "and --only on this machine (from a few timed steps), and stop",
+    )
     rep.add_argument(
         "--out", default="stsq-results", help="output directory (default: ./stsq-results)"
     )
@@ -222,18 +235,36 @@ _HYPERPARAMETER_OPTIONS = (
 
 def _run_reproduce(args):
     from ._validation import resolve_device
-    from .experiments import reproduce, summary_table
+    from .experiments import plan, plan_table, reproduce, summary_table
 
-    # reproduce() validates every argument before it starts any work.
-    if args.preset == "full" and resolve_device(args.device).type == "cpu":
-        print(
-            "note: the full size is meant for one GPU and takes hours on a CPU; "
-            "use --quick for the CPU size.",
-            file=sys.stderr,
-        )
+    def say(line):
+        print(line, file=sys.stderr, flush=True)
+
+    # plan() and reproduce() validate every argument before any work.
+    on_cpu = resolve_device(args.device).type == "cpu"
+    preset = args.preset
+    if preset is None:
+        preset = "quick" if on_cpu else "full"
+        if not args.plan:
+            say(
+                f"note: no size given; running --{preset}, the size for this machine "
+                f"({'no GPU' if on_cpu else 'a GPU'}). --full (about an hour on 2 CPU cores) "
+                "and --gpu are run only when asked for; --plan estimates any size first."
+            )
+    if preset == "gpu" and on_cpu and not args.plan:
+        say("note: the gpu size is meant for one GPU; on a CPU it takes many hours.")
+    if args.plan or args.preset is None:
+        start = time.perf_counter()
+        estimates = plan(preset, only=args.only, device=args.device, n_threads=args.threads)
+        print(f"Plan of reproduce --{preset} on this machine ({args.threads} torch thread(s)):\n")
+        print(plan_table(estimates))
+        print(f"\n(estimated from timed steps in {time.perf_counter() - start:.0f} s)")
+        if args.plan:
+            return 0
+        print()
     start = time.perf_counter()
     results = reproduce(
-        args.preset,
+        preset,
         out=args.out,
         device=args.device,
         seed=args.seed,
@@ -241,7 +272,7 @@ def _run_reproduce(args):
         n_threads=args.threads,
         progress=not args.no_progress,
         scheduler=args.scheduler,
-        log=lambda line: print(line, file=sys.stderr, flush=True),
+        log=say,
     )
     print(summary_table(results))
     print(

@@ -248,6 +248,7 @@ def test_warm_start_refuses_other_token_features_or_fcn_length():
 
 
 # -- n_pe_samples_fit -----------------------------------------------------------------
+@pytest.mark.slow
 def test_training_on_averaged_draws_sharpens_the_attention():
     """A W trained on K averaged draws settles at a larger gamma, best for K draws."""
     task = SparseTokenSelectionTask(16, 4, 3)
@@ -302,6 +303,7 @@ def test_frozen_token_block_stays_exactly_zero(tiny_data, tmp_path):
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 
+@pytest.mark.slow
 def test_frozen_token_block_beats_the_full_w_after_a_short_adam_run():
     """The paper's token block only adds Adam noise here (issue 8)."""
     task = SparseTokenSelectionTask(32, 8, 4)

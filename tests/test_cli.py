@@ -162,7 +162,7 @@ def test_reproduce_help_lists_options(capsys):
         main(["reproduce", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for option in ("--quick", "--out", "--device", "--seed", "--only"):
+    for option in ("--quick", "--full", "--gpu", "--plan", "--out", "--device", "--seed", "--only"):
         assert option in out
     assert "encodings" in out
     assert "--tiny" not in out
@@ -174,7 +174,41 @@ def test_only_accepts_names_and_aliases():
     args = build_parser().parse_args(["reproduce", "--quick", "--only", "length,convergence"])
     assert args.only == ["length", "convergence"]  # reproduce() resolves the aliases
     assert args.preset == "quick"
-    assert build_parser().parse_args(["reproduce"]).preset == "full"
+    assert build_parser().parse_args(["reproduce"]).preset is None  # chosen for the machine
+    assert build_parser().parse_args(["reproduce", "--gpu"]).preset == "gpu"
+
+
+def test_reproduce_plan_prints_the_estimate_and_runs_nothing(tmp_path, capsys):
+    out = tmp_path / "planned"
+    argv = ["reproduce", "--tiny", "--plan", "--only", "convergence,width", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "Plan of reproduce --tiny" in printed
+    assert "| convergence | 1 | 30 |" in printed and "| separation | 7 |" in printed
+    assert "| total |" in printed and not out.exists()
+
+
+def test_reproduce_without_a_size_plans_and_picks_the_cpu_size(monkeypatch, tmp_path, capsys):
+    import stsq_learn.experiments as experiments
+
+    called = {}
+
+    def fake_plan(preset, **kwargs):
+        called["plan"] = preset
+        return {"convergence": {"fits": 1, "steps": 300, "seconds": 4.0, "parts": []}}
+
+    def fake_reproduce(preset, **kwargs):
+        called["reproduce"] = preset
+        return {}
+
+    monkeypatch.setattr(experiments, "plan", fake_plan)
+    monkeypatch.setattr(experiments, "reproduce", fake_reproduce)
+    assert main(["reproduce", "--device", "cpu", "--out", str(tmp_path), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert called == {"plan": "quick", "reproduce": "quick"}
+    assert "no size given; running --quick" in captured.err and "--full" in captured.err
+    assert "Plan of reproduce --quick" in captured.out
+    assert "| total | 1 | 300 | 4 s |" in captured.out
 
 
 def test_fit_passes_the_sampler_and_the_encoding_family(capsys):

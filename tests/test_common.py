@@ -1,6 +1,6 @@
 """scikit-learn's estimator checks, and 3-D equivalents of the ones that cannot apply.
 
-``parametrize_with_checks`` runs every check scikit-learn has for a regressor.
+``estimator_checks_generator`` yields every check scikit-learn has for a regressor.
 Most of them fit on 2-D arrays, which our estimators refuse by contract: they
 declare ``three_d_array=True, two_d_array=False``. For such an estimator
 scikit-learn generates only ``check_estimator_cloneable`` and skips every other
@@ -9,10 +9,10 @@ on test-only subclasses that differ from the public classes in one tag only,
 ``two_d_array=True`` (``test_checked_classes_differ_only_in_the_2d_tag``): the
 checks that need no data, or that test how bad input is refused, then run for
 real, and ``EXPECTED_FAILED_CHECKS`` lists, with a reason each, the ones that
-cannot apply. pytest's ``xfail_strict`` (pyproject.toml) turns a listed check
-that starts passing into a failure, and
-``test_listed_checks_fail_for_the_listed_reason`` makes sure that each listed
-check fails for its stated reason and not for another one.
+cannot apply. Every check runs once: the unlisted ones in
+``test_sklearn_checks``, the listed ones in
+``test_listed_checks_fail_for_the_listed_reason``, which fails when a listed
+check passes or fails for another reason than its stated one.
 
 The behaviour the 2-D checks would have tested is tested below on 3-D data.
 scikit-learn's two row-invariance checks run as they are, on estimators that
@@ -27,7 +27,7 @@ import pytest
 from sklearn.base import clone, is_regressor
 from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import make_pipeline
-from sklearn.utils.estimator_checks import estimator_checks_generator, parametrize_with_checks
+from sklearn.utils.estimator_checks import estimator_checks_generator
 from sklearn.utils.validation import check_is_fitted
 
 from stsq_learn import FCNSelector, SparseTokenSelector
@@ -169,7 +169,7 @@ _LISTED = {
         NOT_3D,
     ),
     "check_regressors_int": (
-        "2-D integer X; 3-D: test_estimators.py::test_float64_and_integer_input",
+        "2-D integer X; 3-D: test_robustness.py::test_integer_and_float64_inputs_work",
         NOT_3D,
     ),
     "check_non_transformer_estimators_n_iter": (
@@ -216,28 +216,29 @@ _LISTED = {
 EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _LISTED.items()}
 
 
-def expected_failed_checks(estimator):
-    """The checks that cannot apply to our estimators, with the reason each."""
-    return EXPECTED_FAILED_CHECKS
-
-
-@parametrize_with_checks(CHECKED_ESTIMATORS, expected_failed_checks=expected_failed_checks)
-def test_sklearn_checks(estimator, check):
-    if _check_name(check) in _ON_3D:
-        estimator = _on_3d_data(estimator)
-    check(estimator)
-
-
 def _check_name(check):
     return check.func.__name__ if isinstance(check, partial) else check.__name__
 
 
-def _listed_checks():
+def _checks(listed):
+    """scikit-learn's checks of every estimator: the listed ones, or all the others.
+
+    Each check runs once: the listed ones in
+    ``test_listed_checks_fail_for_the_listed_reason`` (which also checks why
+    they fail), the others in ``test_sklearn_checks``.
+    """
     for est, est_id in zip(CHECKED_ESTIMATORS, IDS, strict=True):
         for _, check in estimator_checks_generator(est, legacy=True):
             name = _check_name(check)
-            if name in _LISTED:
+            if (name in _LISTED) == listed:
                 yield pytest.param(est, check, name, id=f"{est_id}-{name}")
+
+
+@pytest.mark.parametrize(("estimator", "check", "name"), list(_checks(listed=False)))
+def test_sklearn_checks(estimator, check, name):
+    if name in _ON_3D:
+        estimator = _on_3d_data(estimator)
+    check(estimator)
 
 
 def _failure_text(exc):
@@ -255,7 +256,7 @@ def test_every_listed_check_exists():
     assert set(_LISTED) <= generated, set(_LISTED) - generated
 
 
-@pytest.mark.parametrize(("estimator", "check", "name"), list(_listed_checks()))
+@pytest.mark.parametrize(("estimator", "check", "name"), list(_checks(listed=True)))
 def test_listed_checks_fail_for_the_listed_reason(estimator, check, name):
     with pytest.raises((ValueError, TypeError, AssertionError)) as info:
         check(estimator)

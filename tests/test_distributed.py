@@ -110,18 +110,6 @@ def test_torch_threads_plugin_checks_and_pickles():
     assert plugin.n_threads == 3 and plugin.name == TorchThreads.name
 
 
-def test_estimators_pickle_fitted_and_predict_the_same(data):
-    """What a worker sends back is a fitted estimator; it must survive pickling intact."""
-    X, y = data
-    for model in (
-        SparseTokenSelector(width=8, max_iter=3, random_state=0),
-        FCNSelector(width=8, max_iter=3, random_state=0),
-    ):
-        model.fit(X, y)
-        copy = pickle.loads(pickle.dumps(model))
-        np.testing.assert_array_equal(copy.predict(X), model.predict(X))
-
-
 def _task_threads(client, n=6):
     """torch.get_num_threads() as seen by the threads that run tasks."""
     return set(client.gather(client.map(lambda _: torch.get_num_threads(), range(n), pure=False)))
@@ -236,7 +224,10 @@ def running_cluster():
 
 
 def _as_json(result):
-    return json.loads(json.dumps(result.to_dict()))
+    """The result as JSON, less the wall-clock seconds (which differ from run to run)."""
+    out = json.loads(json.dumps(result.to_dict()))
+    out.pop("seconds", None)
+    return out
 
 
 def test_reproduce_rejects_bad_scheduler_before_work(tmp_path, capsys):
@@ -283,6 +274,7 @@ def test_reproduce_separation_on_a_scheduler_matches_sequential(
     assert rc == 0
     assert len(stream.data) >= 4  # the widths were trained on the workers
     got = json.loads((tmp_path / "results.json").read_text())["separation"]
+    got.pop("seconds")
     assert got == _as_json(sequential)
     # The cluster was reached by address: it is still up, its workers as they were.
     with Client(running_cluster) as client:

@@ -23,7 +23,7 @@ from stsq_learn.experiments import (
 )
 from stsq_learn.experiments._common import StepProgress
 from stsq_learn.experiments._reproduce import resolve_experiments
-from stsq_learn.experiments._width_search import fit_growth_law
+from stsq_learn.experiments._width_search import fit_growth_law, fit_power_law
 
 matplotlib.use("Agg")
 
@@ -143,18 +143,23 @@ def test_width_separation_structure(separation):
         for T, w in zip(res.seq_lens, res.minimal_width[model]):
             scores = res.scores[model][str(T)]
             if w is None:
-                assert max(scores.values()) < res.config["target_r2"]
+                assert max(scores.values(), default=-1.0) < res.config["target_r2"]
             else:
                 # The smallest width tried that reaches the target.
                 assert scores[str(w)] >= res.config["target_r2"]
                 assert all(s < res.config["target_r2"] for k, s in scores.items() if int(k) < w)
-        assert set(res.growth_laws[model]) == {"log_T", "T_d"}
+        assert set(res.growth_laws[model]) == {"log_T", "power", "power_0", "T_d"}
+        assert len(res.lower_bound[model]) == 2
     d = json.loads(json.dumps(res.to_dict()))
-    assert len(d["width_ratio"]) == 2
+    assert len(d["width_ratio"]) == 2 and set(d["seconds"]) == {"transformer", "fcn"}
     fig = res.plot()
-    ax_w = fig.axes[0]
-    assert ax_w.get_xscale() == "log" and ax_w.get_yscale() == "log"
-    assert all(ax.get_legend() is not None for ax in fig.axes)
+    # The transformer on a log-T axis with a linear width axis (log T is a straight
+    # line), both models on log-log axes.
+    assert [(ax.get_xscale(), ax.get_yscale()) for ax in fig.axes[:2]] == [
+        ("log", "linear"),
+        ("log", "log"),
+    ]
+    assert all(ax.get_legend() is not None for ax in fig.axes[:2])
     matplotlib.pyplot.close(fig)
 
 
@@ -193,16 +198,70 @@ def test_monotone_search_starts_from_previous_minimum():
     for model in ("transformer", "fcn"):
         first = res.minimal_width[model][0]
         if first is not None:
-            assert min(int(w) for w in res.scores[model]["8"]) >= first
+            assert str(first) in res.scores[model]["8"]  # the bracket starts there
+
+
+def test_bracket_search_goes_down_while_the_target_is_reached():
+    from stsq_learn.experiments._width_search import search_bracket
+
+    task = SparseTokenSelectionTask(4, 2, 2)
+    est = SparseTokenSelector(
+        solver="adam", learning_rate_init=0.1, batch_size=64, device="cpu", random_state=0
+    )
+    # Target 0.0 is reached by every width: from index 2 down to the grid's start.
+    found = search_bracket(est, task, [2, 3, 4, 6], 2, 3, 100, -10.0, 0, False, "t")
+    assert list(found) == [4, 3, 2]
+    # An unreachable target: from index 1 up to the grid's end.
+    found = search_bracket(est, task, [2, 3, 4, 6], 1, 3, 100, 0.9999, 0, False, "t")
+    assert list(found) == [3, 4, 6]
+
+
+def test_lower_bounds_where_no_width_reaches_and_skipped_lengths():
+    res = width_separation(
+        seq_lens=(4, 8, 16),
+        target_r2=0.999,
+        widths={"transformer": (2, 3), "fcn": (2, 3)},
+        n_steps={"transformer": 3, "fcn": 3},
+        n_val=100,
+        max_seq_len={"transformer": 8},
+        device="cpu",
+    )
+    for model in ("transformer", "fcn"):
+        assert res.minimal_width[model] == [None, None, None]
+        assert set(res.scores[model]["4"]) == {"2", "3"}
+        assert res.scores[model]["8"] == {}  # the previous T reached no width: skipped
+    assert res.lower_bound["fcn"] == [3, 3, 3]
+    assert res.width_text("fcn") == ["> 3", "> 3", "> 3"]
+    # Past max_seq_len a model is not searched and has no bound.
+    assert res.lower_bound["transformer"] == [3, 3, None]
+    assert res.width_text("transformer") == ["> 3", "> 3", "-"]
+    with pytest.raises(ValueError, match=r"max_seq_len\['fcn'\]"):
+        width_separation(max_seq_len={"fcn": 0})
 
 
 def test_fit_growth_law_recovers_exact_laws():
     law = fit_growth_law(np.log2([4, 8, 16, 32]), [7.0, 10.0, 13.0, 16.0])
     assert law["intercept"] == pytest.approx(1.0) and law["slope"] == pytest.approx(3.0)
     assert law["r2"] == pytest.approx(1.0)
+    assert law["residuals"] == pytest.approx([0, 0, 0, 0], abs=1e-9)
     law = fit_growth_law([8, 16, 32], [16.0, 32.0, 64.0], intercept=False)
-    assert law == {"intercept": 0.0, "slope": pytest.approx(2.0), "r2": pytest.approx(1.0)}
+    assert law["intercept"] == 0.0 and law["slope"] == pytest.approx(2.0)
+    assert law["r2"] == pytest.approx(1.0) and law["rms_residual"] == pytest.approx(0, abs=1e-9)
     assert fit_growth_law([3.0], [5.0]) is None
+
+
+def test_fit_power_law_recovers_the_exponent():
+    Ts = np.array([4, 16, 64, 256, 1024, 4096], float)
+    law = fit_power_law(Ts, 3.0 + 2.0 * Ts**0.5)
+    assert law["exponent"] == pytest.approx(0.5, abs=0.01)
+    assert law["intercept"] == pytest.approx(3.0, abs=0.5) and law["r2"] > 0.9999
+    law = fit_power_law(Ts, 5.0 * Ts**1.2, offset=False)
+    assert law["exponent"] == pytest.approx(1.2) and law["slope"] == pytest.approx(5.0)
+    # A logarithm needs a small exponent, and fits worse than the log law itself.
+    widths = 4.0 + 3.0 * np.log2(Ts)
+    power, log = fit_power_law(Ts, widths), fit_growth_law(np.log2(Ts), widths)
+    assert power["exponent"] < 0.2 and log["rms_residual"] <= power["rms_residual"] + 1e-9
+    assert fit_power_law(Ts[:3], widths[:3]) is None  # three parameters need four points
 
 
 @pytest.mark.parametrize(

@@ -485,22 +485,18 @@ def test_failed_fit_and_predict_leave_the_model_as_it_was(cls, ctx):
     np.testing.assert_array_equal(est.predict(X), pred)
 
 
-def test_inputs_are_never_mutated_even_read_only(ctx):
+def test_scoring_and_moving_never_mutate_read_only_inputs(ctx):
+    """fit and predict: tests/test_common.py::test_fit_does_not_mutate_params_or_data."""
     X, y = ctx["X"].astype(np.float32), ctx["y"]
+    est = SparseTokenSelector(width=4, max_iter=2, random_state=0).fit(X, y)
     for arr in (X, y):
         arr.setflags(write=False)
     X0, y0 = X.copy(), y.copy()
-    for est in (
-        SparseTokenSelector(width=4, max_iter=2, random_state=0),
-        SparseTokenSelector(width=4, max_iter=2, positional_encoding="fixed", random_state=0),
-        FCNSelector(width=4, max_iter=2, random_state=0),
-    ):
-        est.fit(X, y).predict(X)
-        est.score(X, y)
-        LengthShiftScorer(factor=1, random_state=0)(est, X, y)
-        shift_length(X, 7, random_state=0)
-        np.testing.assert_array_equal(X, X0)
-        np.testing.assert_array_equal(y, y0)
+    est.score(X, y)
+    LengthShiftScorer(factor=1, random_state=0)(est, X, y)
+    shift_length(X, 7, random_state=0)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
 
 
 def test_score_validates_y_and_accepts_1d_targets_and_weights():
@@ -522,14 +518,19 @@ def test_nested_lists_and_tensors_are_accepted(ctx):
 
 
 def test_integer_and_float64_inputs_work(ctx):
+    """float64 is computed in float32 unless asked; integer tokens are accepted."""
     X, y = ctx["X"], ctx["y"]
     Xi = np.round(X).astype(np.int32)
     Xi[..., -1] = X[..., -1]
     est = SparseTokenSelector(width=4, max_iter=2, random_state=0).fit(Xi, y)
     assert np.isfinite(est.predict(Xi)).all()
-    a = FCNSelector(width=4, max_iter=2, random_state=0).fit(X, y).predict(X)
-    b = FCNSelector(width=4, max_iter=2, random_state=0).fit(X.astype(np.float32), y).predict(X)
-    np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert est.predict(Xi.astype(np.int64)).shape == y.shape
+    for cls in (SparseTokenSelector, FCNSelector):
+        a = cls(width=4, max_iter=2, random_state=0).fit(X, y).predict(X)
+        b = cls(width=4, max_iter=2, random_state=0).fit(X.astype(np.float32), y).predict(X)
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    model64 = SparseTokenSelector(width=4, max_iter=2, dtype="float64", random_state=0).fit(X, y)
+    assert model64.net_.module_.key_query.dtype == torch.float64
 
 
 # -- large tokens ------------------------------------------------------------

@@ -13,13 +13,15 @@
 Each returns a dataclass with ``to_dict()`` (JSON-ready) and ``plot()``
 (matplotlib). :func:`reproduce` runs all four at a named size, writes one
 PNG per experiment and ``results.json``, and returns a Markdown summary; it
-is what ``stsq-learn reproduce`` calls.
+is what ``stsq-learn reproduce`` calls. :func:`plan` estimates a size's
+time on this machine from a few timed steps. Each experiment is one record
+(its function, presets, summary rows and work) in ``_records/``.
 """
 
 from ._convergence import ConvergenceResult, training_dynamics
 from ._encodings import EncodingsResult, encoding_families
 from ._length import LengthGeneralizationResult, length_generalization
-from ._reproduce import EXPERIMENTS, PRESETS, reproduce, summary_table
+from ._reproduce import EXPERIMENTS, PRESETS, plan, plan_table, reproduce, summary_table
 from ._separation import SeparationResult, width_separation
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "SeparationResult",
     "encoding_families",
     "length_generalization",
+    "plan",
+    "plan_table",
     "reproduce",
     "summary_table",
     "training_dynamics",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
+import time
+from dataclasses import dataclass, field
 
 from .._validation import check_positive_int
 from ..datasets import SparseTokenSelectionTask
@@ -17,11 +16,14 @@ from ._common import (
     prepared,
     progress_bar,
 )
+from ._separation_plots import plot_both_models, plot_residuals, plot_transformer_laws
 from ._width_search import (
     MODELS,
     backend,
     checked_grids,
     growth_laws,
+    per_model,
+    search_bracket,
     search_grid,
     search_online,
 )
@@ -39,16 +41,26 @@ class SeparationResult:
         The sequence lengths T searched.
     scores : dict of str to dict of str to dict of str to float
         ``scores[model][str(T)][str(width)]``: validation R^2 of each width
-        tried (``model`` is ``"transformer"`` or ``"fcn"``).
+        tried (``model`` is ``"transformer"`` or ``"fcn"``); empty where the
+        search at T was skipped (see ``lower_bound``).
     minimal_width : dict of str to list of int or None
         ``minimal_width[model][i]``: smallest width of the grid reaching
         ``target_r2`` at ``seq_lens[i]``, or None if no width did.
     growth_laws : dict
-        Least-squares fits of each model's minimal widths:
-        ``growth_laws[model]["log_T"]`` fits ``w = a + b log2 T`` and
-        ``growth_laws[model]["T_d"]`` fits ``w = b T d`` (through 0); each is
-        a dict of intercept, slope and the fit's R^2 (1 - residual / total
-        sum of squares), or None with too few points.
+        Least-squares fits of each model's minimal widths against T:
+        ``growth_laws[model][law]`` for ``law`` in ``"log_T"``
+        (``w = a + b log2 T``), ``"power"`` (``w = a + b T^c``),
+        ``"power_0"`` (``w = b T^c``) and ``"T_d"`` (``w = b T d``); each a
+        dict of ``intercept`` (a), ``slope`` (b), ``exponent`` (c, power
+        laws), ``r2``, ``rms_residual`` and ``residuals``, or None with too
+        few points.
+    lower_bound : dict of str to list of int or None
+        ``lower_bound[model][i]``: where no width reached the target at
+        ``seq_lens[i]``, the largest width known to fall short (the minimal
+        width is larger); inherited from the previous T where the search
+        was skipped. None where a minimal width was found.
+    seconds : dict of str to float
+        Wall-clock seconds each model's searches took.
 
     Examples
     --------
@@ -66,6 +78,8 @@ class SeparationResult:
     scores: dict
     minimal_width: dict
     growth_laws: dict
+    lower_bound: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
 
     def width_ratio(self):
         """FCN minimal width over the transformer's, per T (None where either is missing)."""
@@ -74,6 +88,25 @@ class SeparationResult:
             out.append(wf / wt if wt and wf else None)
         return out
 
+    def width_text(self, model):
+        """Per T, the minimal width as text, ``"> w"`` for a lower bound, ``"-"`` if unknown.
+
+        Parameters
+        ----------
+        model : {"transformer", "fcn"}
+            The model.
+
+        Returns
+        -------
+        list of str
+            One entry per ``seq_lens``.
+        """
+        bounds = self.lower_bound.get(model) or [None] * len(self.seq_lens)
+        return [
+            str(w) if w is not None else (f"> {b}" if b is not None else "-")
+            for w, b in zip(self.minimal_width[model], bounds)
+        ]
+
     def to_dict(self):
         """JSON-ready dict of the fields, plus the FCN/transformer width ratio per T."""
         out = dataclass_dict(self)
@@ -81,7 +114,7 @@ class SeparationResult:
         return out
 
     def plot(self, axes=None):
-        """Minimal width against T with the fitted laws, and R^2 against width.
+        """The transformer's widths with both laws, both models on log-log, and residuals.
 
         Parameters
         ----------
@@ -93,83 +126,18 @@ class SeparationResult:
         fig : matplotlib.figure.Figure
             The figure holding the axes.
         """
-        fig, axes = new_axes(axes, 3, figsize=(17, 4.2))
-        self._plot_minimal_widths(axes[0])
-        for ax, model in zip(axes[1:], MODELS):
-            self._plot_scores(ax, model)
+        fig, axes = new_axes(axes, 3, figsize=(17, 4.6))
+        plot_transformer_laws(self, axes[0])
+        plot_both_models(self, axes[1])
+        plot_residuals(self, axes[2])
         return fig
-
-    _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
-
-    def _plot_minimal_widths(self, ax):
-        """Minimal width against T per model, the grid's edge where none, and the laws."""
-        d = self.config["n_features"]
-        Ts = np.asarray(self.seq_lens, float)
-        grid = np.geomspace(Ts.min(), Ts.max(), 100)
-        for i, model in enumerate(MODELS):
-            label, w = self._LABELS[model], self.minimal_width[model]
-            have = [k for k, v in enumerate(w) if v is not None]
-            marker, size = ("o", 11) if model == "transformer" else ("s", 6)
-            ax.plot(
-                Ts[have],
-                [w[k] for k in have],
-                marker,
-                color=f"C{i}",
-                ms=size,
-                zorder=3 + i,
-                label=label,
-            )
-            top = max(self.config["widths"][model])
-            missing = [k for k, v in enumerate(w) if v is None]
-            if missing:
-                ax.plot(
-                    Ts[missing],
-                    [2 * top] * len(missing),
-                    "^",
-                    color=f"C{i}",
-                    mfc="none",
-                    ms=8,
-                    label=f"{label}: none of the grid (> {top})",
-                )
-            name, x = ("log_T", np.log2(grid)) if model == "transformer" else ("T_d", grid * d)
-            law = self.growth_laws[model][name]
-            if law is not None:
-                a, b = law["intercept"], law["slope"]
-                text = f"{a:.1f} + {b:.1f} log2 T" if name == "log_T" else f"{b:.2f} T d"
-                ax.plot(
-                    grid,
-                    np.clip(a + b * x, 0.5, None),
-                    "-",
-                    color=f"C{i}",
-                    lw=1,
-                    label=f"fit: {text}",
-                )
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
-        ax.set_xticks(self.seq_lens, [str(t) for t in self.seq_lens])
-        ax.set_xlabel("sequence length T (log scale)")
-        ax.set_ylabel(f"smallest width reaching $R^2 \\geq {self.config['target_r2']}$ (log)")
-        ax.set_title(f"Width separation (d={d}, q={self.config['n_selected']})")
-        ax.legend(fontsize="small", loc="upper left")
-
-    def _plot_scores(self, ax, model):
-        """Validation R^2 against width, one curve per T."""
-        for k, T in enumerate(self.seq_lens):
-            pts = self.scores[model][str(T)]
-            ws = sorted(int(w) for w in pts)
-            ax.plot(ws, [pts[str(w)] for w in ws], "o-", color=f"C{k}", label=f"T={T}")
-        ax.axhline(self.config["target_r2"], color="gray", ls=":", label="target $R^2$")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("width (log scale)")
-        ax.set_ylabel("validation $R^2$")
-        ax.set_ylim(max(-0.1, ax.get_ylim()[0]), 1.02)
-        ax.set_title(f"{self._LABELS[model]}: $R^2$ against width")
-        ax.legend(fontsize="small", loc="lower right")
 
 
 _DEFAULT_ESTIMATORS = {
-    "transformer": SparseTokenSelector(learning_rate_init=0.1, batch_size=256, max_iter=30),
-    "fcn": FCNSelector(learning_rate_init=0.01, batch_size=1024, max_iter=30),
+    "transformer": SparseTokenSelector(
+        solver="adam", learning_rate_init=0.1, batch_size=256, max_iter=30
+    ),
+    "fcn": FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=1024, max_iter=30),
 }
 _DEFAULT_WIDTHS = {
     "transformer": (2, 4, 8, 16, 32, 64),
@@ -193,6 +161,7 @@ def width_separation(
     n_val=2000,
     stop_at_target=True,
     monotone_search=True,
+    max_seq_len=None,
     device=None,
     random_state=0,
     progress=False,
@@ -203,8 +172,9 @@ def width_separation(
     The paper's expressivity claim: the one-layer transformer needs width
     O(d + q log T), a fully-connected net Omega(T d). For each T, every
     width of each grid is trained and scored on held-out rows; the smallest
-    width with R^2 >= ``target_r2`` is reported, and the two growth laws
-    (width against log T, and against T d) are fitted by least squares.
+    width with R^2 >= ``target_r2`` is reported (or a lower bound where none
+    is), and growth laws (``a + b log2 T``, ``a + b T^c``, ``b T^c`` and
+    ``b T d``) are fitted by least squares.
 
     Two training regimes:
 
@@ -221,9 +191,13 @@ def width_separation(
       minimal width reflects what it can represent and learn in that
       budget, not its sample efficiency. With ``stop_at_target`` the widths
       are tried in increasing order and the search at that T stops at the
-      first that reaches the target; with ``monotone_search`` the search
-      at the next T starts from that width (the width needed is assumed
-      not to shrink as T grows), which saves most of the fits.
+      first that reaches the target. With ``monotone_search`` the search
+      reuses what the shorter lengths found: at each next T it starts at
+      the previous T's minimal width and brackets, trying smaller widths
+      while they reach the target and larger ones until one does (about two
+      fits per T); where the previous T reached no width of the grid, the
+      next is not searched and keeps its lower bound (the width needed is
+      assumed not to shrink as T grows).
     - ``"gridsearch"``: :class:`~sklearn.model_selection.GridSearchCV`
       over ``width`` on ``n_train`` finite rows (``fit``, up to the
       estimator's ``max_iter`` epochs), validated on one 20% hold-out
@@ -242,10 +216,11 @@ def width_separation(
         reaches it within its grid.
     transformer : SparseTokenSelector, default=None
         The transformer to search over. None is
-        ``SparseTokenSelector(learning_rate_init=0.1, batch_size=256, max_iter=30)``.
+        ``SparseTokenSelector(solver="adam", learning_rate_init=0.1, batch_size=256,
+        max_iter=30)``.
     fcn : FCNSelector, default=None
         The fully-connected baseline. None is
-        ``FCNSelector(learning_rate_init=0.01, batch_size=1024, max_iter=30)``.
+        ``FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=1024, max_iter=30)``.
     widths : dict, default=None
         Width grid per model, ``{"transformer": (...), "fcn": (...)}`` (searched
         in increasing order); a model left out keeps its default grid,
@@ -264,8 +239,12 @@ def width_separation(
     stop_at_target : bool, default=True
         Stop the search at a T once a width reaches the target (``"online"``).
     monotone_search : bool, default=True
-        Start the search at each T from the previous T's minimal width
+        Bracket the search at each T around the previous T's minimal width
         (``"online"`` with ``stop_at_target``).
+    max_seq_len : dict, default=None
+        Longest T searched per model, e.g. ``{"fcn": 128}``: longer lengths
+        are not searched for that model (minimal width and bound None); a
+        model left out is searched at every length.
     device : str or None, default=None
         Training device; None keeps each estimator's.
     random_state : int, default=0
@@ -323,8 +302,11 @@ def width_separation(
         stop_at_target=bool(stop_at_target),
         monotone_search=bool(stop_at_target and monotone_search),
         random_state=random_state,
+        max_seq_len=_checked_max_seq_len(max_seq_len, seq_lens),
     )
-    scores, minimal = _search_all(tasks, base, plan, progress=progress, scheduler=scheduler)
+    scores, minimal, bound, seconds = _search_all(
+        tasks, base, plan, progress=progress, scheduler=scheduler
+    )
     config = {
         "n_features": d,
         "n_selected": tasks[0].n_selected,
@@ -337,6 +319,8 @@ def width_separation(
         scores=scores,
         minimal_width=minimal,
         growth_laws=growth_laws(seq_lens, minimal, d),
+        lower_bound=bound,
+        seconds=seconds,
     )
 
 
@@ -353,11 +337,13 @@ class _SearchPlan:
     stop_at_target: bool
     monotone_search: bool
     random_state: int
+    max_seq_len: dict
 
     def config(self):
         """The settings a result records (those of its regime)."""
         out = {"target_r2": self.target_r2, "regime": self.regime, "widths": self.widths}
         out["random_state"] = self.random_state
+        out["max_seq_len"] = self.max_seq_len
         if self.regime == "online":
             out.update(n_steps=self.n_steps, n_val=self.n_val)
             out.update(stop_at_target=self.stop_at_target, monotone_search=self.monotone_search)
@@ -367,38 +353,66 @@ class _SearchPlan:
 
 
 def _search_all(tasks, base, plan, *, progress, scheduler):
-    """Every (T, model) search of :func:`width_separation`: its scores and minimal widths."""
+    """Every (T, model) search of :func:`width_separation`: scores, minimal widths, bounds."""
     scores = {model: {} for model in MODELS}
     minimal = {model: [] for model in MODELS}
+    bound = {model: [] for model in MODELS}
+    seconds = dict.fromkeys(MODELS, 0.0)
     items = [(task, model) for task in tasks for model in MODELS]
     bar = progress_bar(len(items), "separation: (T, model) searches", enabled=progress)
     with backend(scheduler), bar as outer:
         for task, model in items:
             T = task.seq_len
             outer.set_postfix_str(f"T={T} {model}")
-            if plan.regime == "online":
-                grid = plan.widths[model]
-                previous = [w for w in minimal[model] if w is not None]
-                if plan.monotone_search and previous:
-                    grid = [w for w in grid if w >= previous[-1]]
-                found = search_online(
-                    base[model],
-                    task,
-                    grid,
-                    plan.n_steps[model],
-                    plan.n_val,
-                    plan.target_r2,
-                    plan.stop_at_target,
-                    derived_seed(plan.random_state, 100 + T),
-                    progress,
-                    f"T={T} {model}",
-                    parallel=scheduler is not None,
+            start = time.perf_counter()
+            if T > plan.max_seq_len[model]:
+                found = {}
+            elif plan.regime == "online":
+                parallel = scheduler is not None
+                found = _search_online(
+                    task, model, base[model], plan, minimal[model], progress, parallel
                 )
             else:
                 seed = derived_seed(plan.random_state, 200 + T)
                 found = search_grid(base[model], task, plan.widths[model], plan.n_train, seed)
+            seconds[model] += time.perf_counter() - start
             scores[model][str(T)] = {str(w): s for w, s in found.items()}
             reached = [w for w, s in sorted(found.items()) if s >= plan.target_r2]
             minimal[model].append(reached[0] if reached else None)
+            failed = [w for w, s in found.items() if s < plan.target_r2]
+            skipped = not found and bound[model] and T <= plan.max_seq_len[model]
+            inherited = bound[model][-1] if skipped else None
+            bound[model].append(None if reached else max(failed, default=inherited))
             outer.update()
-    return scores, minimal
+    return scores, minimal, bound, {m: round(t, 1) for m, t in seconds.items()}
+
+
+def _search_online(task, model, estimator, plan, minimal, progress, parallel):
+    """One online search; with ``monotone_search``, from the previous T's minimal width.
+
+    ``minimal``: the model's minimal widths at the shorter lengths. When the
+    previous length reached no width of the grid, this one is not searched
+    (``{}``): the width needed is assumed not to shrink as T grows, so the
+    previous lower bound holds.
+    """
+    T = task.seq_len
+    grid = plan.widths[model]
+    seed = derived_seed(plan.random_state, 100 + T)
+    desc = f"T={T} {model}"
+    args = (plan.n_steps[model], plan.n_val, plan.target_r2)
+    if plan.monotone_search and minimal:
+        if minimal[-1] is None:
+            return {}
+        start = grid.index(minimal[-1])
+        return search_bracket(
+            estimator, task, grid, start, *args, seed, progress, desc, parallel=parallel
+        )
+    return search_online(
+        estimator, task, grid, *args, plan.stop_at_target, seed, progress, desc, parallel=parallel
+    )
+
+
+def _checked_max_seq_len(max_seq_len, seq_lens):
+    """The longest T searched per model (every T for a model left out), validated."""
+    limits = per_model(max_seq_len, dict.fromkeys(MODELS, max(seq_lens)), "max_seq_len")
+    return {m: check_positive_int(t, f"max_seq_len[{m!r}]") for m, t in limits.items()}

@@ -1,0 +1,149 @@
+"""One record per experiment, and the plan of a run: its fits, steps and estimated time.
+
+An :class:`Experiment` holds everything :func:`~stsq_learn.experiments.reproduce`
+needs to know about one experiment: its name and aliases, the function that
+runs it, its arguments at each size, the rows it adds to the summary, and
+the work an estimate times (:class:`Work`). The records live one module per
+experiment in ``_records/``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import clone
+
+SIZES = ("tiny", "quick", "full", "gpu")
+"""The sizes every record defines, smallest first."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """Part of an experiment's work: ``fits`` models trained ``steps`` online steps each.
+
+    Attributes
+    ----------
+    label : str
+        What the part is, for the plan's table.
+    fits : int
+        Models trained (an expected number where a search decides it).
+    steps : int
+        Online steps per model.
+    estimator : BaseEstimator
+        A model of the part as it trains (the estimate times a few of its steps).
+    task : SparseTokenSelectionTask
+        The task it trains on.
+    predict_rows : int, default=0
+        Rows each model predicts afterwards (all lengths and draws together).
+    predict_len : int, default=None
+        Length of the predicted rows (the task's when None).
+    """
+
+    label: str
+    fits: int
+    steps: int
+    estimator: object
+    task: object
+    predict_rows: int = 0
+    predict_len: int | None = None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The record of one experiment of :func:`~stsq_learn.experiments.reproduce`.
+
+    Attributes
+    ----------
+    name : str
+        Its name: a section of ``results.json`` and a value of ``only``.
+    function : callable
+        Runs it: called with ``presets[size]`` and ``device``,
+        ``random_state`` and ``progress``; returns a result with
+        ``to_dict()`` and ``plot()``.
+    presets : dict of str to dict
+        The arguments of ``function`` at each size of ``SIZES``.
+    summary_rows : callable
+        ``summary_rows(rows, result)`` appends the result's lines of the
+        Markdown summary to the list ``rows``.
+    work : callable
+        ``work(**presets[size])``: the list of :class:`Work` the run does,
+        for :func:`~stsq_learn.experiments.plan`.
+    aliases : tuple of str, default=()
+        Other names ``only`` accepts.
+    """
+
+    name: str
+    function: Callable
+    presets: dict
+    summary_rows: Callable
+    work: Callable
+    aliases: tuple = field(default=())
+
+    def __post_init__(self):
+        missing = [size for size in SIZES if size not in self.presets]
+        if missing:
+            raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
+
+
+def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
+    """Seconds per online step and per fit (set-up) of ``estimator`` on ``task``.
+
+    Short ``fit_online`` runs of ``probe_steps`` steps, the shorter one
+    twice (the first may hold one-off costs, the faster is kept): their
+    difference gives the time of a step, the rest the fixed cost of a fit.
+    """
+    times = {}
+    for k in (probe_steps[0], *probe_steps):
+        model = clone(estimator).set_params(device=device, random_state=0, callbacks=None)
+        start = time.perf_counter()
+        model.fit_online(task, n_steps=k)
+        times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
+    short, long = (times[k] for k in probe_steps)
+    per_step = max((long - short) / (probe_steps[1] - probe_steps[0]), long / probe_steps[1] / 2)
+    return per_step, max(short - probe_steps[0] * per_step, 0.0), model
+
+
+def time_predict(model, task, rows, length):
+    """Seconds to predict ``rows`` rows of length ``length`` (timed on up to 256)."""
+    from ..scoring import shift_length
+
+    n = int(min(rows, 256))
+    X, _ = task.sample(n, random_state=0)
+    if length is not None and length != task.seq_len:
+        X = shift_length(X, length, random_state=0)
+    start = time.perf_counter()
+    model.predict(X)
+    return (time.perf_counter() - start) * rows / n
+
+
+def estimate(work, *, device):
+    """Per :class:`Work`, a dict of its fits, steps and estimated seconds.
+
+    Each distinct model and task is timed once (:func:`time_steps`), and its
+    prediction on up to 256 rows when the part predicts.
+    """
+    out = []
+    cache = {}
+    for part in work:
+        key = (repr(part.estimator), part.task.seq_len, part.task.n_features)
+        if key not in cache:
+            cache[key] = time_steps(part.estimator, part.task, device=device)
+        per_step, per_fit, model = cache[key]
+        seconds = part.fits * (per_fit + part.steps * per_step)
+        if part.predict_rows and part.fits:
+            seconds += part.fits * time_predict(
+                model, part.task, part.predict_rows, part.predict_len
+            )
+        out.append(
+            {
+                "label": part.label,
+                "fits": part.fits,
+                "steps": part.fits * part.steps,
+                "seconds": float(np.round(seconds, 1)),
+            }
+        )
+    return out

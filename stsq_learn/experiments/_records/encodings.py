@@ -1,0 +1,153 @@
+"""The record of the encodings comparison: four families and a codebook sweep at longer lengths."""
+
+from __future__ import annotations
+
+from sklearn.base import clone
+
+from ...datasets import SparseTokenSelectionTask
+from ...encodings import POSITIONAL_ENCODINGS
+from ...estimators import SparseTokenSelector
+from .._encoding_runs import planned_runs
+from .._encodings import encoding_families
+from .._record import Experiment, Work
+from ._format import finite, fmt, spread
+
+# Adam at a constant step of 0.01, 256 rows a step: set here, not left to the defaults.
+_ADAM = dict(solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=256)
+
+PRESETS = {
+    "tiny": dict(
+        seq_len=8,
+        n_features=2,
+        n_selected=2,
+        estimator=SparseTokenSelector(8, **_ADAM),
+        n_steps=30,
+        factors=(1, 2),
+        codebook_factors=(1, 2, 4),
+        sweep_factor=2,
+        n_seeds=2,
+        n_val=200,
+    ),
+    # 8 models per seed (4 families, 4 more codebooks), 40-50 s per seed on one core.
+    "quick": dict(
+        seq_len=16,
+        n_features=8,
+        n_selected=3,
+        estimator=SparseTokenSelector(64, **_ADAM),
+        n_steps=1500,
+        factors=(1, 2, 4, 8),
+        max_positions=128,
+        codebook_factors=(1, 2, 4, 8, 16),
+        sweep_factor=4,
+        n_seeds=3,
+        n_val=1000,
+    ),
+    "full": dict(
+        seq_len=32,
+        n_features=16,
+        n_selected=4,
+        estimator=SparseTokenSelector(128, **_ADAM),
+        n_steps=2000,
+        factors=(1, 2, 4, 8, 16),
+        max_positions=512,
+        codebook_factors=(1, 2, 4, 8, 16, 32),
+        sweep_factor=4,
+        n_seeds=3,
+        n_val=2000,
+    ),
+    "gpu": dict(
+        seq_len=64,
+        n_features=16,
+        n_selected=4,
+        estimator=SparseTokenSelector(256, **_ADAM),
+        n_steps=5000,
+        factors=(1, 2, 4, 8, 16),
+        max_positions=1024,
+        codebook_factors=(1, 2, 4, 8, 16, 32, 64),
+        sweep_factor=4,
+        n_seeds=5,
+        n_val=10000,
+    ),
+}
+
+
+def work(
+    seq_len,
+    n_features,
+    n_selected,
+    estimator,
+    n_steps,
+    factors,
+    codebook_factors,
+    n_seeds,
+    n_val,
+    max_positions=None,
+    **_,
+):
+    """Every family and extra codebook, ``n_seeds`` times; each scored at every length."""
+    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
+    max_positions = max_positions or seq_len * max(factors)
+    runs = planned_runs(max_positions, [c * seq_len for c in codebook_factors])
+    families = [runs[family] for family in POSITIONAL_ENCODINGS]
+    extra = len(runs) - len(families)
+    rows = int(n_val * sum(factors) / max(factors))  # about rows x length, at the longest
+    out = [
+        Work(
+            f"encodings: {params['positional_encoding']}",
+            n_seeds,
+            n_steps,
+            clone(estimator).set_params(**params),
+            task,
+            predict_rows=rows,
+            predict_len=seq_len * max(factors),
+        )
+        for params in families
+    ]
+    if extra:
+        params = dict(positional_encoding="randomized", max_positions=max_positions)
+        est = clone(estimator).set_params(**params)
+        out.append(
+            Work(
+                "encodings: codebook sweep",
+                n_seeds * extra,
+                n_steps,
+                est,
+                task,
+                rows,
+                seq_len * max(factors),
+            )
+        )
+    return out
+
+
+def summary_rows(rows, enc):
+    """Summary rows of the encodings experiment."""
+    cfg = enc.config
+    T = cfg["seq_len"]
+    lens = ", ".join(f"{t // T}T" for t in enc.eval_lengths)
+    rows.append(
+        f"| encodings (T={T}, m={cfg['width']}, {cfg['n_steps']} steps, "
+        f"{cfg['n_seeds']} seeds, {cfg['n_val']} rows) | R^2 at {lens}: mean [min, max] | |"
+    )
+    for family in enc.families:
+        label = f"randomized, L={cfg['max_positions']}" if family == "randomized" else family
+        vals = " / ".join(
+            spread(m, lo, hi)
+            for m, lo, hi in zip(enc.r2_mean[family], enc.r2_min[family], enc.r2_max[family])
+        )
+        rows.append(f"| | {label} | {vals} |")
+    sizes = ", ".join(map(str, enc.codebook_sizes))
+    vals = " / ".join(fmt(finite(v)) for v in enc.sweep_mean)
+    rows.append(
+        f"| | randomized at {enc.sweep_length // T}T, L = {sizes} "
+        f"(n/a: L < {enc.sweep_length}) | {vals} |"
+    )
+
+
+RECORD = Experiment(
+    name="encodings",
+    function=encoding_families,
+    presets=PRESETS,
+    summary_rows=summary_rows,
+    work=work,
+)

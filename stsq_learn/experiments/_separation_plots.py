@@ -1,0 +1,113 @@
+"""The figure of the width separation: log or power for the transformer, and both models.
+
+Three panels of :meth:`SeparationResult.plot`: the transformer's minimal
+widths on a log-T axis with a linear width axis, where ``a + b log2 T`` is a
+straight line and a power ``b T^c`` bends upwards; both models on log-log axes,
+with the FCN's lower bounds and its ``b T^c`` law; the residuals of the
+transformer's laws (``a + b log2 T``, ``a + b T^c``, ``b T^c``) against T.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
+# The transformer's laws drawn: the logarithm, a shifted power (whose c -> 0 is the
+# logarithm again) and a pure power.
+_TRANSFORMER_LAWS = (("log_T", "-"), ("power", "--"), ("power_0", ":"))
+
+
+def _points(res, model):
+    """``(Ts, widths)`` where a minimal width was found."""
+    pairs = [(T, w) for T, w in zip(res.seq_lens, res.minimal_width[model]) if w is not None]
+    return np.array([T for T, _ in pairs], float), np.array([w for _, w in pairs], float)
+
+
+def _law_values(law, name, Ts):
+    """The fitted widths of ``law`` (a dict of growth_laws) at ``Ts``."""
+    a, b = law["intercept"], law["slope"]
+    if name == "log_T":
+        return a + b * np.log2(Ts)
+    return a + b * Ts ** law["exponent"]
+
+
+def _law_text(law, name):
+    """The law with its coefficients and its fit quality, for a legend."""
+    a, b = law["intercept"], law["slope"]
+    quality = f"R$^2$ {law['r2']:.3f}, rms {law['rms_residual']:.2f}"
+    if name == "log_T":
+        return f"{a:.1f} + {b:.2f} log$_2$ T ({quality})"
+    if name == "power":
+        return f"{a:.1f} + {b:.2f} T$^{{{law['exponent']:.3f}}}$ ({quality})"
+    return f"{b:.2f} T$^{{{law['exponent']:.3f}}}$ ({quality})"
+
+
+def _log_t_axis(ax, seq_lens):
+    ax.set_xscale("log", base=2)
+    ticks = seq_lens if len(seq_lens) <= 8 else seq_lens[::2]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlabel("sequence length T (log scale)")
+
+
+def plot_transformer_laws(res, ax):
+    """Transformer minimal widths (linear axis) against log T, with both fitted laws."""
+    Ts, ws = _points(res, "transformer")
+    ax.plot(Ts, ws, "o", color="C0", ms=8, zorder=3, label=_LABELS["transformer"])
+    grid = np.geomspace(min(res.seq_lens), max(res.seq_lens), 200)
+    for name, style in _TRANSFORMER_LAWS:
+        law = res.growth_laws["transformer"].get(name)
+        if law is not None:
+            ax.plot(grid, _law_values(law, name, grid), style, color="k", lw=1)
+            ax.lines[-1].set_label(f"fit: {_law_text(law, name)}")
+    _log_t_axis(ax, res.seq_lens)
+    ax.set_ylabel(f"smallest width reaching $R^2 \\geq {res.config['target_r2']}$")
+    ax.set_title("Transformer: log T is a straight line here")
+    ax.legend(fontsize="small", loc="upper left")
+
+
+def plot_both_models(res, ax):
+    """Both models' minimal widths on log-log axes; FCN lower bounds as open triangles."""
+    grid = np.geomspace(min(res.seq_lens), max(res.seq_lens), 200)
+    for i, model in enumerate(("transformer", "fcn")):
+        Ts, ws = _points(res, model)
+        ax.plot(Ts, ws, "os"[i], color=f"C{i}", ms=7, zorder=3, label=_LABELS[model])
+        bounds = res.lower_bound.get(model) or []
+        have = [(T, b) for T, b in zip(res.seq_lens, bounds) if b is not None]
+        if have:
+            ax.plot(
+                [T for T, _ in have],
+                [b for _, b in have],
+                "^",
+                color=f"C{i}",
+                mfc="none",
+                ms=9,
+                label=f"{_LABELS[model]}: lower bound (no width up to it reached)",
+            )
+        name = "log_T" if model == "transformer" else "power_0"
+        law = res.growth_laws[model].get(name)
+        if law is not None:
+            span = grid if model == "transformer" else grid[grid <= 2 * Ts.max()]
+            ax.plot(span, np.clip(_law_values(law, name, span), 0.5, None), "-", color=f"C{i}")
+            ax.lines[-1].set_label(f"fit: {_law_text(law, name)}")
+    _log_t_axis(ax, res.seq_lens)
+    ax.set_yscale("log", base=2)
+    ax.set_ylabel("smallest width (log scale)")
+    d, q = res.config["n_features"], res.config["n_selected"]
+    ax.set_title(f"Width separation (d={d}, q={q})")
+    # Clear of the FCN's points (top left) and of the transformer's (bottom).
+    ax.legend(fontsize="small", loc="center right")
+
+
+def plot_residuals(res, ax):
+    """Residuals (width - fit) of the transformer's log and power laws against T."""
+    Ts, _ = _points(res, "transformer")
+    for (name, style), marker in zip(_TRANSFORMER_LAWS, "osd"):
+        law = res.growth_laws["transformer"].get(name)
+        if law is not None:
+            ax.plot(Ts, law["residuals"], marker + style, ms=5, label=_law_text(law, name))
+    ax.axhline(0, color="gray", lw=0.8)
+    _log_t_axis(ax, res.seq_lens)
+    ax.set_ylabel("residual: width - fitted width")
+    ax.set_title("Transformer: residuals of the laws")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small", loc="best")

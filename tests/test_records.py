@@ -1,0 +1,82 @@
+"""The experiments' records, and the plan of a run (fits, steps, estimated time)."""
+
+import pytest
+import torch
+
+from stsq_learn.experiments import EXPERIMENTS, PRESETS, plan, plan_table
+from stsq_learn.experiments._record import SIZES, Experiment
+from stsq_learn.experiments._records import ENTRIES, RECORDS
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_public_names_come_from_the_records():
+    assert EXPERIMENTS == tuple(ENTRIES) == tuple(RECORDS)
+    assert list(PRESETS) == list(SIZES) == ["tiny", "quick", "full", "gpu"]
+    for size in SIZES:
+        for name, record in RECORDS.items():
+            assert PRESETS[size][name] is record.presets[size]
+    assert RECORDS["length_generalization"].aliases == ("length",)
+    assert RECORDS["separation"].aliases == ("width",)
+
+
+def test_a_record_needs_every_size():
+    record = RECORDS["convergence"]
+    with pytest.raises(ValueError, match=r"no preset for \['gpu'\]"):
+        Experiment(
+            name="new",
+            function=record.function,
+            presets={size: {} for size in SIZES[:-1]},
+            summary_rows=record.summary_rows,
+            work=record.work,
+        )
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_preset_plans_without_running(size):
+    for name, record in RECORDS.items():
+        work = record.work(**record.presets[size])
+        assert work and all(part.fits >= 1 and part.steps >= 1 for part in work), name
+
+
+def test_separation_presets_set_solver_and_rates():
+    for size in ("quick", "full", "gpu"):
+        preset = PRESETS[size]["separation"]
+        for model in ("transformer", "fcn"):
+            params = preset[model].get_params()
+            assert params["solver"] == "adam" and params["learning_rate"] in ("constant", "cosine")
+    full = PRESETS["full"]["separation"]
+    assert max(full["seq_lens"]) == 4096 and full["max_seq_len"] == {"fcn": 128}
+
+
+def test_plan_counts_fits_and_steps():
+    est = plan("tiny", device="cpu")
+    assert list(est) == list(EXPERIMENTS)
+    conv = est["convergence"]
+    assert (conv["fits"], conv["steps"]) == (1, PRESETS["tiny"]["convergence"]["n_steps"])
+    # length: two models; encodings: 4 families + 2 extra codebooks, 2 seeds each.
+    assert est["length_generalization"]["fits"] == 2
+    assert est["encodings"]["fits"] == 12
+    # separation: 3 + 2 expected fits for the transformer; the FCN's grid (4, 8) is
+    # below 4 T d at T=4: its two widths, then no search at T=8.
+    assert est["separation"]["fits"] == 7
+    assert all(e["seconds"] >= 0 for e in est.values())
+    table = plan_table(est)
+    assert table.startswith("| experiment | fits | steps | estimated time |")
+    assert "| total | 22 |" in table
+
+
+def test_plan_only_and_bad_arguments():
+    assert list(plan("tiny", only="width", device="cpu")) == ["separation"]
+    with pytest.raises(ValueError, match="preset must be one of"):
+        plan("huge")
+    with pytest.raises(ValueError, match="bogus"):
+        plan("tiny", only="bogus")
+    with pytest.raises(ValueError, match="n_threads"):
+        plan("tiny", n_threads=0)
