@@ -34,6 +34,19 @@ class Substitution:
         return obj
 
 
+def inherit_docstrings(interface):
+    """Class decorator: the undocumented methods of a class get ``interface``'s docstrings."""
+
+    def decorate(cls):
+        for name, member in vars(cls).items():
+            doc = getattr(getattr(interface, name, None), "__doc__", None)
+            if callable(member) and not member.__doc__ and doc:
+                member.__doc__ = doc
+        return cls
+
+    return decorate
+
+
 SOLVER = """\
     solver : {"adam", "sgd"}, default="adam"
         Optimiser: Adam, or plain (full-step) gradient descent on minibatches

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from . import _sampling
+from ._docstrings import inherit_docstrings
 from ._keyed import (
     box_muller,
     normal_pair_of_halves,
@@ -169,16 +170,7 @@ class _DrawSource:
         raise NotImplementedError
 
 
-def _documented(cls):
-    """Give ``cls``'s undocumented methods the docstrings of :class:`_DrawSource`."""
-    for name, member in vars(cls).items():
-        interface = getattr(_DrawSource, name, None)
-        if callable(member) and not member.__doc__ and interface is not None:
-            member.__doc__ = interface.__doc__
-    return cls
-
-
-@_documented
+@inherit_docstrings(_DrawSource)
 class StreamedDraws(_DrawSource):
     """Draws taken in turn from a ``torch.Generator``.
 
@@ -240,7 +232,7 @@ class StreamedDraws(_DrawSource):
         )
 
 
-@_documented
+@inherit_docstrings(_DrawSource)
 class KeyedDraws(_DrawSource):
     """Draws computed from each row's key: a row's draws depend on nothing else.
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import torch
 
+from ._docstrings import inherit_docstrings
 from ._draws import KeyedDraws, StreamedDraws
 from ._sampling import (
     check_codebook_length,
@@ -203,16 +204,7 @@ class _Family:
         return seq_len * (self.width + n_features + 1)
 
 
-def _documented(cls):
-    """Give ``cls``'s undocumented methods the docstrings of :class:`_Family`'s."""
-    for name, member in vars(cls).items():
-        interface = getattr(_Family, name, None)
-        if callable(member) and not member.__doc__ and interface is not None:
-            member.__doc__ = interface.__doc__
-    return cls
-
-
-@_documented
+@inherit_docstrings(_Family)
 class StochasticEncoding(_Family):
     """I.i.d. encodings uniform on the unit sphere, drawn for every row and call (the paper's).
 
@@ -269,7 +261,7 @@ class StochasticEncoding(_Family):
         return seq_len * (n_features + 12) + self.width * (4 * n_selected + 4) + n_features
 
 
-@_documented
+@inherit_docstrings(_Family)
 class FixedEncoding(_Family):
     """One vector per position, the same for every row (:func:`fixed_encodings`).
 
@@ -298,7 +290,7 @@ class FixedEncoding(_Family):
         return fixed_encodings(seq_len, self.width, self.seed, device=device, dtype=dtype)
 
 
-@_documented
+@inherit_docstrings(_Family)
 class RandomizedEncoding(_Family):
     """Each row reads a sorted uniform random subset of a codebook (Ruoss et al., 2023).
 
@@ -337,7 +329,7 @@ class RandomizedEncoding(_Family):
         return table[draws.subsets(n_samples, seq_len, self.max_length, device)]
 
 
-@_documented
+@inherit_docstrings(_Family)
 class SinusoidalEncoding(_Family):
     """The deterministic sine/cosine encodings (:func:`sinusoidal_encodings`).
 
