@@ -59,7 +59,7 @@ _GAMMA_TRAVEL = 120.0
 """Sum over the planned steps of the gamma-rate ``c`` (the cooldown covers 0.9 of it)."""
 _MAX_GAMMA_RATE = 1.0 / 8
 """Largest gamma-rate ``c``: beyond it the steps along gamma itself become noisy."""
-_NOISE_BUDGET = 0.96
+_NOISE_BUDGET = 0.8
 """``c * sqrt(m)`` at most: the noise of the ``m^2`` other directions of W_pp."""
 ADAM_RATE = 0.01
 """``learning_rate_init="auto"`` with ``solver="adam"``: 0.3's default, width-blind."""

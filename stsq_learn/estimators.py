@@ -116,7 +116,7 @@ class SparseTokenSelector(_BaseSelector):
         of the attention, travels alike at every width; with Adam, 0.01.
         The planned steps (``max_iter="auto"``,
         ``fit_online(n_steps="auto")``) are ``120 / c`` with
-        ``c = min(1/8, 0.96 / sqrt(width))``: 960 steps up to width 58, 4000
+        ``c = min(1/8, 0.8 / sqrt(width))``: 960 steps up to width 40, 4800
         at width 1024. More, smaller steps at large widths, where the noise
         of the other ``width**2 - 1`` directions of W decides how close to
         the floor a run ends.

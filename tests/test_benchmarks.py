@@ -368,10 +368,10 @@ def test_defaults_entry_scores_new_and_0_3_defaults_against_the_floor(bench):
     assert r["floor"] == isotropic_floor(6, 2, 4, n_samples=2000, random_state=0).relative_mse
     assert r["ratio_to_floor"] == pytest.approx(r["relative_mse"] / r["floor"])
     assert r["time_ratio"] == pytest.approx(r["seconds"] / r["seconds_0_3"])
-    assert r["solver"] == "sgd" and r["learning_rate_init"] > 0 and r["planned_steps"] == 800
+    assert r["solver"] == "sgd" and r["learning_rate_init"] > 0 and r["planned_steps"] == 960
     assert 1 <= r["epochs_0_3"] <= 200
     o = rec["fit_online"][0]
-    assert o["planned_steps"] == 800 and o["epochs"] == 800  # n_iter_ counts the steps online
+    assert o["planned_steps"] == 960 and o["epochs"] == 960  # n_iter_ counts the steps online
     lines = dict(bench.defaults.table(rec))
     assert "fit T=6 q=2 width 4" in lines and "fit_online T=8 q=2 width 4" in lines
 

@@ -28,9 +28,9 @@ def data():
 
 # -- the rule -------------------------------------------------------------------------
 def test_planned_steps_grow_with_the_width():
-    steps = [rates.auto_steps(m) for m in (1, 16, 58, 64, 256, 1024, 2048)]
-    assert steps[:3] == [960, 960, 960]  # c capped at 1/8 up to width (0.96 * 8)^2 = 59
-    assert steps[3:6] == [1000, 2000, 4000]  # 120 / c with c = 0.96 / sqrt(width)
+    steps = [rates.auto_steps(m) for m in (1, 16, 40, 64, 256, 1024, 2048)]
+    assert steps[:3] == [960, 960, 960]  # c capped at 1/8 up to width (0.8 * 8)^2 = 41
+    assert steps[3:6] == [1200, 2400, 4800]  # 120 / c with c = 0.8 / sqrt(width)
     assert steps[6] == pytest.approx(math.sqrt(2) * steps[5], rel=1e-3)
 
 
@@ -80,11 +80,11 @@ def test_auto_rate_of_adam_is_0_3s():
 def test_fit_online_plans_its_steps_from_the_width():
     task = SparseTokenSelectionTask(4, 2, 1)
     model = SparseTokenSelector(width=64, batch_size=8, random_state=0).fit_online(task)
-    assert model.n_iter_ == model.planned_steps_ == rates.auto_steps(64) == 1000
-    assert model.learning_rate_init_ == pytest.approx(0.12 * 64 / task.trivial_mse)
+    assert model.n_iter_ == model.planned_steps_ == rates.auto_steps(64) == 1200
+    assert model.learning_rate_init_ == pytest.approx(0.1 * 64 / task.trivial_mse)
     assert model.learning_rate == "cooldown"
     assert model.net_.history[-1, "batches", -1, "event_lr"] == pytest.approx(
-        model.learning_rate_init_ / 200  # the last step of the linear decay over 200
+        model.learning_rate_init_ / 240  # the last step of the linear decay over 240
     )
 
 
