@@ -265,25 +265,31 @@ def completed_losses(net, online, planned, owner, *, early_stopping):
 
 
 def check_against_zero(net, losses, zero_loss, online, owner):
-    """Refuse a model that ends worse than predicting 0; warn at the margin.
+    """Refuse a model whose training loss rose far above predicting 0; warn otherwise.
 
     The final training loss (the last epoch's, or the mean of the last tenth
     of the online steps) is compared with ``zero_loss``, the loss of the
-    predictor 0 on the same law. At twice that or more, training diverged
-    (``ValueError``: the caller has not assigned anything yet); above it, a
-    ``UserWarning`` names the likely cause.
+    predictor 0 on the same law, and with the first epoch's (steps'). Doubled
+    and at twice ``zero_loss`` or more, training diverged (``ValueError``: the
+    caller has not assigned anything yet; online, only over at least 5 steps
+    a part). Otherwise a model worse than 0 gets
+    a ``UserWarning`` naming the likely cause: steps that overshoot (the loss
+    rose) or a run too short to beat 0 (it did not, as for a barely trained
+    model that started worse than 0).
     """
     if not losses or zero_loss <= 0:
         return
-    tail = losses[-max(1, len(losses) // 10) :] if online else losses[-1:]
-    ratio = float(np.mean(tail)) / zero_loss
-    if ratio >= 2:
-        raise_diverged(net, f"the final training loss is {ratio:.3g} times that of predicting 0")
+    part = max(1, len(losses) // 10) if online else 1
+    final, first = float(np.mean(losses[-part:])), float(np.mean(losses[:part]))
+    ratio = final / zero_loss
     if ratio <= 1:
         return
-    if np.mean(tail) > losses[0]:  # the loss rose: the steps overshoot
+    averaged = not online or part >= 5  # a few online batches are too noisy to judge
+    if ratio >= 2 and final >= 2 * first and averaged:
+        raise_diverged(net, f"the final training loss is {ratio:.3g} times that of predicting 0")
+    if final > first:
         cause = f"The step size is the likely cause (learning_rate_init={net.lr:.4g}); lower it"
-    else:  # it fell, but not far enough
+    else:
         cause = "Training was too short to beat it: train longer (max_iter, n_steps)"
     warnings.warn(
         f"{owner}: the final training loss is {ratio:.3g} times that of predicting 0: "

@@ -167,6 +167,16 @@ def test_worse_than_zero_warns_with_the_cause(data):
     assert model.n_iter_ == 1  # a result, with a warning
 
 
+def test_a_barely_trained_model_worse_than_zero_is_no_divergence(data):
+    """An FCN starts worse than 0; a step of 1e-9 leaves it there: a warning, not an error."""
+    X, y = data
+    model = FCNSelector(width=2, max_iter=1, learning_rate_init=1e-9, random_state=0)
+    # Targets 100 times smaller than the initial outputs: far more than twice the loss of 0.
+    with pytest.warns(UserWarning, match=r"\d+ times that of predicting 0.*too short"):
+        model.fit(X, 0.01 * y)
+    assert model.n_iter_ == 1
+
+
 def test_divergence_raises_and_leaves_the_model_as_it_was(data):
     X, y = data
     model = SparseTokenSelector(width=8, max_iter=2, random_state=0).fit(X, y)
