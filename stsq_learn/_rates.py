@@ -1,7 +1,7 @@
 """Step sizes that follow the width: what ``solver="auto"`` and ``"auto"`` rates resolve to.
 
 The derivation (the user guide's "Step sizes that follow the width" has it
-with pictures; this is the short form the code follows). Training with
+at more length; this is the short form the code follows). Training with
 stochastic encodings drives the positional block ``W_pp`` of W towards
 ``gamma I``. Write ``L`` for the loss (mean ``||y_hat - y||^2``, whose scale
 is the error of predicting 0, ``d / q``).
@@ -17,16 +17,15 @@ is the error of predicting 0, ``d / q``).
    gradient is 0 at ``gamma I``; their minibatch noise moves the scores by
    a width-independent amount per step at a given ``c``, and their restoring
    force is weak, so it accumulates like the sum of ``c^2`` over the steps.
-   The floor itself falls with the width, so
-   at large widths this noise decides how close to the floor a run ends. A
-   run must travel a gamma-distance (the sum of ``c`` over its steps,
-   ``_GAMMA_TRAVEL``), so the smaller ``c``, the more steps and the less
-   noise: ``c`` is held at most ``_NOISE_BUDGET / sqrt(m)`` (the noise's cost
-   relative to the floor, measured, grows about like ``sqrt(m)``), and the
-   planned steps follow as ``_GAMMA_TRAVEL / c``. The
-   schedule is ``"cooldown"``: a constant rate, which covers the distance with
-   the least accumulated noise, then a linear decay over the last fifth,
-   which lets the noise that does relax settle.
+   The floor itself falls with the width, so at large widths this noise
+   decides how close to the floor a run ends. A run must travel a
+   gamma-distance (the sum of ``c`` over its steps, ``_GAMMA_TRAVEL``), so the
+   smaller ``c``, the more steps and the less noise: ``c`` is held at most
+   ``_NOISE_BUDGET / sqrt(m)`` (the noise's cost relative to the floor,
+   measured, grows about like ``sqrt(m)``), and the planned steps follow as
+   ``_GAMMA_TRAVEL / c``. The schedule is ``"cooldown"``: a constant rate,
+   which covers the distance with the least accumulated noise, then a linear
+   decay over the last fifth, which lets the noise that does relax settle.
 3. *Adam.* Adam divides each entry's gradient by its own scale, so every
    entry of W moves by about the step size whatever its gradient: the
    ``m^2`` noise directions random-walk as fast as the useful one, and the
