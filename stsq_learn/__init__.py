@@ -6,26 +6,47 @@ O(d + q log T) and, with stochastic positional encodings, generalizes to longer
 sequences, while fully-connected nets need width of order T d.
 """
 
-from .datasets import SparseTokenSelectionTask, make_sparse_token_selection
+from .averaging import FCNAverager, SparseTokenAverager
+from .datasets import (
+    SparseAveragingTask,
+    SparseTokenSelectionTask,
+    make_sparse_averaging,
+    make_sparse_token_selection,
+)
 from .estimators import FCNSelector, SparseTokenSelector
 from .floor import IsotropicFloor, isotropic_floor
 from .persistence import load_model, save_model
-from .scoring import LengthShiftScorer, length_shift_scoring, relative_mse, shift_length
+from .scoring import (
+    LengthShiftScorer,
+    averaging_accuracy,
+    length_shift_scoring,
+    relative_mse,
+    shift_averaging,
+    shift_length,
+    worst_position_error,
+)
 
 __version__ = "0.4.0"
 
 __all__ = [
+    "FCNAverager",
     "FCNSelector",
     "IsotropicFloor",
     "LengthShiftScorer",
+    "SparseAveragingTask",
+    "SparseTokenAverager",
     "SparseTokenSelectionTask",
     "SparseTokenSelector",
     "__version__",
+    "averaging_accuracy",
     "isotropic_floor",
     "length_shift_scoring",
     "load_model",
+    "make_sparse_averaging",
     "make_sparse_token_selection",
     "relative_mse",
     "save_model",
+    "shift_averaging",
     "shift_length",
+    "worst_position_error",
 ]

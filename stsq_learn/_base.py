@@ -67,6 +67,29 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
     }
 
     # -- hooks for the subclasses -------------------------------------------
+    _task_class = SparseTokenSelectionTask
+    """The task law :meth:`fit_online` draws from."""
+
+    def _check_fit_data(self, X, y):
+        """``(X, y, n_features, y_was_1d)`` checked against the data contract."""
+        X = check_sequences(X)
+        y, y_1d = check_targets(y, X.shape[0], X.shape[2] - 1)
+        return X, y, X.shape[2] - 1, y_1d
+
+    def _auto_batch_size(self, seq_len, *, online):
+        """Rows per step of ``batch_size="auto"``: 200 in fit (as ``MLPRegressor``), 256 online."""
+        return 256 if online else 200
+
+    def _check_rows(self, X):
+        """``X`` checked for :meth:`predict` (the fitted ``n_features_in_`` included)."""
+        X = check_sequences(X)
+        if X.shape[2] - 1 != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[2] - 1} token features per token, but {type(self).__name__} "
+                f"was fitted with n_features={self.n_features_in_}."
+            )
+        return X
+
     def _make_module(self, seq_len, n_features, seed):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -125,23 +148,30 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         check_callbacks(self.callbacks)
-        X = check_sequences(X)
-        n, T, c = X.shape
-        y, y_1d = check_targets(y, n, c - 1)
+        X, y, n_features, y_1d = self._check_fit_data(X, y)
+        n, T = X.shape[:2]
         self._check_train_seq_len(T)
         device = resolve_device(self.device)
         dtype = tr.DTYPES[self.dtype]
         check_float_range(X, dtype)
         check_float_range(y, dtype, name="y")
-        batch_size = min(200, n) if self.batch_size == "auto" else min(self.batch_size, n)
+        batch_size = self._auto_batch_size(T, online=False) if self.batch_size == "auto" else None
+        batch_size = min(batch_size or self.batch_size, n)
         steps_per_epoch = -(-n // batch_size)
         epochs = self.max_iter
         if epochs == "auto":
             epochs = -(-self._auto_steps() // steps_per_epoch)
-        zero_loss = float(np.square(y).sum() / n)  # the loss of predicting 0
+        zero_loss = float(np.square(y).sum(axis=-1).mean())  # the loss of predicting 0
         data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
         self._train(
-            data, T, c - 1, device, batch_size, epochs=epochs, online=False, zero_loss=zero_loss
+            data,
+            T,
+            n_features,
+            device,
+            batch_size,
+            epochs=epochs,
+            online=False,
+            zero_loss=zero_loss,
         )
         self._y_1d = y_1d
         return self
@@ -178,11 +208,12 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         check_callbacks(self.callbacks)
-        if not isinstance(task, SparseTokenSelectionTask):
+        if not isinstance(task, self._task_class):
             raise TypeError(
-                f"task must be a SparseTokenSelectionTask, got {type(task).__name__}: {task!r}."
+                f"task must be a {self._task_class.__name__}, got {type(task).__name__}: {task!r}."
             )
-        batch_size = 256 if self.batch_size == "auto" else self.batch_size
+        auto = self.batch_size == "auto"
+        batch_size = self._auto_batch_size(task.seq_len, online=True) if auto else self.batch_size
         if isinstance(n_steps, str) and n_steps == "auto":
             n_steps = self._auto_steps()
         n_steps = check_positive_int(n_steps, "n_steps")
@@ -222,21 +253,20 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             Predicted means, as float64 NumPy arrays whatever the device.
         """
         check_is_fitted(self)
-        return self._predict_validated(check_sequences(X))
+        return self._predict_validated(self._check_rows(X))
 
     def _predict_validated(self, X):
-        """:meth:`predict` on an ``X`` that already passed ``check_sequences``."""
-        n, T, c = X.shape
-        if c - 1 != self.n_features_in_:
-            raise ValueError(
-                f"X has {c - 1} token features per token, but {type(self).__name__} was "
-                f"fitted with n_features={self.n_features_in_}."
-            )
+        """:meth:`predict` on an ``X`` that already passed :meth:`_check_rows`."""
+        n, T = X.shape[:2]
         self._check_predict_seq_len(T)
         kwargs = self._forward_kwargs()
         module = self.net_.module_
         # Sized by the fitted module, not the hyperparameters (settable after fit).
-        q_max = int(X[..., -1].sum(axis=1).max()) if n else 0
+        q_max = (
+            int(X[..., -1].sum(axis=1).max())
+            if n and X.shape[2] == self.n_features_in_ + 1
+            else None
+        )
         per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=q_max)
         chunk = max(1, _PREDICT_ELEMENTS // per_row)
         module.eval()
@@ -269,7 +299,7 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             1 - relative MSE on this task.
         """
         check_is_fitted(self)
-        X = check_sequences(X)
+        X = self._check_rows(X)
         y, _ = check_targets(y, X.shape[0], X.shape[2] - 1)
         y_pred = self._predict_validated(X)
         return float(r2_score(y, y_pred.reshape(y.shape), sample_weight=sample_weight))

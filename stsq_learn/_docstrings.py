@@ -179,3 +179,22 @@ ValueError
     If an input or hyperparameter is invalid (before any training), or
     if training diverges (the loss or the weights become NaN or
     infinite). The estimator is then left exactly as it was."""
+
+
+def section(obj, title):
+    """The body of the numpydoc section ``title`` of ``obj``'s docstring (indented as there).
+
+    Lets a sibling class document the parameters it shares with ``obj`` by
+    reference to one text, not a copy.
+    """
+    lines = (obj.__doc__ or "").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == title) + 2
+    end = next(
+        (
+            i - 1
+            for i in range(start + 1, len(lines))
+            if set(lines[i].strip()) == {"-"} and lines[i - 1].strip()
+        ),
+        len(lines),
+    )
+    return "\n".join(lines[start:end]).rstrip() + "\n"

@@ -245,3 +245,78 @@ def check_scheduler(scheduler):
             "such as 'tcp://host:8786' or 'host:8786'."
         )
     return "address", spec
+
+
+# -- q-sparse averaging ------------------------------------------------------------------
+_QSA_SHAPE = "(n_samples, seq_len, n_features + n_selected)"
+
+
+def check_averaging_targets(y, *, name="y"):
+    """Validate q-sparse averaging targets: finite floats (n_samples, seq_len, n_features)."""
+    arr = _as_real_array(y, name, f"(n_samples, seq_len, n_features) for {name}")
+    if arr.ndim != 3 or 0 in arr.shape:
+        raise ValueError(
+            f"{name} of q-sparse averaging must be 3-D and non-empty, (n_samples, seq_len, "
+            f"n_features): one target row per position; got an array of shape {arr.shape}."
+        )
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        bad = tuple(np.argwhere(~np.isfinite(arr))[0])
+        raise ValueError(f"{name} contains NaN or infinity, e.g. {name}{list(bad)} = {arr[bad]}.")
+    return arr
+
+
+def check_averaging_rows(X, n_features, *, name="X"):
+    """Validate q-sparse averaging rows whose tokens have ``n_features`` features.
+
+    ``X[..., :n_features]`` are the tokens and ``X[..., n_features:]`` each
+    position's subset: q >= 1 distinct integers in ``[0, seq_len)``. Returns
+    a floating NumPy array (the input itself when it already is one).
+    """
+    arr = _as_real_array(X, name, f"{_QSA_SHAPE} for {name}")
+    if arr.ndim != 3 or 0 in arr.shape:
+        raise ValueError(
+            f"{name} of q-sparse averaging must be 3-D and non-empty, {_QSA_SHAPE}, got an "
+            f"array of shape {arr.shape}."
+        )
+    _, N, c = arr.shape
+    q = c - n_features
+    if q < 1:
+        raise ValueError(
+            f"{name} has {c} channels on its last axis, but the tokens have n_features="
+            f"{n_features}: no channel is left for the subsets' indices (need "
+            f"n_features + n_selected with n_selected >= 1)."
+        )
+    if q > N:
+        raise ValueError(
+            f"{name} gives every position a subset of n_selected={q} indices (its last axis "
+            f"{c} minus n_features={n_features}), more than the seq_len={N} positions."
+        )
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        bad = tuple(np.argwhere(~np.isfinite(arr))[0])
+        raise ValueError(f"{name} contains NaN or infinity, e.g. {name}{list(bad)} = {arr[bad]}.")
+    index = arr[..., n_features:]
+    problems = (
+        (index != np.round(index), "is not an integer"),
+        ((index < 0) | (index >= N), f"is outside [0, {N})"),
+    )
+    for bad, what in problems:
+        if bad.any():
+            i, t, k = np.argwhere(bad)[0]
+            raise ValueError(
+                f"Subset indices must be integers in [0, seq_len={N}): "
+                f"{name}[{i}, {t}, {n_features + k}] = {index[i, t, k]!r} {what}."
+            )
+    ordered = np.sort(index, axis=-1)
+    repeated = (ordered[..., 1:] == ordered[..., :-1]).any(axis=-1)
+    if repeated.any():
+        i, t = np.argwhere(repeated)[0]
+        raise ValueError(
+            f"The subset of position {t} of row {i} repeats an index: "
+            f"{name}[{i}, {t}, {n_features}:] = {index[i, t].tolist()}; a subset holds "
+            f"n_selected={q} distinct positions."
+        )
+    return arr

@@ -8,6 +8,11 @@ Only the columns of W that meet the query's positional part matter, so W is
 stored as a ``(d + m, m)`` matrix (rows: token part, then positional part).
 
 ``FullyConnected`` is the baseline: the flattened row through ReLU layers.
+
+``AttentionAverager`` and ``FullyConnectedAverager`` are the same two models
+on q-sparse averaging (Sanford, Hsu and Telgarsky, 2023), where every position
+i has its own subset y_i: the attention layer asks one query per position,
+``[0 ; sum_{j in y_i} p_j]``, with the same W and encodings.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from ._draws import as_draws
 from .encodings import encoding_family, query_scores
 
 __all__ = [
+    "AttentionAverager",
     "AttentionSelector",
     "FullyConnected",
+    "FullyConnectedAverager",
     "SquaredError",
     "positional_alignment",
 ]
@@ -303,6 +310,162 @@ class FullyConnected(nn.Module):
             An upper estimate of the floats held per row.
         """
         return seq_len * self.width + self.layers[0].in_features
+
+
+class AttentionAverager(AttentionSelector):
+    """The attention layer of :class:`AttentionSelector` with one query per position.
+
+    For q-sparse averaging: row ``X`` of shape (N, d + q) holds the tokens
+    and, for every position i, the indices of its subset y_i. Query i is
+    ``[0 ; s_i]`` with ``s_i = sum_{j in y_i} p_j``, ``u_i = W [0 ; s_i]``, the
+    scores are ``a_ij = [x_j ; p_j]^T u_i`` and output i is
+    ``sum_j softmax_j(a_i.) x_j``. Every query is a sparse token selection
+    query over the same tokens and encodings, so a W trained on either task
+    serves both (same parameters and buffers as :class:`AttentionSelector`).
+
+    Every encoding is drawn (each position belongs to some subset), so a
+    forward pass costs ``n N m`` draws, ``n N q m`` to sum the queries,
+    ``n N m (d + m)`` for the ``u_i`` and ``n N^2 (d + m)`` for the scores,
+    with ``n N^2`` attention weights held: the exact law's cost. Parameters
+    are those of :class:`AttentionSelector`.
+    """
+
+    def _averaging_weights(self, d, W, tokens, index, P):
+        """Attention weights (n, N, N): query i's softmax over the positions j."""
+        if P.dim() == 2:
+            s = P[index[..., 0]]
+            for k in range(1, index.shape[-1]):
+                s = s + P[index[..., k]]
+            P_t = P.T
+        else:
+            rows = torch.arange(len(P), device=P.device)[:, None]
+            s = P[rows, index[..., 0]]
+            for k in range(1, index.shape[-1]):
+                s = s + P[rows, index[..., k]]
+            P_t = P.transpose(1, 2)
+        u = s @ W.T  # (n, N, d + m): one query per position
+        scores = u[..., d:] @ P_t
+        if d:
+            scores = scores + u[..., :d] @ tokens.transpose(1, 2)
+        return torch.softmax(scores, dim=-1)
+
+    def forward(self, X, generator=None, n_pe_samples=1, pe_sampling=None):
+        """The q-sparse averages of a batch ``X`` of shape (n, N, d + q).
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, N, d + q)
+            Tokens, then each position's subset as indices (floats).
+        generator : torch.Generator, StreamedDraws, KeyedDraws or None, default=None
+            Source of the drawn encodings, as in :meth:`AttentionSelector.forward`.
+        n_pe_samples : int, default=1
+            Number of encoding draws the attention is averaged over (ignored
+            by the deterministic families).
+        pe_sampling : str or None, default=None
+            Unused: every position's encoding is drawn.
+
+        Returns
+        -------
+        Tensor of shape (n, N, d)
+            Output i is the attention-weighted average of the tokens for query i.
+        """
+        X = X.contiguous()
+        n, N, _ = X.shape
+        tokens = X[..., : self.n_features]
+        index = X[..., self.n_features :].long()
+        draws = as_draws(generator)
+        n_draws = n_pe_samples if self.encoding.drawn else 1
+        if self.encoding.drawn:
+            draws = draws.for_rows(X)
+        if n_draws > 1 and torch.is_grad_enabled():
+            draws = draws.without_reuse()
+        d, W = self._score_rows()
+        table = self._table()
+        attn = None
+        for k in range(n_draws):
+            P = self.encoding.encodings(n, N, draws.for_draw(k), table, W.device, W.dtype)
+            weights = self._averaging_weights(d, W, tokens, index, P)
+            attn = weights if attn is None else attn + weights
+        if n_draws > 1:
+            attn = attn / n_draws
+        return attn @ tokens
+
+    def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
+        """Numbers a forward pass holds per row (sizes the chunks of a prediction).
+
+        Parameters
+        ----------
+        seq_len : int
+            Number of positions N.
+        pe_sampling, n_selected : object
+            Unused.
+
+        Returns
+        -------
+        int
+            An upper estimate: the encodings and their draws, the queries,
+            the scores and the weights.
+        """
+        m, d = self.width, self.n_features
+        return seq_len * (8 * m + 3 * seq_len + 3 * d + 8)
+
+
+class FullyConnectedAverager(nn.Module):
+    """The fully-connected baseline on q-sparse averaging.
+
+    Each position contributes its token and its subset as an N-long 0/1
+    indicator (the form the selection channel has in sparse token
+    selection; raw indices would make the net decode integers), so the
+    flattened input has ``N (d + N)`` numbers. Then ReLU layers and a linear
+    output of ``N d`` numbers, one row per position. Sanford, Hsu and
+    Telgarsky prove such a net needs first-layer width about ``N d / 2``.
+
+    Parameters
+    ----------
+    seq_len, n_features : int
+        Number of positions N and token dimension d.
+    width : int
+        Units of the first hidden layer (ReLU).
+    extra_hidden_layers : tuple of int
+        Sizes of further ReLU hidden layers.
+    """
+
+    def __init__(self, seq_len, n_features, width, extra_hidden_layers=()):
+        super().__init__()
+        self.seq_len, self.n_features, self.width = seq_len, n_features, width
+        sizes = [seq_len * (n_features + seq_len), width, *extra_hidden_layers]
+        layers = []
+        for a, b in itertools.pairwise(sizes):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers.append(nn.Linear(sizes[-1], seq_len * n_features))
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, X, generator=None, n_pe_samples=1, pe_sampling=None):
+        """Predict every position's average from the flattened batch.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, seq_len, n_features + q)
+            Tokens, then each position's subset as indices.
+        generator, n_pe_samples, pe_sampling : object
+            Unused; accepted so that every model shares one call signature.
+
+        Returns
+        -------
+        Tensor of shape (n, seq_len, n_features)
+            The predictions.
+        """
+        n, N, _ = X.shape
+        d = self.n_features
+        index = X[..., d:].long()
+        indicator = torch.zeros(n, N, N, device=X.device, dtype=X.dtype)
+        indicator.scatter_(2, index, 1.0)
+        flat = torch.cat([X[..., :d], indicator], dim=2).flatten(1)
+        return self.layers(flat).view(n, N, d)
+
+    def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
+        """Numbers a forward pass holds per row: the input and the first layer."""
+        return seq_len * (self.n_features + 2 * seq_len) + self.width
 
 
 class SquaredError(nn.Module):

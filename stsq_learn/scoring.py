@@ -13,6 +13,14 @@ measures only how the model copes with the new length.
 :func:`shift_length` is the data transform, :class:`LengthShiftScorer` the
 scorer and :func:`length_shift_scoring` a ready ``scoring=`` dict that makes
 ``GridSearchCV`` report a length-generalization curve for every candidate.
+
+q-sparse averaging rows (``y`` of shape ``(n_samples, seq_len, n_features)``)
+can only grow: :func:`shift_averaging` inserts fresh tokens with their own
+subsets, renumbers the original subsets and keeps their targets, and
+:class:`LengthShiftScorer` uses it whenever ``y`` is 3-D.
+:func:`averaging_accuracy` and :func:`worst_position_error` are the accuracy
+notions of Sanford, Hsu and Telgarsky (2023), usable through
+``sklearn.metrics.make_scorer``.
 """
 
 from __future__ import annotations
@@ -25,14 +33,24 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.utils import check_random_state
 
-from ._validation import check_positive_int, check_sequences, check_targets
+from ._validation import (
+    check_averaging_rows,
+    check_averaging_targets,
+    check_positive_int,
+    check_sequences,
+    check_targets,
+)
+from .datasets import _subsets_numpy, subset_means
 
 __all__ = [
     "METRICS",
     "LengthShiftScorer",
+    "averaging_accuracy",
     "length_shift_scoring",
     "relative_mse",
+    "shift_averaging",
     "shift_length",
+    "worst_position_error",
 ]
 
 #: Metrics a :class:`LengthShiftScorer` computes (all greater-is-better).
@@ -314,9 +332,12 @@ class LengthShiftScorer(BaseEstimator):
             :class:`~stsq_learn.SparseTokenSelector`, or a ``Pipeline``
             ending in one).
         X : array-like of shape (n_samples, T, n_features + 1)
-            Validation sequences with the selection indicator last.
-        y : array-like of shape (n_samples, n_features)
-            Their targets; they stay valid after the shift.
+            Validation sequences with the selection indicator last, or q-sparse
+            averaging rows of shape (n_samples, T, n_features + n_selected).
+        y : array-like of shape (n_samples, n_features) or (n_samples, T, n_features)
+            Their targets; they stay valid after the shift. A 3-D ``y`` marks
+            q-sparse averaging rows, moved by :func:`shift_averaging` (only to
+            ``T' >= T``) and scored over every position of the longer rows.
         sample_weight : array-like of shape (n_samples,), default=None
             Row weights passed to the metric.
 
@@ -326,19 +347,194 @@ class LengthShiftScorer(BaseEstimator):
             The metric at length ``T'``, greater is better.
         """
         metric = _check_metric(self.metric)
-        X = check_sequences(X)
-        n, T, c = X.shape
-        new_len = self.target_length(T)
-        y_arr, was_1d = check_targets(y, n, c - 1)
-        if was_1d:
-            y_arr = y_arr.ravel()
-        X_shifted = shift_length(X, new_len, random_state=self.random_state)
-        y_pred = estimator.predict(X_shifted)
+        if np.ndim(y) == 3:  # q-sparse averaging: one target row per position
+            y_arr = check_averaging_targets(y)
+            X = check_averaging_rows(X, y_arr.shape[2])
+            new_len = self.target_length(X.shape[1])
+            X_shifted, y_arr = shift_averaging(X, y_arr, new_len, random_state=self.random_state)
+            n, N, d = y_arr.shape
+            y_pred = np.asarray(estimator.predict(X_shifted)).reshape(n * N, d)
+            y_arr = y_arr.reshape(n * N, d)
+            if sample_weight is not None:
+                sample_weight = np.repeat(np.asarray(sample_weight, dtype=np.float64), N)
+        else:
+            X = check_sequences(X)
+            n, T, c = X.shape
+            new_len = self.target_length(T)
+            y_arr, was_1d = check_targets(y, n, c - 1)
+            if was_1d:
+                y_arr = y_arr.ravel()
+            X_shifted = shift_length(X, new_len, random_state=self.random_state)
+            y_pred = estimator.predict(X_shifted)
         if metric == "r2":
             return float(r2_score(y_arr, y_pred, sample_weight=sample_weight))
         if metric == "neg_mean_squared_error":
             return -float(mean_squared_error(y_arr, y_pred, sample_weight=sample_weight))
         return -relative_mse(y_arr, y_pred, sample_weight=sample_weight)
+
+
+def shift_averaging(X, y, seq_len, random_state=None):
+    """Move q-sparse averaging rows to a longer length ``seq_len``, keeping every target.
+
+    The ``seq_len - N`` new positions are inserted at uniformly random places
+    (the original positions keep their order), each with a fresh standard
+    Gaussian token and its own uniform random subset of the ``seq_len``
+    positions; the original subsets are renumbered to where their tokens now
+    stand, so the original targets stay exact. Every subset of the result is
+    then a uniform subset of the longer row, as in data drawn at
+    ``seq_len``. Rows cannot be shortened: every token may belong to some
+    subset.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, N, n_features + n_selected)
+        Tokens, then each position's subset as indices.
+    y : array-like of shape (n_samples, N, n_features)
+        Their targets.
+    seq_len : int
+        The new length ``N' >= N``.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the new positions, tokens and subsets.
+
+    Returns
+    -------
+    X_shifted : ndarray of shape (n_samples, seq_len, n_features + n_selected)
+        The longer rows (new arrays; the inputs are never modified).
+    y_shifted : ndarray of shape (n_samples, seq_len, n_features)
+        The original targets at their new positions, the exact averages at
+        the new ones.
+
+    Raises
+    ------
+    ValueError
+        If the data break the contract of
+        :func:`~stsq_learn.make_sparse_averaging`, or ``seq_len < N``.
+
+    Examples
+    --------
+    >>> from stsq_learn import make_sparse_averaging, shift_averaging
+    >>> X, y = make_sparse_averaging(5, seq_len=8, n_features=2, n_selected=3,
+    ...                              random_state=0)
+    >>> X_long, y_long = shift_averaging(X, y, 32, random_state=0)
+    >>> X_long.shape, y_long.shape
+    ((5, 32, 5), (5, 32, 2))
+    """
+    y = check_averaging_targets(y)
+    X = check_averaging_rows(X, y.shape[2])
+    if X.shape[:2] != y.shape[:2]:
+        raise ValueError(f"y of shape {y.shape} does not match X of shape {X.shape}.")
+    seq_len = check_positive_int(seq_len, "seq_len")
+    n, N, c = X.shape
+    d = y.shape[2]
+    if seq_len < N:
+        raise ValueError(
+            f"q-sparse averaging rows can only be lengthened: seq_len={seq_len} < N={N} "
+            "would delete tokens that some positions average."
+        )
+    rng = check_random_state(random_state)
+    rows = np.arange(n)[:, None]
+    keys = rng.random_sample((n, seq_len))
+    slots = np.sort(np.argpartition(keys, N - 1, axis=1)[:, :N], axis=1)  # new place of t
+    index = np.empty((n, seq_len, c - d), dtype=np.int64)
+    index[:] = _subsets_numpy(rng, n, seq_len, c - d)
+    old = X[..., d:].astype(np.int64)
+    index[rows, slots] = np.take_along_axis(slots, old.reshape(n, -1), axis=1).reshape(old.shape)
+    tokens = rng.standard_normal((n, seq_len, d)).astype(X.dtype, copy=False)
+    tokens[rows, slots] = X[..., :d]
+    y_out = subset_means(tokens, index).astype(y.dtype, copy=False)
+    y_out[rows, slots] = y
+    return np.concatenate([tokens, index.astype(X.dtype)], axis=2), y_out
+
+
+def _position_errors(y_true, y_pred):
+    """``||y_pred_i - y_true_i||_2`` for every row and position: shape (n, N)."""
+    y_true = np.asarray(y_true, dtype=np.float64)
+    y_pred = np.asarray(y_pred, dtype=np.float64)
+    if y_true.ndim == 2:  # sparse token selection: one position per row
+        y_true = y_true[:, None]
+    if y_true.ndim != 3 or y_pred.size != y_true.size:
+        raise ValueError(
+            "y_true must have shape (n_samples, seq_len, n_features) or (n_samples, "
+            f"n_features) and y_pred as many values; got {y_true.shape} and {y_pred.shape}."
+        )
+    return np.linalg.norm(y_pred.reshape(y_true.shape) - y_true, axis=-1)
+
+
+def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
+    """The fraction of outputs within ``epsilon`` of their target (Sanford et al.'s accuracy).
+
+    Sanford, Hsu and Telgarsky call f an epsilon-approximation of q-sparse
+    averaging on input X when every position's output is within epsilon of
+    its target in the Euclidean norm. With ``per="row"`` this is the
+    fraction of rows that f epsilon-approximates; with ``per="position"``
+    the fraction of positions within epsilon. Their tokens lie in the unit
+    ball and their bounds use ``epsilon = 1 / (2 q)``; standard Gaussian
+    tokens have norm about ``sqrt(d)``, so ``sqrt(d) / (2 q)`` is the same
+    tolerance on this package's data.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples, seq_len, n_features) or (n_samples, n_features)
+        True averages (2-D: sparse token selection, one position per row).
+    y_pred : array-like with as many values
+        Predictions.
+    epsilon : float
+        Tolerance on the Euclidean error of an output, > 0.
+    per : {"position", "row"}, default="position"
+        Count positions, or rows whose every position is within ``epsilon``.
+
+    Returns
+    -------
+    accuracy : float
+        In [0, 1], greater is better.
+
+    See Also
+    --------
+    worst_position_error : The error of a row's worst position.
+
+    Examples
+    --------
+    >>> from sklearn.metrics import make_scorer
+    >>> from stsq_learn import averaging_accuracy
+    >>> averaging_accuracy([[[1.0, 0.0], [0.0, 1.0]]], [[[1.0, 0.1], [0.0, 0.0]]], epsilon=0.5)
+    0.5
+    >>> scorer = make_scorer(averaging_accuracy, epsilon=0.5)  # for GridSearchCV(scoring=...)
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not epsilon > 0:
+        raise ValueError(f"epsilon must be a number > 0, got {epsilon!r}.")
+    if per not in ("position", "row"):
+        raise ValueError(f"per must be 'position' or 'row', got {per!r}.")
+    within = _position_errors(y_true, y_pred) <= epsilon
+    return float(within.mean() if per == "position" else within.all(axis=1).mean())
+
+
+def worst_position_error(y_true, y_pred):
+    """The Euclidean error of each row's worst position, averaged over rows.
+
+    ``mean over rows of max_i ||y_pred_i - y_true_i||_2``: the epsilon a row
+    needs to be epsilon-approximated in the sense of Sanford, Hsu and
+    Telgarsky. Lower is better (``make_scorer(worst_position_error,
+    greater_is_better=False)`` makes it a scorer).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples, seq_len, n_features) or (n_samples, n_features)
+        True averages.
+    y_pred : array-like with as many values
+        Predictions.
+
+    Returns
+    -------
+    error : float
+        The mean over rows of the largest position error.
+
+    Examples
+    --------
+    >>> from stsq_learn import worst_position_error
+    >>> worst_position_error([[[1.0, 0.0], [0.0, 1.0]]], [[[1.0, 0.0], [0.0, 0.0]]])
+    1.0
+    """
+    return float(_position_errors(y_true, y_pred).max(axis=1).mean())
 
 
 def _factor_key(factor):
