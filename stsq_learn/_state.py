@@ -56,7 +56,10 @@ FITTED_SCHEMA = {
         "None or a number > 0",
     ),
     "planned_steps": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
+    "n_selected": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
 }
+_OPTIONAL = {"n_selected": None}
+"""Fitted keys added within a format version, with the value a file without them means."""
 
 
 def check_state(state):
@@ -70,6 +73,8 @@ def check_state(state):
     if unknown:
         raise ValueError(f"unknown fitted attributes {unknown}.")
     for key, (ok, what) in FITTED_SCHEMA.items():
+        if key in _OPTIONAL and key not in fitted:
+            continue
         if key not in fitted:
             raise ValueError(f"the fitted attribute {key!r} is missing.")
         if not ok(fitted[key]):
@@ -172,6 +177,7 @@ class FittedState:
             "learning_rate_init": float(self.learning_rate_init_),
             "token_block_rate": self._token_block_rate,
             "planned_steps": self.planned_steps_,
+            "n_selected": getattr(self, "n_selected_", None),
         }
         weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
         return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}
@@ -235,7 +241,11 @@ class FittedState:
         self.solver_, self.learning_rate_init_ = fitted["solver"], fitted["learning_rate_init"]
         self._token_block_rate = fitted["token_block_rate"]
         self.planned_steps_ = fitted["planned_steps"]
+        self._set_task_state(fitted.get("n_selected", _OPTIONAL["n_selected"]))
         return self
+
+    def _set_task_state(self, n_selected):
+        """Restore what the task adds to the fitted state (q-sparse averaging: its q)."""
 
     def __setstate__(self, state):
         super().__setstate__(state)

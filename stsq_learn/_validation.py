@@ -267,6 +267,17 @@ def check_averaging_targets(y, *, name="y"):
     return arr
 
 
+def check_averaging_array(X, *, name="X"):
+    """``X`` as a 3-D non-empty array of real numbers (the checks that need no n_features)."""
+    arr = _as_real_array(X, name, f"{_QSA_SHAPE} for {name}")
+    if arr.ndim != 3 or 0 in arr.shape:
+        raise ValueError(
+            f"{name} of q-sparse averaging must be 3-D and non-empty, {_QSA_SHAPE}, got an "
+            f"array of shape {arr.shape}."
+        )
+    return arr
+
+
 def check_averaging_rows(X, n_features, *, name="X"):
     """Validate q-sparse averaging rows whose tokens have ``n_features`` features.
 
@@ -274,12 +285,7 @@ def check_averaging_rows(X, n_features, *, name="X"):
     position's subset: q >= 1 distinct integers in ``[0, seq_len)``. Returns
     a floating NumPy array (the input itself when it already is one).
     """
-    arr = _as_real_array(X, name, f"{_QSA_SHAPE} for {name}")
-    if arr.ndim != 3 or 0 in arr.shape:
-        raise ValueError(
-            f"{name} of q-sparse averaging must be 3-D and non-empty, {_QSA_SHAPE}, got an "
-            f"array of shape {arr.shape}."
-        )
+    arr = check_averaging_array(X, name=name)
     _, N, c = arr.shape
     q = c - n_features
     if q < 1:
@@ -308,7 +314,7 @@ def check_averaging_rows(X, n_features, *, name="X"):
             i, t, k = np.argwhere(bad)[0]
             raise ValueError(
                 f"Subset indices must be integers in [0, seq_len={N}): "
-                f"{name}[{i}, {t}, {n_features + k}] = {index[i, t, k]!r} {what}."
+                f"{name}[{i}, {t}, {n_features + k}] = {float(index[i, t, k])!r} {what}."
             )
     ordered = np.sort(index, axis=-1)
     repeated = (ordered[..., 1:] == ordered[..., :-1]).any(axis=-1)

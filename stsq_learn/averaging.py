@@ -20,8 +20,13 @@ import numpy as np
 from sklearn.metrics import r2_score
 from sklearn.utils.validation import check_is_fitted
 
-from ._docstrings import ATTRIBUTES, Substitution, section
-from ._validation import check_averaging_rows, check_averaging_targets
+from ._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, section
+from ._validation import (
+    check_averaging_array,
+    check_averaging_rows,
+    check_averaging_targets,
+    check_positive_int,
+)
 from .datasets import SparseAveragingTask
 from .estimators import FCNSelector, SparseTokenSelector
 from .nn import AttentionAverager, FullyConnectedAverager
@@ -39,7 +44,14 @@ y : array-like of shape (n_samples, seq_len, n_features)
 
 _QSA_ATTRIBUTES = ATTRIBUTES.replace(
     "(the last axis of ``X`` minus the indicator)", "(the last axis of ``y``)"
-).replace("Sequence length T seen in fit.", "Number of positions N seen in fit.")
+).replace(
+    "Sequence length T seen in fit.",
+    "Number of positions N seen in fit.\n"
+    "n_selected_ : int\n"
+    "    Size q of the subsets seen in fit; :meth:`predict` reads rows of\n"
+    "    ``n_features_in_ + n_selected_`` channels (another q could not be told\n"
+    "    apart from another number of token features).",
+)
 
 
 class _Averaging:
@@ -48,6 +60,7 @@ class _Averaging:
     _task_class = SparseAveragingTask
 
     def _check_fit_data(self, X, y):
+        X = check_averaging_array(X)  # X's type and shape first, as the selectors
         y = check_averaging_targets(y)
         X = check_averaging_rows(X, y.shape[2])
         if X.shape[:2] != y.shape[:2]:
@@ -58,7 +71,20 @@ class _Averaging:
         return X, y, y.shape[2], False
 
     def _check_rows(self, X):
-        return check_averaging_rows(X, self.n_features_in_)
+        X = check_averaging_rows(X, self.n_features_in_)
+        expected = self.n_features_in_ + self.n_selected_
+        if X.shape[2] != expected:
+            raise ValueError(
+                f"X has {X.shape[2]} channels per position, but {type(self).__name__} was "
+                f"fitted on tokens of n_features={self.n_features_in_} with subsets of "
+                f"n_selected={self.n_selected_}: {expected} channels."
+            )
+        return X
+
+    def _set_task_state(self, n_selected):
+        if n_selected is None:
+            raise ValueError("the fitted state of an averager must record n_selected.")
+        self.n_selected_ = n_selected
 
     @Substitution(rows=_ROWS, targets=_TARGETS)
     def fit(self, X, y):
@@ -76,7 +102,35 @@ class _Averaging:
         self : object
             The fitted estimator.
         """
-        return super().fit(X, y)
+        super().fit(X, y)
+        self.n_selected_ = np.shape(X)[2] - self.n_features_in_  # X passed the checks
+        return self
+
+    @Substitution(fit_raises=FIT_RAISES)
+    def fit_online(self, task, n_steps="auto"):
+        """Fit on a fresh batch drawn from ``task`` at every step.
+
+        Batches of ``batch_size`` rows are drawn on the training device;
+        there are no epochs and no early stopping.
+
+        Parameters
+        ----------
+        task : SparseAveragingTask
+            The law to draw training batches from.
+        n_steps : int or "auto", default="auto"
+            Number of optimisation steps; ``"auto"``: the planned steps of
+            the model's default recipe.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator; ``loss_curve_`` holds the loss of every step.
+
+        {fit_raises}
+        """
+        super().fit_online(task, n_steps)
+        self.n_selected_ = task.n_selected
+        return self
 
     @Substitution(rows=_ROWS)
     def predict(self, X):
@@ -213,7 +267,7 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
         return -(-super()._auto_batch_size(seq_len, online=online) // seq_len)
 
     @classmethod
-    def from_selector(cls, selector):
+    def from_selector(cls, selector, n_selected):
         """A fitted averager with the W of a fitted :class:`SparseTokenSelector`.
 
         No training: each query of q-sparse averaging is a sparse token
@@ -224,6 +278,8 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
         ----------
         selector : SparseTokenSelector
             A fitted selector (not an averager).
+        n_selected : int
+            Size q of the subsets the averager will read (its ``n_selected_``).
 
         Returns
         -------
@@ -237,7 +293,7 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
         >>> X, y = make_sparse_token_selection(500, 16, 4, 2, random_state=0)
         >>> selector = SparseTokenSelector(width=32, random_state=0).fit(X, y)
         >>> X_avg, y_avg = make_sparse_averaging(100, 16, 4, 2, random_state=1)
-        >>> SparseTokenAverager.from_selector(selector).score(X_avg, y_avg) > 0.9
+        >>> SparseTokenAverager.from_selector(selector, 2).score(X_avg, y_avg) > 0.9
         True
         """
         if not isinstance(selector, SparseTokenSelector) or isinstance(selector, _Averaging):
@@ -245,10 +301,11 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
                 f"from_selector takes a fitted SparseTokenSelector, got {type(selector).__name__}."
             )
         check_is_fitted(selector)
+        n_selected = check_positive_int(n_selected, "n_selected")
         averager = cls(**selector.get_params())
-        averager.set_fitted_state(selector.get_fitted_state(), device=selector.device_)
-        averager._y_1d = False
-        return averager
+        state = selector.get_fitted_state()
+        state["fitted"].update(n_selected=n_selected, y_1d=False)
+        return averager.set_fitted_state(state, device=selector.device_)
 
 
 @Substitution(parameters=section(FCNSelector, "Parameters"), attributes=_QSA_ATTRIBUTES)

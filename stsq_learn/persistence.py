@@ -33,6 +33,7 @@ import zipfile
 import numpy as np
 import torch
 
+from .averaging import FCNAverager, SparseTokenAverager
 from .estimators import FCNSelector, SparseTokenSelector
 
 __all__ = ["MIGRATIONS", "load_model", "save_model"]
@@ -41,7 +42,10 @@ FORMAT_NAME = "stsq-learn-model"
 FORMAT_VERSION = 3
 _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
-_CLASSES = {cls.__name__: cls for cls in (SparseTokenSelector, FCNSelector)}
+_CLASSES = {
+    cls.__name__: cls
+    for cls in (SparseTokenSelector, FCNSelector, SparseTokenAverager, FCNAverager)
+}
 
 
 # -- migrations: the metadata of format version v -> that of version v + 1 --------------
@@ -153,7 +157,7 @@ def save_model(estimator, path):
 
     Parameters
     ----------
-    estimator : SparseTokenSelector or FCNSelector
+    estimator : SparseTokenSelector, FCNSelector, SparseTokenAverager or FCNAverager
         A fitted estimator.
     path : str or os.PathLike
         Destination file (conventionally ``*.stsq``); an existing file is
@@ -194,7 +198,8 @@ def save_model(estimator, path):
         estimator, _CLASSES[type(estimator).__name__]
     ):
         raise TypeError(
-            "save_model saves a SparseTokenSelector or an FCNSelector, got "
+            "save_model saves a SparseTokenSelector, FCNSelector, SparseTokenAverager or "
+            "FCNAverager, got "
             f"{type(estimator).__name__}."
         )
     if not isinstance(path, (str, os.PathLike)):
@@ -253,7 +258,7 @@ def load_model(path, *, device=None):
 
     Returns
     -------
-    estimator : SparseTokenSelector or FCNSelector
+    estimator : SparseTokenSelector, FCNSelector, SparseTokenAverager or FCNAverager
         The fitted estimator, with the same hyperparameters, fitted
         attributes and weights. On the same device type it predicts exactly
         as the saved one did.

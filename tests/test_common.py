@@ -30,14 +30,36 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import estimator_checks_generator
 from sklearn.utils.validation import check_is_fitted
 
-from stsq_learn import FCNSelector, SparseTokenSelector
+from stsq_learn import (
+    FCNAverager,
+    FCNSelector,
+    SparseTokenAverager,
+    SparseTokenSelector,
+    make_sparse_averaging,
+    make_sparse_token_selection,
+)
 
 ESTIMATORS = [
     SparseTokenSelector(width=8, max_iter=5),
     SparseTokenSelector(width=8, max_iter=5, positional_encoding="fixed"),
     FCNSelector(width=8, max_iter=5),
+    SparseTokenAverager(width=8, max_iter=5),
+    FCNAverager(width=8, max_iter=5),
 ]
-IDS = ["spe", "fixed", "fcn"]
+IDS = ["spe", "fixed", "fcn", "qsa-spe", "qsa-fcn"]
+AVERAGERS = (SparseTokenAverager, FCNAverager)
+
+
+@pytest.fixture
+def tiny_data(request):
+    """120 rows, 6 tokens of 3 features, q = 2: of q-sparse averaging for the averagers."""
+    estimator = getattr(request.node, "callspec", None) and request.node.callspec.params.get(
+        "estimator"
+    )
+    make = (
+        make_sparse_averaging if isinstance(estimator, AVERAGERS) else make_sparse_token_selection
+    )
+    return make(120, 6, 3, 2, random_state=0)
 
 
 class _Claims2DInput:
@@ -57,7 +79,20 @@ class CheckedFCNSelector(_Claims2DInput, FCNSelector):
     """:class:`FCNSelector` as scikit-learn's checks see it."""
 
 
-_CHECKED = {SparseTokenSelector: CheckedSparseTokenSelector, FCNSelector: CheckedFCNSelector}
+class CheckedSparseTokenAverager(_Claims2DInput, SparseTokenAverager):
+    """:class:`SparseTokenAverager` as scikit-learn's checks see it."""
+
+
+class CheckedFCNAverager(_Claims2DInput, FCNAverager):
+    """:class:`FCNAverager` as scikit-learn's checks see it."""
+
+
+_CHECKED = {
+    SparseTokenSelector: CheckedSparseTokenSelector,
+    FCNSelector: CheckedFCNSelector,
+    SparseTokenAverager: CheckedSparseTokenAverager,
+    FCNAverager: CheckedFCNAverager,
+}
 CHECKED_ESTIMATORS = [_CHECKED[type(est)](**est.get_params()) for est in ESTIMATORS]
 
 
@@ -84,6 +119,34 @@ class SequenceFCNSelector(_ReadsRowsAsSequences, FCNSelector):
     """:class:`FCNSelector` on the 3-D lift of scikit-learn's 2-D rows."""
 
 
+class _ReadsRowsAsAveraging:
+    """Read a 2-D row of k numbers as k one-feature tokens, each averaging itself (q = 1).
+
+    The row's target is every position's; the prediction is the positions' mean.
+    """
+
+    @staticmethod
+    def _lift(X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.stack([X, np.broadcast_to(np.arange(X.shape[1], dtype=float), X.shape)], -1)
+
+    def fit(self, X, y):
+        y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)[:, 0]
+        y = np.broadcast_to(y[:, None, None], (*np.shape(X), 1))
+        return super().fit(self._lift(X), y)
+
+    def predict(self, X):
+        return super().predict(self._lift(X)).mean(axis=(1, 2))
+
+
+class SequenceSparseTokenAverager(_ReadsRowsAsAveraging, SparseTokenAverager):
+    """:class:`SparseTokenAverager` on the q = 1 lift of scikit-learn's 2-D rows."""
+
+
+class SequenceFCNAverager(_ReadsRowsAsAveraging, FCNAverager):
+    """:class:`FCNAverager` on the q = 1 lift of scikit-learn's 2-D rows."""
+
+
 # scikit-learn's row-invariance checks run on 3-D data: the estimator reads every
 # 2-D row of the check as a sequence (3-D X), in float64 because the checks'
 # absolute tolerances (1e-7 and 1e-9) are below float32's rounding.
@@ -91,6 +154,8 @@ _ON_3D = {"check_methods_subset_invariance", "check_methods_sample_order_invaria
 _SEQUENCE = {
     CheckedSparseTokenSelector: SequenceSparseTokenSelector,
     CheckedFCNSelector: SequenceFCNSelector,
+    CheckedSparseTokenAverager: SequenceSparseTokenAverager,
+    CheckedFCNAverager: SequenceFCNAverager,
 }
 
 
@@ -99,7 +164,7 @@ def _on_3d_data(estimator):
 
 
 # The text every failure at the 3-D contract carries (stsq_learn/_validation.py).
-NOT_3D = "must be 3-D, (n_samples, seq_len, n_features + 1)"
+NOT_3D = "must be 3-D"
 
 # check name -> (reason, text its failure must contain).
 _LISTED = {
@@ -335,6 +400,10 @@ def test_fit_does_not_mutate_params_or_data(estimator, tiny_data):
 def test_other_token_features_at_predict_are_refused(estimator, tiny_data):
     X, y = tiny_data
     est = clone(estimator).set_params(random_state=0).fit(X, y)
+    if isinstance(est, AVERAGERS):  # tokens of 2 features, then the 2 indices
+        with pytest.raises(ValueError, match=r"4 channels per position.*n_features=3"):
+            est.predict(np.concatenate([X[..., :2], X[..., 3:]], axis=-1))
+        return
     with pytest.raises(ValueError, match=r"2 token features per token.*n_features=3"):
         est.predict(np.concatenate([X[..., :2], X[..., -1:]], axis=-1))
 
@@ -382,7 +451,7 @@ def test_one_step_pipeline_predicts_the_same(estimator, tiny_data):
 def test_fit_on_one_row(estimator, tiny_data):
     X, y = tiny_data
     est = clone(estimator).set_params(random_state=0).fit(X[:1], y[:1])
-    assert est.predict(X[:4]).shape == (4, y.shape[1])
+    assert est.predict(X[:4]).shape == y[:4].shape
 
 
 # Every draw of a prediction is keyed by its row: a row's prediction does not
