@@ -334,3 +334,22 @@ def test_accuracy_and_worst_position_error():
         averaging_accuracy(y, pred, epsilon=1, per="rows")
     with pytest.raises(ValueError, match="as many values"):
         worst_position_error(y, pred[:1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("cls", [SparseTokenAverager, FCNAverager])
+def test_cuda_fit_online_and_predict_agree_with_cpu(qsa, cls):
+    X, y = qsa
+    model = cls(width=16, max_iter=3, device="cuda", random_state=0).fit(X, y)
+    assert model.device_.type == "cuda" and isinstance(model.predict(X), np.ndarray)
+    online = cls(width=16, device="cuda", random_state=0)
+    online.fit_online(SparseAveragingTask(12, 3, 2), n_steps=20)  # drawn on the GPU
+    cpu = load_model_on_cpu(model)
+    np.testing.assert_allclose(cpu.predict(X), model.predict(X), rtol=1e-4, atol=1e-5)
+
+
+def load_model_on_cpu(model):
+    import pickle
+
+    restored = pickle.loads(pickle.dumps(model))
+    return restored.set_fitted_state(model.get_fitted_state(), device="cpu")

@@ -78,3 +78,21 @@ def test_every_example_has_a_title_and_prose():
         assert len(docstring.group(2)) >= len(docstring.group(1)), f"{path.name}: short underline"
         assert "# %%" in source, f"{path.name} has no prose cells"
         assert "plt.show()" in source, f"{path.name} draws no figure"
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        stsq_learn.SparseTokenSelector,
+        stsq_learn.FCNSelector,
+        stsq_learn.SparseTokenAverager,
+        stsq_learn.FCNAverager,
+    ],
+)
+def test_every_hyperparameter_is_documented_once(cls):
+    """The averagers share their siblings' Parameters section: it must stay complete."""
+    doc = cls.__doc__
+    params = doc[doc.index("Parameters\n") : doc.index("Attributes\n")]
+    for name in cls().get_params():
+        assert len(re.findall(rf"^    {name} : ", params, re.MULTILINE)) == 1, name
+    assert "{" + "parameters}" not in doc and "{" + "attributes}" not in doc
