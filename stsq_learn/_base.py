@@ -80,6 +80,10 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         """Rows per step of ``batch_size="auto"``: 200 in fit (as ``MLPRegressor``), 256 online."""
         return 256 if online else 200
 
+    def _largest_subset(self, X):
+        """The most selected tokens of any row of ``X`` (sizes predict's chunks)."""
+        return int(X[..., -1].sum(axis=1).max())
+
     def _check_rows(self, X):
         """``X`` checked for :meth:`predict` (the fitted ``n_features_in_`` included)."""
         X = check_sequences(X)
@@ -262,11 +266,7 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         kwargs = self._forward_kwargs()
         module = self.net_.module_
         # Sized by the fitted module, not the hyperparameters (settable after fit).
-        q_max = (
-            int(X[..., -1].sum(axis=1).max())
-            if n and X.shape[2] == self.n_features_in_ + 1
-            else None
-        )
+        q_max = self._largest_subset(X) if n else None
         per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=q_max)
         chunk = max(1, _PREDICT_ELEMENTS // per_row)
         module.eval()

@@ -81,6 +81,9 @@ class _Averaging:
             )
         return X
 
+    def _largest_subset(self, X):
+        return self.n_selected_
+
     def _set_task_state(self, n_selected):
         if n_selected is None:
             raise ValueError("the fitted state of an averager must record n_selected.")
