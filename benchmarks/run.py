@@ -63,6 +63,7 @@ ENTRIES = [
     "accuracy",
     "parity",
     "defaults",
+    "averaging",
     "gpu",
     "distributed",
 ]

@@ -197,4 +197,4 @@ def section(obj, title):
         ),
         len(lines),
     )
-    return "\n".join(lines[start:end]).rstrip() + "\n"
+    return "\n".join(lines[start:end]).rstrip()

@@ -42,15 +42,17 @@ _TARGETS = """\
 y : array-like of shape (n_samples, seq_len, n_features)
     The mean of the tokens of each position's subset."""
 
-_QSA_ATTRIBUTES = ATTRIBUTES.replace(
-    "(the last axis of ``X`` minus the indicator)", "(the last axis of ``y``)"
-).replace(
-    "Sequence length T seen in fit.",
-    "Number of positions N seen in fit.\n"
-    "n_selected_ : int\n"
-    "    Size q of the subsets seen in fit; :meth:`predict` reads rows of\n"
-    "    ``n_features_in_ + n_selected_`` channels (another q could not be told\n"
-    "    apart from another number of token features).",
+_QSA_ATTRIBUTES = (
+    ATTRIBUTES.replace("(the last axis of ``X`` minus the indicator)", "(the last axis of ``y``)")
+    .replace("Sequence length T seen in fit.", "Number of positions N seen in fit.")
+    .replace(
+        "    loss_curve_ :",
+        "    n_selected_ : int\n"
+        "        Size q of the subsets seen in fit; :meth:`predict` reads rows of\n"
+        "        ``n_features_in_ + n_selected_`` channels (another q could not be\n"
+        "        told apart from another number of token features).\n"
+        "    loss_curve_ :",
+    )
 )
 
 

@@ -326,8 +326,29 @@ class AttentionAverager(AttentionSelector):
     Every encoding is drawn (each position belongs to some subset), so a
     forward pass costs ``n N m`` draws, ``n N q m`` to sum the queries,
     ``n N m (d + m)`` for the ``u_i`` and ``n N^2 (d + m)`` for the scores,
-    with ``n N^2`` attention weights held: the exact law's cost. Parameters
-    are those of :class:`AttentionSelector`.
+    with ``n N^2`` attention weights held: the exact law's cost.
+
+    Parameters
+    ----------
+    n_features : int
+        Token dimension d.
+    width : int
+        Dimension m of the positional encodings.
+    positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}
+        The encoding family, as in :class:`AttentionSelector`.
+    seq_len : int
+        Training length; ``"fixed"`` keeps that many encodings as a buffer.
+    encoding_seed : int
+        Seed of the fixed encodings and of the codebook.
+    learn_token_block : bool, default=True
+        False keeps the token rows of W at 0.
+    max_positions : int or None, default=None
+        Codebook size of ``"randomized"``.
+
+    Attributes
+    ----------
+    encoding : StochasticEncoding, FixedEncoding, RandomizedEncoding or SinusoidalEncoding
+        The encoding family.
     """
 
     def _averaging_weights(self, d, W, tokens, index, P):
@@ -464,7 +485,20 @@ class FullyConnectedAverager(nn.Module):
         return self.layers(flat).view(n, N, d)
 
     def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
-        """Numbers a forward pass holds per row: the input and the first layer."""
+        """Numbers a forward pass holds per row (sizes the chunks of a prediction).
+
+        Parameters
+        ----------
+        seq_len : int
+            Number of positions N (the training length).
+        pe_sampling, n_selected : object
+            Unused.
+
+        Returns
+        -------
+        int
+            An upper estimate: the input with its indicators, and the first layer.
+        """
         return seq_len * (self.n_features + 2 * seq_len) + self.width
 
 

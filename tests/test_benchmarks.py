@@ -59,6 +59,7 @@ def test_registry_and_configs(bench):
         "accuracy",
         "parity",
         "defaults",
+        "averaging",
         "gpu",
         "distributed",
     ]
@@ -374,6 +375,25 @@ def test_defaults_entry_scores_new_and_0_3_defaults_against_the_floor(bench):
     assert o["planned_steps"] == 960 and o["epochs"] == 960  # n_iter_ counts the steps online
     lines = dict(bench.defaults.table(rec))
     assert "fit T=6 q=2 width 4" in lines and "fit_online T=8 q=2 width 4" in lines
+
+
+def test_averaging_entry_times_steps_of_equal_queries_and_scores_the_floor(bench):
+    cfg = bench.harness.merge_config(
+        bench.averaging,
+        overrides=dict(seq_lens=(8,), n_features=2, n_selected=2, width=4, timed_steps=2)
+        | dict(repeats=2, fit_seq_len=8, fit_batch_sizes=("auto", 4), n_train=32, n_test=16),
+    )
+    rec = bench.averaging.run(cfg, bench.harness.Context(log=lambda m: None))
+    step = rec["steps"]["8"]
+    assert set(step["runners"]) == {"averager", "selector_full", "selector_marginal"}
+    assert step["runners"]["averager"]["queries"] == 32 * 8  # ceil(256 / 8) rows of 8
+    assert [c["peer"] for c in step["comparisons"]] == ["selector_full", "selector_marginal"]
+    assert [r["batch_size"] for r in rec["fit"]] == ["auto", 4]
+    r = rec["fit"][0]
+    assert r["ratio_to_floor"] == pytest.approx(r["relative_mse"] / r["floor"])
+    assert r["planned_steps"] >= 960
+    lines = dict(bench.averaging.table(rec))
+    assert "step N=8 (256 queries)" in lines and "fit N=8 batch 4" in lines
 
 
 def test_distributed_entry_skips_without_the_extra(bench, monkeypatch):
