@@ -23,19 +23,19 @@ is the error of predicting 0, ``d / q``).
    measured, grows about like ``sqrt(m)``).
 3. *Two rates.* Gamma is one direction, and the noise of a step along it is
    an average over the ``m`` diagonal entries: it can move at the largest
-   gamma-rate, ``_MAX_GAMMA_RATE``, at every width. The step's component
-   along the identity is therefore ``identity_rate = c_gamma / c`` times
-   that of the other directions (:class:`IdentityRate`, a preconditioner:
-   gradient descent keeps its fixed points). A run must travel a
-   gamma-distance, ``_GAMMA_TRAVEL`` (the sum of ``c_gamma`` over its
-   steps), so the plan is ``_GAMMA_TRAVEL / _MAX_GAMMA_RATE`` steps at every
-   width. With one rate for all directions, the noise bound set the steps
-   (``_GAMMA_TRAVEL / c``, 4800 at width 1024) and gamma still ended short
-   of its best value; with two, the run is 5 times shorter at width 1024
-   and ends closer to the floor. The schedule is ``"cooldown"``: a constant
-   rate, which covers the distance with the least accumulated noise, then a
-   linear decay over the last fifth, which lets the noise that does relax
-   settle.
+   gamma-rate, ``c_gamma = _MAX_GAMMA_RATE``, at every width. The step's
+   component along the identity, ``tr(delta W_pp) / m`` times I, is
+   therefore ``identity_rate = c_gamma / c`` times that of the other
+   directions (:class:`IdentityRate`, a preconditioner: gradient descent
+   keeps its fixed points). A run must travel a gamma-distance,
+   ``_GAMMA_TRAVEL`` (the sum of ``c_gamma`` over its steps), so the plan is
+   ``_GAMMA_TRAVEL / _MAX_GAMMA_RATE`` steps at every width. With one rate
+   for all directions, the noise bound set the steps (``_GAMMA_TRAVEL /
+   c``, 4800 at width 1024) and gamma still ended short of its best value;
+   with two, the run is 5 times shorter at width 1024 and ends closer to
+   the floor. The schedule is ``"cooldown"``: a constant rate, which covers
+   the distance with the least accumulated noise, then a linear decay over
+   the last fifth, which lets the noise that does relax settle.
 4. *Adam.* Adam divides each entry's gradient by its own scale, so every
    entry of W moves by about the step size whatever its gradient: the
    ``m^2`` noise directions random-walk as fast as the useful one, and the
@@ -53,7 +53,10 @@ is the error of predicting 0, ``d / q``).
 
 The three constants were measured at T=16 and 64 (q=3 and 4, d=8, 8000
 rows, batches of 200) at widths 64 to 1024 and are the same for every case:
-the width and ``L0`` carry all the dependence.
+the width and ``L0`` carry all the dependence. The two rates were measured
+at T=16, 64 and 256, widths 64 to 1024: at width 1024 the run ends 1.04,
+1.01 and 1.04 times the floor, where one rate for all directions ended
+1.09, 1.07 and 1.08 times it after 4800 steps.
 """
 
 from __future__ import annotations
