@@ -54,7 +54,7 @@ is the error of predicting 0, ``d / q``).
 The three constants were measured at T=16 and 64 (q=3 and 4, d=8, 8000
 rows, batches of 200) at widths 64 to 1024 and are the same for every case:
 the width and ``L0`` carry all the dependence. The two rates were measured
-at T=16, 64 and 256, widths 64 to 1024: at width 1024 the run ends 1.04,
+at T=16, 64 and 256, widths 64 to 1024: at width 1024 the run ends 1.05,
 1.01 and 1.04 times the floor, where one rate for all directions ended
 1.09, 1.07 and 1.08 times it after 4800 steps.
 """
