@@ -8,9 +8,10 @@ the lower the error, down to the lowest error any isotropic attention matrix
 the point that training with stochastic encodings converges to). With only
 ``width`` set, :class:`~stsq_learn.SparseTokenSelector` resolves its
 optimiser from the width in ``fit`` (plain gradient descent at a rate that
-grows with the width, the token rows at ``1 / width`` of it, and more,
-smaller steps at large widths), so every width gets close to its floor and a
-scikit-learn search picks the widest.
+grows with the width, the token rows at ``1 / width`` of it, and the
+identity direction of the positional block, along which gamma moves, at a
+rate of its own), so every width gets close to its floor and a scikit-learn
+search picks the widest.
 """
 
 # %%

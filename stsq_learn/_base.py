@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _training as tr
 from ._docstrings import FIT_RAISES, Substitution
-from ._rates import BlockRate
+from ._rates import BlockRate, IdentityRate
 from ._state import FittedState, architecture_changes
 from ._validation import (
     check_callbacks,
@@ -116,13 +116,15 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         return 1000
 
     def _resolve_optimiser(self, zero_loss, planned_steps):
-        """``(solver, learning_rate_init, token_block_rate)`` that this run uses.
+        """``(solver, learning_rate_init, token_block_rate, identity_rate)`` of this run.
 
         ``zero_loss`` is the training loss of predicting 0 and ``planned_steps``
         the optimiser steps the run is planned for; ``token_block_rate`` is
-        None where the model has no separately paced block.
+        None where the model has no separately paced block; ``identity_rate``
+        paces the step of W's positional block along the identity (1.0: as the
+        rest).
         """
-        return self.solver, float(self.learning_rate_init), None
+        return self.solver, float(self.learning_rate_init), None, 1.0
 
     # -- public API ---------------------------------------------------------
     @Substitution(fit_raises=FIT_RAISES)
@@ -193,9 +195,8 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             The law D_{T,q} to draw training batches from.
         n_steps : int or "auto", default="auto"
             Number of optimisation steps. ``"auto"``: the planned steps of
-            the model's default recipe (for :class:`SparseTokenSelector`,
-            they grow with the width: see ``learning_rate_init``; 1000 for
-            :class:`FCNSelector`).
+            the model's default recipe (960 for :class:`SparseTokenSelector`:
+            see ``learning_rate_init``; 1000 for :class:`FCNSelector`).
 
         Returns
         -------
@@ -321,10 +322,12 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         rows_before = self.t_ if warm else 0
         planned = data.n_steps if online else epochs
         n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
-        solver, rate, token_rate = self._resolve_optimiser(zero_loss, n_steps)
+        solver, rate, token_rate, identity_rate = self._resolve_optimiser(zero_loss, n_steps)
         callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
         if token_rate is not None and token_rate != 1.0:
             callbacks.insert(1, BlockRate(token_rate))
+        if identity_rate != 1.0:
+            callbacks.insert(1, IdentityRate(identity_rate))
         net = self._build_net(
             module,
             device,

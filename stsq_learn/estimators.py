@@ -108,18 +108,19 @@ class SparseTokenSelector(_BaseSelector):
         stays well above the width's floor (the user guide's "Step sizes
         that follow the width"). Resolved in :meth:`fit`: ``solver_``.
     learning_rate_init : float or "auto", default="auto"
-        Initial step size. A number is used as it is. ``"auto"``, resolved
-        in :meth:`fit` as ``learning_rate_init_``: with SGD,
-        ``c * width / L0``, where ``L0`` is the training loss of predicting
-        0 (``n_features / q`` on this task's law) and
-        ``c = min(1/8, 120 / planned steps)``, so that gamma, the sharpness
-        of the attention, travels alike at every width; with Adam, 0.01.
-        The planned steps (``max_iter="auto"``,
-        ``fit_online(n_steps="auto")``) are ``120 / c`` with
-        ``c = min(1/8, 0.8 / sqrt(width))``: 960 steps up to width 40, 4800
-        at width 1024. More, smaller steps at large widths, where the noise
-        of the other ``width**2 - 1`` directions of W decides how close to
-        the floor a run ends.
+        Initial step size. A number is used as it is (plain steps of W in
+        every direction). ``"auto"``, resolved in :meth:`fit` as
+        ``learning_rate_init_``: with SGD, ``c * width / L0``, where ``L0``
+        is the training loss of predicting 0 (``n_features / q`` on this
+        task's law) and ``c = min(c_gamma, 0.8 / sqrt(width))``, so that the
+        noise of the ``width**2 - 1`` directions of W other than the
+        identity, which decides how close to the floor a run ends at large
+        widths, stays in bounds; the step's component along the identity
+        moves gamma, the sharpness of the attention, at its own
+        ``c_gamma = min(1/8, 120 / planned steps)`` (``c_gamma / c`` times
+        as far), alike at every width. With Adam, 0.01. The planned steps
+        (``max_iter="auto"``, ``fit_online(n_steps="auto")``) are 960, the
+        gamma-distance 120 at ``c_gamma = 1/8``, at every width.
     token_block_rate : float or "auto", default="auto"
         Step of W's token rows as a multiple of the step of its positional
         rows (``learning_rate_init``). ``"auto"`` is ``1 / width`` with
@@ -267,21 +268,21 @@ class SparseTokenSelector(_BaseSelector):
         self.net_.module_.encoding.check_length(seq_len)
 
     def _auto_steps(self):
-        return _rates.auto_steps(self.width)
+        return _rates.auto_steps()
 
     def _resolve_optimiser(self, zero_loss, planned_steps):
         solver = "sgd" if self.solver == "auto" else self.solver
-        rate = self.learning_rate_init
+        rate, identity_rate = self.learning_rate_init, 1.0
         if rate == "auto":
             if solver == "sgd":
-                rate = _rates.sgd_rate(self.width, zero_loss, planned_steps)
+                rate, identity_rate = _rates.sgd_rates(self.width, zero_loss, planned_steps)
             else:
                 rate = _rates.ADAM_RATE
         token_rate = self.token_block_rate
         if token_rate == "auto":
             token_rate = 1.0 / self.width if solver == "sgd" else 1.0
         token_rate = float(token_rate) if self.learn_token_block else None
-        return solver, float(rate), token_rate
+        return solver, float(rate), token_rate, identity_rate
 
     @property
     def token_block_rate_(self):

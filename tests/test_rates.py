@@ -1,6 +1,5 @@
 """Step sizes that follow the width: "auto" resolved, per-block rates, stopping, failures."""
 
-import math
 import warnings
 
 import numpy as np
@@ -27,18 +26,24 @@ def data():
 
 
 # -- the rule -------------------------------------------------------------------------
-def test_planned_steps_grow_with_the_width():
-    steps = [rates.auto_steps(m) for m in (1, 16, 40, 64, 256, 1024, 2048)]
-    assert steps[:3] == [960, 960, 960]  # c capped at 1/8 up to width (0.8 * 8)^2 = 41
-    assert steps[3:6] == [1200, 2400, 4800]  # 120 / c with c = 0.8 / sqrt(width)
-    assert steps[6] == pytest.approx(math.sqrt(2) * steps[5], rel=1e-3)
+def test_planned_steps_are_those_of_the_gamma_travel():
+    assert rates.auto_steps() == 960  # 120 at the largest gamma-rate, 1/8, at every width
 
 
-def test_sgd_rate_is_linear_in_the_width_for_a_given_plan():
-    a, b = (rates.sgd_rate(m, 2.0, 1600) for m in (64, 256))
-    assert b == pytest.approx(4 * a)
-    assert a == pytest.approx(120 / 1600 * 64 / 2.0)
-    assert rates.sgd_rate(64, 2.0, 100) == pytest.approx(64 / 8 / 2.0)  # c capped at 1/8
+def test_the_noise_rate_falls_like_one_over_root_width():
+    assert [rates.noise_rate(m) for m in (1, 16, 40)] == [0.125] * 3  # capped up to (0.8 * 8)^2
+    assert [rates.noise_rate(m) for m in (64, 256, 1024)] == pytest.approx([0.1, 0.05, 0.025])
+
+
+def test_sgd_rates_are_linear_in_the_width_and_move_gamma_at_its_own_rate():
+    (a, boost_a), (b, boost_b) = (rates.sgd_rates(m, 2.0, 960) for m in (256, 1024))
+    assert b == pytest.approx(2 * a)  # c m / L0, c = 0.8 / sqrt(m)
+    assert a == pytest.approx(0.05 * 256 / 2.0)
+    assert (boost_a, boost_b) == pytest.approx((2.5, 5))  # gamma at 1/8 = c * identity_rate
+    assert rates.sgd_rates(16, 2.0, 960) == pytest.approx((16 / 8 / 2.0, 1))  # c capped at 1/8
+    # A plan long enough for 120 / steps to fall under the width's noise rate is plain SGD.
+    assert rates.sgd_rates(1024, 2.0, 9600) == pytest.approx((120 / 9600 * 1024 / 2.0, 1))
+    assert rates.sgd_rates(1024, 2.0, 2400) == pytest.approx((0.025 * 1024 / 2.0, 2))
 
 
 def test_auto_resolves_in_fit_and_is_recorded(data):
@@ -47,7 +52,7 @@ def test_auto_resolves_in_fit_and_is_recorded(data):
     model.fit(X, y)
     zero_loss = float(np.square(y).sum() / len(y))
     assert model.solver_ == "sgd"
-    assert model.planned_steps_ == rates.auto_steps(16) == 960
+    assert model.planned_steps_ == rates.auto_steps() == 960
     assert model.n_iter_ == 960  # one batch of 120 rows per epoch: 960 planned epochs
     assert model.learning_rate_init_ == pytest.approx(16 / 8 / zero_loss, rel=1e-6)
     assert model.token_block_rate_ == 1 / 16
@@ -77,14 +82,14 @@ def test_auto_rate_of_adam_is_0_3s():
     assert model.token_block_rate_ == 1.0
 
 
-def test_fit_online_plans_its_steps_from_the_width():
+def test_fit_online_runs_the_planned_steps():
     task = SparseTokenSelectionTask(4, 2, 1)
     model = SparseTokenSelector(width=64, batch_size=8, random_state=0).fit_online(task)
-    assert model.n_iter_ == model.planned_steps_ == rates.auto_steps(64) == 1200
+    assert model.n_iter_ == model.planned_steps_ == rates.auto_steps() == 960
     assert model.learning_rate_init_ == pytest.approx(0.1 * 64 / task.trivial_mse)
     assert model.learning_rate == "cooldown"
     assert model.net_.history[-1, "batches", -1, "event_lr"] == pytest.approx(
-        model.learning_rate_init_ / 240  # the last step of the linear decay over 240
+        model.learning_rate_init_ / 192  # the last step of the linear decay over 192
     )
 
 
@@ -124,6 +129,49 @@ def test_the_token_rows_move_at_their_own_rate(solver, data):
     np.testing.assert_allclose(slow[3:], full[3:], rtol=1e-6)  # the positional rows
     np.testing.assert_allclose(slow[:3], 0.125 * full[:3], rtol=1e-5, atol=1e-9)
     assert np.abs(full[:3]).max() > 0
+
+
+def _identity_run(identity_rate, X, y):
+    """One SGD step from W = 0 with the given pace of W_pp's identity component."""
+    model = SparseTokenSelector(
+        width=8,
+        solver="sgd",
+        learning_rate_init=0.5,
+        learning_rate="constant",
+        max_iter=1,
+        batch_size=len(X),
+        random_state=0,
+    )
+    callbacks = [] if identity_rate == 1 else [rates.IdentityRate(identity_rate)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.set_params(callbacks=callbacks).fit(X, y).key_query_
+
+
+def test_the_identity_component_moves_at_its_own_rate(data):
+    """From W = 0, one step: the step's component along I is scaled, the rest is not."""
+    X, y = data
+    plain, paced = _identity_run(1, X, y), _identity_run(4.0, X, y)
+    np.testing.assert_array_equal(paced[:3], plain[:3])  # the token rows
+    step, paced_step = plain[3:], paced[3:]
+    along = np.trace(step) / 8 * np.eye(8)
+    assert abs(np.trace(step)) > 0
+    np.testing.assert_allclose(paced_step, step + 3 * along, rtol=1e-5, atol=1e-7)
+
+
+def test_auto_paces_the_identity_only_where_the_noise_rate_is_below_1_8(data):
+    X, y = data
+
+    def paces(model):
+        return [cb.rate for _, cb in model.net_.callbacks_ if isinstance(cb, rates.IdentityRate)]
+
+    wide = SparseTokenSelector(width=256, max_iter=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert paces(wide.fit(X, y)) == [pytest.approx(2.5)]  # gamma at 1/8, the rest at 0.05
+        assert paces(SparseTokenSelector(width=16, max_iter=2).fit(X, y)) == []
+        explicit = SparseTokenSelector(width=256, learning_rate_init=1.0, max_iter=2).fit(X, y)
+        assert paces(explicit) == []  # a number is used as it is: plain SGD
 
 
 # -- stopping -------------------------------------------------------------------------
