@@ -21,8 +21,12 @@ def plot_widths(res, ax):
     ax.set_xlabel("positions N (log scale)")
     cfg = res.by_length.config
     ax.set_title(f"qSA: width against N (d={cfg['n_features']}, q={cfg['n_selected']})")
+    names = (("transformer (SPE)", "attention (SPE)"), ("log$_2$ T", "log$_2$ N"), ("T$^{", "N$^{"))
     for text in ax.get_legend().get_texts():
-        text.set_text(text.get_text().replace("transformer (SPE)", "attention (SPE)"))
+        label = text.get_text()
+        for old, new in names:
+            label = label.replace(old, new)
+        text.set_text(label)
 
 
 def plot_q(res, ax):
@@ -37,14 +41,16 @@ def plot_q(res, ax):
         ax.plot(*zip(*bounds), "^", color="C0", mfc="none", ms=9, label="lower bound")
     floors = [(q, w) for q, w in zip(qs, by_q["floor_width"]) if w is not None]
     if floors:
-        ax.plot(*zip(*floors), "s--", color="gray", mfc="none", label="isotropic floor allows")
+        ax.plot(
+            *zip(*floors), "s--", color="gray", mfc="none", ms=11, label="isotropic floor allows"
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(qs, [str(int(q)) for q in qs])
     ax.set_yscale("log", base=2)
     ax.set_xlabel("subset size q (log scale)")
     ax.set_ylabel(f"smallest width reaching $R^2 \\geq {res.config['target_r2']}$")
     ax.set_title(f"qSA: width against q (N={by_q['seq_len']}, d={by_q['n_features']})")
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="lower right")
 
 
 def plot_transfer(res, ax):
@@ -65,11 +71,11 @@ def plot_transfer(res, ax):
             fontsize="small",
         )
     ax.set_xticks(range(len(names)), [n.replace(" on ", "\non ") for n in names])
-    ax.set_ylim(0, 1.3 * max([*values, tr["floor"]]) + 1e-9)
+    ax.set_ylim(0, 1.45 * max([*values, tr["floor"]]) + 1e-9)
     ax.set_ylabel("relative MSE (1 - $R^2$)")
     where = f"N={tr['seq_len']}, d={tr['n_features']}, q={tr['n_selected']}, m={tr['width']}"
     ax.set_title(f"Zero-shot transfer STS$_q$ -> qSA ({where})")
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="upper center")
 
 
 def plot_lengths(res, ax):

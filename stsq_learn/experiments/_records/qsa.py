@@ -239,7 +239,10 @@ def summary_rows(rows, res):
         rows.append(f"| | minimal width, {label} | {' / '.join(sep.width_text(model))} |")
     growth = res.width_growth()
     if growth is not None:
-        rows.append(f"| | attention: widest / narrowest minimal width | {growth:.2f} |")
+        found = [N for N, w in zip(sep.seq_lens, sep.minimal_width["transformer"]) if w]
+        rows.append(
+            f"| | attention: minimal width at N={found[-1]} over N={found[0]} | {growth:.2f} |"
+        )
     law = sep.growth_laws["transformer"].get("log_T")
     if law is not None:
         rows.append(
