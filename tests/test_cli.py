@@ -44,10 +44,13 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
         "convergence.png",
         "encodings.png",
         "length_generalization.png",
+        "qsa.png",
         "separation.png",
     ]
     payload = json.loads((out / "results.json").read_text())
-    assert {"convergence", "length_generalization", "separation", "encodings"} <= set(payload)
+    assert {"convergence", "length_generalization", "separation", "encodings", "qsa"} <= set(
+        payload
+    )
     assert payload["meta"]["seed"] == 1 and payload["meta"]["torch_threads"] == 1
     assert (out / "summary.md").read_text().startswith("| experiment |")
 

@@ -24,6 +24,7 @@ def test_public_names_come_from_the_records():
             assert PRESETS[size][name] is record.presets[size]
     assert RECORDS["length_generalization"].aliases == ("length",)
     assert RECORDS["separation"].aliases == ("width",)
+    assert EXPERIMENTS[-1] == "qsa" and RECORDS["qsa"].aliases == ("averaging",)
 
 
 def test_a_record_needs_every_size():
@@ -55,6 +56,19 @@ def test_separation_presets_set_solver_and_rates():
     assert max(full["seq_lens"]) == 4096 and full["max_seq_len"] == {"fcn": 128}
 
 
+def test_qsa_presets_set_solver_and_rates():
+    for size in SIZES:
+        preset = PRESETS[size]["qsa"]
+        for name in ("transformer", "fcn", "estimator"):
+            assert preset[name].get_params()["solver"] in ("sgd", "adam")
+        assert preset["fcn"].get_params()["batch_size"] in (256, 1024)
+        assert preset["estimator"].get_params()["learning_rate"] == "cooldown"
+    full = PRESETS["full"]["qsa"]
+    assert full["seq_lens"][-1] == 256 and full["fcn_max_seq_len"] == 32
+    assert full["transfer_task"] == (64, 8, 4) and full["transfer_width"] == 256
+    assert full["length_task"][0] == 32 and full["factors"] == (1, 2, 4)
+
+
 def test_plan_counts_fits_and_steps():
     est = plan("tiny", device="cpu")
     assert list(est) == list(EXPERIMENTS)
@@ -66,10 +80,17 @@ def test_plan_counts_fits_and_steps():
     # separation: 3 + 2 expected fits for the transformer; the FCN's grid (4, 8) is
     # below 4 T d at T=4: its two widths, then no search at T=8.
     assert est["separation"]["fits"] == 7
+    # qsa: by N as the separation (3 + 2 attention fits, the FCN's two widths at N=4,
+    # none at N=8); 2 per q; transfer and length 2 each.
+    assert est["qsa"]["fits"] == 15
+    assert [p["label"] for p in est["qsa"]["parts"]][-2:] == [
+        "qsa: length, stochastic",
+        "qsa: length, fixed",
+    ]
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 22 |" in table
+    assert "| total | 37 |" in table
 
 
 def test_plan_only_and_bad_arguments():

@@ -1,4 +1,4 @@
-"""Reproduce the paper's three claims, and compare encodings, as functions returning results.
+"""The paper's three claims, encodings and q-sparse averaging, as functions returning results.
 
 - :func:`training_dynamics` (convergence): online gradient descent from W = 0
   aligns the positional block of W with the identity.
@@ -9,9 +9,13 @@
 - :func:`encoding_families` (beyond the paper): the length generalization of
   stochastic, fixed, randomized (a codebook of L positions) and sinusoidal
   encodings, and a sweep of the codebook size L from fixed to stochastic.
+- :func:`sparse_averaging` (q-sparse averaging, one query per position): the
+  smallest width against N (attention and FCN) and against q, zero-shot
+  transfer of a W fitted on sparse token selection, and length
+  generalization of stochastic and fixed encodings.
 
 Each returns a dataclass with ``to_dict()`` (JSON-ready) and ``plot()``
-(matplotlib). :func:`reproduce` runs all four at a named size, writes one
+(matplotlib). :func:`reproduce` runs all five at a named size, writes one
 PNG per experiment and ``results.json``, and returns a Markdown summary; it
 is what ``stsq-learn reproduce`` calls. :func:`plan` estimates a size's
 time on this machine from a few timed steps. Each experiment is one record
@@ -21,6 +25,7 @@ time on this machine from a few timed steps. Each experiment is one record
 from ._convergence import ConvergenceResult, training_dynamics
 from ._encodings import EncodingsResult, encoding_families
 from ._length import LengthGeneralizationResult, length_generalization
+from ._qsa import SparseAveragingResult, sparse_averaging
 from ._reproduce import EXPERIMENTS, PRESETS, plan, plan_table, reproduce, summary_table
 from ._separation import SeparationResult, width_separation
 
@@ -31,11 +36,13 @@ __all__ = [
     "EncodingsResult",
     "LengthGeneralizationResult",
     "SeparationResult",
+    "SparseAveragingResult",
     "encoding_families",
     "length_generalization",
     "plan",
     "plan_table",
     "reproduce",
+    "sparse_averaging",
     "summary_table",
     "training_dynamics",
     "width_separation",

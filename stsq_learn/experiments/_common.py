@@ -70,8 +70,20 @@ def with_callbacks(estimator, *callbacks):
     return estimator.set_params(callbacks=[*(estimator.callbacks or []), *callbacks])
 
 
+def planned_steps(estimator, n_steps):
+    """``n_steps``, or the steps ``fit_online(n_steps="auto")`` plans for ``estimator``."""
+    if isinstance(n_steps, str) and n_steps == "auto":
+        return estimator._auto_steps()
+    return n_steps
+
+
 def train_online(estimator, task, n_steps, *, desc, progress, callbacks=()):
-    """``estimator.fit_online(task, n_steps)`` with a progress bar and extra ``callbacks``."""
+    """``estimator.fit_online(task, n_steps)`` with a progress bar and extra ``callbacks``.
+
+    ``n_steps="auto"`` trains the estimator's own planned steps (for
+    :class:`~stsq_learn.SparseTokenSelector`, they follow its width).
+    """
+    n_steps = planned_steps(estimator, n_steps)
     bar = StepProgress(n_steps, desc, enabled=progress)
     return with_callbacks(estimator, *callbacks, bar).fit_online(task, n_steps=n_steps)
 

@@ -35,7 +35,7 @@ class Work:
         Online steps per model.
     estimator : BaseEstimator
         A model of the part as it trains (the estimate times a few of its steps).
-    task : SparseTokenSelectionTask
+    task : SparseTokenSelectionTask or SparseAveragingTask
         The task it trains on.
     predict_rows : int, default=0
         Rows each model predicts afterwards (all lengths and draws together).
@@ -109,12 +109,15 @@ def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
 
 def time_predict(model, task, rows, length):
     """Seconds to predict ``rows`` rows of length ``length`` (timed on up to 256)."""
-    from ..scoring import shift_length
+    from ..scoring import shift_averaging, shift_length
 
     n = int(min(rows, 256))
-    X, _ = task.sample(n, random_state=0)
+    X, y = task.sample(n, random_state=0)
     if length is not None and length != task.seq_len:
-        X = shift_length(X, length, random_state=0)
+        if y.ndim == 3:  # q-sparse averaging rows
+            X, _ = shift_averaging(X, y, length, random_state=0)
+        else:
+            X = shift_length(X, length, random_state=0)
     start = time.perf_counter()
     model.predict(X)
     return (time.perf_counter() - start) * rows / n
@@ -129,7 +132,8 @@ def estimate(work, *, device):
     out = []
     cache = {}
     for part in work:
-        key = (repr(part.estimator), part.task.seq_len, part.task.n_features)
+        task = part.task
+        key = (repr(part.estimator), type(task).__name__, task.seq_len, task.n_features)
         if key not in cache:
             cache[key] = time_steps(part.estimator, part.task, device=device)
         per_step, per_fit, model = cache[key]

@@ -1,4 +1,4 @@
-"""Run the four experiments at a named size; write figures, results.json and a summary."""
+"""Run the five experiments at a named size; write figures, results.json and a summary."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def reproduce(
         Seed of every experiment.
     only : str or sequence of str, default=None
         Run only these experiments (names of ``EXPERIMENTS``, or the aliases
-        ``"length"`` and ``"width"``).
+        ``"length"``, ``"width"`` and ``"averaging"``).
     n_threads : int, default=None
         PyTorch intra-op CPU threads during the run (restored afterwards);
         None keeps the current setting. The models are small, so on a busy
