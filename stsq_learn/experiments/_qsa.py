@@ -508,7 +508,7 @@ def _transfer(task, estimator, width, n_steps, n_test, random_state, progress):
     train_online(averager, task, n_steps, desc="qsa: averager on qSA", progress=progress)
     X, y = _test_rows(task, n_test, derived_seed(random_state, 21))
     X_sts, y_sts = _test_rows(sts, n_test, derived_seed(random_state, 22))
-    transferred = SparseTokenAverager.from_selector(selector)
+    transferred = SparseTokenAverager.from_selector(selector, n_selected=q)
     rel = {
         "selector on STS_q": 1 - float(selector.score(X_sts, y_sts)),
         "selector on qSA": 1 - float(transferred.score(X, y)),

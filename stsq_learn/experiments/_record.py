@@ -133,7 +133,13 @@ def estimate(work, *, device):
     cache = {}
     for part in work:
         task = part.task
-        key = (repr(part.estimator), type(task).__name__, task.seq_len, task.n_features)
+        key = (
+            repr(part.estimator),
+            type(task).__name__,
+            task.seq_len,
+            task.n_features,
+            task.n_selected,
+        )
         if key not in cache:
             cache[key] = time_steps(part.estimator, part.task, device=device)
         per_step, per_fit, model = cache[key]
