@@ -214,8 +214,8 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
     selector's step at the same batch size; ``batch_size="auto"`` takes
     ``ceil(200 / seq_len)`` rows per step in :meth:`fit` (``ceil(256 /
     seq_len)`` in :meth:`fit_online`), as many queries as the selector's
-    batch (4 rows at N = 64: 1.03x the floor at width 256, against 1.00x at
-    16 rows in 2.8 times the time).
+    batch (4 rows at N = 64: 1.02x the floor at width 256, against 1.00x at
+    16 rows in 1.6 times the time).
 
     Parameters
     ----------
