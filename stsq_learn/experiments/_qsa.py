@@ -104,20 +104,27 @@ class SparseAveragingResult:
     length: dict
     seconds: dict = field(default_factory=dict)
 
-    def width_growth(self, model="transformer"):
-        """Minimal width at the longest N over that at the shortest N where both were found.
+    def width_growth(self, model="transformer", shortest=1):
+        """Minimal width at the longest N over that at the shortest N >= ``shortest`` found.
 
         Parameters
         ----------
         model : {"transformer", "fcn"}, default="transformer"
             The model.
+        shortest : int, default=1
+            The smallest N the ratio may start from.
 
         Returns
         -------
         ratio : float or None
             None with fewer than two minimal widths.
         """
-        found = [w for w in self.by_length.minimal_width[model] if w is not None]
+        sep = self.by_length
+        found = [
+            w
+            for N, w in zip(sep.seq_lens, sep.minimal_width[model])
+            if w is not None and N >= shortest
+        ]
         return found[-1] / found[0] if len(found) >= 2 else None
 
     def to_dict(self):

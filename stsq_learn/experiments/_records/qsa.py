@@ -237,12 +237,14 @@ def summary_rows(rows, res):
     )
     for model, label in (("transformer", "attention"), ("fcn", "FCN")):
         rows.append(f"| | minimal width, {label} | {' / '.join(sep.width_text(model))} |")
-    growth = res.width_growth()
-    if growth is not None:
-        found = [N for N, w in zip(sep.seq_lens, sep.minimal_width["transformer"]) if w]
-        rows.append(
-            f"| | attention: minimal width at N={found[-1]} over N={found[0]} | {growth:.2f} |"
-        )
+    found = [N for N, w in zip(sep.seq_lens, sep.minimal_width["transformer"]) if w]
+    # From the shortest N, and from N=16 (the theory's regime) where it was searched.
+    for shortest in sorted({found[0], 16} & set(found)) if found else ():
+        growth = res.width_growth(shortest=shortest)
+        if growth is not None:
+            rows.append(
+                f"| | attention: minimal width at N={found[-1]} over N={shortest} | {growth:.2f} |"
+            )
     law = sep.growth_laws["transformer"].get("log_T")
     if law is not None:
         rows.append(
