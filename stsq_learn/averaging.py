@@ -91,7 +91,7 @@ class _Averaging:
             raise ValueError("the fitted state of an averager must record n_selected.")
         self.n_selected_ = n_selected
 
-    @Substitution(rows=_ROWS, targets=_TARGETS)
+    @Substitution(rows=_ROWS, targets=_TARGETS, fit_raises=FIT_RAISES)
     def fit(self, X, y):
         """Fit the model to q-sparse averaging data with epochs of shuffled minibatches.
 
@@ -106,6 +106,8 @@ class _Averaging:
         -------
         self : object
             The fitted estimator.
+
+        {fit_raises}
         """
         super().fit(X, y)
         self.n_selected_ = np.shape(X)[2] - self.n_features_in_  # X passed the checks
