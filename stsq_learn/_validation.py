@@ -43,6 +43,17 @@ def _as_real_array(X, name, expected):
     return arr
 
 
+def _finite_floats(arr, name):
+    """``arr`` as floats (integers become float64), or raise naming its first NaN or infinity."""
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
+        where = ", ".join(map(str, bad))
+        raise ValueError(f"{name} contains NaN or infinity, e.g. {name}[{where}] = {arr[bad]}.")
+    return arr
+
+
 def check_float_range(arr, dtype, *, name="X"):
     """Raise if ``arr`` holds values that overflow to infinity when cast to ``dtype``.
 
@@ -110,14 +121,7 @@ def check_sequences(X, *, name="X"):
             f"{name} has {c} channel(s) on its last axis; need the token features "
             "and the selection indicator (n_features + 1 >= 2)."
         )
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise ValueError(
-            f"{name} contains NaN or infinity, e.g. {name}[{bad[0]}, {bad[1]}, {bad[2]}] = "
-            f"{arr[tuple(bad)]}."
-        )
+    arr = _finite_floats(arr, name)
     mask = arr[..., -1]
     not_binary = (mask != 0.0) & (mask != 1.0)
     if not_binary.any():
@@ -150,13 +154,7 @@ def check_targets(y, n_samples, n_features, *, name="y"):
             f"{name} must have shape (n_samples, n_features) = ({n_samples}, {n_features}) "
             f"to match X, got shape {arr.shape}."
         )
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise ValueError(
-            f"{name} contains NaN or infinity, e.g. {name}[{bad[0]}, {bad[1]}] = {arr[tuple(bad)]}."
-        )
+    arr = _finite_floats(arr, name)
     return arr, was_1d
 
 
@@ -253,26 +251,21 @@ _QSA_SHAPE = "(n_samples, seq_len, n_features + n_selected)"
 
 def check_averaging_targets(y, *, name="y"):
     """Validate q-sparse averaging targets: finite floats (n_samples, seq_len, n_features)."""
-    arr = _as_real_array(y, name, f"(n_samples, seq_len, n_features) for {name}")
-    if arr.ndim != 3 or 0 in arr.shape:
-        raise ValueError(
-            f"{name} of q-sparse averaging must be 3-D and non-empty, (n_samples, seq_len, "
-            f"n_features): one target row per position; got an array of shape {arr.shape}."
-        )
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
-        bad = tuple(np.argwhere(~np.isfinite(arr))[0])
-        raise ValueError(f"{name} contains NaN or infinity, e.g. {name}{list(bad)} = {arr[bad]}.")
-    return arr
+    arr = _averaging_3d(y, name, "(n_samples, seq_len, n_features)", " (a row per position)")
+    return _finite_floats(arr, name)
 
 
 def check_averaging_array(X, *, name="X"):
     """``X`` as a 3-D non-empty array of real numbers (the checks that need no n_features)."""
-    arr = _as_real_array(X, name, f"{_QSA_SHAPE} for {name}")
+    return _averaging_3d(X, name, _QSA_SHAPE)
+
+
+def _averaging_3d(value, name, shape, why=""):
+    """``value`` as a 3-D non-empty real array, or raise naming ``shape`` and its own."""
+    arr = _as_real_array(value, name, f"{shape} for {name}")
     if arr.ndim != 3 or 0 in arr.shape:
         raise ValueError(
-            f"{name} of q-sparse averaging must be 3-D and non-empty, {_QSA_SHAPE}, got an "
+            f"{name} of q-sparse averaging must be 3-D and non-empty, {shape}{why}, got an "
             f"array of shape {arr.shape}."
         )
     return arr
@@ -299,11 +292,7 @@ def check_averaging_rows(X, n_features, *, name="X"):
             f"{name} gives every position a subset of n_selected={q} indices (its last axis "
             f"{c} minus n_features={n_features}), more than the seq_len={N} positions."
         )
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
-        bad = tuple(np.argwhere(~np.isfinite(arr))[0])
-        raise ValueError(f"{name} contains NaN or infinity, e.g. {name}{list(bad)} = {arr[bad]}.")
+    arr = _finite_floats(arr, name)
     index = arr[..., n_features:]
     problems = (
         (index != np.round(index), "is not an integer"),

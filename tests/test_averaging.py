@@ -111,7 +111,7 @@ def _bad(X, where, value):
         (lambda X: _bad(X, (0, 1, 4), -1.0), r"is outside \[0, 12\)"),
         (lambda X: _bad(X, (2, 0, 3), 1.5), r"X\[2, 0, 3\] = 1.5 is not an integer"),
         (lambda X: _bad(X, (5, 7, 4), X[5, 7, 3]), "position 7 of row 5 repeats an index"),
-        (lambda X: _bad(X, (1, 1, 0), np.nan), "NaN or infinity"),
+        (lambda X: _bad(X, (1, 1, 0), np.nan), r"NaN or infinity, e\.g\. X\[1, 1, 0\] = nan"),
         (lambda X: X[..., :3], "no channel is left for the subsets' indices"),
         (lambda X: np.concatenate([X] + [X[..., 3:]] * 6, axis=2), "n_selected=14 indices"),
         (lambda X: X[..., 0], "must be 3-D"),
