@@ -315,3 +315,26 @@ def check_averaging_rows(X, n_features, *, name="X"):
             f"n_selected={q} distinct positions."
         )
     return arr
+
+
+def check_averaging_data(X, y):
+    """``(X, y)`` of q-sparse averaging checked together: y gives n_features, X the subsets."""
+    X = check_averaging_array(X)  # X's type and shape first, as for the selectors
+    y = check_averaging_targets(y)
+    X = check_averaging_rows(X, y.shape[2])
+    if X.shape[:2] != y.shape[:2]:
+        raise ValueError(
+            f"y has shape {y.shape}, which does not match X of shape {X.shape}: y needs "
+            "one row of n_features numbers per row and position of X."
+        )
+    return X, y
+
+
+def position_weights(sample_weight, n_samples, seq_len):
+    """Row weights of shape (n_samples,), repeated for each of a row's positions (or None)."""
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (n_samples,):
+        raise ValueError(f"sample_weight must have shape ({n_samples},), got {w.shape}.")
+    return np.repeat(w, seq_len)

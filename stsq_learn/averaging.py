@@ -22,10 +22,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, section
 from ._validation import (
-    check_averaging_array,
+    check_averaging_data,
     check_averaging_rows,
     check_averaging_targets,
     check_positive_int,
+    position_weights,
 )
 from .datasets import SparseAveragingTask
 from .estimators import FCNSelector, SparseTokenSelector
@@ -62,14 +63,7 @@ class _Averaging:
     _task_class = SparseAveragingTask
 
     def _check_fit_data(self, X, y):
-        X = check_averaging_array(X)  # X's type and shape first, as the selectors
-        y = check_averaging_targets(y)
-        X = check_averaging_rows(X, y.shape[2])
-        if X.shape[:2] != y.shape[:2]:
-            raise ValueError(
-                f"y has shape {y.shape}, which does not match X of shape {X.shape}: y needs "
-                "one row of n_features numbers per row and position of X."
-            )
+        X, y = check_averaging_data(X, y)
         return X, y, y.shape[2], False
 
     def _check_rows(self, X):
@@ -184,16 +178,8 @@ class _Averaging:
             )
         y_pred = self._predict_validated(X)
         n, N, d = y.shape
-        weights = None if sample_weight is None else _per_position(sample_weight, n, N)
+        weights = position_weights(sample_weight, n, N)
         return float(r2_score(y.reshape(n * N, d), y_pred.reshape(n * N, d), sample_weight=weights))
-
-
-def _per_position(sample_weight, n, N):
-    """Row weights, repeated for each of a row's N positions."""
-    w = np.asarray(sample_weight, dtype=np.float64)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}.")
-    return np.repeat(w, N)
 
 
 @Substitution(parameters=section(SparseTokenSelector, "Parameters"), attributes=_QSA_ATTRIBUTES)

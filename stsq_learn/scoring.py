@@ -34,11 +34,11 @@ from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.utils import check_random_state
 
 from ._validation import (
-    check_averaging_rows,
-    check_averaging_targets,
+    check_averaging_data,
     check_positive_int,
     check_sequences,
     check_targets,
+    position_weights,
 )
 from .datasets import _subsets_numpy, subset_means
 
@@ -348,15 +348,13 @@ class LengthShiftScorer(BaseEstimator):
         """
         metric = _check_metric(self.metric)
         if np.ndim(y) == 3:  # q-sparse averaging: one target row per position
-            y_arr = check_averaging_targets(y)
-            X = check_averaging_rows(X, y_arr.shape[2])
+            X, y_arr = check_averaging_data(X, y)
             new_len = self.target_length(X.shape[1])
-            X_shifted, y_arr = shift_averaging(X, y_arr, new_len, random_state=self.random_state)
+            X_shifted, y_arr = _lengthen(X, y_arr, new_len, self.random_state)
             n, N, d = y_arr.shape
             y_pred = np.asarray(estimator.predict(X_shifted)).reshape(n * N, d)
             y_arr = y_arr.reshape(n * N, d)
-            if sample_weight is not None:
-                sample_weight = np.repeat(np.asarray(sample_weight, dtype=np.float64), N)
+            sample_weight = position_weights(sample_weight, n, N)
         else:
             X = check_sequences(X)
             n, T, c = X.shape
@@ -419,10 +417,12 @@ def shift_averaging(X, y, seq_len, random_state=None):
     >>> X_long.shape, y_long.shape
     ((5, 32, 5), (5, 32, 2))
     """
-    y = check_averaging_targets(y)
-    X = check_averaging_rows(X, y.shape[2])
-    if X.shape[:2] != y.shape[:2]:
-        raise ValueError(f"y of shape {y.shape} does not match X of shape {X.shape}.")
+    X, y = check_averaging_data(X, y)
+    return _lengthen(X, y, seq_len, random_state)
+
+
+def _lengthen(X, y, seq_len, random_state):
+    """:func:`shift_averaging` on rows that passed ``check_averaging_data``."""
     seq_len = check_positive_int(seq_len, "seq_len")
     n, N, c = X.shape
     d = y.shape[2]
