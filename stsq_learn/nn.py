@@ -252,6 +252,16 @@ class AttentionSelector(nn.Module):
         return self.encoding.elements_per_row(seq_len, self.n_features, pe_sampling, n_selected)
 
 
+def _relu_layers(n_in, hidden, n_out):
+    """``Linear`` + ``ReLU`` for every size of ``hidden``, then a linear output of ``n_out``."""
+    sizes = [n_in, *hidden]
+    layers = []
+    for a, b in itertools.pairwise(sizes):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    layers.append(nn.Linear(sizes[-1], n_out))
+    return nn.Sequential(*layers)
+
+
 class FullyConnected(nn.Module):
     """The fully-connected baseline on the flattened row.
 
@@ -268,12 +278,9 @@ class FullyConnected(nn.Module):
     def __init__(self, seq_len, n_features, width, extra_hidden_layers=()):
         super().__init__()
         self.width = width
-        sizes = [seq_len * (n_features + 1), width, *extra_hidden_layers]
-        layers = []
-        for a, b in itertools.pairwise(sizes):
-            layers += [nn.Linear(a, b), nn.ReLU()]
-        layers.append(nn.Linear(sizes[-1], n_features))
-        self.layers = nn.Sequential(*layers)
+        self.layers = _relu_layers(
+            seq_len * (n_features + 1), (width, *extra_hidden_layers), n_features
+        )
 
     def forward(self, X, generator=None, n_pe_samples=1, pe_sampling=None):
         """Predict the selected mean from the flattened batch ``X``.
@@ -454,12 +461,9 @@ class FullyConnectedAverager(nn.Module):
     def __init__(self, seq_len, n_features, width, extra_hidden_layers=()):
         super().__init__()
         self.seq_len, self.n_features, self.width = seq_len, n_features, width
-        sizes = [seq_len * (n_features + seq_len), width, *extra_hidden_layers]
-        layers = []
-        for a, b in itertools.pairwise(sizes):
-            layers += [nn.Linear(a, b), nn.ReLU()]
-        layers.append(nn.Linear(sizes[-1], seq_len * n_features))
-        self.layers = nn.Sequential(*layers)
+        self.layers = _relu_layers(
+            seq_len * (n_features + seq_len), (width, *extra_hidden_layers), seq_len * n_features
+        )
 
     def forward(self, X, generator=None, n_pe_samples=1, pe_sampling=None):
         """Predict every position's average from the flattened batch.
