@@ -29,6 +29,14 @@ from ._width_search import (
 )
 
 
+def width_texts(widths, bounds):
+    """Minimal widths as text: ``"> b"`` where only a lower bound b is known, ``"-"`` if neither."""
+    return [
+        str(w) if w is not None else (f"> {b}" if b is not None else "-")
+        for w, b in zip(widths, bounds)
+    ]
+
+
 @dataclass
 class SeparationResult:
     """Smallest width reaching a target R^2, per sequence length, for both models.
@@ -102,10 +110,7 @@ class SeparationResult:
             One entry per ``seq_lens``.
         """
         bounds = self.lower_bound.get(model) or [None] * len(self.seq_lens)
-        return [
-            str(w) if w is not None else (f"> {b}" if b is not None else "-")
-            for w, b in zip(self.minimal_width[model], bounds)
-        ]
+        return width_texts(self.minimal_width[model], bounds)
 
     def to_dict(self):
         """JSON-ready dict of the fields, plus the FCN/transformer width ratio per T."""

@@ -10,6 +10,7 @@ from ...estimators import SparseTokenSelector
 from .._common import planned_steps
 from .._qsa import sparse_averaging
 from .._record import Experiment, Work
+from .._separation import width_texts
 from ._format import fmt
 
 # The search against N (q = 2): Adam at 0.1 decayed by a cosine; 256 queries a step
@@ -259,10 +260,7 @@ def summary_rows(rows, res):
         )
     by_q = res.by_q
     qs = ", ".join(map(str, by_q["q_values"]))
-    text = " / ".join(
-        str(w) if w is not None else (f"> {b}" if b is not None else "-")
-        for w, b in zip(by_q["minimal_width"], by_q["lower_bound"])
-    )
+    text = " / ".join(width_texts(by_q["minimal_width"], by_q["lower_bound"]))
     rows.append(f"| | minimal width, attention at N={by_q['seq_len']}, q = {qs} | {text} |")
     floors = " / ".join("-" if w is None else str(w) for w in by_q["floor_width"])
     rows.append(f"| | width the isotropic floor allows, q = {qs} | {floors} |")
