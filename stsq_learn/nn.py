@@ -213,6 +213,21 @@ class AttentionSelector(nn.Module):
         # output: copying the tokens out of X cost as much as a tenth of a step.
         X = X.contiguous()
         tokens, mask = X, X[..., -1].contiguous()
+
+        def weights(d, W, draws, table):
+            u, pos = self.encoding.scores(W, d, mask, draws, table, pe_sampling)
+            return self._softmax(d, u, tokens, pos)
+
+        attn = self._mean_attention(X, generator, n_pe_samples, weights)
+        return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)[:, :-1]
+
+    def _mean_attention(self, X, generator, n_pe_samples, weights):
+        """Attention weights averaged over the encoding draws of a forward pass.
+
+        ``weights(d, W, draws, table)`` gives one draw's weights from the rows
+        of W the scores read and that draw's source; the deterministic
+        families have one draw.
+        """
         draws = as_draws(generator)
         n_draws = n_pe_samples if self.encoding.drawn else 1
         if self.encoding.drawn:
@@ -223,12 +238,9 @@ class AttentionSelector(nn.Module):
         table = self._table()
         attn = None
         for k in range(n_draws):
-            u, pos = self.encoding.scores(W, d, mask, draws.for_draw(k), table, pe_sampling)
-            weights = self._softmax(d, u, tokens, pos)
-            attn = weights if attn is None else attn + weights
-        if n_draws > 1:
-            attn = attn / n_draws
-        return torch.bmm(attn.unsqueeze(1), tokens).squeeze(1)[:, :-1]
+            w = weights(d, W, draws.for_draw(k), table)
+            attn = w if attn is None else attn + w
+        return attn / n_draws if n_draws > 1 else attn
 
     def elements_per_row(self, seq_len, pe_sampling="marginal", n_selected=None):
         """Numbers a forward pass holds per row (sizes the chunks of a prediction).
@@ -401,22 +413,12 @@ class AttentionAverager(AttentionSelector):
         n, N, _ = X.shape
         tokens = X[..., : self.n_features]
         index = X[..., self.n_features :].long()
-        draws = as_draws(generator)
-        n_draws = n_pe_samples if self.encoding.drawn else 1
-        if self.encoding.drawn:
-            draws = draws.for_rows(X)
-        if n_draws > 1 and torch.is_grad_enabled():
-            draws = draws.without_reuse()
-        d, W = self._score_rows()
-        table = self._table()
-        attn = None
-        for k in range(n_draws):
-            P = self.encoding.encodings(n, N, draws.for_draw(k), table, W.device, W.dtype)
-            weights = self._averaging_weights(d, W, tokens, index, P)
-            attn = weights if attn is None else attn + weights
-        if n_draws > 1:
-            attn = attn / n_draws
-        return attn @ tokens
+
+        def weights(d, W, draws, table):
+            P = self.encoding.encodings(n, N, draws, table, W.device, W.dtype)
+            return self._averaging_weights(d, W, tokens, index, P)
+
+        return self._mean_attention(X, generator, n_pe_samples, weights) @ tokens
 
     def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
         """Numbers a forward pass holds per row (sizes the chunks of a prediction).
