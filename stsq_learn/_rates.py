@@ -121,7 +121,35 @@ class Cooldown:
         return max(0.0, (self.n_steps - step) / (self.n_steps - self.start))
 
 
-class BlockRate(Callback):
+class _StepPace(Callback):
+    """Rescale one part of every optimiser step: record it before the step, pace it after.
+
+    Subclasses give :meth:`_before` (what to record, or None to leave this
+    step alone) and :meth:`_pace` (scale the part's change by ``rate``).
+    Working on the step itself, after the optimiser, makes a per-part step
+    size for any optimiser (SGD with or without momentum, Adam, weight decay).
+    """
+
+    def __init__(self, rate):
+        self.rate = rate
+
+    def initialize(self):
+        self.before_ = None
+        return self
+
+    def on_grad_computed(self, net, named_parameters, training=False, **kwargs):
+        if training:
+            self.before_ = self._before(net.module_)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training or self.before_ is None:
+            return
+        with torch.no_grad():
+            self._pace(net.module_, self.before_)
+        self.before_ = None
+
+
+class BlockRate(_StepPace):
     """Pace W's token rows at ``rate`` times the step of the rest of the module.
 
     After every optimiser step the change of the token rows (the first
@@ -131,29 +159,17 @@ class BlockRate(Callback):
     ``on_grad_computed``: ``n_features * width`` numbers.
     """
 
-    def __init__(self, rate):
-        self.rate = rate
+    def _before(self, module):
+        if module.learn_token_block:
+            return module.key_query.detach()[: module.n_features].clone()
+        return None
 
-    def initialize(self):
-        self.before_ = None
-        return self
-
-    def on_grad_computed(self, net, named_parameters, training=False, **kwargs):
-        module = net.module_
-        if training and module.learn_token_block:
-            self.before_ = module.key_query.detach()[: module.n_features].clone()
-
-    def on_batch_end(self, net, training=False, **kwargs):
-        if not training or self.before_ is None:
-            return
-        module = net.module_
-        with torch.no_grad():
-            rows = module.key_query[: module.n_features]
-            rows.sub_(self.before_).mul_(self.rate).add_(self.before_)
-        self.before_ = None
+    def _pace(self, module, before):
+        rows = module.key_query[: module.n_features]
+        rows.sub_(before).mul_(self.rate).add_(before)
 
 
-class IdentityRate(Callback):
+class IdentityRate(_StepPace):
     """Move W_pp along the identity at ``rate`` times the step of the rest of the module.
 
     After every optimiser step, the step's component along the identity of
@@ -163,24 +179,10 @@ class IdentityRate(Callback):
     before the step, in ``on_grad_computed``: one number.
     """
 
-    def __init__(self, rate):
-        self.rate = rate
+    def _before(self, module):
+        return module.key_query.detach()[module.n_features :].trace()
 
-    def initialize(self):
-        self.before_ = None
-        return self
-
-    def on_grad_computed(self, net, named_parameters, training=False, **kwargs):
-        module = net.module_
-        if training:
-            self.before_ = module.key_query.detach()[module.n_features :].trace()
-
-    def on_batch_end(self, net, training=False, **kwargs):
-        if not training or self.before_ is None:
-            return
-        module = net.module_
-        with torch.no_grad():
-            diagonal = module.key_query[module.n_features :].diagonal()
-            change = (diagonal.sum() - self.before_) / diagonal.numel()
-            diagonal.add_((self.rate - 1.0) * change)
-        self.before_ = None
+    def _pace(self, module, before):
+        diagonal = module.key_query[module.n_features :].diagonal()
+        change = (diagonal.sum() - before) / diagonal.numel()
+        diagonal.add_((self.rate - 1.0) * change)
