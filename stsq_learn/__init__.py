@@ -7,42 +7,54 @@ sequences, while fully-connected nets need width of order T d.
 """
 
 from .averaging import FCNAverager, SparseTokenAverager
-from .datasets import (
-    SparseAveragingTask,
-    SparseTokenSelectionTask,
-    make_sparse_averaging,
-    make_sparse_token_selection,
-)
 from .estimators import FCNSelector, SparseTokenSelector
 from .floor import IsotropicFloor, isotropic_floor
 from .persistence import load_model, save_model
+from .regressors import AttentionRegressor, FCNRegressor
+from .retrieval import FCNRetriever, SparseTokenRetriever
 from .scoring import (
     LengthShiftScorer,
     averaging_accuracy,
     length_shift_scoring,
     relative_mse,
+    worst_position_error,
+)
+from .tasks import (
+    SparseAveragingTask,
+    SparseRetrievalTask,
+    SparseTokenSelectionTask,
+    Task,
+    make_sparse_averaging,
+    make_sparse_retrieval,
+    make_sparse_token_selection,
     shift_averaging,
     shift_length,
-    worst_position_error,
 )
 
 __version__ = "0.4.0"
 
 __all__ = [
+    "AttentionRegressor",
     "FCNAverager",
+    "FCNRegressor",
+    "FCNRetriever",
     "FCNSelector",
     "IsotropicFloor",
     "LengthShiftScorer",
     "SparseAveragingTask",
+    "SparseRetrievalTask",
     "SparseTokenAverager",
+    "SparseTokenRetriever",
     "SparseTokenSelectionTask",
     "SparseTokenSelector",
+    "Task",
     "__version__",
     "averaging_accuracy",
     "isotropic_floor",
     "length_shift_scoring",
     "load_model",
     "make_sparse_averaging",
+    "make_sparse_retrieval",
     "make_sparse_token_selection",
     "relative_mse",
     "save_model",

@@ -1,17 +1,18 @@
-"""The shared estimator: fit, fit_online, predict, score and fitted state, for both models.
+"""The shared estimator: fit, fit_online, predict, score and fitted state, over any task.
 
 The public estimators own a :class:`skorch.NeuralNetRegressor` (composition,
 not inheritance) that runs the epochs, keeps the history, early-stops and
 prints progress; :mod:`._training` holds the machinery it is built from.
-This module decides what a call does: validation first, then one training
-loop in named steps (seeds, module, callbacks, net, losses, fitted state),
-and fitted state assigned only at the end, so a failed call leaves a fitted
-model as it was.
+This module decides what a call does: validation first (the task object's
+data contract), then one training loop in named steps (seeds, module,
+callbacks, net, losses, fitted state), and fitted state assigned only at the
+end, so a failed call leaves a fitted model as it was. The model cores
+(:mod:`._cores`) say which module to build and how to pace its steps; the
+task (:mod:`stsq_learn.tasks`) says what the data mean.
 """
 
 from __future__ import annotations
 
-import copy
 import warnings
 from numbers import Integral, Real
 
@@ -19,32 +20,23 @@ import numpy as np
 import sklearn
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _training as tr
 from ._docstrings import FIT_RAISES, Substitution
-from ._rates import BlockRate, IdentityRate
 from ._state import FittedState, architecture_changes
-from ._validation import (
-    check_callbacks,
-    check_float_range,
-    check_positive_int,
-    check_sequences,
-    check_targets,
-    resolve_device,
-)
-from .datasets import SparseTokenSelectionTask
+from ._validation import check_callbacks, check_float_range, check_positive_int, resolve_device
 from .encodings import KeyedDraws, StreamedDraws
+from .tasks import get_task
 
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
 _SEED_MAX = np.iinfo(np.int32).max
 
 
-class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
-    """Shared fit / fit_online / predict / fitted state for the two selectors."""
+class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
+    """Shared fit / fit_online / predict / fitted state of every estimator."""
 
     _parameter_constraints: dict = {
         "width": [Interval(Integral, 1, None, closed="left")],
@@ -66,39 +58,35 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         "callbacks": [list, tuple, None],
     }
 
-    # -- hooks for the subclasses -------------------------------------------
-    _task_class = SparseTokenSelectionTask
-    """The task law :meth:`fit_online` draws from."""
+    _task = None
+    """The task (a name or a class) of an estimator made for one; None: the ``task`` parameter."""
 
-    def _check_fit_data(self, X, y):
-        """``(X, y, n_features, y_was_1d)`` checked against the data contract."""
-        X = check_sequences(X)
-        y, y_1d = check_targets(y, X.shape[0], X.shape[2] - 1)
-        return X, y, X.shape[2] - 1, y_1d
+    def _validate_params(self):
+        super()._validate_params()
+        # scikit-learn's Interval(Integral) lets True and False pass as 1 and 0.
+        params = self.get_params(deep=False)
+        for name, constraints in self._parameter_constraints.items():
+            integral = any(isinstance(c, Interval) and c.type is Integral for c in constraints)
+            if integral and isinstance(params.get(name), (bool, np.bool_)):
+                raise TypeError(
+                    f"The {name!r} parameter of {type(self).__name__} must be an integer, "
+                    f"got the boolean {params[name]!r}."
+                )
 
+    def _task_class(self):
+        """The task class this estimator trains on."""
+        return get_task(self.task if self._task is None else self._task)
+
+    # -- hooks of the model cores -------------------------------------------
     def _auto_batch_size(self, seq_len, *, online):
         """Rows per step of ``batch_size="auto"``: 200 in fit (as ``MLPRegressor``), 256 online."""
         return 256 if online else 200
 
-    def _largest_subset(self, X):
-        """The most selected tokens of any row of ``X`` (sizes predict's chunks)."""
-        return int(X[..., -1].sum(axis=1).max())
-
-    def _check_rows(self, X):
-        """``X`` checked for :meth:`predict` (the fitted ``n_features_in_`` included)."""
-        X = check_sequences(X)
-        if X.shape[2] - 1 != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[2] - 1} token features per token, but {type(self).__name__} "
-                f"was fitted with n_features={self.n_features_in_}."
-            )
-        return X
-
-    def _make_module(self, seq_len, n_features, seed):  # pragma: no cover - abstract
+    def _make_module(self, task, seed):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _check_train_seq_len(self, seq_len):
-        """Raise if the hyperparameters cannot train at ``seq_len``."""
+    def _check_train_length(self, task):
+        """Raise if the hyperparameters cannot train on ``task``'s lengths."""
 
     def _check_predict_seq_len(self, seq_len):
         """Raise if the fitted model cannot predict at ``seq_len``."""
@@ -116,15 +104,14 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         return 1000
 
     def _resolve_optimiser(self, zero_loss, planned_steps):
-        """``(solver, learning_rate_init, token_block_rate, identity_rate)`` of this run.
+        """``(solver, learning_rate_init, token_block_rate, paces)`` of this run.
 
         ``zero_loss`` is the training loss of predicting 0 and ``planned_steps``
         the optimiser steps the run is planned for; ``token_block_rate`` is
-        None where the model has no separately paced block; ``identity_rate``
-        paces the step of W's positional block along the identity (1.0: as the
-        rest).
+        None where the model has no separately paced block; ``paces`` are the
+        callbacks that give parts of the model steps of their own.
         """
-        return self.solver, float(self.learning_rate_init), None, 1.0
+        return self.solver, float(self.learning_rate_init), None, []
 
     # -- public API ---------------------------------------------------------
     @Substitution(fit_raises=FIT_RAISES)
@@ -154,14 +141,17 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         check_callbacks(self.callbacks)
-        X, y, n_features, y_1d = self._check_fit_data(X, y)
-        n, T = X.shape[:2]
-        self._check_train_seq_len(T)
+        task, X, y_checked = self._task_class().from_data(X, y)
+        y_1d = (y.ndim if hasattr(y, "ndim") else np.asarray(y).ndim) == 1
+        y = y_checked
+        n = X.shape[0]
+        self._check_train_length(task)
         device = resolve_device(self.device)
         dtype = tr.DTYPES[self.dtype]
         check_float_range(X, dtype)
         check_float_range(y, dtype, name="y")
-        batch_size = self._auto_batch_size(T, online=False) if self.batch_size == "auto" else None
+        auto = self.batch_size == "auto"
+        batch_size = self._auto_batch_size(task.seq_len, online=False) if auto else None
         batch_size = min(batch_size or self.batch_size, n)
         steps_per_epoch = -(-n // batch_size)
         epochs = self.max_iter
@@ -169,16 +159,7 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             epochs = -(-self._auto_steps() // steps_per_epoch)
         zero_loss = float(np.square(y).sum(axis=-1).mean())  # the loss of predicting 0
         data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
-        self._train(
-            data,
-            T,
-            n_features,
-            device,
-            batch_size,
-            epochs=epochs,
-            online=False,
-            zero_loss=zero_loss,
-        )
+        self._train(data, task, device, batch_size, epochs=epochs, zero_loss=zero_loss)
         self._y_1d = y_1d
         return self
 
@@ -187,7 +168,8 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         """Fit on a fresh batch drawn from ``task`` at every step (the paper's regime).
 
         Batches of ``batch_size`` rows (256 when ``"auto"``) are drawn on the
-        training device; there are no epochs and no early stopping.
+        training device; there are no epochs and no early stopping. A task
+        whose ``seq_len`` is a range draws every batch at one length of it.
 
         Parameters
         ----------
@@ -213,16 +195,18 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         check_callbacks(self.callbacks)
-        if not isinstance(task, self._task_class):
+        task_class = self._task_class()
+        if not isinstance(task, task_class):
             raise TypeError(
-                f"task must be a {self._task_class.__name__}, got {type(task).__name__}: {task!r}."
+                f"task must be a {task_class.__name__}, got {type(task).__name__}: {task!r}."
             )
         auto = self.batch_size == "auto"
-        batch_size = self._auto_batch_size(task.seq_len, online=True) if auto else self.batch_size
+        length = task.reference_length
+        batch_size = self._auto_batch_size(length, online=True) if auto else self.batch_size
         if isinstance(n_steps, str) and n_steps == "auto":
             n_steps = self._auto_steps()
         n_steps = check_positive_int(n_steps, "n_steps")
-        self._check_train_seq_len(task.seq_len)
+        self._check_train_length(task)
         if self.learning_rate == "adaptive":
             raise ValueError(
                 "learning_rate='adaptive' lowers the rate when the epoch loss stops "
@@ -231,17 +215,8 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             )
         device = resolve_device(self.device)
         data = tr.OnlineData(task, n_steps, batch_size, device, tr.DTYPES[self.dtype])
-        self._train(
-            data,
-            task.seq_len,
-            task.n_features,
-            device,
-            batch_size,
-            epochs=1,
-            online=True,
-            zero_loss=task.trivial_mse,
-        )
-        self._y_1d = False
+        self._train(data, task, device, batch_size, epochs=1, zero_loss=task.trivial_mse)
+        self._y_1d = task.targets_1d
         return self
 
     def predict(self, X):
@@ -258,16 +233,16 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             Predicted means, as float64 NumPy arrays whatever the device.
         """
         check_is_fitted(self)
-        return self._predict_validated(self._check_rows(X))
+        return self._predict_validated(self.task_.check_rows(X, type(self).__name__))
 
     def _predict_validated(self, X):
-        """:meth:`predict` on an ``X`` that already passed :meth:`_check_rows`."""
+        """:meth:`predict` on an ``X`` that already passed the task's ``check_rows``."""
         n, T = X.shape[:2]
         self._check_predict_seq_len(T)
         kwargs = self._forward_kwargs()
         module = self.net_.module_
         # Sized by the fitted module, not the hyperparameters (settable after fit).
-        q_max = self._largest_subset(X) if n else None
+        q_max = self.task_.largest_query(X) if n else None
         per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=q_max)
         chunk = max(1, _PREDICT_ELEMENTS // per_row)
         module.eval()
@@ -300,10 +275,9 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             1 - relative MSE on this task.
         """
         check_is_fitted(self)
-        X = self._check_rows(X)
-        y, _ = check_targets(y, X.shape[0], X.shape[2] - 1)
-        y_pred = self._predict_validated(X)
-        return float(r2_score(y, y_pred.reshape(y.shape), sample_weight=sample_weight))
+        X = self.task_.check_rows(X, type(self).__name__)
+        y = self.task_.check_targets(y, X)
+        return self.task_.score(y, self._predict_validated(X), sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -314,20 +288,22 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         return tags
 
     # -- the training loop, in named steps ----------------------------------
-    def _train(self, data, seq_len, n_features, device, batch_size, *, epochs, online, zero_loss):
+    def _train(self, data, task, device, batch_size, *, epochs, zero_loss):
+        online = isinstance(data, tr.OnlineData)
         warm = self.warm_start and hasattr(self, "net_")
+        # The contract the fitted model keeps: the task at its (longest) training length.
+        fitted_task = type(task).from_fitted(
+            task.reference_length, task.n_features, task.fitted_state()
+        )
         init_seed, order_seed, pe_seed, predict_seed = self._seeds(warm)
-        module = self._initial_module(seq_len, n_features, init_seed, warm)
+        module = self._initial_module(fitted_task, init_seed, warm)
         module = module.to(device=device, dtype=tr.DTYPES[self.dtype])
         rows_before = self.t_ if warm else 0
         planned = data.n_steps if online else epochs
         n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
-        solver, rate, token_rate, identity_rate = self._resolve_optimiser(zero_loss, n_steps)
+        solver, rate, token_rate, paces = self._resolve_optimiser(zero_loss, n_steps)
         callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
-        if token_rate is not None and token_rate != 1.0:
-            callbacks.insert(1, BlockRate(token_rate))
-        if identity_rate != 1.0:
-            callbacks.insert(1, IdentityRate(identity_rate))
+        callbacks[1:1] = paces
         net = self._build_net(
             module,
             device,
@@ -350,8 +326,9 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
         self.loss_curve_ = [*self.loss_curve_, *losses] if warm else losses
         self.net_ = net
         self.device_ = device
-        self.n_features_in_ = n_features
-        self.seq_len_ = seq_len
+        self.task_ = fitted_task
+        self.n_features_in_ = fitted_task.n_features
+        self.seq_len_ = fitted_task.seq_len
         self.t_ = rows_before + rows
         self.solver_, self.learning_rate_init_ = solver, rate
         self.planned_steps_ = n_steps
@@ -366,21 +343,27 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
             seeds = np.random.default_rng([*seeds.tolist(), self.t_]).integers(_SEED_MAX, size=4)
         return tuple(int(v) for v in seeds)
 
-    def _initial_module(self, seq_len, n_features, seed, warm):
-        """A new module (W = 0 for the selector), or a copy of the fitted one to continue."""
+    def _initial_module(self, task, seed, warm):
+        """A new module (W = 0 for attention), or the fitted one's weights to continue.
+
+        A continuation is built anew for ``task`` (at its training length)
+        and takes the fitted module's parameters: the buffers the length
+        decides (fixed encodings) are those of the new length, so the model
+        stays one that its fitted state describes.
+        """
         if not warm:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
-                return self._make_module(seq_len, n_features, seed)
+                return self._make_module(task, seed)
         old = self.net_.module_
-        if n_features != self.n_features_in_:
+        if task.n_features != self.n_features_in_:
             raise ValueError(
                 f"warm_start=True continues the previous fit, which had n_features="
-                f"{self.n_features_in_}; this data has n_features={n_features}. "
+                f"{self.n_features_in_}; this data has n_features={task.n_features}. "
                 "Set warm_start=False to start afresh."
             )
         with torch.random.fork_rng(devices=[]):
-            fresh = self._make_module(seq_len, n_features, seed)
+            fresh = self._make_module(task, getattr(old, "encoding_seed", seed))
         changed = architecture_changes(old, fresh)
         if changed:
             raise ValueError(
@@ -388,7 +371,11 @@ class _BaseSelector(FittedState, RegressorMixin, BaseEstimator):
                 f"continue has another architecture ({'; '.join(changed)}). Restore "
                 "those hyperparameters (or the training seq_len) or set warm_start=False."
             )
-        return copy.deepcopy(old)
+        fresh = fresh.to(device=next(old.parameters()).device, dtype=next(old.parameters()).dtype)
+        with torch.no_grad():
+            for name, param in old.named_parameters():
+                fresh.get_parameter(name).copy_(param)
+        return fresh
 
     def _training_callbacks(self, online, n_steps, batch_size, n_rows, rows_before):
         """The package's callbacks (guard, rate schedule, early stopping), then the user's."""

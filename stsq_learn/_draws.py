@@ -31,7 +31,7 @@ from ._keyed import (
 )
 
 # Counter word c2 holds (draw index << 8) | stream: one stream per kind of draw.
-_SPHERE, _COORDINATES, _SUBSETS = 1, 2, 3
+_SPHERE, _COORDINATES, _SUBSETS, _PROJECTIONS, _PROJECTION_GAMMA = 1, 2, 3, 4, 5
 
 
 class _DrawSource:
@@ -148,6 +148,31 @@ class _DrawSource:
         """
         raise NotImplementedError
 
+    def joint_coordinates(self, n, seq_len, width, k, device, dtype):
+        """The first ``k`` coordinates of a uniform unit vector of ``R^width`` per row and position.
+
+        Parameters
+        ----------
+        n : int
+            Number of rows.
+        seq_len : int
+            Positions per row.
+        width : int
+            Dimension m of the sphere's space, more than ``k``.
+        k : int
+            Number of coordinates (the heads of a multi-head query).
+        device : str or torch.device
+            Device of the result.
+        dtype : torch.dtype
+            Floating dtype of the result.
+
+        Returns
+        -------
+        Tensor of shape (n, seq_len, k)
+            Independent draws for every row and position.
+        """
+        raise NotImplementedError
+
     def subsets(self, n, seq_len, max_positions, device):
         """Sorted uniform random subsets of ``seq_len`` of ``max_positions`` positions.
 
@@ -224,6 +249,11 @@ class StreamedDraws(_DrawSource):
     def coordinates(self, n, seq_len, width, device, dtype):
         return _sampling.sphere_coordinates(
             (n, seq_len), width, generator=self.generator, device=device, dtype=dtype
+        )
+
+    def joint_coordinates(self, n, seq_len, width, k, device, dtype):
+        return _sampling.sphere_projections(
+            (n, seq_len), width, k, generator=self.generator, device=device, dtype=dtype
         )
 
     def subsets(self, n, seq_len, max_positions, device):
@@ -359,20 +389,41 @@ class KeyedDraws(_DrawSource):
         z, x = box_muller(w[0], w[1])
         if width == 1:
             return torch.where(z >= 0, 1.0, -1.0)
-        alpha = (width - 1) / 2
+        G = self._keyed_gamma(w, x, (width - 1) / 2, _COORDINATES)
+        return G.mul_(2).addcmul_(z, z).rsqrt_().mul_(z)
+
+    def joint_coordinates(self, n, seq_len, width, k, device, dtype):
+        # k normals from SplitMix64 words of a per-position seed, and Gamma((width - k) / 2)
+        # by Marsaglia and Tsang, a Philox block per candidate (as _narrow_coordinates).
+        keys = self.keys.view(-1, 1)
+        position = torch.arange(seq_len, device=device)
+        words = splitmix64(self._seeds(position, _PROJECTIONS, keys), -(-k // 2))
+        z = normal_pairs(words).movedim(0, -1).reshape(n, seq_len, -1)[..., :k]
+        w = self._words(position, _PROJECTION_GAMMA, keys)
+        G = self._keyed_gamma(w, box_muller(w[0], w[1])[0], (width - k) / 2, _PROJECTION_GAMMA)
+        return z.mul_(G.mul_(2).add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1)).to(dtype)
+
+    def _keyed_gamma(self, w, x, alpha, stream):
+        """Gamma(alpha, 1) per row and position by Marsaglia and Tsang, from Philox blocks.
+
+        ``w`` holds the four words of each position's first block and ``x``
+        its candidate's standard normal (overwritten); the uniform is
+        ``w[2]``'s, the ``U^(1 / alpha)`` factor of shapes below 1 ``w[3]``'s.
+        Rejected candidates are redrawn, a block each, keyed by their index.
+        """
         boost, a, c = _sampling.gamma_constants(alpha)
         G, accept = _sampling.marsaglia_tsang(x.mul_(c), uniforms(w[2]).log_(), a, c)
         rows, cols = (~accept).nonzero(as_tuple=True)
         candidate = 1
         while rows.numel():
-            v = self._words(cols, _COORDINATES, self.keys[rows], candidate)
+            v = self._words(cols, stream, self.keys[rows], candidate)
             cx = box_muller(v[0], v[1])[0].mul_(c)
             value, ok = _sampling.marsaglia_tsang(cx, uniforms(v[2]).log_(), a, c)
             G[rows[ok], cols[ok]] = value[ok]
             rows, cols, candidate = rows[~ok], cols[~ok], candidate + 1
         if boost:
             G.mul_(uniforms(w[3]).pow_(1 / alpha))
-        return G.mul_(2).addcmul_(z, z).rsqrt_().mul_(z)
+        return G
 
     def subsets(self, n, seq_len, max_positions, device):
         _sampling.check_codebook_length(seq_len, max_positions)

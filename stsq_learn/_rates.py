@@ -51,6 +51,21 @@ is the error of predicting 0, ``d / q``).
    Its expected gradient is 0 and the theory sends it to 0; at the positional
    rate it overshoots and training diverges at large width.
 
+6. *Heads.* With H heads each head answers for a share of the loss: where
+   the output is one average, the readout starts at the heads' mean, so a
+   head's gradient is ``1 / H`` of a single head's; in q-sparse token
+   retrieval each head retrieves one role, whose loss of predicting 0 is
+   ``L0 / q``. Either way gamma of a head moves as one head's does at
+   ``eta = c m H / L0`` (``L0 / H`` in place of ``L0`` in item 1). Along a
+   query of several slots (retrieval), each slot's m x m positional block
+   has its own identity direction, and :class:`IdentityRate` paces every
+   block's trace. The readout is a least-squares map from the heads'
+   outputs, whose curvature (about 2 per direction once each head returns
+   a token) does not follow the width: it steps at :data:`READOUT_RATE`
+   in plain SGD (:class:`ReadoutRate`). Measured on retrieval (T=16, d=4,
+   width 64, 4000 rows, the planned 960 steps): relative MSE 0.005 at
+   H = q = 2 and 0.006 at H = q = 3, against 0.006 and 0.008 for Adam.
+
 The three constants were measured at T=16 and 64 (q=3 and 4, d=8, 8000
 rows, batches of 200) at widths 64 to 1024 and are the same for every case:
 the width and ``L0`` carry all the dependence. The two rates were measured
@@ -66,7 +81,15 @@ import math
 import torch
 from skorch.callbacks import Callback
 
-__all__ = ["BlockRate", "Cooldown", "IdentityRate", "auto_steps", "noise_rate", "sgd_rates"]
+__all__ = [
+    "BlockRate",
+    "Cooldown",
+    "IdentityRate",
+    "ReadoutRate",
+    "auto_steps",
+    "noise_rate",
+    "sgd_rates",
+]
 
 _GAMMA_TRAVEL = 120.0
 """Sum over the planned steps of the gamma-rate ``c_gamma`` (the cooldown covers 0.9 of it)."""
@@ -76,6 +99,9 @@ _NOISE_BUDGET = 0.8
 """``c * sqrt(m)`` at most: the noise of the ``m^2 - 1`` other directions of W_pp."""
 ADAM_RATE = 0.01
 """``learning_rate_init="auto"`` with ``solver="adam"``: 0.3's default, width-blind."""
+READOUT_RATE = 0.1
+"""Plain-SGD step of the heads' linear readout (item 6): its curvature is that of a least-
+squares fit on the heads' outputs, about 2 per direction, whatever the width."""
 
 
 def noise_rate(width):
@@ -153,20 +179,37 @@ class BlockRate(_StepPace):
     """Pace W's token rows at ``rate`` times the step of the rest of the module.
 
     After every optimiser step the change of the token rows (the first
-    ``module.n_features`` rows of ``key_query``) is scaled by ``rate``, which
-    is a per-block step size for any optimiser (SGD with or without momentum,
-    Adam, weight decay included). The rows are copied before the step, in
-    ``on_grad_computed``: ``n_features * width`` numbers.
+    ``module.n_features`` rows of every head's ``key_query``) is scaled by
+    ``rate``, which is a per-block step size for any optimiser (SGD with or
+    without momentum, Adam, weight decay included). The rows are copied
+    before the step, in ``on_grad_computed``: ``n_features * width`` numbers
+    a head.
     """
 
     def _before(self, module):
         if module.learn_token_block:
-            return module.key_query.detach()[: module.n_features].clone()
+            return module.key_query.detach()[..., : module.n_features, :].clone()
         return None
 
     def _pace(self, module, before):
-        rows = module.key_query[: module.n_features]
+        rows = module.key_query[..., : module.n_features, :]
         rows.sub_(before).mul_(self.rate).add_(before)
+
+
+class ReadoutRate(_StepPace):
+    """Pace the heads' linear readout at ``rate`` times the step of the rest of the module.
+
+    The readout (several heads, or a task whose output is not one average) is
+    a least-squares map from the heads' outputs, whose stable step does not
+    follow the width: :data:`READOUT_RATE` in plain SGD, a ``rate`` of
+    ``READOUT_RATE / learning_rate_init``.
+    """
+
+    def _before(self, module):
+        return None if module.readout is None else module.readout.detach().clone()
+
+    def _pace(self, module, before):
+        module.readout.sub_(before).mul_(self.rate).add_(before)
 
 
 class IdentityRate(_StepPace):
@@ -175,14 +218,38 @@ class IdentityRate(_StepPace):
     After every optimiser step, the step's component along the identity of
     the positional block (the rows after the first ``module.n_features`` of
     ``key_query``), ``tr(delta W_pp) / m`` times I, is scaled by ``rate``: a
-    step size of its own for gamma, for any optimiser. The trace is recorded
-    before the step, in ``on_grad_computed``: one number.
+    step size of its own for gamma, for any optimiser. With several heads,
+    or a query of several slots, every head's and slot's m x m block is
+    paced along its own identity. The traces are recorded before the step,
+    in ``on_grad_computed``: one number a block.
     """
 
     def _before(self, module):
-        return module.key_query.detach()[module.n_features :].trace()
+        return _block_traces(module.key_query.detach(), module.n_features)
 
     def _pace(self, module, before):
-        diagonal = module.key_query[module.n_features :].diagonal()
-        change = (diagonal.sum() - before) / diagonal.numel()
-        diagonal.add_((self.rate - 1.0) * change)
+        W, d = module.key_query, module.n_features
+        if W.dim() == 2 and W.shape[1] == W.shape[0] - d:  # one head, one slot: its W_pp
+            diagonal = W[d:].diagonal()
+            change = (diagonal.sum() - before) / diagonal.numel()
+            diagonal.add_((self.rate - 1.0) * change)
+            return
+        diagonals = _block_diagonals(W, d)  # (H, S, m), a view
+        change = (diagonals.sum(-1) - before) / diagonals.shape[-1]
+        diagonals.add_((self.rate - 1.0) * change.unsqueeze(-1))
+
+
+def _block_diagonals(W, d):
+    """The diagonals of every head's and slot's m x m positional block: a view (H, S, m)."""
+    heads = W if W.dim() == 3 else W.unsqueeze(0)
+    rows, cols = heads.shape[1:]
+    m = rows - d
+    blocks = heads[:, d:].unflatten(2, (cols // m, m))  # (H, m, S, m)
+    return blocks.diagonal(dim1=1, dim2=3)
+
+
+def _block_traces(W, d):
+    """Trace of W_pp (one head, one slot), else the traces of every (head, slot) block."""
+    if W.dim() == 2 and W.shape[1] == W.shape[0] - d:
+        return W[d:].trace()
+    return _block_diagonals(W, d).sum(-1)

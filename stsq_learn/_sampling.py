@@ -146,6 +146,43 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     return chi2.addcmul_(z, z).rsqrt_().mul_(z)
 
 
+def sphere_projections(shape, width, k, *, generator=None, device="cpu", dtype=None):
+    """Draw i.i.d. copies of the first ``k`` coordinates of a uniform unit vector in ``R^width``.
+
+    Exactly ``c = z / sqrt(||z||^2 + 2 G)`` with ``z`` standard normal in
+    ``R^k`` and ``G ~ Gamma((width - k) / 2, 1)`` (``2 G`` is the squared
+    norm of the other ``width - k`` coordinates). ``k = 1`` is
+    :func:`sphere_coordinates`' law.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the draws; the result has a last axis of ``k`` more.
+    width : int
+        Dimension m of the sphere's ambient space, more than ``k``.
+    k : int
+        Number of coordinates.
+    generator : torch.Generator or None, default=None
+        Source of randomness.
+    device : str or torch.device, default="cpu"
+        Device of the result.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the result.
+
+    Returns
+    -------
+    Tensor of shape ``shape + (k,)``
+        Rows of norm below 1, rotation invariant, covariance ``I / width``.
+    """
+    if not 1 <= k < width:
+        raise ValueError(
+            f"need 1 <= k < width for k coordinates of a unit vector, got {k}, {width}."
+        )
+    z = torch.randn((*shape, k), generator=generator, device=device, dtype=dtype)
+    chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generator, z.device, z.dtype).mul_(2)
+    return z.mul_(chi2.add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1))
+
+
 def _standard_gamma(shape, alpha, generator, device, dtype):
     """Exact Gamma(alpha, 1) draws by Marsaglia and Tsang's method (2000).
 

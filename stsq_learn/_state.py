@@ -56,25 +56,24 @@ FITTED_SCHEMA = {
         "None or a number > 0",
     ),
     "planned_steps": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
-    "n_selected": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
 }
-_OPTIONAL = {"n_selected": None}
-"""Fitted keys added within a format version, with the value a file without them means."""
 
 
-def check_state(state):
-    """Raise ``ValueError`` unless ``state`` has the structure of ``get_fitted_state()``."""
+def check_state(state, task_keys=()):
+    """Raise ``ValueError`` unless ``state`` has the structure of ``get_fitted_state()``.
+
+    ``task_keys`` are the fitted keys of the estimator's task (its values are
+    checked when the task is rebuilt from them); a file without one means None.
+    """
     if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
         raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
     fitted, history = state["fitted"], state["history"]
     if not isinstance(fitted, dict):
         raise ValueError(f"state['fitted'] must be a dict, got {fitted!r}.")
-    unknown = sorted(set(fitted) - set(FITTED_SCHEMA))
+    unknown = sorted(set(fitted) - set(FITTED_SCHEMA) - set(task_keys))
     if unknown:
         raise ValueError(f"unknown fitted attributes {unknown}.")
     for key, (ok, what) in FITTED_SCHEMA.items():
-        if key in _OPTIONAL and key not in fitted:
-            continue
         if key not in fitted:
             raise ValueError(f"the fitted attribute {key!r} is missing.")
         if not ok(fitted[key]):
@@ -130,7 +129,7 @@ def state_device(saved, requested, owner):
 def _architecture(module):
     """What a warm start must keep: the module's class, settings and weight shapes."""
     arch = {"class": type(module).__name__}
-    for key in ("positional_encoding", "learn_token_block", "max_positions"):
+    for key in ("positional_encoding", "learn_token_block", "max_positions", "n_heads"):
         if hasattr(module, key):
             arch[key] = getattr(module, key)
     for name, param in module.named_parameters():
@@ -177,7 +176,7 @@ class FittedState:
             "learning_rate_init": float(self.learning_rate_init_),
             "token_block_rate": self._token_block_rate,
             "planned_steps": self.planned_steps_,
-            "n_selected": getattr(self, "n_selected_", None),
+            **self.task_.fitted_state(),
         }
         weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
         return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}
@@ -212,18 +211,23 @@ class FittedState:
             self._validate_params()
         except (ValueError, TypeError) as exc:
             raise ValueError(f"invalid hyperparameter: {exc}") from None
-        check_state(state)
+        task_class = self._task_class()
+        check_state(state, task_class.fitted_keys)
         fitted = state["fitted"]
         target = state_device(fitted["device"], device, type(self).__name__)
-        args = (fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"])
+        T, d, seed = fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"]
+        try:
+            task = task_class.from_fitted(T, d, {k: fitted.get(k) for k in task_class.fitted_keys})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the fitted state of its task is invalid: {exc}") from None
         with torch.device("meta"):  # shapes only: a tampered size allocates nothing
-            expected = self._make_module(*args).state_dict()
+            expected = self._make_module(task, seed).state_dict()
         check_weights(
             state["weights"],
             expected,
-            f"seq_len_={args[0]}, n_features_in_={args[1]} and these hyperparameters",
+            f"seq_len_={T}, n_features_in_={d} and these hyperparameters",
         )
-        module = self._make_module(*args).to(dtype=tr.DTYPES[self.dtype])
+        module = self._make_module(task, seed).to(dtype=tr.DTYPES[self.dtype])
         module.load_state_dict(state["weights"])
         net = self._build_net(
             module.to(device=target),
@@ -233,19 +237,15 @@ class FittedState:
         )
         net = tr.initialize_net(net)
         net.history = History(state["history"])
-        self.net_, self.device_ = net, target
-        self.n_features_in_, self.seq_len_ = fitted["n_features_in_"], fitted["seq_len_"]
+        self.net_, self.device_, self.task_ = net, target, task
+        self.n_features_in_, self.seq_len_ = d, T
         self.loss_curve_ = fitted["loss_curve_"]
         self.n_iter_, self.t_ = fitted["n_iter_"], fitted["t_"]
         self._predict_seed, self._y_1d = fitted["predict_seed"], fitted["y_1d"]
         self.solver_, self.learning_rate_init_ = fitted["solver"], fitted["learning_rate_init"]
         self._token_block_rate = fitted["token_block_rate"]
         self.planned_steps_ = fitted["planned_steps"]
-        self._set_task_state(fitted.get("n_selected", _OPTIONAL["n_selected"]))
         return self
-
-    def _set_task_state(self, n_selected):
-        """Restore what the task adds to the fitted state (q-sparse averaging: its q)."""
 
     def __setstate__(self, state):
         super().__setstate__(state)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 
-def _as_real_array(X, name, expected):
+def as_real_array(X, name, expected):
     """``X`` as a NumPy array of real numbers (bool, complex, object and str refused)."""
     if X is None:
         raise ValueError(f"{name} is required: an array of shape {expected}, got None.")
@@ -43,7 +43,7 @@ def _as_real_array(X, name, expected):
     return arr
 
 
-def _finite_floats(arr, name):
+def finite_floats(arr, name):
     """``arr`` as floats (integers become float64), or raise naming its first NaN or infinity."""
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
@@ -101,13 +101,28 @@ def check_n_selected(n_selected, seq_len):
     return lo, hi
 
 
+def check_seq_len(seq_len, name="seq_len"):
+    """A sequence length: an int >= 1, or an inclusive range ``(shortest, longest)`` of them."""
+    if isinstance(seq_len, (tuple, list, np.ndarray)):
+        if len(seq_len) != 2:
+            raise ValueError(
+                f"{name} must be an int or a range (shortest, longest), got {seq_len!r}."
+            )
+        lo = check_positive_int(seq_len[0], f"{name}[0]")
+        hi = check_positive_int(seq_len[1], f"{name}[1]")
+        if lo > hi:
+            raise ValueError(f"{name} range must have shortest <= longest, got {seq_len!r}.")
+        return lo if lo == hi else (lo, hi)
+    return check_positive_int(seq_len, name)
+
+
 def check_sequences(X, *, name="X"):
     """Validate a batch of sequences against the data contract.
 
     Returns a floating NumPy array of shape (n_samples, seq_len, n_features + 1)
     (the input itself when it already is one; never modified).
     """
-    arr = _as_real_array(X, name, f"(n_samples, seq_len, n_features + 1) for {name}")
+    arr = as_real_array(X, name, f"(n_samples, seq_len, n_features + 1) for {name}")
     if arr.ndim != 3:
         raise ValueError(
             f"{name} must be 3-D, (n_samples, seq_len, n_features + 1), got an "
@@ -121,7 +136,7 @@ def check_sequences(X, *, name="X"):
             f"{name} has {c} channel(s) on its last axis; need the token features "
             "and the selection indicator (n_features + 1 >= 2)."
         )
-    arr = _finite_floats(arr, name)
+    arr = finite_floats(arr, name)
     mask = arr[..., -1]
     not_binary = (mask != 0.0) & (mask != 1.0)
     if not_binary.any():
@@ -145,7 +160,7 @@ def check_targets(y, n_samples, n_features, *, name="y"):
 
     Returns ``(y2d, was_1d)``; a 1-D ``y`` is accepted when ``n_features == 1``.
     """
-    arr = _as_real_array(y, name, f"({n_samples}, {n_features}) for {name}")
+    arr = as_real_array(y, name, f"({n_samples}, {n_features}) for {name}")
     was_1d = arr.ndim == 1
     if was_1d and n_features == 1:
         arr = arr[:, None]
@@ -154,8 +169,19 @@ def check_targets(y, n_samples, n_features, *, name="y"):
             f"{name} must have shape (n_samples, n_features) = ({n_samples}, {n_features}) "
             f"to match X, got shape {arr.shape}."
         )
-    arr = _finite_floats(arr, name)
+    arr = finite_floats(arr, name)
     return arr, was_1d
+
+
+def check_target_shape(y, shape, *, name="y"):
+    """``y`` as finite floats of exactly ``shape``; a 1-D ``y`` stands for ``(n, 1)``."""
+    shape = tuple(int(s) for s in shape)
+    arr = as_real_array(y, name, f"{shape} for {name}")
+    if arr.ndim == 1 and len(shape) == 2 and shape[1] == 1:
+        arr = arr[:, None]
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} to match X, got shape {arr.shape}.")
+    return finite_floats(arr, name)
 
 
 def resolve_device(device):
@@ -243,98 +269,3 @@ def check_scheduler(scheduler):
             "such as 'tcp://host:8786' or 'host:8786'."
         )
     return "address", spec
-
-
-# -- q-sparse averaging ------------------------------------------------------------------
-_QSA_SHAPE = "(n_samples, seq_len, n_features + n_selected)"
-
-
-def check_averaging_targets(y, *, name="y"):
-    """Validate q-sparse averaging targets: finite floats (n_samples, seq_len, n_features)."""
-    arr = _averaging_3d(y, name, "(n_samples, seq_len, n_features)", " (a row per position)")
-    return _finite_floats(arr, name)
-
-
-def check_averaging_array(X, *, name="X"):
-    """``X`` as a 3-D non-empty array of real numbers (the checks that need no n_features)."""
-    return _averaging_3d(X, name, _QSA_SHAPE)
-
-
-def _averaging_3d(value, name, shape, why=""):
-    """``value`` as a 3-D non-empty real array, or raise naming ``shape`` and its own."""
-    arr = _as_real_array(value, name, f"{shape} for {name}")
-    if arr.ndim != 3 or 0 in arr.shape:
-        raise ValueError(
-            f"{name} of q-sparse averaging must be 3-D and non-empty, {shape}{why}, got an "
-            f"array of shape {arr.shape}."
-        )
-    return arr
-
-
-def check_averaging_rows(X, n_features, *, name="X"):
-    """Validate q-sparse averaging rows whose tokens have ``n_features`` features.
-
-    ``X[..., :n_features]`` are the tokens and ``X[..., n_features:]`` each
-    position's subset: q >= 1 distinct integers in ``[0, seq_len)``. Returns
-    a floating NumPy array (the input itself when it already is one).
-    """
-    arr = check_averaging_array(X, name=name)
-    _, N, c = arr.shape
-    q = c - n_features
-    if q < 1:
-        raise ValueError(
-            f"{name} has {c} channels on its last axis, but the tokens have n_features="
-            f"{n_features}: no channel is left for the subsets' indices (need "
-            f"n_features + n_selected with n_selected >= 1)."
-        )
-    if q > N:
-        raise ValueError(
-            f"{name} gives every position a subset of n_selected={q} indices (its last axis "
-            f"{c} minus n_features={n_features}), more than the seq_len={N} positions."
-        )
-    arr = _finite_floats(arr, name)
-    index = arr[..., n_features:]
-    problems = (
-        (index != np.round(index), "is not an integer"),
-        ((index < 0) | (index >= N), f"is outside [0, {N})"),
-    )
-    for bad, what in problems:
-        if bad.any():
-            i, t, k = np.argwhere(bad)[0]
-            raise ValueError(
-                f"Subset indices must be integers in [0, seq_len={N}): "
-                f"{name}[{i}, {t}, {n_features + k}] = {float(index[i, t, k])!r} {what}."
-            )
-    ordered = np.sort(index, axis=-1)
-    repeated = (ordered[..., 1:] == ordered[..., :-1]).any(axis=-1)
-    if repeated.any():
-        i, t = np.argwhere(repeated)[0]
-        raise ValueError(
-            f"The subset of position {t} of row {i} repeats an index: "
-            f"{name}[{i}, {t}, {n_features}:] = {index[i, t].tolist()}; a subset holds "
-            f"n_selected={q} distinct positions."
-        )
-    return arr
-
-
-def check_averaging_data(X, y):
-    """``(X, y)`` of q-sparse averaging checked together: y gives n_features, X the subsets."""
-    X = check_averaging_array(X)  # X's type and shape first, as for the selectors
-    y = check_averaging_targets(y)
-    X = check_averaging_rows(X, y.shape[2])
-    if X.shape[:2] != y.shape[:2]:
-        raise ValueError(
-            f"y has shape {y.shape}, which does not match X of shape {X.shape}: y needs "
-            "one row of n_features numbers per row and position of X."
-        )
-    return X, y
-
-
-def position_weights(sample_weight, n_samples, seq_len):
-    """Row weights of shape (n_samples,), repeated for each of a row's positions (or None)."""
-    if sample_weight is None:
-        return None
-    w = np.asarray(sample_weight, dtype=np.float64)
-    if w.shape != (n_samples,):
-        raise ValueError(f"sample_weight must have shape ({n_samples},), got {w.shape}.")
-    return np.repeat(w, seq_len)

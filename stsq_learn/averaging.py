@@ -7,30 +7,23 @@ subsets as indices, one target row per position: see
 :func:`~stsq_learn.make_sparse_averaging`), so it has sibling estimators
 rather than a mode of the existing ones: a predict call on an STS row and on a
 qSA row with q = 1 would otherwise look alike. Everything else is shared:
-:class:`SparseTokenAverager` is a :class:`~stsq_learn.SparseTokenSelector`
-(same hyperparameters, same W, the same width-following training) whose
-module asks N queries; :class:`FCNAverager` is an
-:class:`~stsq_learn.FCNSelector` with N outputs. A W fitted on either task
+:class:`SparseTokenAverager` is the attention core of
+:class:`~stsq_learn.SparseTokenSelector` (same hyperparameters, same W, the
+same width-following training) on the task
+:class:`~stsq_learn.SparseAveragingTask`, whose queries are one per position;
+:class:`FCNAverager` the fully-connected core on it, with N outputs. A W fitted on either task
 serves the other: :meth:`SparseTokenAverager.from_selector`.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.metrics import r2_score
 from sklearn.utils.validation import check_is_fitted
 
+from ._cores import _AttentionCore, _FCNCore
 from ._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, section
-from ._validation import (
-    check_averaging_data,
-    check_averaging_rows,
-    check_averaging_targets,
-    check_positive_int,
-    position_weights,
-)
-from .datasets import SparseAveragingTask
+from ._validation import check_positive_int
 from .estimators import FCNSelector, SparseTokenSelector
-from .nn import AttentionAverager, FullyConnectedAverager
+from .tasks import SparseAveragingTask
 
 __all__ = ["FCNAverager", "SparseTokenAverager"]
 
@@ -58,32 +51,15 @@ _QSA_ATTRIBUTES = (
 
 
 class _Averaging:
-    """The qSA data contract, for either model (mixed in left of the STS estimator)."""
+    """The q-sparse averaging task and its docstrings, for either core (mixed in left of it)."""
 
-    _task_class = SparseAveragingTask
+    _task = SparseAveragingTask
 
-    def _check_fit_data(self, X, y):
-        X, y = check_averaging_data(X, y)
-        return X, y, y.shape[2], False
-
-    def _check_rows(self, X):
-        X = check_averaging_rows(X, self.n_features_in_)
-        expected = self.n_features_in_ + self.n_selected_
-        if X.shape[2] != expected:
-            raise ValueError(
-                f"X has {X.shape[2]} channels per position, but {type(self).__name__} was "
-                f"fitted on tokens of n_features={self.n_features_in_} with subsets of "
-                f"n_selected={self.n_selected_}: {expected} channels."
-            )
-        return X
-
-    def _largest_subset(self, X):
-        return self.n_selected_
-
-    def _set_task_state(self, n_selected):
-        if n_selected is None:
-            raise ValueError("the fitted state of an averager must record n_selected.")
-        self.n_selected_ = n_selected
+    @property
+    def n_selected_(self):
+        """Size q of the subsets seen in fit (the rows' channels beyond the tokens)."""
+        check_is_fitted(self)
+        return self.task_.n_selected
 
     @Substitution(rows=_ROWS, targets=_TARGETS, fit_raises=FIT_RAISES)
     def fit(self, X, y):
@@ -103,9 +79,7 @@ class _Averaging:
 
         {fit_raises}
         """
-        super().fit(X, y)
-        self.n_selected_ = np.shape(X)[2] - self.n_features_in_  # X passed the checks
-        return self
+        return super().fit(X, y)
 
     @Substitution(fit_raises=FIT_RAISES)
     def fit_online(self, task, n_steps="auto"):
@@ -129,9 +103,7 @@ class _Averaging:
 
         {fit_raises}
         """
-        super().fit_online(task, n_steps)
-        self.n_selected_ = task.n_selected
-        return self
+        return super().fit_online(task, n_steps)
 
     @Substitution(rows=_ROWS)
     def predict(self, X):
@@ -168,22 +140,11 @@ class _Averaging:
         score : float
             R^2 of ``self.predict(X)`` with respect to ``y``.
         """
-        check_is_fitted(self)
-        X = self._check_rows(X)
-        y = check_averaging_targets(y)
-        if y.shape != (*X.shape[:2], self.n_features_in_):
-            raise ValueError(
-                f"y must have shape (n_samples, seq_len, n_features) = "
-                f"{(*X.shape[:2], self.n_features_in_)} to match X, got shape {y.shape}."
-            )
-        y_pred = self._predict_validated(X)
-        n, N, d = y.shape
-        weights = position_weights(sample_weight, n, N)
-        return float(r2_score(y.reshape(n * N, d), y_pred.reshape(n * N, d), sample_weight=weights))
+        return super().score(X, y, sample_weight)
 
 
 @Substitution(parameters=section(SparseTokenSelector, "Parameters"), attributes=_QSA_ATTRIBUTES)
-class SparseTokenAverager(_Averaging, SparseTokenSelector):
+class SparseTokenAverager(_Averaging, _AttentionCore):
     """One-layer softmax attention for q-sparse averaging, one query per position.
 
     The model of :class:`SparseTokenSelector`, asked N questions at once:
@@ -244,21 +205,6 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
     True
     """
 
-    def _make_module(self, seq_len, n_features, seed):
-        return AttentionAverager(
-            n_features,
-            self.width,
-            self.positional_encoding,
-            seq_len,
-            encoding_seed=seed,
-            learn_token_block=self.learn_token_block,
-            max_positions=self._family(seq_len).max_length,
-        )
-
-    def _auto_batch_size(self, seq_len, *, online):
-        # A row holds seq_len queries: as many queries per step as the selector's batch.
-        return -(-super()._auto_batch_size(seq_len, online=online) // seq_len)
-
     @classmethod
     def from_selector(cls, selector, n_selected):
         """A fitted averager with the W of a fitted :class:`SparseTokenSelector`.
@@ -289,7 +235,7 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
         >>> SparseTokenAverager.from_selector(selector, 2).score(X_avg, y_avg) > 0.9
         True
         """
-        if not isinstance(selector, SparseTokenSelector) or isinstance(selector, _Averaging):
+        if not isinstance(selector, SparseTokenSelector):
             raise TypeError(
                 f"from_selector takes a fitted SparseTokenSelector, got {type(selector).__name__}."
             )
@@ -302,7 +248,7 @@ class SparseTokenAverager(_Averaging, SparseTokenSelector):
 
 
 @Substitution(parameters=section(FCNSelector, "Parameters"), attributes=_QSA_ATTRIBUTES)
-class FCNAverager(_Averaging, FCNSelector):
+class FCNAverager(_Averaging, _FCNCore):
     """Fully-connected baseline for q-sparse averaging.
 
     Each position contributes its token and its subset as an N-long 0/1
@@ -340,15 +286,5 @@ class FCNAverager(_Averaging, FCNSelector):
     (2, 8, 2)
     """
 
-    def _make_module(self, seq_len, n_features, seed):
-        return FullyConnectedAverager(
-            seq_len, n_features, self.width, tuple(self.extra_hidden_layers)
-        )
-
-    def _check_predict_seq_len(self, seq_len):
-        if seq_len != self.seq_len_:
-            raise ValueError(
-                f"FCNAverager was fitted on seq_len={self.seq_len_} and cannot predict at "
-                f"seq_len={seq_len}: its input and output layers have fixed sizes. Only "
-                "SparseTokenAverager accepts other lengths."
-            )
+    _attention_sibling = "SparseTokenAverager"
+    _fixed_layers = "input and output layers have fixed sizes"

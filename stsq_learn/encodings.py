@@ -58,22 +58,6 @@ __all__ = [
 
 
 # -- the families ------------------------------------------------------------------------
-def query_scores(W, d, mask, P):
-    """``(u, pos)``: the query ``u = W z_0`` (n, d + m) and the positional scores (n, T).
-
-    ``W`` holds the rows of the key-query matrix the scores read (token rows
-    first when ``d > 0``); ``P`` the encodings, per row (n, T, m) or shared
-    by all rows (T, m). ``W p_t`` is never formed: u is one row vector per
-    row, and every product a row vector times a matrix.
-    """
-    if P.dim() == 2:
-        u = (mask @ P) @ W.T
-        return u, u[:, d:] @ P.T
-    u = torch.bmm(mask.unsqueeze(1), P) @ W.T  # (n, 1, d + m)
-    pos = torch.bmm(u[:, :, d:], P.transpose(1, 2)).squeeze(1)
-    return u.squeeze(1), pos
-
-
 class _Family:
     """What every family shares: scores from its encodings, no length limit.
 
@@ -89,6 +73,7 @@ class _Family:
 
     name = None
     drawn = False  #: whether the encodings are drawn for every row at every call
+    marginal = False  #: whether unread encodings can be drawn by their scores' law (stochastic)
     table_name = None  #: the module buffer holding the family's vectors, if any
     max_length = None  #: the longest sequence the family encodes (None: any)
 
@@ -154,34 +139,6 @@ class _Family:
         """
         raise NotImplementedError
 
-    def scores(self, W, d, mask, draws, table, sampling="marginal"):
-        """The query ``u = W z_0`` and the positional scores of a batch.
-
-        Parameters
-        ----------
-        W : Tensor of shape (d + m, m)
-            The rows of the key-query matrix the scores read.
-        d : int
-            Number of token rows in ``W`` (0 when the token block is frozen).
-        mask : Tensor of shape (n, T)
-            Selection indicator, 0.0 or 1.0.
-        draws : StreamedDraws or KeyedDraws
-            Source of the draws, already keyed by the rows if keyed.
-        table : Tensor or None
-            The module's buffer named :attr:`table_name`.
-        sampling : {"marginal", "full"}, default="marginal"
-            The sampler of stochastic encodings (ignored by the others).
-
-        Returns
-        -------
-        u : Tensor of shape (n, d + m)
-            ``W z_0`` for every row.
-        pos : Tensor of shape (n, T)
-            The positional scores ``p_t^T u_p``.
-        """
-        n, T = mask.shape
-        return query_scores(W, d, mask, self.encodings(n, T, draws, table, W.device, W.dtype))
-
     def elements_per_row(self, seq_len, n_features, sampling="marginal", n_selected=None):
         """An upper estimate of the floats a forward pass holds per row.
 
@@ -228,28 +185,11 @@ class StochasticEncoding(_Family):
 
     name = "stochastic"
     drawn = True
+    marginal = True
 
     def encodings(self, n_samples, seq_len, draws, table, device, dtype):
         positions = torch.arange(seq_len, device=device).expand(n_samples, seq_len)
         return draws.sphere(positions, self.width, device, dtype, full=True)
-
-    def scores(self, W, d, mask, draws, table, sampling="marginal"):
-        if sampling != "marginal":
-            return super().scores(W, d, mask, draws, table, sampling)
-        n, T = mask.shape
-        q_max = int(mask.sum(dim=1).max())
-        # Selected positions first, each set in increasing order, then padding.
-        rank = mask * (2 * T) - torch.arange(T, device=mask.device, dtype=mask.dtype)
-        where = rank.topk(q_max, dim=1).indices
-        chosen = mask.gather(1, where)
-        P_sel = draws.sphere(where, self.width, W.device, W.dtype)
-        u = torch.bmm(chosen.unsqueeze(1), P_sel) @ W.T  # padded slots weigh 0
-        u_p = u[:, :, d:]
-        c = draws.coordinates(n, T, self.width, W.device, W.dtype)
-        pos = torch.linalg.vector_norm(u_p, dim=-1) * c  # (n, T): the unselected law
-        selected = torch.bmm(u_p, P_sel.transpose(1, 2)).squeeze(1)  # (n, q_max)
-        pos = pos.scatter(1, where, torch.where(chosen > 0, selected, pos.gather(1, where)))
-        return u.squeeze(1), pos
 
     def elements_per_row(self, seq_len, n_features, sampling="marginal", n_selected=None):
         if sampling != "marginal":

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
-
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
-
-from . import _rates
-from ._base import _BaseSelector
+from ._cores import _AttentionCore, _FCNCore
 from ._docstrings import (
     ATTRIBUTES,
     SOLVER,
@@ -18,9 +12,7 @@ from ._docstrings import (
     Substitution,
     schedule,
 )
-from ._validation import check_positive_int
-from .encodings import POSITIONAL_ENCODINGS, encoding_family
-from .nn import AttentionSelector, FullyConnected
+from .tasks import SparseTokenSelectionTask
 
 __all__ = ["FCNSelector", "SparseTokenSelector"]
 
@@ -31,7 +23,7 @@ __all__ = ["FCNSelector", "SparseTokenSelector"]
     training=TRAINING,
     attributes=ATTRIBUTES,
 )
-class SparseTokenSelector(_BaseSelector):
+class SparseTokenSelector(_AttentionCore):
     """One-layer softmax-attention regressor for sparse token selection.
 
     The model of Wang, Wei, Hsu and Lee (ICML 2024): token t is embedded as
@@ -47,6 +39,13 @@ class SparseTokenSelector(_BaseSelector):
     ----------
     width : int, default=64
         Dimension m of the positional encodings.
+    n_heads : int, default=1
+        Number of attention heads, each with its own key-query matrix over
+        the same encodings. 1 is the paper's model; with more, a learned
+        linear readout (initialised to the heads' average) combines their
+        outputs. Q-sparse token retrieval
+        (:class:`~stsq_learn.SparseTokenRetriever`) needs one head per
+        role; a task whose output is one average gains nothing from more.
     positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}, \
             default="stochastic"
         Where the positional encodings come from (see the user guide's
@@ -136,7 +135,16 @@ class SparseTokenSelector(_BaseSelector):
     ----------
     {attributes}
     key_query_ : ndarray of shape (`n_features_in_` + width, width)
-        The learned W: token rows, then positional rows.
+        The learned W: token rows, then positional rows. With several heads,
+        of shape (n_heads, `n_features_in_` + width, width).
+    key_queries_ : ndarray of shape (n_heads, `n_features_in_` + width, width)
+        Every head's W.
+    readout_ : ndarray of shape (`n_features_in_`, n_heads * `n_features_in_`) or None
+        The learned linear map from the heads' outputs to the prediction;
+        None with one head (the paper's model, whose output is the average).
+    task_ : SparseTokenSelectionTask
+        The data contract the model was fitted under, at its training length
+        (any subset size, ``n_selected=(1, seq_len_)``).
     solver_ : str
         The solver the last fit ran (``"sgd"`` or ``"adam"``).
     learning_rate_init_ : float
@@ -169,153 +177,7 @@ class SparseTokenSelector(_BaseSelector):
     True
     """
 
-    _parameter_constraints: dict = {
-        **_BaseSelector._parameter_constraints,
-        "positional_encoding": [StrOptions(set(POSITIONAL_ENCODINGS))],
-        "max_positions": [Interval(Integral, 1, None, closed="left"), None],
-        "pe_sampling": [StrOptions({"marginal", "full"})],
-        "n_pe_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_pe_samples_fit": [Interval(Integral, 1, None, closed="left")],
-        "learn_token_block": ["boolean"],
-        "solver": [StrOptions({"auto", "sgd", "adam"})],
-        "learning_rate_init": [
-            Interval(Real, 0, None, closed="neither"),
-            StrOptions({"auto"}),
-        ],
-        "token_block_rate": [
-            Interval(Real, 0, None, closed="neither"),
-            StrOptions({"auto"}),
-        ],
-        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-    }
-
-    def __init__(
-        self,
-        width=64,
-        *,
-        positional_encoding="stochastic",
-        max_positions=None,
-        pe_sampling="marginal",
-        n_pe_samples=1,
-        n_pe_samples_fit=1,
-        learn_token_block=True,
-        solver="auto",
-        learning_rate_init="auto",
-        token_block_rate="auto",
-        learning_rate="cooldown",
-        power_t=0.5,
-        batch_size="auto",
-        max_iter="auto",
-        tol=1e-4,
-        n_iter_no_change=None,
-        alpha=0.0,
-        momentum=0.0,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-        warm_start=False,
-        callbacks=None,
-    ):
-        self.width = width
-        self.positional_encoding = positional_encoding
-        self.max_positions = max_positions
-        self.pe_sampling = pe_sampling
-        self.n_pe_samples = n_pe_samples
-        self.n_pe_samples_fit = n_pe_samples_fit
-        self.learn_token_block = learn_token_block
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.token_block_rate = token_block_rate
-        self.learning_rate = learning_rate
-        self.power_t = power_t
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.alpha = alpha
-        self.momentum = momentum
-        self.dtype = dtype
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.callbacks = callbacks
-
-    def _codebook_size(self, seq_len):
-        return 4 * seq_len if self.max_positions is None else self.max_positions
-
-    def _family(self, seq_len, seed=0):
-        """The encoding family these hyperparameters give at training length ``seq_len``."""
-        family = encoding_family(self.positional_encoding)
-        return family(self.width, seed, max_positions=self._codebook_size(seq_len))
-
-    def _make_module(self, seq_len, n_features, seed):
-        return AttentionSelector(
-            n_features,
-            self.width,
-            self.positional_encoding,
-            seq_len,
-            encoding_seed=seed,
-            learn_token_block=self.learn_token_block,
-            max_positions=self._family(seq_len).max_length,
-        )
-
-    def _check_train_seq_len(self, seq_len):
-        self._family(seq_len).check_length(seq_len)
-
-    def _check_predict_seq_len(self, seq_len):
-        self.net_.module_.encoding.check_length(seq_len)
-
-    def _auto_steps(self):
-        return _rates.auto_steps()
-
-    def _resolve_optimiser(self, zero_loss, planned_steps):
-        solver = "sgd" if self.solver == "auto" else self.solver
-        rate, identity_rate = self.learning_rate_init, 1.0
-        if rate == "auto":
-            if solver == "sgd":
-                rate, identity_rate = _rates.sgd_rates(self.width, zero_loss, planned_steps)
-            else:
-                rate = _rates.ADAM_RATE
-        token_rate = self.token_block_rate
-        if token_rate == "auto":
-            token_rate = 1.0 / self.width if solver == "sgd" else 1.0
-        token_rate = float(token_rate) if self.learn_token_block else None
-        return solver, float(rate), token_rate, identity_rate
-
-    @property
-    def token_block_rate_(self):
-        """Step of W's token rows as a multiple of ``learning_rate_init_`` (None if frozen)."""
-        check_is_fitted(self)
-        return self._token_block_rate
-
-    def _forward_kwargs(self):
-        return {
-            "n_pe_samples": check_positive_int(self.n_pe_samples, "n_pe_samples"),
-            "pe_sampling": self._checked_pe_sampling(),
-        }
-
-    def _fit_forward_kwargs(self):
-        return {"n_pe_samples": self.n_pe_samples_fit, "pe_sampling": self.pe_sampling}
-
-    def _checked_pe_sampling(self):
-        """``pe_sampling``, which may have been set after fitting, checked at predict."""
-        if self.pe_sampling not in ("marginal", "full"):
-            raise ValueError(f"pe_sampling must be 'marginal' or 'full', got {self.pe_sampling!r}.")
-        return self.pe_sampling
-
-    @property
-    def max_positions_(self):
-        """Codebook size of a fitted randomized-encoding model (None for the other families)."""
-        check_is_fitted(self)
-        return self.net_.module_.max_positions
-
-    @property
-    def key_query_(self):
-        """The learned W as an ndarray of shape (`n_features_in_` + width, width)."""
-        check_is_fitted(self)
-        return self.net_.module_.key_query.detach().cpu().numpy().copy()
+    _task = SparseTokenSelectionTask
 
 
 @Substitution(
@@ -325,7 +187,7 @@ class SparseTokenSelector(_BaseSelector):
     training=TRAINING,
     attributes=ATTRIBUTES,
 )
-class FCNSelector(_BaseSelector):
+class FCNSelector(_FCNCore):
     """Fully-connected baseline for sparse token selection.
 
     The flattened row (``seq_len * (n_features + 1)`` numbers: tokens and
@@ -372,64 +234,5 @@ class FCNSelector(_BaseSelector):
     (3, 2)
     """
 
-    _parameter_constraints: dict = {
-        **_BaseSelector._parameter_constraints,
-        "extra_hidden_layers": [tuple, list],
-    }
-
-    def __init__(
-        self,
-        width=256,
-        *,
-        extra_hidden_layers=(),
-        solver="adam",
-        learning_rate_init=0.001,
-        learning_rate="constant",
-        power_t=0.5,
-        batch_size="auto",
-        max_iter=200,
-        tol=1e-4,
-        n_iter_no_change=10,
-        alpha=0.0,
-        momentum=0.0,
-        dtype="float32",
-        device="auto",
-        random_state=None,
-        verbose=0,
-        warm_start=False,
-        callbacks=None,
-    ):
-        self.width = width
-        self.extra_hidden_layers = extra_hidden_layers
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.learning_rate = learning_rate
-        self.power_t = power_t
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.alpha = alpha
-        self.momentum = momentum
-        self.dtype = dtype
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.callbacks = callbacks
-
-    def _validate_params(self):
-        super()._validate_params()
-        for i, size in enumerate(self.extra_hidden_layers):
-            check_positive_int(size, f"extra_hidden_layers[{i}]")
-
-    def _make_module(self, seq_len, n_features, seed):
-        return FullyConnected(seq_len, n_features, self.width, tuple(self.extra_hidden_layers))
-
-    def _check_predict_seq_len(self, seq_len):
-        if seq_len != self.seq_len_:
-            raise ValueError(
-                f"FCNSelector was fitted on seq_len={self.seq_len_} and cannot predict "
-                f"at seq_len={seq_len}: its input layer has a fixed size. Only "
-                "SparseTokenSelector accepts other lengths."
-            )
+    _task = SparseTokenSelectionTask
+    _attention_sibling = "SparseTokenSelector"

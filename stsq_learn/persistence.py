@@ -35,16 +35,28 @@ import torch
 
 from .averaging import FCNAverager, SparseTokenAverager
 from .estimators import FCNSelector, SparseTokenSelector
+from .regressors import AttentionRegressor, FCNRegressor
+from .retrieval import FCNRetriever, SparseTokenRetriever
+from .tasks import TASKS, Task, get_task
 
 __all__ = ["MIGRATIONS", "load_model", "save_model"]
 
 FORMAT_NAME = "stsq-learn-model"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
 _CLASSES = {
     cls.__name__: cls
-    for cls in (SparseTokenSelector, FCNSelector, SparseTokenAverager, FCNAverager)
+    for cls in (
+        SparseTokenSelector,
+        FCNSelector,
+        SparseTokenAverager,
+        FCNAverager,
+        SparseTokenRetriever,
+        FCNRetriever,
+        AttentionRegressor,
+        FCNRegressor,
+    )
 }
 
 
@@ -114,7 +126,28 @@ def _from_v2(meta):
     return meta
 
 
-MIGRATIONS = {1: _from_v1, 2: _from_v2}
+_ATTENTION_CLASSES = ("SparseTokenSelector", "SparseTokenAverager")
+
+
+def _from_v3(meta):
+    """Version 3, written by stsq-learn 0.4, to version 4 (0.5).
+
+    - ``n_heads`` (0.5, the attention estimators) is 1: 0.4's model had one
+      head, and a one-head model has the same weights and predictions.
+    - The fitted section holds what the task adds to it (q-sparse averaging:
+      ``n_selected``) and nothing else: sparse token selection's
+      ``n_selected: null`` is dropped.
+    """
+    params, fitted = meta["params"], meta["fitted"]
+    if meta["class"] in _ATTENTION_CLASSES:
+        params.setdefault("n_heads", 1)
+    if fitted.get("n_selected", 0) is None:
+        del fitted["n_selected"]
+    meta["format_version"] = 4
+    return meta
+
+
+MIGRATIONS = {1: _from_v1, 2: _from_v2, 3: _from_v3}
 """Format version -> the function that brings its metadata to the next version."""
 
 
@@ -124,6 +157,15 @@ def _json_param(name, value):
         return str(value)
     if isinstance(value, (np.integer, np.floating, np.bool_)):
         return value.item()
+    if name == "task" and isinstance(value, (type, Task)):
+        cls = get_task(value)
+        if TASKS.get(cls.name) is not cls:
+            raise TypeError(
+                f"task={cls.__name__} cannot be saved: a model file names its task, and "
+                f"{cls.__name__} is not registered; register it with "
+                "stsq_learn.tasks.register_task (and again before loading)."
+            )
+        return cls.name
     if name == "callbacks" and value is not None:
         warnings.warn(
             "callbacks are not saved: the loaded model has callbacks=None.",

@@ -10,14 +10,15 @@ to another sequence length ``T'``, with every target left exactly as it was:
 
 The selected tokens, their order and hence ``y`` do not change, so the score
 measures only how the model copes with the new length.
-:func:`shift_length` is the data transform, :class:`LengthShiftScorer` the
-scorer and :func:`length_shift_scoring` a ready ``scoring=`` dict that makes
-``GridSearchCV`` report a length-generalization curve for every candidate.
+:func:`shift_length` is the data transform of sparse token selection,
+:class:`LengthShiftScorer` the scorer and :func:`length_shift_scoring` a
+ready ``scoring=`` dict that makes ``GridSearchCV`` report a
+length-generalization curve for every candidate.
 
-q-sparse averaging rows (``y`` of shape ``(n_samples, seq_len, n_features)``)
-can only grow: :func:`shift_averaging` inserts fresh tokens with their own
-subsets, renumbers the original subsets and keeps their targets, and
-:class:`LengthShiftScorer` uses it whenever ``y`` is 3-D.
+Every task owns its shift (:meth:`stsq_learn.tasks.Task.shift`), and the
+scorer applies the fitted estimator's: q-sparse averaging rows can only grow
+(:func:`shift_averaging` inserts fresh tokens with their own subsets,
+renumbers the original subsets and keeps their targets).
 :func:`averaging_accuracy` and :func:`worst_position_error` are the accuracy
 notions of Sanford, Hsu and Telgarsky (2023), usable through
 ``sklearn.metrics.make_scorer``.
@@ -31,16 +32,9 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.metrics import mean_squared_error, r2_score
-from sklearn.utils import check_random_state
 
-from ._validation import (
-    check_averaging_data,
-    check_positive_int,
-    check_sequences,
-    check_targets,
-    position_weights,
-)
-from .datasets import _subsets_numpy, subset_means
+from ._validation import check_positive_int
+from .tasks import SparseTokenSelectionTask, shift_averaging, shift_length
 
 __all__ = [
     "METRICS",
@@ -55,95 +49,6 @@ __all__ = [
 
 #: Metrics a :class:`LengthShiftScorer` computes (all greater-is-better).
 METRICS = ("r2", "neg_mean_squared_error", "neg_relative_mse")
-
-
-def shift_length(X, seq_len, random_state=None):
-    """Move every row of ``X`` to length ``seq_len`` without changing its target.
-
-    For ``seq_len > T`` the function inserts ``seq_len - T`` fresh unselected
-    tokens, i.i.d. standard Gaussian (the token law of the task), at uniformly
-    random positions: the positions the original tokens occupy form a uniform
-    random ``T``-subset of the ``seq_len`` slots, and the original tokens keep
-    their order. For ``seq_len < T`` it deletes ``T - seq_len`` unselected
-    tokens, chosen uniformly among each row's unselected ones. The selected
-    tokens and their order are untouched, so ``y`` stays valid. The work is
-    vectorised over rows (``argpartition`` on random keys, no per-row loop).
-
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, T, n_features + 1)
-        Sequences with the selection indicator in the last channel (the data
-        contract of :func:`~stsq_learn.make_sparse_token_selection`).
-    seq_len : int
-        The new length ``T'``. It must be at least the largest number of
-        selected tokens in any row.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the insertion/deletion positions and of the inserted tokens;
-        an int gives the same result every time.
-
-    Returns
-    -------
-    X_shifted : ndarray of shape (n_samples, seq_len, n_features + 1)
-        The moved rows, a new array of the same floating dtype as ``X``
-        (``X`` is never modified). Inserted tokens have indicator 0.0. For
-        ``seq_len == T`` it is a copy of ``X``.
-
-    Raises
-    ------
-    ValueError
-        If ``X`` breaks the data contract or ``seq_len`` is smaller than the
-        number of selected tokens of some row.
-
-    See Also
-    --------
-    LengthShiftScorer : Scores an estimator on shifted rows.
-
-    Examples
-    --------
-    >>> from stsq_learn import make_sparse_token_selection, shift_length
-    >>> X, y = make_sparse_token_selection(5, seq_len=8, n_features=2,
-    ...                                    n_selected=3, random_state=0)
-    >>> X_long = shift_length(X, 32, random_state=0)
-    >>> X_long.shape
-    (5, 32, 3)
-    >>> bool((X_long[X_long[..., -1] == 1] == X[X[..., -1] == 1]).all())
-    True
-    """
-    X = check_sequences(X)
-    seq_len = check_positive_int(seq_len, "seq_len")
-    n, T, c = X.shape
-    selected = X[..., -1] == 1.0
-    q = selected.sum(axis=1)
-    if seq_len < q.max():
-        row = int(np.argmax(q))
-        raise ValueError(
-            f"seq_len={seq_len} cannot hold the selected tokens: row {row} of X selects "
-            f"{int(q[row])} tokens (the most of any row; X has T={T}). Use seq_len >= "
-            f"{int(q.max())}."
-        )
-    rng = check_random_state(random_state)
-    if seq_len == T:
-        return X.copy()
-    rows = np.arange(n)[:, None]
-    if seq_len > T:
-        # The T slots with the smallest random keys (a uniform T-subset of the
-        # seq_len slots) receive the original tokens, in order; every other
-        # slot holds a fresh unselected Gaussian token.
-        keys = rng.random_sample((n, seq_len))
-        slots = np.sort(np.argpartition(keys, T - 1, axis=1)[:, :T], axis=1)
-        out = np.empty((n, seq_len, c), dtype=X.dtype)
-        out[..., :-1] = rng.standard_normal((n, seq_len, c - 1))
-        out[..., -1] = 0.0
-        out[rows, slots] = X
-        return out
-    # Deletion: keep the seq_len positions with the largest keys. Selected
-    # tokens get a key above every unselected one, so they are always kept
-    # (q <= seq_len) and the deleted T - seq_len tokens are a uniform choice
-    # among each row's unselected ones.
-    keys = rng.random_sample((n, T))
-    keys[selected] = 2.0
-    kept = np.sort(np.argpartition(keys, T - seq_len, axis=1)[:, T - seq_len :], axis=1)
-    return X[rows, kept]
 
 
 def _check_factor(factor):
@@ -241,7 +146,9 @@ class LengthShiftScorer(BaseEstimator):
     """Score a fitted estimator on rows moved to another sequence length.
 
     ``scorer(estimator, X, y)`` moves every row of ``X`` to length ``T'``
-    with :func:`shift_length` (inserting fresh unselected Gaussian tokens at
+    with the length shift of the estimator's task (its ``task_``; for sparse
+    token selection, and for an estimator of another package,
+    :func:`shift_length`: inserting fresh unselected Gaussian tokens at
     random positions, or deleting unselected tokens), leaves ``y`` as it is,
     and returns ``metric(y, estimator.predict(X_shifted))``, greater is
     better. It plugs straight into ``GridSearchCV(scoring=...)``,
@@ -275,7 +182,6 @@ class LengthShiftScorer(BaseEstimator):
         same shifted rows, so all candidates of a grid search are scored on
         the same shifted fold. A ``RandomState`` instance is consumed call
         after call (and copied into each worker under ``n_jobs > 1``).
-
     Raises
     ------
     ValueError
@@ -331,15 +237,17 @@ class LengthShiftScorer(BaseEstimator):
             Any object with ``predict`` taking 3-D sequences (a
             :class:`~stsq_learn.SparseTokenSelector`, or a ``Pipeline``
             ending in one).
-        X : array-like of shape (n_samples, T, n_features + 1)
-            Validation sequences with the selection indicator last, or q-sparse
-            averaging rows of shape (n_samples, T, n_features + n_selected).
-        y : array-like of shape (n_samples, n_features) or (n_samples, T, n_features)
-            Their targets; they stay valid after the shift. A 3-D ``y`` marks
-            q-sparse averaging rows, moved by :func:`shift_averaging` (only to
-            ``T' >= T``) and scored over every position of the longer rows.
+        X : array-like of shape (n_samples, T, n_channels)
+            Validation rows of the task (for sparse token selection, the
+            tokens and the selection indicator last).
+        y : array-like
+            Their targets; they stay valid after the shift (the task's
+            :meth:`~stsq_learn.tasks.Task.shift`: q-sparse averaging rows
+            only lengthen, and are scored over every position of the longer
+            rows).
         sample_weight : array-like of shape (n_samples,), default=None
-            Row weights passed to the metric.
+            Row weights passed to the metric (a row's outputs share its
+            weight).
 
         Returns
         -------
@@ -347,111 +255,36 @@ class LengthShiftScorer(BaseEstimator):
             The metric at length ``T'``, greater is better.
         """
         metric = _check_metric(self.metric)
-        if np.ndim(y) == 3:  # q-sparse averaging: one target row per position
-            X, y_arr = check_averaging_data(X, y)
-            new_len = self.target_length(X.shape[1])
-            X_shifted, y_arr = _lengthen(X, y_arr, new_len, self.random_state)
-            n, N, d = y_arr.shape
-            y_pred = np.asarray(estimator.predict(X_shifted)).reshape(n * N, d)
-            y_arr = y_arr.reshape(n * N, d)
-            sample_weight = position_weights(sample_weight, n, N)
-        else:
-            X = check_sequences(X)
-            n, T, c = X.shape
-            new_len = self.target_length(T)
-            y_arr, was_1d = check_targets(y, n, c - 1)
-            if was_1d:
-                y_arr = y_arr.ravel()
-            X_shifted = shift_length(X, new_len, random_state=self.random_state)
-            y_pred = estimator.predict(X_shifted)
+        task, X, y = _task_of(estimator).from_data(X, y)
+        new_len = self.target_length(X.shape[1])
+        X_shifted, y = task.shift(X, y, new_len, self.random_state)
+        y, weights = task.units(y, sample_weight)
+        y_pred = np.asarray(estimator.predict(X_shifted)).reshape(y.shape)
         if metric == "r2":
-            return float(r2_score(y_arr, y_pred, sample_weight=sample_weight))
+            return float(r2_score(y, y_pred, sample_weight=weights))
         if metric == "neg_mean_squared_error":
-            return -float(mean_squared_error(y_arr, y_pred, sample_weight=sample_weight))
-        return -relative_mse(y_arr, y_pred, sample_weight=sample_weight)
+            return -float(mean_squared_error(y, y_pred, sample_weight=weights))
+        return -relative_mse(y, y_pred, sample_weight=weights)
 
 
-def shift_averaging(X, y, seq_len, random_state=None):
-    """Move q-sparse averaging rows to a longer length ``seq_len``, keeping every target.
+def _task_of(estimator):
+    """The task class whose contract and length shift apply: the fitted estimator's.
 
-    The ``seq_len - N`` new positions are inserted at uniformly random places
-    (the original positions keep their order), each with a fresh standard
-    Gaussian token and its own uniform random subset of the ``seq_len``
-    positions; the original subsets are renumbered to where their tokens now
-    stand, so the original targets stay exact. Every subset of the result is
-    then a uniform subset of the longer row, as in data drawn at
-    ``seq_len``. Rows cannot be shortened: every token may belong to some
-    subset.
-
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, N, n_features + n_selected)
-        Tokens, then each position's subset as indices.
-    y : array-like of shape (n_samples, N, n_features)
-        Their targets.
-    seq_len : int
-        The new length ``N' >= N``.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the new positions, tokens and subsets.
-
-    Returns
-    -------
-    X_shifted : ndarray of shape (n_samples, seq_len, n_features + n_selected)
-        The longer rows (new arrays; the inputs are never modified).
-    y_shifted : ndarray of shape (n_samples, seq_len, n_features)
-        The original targets at their new positions, the exact averages at
-        the new ones.
-
-    Raises
-    ------
-    ValueError
-        If the data break the contract of
-        :func:`~stsq_learn.make_sparse_averaging`, or ``seq_len < N``.
-
-    Examples
-    --------
-    >>> from stsq_learn import make_sparse_averaging, shift_averaging
-    >>> X, y = make_sparse_averaging(5, seq_len=8, n_features=2, n_selected=3,
-    ...                              random_state=0)
-    >>> X_long, y_long = shift_averaging(X, y, 32, random_state=0)
-    >>> X_long.shape, y_long.shape
-    ((5, 32, 5), (5, 32, 2))
+    A fitted estimator of this package (or a pipeline ending in one) carries
+    its task as ``task_``; any other estimator is taken to answer sparse token
+    selection, the package's first task.
     """
-    X, y = check_averaging_data(X, y)
-    return _lengthen(X, y, seq_len, random_state)
-
-
-def _lengthen(X, y, seq_len, random_state):
-    """:func:`shift_averaging` on rows that passed ``check_averaging_data``."""
-    seq_len = check_positive_int(seq_len, "seq_len")
-    n, N, c = X.shape
-    d = y.shape[2]
-    if seq_len < N:
-        raise ValueError(
-            f"q-sparse averaging rows can only be lengthened: seq_len={seq_len} < N={N} "
-            "would delete tokens that some positions average."
-        )
-    rng = check_random_state(random_state)
-    rows = np.arange(n)[:, None]
-    keys = rng.random_sample((n, seq_len))
-    slots = np.sort(np.argpartition(keys, N - 1, axis=1)[:, :N], axis=1)  # new place of t
-    index = np.empty((n, seq_len, c - d), dtype=np.int64)
-    index[:] = _subsets_numpy(rng, n, seq_len, c - d)
-    old = X[..., d:].astype(np.int64)
-    index[rows, slots] = np.take_along_axis(slots, old.reshape(n, -1), axis=1).reshape(old.shape)
-    tokens = rng.standard_normal((n, seq_len, d)).astype(X.dtype, copy=False)
-    tokens[rows, slots] = X[..., :d]
-    y_out = subset_means(tokens, index).astype(y.dtype, copy=False)
-    y_out[rows, slots] = y
-    return np.concatenate([tokens, index.astype(X.dtype)], axis=2), y_out
+    final = getattr(estimator, "_final_estimator", estimator)  # a Pipeline's last step
+    fitted = getattr(final, "task_", None)
+    return SparseTokenSelectionTask if fitted is None else type(fitted)
 
 
 def _position_errors(y_true, y_pred):
     """``||y_pred_i - y_true_i||_2`` for every row and position: shape (n, N)."""
     y_true = np.asarray(y_true, dtype=np.float64)
     y_pred = np.asarray(y_pred, dtype=np.float64)
-    if y_true.ndim == 2:  # sparse token selection: one position per row
-        y_true = y_true[:, None]
+    if y_true.ndim in (2, 3):  # rows of one output (n, d), or of one per position (n, N, d)
+        y_true = y_true.reshape(len(y_true), -1, y_true.shape[-1])
     if y_true.ndim != 3 or y_pred.size != y_true.size:
         raise ValueError(
             "y_true must have shape (n_samples, seq_len, n_features) or (n_samples, "

@@ -31,11 +31,16 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 from sklearn.utils.validation import check_is_fitted
 
 from stsq_learn import (
+    AttentionRegressor,
     FCNAverager,
+    FCNRegressor,
+    FCNRetriever,
     FCNSelector,
     SparseTokenAverager,
+    SparseTokenRetriever,
     SparseTokenSelector,
     make_sparse_averaging,
+    make_sparse_retrieval,
     make_sparse_token_selection,
 )
 
@@ -45,21 +50,37 @@ ESTIMATORS = [
     FCNSelector(width=8, max_iter=5),
     SparseTokenAverager(width=8, max_iter=5),
     FCNAverager(width=8, max_iter=5),
+    SparseTokenRetriever(width=8, n_heads=2, max_iter=5),
+    FCNRetriever(width=8, max_iter=5),
+    AttentionRegressor("averaging", width=8, n_heads=2, max_iter=5),
+    FCNRegressor("retrieval", width=8, max_iter=5),
 ]
-IDS = ["spe", "fixed", "fcn", "qsa-spe", "qsa-fcn"]
-AVERAGERS = (SparseTokenAverager, FCNAverager)
+IDS = [
+    "spe",
+    "fixed",
+    "fcn",
+    "qsa-spe",
+    "qsa-fcn",
+    "retrieval-spe",
+    "retrieval-fcn",
+    "generic-spe",
+    "generic-fcn",
+]
+_MAKE = {
+    "selection": make_sparse_token_selection,
+    "averaging": make_sparse_averaging,
+    "retrieval": make_sparse_retrieval,
+}
 
 
 @pytest.fixture
 def tiny_data(request):
-    """120 rows, 6 tokens of 3 features, q = 2: of q-sparse averaging for the averagers."""
+    """120 rows, 6 tokens of 3 features, q = 2, of the estimator's task."""
     estimator = getattr(request.node, "callspec", None) and request.node.callspec.params.get(
         "estimator"
     )
-    make = (
-        make_sparse_averaging if isinstance(estimator, AVERAGERS) else make_sparse_token_selection
-    )
-    return make(120, 6, 3, 2, random_state=0)
+    name = estimator._task_class().name if estimator is not None else "selection"
+    return _MAKE[name](120, 6, 3, 2, random_state=0)
 
 
 class _Claims2DInput:
@@ -87,11 +108,31 @@ class CheckedFCNAverager(_Claims2DInput, FCNAverager):
     """:class:`FCNAverager` as scikit-learn's checks see it."""
 
 
+class CheckedSparseTokenRetriever(_Claims2DInput, SparseTokenRetriever):
+    """:class:`SparseTokenRetriever` as scikit-learn's checks see it."""
+
+
+class CheckedFCNRetriever(_Claims2DInput, FCNRetriever):
+    """:class:`FCNRetriever` as scikit-learn's checks see it."""
+
+
+class CheckedAttentionRegressor(_Claims2DInput, AttentionRegressor):
+    """:class:`AttentionRegressor` as scikit-learn's checks see it."""
+
+
+class CheckedFCNRegressor(_Claims2DInput, FCNRegressor):
+    """:class:`FCNRegressor` as scikit-learn's checks see it."""
+
+
 _CHECKED = {
     SparseTokenSelector: CheckedSparseTokenSelector,
     FCNSelector: CheckedFCNSelector,
     SparseTokenAverager: CheckedSparseTokenAverager,
     FCNAverager: CheckedFCNAverager,
+    SparseTokenRetriever: CheckedSparseTokenRetriever,
+    FCNRetriever: CheckedFCNRetriever,
+    AttentionRegressor: CheckedAttentionRegressor,
+    FCNRegressor: CheckedFCNRegressor,
 }
 CHECKED_ESTIMATORS = [_CHECKED[type(est)](**est.get_params()) for est in ESTIMATORS]
 
@@ -147,6 +188,39 @@ class SequenceFCNAverager(_ReadsRowsAsAveraging, FCNAverager):
     """:class:`FCNAverager` on the q = 1 lift of scikit-learn's 2-D rows."""
 
 
+class _ReadsRowsAsRetrieval:
+    """Read a 2-D row of k numbers as k one-feature tokens, the first named by role 1 (q = 1)."""
+
+    @staticmethod
+    def _lift(X):
+        X = np.asarray(X, dtype=np.float64)
+        roles = np.zeros_like(X)
+        roles[:, 0] = 1.0
+        return np.stack([X, roles], axis=-1)
+
+    def fit(self, X, y):
+        return super().fit(self._lift(X), y)
+
+    def predict(self, X):
+        return super().predict(self._lift(X))
+
+
+class SequenceSparseTokenRetriever(_ReadsRowsAsRetrieval, SparseTokenRetriever):
+    """:class:`SparseTokenRetriever` on the q = 1 lift of scikit-learn's 2-D rows."""
+
+
+class SequenceFCNRetriever(_ReadsRowsAsRetrieval, FCNRetriever):
+    """:class:`FCNRetriever` on the q = 1 lift of scikit-learn's 2-D rows."""
+
+
+class SequenceAttentionRegressor(_ReadsRowsAsAveraging, AttentionRegressor):
+    """:class:`AttentionRegressor` (on q-sparse averaging) on the q = 1 lift of 2-D rows."""
+
+
+class SequenceFCNRegressor(_ReadsRowsAsRetrieval, FCNRegressor):
+    """:class:`FCNRegressor` (on retrieval) on the q = 1 lift of 2-D rows."""
+
+
 # scikit-learn's row-invariance checks run on 3-D data: the estimator reads every
 # 2-D row of the check as a sequence (3-D X), in float64 because the checks'
 # absolute tolerances (1e-7 and 1e-9) are below float32's rounding.
@@ -156,6 +230,10 @@ _SEQUENCE = {
     CheckedFCNSelector: SequenceFCNSelector,
     CheckedSparseTokenAverager: SequenceSparseTokenAverager,
     CheckedFCNAverager: SequenceFCNAverager,
+    CheckedSparseTokenRetriever: SequenceSparseTokenRetriever,
+    CheckedFCNRetriever: SequenceFCNRetriever,
+    CheckedAttentionRegressor: SequenceAttentionRegressor,
+    CheckedFCNRegressor: SequenceFCNRegressor,
 }
 
 
@@ -400,7 +478,7 @@ def test_fit_does_not_mutate_params_or_data(estimator, tiny_data):
 def test_other_token_features_at_predict_are_refused(estimator, tiny_data):
     X, y = tiny_data
     est = clone(estimator).set_params(random_state=0).fit(X, y)
-    if isinstance(est, AVERAGERS):  # tokens of 2 features, then the 2 indices
+    if est._task_class().name == "averaging":  # tokens of 2 features, then the 2 indices
         with pytest.raises(ValueError, match=r"4 channels per position.*n_features=3"):
             est.predict(np.concatenate([X[..., :2], X[..., 3:]], axis=-1))
         return

@@ -4,6 +4,7 @@ import torch
 
 from stsq_learn.encodings import KeyedDraws, StreamedDraws, fixed_encodings, sphere_encodings
 from stsq_learn.nn import AttentionSelector, FullyConnected, positional_alignment
+from stsq_learn.queries import query_scores, softmax
 
 
 def _naive_attention(W, X, P):
@@ -53,11 +54,9 @@ def test_attention_reads_tokens_with_or_without_the_selection_channel(learn_toke
     torch.testing.assert_close(
         module.attention(X, mask, P), module.attention(X[..., :-1].contiguous(), mask, P)
     )
-    d, W = module._score_rows()
-    u, pos = module.encoding.scores(W, d, mask, KeyedDraws(2).for_rows(X), None, "marginal")
-    torch.testing.assert_close(
-        module._softmax(d, u, X, pos), module._softmax(d, u, X[..., :-1].contiguous(), pos)
-    )
+    d, Ws = module._score_rows()
+    u, pos = query_scores(Ws[0], d, mask, P)
+    torch.testing.assert_close(softmax(d, u, X, pos), softmax(d, u, X[..., :-1].contiguous(), pos))
 
 
 def test_zero_init_is_uniform_average():

@@ -22,7 +22,7 @@ from stsq_learn import (
     save_model,
     shift_length,
 )
-from stsq_learn._base import _BaseSelector
+from stsq_learn._base import _BaseEstimator
 from stsq_learn._training import finite_forward
 
 TASK = SparseTokenSelectionTask(5, 3, 2)
@@ -455,7 +455,7 @@ def test_bad_input_raises_clear_error_before_any_work(call, exc, match, ctx, mon
     def no_training(*args, **kwargs):
         raise AssertionError("training started before the input was rejected")
 
-    monkeypatch.setattr(_BaseSelector, "_train", no_training)
+    monkeypatch.setattr(_BaseEstimator, "_train", no_training)
     before = {k: snapshot(ctx[k]) for k in ("spe", "fcn")}
     X0, y0 = ctx["X"].copy(), ctx["y"].copy()
     with pytest.raises(exc, match=match):

@@ -16,10 +16,10 @@ from sklearn.base import clone
 
 from .._validation import check_positive_int
 from ..averaging import FCNAverager, SparseTokenAverager
-from ..datasets import SparseAveragingTask, SparseTokenSelectionTask
 from ..estimators import SparseTokenSelector
 from ..floor import isotropic_floor
 from ..scoring import LengthShiftScorer
+from ..tasks import SparseAveragingTask, SparseTokenSelectionTask
 from ._common import (
     dataclass_dict,
     derived_seed,
@@ -500,8 +500,8 @@ def _search_q(tasks, estimator, grid, n_steps, n_val, target, random_state, prog
 
 
 def _test_rows(task, n_test, seed):
-    """``ceil(n_test / N)`` rows of qSA (about ``n_test`` queries), or ``n_test`` of STS."""
-    rows = n_test if isinstance(task, SparseTokenSelectionTask) else -(-n_test // task.seq_len)
+    """About ``n_test`` queries: ``ceil(n_test / N)`` rows of qSA, ``n_test`` of STS."""
+    rows = -(-n_test // task.queries_per_row(task.seq_len))
     return task.sample(rows, random_state=seed)
 
 

@@ -109,15 +109,10 @@ def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
 
 def time_predict(model, task, rows, length):
     """Seconds to predict ``rows`` rows of length ``length`` (timed on up to 256)."""
-    from ..scoring import shift_averaging, shift_length
-
     n = int(min(rows, 256))
     X, y = task.sample(n, random_state=0)
     if length is not None and length != task.seq_len:
-        if y.ndim == 3:  # q-sparse averaging rows
-            X, _ = shift_averaging(X, y, length, random_state=0)
-        else:
-            X = shift_length(X, length, random_state=0)
+        X, _ = task.shift(X, y, length, random_state=0)
     start = time.perf_counter()
     model.predict(X)
     return (time.perf_counter() - start) * rows / n

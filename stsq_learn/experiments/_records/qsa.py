@@ -5,8 +5,8 @@ from __future__ import annotations
 from sklearn.base import clone
 
 from ...averaging import FCNAverager, SparseTokenAverager
-from ...datasets import SparseAveragingTask, SparseTokenSelectionTask
 from ...estimators import SparseTokenSelector
+from ...tasks import SparseAveragingTask, SparseTokenSelectionTask
 from .._common import planned_steps
 from .._qsa import sparse_averaging
 from .._record import Experiment, Work

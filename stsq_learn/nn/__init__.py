@@ -1,0 +1,58 @@
+"""The models as torch modules: the math, and nothing else.
+
+:class:`Attention` is the one-layer softmax attention of Wang, Wei, Hsu and Lee
+(2024), with one or more heads, over any task's queries. Token t is embedded
+as ``z_t = [x_t ; p_t]`` with a positional encoding ``p_t`` in ``R^m``; a
+query ``z_0`` is made of encodings (the task's query structure,
+:mod:`stsq_learn.queries`: for sparse token selection
+``z_0 = [0 ; sum_{t in S} p_t]``); head h scores ``a_t = z_t^T W_h z_0`` and
+outputs ``o_h = sum_t softmax(a)_t x_t``. One head whose query's average is
+the output is the paper's model; several heads (or a task whose output is
+not one average, like retrieval) add a learned linear readout of
+``[o_1 ; ... ; o_H]``. Only the columns of ``W_h`` that meet the query's
+positional part matter, so ``W_h`` is stored as ``(d + m, n_slots * m)``
+(rows: token part, then positional part).
+
+:class:`FullyConnected` is the baseline: the task's flat row through ReLU
+layers. :class:`AttentionSelector`, :class:`AttentionAverager` and
+:class:`FullyConnectedAverager` are the modules of the first two tasks,
+built from their sizes.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from .attention import Attention, AttentionAverager, AttentionSelector, positional_alignment
+from .fully_connected import FullyConnected, FullyConnectedAverager
+
+__all__ = [
+    "Attention",
+    "AttentionAverager",
+    "AttentionSelector",
+    "FullyConnected",
+    "FullyConnectedAverager",
+    "SquaredError",
+    "positional_alignment",
+]
+
+
+class SquaredError(nn.Module):
+    """Mean over output rows of the squared Euclidean error ``||y_hat - y||^2``."""
+
+    def forward(self, y_pred, y_true):
+        """Return the loss of a batch.
+
+        Parameters
+        ----------
+        y_pred : Tensor of shape (n, ..., n_outputs)
+            Predictions.
+        y_true : Tensor of the same shape
+            Targets.
+
+        Returns
+        -------
+        Tensor of shape ()
+            ``mean ||y_pred[i] - y_true[i]||^2`` over the output rows.
+        """
+        return (y_pred - y_true).square().sum(-1).mean()

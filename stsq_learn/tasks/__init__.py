@@ -1,0 +1,124 @@
+"""Tasks as objects: one class per task of the provable-attention family, and their registry.
+
+Each task owns its law (a generator), its data contract, its query structure,
+its length shift and what it adds to a fitted model (:class:`Task` lists the
+protocol). The registry below names every task, one line each; the
+estimators take a task by name or by class, and model files name their task.
+A task of one's own is a :class:`Task` subclass passed to
+:func:`register_task`.
+"""
+
+from __future__ import annotations
+
+from .averaging import SparseAveragingTask, make_sparse_averaging, shift_averaging, subset_means
+from .retrieval import SparseRetrievalTask, make_sparse_retrieval
+from .selection import SparseTokenSelectionTask, make_sparse_token_selection, shift_length
+from .task import Task
+
+__all__ = [
+    "TASKS",
+    "SparseAveragingTask",
+    "SparseRetrievalTask",
+    "SparseTokenSelectionTask",
+    "Task",
+    "get_task",
+    "make_sparse_averaging",
+    "make_sparse_retrieval",
+    "make_sparse_token_selection",
+    "register_task",
+    "shift_averaging",
+    "shift_length",
+    "subset_means",
+]
+
+TASKS = {
+    SparseTokenSelectionTask.name: SparseTokenSelectionTask,
+    SparseAveragingTask.name: SparseAveragingTask,
+    SparseRetrievalTask.name: SparseRetrievalTask,
+}
+"""Task name to its class: the tasks estimators take by name and model files may name."""
+
+
+def register_task(cls):
+    """Add a task class to the registry under its ``name`` (usable as a class decorator).
+
+    Registered, a task is taken by name by the estimators' ``task``
+    parameter, and model files of estimators fitted on it load (the class
+    must be registered again, by importing the module that defines it, in
+    the session that loads them).
+
+    Parameters
+    ----------
+    cls : type
+        A subclass of :class:`Task` with a string ``name`` not already
+        registered to another class.
+
+    Returns
+    -------
+    cls : type
+        The class itself.
+
+    Raises
+    ------
+    TypeError
+        If ``cls`` is not a :class:`Task` subclass or has no string name.
+    ValueError
+        If its name is taken by another class.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise TypeError(f"register_task takes a subclass of Task, got {cls!r}.")
+    if not isinstance(cls.name, str) or not cls.name:
+        raise TypeError(f"{cls.__name__}.name must be a non-empty string, got {cls.name!r}.")
+    known = TASKS.get(cls.name)
+    if known is not None and known is not cls:
+        raise ValueError(
+            f"the task name {cls.name!r} is already registered to {known.__module__}."
+            f"{known.__qualname__}; give {cls.__name__} another name."
+        )
+    TASKS[cls.name] = cls
+    return cls
+
+
+def get_task(task):
+    """The task class of ``task``: a registered name, a :class:`Task` subclass, or an instance.
+
+    Parameters
+    ----------
+    task : str, type or Task
+        A name of :data:`TASKS`, a task class (registered or not), or a task
+        object (which stands for its class).
+
+    Returns
+    -------
+    type
+        The :class:`Task` subclass.
+
+    Raises
+    ------
+    ValueError
+        If ``task`` is a name that is not registered.
+    TypeError
+        If it is neither a name nor a task class or object.
+
+    Examples
+    --------
+    >>> from stsq_learn.tasks import get_task
+    >>> get_task("averaging").__name__
+    'SparseAveragingTask'
+    """
+    if isinstance(task, str):
+        try:
+            return TASKS[task]
+        except KeyError:
+            raise ValueError(
+                f"task={task!r} is not a registered task; choose one of {sorted(TASKS)} or "
+                "register your own with stsq_learn.tasks.register_task."
+            ) from None
+    if isinstance(task, Task):
+        return type(task)
+    if isinstance(task, type) and issubclass(task, Task):
+        return task
+    raise TypeError(
+        f"task must be a task name, a Task subclass or a Task object, got {task!r} of type "
+        f"{type(task).__name__}."
+    )
