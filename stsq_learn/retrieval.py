@@ -195,9 +195,10 @@ class SparseTokenRetriever(_Retrieval, _AttentionCore):
     Examples
     --------
     >>> from stsq_learn import SparseTokenRetriever, make_sparse_retrieval
-    >>> X, y = make_sparse_retrieval(2000, seq_len=8, n_features=2,
+    >>> X, y = make_sparse_retrieval(1000, seq_len=6, n_features=2,
     ...                              n_selected=2, random_state=0)
-    >>> model = SparseTokenRetriever(width=16, n_heads=2, random_state=0).fit(X, y)
+    >>> model = SparseTokenRetriever(width=12, n_heads=2, batch_size=100, max_iter=20,
+    ...                              random_state=0).fit(X, y)
     >>> model.predict(X[:3]).shape
     (3, 4)
     >>> model.score(X, y) > 0.8

@@ -140,11 +140,11 @@ def test_the_per_role_error_names_where_the_heads_went():
 
 @pytest.mark.slow
 def test_q_heads_retrieve_q_tokens_and_fewer_heads_cannot():
-    X, y = make_sparse_retrieval(3000, seq_len=8, n_features=2, n_selected=2, random_state=0)
-    X_t, y_t = make_sparse_retrieval(1000, seq_len=8, n_features=2, n_selected=2, random_state=1)
+    X, y = make_sparse_retrieval(1000, seq_len=6, n_features=2, n_selected=2, random_state=0)
+    X_t, y_t = make_sparse_retrieval(1000, seq_len=6, n_features=2, n_selected=2, random_state=1)
     errors = {}
     for heads in (1, 2):
-        model = SparseTokenRetriever(width=16, n_heads=heads, random_state=0).fit(X, y)
+        model = SparseTokenRetriever(width=12, n_heads=heads, random_state=0).fit(X, y)
         errors[heads] = 1 - model.score(X_t, y_t)
     assert errors[2] < 0.05 and errors[1] > 0.8 * 0.5
     per_role = relative_mse_per_role(y_t, model.predict(X_t), n_selected=2)
@@ -153,8 +153,8 @@ def test_q_heads_retrieve_q_tokens_and_fewer_heads_cannot():
 
 @pytest.mark.slow
 def test_grid_search_over_heads_picks_at_least_q():
-    X, y = make_sparse_retrieval(1500, seq_len=8, n_features=2, n_selected=3, random_state=0)
-    base = SparseTokenRetriever(width=16, random_state=0)
+    X, y = make_sparse_retrieval(800, seq_len=6, n_features=2, n_selected=3, random_state=0)
+    base = SparseTokenRetriever(width=12, batch_size=100, random_state=0)
     search = GridSearchCV(base, {"n_heads": [1, 2, 3]}, cv=2).fit(X, y)
     scores = search.cv_results_["mean_test_score"]
     assert search.best_params_["n_heads"] == 3 and scores[0] < scores[1] < scores[2]

@@ -159,15 +159,16 @@ def test_an_estimator_takes_a_task_by_name_class_or_object():
 
 @pytest.mark.slow
 def test_a_task_of_ones_own_trains_searches_shifts_and_saves(tmp_path):
-    task = DifferenceTask(8, 2)
-    X, y = task.sample(3000, random_state=0)
+    task = DifferenceTask(6, 2)
+    X, y = task.sample(1200, random_state=0)
     X_test, y_test = task.sample(500, random_state=1)
-    model = AttentionRegressor(DifferenceTask, width=16, n_heads=2, random_state=0)
+    model = AttentionRegressor(DifferenceTask, width=12, n_heads=2, random_state=0)
     assert model.fit(X, y).score(X_test, y_test) > 0.9
     one_head = clone(model).set_params(n_heads=1).fit(X, y).score(X_test, y_test)
     assert one_head < 0.5  # one head averages: it cannot take a difference
     assert LengthShiftScorer(factor=2, random_state=0)(model, X_test, y_test) > 0.8
-    search = GridSearchCV(clone(model), {"n_heads": [1, 2]}, cv=2).fit(X[:1000], y[:1000])
+    short = clone(model).set_params(batch_size=100, max_iter=80)  # 240 steps a fit
+    search = GridSearchCV(short, {"n_heads": [1, 2]}, cv=2).fit(X[:600], y[:600])
     assert search.best_params_ == {"n_heads": 2}
     with pytest.raises(TypeError, match="DifferenceTask is not registered"):
         save_model(model, tmp_path / "m.stsq")
@@ -181,5 +182,5 @@ def test_a_task_of_ones_own_trains_searches_shifts_and_saves(tmp_path):
         del TASKS[DifferenceTask.name]
     with pytest.raises(ValueError, match="'test-difference' is not a registered task"):
         load_model(tmp_path / "m.stsq")
-    fcn = FCNRegressor(DifferenceTask, width=64, max_iter=30, random_state=0).fit(X, y)
+    fcn = FCNRegressor(DifferenceTask, width=32, max_iter=5, random_state=0).fit(X, y)
     assert fcn.predict(X_test).shape == y_test.shape
