@@ -17,10 +17,18 @@ per-repeat ratios keyed / streamed, both R^2 (same law: they agree within
 sampling noise), and a breakdown of one chunk of keyed draws: the row keys
 (hashing the rows), the selected positions' unit vectors, the unselected
 positions' coordinates, against the streamed draws of the same numbers.
+
+The length-aware scales (``length_scale``) act at other lengths only: the
+same rows moved to 2T are predicted by three more runners, alternated in
+the same way, ``plain_2T`` (no scale), ``log_2T`` and ``floor_2T``; reported
+are the ratios to ``plain_2T`` and, for ``"floor"``, the one-off seconds of
+its first call at a new length (the floor's best gammas at 2T and T,
+computed once and cached).
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 
@@ -28,10 +36,11 @@ import numpy as np
 import torch
 from _harness import accuracy, compare
 
-from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector
+from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, shift_length
 from stsq_learn._base import _PREDICT_ELEMENTS
 from stsq_learn._keyed import row_keys
 from stsq_learn.encodings import KeyedDraws, StreamedDraws
+from stsq_learn.length_scale import cached_floor
 
 KEYED, STREAMED = "keyed", "streamed"
 
@@ -97,6 +106,29 @@ def runners(model, X, y):
     return {KEYED: timed(lambda m, rows: m.predict(rows)), STREAMED: timed(streamed_predict)}
 
 
+def scaled_runners(model, X, y):
+    """Predict ``X`` moved to twice its length with no scale, the log rule and the floor rule."""
+    X_long = shift_length(X, 2 * X.shape[1], random_state=0)
+    # Shallow copies share the fitted model; each predicts with its own rule.
+    models = {rule: copy.copy(model).set_params(length_scale=rule) for rule in ("log", "floor")}
+    cached_floor.cache_clear()
+    t0 = time.perf_counter()
+    models["floor"].predict(X_long[:1])  # the floor's gammas at 2T and T: once, cached
+    first_call = time.perf_counter() - t0
+
+    def timed(m):
+        def run(seed):
+            t = time.perf_counter()
+            y_pred = m.predict(X_long)
+            return {"seconds": time.perf_counter() - t, **accuracy(y, y_pred)}
+
+        return run
+
+    runs = {"plain_2T": timed(model), "log_2T": timed(models["log"])}
+    runs["floor_2T"] = timed(models["floor"])
+    return runs, first_call
+
+
 def _median_us(fn, repeats, n_rows):
     times = []
     for _ in range(repeats):
@@ -153,11 +185,28 @@ def run(cfg, ctx):
             "breakdown_us_per_row": breakdown(model, X, cfg["breakdown_repeats"]),
             **rec,
         }
+        scaled, first_call = scaled_runners(model, X, y)
+        pairs = [("log_2T", "plain_2T"), ("floor_2T", "plain_2T")]
+        srec = compare(scaled, pairs, repeats=cfg["repeats"])
+        log_c, floor_c = srec["comparisons"]
+        row["scale_at_2T"] = {
+            "log_over_plain": log_c["time_ratio"],
+            "floor_over_plain": floor_c["time_ratio"],
+            "floor_first_call_seconds": first_call,
+            "r2": {"plain": log_c["peer_r2"], "log": log_c["ours_r2"], "floor": floor_c["ours_r2"]},
+            **srec,
+        }
         rows.append(row)
         ctx.log(
             f"  T={T}: keyed {row['keyed_us_per_row']:.1f} us/row, streamed "
             f"{row['streamed_us_per_row']:.1f} us/row (x{row['keyed_over_streamed']:.2f}); "
             f"R^2 {row['keyed_r2']:.4f} vs {row['streamed_r2']:.4f}"
+        )
+        s = row["scale_at_2T"]
+        ctx.log(
+            f"  at 2T={2 * T}: log scale x{s['log_over_plain']:.3f}, floor scale "
+            f"x{s['floor_over_plain']:.3f} the time of no scale (floor's first call "
+            f"{s['floor_first_call_seconds']:.1f} s)"
         )
     return {"rows": rows}
 
@@ -175,4 +224,14 @@ def table(rec):
             )
         )
         lines.append((f"T={r['seq_len']} draws (us/row)", parts))
+        s = r.get("scale_at_2T")
+        if s:
+            lines.append(
+                (
+                    f"T={r['seq_len']} predict at 2T with a length scale",
+                    f"log x{s['log_over_plain']:.3f}, floor x{s['floor_over_plain']:.3f} the "
+                    f"time of no scale; floor's first call {s['floor_first_call_seconds']:.1f} s; "
+                    f"R^2 {s['r2']['plain']:.3f} / {s['r2']['log']:.3f} / {s['r2']['floor']:.3f}",
+                )
+            )
     return lines

@@ -174,7 +174,10 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
         Parameters
         ----------
         task : SparseTokenSelectionTask
-            The law D_{T,q} to draw training batches from.
+            The law D_{T,q} to draw training batches from. Its ``seq_len``
+            may be a range ``(T_min, T_max)``: every batch is drawn at one
+            length of it, and the fitted ``seq_len_`` is ``T_max`` (the
+            reference length of ``length_scale``).
         n_steps : int or "auto", default="auto"
             Number of optimisation steps. ``"auto"``: the planned steps of
             the model's default recipe (960 for :class:`SparseTokenSelector`:

@@ -19,6 +19,7 @@ from . import _rates
 from ._base import _BaseEstimator
 from ._validation import check_positive_int
 from .encodings import POSITIONAL_ENCODINGS, encoding_family
+from .length_scale import LENGTH_SCALES, length_scale_rule
 from .nn import Attention, FullyConnected
 
 
@@ -28,6 +29,7 @@ class _AttentionCore(_BaseEstimator):
     _parameter_constraints: dict = {
         **_BaseEstimator._parameter_constraints,
         "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "length_scale": [StrOptions(set(LENGTH_SCALES)), None],
         "positional_encoding": [StrOptions(set(POSITIONAL_ENCODINGS))],
         "max_positions": [Interval(Integral, 1, None, closed="left"), None],
         "pe_sampling": [StrOptions({"marginal", "full"})],
@@ -51,6 +53,7 @@ class _AttentionCore(_BaseEstimator):
         width=64,
         *,
         n_heads=1,
+        length_scale=None,
         positional_encoding="stochastic",
         max_positions=None,
         pe_sampling="marginal",
@@ -77,6 +80,7 @@ class _AttentionCore(_BaseEstimator):
     ):
         self.width = width
         self.n_heads = n_heads
+        self.length_scale = length_scale
         self.positional_encoding = positional_encoding
         self.max_positions = max_positions
         self.pe_sampling = pe_sampling
@@ -127,6 +131,9 @@ class _AttentionCore(_BaseEstimator):
 
     def _check_train_length(self, task):
         self._family(task.reference_length).check_length(task.reference_length)
+        rule = length_scale_rule(self.length_scale)
+        if rule is not None:
+            rule.check(task)
 
     def _check_predict_seq_len(self, seq_len):
         self.net_.module_.encoding.check_length(seq_len)
@@ -165,13 +172,22 @@ class _AttentionCore(_BaseEstimator):
         return self._token_block_rate
 
     def _forward_kwargs(self):
+        # length_scale may be set after fitting: checked here, for the fitted task.
+        rule = length_scale_rule(self.length_scale)
+        if rule is not None:
+            rule.check(self.task_)
         return {
             "n_pe_samples": check_positive_int(self.n_pe_samples, "n_pe_samples"),
             "pe_sampling": self._checked_pe_sampling(),
+            "length_scale": self.length_scale,
         }
 
     def _fit_forward_kwargs(self):
-        return {"n_pe_samples": self.n_pe_samples_fit, "pe_sampling": self.pe_sampling}
+        return {
+            "n_pe_samples": self.n_pe_samples_fit,
+            "pe_sampling": self.pe_sampling,
+            "length_scale": self.length_scale,
+        }
 
     def _checked_pe_sampling(self):
         """``pe_sampling``, which may have been set after fitting, checked at predict."""

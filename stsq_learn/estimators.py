@@ -46,6 +46,21 @@ class SparseTokenSelector(_AttentionCore):
         outputs. Q-sparse token retrieval
         (:class:`~stsq_learn.SparseTokenRetriever`) needs one head per
         role; a task whose output is one average gains nothing from more.
+    length_scale : {"log", "floor"} or None, default=None
+        Multiply every score of a row of length T' by a factor of T'
+        relative to the training length T (for a model trained over a
+        range of lengths, the longest), so that the sharpness W learned at
+        T is the one T' asks for (:mod:`stsq_learn.length_scale`). None is
+        the paper's model. ``"log"``: ``log T' / log T`` (Chiang and
+        Cholak, 2022; Nakanishi's Scalable-Softmax, 2025). ``"floor"``:
+        ``gamma*(T') / gamma*(T)``, the isotropic floor's best gammas for
+        the row's q and the width, computed once per length and cached
+        (about a second per new length; sparse token selection and q-sparse
+        averaging only). Trained at one length and scaled at predict time,
+        a model with stochastic encodings stays within 1.04 (``"floor"``)
+        and 1.11 (``"log"``) times the floor up to 32 times its training
+        length (the user guide's "Length shift"). Can be changed after
+        fitting, and then applies to predictions.
     positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}, \
             default="stochastic"
         Where the positional encodings come from (see the user guide's

@@ -133,7 +133,8 @@ def _from_v3(meta):
     """Version 3, written by stsq-learn 0.4, to version 4 (0.5).
 
     - ``n_heads`` (0.5, the attention estimators) is 1: 0.4's model had one
-      head, and a one-head model has the same weights and predictions.
+      head, and a one-head model has the same weights and predictions;
+      ``length_scale`` (0.5) is None, the unscaled scores 0.4 computed.
     - The fitted section holds what the task adds to it (q-sparse averaging:
       ``n_selected``) and nothing else: sparse token selection's
       ``n_selected: null`` is dropped.
@@ -141,6 +142,7 @@ def _from_v3(meta):
     params, fitted = meta["params"], meta["fitted"]
     if meta["class"] in _ATTENTION_CLASSES:
         params.setdefault("n_heads", 1)
+        params.setdefault("length_scale", None)
     if fitted.get("n_selected", 0) is None:
         del fitted["n_selected"]
     meta["format_version"] = 4

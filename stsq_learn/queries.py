@@ -1,7 +1,7 @@
 """Query structures: which positions' encodings form each query of the attention model.
 
 A task says how its rows are read by giving one of three structures for a
-batch (:meth:`stsq_learn.tasks.Task.queries`); the attention module
+batch (:meth:`stsq_learn.Task.queries`); the attention module
 (:mod:`stsq_learn.nn`) asks it for every head's attention weights and for the
 weighted average of the tokens. With positional encodings ``p_t`` in
 ``R^m`` and, for head h, a key-query matrix ``W_h`` of shape
@@ -74,7 +74,7 @@ def softmax(d, u, tokens, pos, scale=None):
             u_x = nn.functional.pad(u_x, (0, 1))
         pos = torch.bmm(u_x, tokens.transpose(1, 2)).squeeze(1) + pos
     if scale is not None:
-        pos = pos * scale
+        pos = pos * (scale.unsqueeze(-1) if torch.is_tensor(scale) else scale)
     return torch.softmax(pos, dim=-1)
 
 
@@ -151,8 +151,8 @@ class _OneQuery:
             The module's encoding buffer.
         sampling : {"marginal", "full"}, default="marginal"
             How stochastic encodings are drawn.
-        scale : Tensor, float or None, default=None
-            Multiplies every score (the length-aware scale).
+        scale : Tensor of shape (n,), float or None, default=None
+            Multiplies every score of a row (the length-aware scale).
 
         Returns
         -------
@@ -329,7 +329,7 @@ class Subsets:
             if d:
                 scores = scores + u[..., :d] @ self.tokens.transpose(1, 2)
             if scale is not None:
-                scores = scores * scale
+                scores = scores * (scale.view(-1, 1, 1) if torch.is_tensor(scale) else scale)
             out.append(torch.softmax(scores, dim=-1))
         return out
 

@@ -86,6 +86,7 @@ class AttentionRegressor(_AttentionCore):
         width=64,
         *,
         n_heads=1,
+        length_scale=None,
         positional_encoding="stochastic",
         max_positions=None,
         pe_sampling="marginal",
@@ -114,6 +115,7 @@ class AttentionRegressor(_AttentionCore):
         super().__init__(
             width,
             n_heads=n_heads,
+            length_scale=length_scale,
             positional_encoding=positional_encoding,
             max_positions=max_positions,
             pe_sampling=pe_sampling,

@@ -15,7 +15,7 @@ measures only how the model copes with the new length.
 ready ``scoring=`` dict that makes ``GridSearchCV`` report a
 length-generalization curve for every candidate.
 
-Every task owns its shift (:meth:`stsq_learn.tasks.Task.shift`), and the
+Every task owns its shift (:meth:`stsq_learn.Task.shift`), and the
 scorer applies the fitted estimator's: q-sparse averaging rows can only grow
 (:func:`shift_averaging` inserts fresh tokens with their own subsets,
 renumbers the original subsets and keeps their targets).
@@ -242,7 +242,7 @@ class LengthShiftScorer(BaseEstimator):
             tokens and the selection indicator last).
         y : array-like
             Their targets; they stay valid after the shift (the task's
-            :meth:`~stsq_learn.tasks.Task.shift`: q-sparse averaging rows
+            :meth:`~stsq_learn.Task.shift`: q-sparse averaging rows
             only lengthen, and are scored over every position of the longer
             rows).
         sample_weight : array-like of shape (n_samples,), default=None

@@ -123,18 +123,27 @@ def test_length_generalization_structure(length):
     res = length
     assert isinstance(res, LengthGeneralizationResult)
     assert res.eval_lengths == [8, 16]
-    assert res.models == ["stochastic", "stochastic, 4 draws", "fixed"]
+    assert res.models == [
+        "stochastic",
+        "stochastic, 4 draws",
+        "stochastic, log scale",
+        "stochastic, floor scale",
+        "fixed",
+        "fixed, floor scale",
+        "stochastic, trained on 4..8, log scale",
+    ]
     assert set(res.r2) == {"val_128", "val_large"}
     for curves in res.r2.values():
         assert set(curves) == set(res.models)
         assert all(len(v) == 2 and all(np.isfinite(v)) for v in curves.values())
     assert res.at("fixed", 2) == res.r2["val_large"]["fixed"][1]
-    assert set(res.train_r2) == {"stochastic", "fixed"}
+    assert set(res.train_r2) == {"stochastic", "fixed", "stochastic, trained on 4..8, log scale"}
+    assert res.floor_r2 is None  # the tiny preset skips the floor
     d = json.loads(json.dumps(res.to_dict()))
     assert d["eval_lengths"] == [8, 16]
     fig = res.plot()
-    assert len(fig.axes) == 2
-    assert all(ax.get_xscale() == "log" and ax.get_legend() is not None for ax in fig.axes)
+    assert len(fig.axes) == 2 and len(fig.legends) == 1  # one legend, below both panels
+    assert all(ax.get_xscale() == "log" for ax in fig.axes)
     matplotlib.pyplot.close(fig)
 
 

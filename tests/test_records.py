@@ -74,8 +74,9 @@ def test_plan_counts_fits_and_steps():
     assert list(est) == list(EXPERIMENTS)
     conv = est["convergence"]
     assert (conv["fits"], conv["steps"]) == (1, PRESETS["tiny"]["convergence"]["n_steps"])
-    # length: two models; encodings: 4 families + 2 extra codebooks, 2 seeds each.
-    assert est["length_generalization"]["fits"] == 2
+    # length: two models and one over a range of lengths; encodings: 4 families + 2 extra
+    # codebooks, 2 seeds each.
+    assert est["length_generalization"]["fits"] == 3
     assert est["encodings"]["fits"] == 12
     # separation: 3 + 2 expected fits for the transformer; the FCN's grid (4, 8) is
     # below 4 T d at T=4: its two widths, then no search at T=8.
@@ -90,7 +91,7 @@ def test_plan_counts_fits_and_steps():
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 37 |" in table
+    assert "| total | 38 |" in table
 
 
 def test_plan_only_and_bad_arguments():

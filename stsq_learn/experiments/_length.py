@@ -1,4 +1,11 @@
-"""Experiment 2: length generalization of stochastic vs fixed positional encodings."""
+"""Experiment 2: length generalization of stochastic vs fixed encodings, against the floor.
+
+Beside the paper's two curves, the same fitted models are scored with the
+length-aware score scales (:mod:`stsq_learn.length_scale`), a stochastic
+model is trained over a range of lengths with a scale, and the isotropic
+floor at every evaluation length (the best any ``W = gamma I`` of the width
+reaches there) is the reference every curve is read against.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from sklearn.base import clone
 
 from .._validation import check_positive_int
 from ..estimators import SparseTokenSelector
+from ..length_scale import cached_floor, length_scale_rule
 from ..scoring import LengthShiftScorer
 from ..tasks import SparseTokenSelectionTask
 from ._common import (
@@ -35,13 +43,20 @@ class LengthGeneralizationResult:
     models : list of str
         Curve names: ``"stochastic"`` (SPE, one encoding draw, the paper),
         ``"stochastic, K draws"`` (the same fitted model averaging its
-        attention over K draws at predict time) and ``"fixed"``.
+        attention over K draws at predict time), ``"stochastic, <rule>
+        scale"`` (the same model with ``length_scale=<rule>``), ``"fixed"``
+        and ``"fixed, <rule> scale"``, and ``"stochastic, trained on
+        T_min..T, <rule> scale"`` (trained over a range of lengths).
     r2 : dict of str to dict of str to list of float
         ``r2[validation_set][model]`` is the R^2 at each of ``eval_lengths``;
         the validation sets are ``"val_128"`` (128 rows, the paper's size)
         and ``"val_large"``.
     train_r2 : dict of str to float
         In-distribution R^2 of each trained model on the large validation set.
+    floor_r2 : list of float
+        ``1 - isotropic_floor(T', q, width)``: the best R^2 any ``W = gamma I``
+        of the width reaches at each of ``eval_lengths`` (None where not
+        computed).
 
     Examples
     --------
@@ -59,6 +74,7 @@ class LengthGeneralizationResult:
     models: list
     r2: dict
     train_r2: dict
+    floor_r2: list | None = None
 
     def at(self, model, factor, validation="val_large"):
         """R^2 of ``model`` at length ``factor * T`` on a validation set.
@@ -98,12 +114,26 @@ class LengthGeneralizationResult:
             The figure holding the axes.
         """
         sets = list(self.r2)
-        fig, axes = new_axes(axes, len(sets), figsize=(6 * len(sets), 4))
+        fig, axes = new_axes(axes, len(sets), figsize=(6 * len(sets), 5.2))
         T = self.config["seq_len"]
-        styles = {"fixed": dict(color="C3", marker="s", ls="--")}
         for ax, name in zip(axes, sets):
-            for i, model in enumerate(self.models):
-                style = styles.get(model, dict(color=f"C{i}", marker="o"))
+            if self.floor_r2 is not None:
+                ax.plot(
+                    self.eval_lengths,
+                    self.floor_r2,
+                    color="k",
+                    ls="--",
+                    lw=1.5,
+                    label=f"floor at T' (best W = gamma I, width {self.config['width']}, 1 draw)",
+                )
+            others = iter(["C0", "C1", "C2", "C4", "C6", "C8", "C9", "C5"])  # red: fixed
+            for model in self.models:
+                fixed = model.startswith("fixed")
+                style = dict(
+                    color="C3" if fixed else next(others),
+                    marker="s" if fixed else "o",
+                    ls=(":" if "scale" in model else "--") if fixed else "-",
+                )
                 ax.plot(self.eval_lengths, self.r2[name][model], label=model, **style)
             ax.axvline(T, color="gray", ls=":", lw=1, label=f"training length T={T}")
             ax.axhline(0.0, color="k", lw=0.5)
@@ -114,7 +144,9 @@ class LengthGeneralizationResult:
             ax.set_ylim(min(-0.1, np.nanmin([min(v) for v in self.r2[name].values()]) - 0.05), 1.02)
             n_rows = self.config["n_val_128"] if name == "val_128" else self.config["n_val_large"]
             ax.set_title(f"Length shift, validation set of {n_rows} rows")
-            ax.legend(loc="lower left", fontsize="small")
+        # One legend for both panels, below them: the curves stay visible.
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")
         return fig
 
 
@@ -128,11 +160,15 @@ def length_generalization(
     factors=(1, 2, 4, 8),
     n_pe_samples=16,
     n_val_large=1000,
+    length_scales=("log", "floor"),
+    train_range=None,
+    range_scale="log",
+    floor=True,
     device=None,
     random_state=0,
     progress=False,
 ):
-    """Train SPE and fixed encodings at length T; score at T' = factor * T.
+    """Train SPE and fixed encodings at length T; score at T' = factor * T, against the floor.
 
     The paper's out-of-distribution claim: a transformer trained with
     stochastic positional encodings keeps its accuracy on longer sequences,
@@ -162,6 +198,17 @@ def length_generalization(
         Encoding draws averaged by the third curve (1 skips that curve).
     n_val_large : int, default=1000
         Rows of the larger validation set.
+    length_scales : sequence of {"log", "floor"}, default=("log", "floor")
+        Length scales the fitted stochastic model is also scored with (the
+        fixed one with the last of them); empty skips those curves.
+    train_range : tuple of (int, int) or None, default=None
+        A range of training lengths ``(T_min, T)`` for one more stochastic
+        model, trained with ``range_scale``; None skips it.
+    range_scale : {"log", "floor"}, default="log"
+        The length scale of the model trained over ``train_range``.
+    floor : bool, default=True
+        Compute the isotropic floor at each length (on 20,000 simulated rows,
+        the same the ``"floor"`` scale reads its gammas from).
     device : str or None, default=None
         Training device; None keeps the estimator's.
     random_state : int, default=0
@@ -180,8 +227,11 @@ def length_generalization(
     factors = [check_positive_int(f, "factors[i]") for f in factors]
     if not factors:
         raise ValueError("factors must name at least one length multiple, got an empty sequence.")
+    length_scales = [length_scale_rule(s).name for s in length_scales]
+    range_scale = length_scale_rule(range_scale).name
     task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
     T = task.seq_len
+    range_task = _checked_range(train_range, T, n_features, n_selected)
     eval_lengths = sorted({f * T for f in factors})
     val = {
         "val_128": task.sample(128, random_state=derived_seed(random_state, 2)),
@@ -204,10 +254,31 @@ def length_generalization(
             desc=f"length: train {pe} encodings",
             progress=progress,
         )
-    variants = [("stochastic", "stochastic", 1), ("fixed", "fixed", 1)]
+    # (label, fitted model, draws, length scale)
+    variants = [("stochastic", "stochastic", 1, None)]
     if n_pe_samples > 1:
-        variants.insert(1, (f"stochastic, {n_pe_samples} draws", "stochastic", n_pe_samples))
+        variants.append((f"stochastic, {n_pe_samples} draws", "stochastic", n_pe_samples, None))
+    variants += [(f"stochastic, {s} scale", "stochastic", 1, s) for s in length_scales]
+    variants.append(("fixed", "fixed", 1, None))
+    if length_scales:
+        variants.append((f"fixed, {length_scales[-1]} scale", "fixed", 1, length_scales[-1]))
+    if range_task is not None:
+        lo, hi = range_task.length_range
+        label = f"stochastic, trained on {lo}..{hi}, {range_scale} scale"
+        fitted[label] = train_online(
+            clone(base).set_params(positional_encoding="stochastic", length_scale=range_scale),
+            range_task,
+            n_steps,
+            desc=f"length: train over {lo}..{hi}",
+            progress=progress,
+        )
+        variants.append((label, label, 1, range_scale))
     r2 = _score_variants(fitted, variants, val, eval_lengths, random_state, progress)
+    floor_r2 = None
+    if floor:
+        floor_r2 = [
+            1.0 - cached_floor(t, n_selected, base.width).relative_mse for t in eval_lengths
+        ]
     X, y = val["val_large"]
     config = {
         "seq_len": T,
@@ -223,30 +294,49 @@ def length_generalization(
         "n_pe_samples": n_pe_samples,
         "n_val_128": 128,
         "n_val_large": n_val_large,
+        "length_scales": length_scales,
+        "train_range": None if range_task is None else list(range_task.length_range),
+        "range_scale": range_scale,
         "device": str(fitted["stochastic"].device_),
         "random_state": random_state,
     }
     return LengthGeneralizationResult(
         config=config,
         eval_lengths=eval_lengths,
-        models=[label for label, _, _ in variants],
+        models=[label for label, _, _, _ in variants],
         r2=r2,
         train_r2={pe: float(m.score(X, y)) for pe, m in fitted.items()},
+        floor_r2=floor_r2,
     )
 
 
+def _checked_range(train_range, T, n_features, n_selected):
+    """The task over ``train_range`` (ending at the training length T), or None."""
+    if train_range is None:
+        return None
+    if not isinstance(train_range, (tuple, list)) or len(train_range) != 2:
+        raise ValueError(f"train_range must be None or (T_min, T_max), got {train_range!r}.")
+    if int(train_range[1]) != T:
+        raise ValueError(
+            f"train_range must end at the training length seq_len={T} (the models are read "
+            f"against each other at the same longest training length), got {train_range!r}."
+        )
+    return SparseTokenSelectionTask(tuple(train_range), n_features, n_selected)
+
+
 def _score_variants(fitted, variants, val, eval_lengths, random_state, progress):
-    """``r2[validation set][label]``: R^2 of each (label, model, draws) at each length."""
-    r2 = {name: {label: [] for label, _, _ in variants} for name in val}
+    """``r2[validation set][label]``: R^2 of each (label, model, draws, scale) at each length."""
+    r2 = {name: {label: [] for label, _, _, _ in variants} for name in val}
+    own = {key: (m.n_pe_samples, m.length_scale) for key, m in fitted.items()}
     total = len(val) * len(variants) * len(eval_lengths)
     with progress_bar(total, "length: scoring at T'", enabled=progress, leave=False) as bar:
         for name, (X, y) in val.items():
-            for label, pe, k in variants:
-                model = fitted[pe].set_params(n_pe_samples=k)
+            for label, pe, k, scale in variants:
+                model = fitted[pe].set_params(n_pe_samples=k, length_scale=scale)
                 for T_eval in eval_lengths:
                     scorer = LengthShiftScorer(T_eval, random_state=derived_seed(random_state, 5))
                     r2[name][label].append(float(scorer(model, X, y)))
                     bar.update()
-    for model in fitted.values():
-        model.set_params(n_pe_samples=1)
+    for key, (k, scale) in own.items():
+        fitted[key].set_params(n_pe_samples=k, length_scale=scale)
     return r2

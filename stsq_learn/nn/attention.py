@@ -19,6 +19,7 @@ from torch import nn
 
 from .._draws import as_draws
 from ..encodings import encoding_family
+from ..length_scale import length_scale_rule
 from ..queries import query_scores, softmax
 from ..tasks import SparseAveragingTask, SparseTokenSelectionTask
 
@@ -31,7 +32,7 @@ class Attention(nn.Module):
     The module holds the key-query matrices, the readout and the forward
     pass; where the encodings come from is its encoding family's business
     (:attr:`encoding`), which positions form each query the task's
-    (:meth:`~stsq_learn.tasks.Task.queries`).
+    (:meth:`~stsq_learn.Task.queries`).
 
     Parameters
     ----------
@@ -160,7 +161,7 @@ class Attention(nn.Module):
             return d, [W if d else W[self.n_features :]]
         return d, [W[h] if d else W[h, self.n_features :] for h in range(W.shape[0])]
 
-    def forward(self, X, generator=None, n_pe_samples=1, pe_sampling="marginal"):
+    def forward(self, X, generator=None, n_pe_samples=1, pe_sampling="marginal", length_scale=None):
         """The model's output for a batch ``X`` of the task's rows.
 
         With encodings drawn per call (stochastic, randomized) the attention
@@ -183,6 +184,10 @@ class Attention(nn.Module):
             How stochastic encodings are drawn: only what the scores need,
             or every vector (see :mod:`stsq_learn.queries`). Ignored by the
             other families.
+        length_scale : {"log", "floor"} or None, default=None
+            Multiply a row's scores by a factor of its length relative to the
+            task's (training) length: :mod:`stsq_learn.length_scale`. None is
+            the paper's model.
 
         Returns
         -------
@@ -194,9 +199,10 @@ class Attention(nn.Module):
         # weight 0 in the scores): copying the tokens out of X cost up to a tenth of a step.
         X = X.contiguous()
         structure = self.task.queries(X)
+        scale = self.length_factors(X, length_scale, n_pe_samples)
 
         def weights(d, Ws, draws, table):
-            return structure.attention(Ws, d, self.encoding, draws, table, pe_sampling)
+            return structure.attention(Ws, d, self.encoding, draws, table, pe_sampling, scale)
 
         outputs = [
             structure.read(a) for a in self._mean_attention(X, generator, n_pe_samples, weights)
@@ -204,6 +210,32 @@ class Attention(nn.Module):
         if self.readout is None:
             return outputs[0]
         return torch.cat(outputs, dim=-1) @ self.readout.T
+
+    def length_factors(self, X, length_scale, n_pe_samples=1):
+        """The factor of each row's scores under the rule ``length_scale`` (None: no scale).
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, T, n_channels)
+            The rows.
+        length_scale : {"log", "floor"} or None
+            The rule (:mod:`stsq_learn.length_scale`).
+        n_pe_samples : int, default=1
+            Encoding draws averaged (the floor's best gamma depends on them).
+
+        Returns
+        -------
+        float, Tensor of shape (n,) or None
+            None where nothing is scaled (no rule, or rows of the training length).
+        """
+        rule = length_scale_rule(length_scale)
+        reference, T = self.task.reference_length, X.shape[1]
+        if rule is None or T == reference:
+            return None
+        sizes = self.task.query_sizes(X) if rule.needs_query_sizes else None
+        draws = n_pe_samples if self.encoding.drawn else 1
+        factors = rule.factors(T, reference, sizes, self.width, draws)
+        return factors.to(X.device, X.dtype) if torch.is_tensor(factors) else factors
 
     def _mean_attention(self, X, generator, n_pe_samples, weights):
         """Every head's attention weights averaged over the encoding draws of a forward pass.

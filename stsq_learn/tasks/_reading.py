@@ -1,6 +1,6 @@
 """How the models read a task's rows: the part of the task protocol the estimators' modules use.
 
-:class:`ModelReading` is a base of :class:`~stsq_learn.tasks.Task` with the
+:class:`ModelReading` is a base of :class:`~stsq_learn.Task` with the
 defaults of a task whose output is one average of its tokens: one query per
 row, one encoding slot, the flattened row for the fully-connected baseline.
 A task overrides what its rows need (q-sparse averaging: a query per
@@ -28,10 +28,16 @@ class ModelReading:
     n_slots : int
         Encoding slots in a query of the attention model: 1 when a query is
         a sum of encodings, more when it concatenates them (one per role).
+    isotropic_floor_applies : bool
+        Whether each query is a sum of q encodings, as
+        :func:`~stsq_learn.isotropic_floor` assumes (then
+        :meth:`query_sizes` gives each row's q, and the length scale
+        ``"floor"`` applies).
     """
 
     structure: ClassVar[type | None] = None
     readout_required: ClassVar[bool] = False
+    isotropic_floor_applies: ClassVar[bool] = False
 
     # -- what the models read --------------------------------------------------------
     @property
@@ -142,3 +148,18 @@ class ModelReading:
         tuple of int
         """
         return self.output_shape(n_samples, self.seq_len)
+
+    def query_sizes(self, X):
+        """Encodings summed into each row's queries, where :attr:`isotropic_floor_applies`.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, T, n_channels)
+            The rows.
+
+        Returns
+        -------
+        Tensor of shape (n,) or None
+            Each row's q (None: the queries are not sums of encodings).
+        """
+        return None

@@ -198,6 +198,7 @@ class SparseAveragingTask(Task):
     name = "averaging"
     fitted_keys = ("n_selected",)
     structure = Subsets
+    isotropic_floor_applies = True
 
     def __post_init__(self):
         self._check_sizes()
@@ -303,6 +304,9 @@ class SparseAveragingTask(Task):
 
     def largest_query(self, X):
         return self.n_selected
+
+    def query_sizes(self, X):
+        return torch.full((len(X),), float(X.shape[2] - self.n_features), device=X.device)
 
     def fcn_inputs(self, X):
         # Each subset as an N-long 0/1 indicator (the form of the selection channel;

@@ -70,6 +70,7 @@ class SparseTokenSelectionTask(Task):
 
     name = "selection"
     structure = Selection
+    isotropic_floor_applies = True
 
     def __post_init__(self):
         self._check_sizes()
@@ -164,6 +165,9 @@ class SparseTokenSelectionTask(Task):
 
     def fcn_input_size(self):
         return self.seq_len * (self.n_features + 1)
+
+    def query_sizes(self, X):
+        return X[..., -1].sum(dim=1)
 
 
 def make_sparse_token_selection(

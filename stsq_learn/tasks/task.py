@@ -48,7 +48,7 @@ class Task(ModelReading):
     - the contract: :meth:`from_data` (check ``(X, y)`` of ``fit`` and
       return the task they describe), :meth:`check_rows` (``X`` of
       ``predict``) and :attr:`fitted_keys` (the fields a model file keeps);
-    - the models' reading of a row (:class:`~stsq_learn.tasks._reading.ModelReading`,
+    - the models' reading of a row (its base ``ModelReading``,
       whose defaults suit a task answering one average per row): its query
       ``structure`` for the attention model, and :meth:`fcn_inputs` for the
       fully-connected baseline;

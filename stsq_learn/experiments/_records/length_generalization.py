@@ -21,6 +21,8 @@ PRESETS = {
         factors=(1, 2),
         n_pe_samples=4,
         n_val_large=200,
+        train_range=(4, 8),
+        floor=False,
     ),
     "quick": dict(
         seq_len=16,
@@ -31,6 +33,7 @@ PRESETS = {
         factors=(1, 2, 4, 8, 16),
         n_pe_samples=16,
         n_val_large=1000,
+        train_range=(4, 16),
     ),
     "full": dict(
         seq_len=32,
@@ -41,6 +44,8 @@ PRESETS = {
         factors=(1, 2, 4, 8, 16, 32),
         n_pe_samples=16,
         n_val_large=2000,
+        train_range=(8, 32),
+        range_scale="floor",
     ),
     "gpu": dict(
         seq_len=64,
@@ -51,6 +56,8 @@ PRESETS = {
         factors=(1, 2, 4, 8, 16, 32, 64),
         n_pe_samples=64,
         n_val_large=10000,
+        train_range=(16, 64),
+        range_scale="floor",
     ),
 }
 
@@ -64,14 +71,19 @@ def work(
     factors,
     n_pe_samples=16,
     n_val_large=10000,
+    length_scales=("log", "floor"),
+    train_range=None,
+    range_scale="log",
     **_,
 ):
-    """Two models (stochastic, fixed) trained; each scored at every length, with its draws."""
+    """Two models (stochastic, fixed), and one over a range, trained; each scored at every
+    length, with its draws and scales."""
     task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
     # Predicting costs about rows x length: all lengths as rows at the longest.
     rows = int((128 + n_val_large) * sum(factors) / max(factors))
     out = []
-    for pe, draws in (("stochastic", 1 + n_pe_samples), ("fixed", 1)):
+    scales = len(length_scales)
+    for pe, draws in (("stochastic", 1 + n_pe_samples + scales), ("fixed", 1 + min(scales, 1))):
         out.append(
             Work(
                 f"length: {pe}",
@@ -80,6 +92,19 @@ def work(
                 _with_pe(estimator, pe),
                 task,
                 predict_rows=rows * draws,
+                predict_len=seq_len * max(factors),
+            )
+        )
+    if train_range is not None:
+        est = _with_pe(estimator, "stochastic").set_params(length_scale=range_scale)
+        out.append(
+            Work(
+                f"length: trained over {train_range[0]}..{train_range[1]}",
+                1,
+                n_steps,
+                est,
+                SparseTokenSelectionTask(tuple(train_range), n_features, n_selected),
+                predict_rows=rows,
                 predict_len=seq_len * max(factors),
             )
         )
@@ -99,6 +124,11 @@ def summary_rows(rows, length):
     rows.append(
         f"| length generalization (T={T}, {length.config['n_val_large']} rows) | R^2 at {lens} | |"
     )
+    if length.floor_r2 is not None:
+        floor = " / ".join(fmt(v) for v in length.floor_r2)
+        rows.append(
+            f"| | floor at T' (best W = gamma I of width {length.config['width']}) | {floor} |"
+        )
     for model in length.models:
         vals = " / ".join(fmt(v) for v in length.r2["val_large"][model])
         rows.append(f"| | {model} | {vals} |")
