@@ -26,7 +26,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _training as tr
 from ._docstrings import FIT_RAISES, Substitution
-from ._state import FittedState, architecture_changes
+from ._memory import check_fit_memory
+from ._state import FittedState
 from ._validation import check_callbacks, check_float_range, check_positive_int, resolve_device
 from .encodings import KeyedDraws, StreamedDraws
 from .tasks import get_task
@@ -55,6 +56,7 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
+        "on_divergence": [StrOptions({"raise", "warn"})],
         "callbacks": [list, tuple, None],
     }
 
@@ -159,7 +161,15 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
             epochs = -(-self._auto_steps() // steps_per_epoch)
         zero_loss = float(np.square(y).sum(axis=-1).mean())  # the loss of predicting 0
         data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
-        self._train(data, task, device, batch_size, epochs=epochs, zero_loss=zero_loss)
+        self._train(
+            data,
+            task,
+            device,
+            batch_size,
+            epochs=epochs,
+            zero_loss=zero_loss,
+            n_read=task.largest_query(X),
+        )
         self._y_1d = y_1d
         return self
 
@@ -218,7 +228,15 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
             )
         device = resolve_device(self.device)
         data = tr.OnlineData(task, n_steps, batch_size, device, tr.DTYPES[self.dtype])
-        self._train(data, task, device, batch_size, epochs=1, zero_loss=task.trivial_mse)
+        self._train(
+            data,
+            task,
+            device,
+            batch_size,
+            epochs=1,
+            zero_loss=task.trivial_mse,
+            n_read=task.largest_query_of_law,
+        )
         self._y_1d = task.targets_1d
         return self
 
@@ -253,8 +271,13 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
         # dtype, draw, position), so a row's prediction does not depend on the other rows.
         draws = KeyedDraws(self._predict_seed, dtype=next(module.parameters()).dtype)
         out = []
+        starts = range(0, n, chunk)
+        if self.verbose and len(starts) > 1:  # long predictions report their chunks
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"{type(self).__name__}.predict", unit="chunk")
         with torch.inference_mode():
-            for start in range(0, n, chunk):
+            for start in starts:
                 out.append(tr.finite_forward(module, X[start : start + chunk], draws, kwargs))
         y_pred = torch.cat(out).numpy().astype(np.float64)
         return y_pred.ravel() if self._y_1d else y_pred
@@ -291,13 +314,14 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
         return tags
 
     # -- the training loop, in named steps ----------------------------------
-    def _train(self, data, task, device, batch_size, *, epochs, zero_loss):
+    def _train(self, data, task, device, batch_size, *, epochs, zero_loss, n_read):
         online = isinstance(data, tr.OnlineData)
         warm = self.warm_start and hasattr(self, "net_")
         # The contract the fitted model keeps: the task at its (longest) training length.
         fitted_task = type(task).from_fitted(
             task.reference_length, task.n_features, task.fitted_state()
         )
+        check_fit_memory(self, fitted_task, batch_size, device, n_read)
         init_seed, order_seed, pe_seed, predict_seed = self._seeds(warm)
         module = self._initial_module(fitted_task, init_seed, warm)
         module = module.to(device=device, dtype=tr.DTYPES[self.dtype])
@@ -316,13 +340,25 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
             max_epochs=epochs,
             batch_size=batch_size,
             order_seed=order_seed,
+            step_progress=online,
         )
+        probe = torch.Generator(device=device).manual_seed(pe_seed + 1)
+        start = tr.start_loss(module, data, probe, self._fit_forward_kwargs())
         self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
         tr.check_finite_weights(net)
+        owner = type(self).__name__
         losses = tr.completed_losses(
-            net, online, planned, type(self).__name__, early_stopping=self._watched(online)
+            net, online, planned, owner, early_stopping=self._watched(online)
         )
-        tr.check_against_zero(net, losses, zero_loss, online, type(self).__name__)
+        tr.check_progress(
+            net,
+            losses,
+            zero_loss=zero_loss,
+            start_loss=start,
+            online=online,
+            owner=owner,
+            keep=self.on_divergence == "warn",
+        )
         rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
         # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
         self.n_iter_ = len(losses) + (self.n_iter_ if warm else 0)
@@ -345,40 +381,6 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
             # A continuation draws other batches and encodings than the first fit.
             seeds = np.random.default_rng([*seeds.tolist(), self.t_]).integers(_SEED_MAX, size=4)
         return tuple(int(v) for v in seeds)
-
-    def _initial_module(self, task, seed, warm):
-        """A new module (W = 0 for attention), or the fitted one's weights to continue.
-
-        A continuation is built anew for ``task`` (at its training length)
-        and takes the fitted module's parameters: the buffers the length
-        decides (fixed encodings) are those of the new length, so the model
-        stays one that its fitted state describes.
-        """
-        if not warm:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                return self._make_module(task, seed)
-        old = self.net_.module_
-        if task.n_features != self.n_features_in_:
-            raise ValueError(
-                f"warm_start=True continues the previous fit, which had n_features="
-                f"{self.n_features_in_}; this data has n_features={task.n_features}. "
-                "Set warm_start=False to start afresh."
-            )
-        with torch.random.fork_rng(devices=[]):
-            fresh = self._make_module(task, getattr(old, "encoding_seed", seed))
-        changed = architecture_changes(old, fresh)
-        if changed:
-            raise ValueError(
-                "warm_start=True continues the previous fit, but the model it would "
-                f"continue has another architecture ({'; '.join(changed)}). Restore "
-                "those hyperparameters (or the training seq_len) or set warm_start=False."
-            )
-        fresh = fresh.to(device=next(old.parameters()).device, dtype=next(old.parameters()).dtype)
-        with torch.no_grad():
-            for name, param in old.named_parameters():
-                fresh.get_parameter(name).copy_(param)
-        return fresh
 
     def _training_callbacks(self, online, n_steps, batch_size, n_rows, rows_before):
         """The package's callbacks (guard, rate schedule, early stopping), then the user's."""

@@ -76,6 +76,7 @@ class _AttentionCore(_BaseEstimator):
         random_state=None,
         verbose=0,
         warm_start=False,
+        on_divergence="raise",
         callbacks=None,
     ):
         self.width = width
@@ -103,6 +104,7 @@ class _AttentionCore(_BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.on_divergence = on_divergence
         self.callbacks = callbacks
 
     def _codebook_size(self, seq_len):
@@ -249,6 +251,7 @@ class _FCNCore(_BaseEstimator):
         random_state=None,
         verbose=0,
         warm_start=False,
+        on_divergence="raise",
         callbacks=None,
     ):
         self.width = width
@@ -268,6 +271,7 @@ class _FCNCore(_BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.on_divergence = on_divergence
         self.callbacks = callbacks
 
     _attention_sibling = "an attention estimator"

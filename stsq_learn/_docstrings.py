@@ -130,7 +130,10 @@ TRAINING = """\
         Seeds initialisation, batch order, encodings and prediction draws.
         An int makes :meth:`fit` and :meth:`predict` reproducible.
     verbose : int, default=0
-        1 prints a table of the epoch losses, 2 adds a progress bar.
+        1 prints a table of the epoch losses, with a progress bar of the
+        steps in :meth:`fit_online` (one epoch of many steps) and of the
+        chunks of a long :meth:`predict`; 2 adds a progress bar to every
+        epoch of :meth:`fit`.
     warm_start : bool, default=False
         When True, :meth:`fit` and :meth:`fit_online` continue from the
         weights of the previous call (with a fresh optimiser state, as in
@@ -139,6 +142,13 @@ TRAINING = """\
         ``n_features`` and the architecture must stay the same; anything
         else raises ``ValueError``. The other hyperparameters (rate,
         schedule, solver, batch size) may change between calls.
+    on_divergence : {"raise", "warn"}, default="raise"
+        What a fit that diverges does: its final training loss more than
+        1.5 times that of the model it started from (W = 0, a fresh net, or
+        the previous fit of a warm start). ``"raise"``: a ``ValueError``
+        naming the step size, and the estimator stays as it was before the
+        call. ``"warn"``: the diverged model is kept, with a
+        ``UserWarning``. Weights that become NaN or infinite always raise.
     callbacks : list of skorch callbacks or None, default=None
         The hook into training: :class:`skorch.callbacks.Callback` instances
         (or ``(name, callback)`` pairs) that the owned skorch net runs in

@@ -2,7 +2,8 @@
 
 :class:`FittedState` gives the estimators ``get_fitted_state`` and
 ``set_fitted_state``; the latter runs the checks here before it assigns
-anything (a loaded file), and a warm start compares architectures with
+anything (a loaded file). A warm start continues the fitted module
+(``_initial_module``) after comparing architectures with
 :func:`architecture_changes`.
 """
 
@@ -246,6 +247,40 @@ class FittedState:
         self._token_block_rate = fitted["token_block_rate"]
         self.planned_steps_ = fitted["planned_steps"]
         return self
+
+    def _initial_module(self, task, seed, warm):
+        """A new module (W = 0 for attention), or the fitted one's weights to continue.
+
+        A continuation is built anew for ``task`` (at its training length)
+        and takes the fitted module's parameters: the buffers the length
+        decides (fixed encodings) are those of the new length, so the model
+        stays one that its fitted state describes.
+        """
+        if not warm:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                return self._make_module(task, seed)
+        old = self.net_.module_
+        if task.n_features != self.n_features_in_:
+            raise ValueError(
+                f"warm_start=True continues the previous fit, which had n_features="
+                f"{self.n_features_in_}; this data has n_features={task.n_features}. "
+                "Set warm_start=False to start afresh."
+            )
+        with torch.random.fork_rng(devices=[]):
+            fresh = self._make_module(task, getattr(old, "encoding_seed", seed))
+        changed = architecture_changes(old, fresh)
+        if changed:
+            raise ValueError(
+                "warm_start=True continues the previous fit, but the model it would "
+                f"continue has another architecture ({'; '.join(changed)}). Restore "
+                "those hyperparameters (or the training seq_len) or set warm_start=False."
+            )
+        fresh = fresh.to(device=next(old.parameters()).device, dtype=next(old.parameters()).dtype)
+        with torch.no_grad():
+            for name, param in old.named_parameters():
+                fresh.get_parameter(name).copy_(param)
+        return fresh
 
     def __setstate__(self, state):
         super().__setstate__(state)

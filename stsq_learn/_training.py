@@ -9,7 +9,7 @@ state.
   :class:`OnlineData` (a stream of fresh batches drawn on the device), read by
   :class:`BatchIterator`, skorch's ``iterator_train``. skorch's row-by-row
   ``DataLoader`` would collate rows in Python; these slice whole tensors.
-- Callbacks: :class:`TrainingGuard` (divergence), :class:`EarlyStop` and
+- Callbacks: :class:`TrainingGuard` (a loss that is not finite), :class:`EarlyStop` and
   :class:`AdaptiveRate` (each records in the history why it stopped), and
   :func:`rate_schedule`, which maps ``learning_rate`` to skorch's
   ``LRScheduler`` over torch's schedulers.
@@ -38,6 +38,24 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 STOP_REASON = "stop_reason"  # history key a stopping callback records before it stops
 
 
+_PROBE_ROWS = 4096
+
+
+def start_loss(module, data, generator, kwargs):
+    """The training loss of ``module`` before any step, on ``data.probe`` rows (no gradient).
+
+    ``generator`` is the probe's own, so the run's batches and draws are
+    those it would have without the probe.
+    """
+    from ._draws import StreamedDraws
+
+    X, y = data.probe(generator)
+    with torch.no_grad():
+        out = module(X, generator=StreamedDraws(generator), **kwargs)
+        # The loss of SquaredError, outside the criterion (no training step is evaluated).
+        return float((out - y).square().sum(-1).mean())
+
+
 def as_tensor(array, dtype, device):
     """A tensor view of (or copy from) a NumPy array; the array is never written."""
     with warnings.catch_warnings():
@@ -58,6 +76,10 @@ class TensorData(torch.utils.data.Dataset):
     def __getitem__(self, i):
         return self.X[i], self.y[i]
 
+    def probe(self, generator):
+        """Rows to measure the starting model's loss on: the first 4096."""
+        return self.X[:_PROBE_ROWS], self.y[:_PROBE_ROWS]
+
     def batches(self, batch_size, generator):
         perm = torch.randperm(len(self.X), generator=generator, device=self.X.device)
         for start in range(0, len(perm), batch_size):
@@ -77,6 +99,11 @@ class OnlineData(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         raise TypeError("an online stream is read in batches, not rows")
+
+    def probe(self, generator):
+        """A batch, from its own generator, to measure the starting model's loss on."""
+        n = min(max(self.batch_size, 1024), _PROBE_ROWS)
+        return self.task.sample_torch(n, generator=generator, device=self.device, dtype=self.dtype)
 
     def batches(self, batch_size, generator):
         for _ in range(self.n_steps):
@@ -114,7 +141,8 @@ def raise_diverged(net, what):
     raise ValueError(
         f"Training diverged: {what}. The step size is the likely cause: lower "
         f"learning_rate_init (it was {net.lr:.4g}) or leave it at 'auto', or rescale "
-        "X and y. The estimator was left as it was before this call."
+        "X and y. The estimator was left as it was before this call (on_divergence='warn' "
+        "keeps a diverged model whose weights are finite)."
     )
 
 
@@ -264,29 +292,47 @@ def completed_losses(net, online, planned, owner, *, early_stopping):
     return losses
 
 
-def check_against_zero(net, losses, zero_loss, online, owner):
-    """Refuse a model whose training loss rose far above predicting 0; warn otherwise.
+_DIVERGED_RATIO = 1.5
+"""A final loss this many times the starting model's (and 0.1 L0 above it) has diverged."""
+
+
+def check_progress(net, losses, *, zero_loss, start_loss, online, owner, keep=False):
+    """Refuse a run that ended clearly worse than the model it started from; warn otherwise.
 
     The final training loss (the last epoch's, or the mean of the last tenth
-    of the online steps) is compared with ``zero_loss``, the loss of the
-    predictor 0 on the same law, and with the first epoch's (steps'). Doubled
-    and at twice ``zero_loss`` or more, training diverged (``ValueError``: the
-    caller has not assigned anything yet; online, only over at least 5 steps
-    a part). Otherwise a model worse than 0 gets
-    a ``UserWarning`` naming the likely cause: steps that overshoot (the loss
-    rose) or a run too short to beat 0 (it did not, as for a barely trained
-    model that started worse than 0).
+    of the online steps) is compared with ``start_loss``, the loss of the
+    model the run started from (W = 0, a fresh net, or the previous fit of a
+    warm start) measured before the first step, and with ``zero_loss``, the
+    loss of predicting 0. Ending more than :data:`_DIVERGED_RATIO` times
+    ``start_loss`` and ``0.1 * zero_loss`` above it, the run has diverged:
+    ``ValueError`` naming the step size (the caller has assigned nothing
+    yet), or with ``keep`` a ``UserWarning`` and the diverged model. A model
+    that ends worse than predicting 0 without having diverged (a short run
+    that barely moved, a model that started worse) gets a ``UserWarning``
+    naming the likely cause.
     """
     if not losses or zero_loss <= 0:
         return
     part = max(1, len(losses) // 10) if online else 1
     final, first = float(np.mean(losses[-part:])), float(np.mean(losses[:part]))
+    diverged = final > _DIVERGED_RATIO * start_loss and final > start_loss + 0.1 * zero_loss
+    if diverged:
+        what = (
+            f"the final training loss is {final / start_loss:.3g} times that of the model it "
+            f"started from ({final / zero_loss:.3g} times that of predicting 0)"
+        )
+        if not keep:
+            raise_diverged(net, what)
+        warnings.warn(
+            f"{owner}: training diverged: {what}; the model is kept as "
+            f"on_divergence='warn' asks. Lower learning_rate_init (it was {net.lr:.4g}).",
+            UserWarning,
+            stacklevel=4,
+        )
+        return
     ratio = final / zero_loss
     if ratio <= 1:
         return
-    averaged = not online or part >= 5  # a few online batches are too noisy to judge
-    if ratio >= 2 and final >= 2 * first and averaged:
-        raise_diverged(net, f"the final training loss is {ratio:.3g} times that of predicting 0")
     if final > first:
         cause = f"The step size is the likely cause (learning_rate_init={net.lr:.4g}); lower it"
     else:
@@ -314,6 +360,7 @@ def build_net(
     batch_size=1,
     order_seed=0,
     verbose=0,
+    step_progress=False,
 ):
     """The skorch net that trains (or, loaded from a file, holds) ``module``.
 
@@ -333,6 +380,9 @@ def build_net(
         Seed of the batch order (fixed data) or of the batch draws (online).
     verbose : int
         0 is silent, 1 prints the epoch table, 2 adds a progress bar.
+    step_progress : bool, default=False
+        Show the progress bar at ``verbose=1`` too (online training: one
+        epoch of many steps, whose table would come only at the end).
 
     Returns
     -------
@@ -344,7 +394,7 @@ def build_net(
     else:
         optimizer, opt_kwargs = torch.optim.Adam, {}
     callbacks = list(callbacks)
-    if verbose >= 2:
+    if verbose >= 2 or (verbose >= 1 and step_progress):
         callbacks.append(ProgressBar())
     return NeuralNetRegressor(
         module=module,

@@ -12,6 +12,8 @@ import re
 import numpy as np
 import torch
 
+_CHECK_BLOCK = 1 << 20  # values checked at once when a sum is not finite (1 MiB of bools)
+
 
 def as_real_array(X, name, expected):
     """``X`` as a NumPy array of real numbers (bool, complex, object and str refused)."""
@@ -40,17 +42,36 @@ def as_real_array(X, name, expected):
             f"{name} must hold real numbers, got an array of dtype {arr.dtype} "
             f"(kind {arr.dtype.kind!r}) from {type(X).__name__}."
         )
+    if not arr.dtype.isnative:  # big-endian data on a little-endian machine: torch refuses it
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
 
 
 def finite_floats(arr, name):
-    """``arr`` as floats (integers become float64), or raise naming its first NaN or infinity."""
+    """``arr`` as floats (integers become float64), or raise naming its first NaN or infinity.
+
+    The common case costs one sum and no array of ``arr``'s size: only when
+    the sum is not finite (a NaN or infinity, or finite values whose sum
+    overflows) are the values checked one by one, a block of rows at a time.
+    """
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
-        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
-        where = ", ".join(map(str, bad))
-        raise ValueError(f"{name} contains NaN or infinity, e.g. {name}[{where}] = {arr[bad]}.")
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = arr.sum(dtype=np.float64)
+    if np.isfinite(total):
+        return arr
+    flat = arr.reshape(len(arr), -1) if arr.ndim else arr.reshape(1, 1)
+    rows = max(1, _CHECK_BLOCK // max(1, flat.shape[1]))
+    for start in range(0, len(flat), rows):
+        bad = ~np.isfinite(flat[start : start + rows])
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            where = np.unravel_index(int(j), arr.shape[1:]) if arr.ndim > 1 else ()
+            index = (start + int(i), *(int(k) for k in where)) if arr.ndim else ()
+            text = ", ".join(map(str, index))
+            raise ValueError(
+                f"{name} contains NaN or infinity, e.g. {name}[{text}] = {arr[index]}."
+            )
     return arr
 
 

@@ -135,11 +135,14 @@ def _from_v3(meta):
     - ``n_heads`` (0.5, the attention estimators) is 1: 0.4's model had one
       head, and a one-head model has the same weights and predictions;
       ``length_scale`` (0.5) is None, the unscaled scores 0.4 computed.
+    - ``on_divergence`` (0.5, every estimator) is ``"raise"``, what 0.4 did
+      with a run it judged diverged.
     - The fitted section holds what the task adds to it (q-sparse averaging:
       ``n_selected``) and nothing else: sparse token selection's
       ``n_selected: null`` is dropped.
     """
     params, fitted = meta["params"], meta["fitted"]
+    params.setdefault("on_divergence", "raise")
     if meta["class"] in _ATTENTION_CLASSES:
         params.setdefault("n_heads", 1)
         params.setdefault("length_scale", None)

@@ -109,6 +109,7 @@ class AttentionRegressor(_AttentionCore):
         random_state=None,
         verbose=0,
         warm_start=False,
+        on_divergence="raise",
         callbacks=None,
     ):
         self.task = task
@@ -138,6 +139,7 @@ class AttentionRegressor(_AttentionCore):
             random_state=random_state,
             verbose=verbose,
             warm_start=warm_start,
+            on_divergence=on_divergence,
             callbacks=callbacks,
         )
 
@@ -203,6 +205,7 @@ class FCNRegressor(_FCNCore):
         random_state=None,
         verbose=0,
         warm_start=False,
+        on_divergence="raise",
         callbacks=None,
     ):
         self.task = task
@@ -224,6 +227,7 @@ class FCNRegressor(_FCNCore):
             random_state=random_state,
             verbose=verbose,
             warm_start=warm_start,
+            on_divergence=on_divergence,
             callbacks=callbacks,
         )
 

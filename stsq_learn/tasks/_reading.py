@@ -65,6 +65,11 @@ class ModelReading:
         """
         return 1
 
+    @property
+    def largest_query_of_law(self):
+        """The most positions a query of this law reads (sizes a fit's memory), or None."""
+        return None
+
     def largest_query(self, X):
         """The most positions any query of rows ``X`` reads (sizes predict's chunks).
 

@@ -302,6 +302,10 @@ class SparseAveragingTask(Task):
     def queries_per_row(cls, seq_len):
         return seq_len
 
+    @property
+    def largest_query_of_law(self):
+        return self.n_selected
+
     def largest_query(self, X):
         return self.n_selected
 

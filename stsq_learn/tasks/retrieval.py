@@ -201,6 +201,10 @@ class SparseRetrievalTask(Task):
     def n_outputs(self):
         return self.n_selected * self.n_features
 
+    @property
+    def largest_query_of_law(self):
+        return self.n_selected
+
     def largest_query(self, X):
         return self.n_selected
 

@@ -160,6 +160,10 @@ class SparseTokenSelectionTask(Task):
         return move_marked_rows(X, X[..., -1] == 1.0, seq_len, random_state), y
 
     # -- what the models read --------------------------------------------------------
+    @property
+    def largest_query_of_law(self):
+        return self.q_range[1]
+
     def largest_query(self, X):
         return int(X[..., -1].sum(axis=1).max())
 

@@ -1,0 +1,132 @@
+"""Nothing lost, nothing silent: the outside probe's cases of 0.4.0, each as a test.
+
+Setup of the probe: ``make_sparse_token_selection(400, seq_len=8, n_features=3,
+n_selected=2, random_state=0)``.
+"""
+
+import numpy as np
+import pytest
+
+import stsq_learn._base as base
+from stsq_learn import (
+    FCNSelector,
+    SparseTokenAverager,
+    SparseTokenSelectionTask,
+    SparseTokenSelector,
+    load_model,
+    make_sparse_averaging,
+    make_sparse_token_selection,
+    save_model,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_sparse_token_selection(400, seq_len=8, n_features=3, n_selected=2, random_state=0)
+
+
+def test_a_warm_start_on_a_longer_length_saves_and_loads(tmp_path, data):
+    """Case 1: fixed encodings continued at seq_len=12 saved a buffer of the old length."""
+    X, y = data
+    X2, y2 = make_sparse_token_selection(400, 12, 3, 2, random_state=1)
+    model = SparseTokenSelector(width=8, positional_encoding="fixed", max_iter=3, random_state=0)
+    model.fit(X, y).set_params(warm_start=True).fit(X2, y2)
+    assert model.seq_len_ == 12 and model.net_.module_.fixed_pe.shape == (12, 8)
+    save_model(model, tmp_path / "m.stsq")
+    np.testing.assert_array_equal(load_model(tmp_path / "m.stsq").predict(X2), model.predict(X2))
+
+
+@pytest.mark.parametrize("how", ["fit", "fit_online"])
+def test_a_diverged_fit_keeps_the_previous_model(data, how):
+    """Case 2: Adam at 1e4 ended 3 times worse than it started, with only a warning."""
+    X, y = data
+    model = SparseTokenSelector(width=8, max_iter=3, random_state=0).fit(X, y)
+    before, pred = model.key_query_, model.predict(X)
+    model.set_params(solver="adam", learning_rate_init=1e4)
+    with pytest.raises(ValueError, match=r"Training diverged: .* times that of the model it"):
+        if how == "fit":
+            model.fit(X, y)
+        else:
+            model.fit_online(SparseTokenSelectionTask(8, 3, 2), n_steps=50)
+    np.testing.assert_array_equal(model.key_query_, before)
+    np.testing.assert_array_equal(model.predict(X), pred)
+    with pytest.warns(UserWarning, match="training diverged.*kept as on_divergence='warn'"):
+        model.set_params(on_divergence="warn").fit(X, y)
+    assert not np.array_equal(model.key_query_, before)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda X, y: SparseTokenSelector(width=10**6).fit(X, y), r"width=1000000.*GiB"),
+        (lambda X, y: FCNSelector(width=10**8).fit(X, y), r"width=100000000.*GiB"),
+        (
+            lambda X, y: SparseTokenSelector(
+                positional_encoding="randomized", max_positions=10**9
+            ).fit(X, y),
+            r"max_positions=1000000000.*GiB",
+        ),
+        (
+            lambda X, y: SparseTokenSelector(batch_size=10**5).fit_online(
+                SparseTokenSelectionTask(4096, 8, 3)
+            ),
+            r"batch_size=100000, seq_len=4096 would need about .* GiB",
+        ),
+    ],
+)
+def test_impossible_sizes_are_refused_before_any_work(data, make, match, monkeypatch):
+    """Case 5: they reached torch's allocator (or swapped)."""
+    monkeypatch.setattr("stsq_learn._memory.available_bytes", lambda device: 8 * 2**30)
+    with pytest.raises(ValueError, match=match):
+        make(*data)
+
+
+def test_booleans_are_not_integers(data):
+    """Case 7: width=True trained a width-1 model."""
+    with pytest.raises(TypeError, match="'width' parameter of SparseTokenSelector must be an int"):
+        SparseTokenSelector(width=True).fit(*data)
+    with pytest.raises(TypeError, match="'n_heads'"):
+        SparseTokenSelector(n_heads=True).fit(*data)
+
+
+def test_big_endian_arrays_work_and_predict_as_native_ones(data):
+    """Case 7: torch refused them ('byte order')."""
+    X, y = data
+    model = SparseTokenSelector(width=8, max_iter=2, random_state=0)
+    swapped = model.fit(X.astype(">f8"), y.astype(">f8")).predict(X.astype(">f4"))
+    np.testing.assert_array_equal(swapped, model.predict(X))
+
+
+def test_checking_finiteness_allocates_no_copy_of_x(data, monkeypatch):
+    """Case 7: np.isfinite(X) cost a quarter of X's size; one sum now, blocks on a failure."""
+    X, y = data
+    calls = []
+    isfinite = np.isfinite
+    monkeypatch.setattr(np, "isfinite", lambda a, *k: calls.append(np.size(a)) or isfinite(a, *k))
+    SparseTokenSelector(width=4, max_iter=1).fit(X, y)
+    assert max(calls) == 1  # only the sums were tested
+    bad = X.copy()
+    bad[7, 3, 1] = np.inf
+    with pytest.raises(ValueError, match=r"X\[7, 3, 1\] = inf"):
+        SparseTokenSelector(width=4).fit(bad, y)
+
+
+def test_a_wrong_token_dimension_is_named_before_the_indices(data):
+    """Case 8: an averager fitted on d=6 given d=7 talked about non-integer indices."""
+    X6, y6 = make_sparse_averaging(40, 8, 6, 2, random_state=0)
+    X7, _ = make_sparse_averaging(40, 8, 7, 2, random_state=0)
+    model = SparseTokenAverager(width=4, max_iter=1, random_state=0).fit(X6, y6)
+    with pytest.raises(ValueError, match="X has 9 channels per position, but SparseTokenAverager"):
+        model.predict(X7)
+
+
+def test_long_work_reports_progress_at_verbose_1(data, capsys, monkeypatch):
+    """Case 9: fit_online printed nothing until the end, predict nothing at all."""
+    X, y = data
+    SparseTokenSelector(width=4, verbose=1).fit_online(SparseTokenSelectionTask(8, 3, 2), 5)
+    assert "0/5" in capsys.readouterr().err  # a bar of the 5 steps, from the start
+    model = SparseTokenSelector(width=4, max_iter=1, verbose=1, random_state=0).fit(X, y)
+    capsys.readouterr()
+    monkeypatch.setattr(base, "_PREDICT_ELEMENTS", 8 * 1000)  # chunks of a few rows
+    model.predict(X)
+    assert "SparseTokenSelector.predict" in capsys.readouterr().err
