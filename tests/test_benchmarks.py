@@ -277,7 +277,8 @@ def test_predict_entry_compares_keyed_and_streamed_draws(bench):
     )
     messages = []
     rec = bench.predict.run(cfg, bench.harness.Context(log=messages.append))
-    assert [r["seq_len"] for r in rec["rows"]] == [8, 16] and len(messages) == 2
+    # One line per length, and one for its rows at 2T with the length scales.
+    assert [r["seq_len"] for r in rec["rows"]] == [8, 16] and len(messages) == 4
     for r in rec["rows"]:
         assert set(r["runners"]) == {"keyed", "streamed"}
         assert r["keyed_us_per_row"] > 0 and r["streamed_us_per_row"] > 0
@@ -291,8 +292,12 @@ def test_predict_entry_compares_keyed_and_streamed_draws(bench):
             "streamed_coordinates",
         }
         assert -1 < r["keyed_r2"] <= 1 and -1 < r["streamed_r2"] <= 1
+        scaled = r["scale_at_2T"]
+        assert set(scaled["runners"]) == {"plain_2T", "log_2T", "floor_2T"}
+        assert scaled["log_over_plain"] > 0 and scaled["floor_first_call_seconds"] >= 0
     lines = dict(bench.predict.table(rec))
     assert "ratio" in lines["T=8 predict"] and "row_keys" in lines["T=16 draws (us/row)"]
+    assert "floor x" in lines["T=8 predict at 2T with a length scale"]
 
 
 def test_the_streamed_baseline_is_the_draws_of_0_3(bench):
