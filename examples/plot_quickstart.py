@@ -46,14 +46,14 @@ print(f"R^2 at T=64: {model.score(X_long, y_long):.3f}")
 # Inside the model
 # ----------------
 # The torch module of the fitted model is ``model.net_.module_``
-# (:class:`stsq_learn.nn.AttentionSelector`). Its attention weights on one
-# test row show the selection: nearly all the mass sits on the marked tokens.
+# (:class:`stsq_learn.nn.Attention`). Its attention weights on one test row
+# (head 0, one draw of the encodings) show the selection: nearly all the mass
+# sits on the marked tokens.
 module = model.net_.module_
 row = torch.as_tensor(X_test[:1], dtype=torch.float32)
-tokens, mask = row[..., :-1], row[..., -1]
 generator = torch.Generator().manual_seed(0)
 with torch.no_grad():
-    attention = module.attention(tokens, mask, module.encodings(1, 16, generator))[0].numpy()
+    attention = module.attention_weights(row, generator)[0, 0].numpy()
 
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
 axes[0].plot(model.loss_curve_)

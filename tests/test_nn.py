@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 import torch
 
+from stsq_learn import SparseAveragingTask, SparseRetrievalTask, SparseTokenSelectionTask
 from stsq_learn.encodings import KeyedDraws, StreamedDraws, fixed_encodings, sphere_encodings
-from stsq_learn.nn import AttentionSelector, FullyConnected, positional_alignment
+from stsq_learn.nn import Attention, AttentionSelector, FullyConnected, positional_alignment
 from stsq_learn.queries import query_scores, softmax
 
 
@@ -179,3 +180,31 @@ def test_forward_does_not_write_its_input():
     module(X, generator=StreamedDraws(reuse=True), pe_sampling="full")
     module(X, generator=KeyedDraws(0))
     torch.testing.assert_close(X, before)
+
+
+@pytest.mark.parametrize(
+    "task, n_heads",
+    [
+        (SparseTokenSelectionTask(7, 3, 2), 1),
+        (SparseTokenSelectionTask(7, 3, 2), 3),
+        (SparseAveragingTask(7, 3, 2), 2),
+        (SparseRetrievalTask(7, 3, 2), 2),
+    ],
+    ids=["selection", "selection-3-heads", "averaging", "retrieval"],
+)
+def test_attention_weights_are_what_forward_averages_the_tokens_with(task, n_heads):
+    torch.manual_seed(0)
+    module = Attention(task, 5, n_heads=n_heads).double()
+    with torch.no_grad():
+        module.key_query.normal_()
+    X, _ = task.sample_torch(4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    a = module.attention_weights(X, torch.Generator().manual_seed(2), pe_sampling="full")
+    assert a.shape[:2] == (n_heads, 4) and a.shape[-1] == 7
+    torch.testing.assert_close(a.sum(-1), torch.ones(a.shape[:-1], dtype=a.dtype))
+    tokens = X[..., : task.n_features]
+    # a head's output is its weights times the tokens (one query, or one per position/role)
+    outputs = [w @ tokens if w.dim() == 3 else torch.einsum("nt,ntd->nd", w, tokens) for w in a]
+    joint = torch.cat(outputs, dim=-1)  # [o_1 ; ... ; o_H] per query
+    expected = joint if module.readout is None else joint @ module.readout.T
+    out = module(X, generator=torch.Generator().manual_seed(2), pe_sampling="full")
+    torch.testing.assert_close(out.reshape(4, -1), expected.reshape(4, -1))

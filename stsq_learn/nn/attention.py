@@ -199,17 +199,44 @@ class Attention(nn.Module):
         # weight 0 in the scores): copying the tokens out of X cost up to a tenth of a step.
         X = X.contiguous()
         structure = self.task.queries(X)
+        attention = self._attention(
+            X, structure, generator, n_pe_samples, pe_sampling, length_scale
+        )
+        outputs = [structure.read(a) for a in attention]
+        if self.readout is None:
+            return outputs[0]
+        return torch.cat(outputs, dim=-1) @ self.readout.T
+
+    def attention_weights(
+        self, X, generator=None, n_pe_samples=1, pe_sampling="marginal", length_scale=None
+    ):
+        """Every head's softmax attention weights on a batch ``X`` of the task's rows.
+
+        What :meth:`forward` averages the tokens with, before the readout:
+        with drawn encodings, the weights are averaged over ``n_pe_samples``
+        draws, as there. Parameters as in :meth:`forward`.
+
+        Returns
+        -------
+        Tensor of shape (H, n, T), or (H, n, n_queries, T) for a task with
+        several queries per row (one per position, or one per role)
+            The weights of head h on row i; each sums to 1 over the positions.
+        """
+        X = X.contiguous()
+        structure = self.task.queries(X)
+        attention = self._attention(
+            X, structure, generator, n_pe_samples, pe_sampling, length_scale
+        )
+        return torch.stack(attention)
+
+    def _attention(self, X, structure, generator, n_pe_samples, pe_sampling, length_scale):
+        """Every head's attention weights (a list) under the query ``structure`` of ``X``."""
         scale = self.length_factors(X, length_scale, n_pe_samples)
 
         def weights(d, Ws, draws, table):
             return structure.attention(Ws, d, self.encoding, draws, table, pe_sampling, scale)
 
-        outputs = [
-            structure.read(a) for a in self._mean_attention(X, generator, n_pe_samples, weights)
-        ]
-        if self.readout is None:
-            return outputs[0]
-        return torch.cat(outputs, dim=-1) @ self.readout.T
+        return self._mean_attention(X, generator, n_pe_samples, weights)
 
     def length_factors(self, X, length_scale, n_pe_samples=1):
         """The factor of each row's scores under the rule ``length_scale`` (None: no scale).
