@@ -13,6 +13,7 @@ training.
 
 # %%
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter
 
 from stsq_learn import (
     LengthShiftScorer,
@@ -84,6 +85,7 @@ ax0.set(
     title=f"N={N}, q={q}, d={d}",
 )
 ax0.set_xticks(widths, [str(m) for m in widths])
+ax0.xaxis.set_minor_formatter(NullFormatter())  # only the chosen ticks are labelled
 ax0.legend()
 for encoding, marker in (("stochastic", "o"), ("fixed", "s")):
     ax1.plot(
@@ -97,6 +99,7 @@ ax1.set(
     title="Trained at N=16, width 32",
 )
 ax1.set_xticks([f * N for f in factors], [str(f * N) for f in factors])
+ax1.xaxis.set_minor_formatter(NullFormatter())
 ax1.legend()
 fig.tight_layout()
 plt.show()

@@ -269,6 +269,9 @@ def test_fit_growth_law_recovers_exact_laws():
     assert law["intercept"] == 0.0 and law["slope"] == pytest.approx(2.0)
     assert law["r2"] == pytest.approx(1.0) and law["rms_residual"] == pytest.approx(0, abs=1e-9)
     assert fit_growth_law([3.0], [5.0]) is None
+    # A fit needs more points than parameters: two points say nothing of a law.
+    assert fit_growth_law([3.0, 4.0], [5.0, 6.0]) is None
+    assert fit_growth_law([3.0], [5.0], intercept=False) is None
 
 
 def test_fit_power_law_recovers_the_exponent():
@@ -283,6 +286,7 @@ def test_fit_power_law_recovers_the_exponent():
     power, log = fit_power_law(Ts, widths), fit_growth_law(np.log2(Ts), widths)
     assert power["exponent"] < 0.2 and log["rms_residual"] <= power["rms_residual"] + 1e-9
     assert fit_power_law(Ts[:3], widths[:3]) is None  # three parameters need four points
+    assert fit_power_law(Ts[:2], widths[:2], offset=False) is None  # two need three
 
 
 @pytest.mark.parametrize(
@@ -625,7 +629,7 @@ def test_sparse_averaging_width_growth():
 
 
 def test_floor_width_is_the_smallest_width_the_floor_allows():
-    from stsq_learn.experiments._qsa import floor_width
+    from stsq_learn.experiments._qsa_parts import floor_width
 
     grid = [4, 8, 16, 32, 64]
     got = floor_width(32, 2, grid, 0.9, n_samples=4000)

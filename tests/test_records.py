@@ -24,7 +24,8 @@ def test_public_names_come_from_the_records():
             assert PRESETS[size][name] is record.presets[size]
     assert RECORDS["length_generalization"].aliases == ("length",)
     assert RECORDS["separation"].aliases == ("width",)
-    assert EXPERIMENTS[-1] == "qsa" and RECORDS["qsa"].aliases == ("averaging",)
+    assert RECORDS["qsa"].aliases == ("averaging",)
+    assert EXPERIMENTS[-1] == "retrieval" and RECORDS["retrieval"].aliases == ("sparse_retrieval",)
 
 
 def test_a_record_needs_every_size():
@@ -88,10 +89,12 @@ def test_plan_counts_fits_and_steps():
         "qsa: length, stochastic",
         "qsa: length, fixed",
     ]
+    # retrieval: (q=2, H=1, 2); widths by T for both models (3 at T=4, 2 at T=8); length 2.
+    assert est["retrieval"]["fits"] == 2 + 2 * (3 + 2) + 2
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 38 |" in table
+    assert "| total | 52 |" in table
 
 
 def test_plan_only_and_bad_arguments():

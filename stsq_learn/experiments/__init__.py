@@ -1,4 +1,4 @@
-"""The paper's three claims, encodings and q-sparse averaging, as functions returning results.
+"""The paper's three claims, encodings, q-sparse averaging and retrieval, as functions.
 
 - :func:`training_dynamics` (convergence): online gradient descent from W = 0
   aligns the positional block of W with the identity.
@@ -13,9 +13,12 @@
   smallest width against N (attention and FCN) and against q, zero-shot
   transfer of a W fitted on sparse token selection, and length
   generalization of stochastic and fixed encodings.
+- :func:`sparse_retrieval` (q-sparse token retrieval, several heads): the
+  error against the number of heads (the threshold at H = q), the smallest
+  width against T at H = q (attention and FCN), and length generalization.
 
 Each returns a dataclass with ``to_dict()`` (JSON-ready) and ``plot()``
-(matplotlib). :func:`reproduce` runs all five at a named size, writes one
+(matplotlib). :func:`reproduce` runs all six at a named size, writes one
 PNG per experiment and ``results.json``, and returns a Markdown summary; it
 is what ``stsq-learn reproduce`` calls. :func:`plan` estimates a size's
 time on this machine from a few timed steps. Each experiment is one record
@@ -27,6 +30,7 @@ from ._encodings import EncodingsResult, encoding_families
 from ._length import LengthGeneralizationResult, length_generalization
 from ._qsa import SparseAveragingResult, sparse_averaging
 from ._reproduce import EXPERIMENTS, PRESETS, plan, plan_table, reproduce, summary_table
+from ._retrieval import SparseRetrievalResult, sparse_retrieval
 from ._separation import SeparationResult, width_separation
 
 __all__ = [
@@ -37,12 +41,14 @@ __all__ = [
     "LengthGeneralizationResult",
     "SeparationResult",
     "SparseAveragingResult",
+    "SparseRetrievalResult",
     "encoding_families",
     "length_generalization",
     "plan",
     "plan_table",
     "reproduce",
     "sparse_averaging",
+    "sparse_retrieval",
     "summary_table",
     "training_dynamics",
     "width_separation",

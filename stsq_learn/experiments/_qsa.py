@@ -12,27 +12,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sklearn.base import clone
-
 from .._validation import check_positive_int
 from ..averaging import FCNAverager, SparseTokenAverager
-from ..estimators import SparseTokenSelector
-from ..floor import isotropic_floor
-from ..scoring import LengthShiftScorer
-from ..tasks import SparseAveragingTask, SparseTokenSelectionTask
-from ._common import (
-    dataclass_dict,
-    derived_seed,
-    estimator_config,
-    new_axes,
-    planned_steps,
-    prepared,
-    progress_bar,
-    train_online,
-)
+from ..tasks import SparseAveragingTask
+from ._common import dataclass_dict, derived_seed, estimator_config, new_axes, prepared
+from ._qsa_parts import search_q
+from ._qsa_parts import transfer as transfer_part
 from ._qsa_plots import plot_lengths, plot_q, plot_transfer, plot_widths
 from ._separation import SeparationResult, _search_all, _SearchPlan
-from ._width_search import checked_grids, growth_laws, search_bracket
+from ._task_parts import checked_steps, checked_triple, length_part
+from ._width_search import checked_grids, growth_laws
 
 _DEFAULT_MODELS = {
     # The q=2 search by N: Adam decayed by a cosine. The width-following SGD keeps
@@ -49,8 +38,6 @@ _DEFAULT_MODELS = {
 }
 _DEFAULT_WIDTHS = {"transformer": (4, 8, 16, 32, 64), "fcn": (8, 32, 128, 512)}
 _DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
-_FLOOR_SAMPLES = 20_000
-"""Rows simulated per isotropic floor (standard error about 0.001 near R^2 = 0.9)."""
 
 
 @dataclass
@@ -300,7 +287,7 @@ def sparse_averaging(
     if not q_values or not q_grid:
         raise ValueError("q_values and q_widths must each hold at least one value.")
     q_steps, transfer_steps, length_steps = (
-        _checked_steps(s, name)
+        checked_steps(s, name)
         for s, name in (
             (q_steps, "q_steps"),
             (transfer_steps, "transfer_steps"),
@@ -314,8 +301,8 @@ def sparse_averaging(
         raise ValueError("factors must name at least one length multiple, got an empty sequence.")
     tasks = [SparseAveragingTask(N, n_features, n_selected) for N in seq_lens]
     q_tasks = [SparseAveragingTask(q_seq_len, n_features, q) for q in q_values]
-    transfer_task = SparseAveragingTask(*_checked_triple(transfer_task, "transfer_task"))
-    length_task = SparseAveragingTask(*_checked_triple(length_task, "length_task"))
+    transfer_task = SparseAveragingTask(*checked_triple(transfer_task, "transfer_task"))
+    length_task = SparseAveragingTask(*checked_triple(length_task, "length_task"))
     base = {
         name: prepared(
             given,
@@ -368,13 +355,13 @@ def sparse_averaging(
     seconds["by_length"] = round(time.perf_counter() - start, 1)
 
     start = time.perf_counter()
-    by_q = _search_q(
+    by_q = search_q(
         q_tasks, base["estimator"], q_grid, q_steps, n_val, target_r2, random_state, progress
     )
     seconds["by_q"] = round(time.perf_counter() - start, 1)
 
     start = time.perf_counter()
-    transfer = _transfer(
+    transfer = transfer_part(
         transfer_task,
         base["estimator"],
         transfer_width,
@@ -386,7 +373,7 @@ def sparse_averaging(
     seconds["transfer"] = round(time.perf_counter() - start, 1)
 
     start = time.perf_counter()
-    length = _length(
+    length = length_part(
         length_task,
         base["estimator"],
         length_width,
@@ -395,6 +382,8 @@ def sparse_averaging(
         n_test,
         random_state,
         progress,
+        label="qsa",
+        seeds=(24, 25),
     )
     seconds["length"] = round(time.perf_counter() - start, 1)
 
@@ -416,153 +405,3 @@ def sparse_averaging(
         length=length,
         seconds=seconds,
     )
-
-
-def _checked_steps(value, name):
-    if isinstance(value, str) and value == "auto":
-        return value
-    return check_positive_int(value, name)
-
-
-def _checked_triple(value, name):
-    if not isinstance(value, (tuple, list)) or len(value) != 3:
-        raise ValueError(f"{name} must be a tuple (N, d, q), got {value!r}.")
-    return tuple(check_positive_int(v, f"{name}[{i}]") for i, v in enumerate(value))
-
-
-def floor_width(seq_len, n_selected, widths, target_r2, *, n_samples=_FLOOR_SAMPLES):
-    """Smallest of ``widths`` (sorted) whose isotropic floor is at most ``1 - target_r2``.
-
-    A bisection (the floor falls as the width grows); None if even the
-    largest width's floor is above.
-    """
-
-    def allows(w):
-        floor = isotropic_floor(seq_len, n_selected, w, n_samples=n_samples, random_state=0)
-        return floor.relative_mse <= 1 - target_r2
-
-    lo, hi = 0, len(widths) - 1
-    if not allows(widths[hi]):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if allows(widths[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return widths[lo]
-
-
-def _search_q(tasks, estimator, grid, n_steps, n_val, target, random_state, progress):
-    """The search against q: one bracketed search per q, from its start width."""
-    out = {
-        "seq_len": tasks[0].seq_len,
-        "n_features": tasks[0].n_features,
-        "q_values": [t.n_selected for t in tasks],
-        "widths": list(grid),
-        "n_steps": n_steps,
-        "scores": {},
-        "minimal_width": [],
-        "lower_bound": [],
-        "floor_width": [],
-    }
-    minimal = out["minimal_width"]
-    with progress_bar(len(tasks), "qsa: searches against q", enabled=progress) as bar:
-        for task in tasks:
-            q = task.n_selected
-            fw = floor_width(task.seq_len, q, grid, target)
-            out["floor_width"].append(fw)
-            if minimal and minimal[-1] is None:
-                found = {}  # the previous q reached no width: this one is assumed not to
-            else:
-                # The larger of the floor's width and the previous q's (widths grow with q).
-                begin = grid[-1] if fw is None else max(fw, minimal[-1] if minimal else fw)
-                found = search_bracket(
-                    estimator,
-                    task,
-                    grid,
-                    grid.index(begin),
-                    n_steps,
-                    n_val,
-                    target,
-                    derived_seed(random_state, 300 + q),
-                    progress,
-                    f"qsa: q={q}",
-                )
-            out["scores"][str(q)] = {str(w): s for w, s in sorted(found.items())}
-            reached = [w for w, s in sorted(found.items()) if s >= target]
-            minimal.append(reached[0] if reached else None)
-            failed = [w for w, s in found.items() if s < target]
-            inherited = out["lower_bound"][-1] if not found and out["lower_bound"] else None
-            out["lower_bound"].append(None if reached else max(failed, default=inherited))
-            bar.update()
-    return out
-
-
-def _test_rows(task, n_test, seed):
-    """About ``n_test`` queries: ``ceil(n_test / N)`` rows of qSA, ``n_test`` of STS."""
-    rows = -(-n_test // task.queries_per_row(task.seq_len))
-    return task.sample(rows, random_state=seed)
-
-
-def _transfer(task, estimator, width, n_steps, n_test, random_state, progress):
-    """Selector trained on STS_q, used on qSA with no training; averager trained on qSA."""
-    N, d, q = task.seq_len, task.n_features, task.n_selected
-    sts = SparseTokenSelectionTask(N, d, q)
-    averager = clone(estimator).set_params(width=width)
-    selector = SparseTokenSelector(**averager.get_params())
-    train_online(selector, sts, n_steps, desc="qsa: selector on STS_q", progress=progress)
-    train_online(averager, task, n_steps, desc="qsa: averager on qSA", progress=progress)
-    X, y = _test_rows(task, n_test, derived_seed(random_state, 21))
-    X_sts, y_sts = _test_rows(sts, n_test, derived_seed(random_state, 22))
-    transferred = SparseTokenAverager.from_selector(selector, n_selected=q)
-    rel = {
-        "selector on STS_q": 1 - float(selector.score(X_sts, y_sts)),
-        "selector on qSA": 1 - float(transferred.score(X, y)),
-        "averager on qSA": 1 - float(averager.score(X, y)),
-    }
-    floor = isotropic_floor(N, q, width, random_state=derived_seed(random_state, 23)).relative_mse
-    return {
-        "seq_len": N,
-        "n_features": d,
-        "n_selected": q,
-        "width": width,
-        "n_steps": {
-            "selector": planned_steps(selector, n_steps),
-            "averager": planned_steps(averager, n_steps),
-        },
-        "batch_size": {"selector": selector.batch_size, "averager": averager.batch_size},
-        "relative_mse": rel,
-        "floor": float(floor),
-        "floor_ratio": {k: v / floor if floor > 0 else None for k, v in rel.items()},
-    }
-
-
-def _length(task, estimator, width, n_steps, factors, n_test, random_state, progress):
-    """Stochastic and fixed encodings trained at N, scored on rows lengthened to f N."""
-    N = task.seq_len
-    X, y = _test_rows(task, n_test, derived_seed(random_state, 24))
-    eval_lengths = [f * N for f in factors]
-    r2 = {}
-    for pe in ("stochastic", "fixed"):
-        model = clone(estimator).set_params(width=width, positional_encoding=pe)
-        train_online(model, task, n_steps, desc=f"qsa: length, {pe}", progress=progress)
-        r2[pe] = [
-            float(
-                LengthShiftScorer(factor=f, random_state=derived_seed(random_state, 25))(
-                    model, X, y
-                )
-            )
-            for f in factors
-        ]
-    return {
-        "seq_len": N,
-        "n_features": task.n_features,
-        "n_selected": task.n_selected,
-        "width": width,
-        "n_steps": planned_steps(clone(estimator).set_params(width=width), n_steps),
-        "factors": factors,
-        "eval_lengths": eval_lengths,
-        "n_test_rows": len(X),
-        "r2": r2,
-    }

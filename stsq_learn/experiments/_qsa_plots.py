@@ -9,8 +9,10 @@ against the floor; R^2 of stochastic and fixed encodings at longer lengths.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from ._separation_plots import plot_both_models
+from ._task_parts import plot_length_part
 
 
 def plot_widths(res, ax):
@@ -18,6 +20,7 @@ def plot_widths(res, ax):
     plot_both_models(res.by_length, ax)
     ticks = res.by_length.seq_lens
     ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("positions N (log scale)")
     cfg = res.by_length.config
     ax.set_title(f"qSA: width against N (d={cfg['n_features']}, q={cfg['n_selected']})")
@@ -46,6 +49,7 @@ def plot_q(res, ax):
         )
     ax.set_xscale("log", base=2)
     ax.set_xticks(qs, [str(int(q)) for q in qs])
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_yscale("log", base=2)
     ax.set_xlabel("subset size q (log scale)")
     ax.set_ylabel(f"smallest width reaching $R^2 \\geq {res.config['target_r2']}$")
@@ -81,19 +85,7 @@ def plot_transfer(res, ax):
 def plot_lengths(res, ax):
     """R^2 of stochastic and fixed encodings at the evaluation lengths."""
     ln = res.length
-    styles = {
-        "stochastic": dict(color="C0", marker="o"),
-        "fixed": dict(color="C3", marker="s", ls="--"),
-    }
-    for pe, values in ln["r2"].items():
-        ax.plot(ln["eval_lengths"], values, label=pe, **styles.get(pe, {}))
-    ax.axvline(ln["seq_len"], color="gray", ls=":", lw=1, label=f"training N={ln['seq_len']}")
-    ax.axhline(0.0, color="k", lw=0.5)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ln["eval_lengths"], [str(t) for t in ln["eval_lengths"]])
-    ax.set_xlabel("evaluation positions N' (log scale)")
-    ax.set_ylabel("$R^2$ over every position")
-    low = min(min(v) for v in ln["r2"].values())
-    ax.set_ylim(min(-0.1, low - 0.05), 1.02)
-    ax.set_title(f"qSA: length generalization (q={ln['n_selected']}, m={ln['width']})")
-    ax.legend(fontsize="small", loc="lower left")
+    title = f"qSA: length generalization (q={ln['n_selected']}, m={ln['width']})"
+    xlabel = "evaluation positions N' (log scale)"
+    ylabel = "$R^2$ over every position"
+    plot_length_part(ln, ax, symbol="N", xlabel=xlabel, ylabel=ylabel, title=title)

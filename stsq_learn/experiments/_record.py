@@ -35,7 +35,7 @@ class Work:
         Online steps per model.
     estimator : BaseEstimator
         A model of the part as it trains (the estimate times a few of its steps).
-    task : SparseTokenSelectionTask or SparseAveragingTask
+    task : Task
         The task it trains on.
     predict_rows : int, default=0
         Rows each model predicts afterwards (all lengths and draws together).
@@ -128,13 +128,7 @@ def estimate(work, *, device):
     cache = {}
     for part in work:
         task = part.task
-        key = (
-            repr(part.estimator),
-            type(task).__name__,
-            task.seq_len,
-            task.n_features,
-            task.n_selected,
-        )
+        key = (repr(part.estimator), task)  # a task compares by value: its class and sizes
         if key not in cache:
             cache[key] = time_steps(part.estimator, part.task, device=device)
         per_step, per_fit, model = cache[key]

@@ -1,4 +1,4 @@
-"""Run the five experiments at a named size; write figures, results.json and a summary."""
+"""Run the experiments at a named size; write figures, results.json and a summary."""
 
 from __future__ import annotations
 

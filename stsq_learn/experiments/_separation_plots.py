@@ -10,6 +10,7 @@ transformer's laws (``a + b log2 T``, ``a + b T^c``, ``b T^c``) against T.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
 # The transformer's laws drawn: the logarithm, a shifted power (whose c -> 0 is the
@@ -46,6 +47,7 @@ def _log_t_axis(ax, seq_lens):
     ax.set_xscale("log", base=2)
     ticks = seq_lens if len(seq_lens) <= 8 else seq_lens[::2]
     ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())  # only the chosen lengths are labelled
     ax.set_xlabel("sequence length T (log scale)")
 
 

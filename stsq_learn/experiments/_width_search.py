@@ -72,12 +72,14 @@ def _quality(ws, fitted):
 def fit_growth_law(xs, ws, *, intercept=True):
     """Least squares ``w = a + b x`` (``a = 0`` without intercept); None if under-determined.
 
-    Returns a dict with ``intercept`` (a), ``slope`` (b), ``r2`` (the
+    A fit needs more points than parameters (3 with the intercept, 2
+    without): a line through two points fits them exactly and says nothing
+    of the law. Returns a dict with ``intercept`` (a), ``slope`` (b), ``r2`` (the
     coefficient of determination, 1 - residual / total sum of squares),
     ``rms_residual`` and ``residuals`` (``w - fit``, one per point).
     """
     xs, ws = np.asarray(xs, float), np.asarray(ws, float)
-    if len(xs) < (2 if intercept else 1) or (intercept and np.ptp(xs) == 0):
+    if len(xs) < (3 if intercept else 2) or (intercept and np.ptp(xs) == 0):
         return None
     if intercept:
         b, a = np.polyfit(xs, ws, 1)
@@ -97,12 +99,13 @@ def fit_power_law(Ts, ws, *, offset=True):
     With ``offset`` the exponent c is the best of a grid of 200 values in
     [0.001, 2] (log-spaced) refined by a parabola through the best three, and a, b are
     linear least squares at each c (4 points at least: three parameters and
-    one residual). Without, ``log w = log b + c log T`` is fitted (2 points
-    at least). Returns ``intercept`` (a, 0 without offset), ``slope`` (b),
-    ``exponent`` (c) and the fit's quality as :func:`fit_growth_law`.
+    one residual). Without, ``log w = log b + c log T`` is fitted (3 points
+    at least: two parameters and one residual). Returns ``intercept`` (a, 0
+    without offset), ``slope`` (b), ``exponent`` (c) and the fit's quality as
+    :func:`fit_growth_law`.
     """
     Ts, ws = np.asarray(Ts, float), np.asarray(ws, float)
-    if len(Ts) < (4 if offset else 2) or np.ptp(Ts) == 0:
+    if len(Ts) < (4 if offset else 3) or np.ptp(Ts) == 0:
         return None
     if not offset:
         c, log_b = np.polyfit(np.log(Ts), np.log(ws), 1)

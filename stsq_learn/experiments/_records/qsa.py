@@ -182,7 +182,7 @@ def work(
     allows (the bisection is run, with fewer rows). Transfer and length: two
     fits each.
     """
-    from .._qsa import floor_width
+    from .._qsa_parts import floor_width
 
     out = []
     fcn_done = False

@@ -1,0 +1,100 @@
+"""Parts of the task experiments (q-sparse averaging, retrieval) that read any task.
+
+Argument checks shared by their functions, held-out rows sized in queries,
+and the length part: stochastic against fixed encodings, trained at one
+length and scored on rows the task's own shift lengthens, and its panel.
+"""
+
+from __future__ import annotations
+
+from sklearn.base import clone
+
+from .._validation import check_positive_int
+from ..scoring import LengthShiftScorer
+from ._common import derived_seed, planned_steps, train_online
+
+
+def checked_steps(value, name):
+    """``"auto"`` or a positive int of online steps."""
+    if isinstance(value, str) and value == "auto":
+        return value
+    return check_positive_int(value, name)
+
+
+def checked_triple(value, name):
+    """A tuple (N, d, q) of positive ints."""
+    if not isinstance(value, (tuple, list)) or len(value) != 3:
+        raise ValueError(f"{name} must be a tuple (N, d, q), got {value!r}.")
+    return tuple(check_positive_int(v, f"{name}[{i}]") for i, v in enumerate(value))
+
+
+def test_rows(task, n_test, seed):
+    """About ``n_test`` queries: ``ceil(n_test / k)`` rows of a task asking k per row."""
+    rows = -(-n_test // task.queries_per_row(task.seq_len))
+    return task.sample(rows, random_state=seed)
+
+
+test_rows.__test__ = False  # not a pytest test
+
+
+def length_part(
+    task, estimator, width, n_steps, factors, n_test, random_state, progress, *, label, seeds
+):
+    """Stochastic and fixed encodings trained at N, scored on rows lengthened to f N.
+
+    ``seeds`` are the offsets (test rows, shift) of the run's seed; ``label``
+    prefixes the progress bars.
+    """
+    N = task.seq_len
+    X, y = test_rows(task, n_test, derived_seed(random_state, seeds[0]))
+    eval_lengths = [f * N for f in factors]
+    r2 = {}
+    for pe in ("stochastic", "fixed"):
+        model = clone(estimator).set_params(width=width, positional_encoding=pe)
+        train_online(model, task, n_steps, desc=f"{label}: length, {pe}", progress=progress)
+        r2[pe] = [
+            float(
+                LengthShiftScorer(factor=f, random_state=derived_seed(random_state, seeds[1]))(
+                    model, X, y
+                )
+            )
+            for f in factors
+        ]
+    return {
+        "seq_len": N,
+        "n_features": task.n_features,
+        "n_selected": task.n_selected,
+        "width": width,
+        "n_steps": planned_steps(clone(estimator).set_params(width=width), n_steps),
+        "factors": factors,
+        "eval_lengths": eval_lengths,
+        "n_test_rows": len(X),
+        "r2": r2,
+    }
+
+
+def plot_length_part(ln, ax, *, symbol, xlabel, ylabel, title):
+    """R^2 of stochastic and fixed encodings (``ln``: a length part) at the evaluation lengths.
+
+    ``symbol`` names the training length in the legend (``"N"``, ``"T"``).
+    """
+    from matplotlib.ticker import NullFormatter
+
+    styles = {
+        "stochastic": dict(color="C0", marker="o"),
+        "fixed": dict(color="C3", marker="s", ls="--"),
+    }
+    for pe, values in ln["r2"].items():
+        ax.plot(ln["eval_lengths"], values, label=pe, **styles.get(pe, {}))
+    label = f"training {symbol}={ln['seq_len']}"
+    ax.axvline(ln["seq_len"], color="gray", ls=":", lw=1, label=label)
+    ax.axhline(0.0, color="k", lw=0.5)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ln["eval_lengths"], [str(t) for t in ln["eval_lengths"]])
+    ax.xaxis.set_minor_formatter(NullFormatter())  # only the lengths are labelled
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    low = min(min(v) for v in ln["r2"].values())
+    ax.set_ylim(min(-0.1, low - 0.05), 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize="small", loc="lower left")
