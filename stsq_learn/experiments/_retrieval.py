@@ -40,8 +40,10 @@ _DEFAULT_MODELS = {
         solver="adam", learning_rate_init=0.05, learning_rate="cosine"
     ),
     "fcn": FCNRetriever(solver="adam", learning_rate_init=0.01, batch_size=1024),
-    # The heads and length parts: the estimators' defaults.
-    "estimator": SparseTokenRetriever(),
+    # The heads and length parts: the estimators' width-following SGD (their defaults).
+    "estimator": SparseTokenRetriever(
+        solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
+    ),
 }
 _DEFAULT_WIDTHS = {"transformer": (4, 8, 16, 32, 64), "fcn": (8, 32, 128, 512)}
 _DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
@@ -226,7 +228,9 @@ def sparse_retrieval(
         Held-out rows scoring each width.
     estimator : SparseTokenRetriever, default=None
         The attention model of the heads and length parts (its ``n_heads``
-        and ``width`` are set per model). None is the estimator's defaults.
+        and ``width`` are set per model). None is the estimators'
+        width-following SGD (``solver="sgd"``, ``learning_rate_init="auto"``,
+        ``learning_rate="cooldown"``, ``batch_size="auto"``).
     length_task : tuple of 3 int, default=(16, 4, 2)
         (T, d, q) the length part trains at, with q heads.
     length_width : int, default=64

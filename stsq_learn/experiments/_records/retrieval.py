@@ -14,9 +14,12 @@ from ._format import fmt
 # The width search: Adam at 0.05 decayed by a cosine (the heads' count set by the
 # experiment); over a fixed number of steps the width-following SGD's scores are too
 # noisy to bracket a width (measured at T=16: 0.89 at width 16, 0.58 at 24, 300 steps).
-# The FCN: Adam, as the separation's. The heads and length parts: the defaults.
+# The FCN: Adam, as the separation's. The heads and length parts: the estimators'
+# width-following SGD, written out.
 _SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
-_ATTENTION = SparseTokenRetriever()
+_ATTENTION = SparseTokenRetriever(
+    solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
+)
 _FCN_QUICK = FCNRetriever(
     solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
 )
