@@ -53,7 +53,18 @@ class LogScale:
 
     @staticmethod
     def ratio(seq_len, reference):
-        """``log T / log T_ref`` (1 where the reference length is 1: no length to scale by)."""
+        """``log T / log T_ref`` (1 where the reference length is 1: no length to scale by).
+
+        Parameters
+        ----------
+        seq_len, reference : int
+            The rows' length T and the model's training length T_ref.
+
+        Returns
+        -------
+        float
+            The factor of every score of a row of length T.
+        """
         return math.log(seq_len) / math.log(reference) if reference > 1 else 1.0
 
     def factors(self, seq_len, reference, query_sizes, width, n_draws):
@@ -129,7 +140,16 @@ class FloorScale:
             )
 
     def factors(self, seq_len, reference, query_sizes, width, n_draws):
-        """The factor of every row (parameters as :meth:`LogScale.factors`).
+        """The factor of every row of a batch of length ``seq_len``.
+
+        Parameters
+        ----------
+        seq_len, reference : int
+            The rows' length and the model's training length.
+        query_sizes : Tensor of shape (n,)
+            Encodings summed into each row's query (its q).
+        width, n_draws : int
+            The model's width and the encoding draws a prediction averages.
 
         Returns
         -------
@@ -165,6 +185,7 @@ def length_scale_rule(name):
     Returns
     -------
     LogScale, FloorScale or None
+        The rule's object (its ``factors`` give each row's factor).
 
     Raises
     ------

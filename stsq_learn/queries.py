@@ -157,6 +157,7 @@ class _OneQuery:
         Returns
         -------
         list of Tensor of shape (n, T)
+            Per head, the softmax weights of each row's query.
         """
         W0 = Ws[0]
         n, T = self.tokens.shape[:2]
@@ -197,7 +198,18 @@ class _OneQuery:
         return out
 
     def read(self, attn):
-        """The attention-weighted average of the tokens: (n, n_features)."""
+        """The attention-weighted average of the tokens.
+
+        Parameters
+        ----------
+        attn : Tensor of shape (n, T)
+            One head's attention weights.
+
+        Returns
+        -------
+        Tensor of shape (n, n_features)
+            The head's output.
+        """
         return torch.bmm(attn.unsqueeze(1), self.tokens).squeeze(1)[:, : self.n_features]
 
     @staticmethod
@@ -218,6 +230,7 @@ class _OneQuery:
         Returns
         -------
         int
+            Floats per row.
         """
         return family.elements_per_row(seq_len, n_features, sampling, n_read)
 
@@ -300,12 +313,27 @@ class Subsets:
     def attention(self, Ws, d, family, draws, table, sampling=None, scale=None):
         """Every head's attention weights (n, N, N): query i's softmax over the positions j.
 
-        Parameters are those of :meth:`Selection.attention` (``sampling`` is
-        unused: every encoding is drawn).
+        Parameters
+        ----------
+        Ws : list of Tensor of shape (d + m, m)
+            The rows of each head's key-query matrix the scores read.
+        d : int
+            Token rows in each of ``Ws`` (0 when the token block is frozen).
+        family : encoding family
+            Of :mod:`stsq_learn.encodings`.
+        draws : StreamedDraws or KeyedDraws
+            Source of the draws, keyed by the rows if keyed.
+        table : Tensor or None
+            The module's encoding buffer.
+        sampling : str or None, default=None
+            Unused: every encoding is in some subset, so all are drawn.
+        scale : Tensor of shape (n,), float or None, default=None
+            Multiplies every score of a row (the length-aware scale).
 
         Returns
         -------
         list of Tensor of shape (n, N, N)
+            Per head, query i's softmax weights over the positions j.
         """
         n, N = self.index.shape[:2]
         W0 = Ws[0]
@@ -334,13 +362,40 @@ class Subsets:
         return out
 
     def read(self, attn):
-        """Output i: the average of the tokens for query i, (n, N, n_features)."""
+        """Output i: the average of the tokens for query i.
+
+        Parameters
+        ----------
+        attn : Tensor of shape (n, N, N)
+            One head's attention weights, a row per query.
+
+        Returns
+        -------
+        Tensor of shape (n, N, n_features)
+            The head's output at every position.
+        """
         return attn @ self.tokens
 
     @staticmethod
     def elements_per_row(family, seq_len, n_features, sampling, n_read):
         """Floats a head's forward pass holds per row: the encodings and their draws, the
-        queries, the scores and the weights (parameters as :meth:`Selection.elements_per_row`).
+        queries, the scores and the weights.
+
+        Parameters
+        ----------
+        family : encoding family
+            The encodings.
+        seq_len, n_features : int
+            Length and token dimension of the rows.
+        sampling : {"marginal", "full"}
+            Unused: every encoding is drawn.
+        n_read : int or None
+            Unused: a query reads q positions, every position is read.
+
+        Returns
+        -------
+        int
+            Floats per row.
         """
         m, d = family.width, n_features
         return seq_len * (8 * m + 3 * seq_len + 3 * d + 8)

@@ -182,6 +182,7 @@ class LengthShiftScorer(BaseEstimator):
         same shifted rows, so all candidates of a grid search are scored on
         the same shifted fold. A ``RandomState`` instance is consumed call
         after call (and copied into each worker under ``n_jobs > 1``).
+
     Raises
     ------
     ValueError

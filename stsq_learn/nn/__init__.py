@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from .attention import Attention, AttentionAverager, AttentionSelector, positional_alignment
+from .attention import Attention, positional_alignment
 from .fully_connected import FullyConnected, FullyConnectedAverager
+from .task_attention import AttentionAverager, AttentionSelector
 
 __all__ = [
     "Attention",

@@ -5,8 +5,8 @@ Token t is embedded as ``z_t = [x_t ; p_t]`` with a positional encoding
 structure, :mod:`stsq_learn.queries`); head h scores ``a_t = z_t^T W_h z_0``
 and outputs ``o_h = sum_t softmax(a)_t x_t``; several heads, or a task whose
 output is not one average, add a learned linear readout of
-``[o_1 ; ... ; o_H]``. :class:`AttentionSelector` and
-:class:`AttentionAverager` build it for the first two tasks from their sizes.
+``[o_1 ; ... ; o_H]``. ``stsq_learn.nn.task_attention`` builds it for the
+first two tasks from their sizes.
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ from torch import nn
 from .._draws import as_draws
 from ..encodings import encoding_family
 from ..length_scale import length_scale_rule
-from ..queries import query_scores, softmax
-from ..tasks import SparseAveragingTask, SparseTokenSelectionTask
 
-__all__ = ["Attention", "AttentionAverager", "AttentionSelector", "positional_alignment"]
+__all__ = ["Attention", "positional_alignment"]
 
 
 class Attention(nn.Module):
@@ -214,12 +212,24 @@ class Attention(nn.Module):
 
         What :meth:`forward` averages the tokens with, before the readout:
         with drawn encodings, the weights are averaged over ``n_pe_samples``
-        draws, as there. Parameters as in :meth:`forward`.
+        draws, as there.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, T, n_channels)
+            Rows of the task.
+        generator : torch.Generator, StreamedDraws, KeyedDraws or None, default=None
+            Source of the drawn encodings (as in :meth:`forward`).
+        n_pe_samples : int, default=1
+            Encoding draws the weights are averaged over.
+        pe_sampling : {"marginal", "full"}, default="marginal"
+            How stochastic encodings are drawn.
+        length_scale : {"log", "floor"} or None, default=None
+            The length-aware scale of the scores.
 
         Returns
         -------
-        Tensor of shape (H, n, T), or (H, n, n_queries, T) for a task with
-        several queries per row (one per position, or one per role)
+        Tensor of shape (H, n, T), or (H, n, N, T) for a task with a query per position
             The weights of head h on row i; each sums to 1 over the positions.
         """
         X = X.contiguous()
@@ -308,113 +318,6 @@ class Attention(nn.Module):
             self.encoding, seq_len, self.n_features, pe_sampling, n_selected
         )
         return self.n_heads * per_head
-
-
-class AttentionSelector(Attention):
-    """:class:`Attention` on sparse token selection, built from the task's sizes.
-
-    Parameters
-    ----------
-    n_features : int
-        Token dimension d.
-    width : int
-        Dimension m of the positional encodings.
-    positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}
-        The encoding family.
-    seq_len : int, default=1
-        Training length; ``"fixed"`` keeps that many encodings as a buffer.
-    encoding_seed : int, default=0
-        Seed of the fixed encodings and of the codebook.
-    learn_token_block : bool, default=True
-        False keeps the token rows of W at 0 (the scores are then
-        ``p_t^T W_pp s``, the limit the theory predicts).
-    max_positions : int or None, default=None
-        Codebook size of ``"randomized"``.
-    n_heads : int, default=1
-        Number of heads.
-    """
-
-    def __init__(
-        self,
-        n_features,
-        width,
-        positional_encoding="stochastic",
-        seq_len=1,
-        encoding_seed=0,
-        learn_token_block=True,
-        max_positions=None,
-        n_heads=1,
-    ):
-        task = SparseTokenSelectionTask.from_fitted(seq_len, n_features, {})
-        super().__init__(
-            task,
-            width,
-            positional_encoding,
-            encoding_seed,
-            learn_token_block,
-            max_positions,
-            n_heads,
-        )
-
-    def attention(self, tokens, mask, P):
-        """The first head's softmax attention weights (n, T) for given encodings ``P``.
-
-        Forms ``u = W z_0`` once per row (n m^2 work), then the scores
-        ``[x_t ; p_t]^T u`` (n T (d + m) work); ``W p_t`` is never formed.
-
-        Parameters
-        ----------
-        tokens : Tensor of shape (n, T, d) or (n, T, d + 1)
-            The tokens x_t, optionally followed by the selection channel (the
-            whole X), which the scores ignore.
-        mask : Tensor of shape (n, T)
-            Selection indicator, 0.0 or 1.0.
-        P : Tensor of shape (n, T, m) or (T, m)
-            Positional encodings, per row or shared by all rows.
-
-        Returns
-        -------
-        Tensor of shape (n, T)
-            Attention weights; every row sums to 1.
-        """
-        d, Ws = self._score_rows()
-        u, pos = query_scores(Ws[0], d, mask, P)
-        return softmax(d, u, tokens, pos)
-
-
-class AttentionAverager(Attention):
-    """:class:`Attention` on q-sparse averaging: one query per position, the same W.
-
-    Row ``X`` of shape (N, d + q) holds the tokens and, for every position
-    i, the indices of its subset y_i. Query i is ``[0 ; s_i]`` with
-    ``s_i = sum_{j in y_i} p_j``; output i is ``sum_j softmax_j(a_i.) x_j``.
-    Every query is a sparse token selection query over the same tokens and
-    encodings, so a W trained on either task serves both (same parameters
-    and buffers as :class:`AttentionSelector`). Parameters as there.
-    """
-
-    def __init__(
-        self,
-        n_features,
-        width,
-        positional_encoding="stochastic",
-        seq_len=1,
-        encoding_seed=0,
-        learn_token_block=True,
-        max_positions=None,
-        n_heads=1,
-    ):
-        # The structure reads each subset's size from the rows; 1 is a placeholder.
-        task = SparseAveragingTask(seq_len, n_features, 1)
-        super().__init__(
-            task,
-            width,
-            positional_encoding,
-            encoding_seed,
-            learn_token_block,
-            max_positions,
-            n_heads,
-        )
 
 
 def positional_alignment(key_query, n_features):

@@ -39,7 +39,7 @@ TASKS = {
 """Task name to its class: the tasks estimators take by name and model files may name."""
 
 
-def register_task(cls):
+def register_task(task_class):
     """Add a task class to the registry under its ``name`` (usable as a class decorator).
 
     Registered, a task is taken by name by the estimators' ``task``
@@ -49,13 +49,13 @@ def register_task(cls):
 
     Parameters
     ----------
-    cls : type
+    task_class : type
         A subclass of :class:`Task` with a string ``name`` not already
         registered to another class.
 
     Returns
     -------
-    cls : type
+    task_class : type
         The class itself.
 
     Raises
@@ -65,18 +65,20 @@ def register_task(cls):
     ValueError
         If its name is taken by another class.
     """
-    if not (isinstance(cls, type) and issubclass(cls, Task)):
-        raise TypeError(f"register_task takes a subclass of Task, got {cls!r}.")
-    if not isinstance(cls.name, str) or not cls.name:
-        raise TypeError(f"{cls.__name__}.name must be a non-empty string, got {cls.name!r}.")
-    known = TASKS.get(cls.name)
-    if known is not None and known is not cls:
-        raise ValueError(
-            f"the task name {cls.name!r} is already registered to {known.__module__}."
-            f"{known.__qualname__}; give {cls.__name__} another name."
+    if not (isinstance(task_class, type) and issubclass(task_class, Task)):
+        raise TypeError(f"register_task takes a subclass of Task, got {task_class!r}.")
+    if not isinstance(task_class.name, str) or not task_class.name:
+        raise TypeError(
+            f"{task_class.__name__}.name must be a non-empty string, got {task_class.name!r}."
         )
-    TASKS[cls.name] = cls
-    return cls
+    known = TASKS.get(task_class.name)
+    if known is not None and known is not task_class:
+        raise ValueError(
+            f"the task name {task_class.name!r} is already registered to {known.__module__}."
+            f"{known.__qualname__}; give {task_class.__name__} another name."
+        )
+    TASKS[task_class.name] = task_class
+    return task_class
 
 
 def get_task(task):

@@ -273,7 +273,7 @@ class SparseAveragingTask(Task):
 
     # -- the length shift -----------------------------------------------------------
     def shift(self, X, y, seq_len, random_state=None):
-        """Lengthen rows (never shorten them): see :func:`shift_averaging`."""
+        # Rows can only be lengthened: see shift_averaging (the docstring is the protocol's).
         seq_len = check_positive_int(seq_len, "seq_len")
         n, N, c = X.shape
         d = y.shape[2]
