@@ -13,7 +13,7 @@ training.
 
 # %%
 import matplotlib.pyplot as plt
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from stsq_learn import (
     LengthShiftScorer,
@@ -86,6 +86,9 @@ ax0.set(
 )
 ax0.set_xticks(widths, [str(m) for m in widths])
 ax0.xaxis.set_minor_formatter(NullFormatter())  # only the chosen ticks are labelled
+ax0.yaxis.set_major_locator(LogLocator(subs=(1, 2, 3, 4, 5, 7)))  # 0.1, 0.2, ... as numbers
+ax0.yaxis.set_major_formatter(FormatStrFormatter("%.2g"))
+ax0.yaxis.set_minor_formatter(NullFormatter())
 ax0.legend()
 for encoding, marker in (("stochastic", "o"), ("fixed", "s")):
     ax1.plot(
