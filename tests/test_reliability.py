@@ -11,10 +11,12 @@ import stsq_learn._base as base
 from stsq_learn import (
     FCNSelector,
     SparseTokenAverager,
+    SparseTokenRetriever,
     SparseTokenSelectionTask,
     SparseTokenSelector,
     load_model,
     make_sparse_averaging,
+    make_sparse_retrieval,
     make_sparse_token_selection,
     save_model,
 )
@@ -130,3 +132,28 @@ def test_long_work_reports_progress_at_verbose_1(data, capsys, monkeypatch):
     monkeypatch.setattr(base, "_PREDICT_ELEMENTS", 8 * 1000)  # chunks of a few rows
     model.predict(X)
     assert "SparseTokenSelector.predict" in capsys.readouterr().err
+
+
+_TASKS = [
+    (SparseTokenSelector, make_sparse_token_selection),
+    (SparseTokenAverager, make_sparse_averaging),
+    (SparseTokenRetriever, make_sparse_retrieval),
+]
+
+
+@pytest.mark.filterwarnings("ignore:.*worse than no model")  # one epoch: not the point
+@pytest.mark.parametrize("sampling", ["marginal", "full"])
+@pytest.mark.parametrize("family", ["stochastic", "randomized"])
+@pytest.mark.parametrize(("cls", "make"), _TASKS, ids=["selection", "averaging", "retrieval"])
+def test_rows_equal_as_values_predict_alike(cls, make, family, sampling):
+    """Case 3: a 0.0 turned -0.0 (token, indicator, role or index channel) changed the draws."""
+    X, y = make(60, 6, 3, 2, random_state=0)
+    model = cls(width=4, positional_encoding=family, pe_sampling=sampling, max_iter=1)
+    model.set_params(random_state=0).fit(X, y)
+    X = X.copy()
+    X[::3, 0, :2] = 0.0  # zeros among the tokens too, not only in the channels
+    negative = np.where(X == 0, -0.0, X)
+    assert np.signbit(negative[X == 0]).all() and np.signbit(negative).any(axis=(1, 2)).all()
+    np.testing.assert_array_equal(model.predict(negative), model.predict(X))
+    one = np.where(np.arange(X.shape[-1]) == X.shape[-1] - 1, negative, X)  # only the last channel
+    np.testing.assert_array_equal(model.predict(one), model.predict(X))
