@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -132,8 +133,9 @@ def check_seed(seed):
 def check_out_dir(out):
     """Raise ``ValueError``, naming ``out``, unless it is or can be made a writable directory.
 
-    Nothing is created: a file at ``out`` or above it, or a directory that
-    cannot be written to, is refused before any work.
+    Nothing is left behind: a file at ``out`` or above it, or a directory
+    that cannot be written to (probed with a temporary file), is refused
+    before any work.
     """
     path = os.path.abspath(os.fspath(out))
     if os.path.exists(path) and not os.path.isdir(path):
@@ -143,8 +145,13 @@ def check_out_dir(out):
         ancestor = os.path.dirname(ancestor)
     if not os.path.isdir(ancestor):
         raise ValueError(f"out={os.fspath(out)!r} cannot be a directory: {ancestor!r} is a file.")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ValueError(f"out={os.fspath(out)!r} cannot be written: {ancestor!r} is not writable.")
+    try:  # a probe, which leaves nothing behind (permissions alone miss read-only places)
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"out={os.fspath(out)!r} cannot be written: {ancestor!r}: {exc.strerror or exc}."
+        ) from None
 
 
 def _run(preset, names, resolved, seed, out, progress, log, scheduler=None):
