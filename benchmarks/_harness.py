@@ -19,10 +19,12 @@ time ratios (ours / peer: below 1 means the package is faster).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import statistics
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,6 +45,20 @@ class Context:
     quick: bool = False
     threads: int = 1
     log: Callable[[str], None] = print
+
+
+@contextlib.contextmanager
+def timing_run():
+    """Silence the estimators' "worse than no model" warning of runs that only time steps.
+
+    A timing run of a few steps is not there to learn: the warning that it
+    ended worse than predicting 0 is true and useless, and printed by every
+    such run it would teach readers to ignore it. Only that warning, only in
+    the block (as ``stsq_learn.experiments`` does for ``reproduce --plan``).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*worse than no model", category=UserWarning)
+        yield
 
 
 def merge_config(module, quick=False, overrides=None):

@@ -10,9 +10,10 @@ integer rounds, so a row's numbers depend on nothing but the key:
   words. The words are held in int64 tensors (torch has no unsigned 64-bit
   arithmetic); the 32 x 32 -> 64-bit products are exact in int64's wrapping
   multiplication, and every right shift is masked.
-- :func:`row_keys` turns each row's bytes into a 64-bit key: a multilinear
-  hash of its 64-bit words with odd coefficients (wrapping int64 sums do not
-  depend on the summation order, hence not on threads or devices), then
+- :func:`row_keys` turns each row's values into a 64-bit key: a multilinear
+  hash of the 64-bit words of its bytes (-0.0 read as 0.0) with odd
+  coefficients (wrapping int64 sums do not depend on the summation order,
+  hence not on threads or devices), then
   SplitMix64's finalizer (:func:`mix64`) with the seed and the row's shape.
 - :func:`uniforms` and :func:`box_muller` turn 32-bit words into float32
   uniforms on (0, 1) (24 bits each) and normals, two per pair of words.
@@ -168,37 +169,50 @@ def _hash_coefficients(n_words, device):
 
 
 def row_keys(X, seed):
-    """One 64-bit key per row of ``X``, from the seed and the row's bytes.
+    """One 64-bit key per row of ``X``, from the seed and the row's values.
 
     Parameters
     ----------
     X : Tensor of shape (n_samples, ...)
-        The rows, in the dtype they are computed in (their bytes are hashed).
+        The rows, in the dtype they are computed in (their bytes are
+        hashed, with -0.0 read as 0.0: rows equal as values hash alike).
     seed : int
         The seed, e.g. a fitted model's prediction seed.
 
     Returns
     -------
     Tensor of shape (n_samples,), dtype int64
-        Equal rows (same bytes, shape and dtype) get equal keys, whatever
+        Equal rows (same values, shape and dtype) get equal keys, whatever
         the other rows, their order, the device or the thread count.
     """
     n = X.shape[0]
     if n == 0:
         return torch.empty(0, dtype=torch.int64, device=X.device)
-    words = X.contiguous().reshape(n, -1).view(torch.int32)
-    if words.shape[1] % 2:
-        words = torch.cat([words, words.new_zeros(n, 1)], dim=1)
-    words = words.view(torch.int64)
-    coef = _hash_coefficients(words.shape[1], X.device)
+    rows = X.contiguous().reshape(n, -1)
+    n_words = -(-rows.shape[1] * X.element_size() // 8)
+    coef = _hash_coefficients(n_words, X.device)
     # In blocks of rows: the products stay in cache (wrapping sums are exact).
-    step = max(1, _HASH_BLOCK // words.shape[1])
-    h = torch.cat([(words[i : i + step] * coef).sum(dim=1) for i in range(0, n, step)])
+    step = max(1, _HASH_BLOCK // n_words)
+    h = torch.cat([(_words(rows[i : i + step]) * coef).sum(dim=1) for i in range(0, n, step)])
     shape_tag = _signed(
         mix64_int(seed * _GOLDEN + 1)
         ^ mix64_int(hash_shape(X.shape[1:], X.element_size()) * _GOLDEN)
     )
     return mix64(mix64(h + shape_tag) + _signed(_GOLDEN))
+
+
+def _words(rows):
+    """A block of rows as 64-bit words of their values: -0.0 read as 0.0.
+
+    Adding +0.0 turns -0.0 into +0.0 and leaves every other value's bits as
+    they are, so equal rows (``==``) hash alike whatever their zeros' signs.
+    """
+    if rows.is_floating_point() or rows.is_complex():
+        rows = rows + 0.0
+    words = rows.contiguous().view(torch.int32)
+    if words.shape[1] % 2:
+        words = torch.cat([words, words.new_zeros(len(words), 1)], dim=1)
+    return words.view(torch.int64)
 
 
 def hash_shape(shape, element_size):

@@ -300,9 +300,10 @@ def check_progress(net, losses, *, zero_loss, start_loss, online, owner, keep=Fa
     """Refuse a run that ended clearly worse than the model it started from; warn otherwise.
 
     The final training loss (the last epoch's, or the mean of the last tenth
-    of the online steps) is compared with ``start_loss``, the loss of the
-    model the run started from (W = 0, a fresh net, or the previous fit of a
-    warm start) measured before the first step, and with ``zero_loss``, the
+    of the online steps, at least the last 5) is compared with
+    ``start_loss``, the loss of the model the run started from (W = 0, a
+    fresh net, or the previous fit of a warm start) measured before the
+    first step, and with ``zero_loss``, the
     loss of predicting 0. Ending more than :data:`_DIVERGED_RATIO` times
     ``start_loss`` and ``0.1 * zero_loss`` above it (online, judged on at
     least 5 steps: a few batches are too noisy), the run has diverged:
@@ -314,7 +315,8 @@ def check_progress(net, losses, *, zero_loss, start_loss, online, owner, keep=Fa
     """
     if not losses or zero_loss <= 0:
         return
-    part = max(1, len(losses) // 10) if online else 1
+    # Online: the last tenth of the steps, and at least the last 5 (fewer are too noisy).
+    part = max(min(5, len(losses)), len(losses) // 10) if online else 1
     final, first = float(np.mean(losses[-part:])), float(np.mean(losses[:part]))
     diverged = final > _DIVERGED_RATIO * start_loss and final > start_loss + 0.1 * zero_loss
     if diverged and (not online or part >= 5):  # a few online batches are too noisy to judge

@@ -40,9 +40,18 @@ def _assignment(text):
     return key.strip(), value
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose every error is one line on stderr and exit status 2."""
+
+    def error(self, message):
+        """Print ``<prog>: error: <message>`` on one line (and where to find help); exit 2."""
+        one_line = " ".join(str(message).split())
+        self.exit(2, f"{self.prog}: error: {one_line} (see {self.prog} --help)\n")
+
+
 def build_parser():
     """The argument parser of ``stsq-learn`` (subcommands ``reproduce`` and ``fit``)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stsq-learn",
         description=(
             "Sparse token selection with transformers (Wang, Wei, Hsu, Lee; ICML 2024): "
@@ -236,6 +245,11 @@ _HYPERPARAMETER_OPTIONS = (
 def _run_reproduce(args):
     from ._validation import resolve_device
     from .experiments import plan, plan_table, reproduce, summary_table
+    from .experiments._reproduce import check_out_dir, check_seed
+
+    check_seed(args.seed)  # --plan too: every option is checked before any work
+    if not args.plan:
+        check_out_dir(args.out)  # before the plan's timed steps
 
     def say(line):
         print(line, file=sys.stderr, flush=True)
@@ -360,9 +374,10 @@ def _run_fit(args):
 def main(argv=None):
     """Entry point of the ``stsq-learn`` console script; returns the exit status.
 
-    The library validates every value; its ``ValueError`` or ``TypeError`` (or
-    the ``ImportError`` of a missing extra) is reported as a usage error (exit
-    status 2) of the subcommand.
+    The library validates every value; its ``ValueError`` or ``TypeError``,
+    the ``ImportError`` of a missing extra, or an ``OSError`` (a file that
+    cannot be read or written) is reported as a usage error of the
+    subcommand: one line on stderr, exit status 2, no traceback.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -371,7 +386,7 @@ def main(argv=None):
         return 0
     try:
         return args.handler(args)
-    except (ValueError, TypeError, ImportError) as exc:
+    except (ValueError, TypeError, ImportError, OSError) as exc:
         args.subparser.error(str(exc))
 
 

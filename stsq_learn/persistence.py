@@ -9,10 +9,12 @@ source. :func:`save_model` writes one zip file holding
 - ``history.json``: the skorch training history (JSON);
 - ``weights.pt``: the module's ``state_dict``, written by :func:`torch.save`
   and read back with ``torch.load(weights_only=True)``, which refuses
-  anything but tensors and plain containers.
+  anything but tensors and plain containers;
 
-:func:`load_model` reads the file, checks its structure, brings files of
-earlier format versions up to date with explicit migrations
+and ends with a checksum of every byte before it (the zip's comment,
+``stsq_learn._archive``), so a corrupted file is refused before it is
+parsed. :func:`load_model` checks the checksum, reads the file, checks its
+structure, brings files of earlier format versions up to date with explicit migrations
 (:data:`MIGRATIONS`), builds the estimator from its class name (one of this
 package's estimators, nothing else) and hands the fitted state to the
 estimator's :meth:`~stsq_learn.SparseTokenSelector.set_fitted_state`, which
@@ -26,13 +28,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import warnings
-import zipfile
 
 import numpy as np
 import torch
 
+from . import _archive
 from .averaging import FCNAverager, SparseTokenAverager
 from .estimators import FCNSelector, SparseTokenSelector
 from .regressors import AttentionRegressor, FCNRegressor
@@ -208,7 +209,8 @@ def save_model(estimator, path):
         A fitted estimator.
     path : str or os.PathLike
         Destination file (conventionally ``*.stsq``); an existing file is
-        replaced atomically.
+        replaced atomically. The file ends with a SHA-256 checksum of its
+        contents, which :func:`load_model` checks.
 
     Returns
     -------
@@ -220,6 +222,9 @@ def save_model(estimator, path):
     TypeError
         If ``estimator`` is not one of this package's estimators, ``path`` is
         not a path, or a hyperparameter has no JSON form.
+    ValueError
+        If ``path`` cannot be written (a directory, under a file or a
+        missing directory, not writable), naming it, before any work.
     sklearn.exceptions.NotFittedError
         If ``estimator`` is not fitted.
 
@@ -251,6 +256,8 @@ def save_model(estimator, path):
         )
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}: {path!r}.")
+    path = os.fspath(path)
+    _archive.check_destination(path)  # before any work
     state = estimator.get_fitted_state()  # raises NotFittedError first
     params = {k: _json_param(k, v) for k, v in estimator.get_params(deep=False).items()}
     from . import __version__
@@ -267,19 +274,14 @@ def save_model(estimator, path):
     torch.save(state["weights"], weights)
     history = json.dumps(state["history"], default=_json_default)
 
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".stsq-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(_METADATA, json.dumps(metadata, indent=1))
-            zf.writestr(_HISTORY, history)
-            zf.writestr(_WEIGHTS, weights.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _archive.write(
+        path,
+        {
+            _METADATA: json.dumps(metadata, indent=1),
+            _HISTORY: history,
+            _WEIGHTS: weights.getvalue(),
+        },
+    )
 
 
 def _json_default(value):
@@ -313,11 +315,14 @@ def load_model(path, *, device=None):
     Raises
     ------
     ValueError
-        If the file is not a model file of this format, or was tampered with:
-        bad JSON, an unknown class, unknown or invalid hyperparameters, a
-        missing or ill-typed fitted attribute, weights that are not plain
-        tensors (e.g. a pickled code object), or a missing, extra, misshapen
-        or non-finite tensor.
+        If the file is not a model file of this format, is corrupted or was
+        tampered with, always naming the file: a checksum that does not
+        match its contents (any flipped byte or truncation of a file of
+        format version 4), a file that is not a zip archive, any failure of
+        the zip layer, a missing member, bad JSON, an unknown class, unknown
+        or invalid hyperparameters, a missing or ill-typed fitted attribute,
+        weights that are not plain tensors (e.g. a pickled code object), or
+        a missing, extra, misshapen or non-finite tensor.
 
     See Also
     --------
@@ -330,16 +335,19 @@ def load_model(path, *, device=None):
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}: {path!r}.")
     where = os.fspath(path)
-    try:
-        zf = zipfile.ZipFile(where)
-    except zipfile.BadZipFile:
+    members, sealed = _archive.read(where, (_METADATA, _HISTORY, _WEIGHTS), _MAX_MEMBER_BYTES)
+    metadata = _read_json(members[_METADATA], _METADATA, where)
+    history = _read_json(members[_HISTORY], _HISTORY, where)
+    weights = members[_WEIGHTS]
+    if (
+        not sealed
+        and isinstance(metadata, dict)
+        and metadata.get("format_version") == FORMAT_VERSION
+    ):
         raise ValueError(
-            f"{where!r} is not an stsq-learn model file (not a zip archive)."
-        ) from None
-    with zf:
-        metadata = _read_json(zf, _METADATA, where)
-        history = _read_json(zf, _HISTORY, where)
-        weights = _read_member(zf, _WEIGHTS, where)
+            f"{where!r} is corrupted: a model file of format version {FORMAT_VERSION} ends with "
+            "a checksum of its contents, and this one does not."
+        )
     metadata = _migrate(metadata, where)
     if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
         raise ValueError(f"{where!r}: {_HISTORY} must be a list of per-epoch records.")
@@ -358,21 +366,10 @@ def load_model(path, *, device=None):
         raise ValueError(f"{where!r}: {exc}") from None
 
 
-def _read_member(zf, name, where):
-    try:
-        info = zf.getinfo(name)
-    except KeyError:
-        raise ValueError(f"{where!r} is not a complete stsq-learn model file: no {name}.") from None
-    if info.file_size > _MAX_MEMBER_BYTES:
-        raise ValueError(f"{where!r}: {name} is {info.file_size} bytes, more than allowed.")
-    return zf.read(info)
-
-
-def _read_json(zf, name, where):
-    raw = _read_member(zf, name, where)
+def _read_json(raw, name, where):
     try:
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"{where!r}: {name} is not valid JSON: {exc}") from None
 
 

@@ -4,6 +4,7 @@ import importlib
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -355,7 +356,8 @@ def test_parity_entry_compares_samplers_floor_and_forward_law(bench):
         assert v["difference"] == v["r2_marginal"] - v["r2_full"]
     lines = dict(bench.parity.table(rec))
     assert "width 8 mean rel. MSE marginal / full" in lines
-    assert "width 16 large-width recipe, marginal" in lines
+    large_line = lines["width 16, 0.3's large-width recipe, marginal"]
+    assert "3 of the recipe's 3000 steps: too short to near the floor" in large_line  # issue 27
 
 
 def test_defaults_entry_scores_new_and_0_3_defaults_against_the_floor(bench):
@@ -487,3 +489,24 @@ def test_plots_from_a_report(bench, tmp_path):
     assert all(p.stat().st_size > 5000 for p in written)
     labels = [b[0] for b in bench.plot.ratio_bars(bench.plot.load([path])["results"])]
     assert "fit_online (full draws) vs plain torch loop" in labels
+
+
+def test_timing_entries_print_no_worse_than_no_model_warnings(bench, monkeypatch, recwarn):
+    """Issue 27: --quick printed about 15 such warnings from its own short timing runs."""
+    assert "fcn" not in bench.run.LEARNING_ENTRIES and "accuracy" in bench.run.LEARNING_ENTRIES
+    original = bench.fcn.run
+
+    def short_run(cfg, ctx):  # what a timing run's too-short fit says at its end
+        warnings.warn(
+            "FCNSelector: ... the model is worse than no model.", UserWarning, stacklevel=2
+        )
+        warnings.warn("another warning", UserWarning, stacklevel=2)
+        return original(cfg, ctx)
+
+    monkeypatch.setattr(bench.fcn, "run", short_run)
+    bench.run.run(only=["fcn"], settings=TINY, log=lambda m: None)
+    messages = [str(w.message) for w in recwarn]
+    assert "another warning" in messages  # only that warning is silenced
+    assert not [m for m in messages if "worse than no model" in m]
+    with pytest.warns(UserWarning, match="worse than no model"):  # and only in there
+        warnings.warn("the model is worse than no model.", UserWarning, stacklevel=2)

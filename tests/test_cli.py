@@ -226,3 +226,36 @@ def test_fit_passes_the_sampler_and_the_encoding_family(capsys):
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["params"]["max_positions"] == 16 and set(report["r2"]) == {"8", "16"}
+
+
+def _one_line_error(argv, capsys, message):
+    code, err = _exit_code(argv, capsys)
+    assert code == 2 and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err, err  # one line, exit 2
+    return err
+
+
+def test_an_unusable_out_directory_is_one_line_and_exit_2(tmp_path, capsys):
+    """Issue 27, case 6: --out at a file, under a file or unwritable printed a traceback."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    base = ["reproduce", "--tiny", "--only", "convergence", "--no-progress", "--out"]
+    _one_line_error([*base, str(a_file)], capsys, "is a file, not a directory")
+    _one_line_error([*base, str(a_file / "sub")], capsys, f"{str(a_file)!r} is a file")
+    _one_line_error([*base, "/proc/no/such"], capsys, "out='/proc/no/such' cannot be")
+    assert a_file.read_text() == "" and sorted(tmp_path.iterdir()) == [a_file]
+
+
+def test_every_cli_error_is_one_line(capsys):
+    """Case 6: the memory check, a refused seed with --plan, and argparse's own errors."""
+    _one_line_error(["fit", "--width", "1000000"], capsys, "width=1000000")
+    _one_line_error(["fit", "--width", "1000000"], capsys, "Lower the width")
+    _one_line_error(["reproduce", "--seed", "-1", "--plan"], capsys, "seed must be a non-negative")
+    _one_line_error(["fit", "--width", "abc"], capsys, "invalid int value: 'abc'")
+
+
+def test_plan_prints_no_warnings_from_its_own_timing_runs(capsys, recwarn):
+    """Case 6: --plan printed 13 "worse than no model" warnings from its timed steps."""
+    assert main(["reproduce", "--tiny", "--plan"]) == 0
+    assert "| total |" in capsys.readouterr().out
+    assert not [w for w in recwarn if "worse than no model" in str(w.message)]

@@ -4,6 +4,10 @@ Setup of the probe: ``make_sparse_token_selection(400, seq_len=8, n_features=3,
 n_selected=2, random_state=0)``.
 """
 
+import re
+import zipfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,10 +15,12 @@ import stsq_learn._base as base
 from stsq_learn import (
     FCNSelector,
     SparseTokenAverager,
+    SparseTokenRetriever,
     SparseTokenSelectionTask,
     SparseTokenSelector,
     load_model,
     make_sparse_averaging,
+    make_sparse_retrieval,
     make_sparse_token_selection,
     save_model,
 )
@@ -36,7 +42,7 @@ def test_a_warm_start_on_a_longer_length_saves_and_loads(tmp_path, data):
     np.testing.assert_array_equal(load_model(tmp_path / "m.stsq").predict(X2), model.predict(X2))
 
 
-@pytest.mark.parametrize("how", ["fit", "fit_online"])
+@pytest.mark.parametrize("how", ["fit", "fit_online", "fit_online_10_steps"])
 def test_a_diverged_fit_keeps_the_previous_model(data, how):
     """Case 2: Adam at 1e4 ended 3 times worse than it started, with only a warning."""
     X, y = data
@@ -46,8 +52,9 @@ def test_a_diverged_fit_keeps_the_previous_model(data, how):
     with pytest.raises(ValueError, match=r"Training diverged: .* times that of the model it"):
         if how == "fit":
             model.fit(X, y)
-        else:
-            model.fit_online(SparseTokenSelectionTask(8, 3, 2), n_steps=50)
+        else:  # online: judged on the mean of the last tenth of the steps, at least 5
+            n_steps = 10 if how.endswith("10_steps") else 50
+            model.fit_online(SparseTokenSelectionTask(8, 3, 2), n_steps=n_steps)
     np.testing.assert_array_equal(model.key_query_, before)
     np.testing.assert_array_equal(model.predict(X), pred)
     with pytest.warns(UserWarning, match="training diverged.*kept as on_divergence='warn'"):
@@ -130,3 +137,102 @@ def test_long_work_reports_progress_at_verbose_1(data, capsys, monkeypatch):
     monkeypatch.setattr(base, "_PREDICT_ELEMENTS", 8 * 1000)  # chunks of a few rows
     model.predict(X)
     assert "SparseTokenSelector.predict" in capsys.readouterr().err
+
+
+_TASKS = [
+    (SparseTokenSelector, make_sparse_token_selection),
+    (SparseTokenAverager, make_sparse_averaging),
+    (SparseTokenRetriever, make_sparse_retrieval),
+]
+
+
+@pytest.mark.filterwarnings("ignore:.*worse than no model")  # one epoch: not the point
+@pytest.mark.parametrize("sampling", ["marginal", "full"])
+@pytest.mark.parametrize("family", ["stochastic", "randomized"])
+@pytest.mark.parametrize(("cls", "make"), _TASKS, ids=["selection", "averaging", "retrieval"])
+def test_rows_equal_as_values_predict_alike(cls, make, family, sampling):
+    """Case 3: a 0.0 turned -0.0 (token, indicator, role or index channel) changed the draws."""
+    X, y = make(60, 6, 3, 2, random_state=0)
+    model = cls(width=4, positional_encoding=family, pe_sampling=sampling, max_iter=1)
+    model.set_params(random_state=0).fit(X, y)
+    X = X.copy()
+    X[::3, 0, :2] = 0.0  # zeros among the tokens too, not only in the channels
+    negative = np.where(X == 0, -0.0, X)
+    assert np.signbit(negative[X == 0]).all() and np.signbit(negative).any(axis=(1, 2)).all()
+    np.testing.assert_array_equal(model.predict(negative), model.predict(X))
+    one = np.where(np.arange(X.shape[-1]) == X.shape[-1] - 1, negative, X)  # only the last channel
+    np.testing.assert_array_equal(model.predict(one), model.predict(X))
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory, data):
+    X, y = data
+    path = tmp_path_factory.mktemp("file") / "m.stsq"
+    save_model(SparseTokenSelector(width=2, max_iter=1, random_state=0).fit(X[:40], y[:40]), path)
+    return path
+
+
+def _refused(path, blob):
+    path.write_bytes(bytes(blob))
+    with pytest.raises(ValueError, match=re.escape(repr(str(path)))) as info:
+        load_model(path)
+    return str(info.value)
+
+
+def test_every_corruption_of_a_model_file_is_one_value_error_naming_it(model_file, tmp_path):
+    """Case 4: a flipped byte raised BadZipFile or zlib.error, a re-zipped bit flip loaded."""
+    data = model_file.read_bytes()
+    path = tmp_path / "bad.stsq"
+    tail = len(data) - 120  # the end of the central directory and the checksum, every byte
+    for i in [*range(0, tail, 5), *range(tail, len(data))]:
+        flipped = bytearray(data)
+        flipped[i] ^= 0xFF
+        assert "corrupted" in _refused(path, flipped)
+    for n in (0, 1, 30, len(data) // 2, len(data) - 1):
+        _refused(path, data[:n])  # truncated
+    _refused(path, data + b"\x00")  # appended to
+    with zipfile.ZipFile(model_file) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+        comment = zf.comment
+    weights = bytearray(members["weights.pt"])
+    weights[-200] ^= 0x01  # one bit inside a tensor's data
+    for keep_comment in (True, False):  # the old checksum, or none
+        with zipfile.ZipFile(path, "w") as zf:
+            for name, blob in {**members, "weights.pt": bytes(weights)}.items():
+                zf.writestr(name, blob)
+            zf.comment = comment if keep_comment else b""
+        with pytest.raises(ValueError, match="is corrupted"):
+            load_model(path)
+    assert load_model(model_file).seq_len_ == 8  # the intact file loads
+
+
+def test_old_files_without_a_checksum_give_value_errors_too(tmp_path):
+    """A 0.4 file has no checksum: the zip layer's failures become one ValueError."""
+    data = (Path(__file__).parent / "data" / "models" / "fcn-0.4.0.stsq").read_bytes()
+    path = tmp_path / "old.stsq"
+    for i in range(0, len(data), 11):
+        flipped = bytearray(data)
+        flipped[i] ^= 0xFF
+        path.write_bytes(bytes(flipped))
+        try:
+            load_model(path)
+        except ValueError as exc:
+            assert repr(str(path)) in str(exc)
+
+
+def test_a_model_is_saved_only_where_it_can_be(model_file, tmp_path):
+    """Case 4: saving to a directory named the internal temporary file."""
+    model = load_model(model_file)
+    for where, why in [
+        (tmp_path, "it is a directory"),
+        (model_file / "m.stsq", "is a file, not a directory"),
+        (tmp_path / "missing" / "m.stsq", "does not exist"),
+        (
+            Path("/proc/m.stsq"),
+            "No such file or directory|Permission denied|not writable|does not exist",
+        ),
+    ]:
+        named = f"Cannot save a model to {re.escape(repr(str(where)))}: .*({why})"
+        with pytest.raises(ValueError, match=named):
+            save_model(model, where)
+    assert [p.name for p in tmp_path.iterdir()] == []  # no temporary file left behind

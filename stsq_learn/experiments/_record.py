@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import clone
 
+from ._common import timing_run
+
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
 
@@ -99,9 +101,10 @@ def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
     times = {}
     for k in (probe_steps[0], *probe_steps):
         model = clone(estimator).set_params(device=device, random_state=0, callbacks=None)
-        start = time.perf_counter()
-        model.fit_online(task, n_steps=k)
-        times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
+        with timing_run():
+            start = time.perf_counter()
+            model.fit_online(task, n_steps=k)
+            times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
     short, long = (times[k] for k in probe_steps)
     per_step = max((long - short) / (probe_steps[1] - probe_steps[0]), long / probe_steps[1] / 2)
     return per_step, max(short - probe_steps[0] * per_step, 0.0), model

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -105,8 +107,9 @@ def reproduce(
     _check_preset(preset)
     names = resolve_experiments(only)
     resolved = resolve_device(device)  # fail on a bad device before any work
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+    check_seed(seed)
+    if out is not None:
+        check_out_dir(out)
     if n_threads is not None:
         n_threads = check_positive_int(n_threads, "n_threads")
     if scheduler is not None:
@@ -121,10 +124,45 @@ def reproduce(
         torch.set_num_threads(threads_before)
 
 
+def check_seed(seed):
+    """Raise ``ValueError`` unless ``seed`` is a non-negative int (the seed of a run)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+
+
+def check_out_dir(out):
+    """Raise ``ValueError``, naming ``out``, unless it is or can be made a writable directory.
+
+    Nothing is left behind: a file at ``out`` or above it, or a directory
+    that cannot be written to (probed with a temporary file), is refused
+    before any work.
+    """
+    path = os.path.abspath(os.fspath(out))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"out={os.fspath(out)!r} is a file, not a directory.")
+    ancestor = path
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ValueError(f"out={os.fspath(out)!r} cannot be a directory: {ancestor!r} is a file.")
+    try:  # a probe, which leaves nothing behind (permissions alone miss read-only places)
+        with tempfile.TemporaryFile(dir=ancestor):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"out={os.fspath(out)!r} cannot be written: {ancestor!r}: {exc.strerror or exc}."
+        ) from None
+
+
 def _run(preset, names, resolved, seed, out, progress, log, scheduler=None):
     out_dir = None if out is None else Path(out)
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(
+                f"out={str(out)!r} cannot be created: {exc.strerror or exc}."
+            ) from None
     results, timings = {}, {}
     for name in names:
         start = time.perf_counter()

@@ -1,0 +1,223 @@
+"""The model file as bytes: a zip archive sealed by a checksum of its contents.
+
+A model file is a zip archive whose comment, the last bytes of the file, is
+``stsq-sha256:`` and the SHA-256 of every byte before it (hex). The zip's own
+CRC-32s cover the members' data only; the checksum covers every byte, the
+zip's headers included, so any flipped byte, a truncation or a member
+rewritten and re-zipped is caught before anything is parsed. It detects
+corruption, not forgery (anyone can compute a SHA-256).
+
+Reading turns every failure of the zip layer (``zipfile.BadZipFile``,
+``zlib.error``, ``EOFError``, an unsupported compression method, ...) into
+one ``ValueError`` naming the file; writing refuses a destination it cannot
+write, naming it, before any work, and replaces an existing file atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+import zipfile
+import zlib
+
+MAGIC = b"stsq-sha256:"
+_SEAL_BYTES = len(MAGIC) + 64  # the comment: MAGIC and a hex SHA-256
+_CHUNK = 1 << 20
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    NotImplementedError,
+    RuntimeError,
+    struct.error,
+    UnicodeDecodeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    ValueError,
+)
+
+
+class FileError(ValueError):
+    """A model file that cannot be read as one (the message names the file)."""
+
+
+def check_destination(path):
+    """Refuse a path :func:`write` cannot write, naming it, before any work.
+
+    Parameters
+    ----------
+    path : str
+        The destination file.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is a directory, lies under a file or a missing directory,
+        or its directory cannot be written to.
+    """
+    if os.path.isdir(path):
+        raise ValueError(f"Cannot save a model to {path!r}: it is a directory; give a file name.")
+    directory = os.path.dirname(os.path.abspath(path))
+    ancestor = directory
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ValueError(
+            f"Cannot save a model to {path!r}: {ancestor!r} is a file, not a directory."
+        )
+    if ancestor != directory:
+        raise ValueError(
+            f"Cannot save a model to {path!r}: the directory {directory!r} does not exist."
+        )
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ValueError(f"Cannot save a model to {path!r}: {directory!r} is not writable.")
+
+
+def write(path, members):
+    """Write ``members`` (name -> bytes) as a sealed zip at ``path``, atomically.
+
+    Parameters
+    ----------
+    path : str
+        The destination (checked by :func:`check_destination` first).
+    members : dict of str to bytes
+        The archive's members, in order.
+
+    Raises
+    ------
+    ValueError
+        If the file cannot be written, naming ``path`` (never the temporary
+        file it is written through).
+    """
+    check_destination(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=".stsq-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path))
+        )
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, blob in members.items():
+                zf.writestr(name, blob)
+            zf.comment = MAGIC + b"0" * 64
+        seal(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ValueError(f"Cannot save a model to {path!r}: {exc.strerror or exc}.") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def seal(path):
+    """Write the checksum of the zip at ``path`` into its comment (the file's last bytes).
+
+    The archive's comment is set to a placeholder of the seal's length if it
+    has another one (so the bytes before the checksum are final), then the
+    checksum of those bytes replaces the placeholder's digits.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A zip archive, written in place.
+    """
+    with open(path, "rb") as fh:
+        tail = _tail(fh)
+    if tail is None or not tail.startswith(MAGIC):
+        with zipfile.ZipFile(path, "a") as zf:
+            zf.comment = MAGIC + b"0" * 64
+    with open(path, "r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        digest = _digest(fh, size - 64)
+        fh.seek(size - 64)
+        fh.write(digest.encode("ascii"))
+
+
+def _tail(fh):
+    size = fh.seek(0, os.SEEK_END)
+    if size < _SEAL_BYTES:
+        return None
+    fh.seek(size - _SEAL_BYTES)
+    return fh.read(_SEAL_BYTES)
+
+
+def _digest(fh, n_bytes):
+    """Hex SHA-256 of the first ``n_bytes`` of ``fh``."""
+    h = hashlib.sha256()
+    fh.seek(0)
+    while n_bytes > 0:
+        chunk = fh.read(min(_CHUNK, n_bytes))
+        if not chunk:
+            break
+        h.update(chunk)
+        n_bytes -= len(chunk)
+    return h.hexdigest()
+
+
+def read(path, names, max_bytes):
+    """The members ``names`` of the model file at ``path``, after its checksum.
+
+    Parameters
+    ----------
+    path : str
+        A model file (a missing or unreadable one raises ``OSError``).
+    names : sequence of str
+        The members to read; each must be there.
+    max_bytes : int
+        The most bytes a member may unpack to.
+
+    Returns
+    -------
+    members : dict of str to bytes
+        The members read.
+    sealed : bool
+        Whether the file carries a checksum (files of stsq-learn 0.1 to 0.4
+        do not), which then matched.
+
+    Raises
+    ------
+    ValueError
+        If the checksum does not match, the file is not a zip archive, a
+        member is missing or too large, or the zip layer fails in any way.
+    """
+    with open(path, "rb") as fh:
+        tail = _tail(fh)
+        sealed = tail is not None and tail.startswith(MAGIC)
+        if sealed:
+            size = fh.seek(0, os.SEEK_END)
+            if _digest(fh, size - 64).encode("ascii") != tail[len(MAGIC) :]:
+                raise FileError(
+                    f"{path!r} is corrupted: its contents do not match the SHA-256 checksum "
+                    "it was saved with."
+                )
+        fh.seek(0)
+        try:
+            with zipfile.ZipFile(fh) as zf:
+                return {name: _member(zf, name, path, max_bytes) for name in names}, sealed
+        except FileError:
+            raise
+        except zipfile.BadZipFile as exc:
+            if "File is not a zip file" in str(exc):
+                raise FileError(
+                    f"{path!r} is not an stsq-learn model file (not a zip archive)."
+                ) from None
+            raise FileError(f"{path!r} is a corrupted model file: {exc}.") from None
+        except _ZIP_ERRORS as exc:
+            kind = type(exc).__name__
+            if type(exc).__module__ != "builtins":
+                kind = f"{type(exc).__module__}.{kind}"
+            raise FileError(f"{path!r} is a corrupted model file: {kind}: {exc}.") from None
+
+
+def _member(zf, name, path, max_bytes):
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise FileError(f"{path!r} is not a complete stsq-learn model file: no {name}.") from None
+    if info.file_size > max_bytes:
+        raise FileError(f"{path!r}: {name} is {info.file_size} bytes, more than allowed.")
+    return zf.read(info)
