@@ -151,15 +151,23 @@ def _add_fit(sub):
     """The ``fit`` subcommand (one ``add_argument`` per option: long, and flat)."""
     fit = sub.add_parser(
         "fit",
-        help="train one model on the task and print its R^2 per sequence length",
+        help="train one model on a task and print its R^2 per sequence length",
         description=(
-            "Train a SparseTokenSelector (or FCNSelector) on the sparse token selection task "
+            "Train the attention model (or the fully-connected net) on a task (--task: sparse "
+            "token selection by default, any registered task by name) "
             "and print its R^2 on held-out rows moved to each evaluation length."
         ),
     )
+    fit.add_argument(
+        "--task",
+        default="selection",
+        help="a registered task by name: selection (default), averaging, retrieval, ...",
+    )
     fit.add_argument("--seq-len", type=int, default=16, help="training length T")
     fit.add_argument("--n-features", type=int, default=8, help="token dimension d")
-    fit.add_argument("--n-selected", type=int, default=3, help="subset size q")
+    fit.add_argument(
+        "--n-selected", type=int, default=3, help="subset size q (named positions in retrieval)"
+    )
     fit.add_argument("--model", choices=["transformer", "fcn"], default="transformer")
     fit.add_argument("--width", type=int, default=64, help="model width m")
     model = fit.add_argument_group(
@@ -296,12 +304,35 @@ def _run_reproduce(args):
     return 0
 
 
-def _fit_model(args):
-    """The estimator ``stsq-learn fit`` trains, its hyperparameters set (and checked) here."""
-    from . import FCNSelector, SparseTokenSelector
+def _fit_task(args):
+    """The task ``stsq-learn fit`` trains on: ``--task`` at the sizes of the other options."""
+    import dataclasses
 
-    cls = SparseTokenSelector if args.model == "transformer" else FCNSelector
+    from .tasks import get_task
+
+    cls = get_task(args.task)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    sizes = {"seq_len": args.seq_len, "n_features": args.n_features}
+    if "n_selected" in fields:
+        sizes["n_selected"] = args.n_selected
+    return cls(**sizes)
+
+
+def _fit_model(args, task):
+    """The estimator ``stsq-learn fit`` trains, its hyperparameters set (and checked) here.
+
+    Sparse token selection keeps its named estimators; another task is the
+    core of ``--model`` with the task as a parameter.
+    """
+    from . import AttentionRegressor, FCNRegressor, FCNSelector, SparseTokenSelector
+    from .tasks import SparseTokenSelectionTask
+
     params = {"width": args.width, "device": args.device, "random_state": args.seed}
+    if isinstance(task, SparseTokenSelectionTask):
+        cls = SparseTokenSelector if args.model == "transformer" else FCNSelector
+    else:
+        cls = AttentionRegressor if args.model == "transformer" else FCNRegressor
+        params["task"] = task.name
     params.update(
         {k: getattr(args, k) for k in _HYPERPARAMETER_OPTIONS if getattr(args, k) is not None}
     )
@@ -314,12 +345,11 @@ def _fit_model(args):
 def _run_fit(args):
     import torch
 
-    from . import SparseTokenSelectionTask
     from ._validation import check_positive_int
-    from .scoring import LengthShiftScorer, shift_length
+    from .scoring import LengthShiftScorer
 
-    task = SparseTokenSelectionTask(args.seq_len, args.n_features, args.n_selected)
-    model = _fit_model(args)
+    task = _fit_task(args)
+    model = _fit_model(args, task)
     n_train = check_positive_int(args.n_train, "--n-train")
     n_eval = check_positive_int(args.n_eval, "--n-eval")
     threads = check_positive_int(args.threads, "--threads")
@@ -328,7 +358,7 @@ def _run_fit(args):
         lengths = [f * task.seq_len for f in ((1, 2, 4) if args.model == "transformer" else (1,))]
     X_eval, y_eval = task.sample(n_eval, random_state=args.seed + 1)
     for t in lengths:
-        shift_length(X_eval[:1], t)  # a bad length fails before the training
+        task.shift(X_eval[:1], y_eval[:1], t, random_state=0)  # a bad length fails now
     scorers = {t: LengthShiftScorer(t, random_state=args.seed) for t in lengths}
     if args.model == "fcn" and any(t != task.seq_len for t in lengths):
         raise ValueError(
@@ -348,6 +378,7 @@ def _run_fit(args):
     r2 = {t: float(scorer(model, X_eval, y_eval)) for t, scorer in scorers.items()}
     report = {
         "model": type(model).__name__,
+        "task": task.name,
         "params": {
             k: str(v) if k == "device" else v
             for k, v in model.get_params().items()
@@ -362,7 +393,7 @@ def _run_fit(args):
         print(json.dumps(report, indent=2))
     else:
         print(
-            f"{report['model']} (width={model.width}) trained at T={task.seq_len} "
+            f"{report['model']} (width={model.width}) trained on {task.name} at T={task.seq_len} "
             f"({report['training']}, {seconds:.1f} s on {report['device']})\n"
         )
         print("| eval length T' | R^2 |\n|---|---|")

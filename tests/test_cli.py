@@ -45,6 +45,7 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
         "encodings.png",
         "length_generalization.png",
         "qsa.png",
+        "retrieval.png",
         "separation.png",
     ]
     payload = json.loads((out / "results.json").read_text())
@@ -158,6 +159,35 @@ def test_fit_fcn_table(capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "FCNSelector" in out and "| eval length T' | R^2 |" in out and "| 4 |" in out
+
+
+@pytest.mark.parametrize(
+    ("task", "model", "expected"),
+    [
+        ("averaging", "transformer", "AttentionRegressor"),
+        ("retrieval", "transformer", "AttentionRegressor"),
+        ("retrieval", "fcn", "FCNRegressor"),
+    ],
+)
+def test_fit_takes_any_registered_task(capsys, task, model, expected):
+    argv = ["fit", "--task", task, "--model", model, "--seq-len", "6", "--n-features", "2"]
+    argv += ["--n-selected", "2", "--width", "8", "--online-steps", "10", "--n-eval", "40"]
+    argv += ["--json"] + (["--eval-lengths", "6"] if model == "fcn" else [])
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"] == expected and report["task"] == task
+    assert report["params"]["task"] == task
+    lengths = {"6"} if model == "fcn" else {"6", "12", "24"}  # the task's own shift
+    assert set(report["r2"]) == lengths and all(-2 < v <= 1 for v in report["r2"].values())
+
+
+def test_fit_names_an_unknown_task_and_a_length_its_shift_refuses(capsys):
+    code, err = _exit_code(["fit", "--task", "nope"], capsys)
+    assert code == 2 and "task='nope' is not a registered task" in err
+    # q-sparse averaging rows only lengthen: refused before any training.
+    argv = ["fit", "--task", "averaging", "--seq-len", "8", "--eval-lengths", "4"]
+    code, err = _exit_code(argv, capsys)
+    assert code == 2 and "can only be lengthened" in err
 
 
 def test_reproduce_help_lists_options(capsys):
