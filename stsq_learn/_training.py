@@ -315,7 +315,6 @@ def check_progress(net, losses, *, zero_loss, start_loss, online, owner, keep=Fa
     """
     if not losses or zero_loss <= 0:
         return
-    # Online: the last tenth of the steps, and at least the last 5 (fewer are too noisy).
     part = max(min(5, len(losses)), len(losses) // 10) if online else 1
     final, first = float(np.mean(losses[-part:])), float(np.mean(losses[:part]))
     diverged = final > _DIVERGED_RATIO * start_loss and final > start_loss + 0.1 * zero_loss

@@ -237,7 +237,8 @@ def test_reproduce_rejects_bad_scheduler_before_work(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["reproduce", "--tiny", "--scheduler", "local:0", "--out", str(out)])
     assert exc.value.code == 2
-    assert "--scheduler" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "scheduler='local:0'" in err and err.count("\n") == 1  # one line (issue 27)
     assert not out.exists()
     from stsq_learn.experiments import reproduce
 
