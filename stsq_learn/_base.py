@@ -24,6 +24,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from . import _progress as progress
 from . import _training as tr
 from ._docstrings import FIT_RAISES, Substitution
 from ._memory import check_fit_memory
@@ -343,14 +344,14 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
             step_progress=online,
         )
         probe = torch.Generator(device=device).manual_seed(pe_seed + 1)
-        start = tr.start_loss(module, data, probe, self._fit_forward_kwargs())
+        start = progress.start_loss(module, data, probe, self._fit_forward_kwargs())
         self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
         tr.check_finite_weights(net)
         owner = type(self).__name__
-        losses = tr.completed_losses(
+        losses = progress.completed_losses(
             net, online, planned, owner, early_stopping=self._watched(online)
         )
-        tr.check_progress(
+        progress.check_progress(
             net,
             losses,
             zero_loss=zero_loss,
