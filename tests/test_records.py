@@ -24,7 +24,9 @@ def test_public_names_come_from_the_records():
             assert PRESETS[size][name] is record.presets[size]
     assert RECORDS["length_generalization"].aliases == ("length",)
     assert RECORDS["separation"].aliases == ("width",)
-    assert EXPERIMENTS[-1] == "qsa" and RECORDS["qsa"].aliases == ("averaging",)
+    assert EXPERIMENTS[-2] == "qsa" and RECORDS["qsa"].aliases == ("averaging",)
+    assert EXPERIMENTS[-1] == "single_location"
+    assert RECORDS["single_location"].aliases == ("content",)
 
 
 def test_a_record_needs_every_size():
@@ -88,10 +90,12 @@ def test_plan_counts_fits_and_steps():
         "qsa: length, stochastic",
         "qsa: length, fixed",
     ]
+    # single_location: 2 initialisations x 2 schedules x 1 seed, then the softmax model.
+    assert est["single_location"]["fits"] == 5
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 38 |" in table
+    assert "| total | 43 |" in table
 
 
 def test_plan_only_and_bad_arguments():

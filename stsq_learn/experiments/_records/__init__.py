@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import importlib
 
-ENTRIES = ("convergence", "length_generalization", "separation", "encodings", "qsa")
+ENTRIES = (
+    "convergence",
+    "length_generalization",
+    "separation",
+    "encodings",
+    "qsa",
+    "single_location",
+)
 """The record modules, in the order :func:`~stsq_learn.experiments.reproduce` runs them."""
 
 RECORDS = {name: importlib.import_module(f"{__name__}.{name}").RECORD for name in ENTRIES}
