@@ -46,6 +46,7 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
         "length_generalization.png",
         "qsa.png",
         "separation.png",
+        "single_location.png",
     ]
     payload = json.loads((out / "results.json").read_text())
     assert {"convergence", "length_generalization", "separation", "encodings", "qsa"} <= set(
