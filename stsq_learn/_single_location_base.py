@@ -162,6 +162,7 @@ class _SingleLocationModel(RegressorMixin, BaseEstimator):
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
+            The predictions, as float64.
         """
         check_is_fitted(self)
         X = self.task_.check_rows(X, type(self).__name__)

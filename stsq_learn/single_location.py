@@ -79,13 +79,13 @@ class ErfAttentionRegressor(_SingleLocationModel):
     lambda_ : float
         The temperature after the last step (the one :meth:`predict` uses).
     n_iter_ : int
-        Steps taken.
-    loss_curve_ : ndarray of shape (n_iter_,)
+        Steps taken (``n_steps`` below).
+    loss_curve_ : ndarray of shape (n_steps,)
         Loss before each step (the population risk with ``"pgd"`` in
         :meth:`fit_online`, the batch loss otherwise).
-    lambda_curve_ : ndarray of shape (n_iter_,)
+    lambda_curve_ : ndarray of shape (n_steps,)
         Temperature of each step.
-    alignment_curve_ : ndarray of shape (n_iter_ + 1, 2) or None
+    alignment_curve_ : ndarray of shape (n_steps + 1, 2) or None
         ``(<k, k*>, <v, v*>)`` before each step and after the last
         (:meth:`fit_online`); None after :meth:`fit`.
     task_ : SingleLocationTask
@@ -96,10 +96,10 @@ class ErfAttentionRegressor(_SingleLocationModel):
     Examples
     --------
     >>> from stsq_learn import ErfAttentionRegressor, SingleLocationTask
-    >>> task = SingleLocationTask(seq_len=5, n_features=20)
-    >>> model = ErfAttentionRegressor(learning_rate_init=0.1, max_iter=500,
-    ...                               random_state=0).fit_online(task)
-    >>> bool(abs(model.alignment_curve_[-1]).min() > 0.99)
+    >>> task = SingleLocationTask(seq_len=5, n_features=50)
+    >>> model = ErfAttentionRegressor(learning_rate_init=0.02, lambda_decay=3e-3,
+    ...                               max_iter=3000, random_state=0).fit_online(task)
+    >>> bool(abs(model.alignment_curve_[-1]).min() > 0.999)   # (k*, v*) or (-k*, -v*)
     True
     """
 
@@ -232,10 +232,10 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
     query_, v_ : ndarray of shape (n_features,)
         The fitted query and value.
     n_iter_ : int
-        Steps taken.
-    loss_curve_ : ndarray of shape (n_iter_,)
+        Steps taken (``n_steps`` below).
+    loss_curve_ : ndarray of shape (n_steps,)
         Batch loss before each step.
-    alignment_curve_ : ndarray of shape (n_iter_ + 1, 2) or None
+    alignment_curve_ : ndarray of shape (n_steps + 1, 2) or None
         ``(cos(q, k*), cos(v, v*))`` before each step and after the last
         (:meth:`fit_online`); None after :meth:`fit`.
     task_ : SingleLocationTask
@@ -246,7 +246,7 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
     Examples
     --------
     >>> from stsq_learn import SingleLocationTask, SoftmaxAttentionRegressor
-    >>> task = SingleLocationTask(seq_len=5, n_features=10)
+    >>> task = SingleLocationTask(seq_len=5, n_features=20)
     >>> model = SoftmaxAttentionRegressor(learning_rate_init=0.05, max_iter=300,
     ...                                   random_state=0).fit_online(task)
     >>> X, y = task.sample(2000, random_state=1)

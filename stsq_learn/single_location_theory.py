@@ -151,6 +151,7 @@ def erf_risk(k, v, lam, task):
     Returns
     -------
     float
+        The risk.
 
     Examples
     --------
@@ -159,7 +160,7 @@ def erf_risk(k, v, lam, task):
     >>> task = SingleLocationTask(10, 400)
     >>> k_star, v_star = task.directions
     >>> round(erf_risk(k_star, v_star, 0.1, task), 4)
-    0.1155
+    0.1135
     """
     return erf_risk_gradient(k, v, lam, task, gradient=False)
 
@@ -181,6 +182,7 @@ def erf_risk_gradient(k, v, lam, task, gradient=True):
     Returns
     -------
     risk : float
+        The risk.
     grad_k, grad_v : ndarray of shape (n_features,)
         The Euclidean gradient (only when ``gradient``).
     """
@@ -205,11 +207,14 @@ def oracle_risk(task, lam):
     Parameters
     ----------
     task : SingleLocationTask
+        The law.
     lam : float
+        The temperature lambda.
 
     Returns
     -------
     float
+        The oracle's risk.
     """
     k_star, v_star = task.directions
     return erf_risk(k_star, v_star, lam, task)
@@ -227,10 +232,12 @@ def linear_risk(task):
     Parameters
     ----------
     task : SingleLocationTask
+        The law.
 
     Returns
     -------
     float
+        The risk of the best linear predictor (with an intercept).
     """
     g2, e2 = task.gamma**2, task.noise**2
     if task.position is not None:
@@ -262,6 +269,7 @@ def bayes_risk(task, n_samples=200_000, random_state=0, chunk=20_000):
     Parameters
     ----------
     task : SingleLocationTask
+        The law.
     n_samples : int, default=200_000
         Rows drawn.
     random_state : int, RandomState instance or None, default=0
@@ -272,6 +280,7 @@ def bayes_risk(task, n_samples=200_000, random_state=0, chunk=20_000):
     Returns
     -------
     risk, standard_error : float
+        The estimate and its standard error.
     """
     if task.position is not None:
         return task.noise**2, 0.0
@@ -290,12 +299,16 @@ def erf_attention(X, k, v, lam):
     Parameters
     ----------
     X : ndarray of shape (n_samples, seq_len, n_features)
+        Rows.
     k, v : ndarray of shape (n_features,)
+        Key and value.
     lam : float
+        The temperature lambda.
 
     Returns
     -------
     ndarray of shape (n_samples,)
+        One prediction per row.
     """
     X = np.asarray(X, dtype=np.float64)
     return np.sum(erf(lam * (X @ k)) * (X @ v), axis=1)

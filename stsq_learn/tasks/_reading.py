@@ -122,6 +122,7 @@ class ModelReading:
         Returns
         -------
         int
+            The number of elements.
         """
         X, _ = self.sample(1, random_state=0)
         return int(np.prod(X.shape[1:]))
@@ -137,6 +138,7 @@ class ModelReading:
         Returns
         -------
         int
+            The input size.
         """
         return self.seq_len * width + self.fcn_input_size()
 
@@ -151,6 +153,7 @@ class ModelReading:
         Returns
         -------
         tuple of int
+            The shape.
         """
         return self.output_shape(n_samples, self.seq_len)
 

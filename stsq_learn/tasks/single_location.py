@@ -184,6 +184,22 @@ class SingleLocationTask(Task):
     # -- the contract ----------------------------------------------------------------
     @classmethod
     def from_data(cls, X, y):
+        """Check ``(X, y)`` of ``fit``; return the task they describe and the arrays.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features)
+            Tokens.
+        y : array-like of shape (n_samples,)
+            Targets (a column ``(n_samples, 1)`` is read as 1-D).
+
+        Returns
+        -------
+        task : SingleLocationTask
+            The law's sizes (its other fields at their defaults).
+        X, y : ndarray
+            As floating arrays.
+        """
         X = _as_tokens(X)
         n, L, d = X.shape
         y_arr = as_real_array(y, "y", f"({n},) for y")
@@ -199,6 +215,20 @@ class SingleLocationTask(Task):
         return cls(L, d), X, finite_floats(y_arr, "y")
 
     def check_rows(self, X, owner="the model"):
+        """Check rows for ``predict``: 3-D, finite, of ``n_features`` features, any length.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features)
+            Tokens.
+        owner : str, default="the model"
+            What was fitted, for the messages.
+
+        Returns
+        -------
+        X : ndarray
+            As a floating array.
+        """
         X = _as_tokens(X)
         if X.shape[2] != self.n_features:
             raise ValueError(
@@ -208,15 +238,57 @@ class SingleLocationTask(Task):
         return X
 
     def output_shape(self, n_samples, seq_len):
+        """``(n_samples,)``: one number per row.
+
+        Parameters
+        ----------
+        n_samples, seq_len : int
+            Rows and their length.
+
+        Returns
+        -------
+        tuple of int
+            The shape of the targets.
+        """
         return (n_samples,)
 
     def check_targets(self, y, X):
+        """``y`` as finite floats of shape ``(len(X),)``.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets.
+        X : ndarray
+            The checked rows.
+
+        Returns
+        -------
+        y : ndarray
+            As floats.
+        """
         y_arr = as_real_array(y, "y", f"({len(X)},) for y")
         if y_arr.shape != (len(X),):
             raise ValueError(f"y must have shape ({len(X)},) to match X, got {y_arr.shape}.")
         return finite_floats(y_arr, "y")
 
     def units(self, y, sample_weight=None):
+        """One output unit per row (the 1-D targets as a column).
+
+        Parameters
+        ----------
+        y : ndarray of shape (n_samples,)
+            Targets or predictions.
+        sample_weight : array-like of shape (n_samples,) or None
+            Row weights.
+
+        Returns
+        -------
+        units : ndarray of shape (n_samples, 1)
+            The targets as a column.
+        weights : ndarray of shape (n_samples,) or None
+            The row weights.
+        """
         return super().units(np.reshape(y, (-1, 1)), sample_weight)
 
     # -- the length shift -----------------------------------------------------------
@@ -242,6 +314,7 @@ class SingleLocationTask(Task):
         Returns
         -------
         X_shifted : ndarray of shape (n_samples, seq_len, n_features)
+            The lengthened rows.
         y : ndarray of shape (n_samples,)
             ``y`` itself.
         """

@@ -341,6 +341,7 @@ class Task(ModelReading):
         Returns
         -------
         float
+            The R^2.
         """
         y_units, w = self.units(y, sample_weight)
         return float(r2_score(y_units, np.reshape(y_pred, y_units.shape), sample_weight=w))
