@@ -117,7 +117,7 @@ class SingleLocationResult:
         ax_r.set_yscale("log")
         ax_r.set_title("Population risk")
         ax_r.set_ylabel("risk E[(y - T(X))^2]")
-        ax_r.legend(fontsize=7, loc="upper right")
+        ax_r.legend(fontsize=7, loc="lower left")
         for ax, name in ((ax_k, "|<k, k*>|"), (ax_v, "|<v, v*>|")):
             ax.set_ylim(-0.02, 1.02)
             ax.set_title(f"Alignment {name}")
