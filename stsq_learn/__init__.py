@@ -19,11 +19,14 @@ from .scoring import (
     relative_mse,
     worst_position_error,
 )
+from .single_location import ErfAttentionRegressor, SoftmaxAttentionRegressor
 from .tasks import (
+    SingleLocationTask,
     SparseAveragingTask,
     SparseRetrievalTask,
     SparseTokenSelectionTask,
     Task,
+    make_single_location,
     make_sparse_averaging,
     make_sparse_retrieval,
     make_sparse_token_selection,
@@ -35,12 +38,15 @@ __version__ = "0.4.0"
 
 __all__ = [
     "AttentionRegressor",
+    "ErfAttentionRegressor",
     "FCNAverager",
     "FCNRegressor",
     "FCNRetriever",
     "FCNSelector",
     "IsotropicFloor",
     "LengthShiftScorer",
+    "SingleLocationTask",
+    "SoftmaxAttentionRegressor",
     "SparseAveragingTask",
     "SparseRetrievalTask",
     "SparseTokenAverager",
@@ -53,6 +59,7 @@ __all__ = [
     "isotropic_floor",
     "length_shift_scoring",
     "load_model",
+    "make_single_location",
     "make_sparse_averaging",
     "make_sparse_retrieval",
     "make_sparse_token_selection",

@@ -126,7 +126,7 @@ def _add_reproduce(sub):
         type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
         metavar="NAME[,NAME]",
         help="run only these: convergence, length_generalization (or length), separation "
-        "(or width), encodings, qsa (or averaging)",
+        "(or width), encodings, qsa (or averaging), single_location (or content)",
     )
     rep.add_argument(
         "--threads",

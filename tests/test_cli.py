@@ -47,6 +47,7 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
         "qsa.png",
         "retrieval.png",
         "separation.png",
+        "single_location.png",
     ]
     payload = json.loads((out / "results.json").read_text())
     assert {"convergence", "length_generalization", "separation", "encodings", "qsa"} <= set(

@@ -32,10 +32,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from stsq_learn import (
     AttentionRegressor,
+    ErfAttentionRegressor,
     FCNAverager,
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    SoftmaxAttentionRegressor,
     SparseTokenAverager,
     SparseTokenRetriever,
     SparseTokenSelector,
@@ -136,6 +138,27 @@ _CHECKED = {
 }
 CHECKED_ESTIMATORS = [_CHECKED[type(est)](**est.get_params()) for est in ESTIMATORS]
 
+# Single-location regression: rows of tokens only, one target per row.
+SL_ESTIMATORS = [
+    ErfAttentionRegressor(max_iter=5),
+    ErfAttentionRegressor(solver="sgd", max_iter=5, batch_size=8),
+    SoftmaxAttentionRegressor(max_iter=5),
+]
+SL_IDS = ["erf-pgd", "erf-sgd", "softmax"]
+
+
+class CheckedErfAttentionRegressor(_Claims2DInput, ErfAttentionRegressor):
+    """:class:`ErfAttentionRegressor` as scikit-learn's checks see it."""
+
+
+class CheckedSoftmaxAttentionRegressor(_Claims2DInput, SoftmaxAttentionRegressor):
+    """:class:`SoftmaxAttentionRegressor` as scikit-learn's checks see it."""
+
+
+_CHECKED[ErfAttentionRegressor] = CheckedErfAttentionRegressor
+_CHECKED[SoftmaxAttentionRegressor] = CheckedSoftmaxAttentionRegressor
+SL_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in SL_ESTIMATORS]
+
 
 class _ReadsRowsAsSequences:
     """Read a 2-D row of k numbers as a 3-D sequence of k one-feature tokens, all selected."""
@@ -221,6 +244,29 @@ class SequenceFCNRegressor(_ReadsRowsAsRetrieval, FCNRegressor):
     """:class:`FCNRegressor` (on retrieval) on the q = 1 lift of 2-D rows."""
 
 
+class _ReadsRowsAsTokens:
+    """Read a 2-D row of k numbers as k tokens of two features, the number and 1."""
+
+    @staticmethod
+    def _lift(X):
+        X = np.asarray(X, dtype=np.float64)
+        return np.stack([X, np.ones_like(X)], axis=-1)
+
+    def fit(self, X, y):
+        return super().fit(self._lift(X), y)
+
+    def predict(self, X):
+        return super().predict(self._lift(X))
+
+
+class SequenceErfAttentionRegressor(_ReadsRowsAsTokens, ErfAttentionRegressor):
+    """:class:`ErfAttentionRegressor` on the 3-D lift of scikit-learn's 2-D rows."""
+
+
+class SequenceSoftmaxAttentionRegressor(_ReadsRowsAsTokens, SoftmaxAttentionRegressor):
+    """:class:`SoftmaxAttentionRegressor` on the 3-D lift of scikit-learn's 2-D rows."""
+
+
 # scikit-learn's row-invariance checks run on 3-D data: the estimator reads every
 # 2-D row of the check as a sequence (3-D X), in float64 because the checks'
 # absolute tolerances (1e-7 and 1e-9) are below float32's rounding.
@@ -234,11 +280,16 @@ _SEQUENCE = {
     CheckedFCNRetriever: SequenceFCNRetriever,
     CheckedAttentionRegressor: SequenceAttentionRegressor,
     CheckedFCNRegressor: SequenceFCNRegressor,
+    CheckedErfAttentionRegressor: SequenceErfAttentionRegressor,
+    CheckedSoftmaxAttentionRegressor: SequenceSoftmaxAttentionRegressor,
 }
 
 
 def _on_3d_data(estimator):
-    return _SEQUENCE[type(estimator)](**estimator.get_params()).set_params(dtype="float64")
+    sequence = _SEQUENCE[type(estimator)](**estimator.get_params())
+    if "dtype" not in sequence.get_params():  # single-location models compute in float64
+        return sequence
+    return sequence.set_params(dtype="float64")
 
 
 # The text every failure at the 3-D contract carries (stsq_learn/_validation.py).
@@ -357,6 +408,20 @@ _LISTED = {
     ),
 }
 EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _LISTED.items()}
+# The single-location models predict one number per row: scikit-learn adds its
+# single-output check, which fits 2-D X as well.
+_SL_LISTED = {
+    **_LISTED,
+    "check_supervised_y_2d": (
+        "fits 2-D X; 3-D: test_single_location.py::test_data_contract_errors (a column y)",
+        NOT_3D,
+    ),
+}
+SL_EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _SL_LISTED.items()}
+
+
+def _listed_for(estimator):
+    return _SL_LISTED if isinstance(estimator, tuple(map(type, SL_CHECKED))) else _LISTED
 
 
 def _check_name(check):
@@ -370,10 +435,11 @@ def _checks(listed):
     ``test_listed_checks_fail_for_the_listed_reason`` (which also checks why
     they fail), the others in ``test_sklearn_checks``.
     """
-    for est, est_id in zip(CHECKED_ESTIMATORS, IDS, strict=True):
+    pairs = [*zip(CHECKED_ESTIMATORS, IDS, strict=True), *zip(SL_CHECKED, SL_IDS, strict=True)]
+    for est, est_id in pairs:
         for _, check in estimator_checks_generator(est, legacy=True):
             name = _check_name(check)
-            if (name in _LISTED) == listed:
+            if (name in _listed_for(est)) == listed:
                 yield pytest.param(est, check, name, id=f"{est_id}-{name}")
 
 
@@ -403,7 +469,7 @@ def test_every_listed_check_exists():
 def test_listed_checks_fail_for_the_listed_reason(estimator, check, name):
     with pytest.raises((ValueError, TypeError, AssertionError)) as info:
         check(estimator)
-    assert _LISTED[name][1] in _failure_text(info.value)
+    assert _listed_for(estimator)[name][1] in _failure_text(info.value)
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=IDS)
@@ -414,6 +480,17 @@ def test_checked_classes_differ_only_in_the_2d_tag(estimator):
     checked_tags.input_tags.two_d_array = False
     assert checked_tags == tags
     assert checked.get_params() == estimator.get_params()
+
+
+@pytest.mark.parametrize("estimator", SL_ESTIMATORS, ids=SL_IDS)
+def test_single_location_checked_classes_and_tags(estimator):
+    checked = _CHECKED[type(estimator)](**estimator.get_params())
+    tags, checked_tags = estimator.__sklearn_tags__(), checked.__sklearn_tags__()
+    assert checked_tags.input_tags.two_d_array and not tags.input_tags.two_d_array
+    checked_tags.input_tags.two_d_array = False
+    assert checked_tags == tags and checked.get_params() == estimator.get_params()
+    assert tags.input_tags.three_d_array and tags.target_tags.single_output
+    assert not tags.target_tags.multi_output and is_regressor(estimator)
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=IDS)

@@ -25,7 +25,9 @@ def test_public_names_come_from_the_records():
     assert RECORDS["length_generalization"].aliases == ("length",)
     assert RECORDS["separation"].aliases == ("width",)
     assert RECORDS["qsa"].aliases == ("averaging",)
-    assert EXPERIMENTS[-1] == "retrieval" and RECORDS["retrieval"].aliases == ("sparse_retrieval",)
+    assert EXPERIMENTS[-2] == "retrieval" and RECORDS["retrieval"].aliases == ("sparse_retrieval",)
+    assert EXPERIMENTS[-1] == "single_location"
+    assert RECORDS["single_location"].aliases == ("content",)
 
 
 def test_a_record_needs_every_size():
@@ -91,10 +93,12 @@ def test_plan_counts_fits_and_steps():
     ]
     # retrieval: (q=2, H=1, 2); widths by T for both models (3 at T=4, 2 at T=8); length 2.
     assert est["retrieval"]["fits"] == 2 + 2 * (3 + 2) + 2
+    # single_location: 2 initialisations x 2 schedules x 1 seed, then the softmax model.
+    assert est["single_location"]["fits"] == 5
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 52 |" in table
+    assert "| total | 57 |" in table
 
 
 def test_plan_only_and_bad_arguments():

@@ -99,8 +99,10 @@ def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
     difference gives the time of a step, the rest the fixed cost of a fit.
     """
     times = {}
+    settings = {"device": device, "random_state": 0, "callbacks": None}
+    own = estimator.get_params()
     for k in (probe_steps[0], *probe_steps):
-        model = clone(estimator).set_params(device=device, random_state=0, callbacks=None)
+        model = clone(estimator).set_params(**{p: v for p, v in settings.items() if p in own})
         with timing_run():
             start = time.perf_counter()
             model.fit_online(task, n_steps=k)

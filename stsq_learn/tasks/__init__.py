@@ -13,15 +13,18 @@ from __future__ import annotations
 from .averaging import SparseAveragingTask, make_sparse_averaging, shift_averaging, subset_means
 from .retrieval import SparseRetrievalTask, make_sparse_retrieval
 from .selection import SparseTokenSelectionTask, make_sparse_token_selection, shift_length
+from .single_location import SingleLocationTask, make_single_location
 from .task import Task
 
 __all__ = [
     "TASKS",
+    "SingleLocationTask",
     "SparseAveragingTask",
     "SparseRetrievalTask",
     "SparseTokenSelectionTask",
     "Task",
     "get_task",
+    "make_single_location",
     "make_sparse_averaging",
     "make_sparse_retrieval",
     "make_sparse_token_selection",
@@ -35,6 +38,7 @@ TASKS = {
     SparseTokenSelectionTask.name: SparseTokenSelectionTask,
     SparseAveragingTask.name: SparseAveragingTask,
     SparseRetrievalTask.name: SparseRetrievalTask,
+    SingleLocationTask.name: SingleLocationTask,
 }
 """Task name to its class: the tasks estimators take by name and model files may name."""
 

@@ -16,6 +16,7 @@ ENTRIES = (
     "encodings",
     "qsa",
     "retrieval",
+    "single_location",
 )
 """The record modules, in the order :func:`~stsq_learn.experiments.reproduce` runs them."""
 
