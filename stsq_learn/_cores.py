@@ -107,6 +107,17 @@ class _AttentionCore(_BaseEstimator):
         self.on_divergence = on_divergence
         self.callbacks = callbacks
 
+    def _validate_params(self):
+        super()._validate_params()
+        task_class = self._task_class()
+        if task_class.structure is None:
+            raise ValueError(
+                f"{type(self).__name__} reads a task through its query structure of "
+                f"positional encodings, and the task {task_class.name!r} has none "
+                f"({task_class.__name__}.structure is None: it selects by content, not by "
+                "position); train it with an estimator of its own, or the FCNRegressor."
+            )
+
     def _codebook_size(self, seq_len):
         return 4 * seq_len if self.max_positions is None else self.max_positions
 

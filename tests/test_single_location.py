@@ -370,3 +370,14 @@ def test_experiment_tiny_preset_and_its_outputs(tmp_path):
     }
     assert (tmp_path / "single_location.png").stat().st_size > 0
     assert "single_location (d=20, L=5, 200 steps)" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_positional_attention_core_refuses_a_task_selected_by_content():
+    from stsq_learn import AttentionRegressor, FCNRegressor, make_single_location
+
+    X, y = make_single_location(50, n_features=4, seq_len=5, random_state=0)
+    with pytest.raises(ValueError, match="the task 'single_location' has none"):
+        AttentionRegressor(task="single_location").fit(X, y)
+    # The fully-connected baseline reads the flattened row of any task.
+    model = FCNRegressor(task="single_location", width=8, max_iter=2, random_state=0).fit(X, y)
+    assert model.predict(X).shape == (50,)
