@@ -20,7 +20,7 @@ from ._qsa_parts import search_q
 from ._qsa_parts import transfer as transfer_part
 from ._qsa_plots import plot_lengths, plot_q, plot_transfer, plot_widths
 from ._separation import SeparationResult, _search_all, _SearchPlan
-from ._task_parts import checked_steps, checked_triple, length_part
+from ._task_parts import checked_steps, checked_triple, length_part, width_growth
 from ._width_search import checked_grids, growth_laws
 
 _DEFAULT_MODELS = {
@@ -106,13 +106,7 @@ class SparseAveragingResult:
         ratio : float or None
             None with fewer than two minimal widths.
         """
-        sep = self.by_length
-        found = [
-            w
-            for N, w in zip(sep.seq_lens, sep.minimal_width[model])
-            if w is not None and N >= shortest
-        ]
-        return found[-1] / found[0] if len(found) >= 2 else None
+        return width_growth(self.by_length, model, shortest)
 
     def to_dict(self):
         """JSON-ready dict of the fields (``by_length`` as its own ``to_dict()``)."""

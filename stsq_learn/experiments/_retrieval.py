@@ -30,7 +30,7 @@ from ._common import (
 )
 from ._retrieval_plots import plot_heads, plot_lengths, plot_widths
 from ._separation import SeparationResult, _search_all, _SearchPlan
-from ._task_parts import checked_steps, checked_triple, length_part, test_rows
+from ._task_parts import checked_steps, checked_triple, length_part, test_rows, width_growth
 from ._width_search import checked_grids, growth_laws
 
 _DEFAULT_MODELS = {
@@ -105,13 +105,7 @@ class SparseRetrievalResult:
         ratio : float or None
             None with fewer than two minimal widths.
         """
-        sep = self.by_length
-        found = [
-            w
-            for T, w in zip(sep.seq_lens, sep.minimal_width[model])
-            if w is not None and T >= shortest
-        ]
-        return found[-1] / found[0] if len(found) >= 2 else None
+        return width_growth(self.by_length, model, shortest)
 
     def to_dict(self):
         """JSON-ready dict of the fields (``by_length`` as its own ``to_dict()``)."""

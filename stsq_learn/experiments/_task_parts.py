@@ -1,8 +1,9 @@
 """Parts of the task experiments (q-sparse averaging, retrieval) that read any task.
 
 Argument checks shared by their functions, held-out rows sized in queries,
-and the length part: stochastic against fixed encodings, trained at one
-length and scored on rows the task's own shift lengthens, and its panel.
+the width search's growth ratio and summary rows, and the length part:
+stochastic against fixed encodings, trained at one length and scored on rows
+the task's own shift lengthens, and its panel.
 """
 
 from __future__ import annotations
@@ -35,6 +36,53 @@ def test_rows(task, n_test, seed):
 
 
 test_rows.__test__ = False  # not a pytest test
+
+
+def width_growth(sep, model="transformer", shortest=1):
+    """Minimal width at the longest length over that at the shortest length >= ``shortest``.
+
+    ``sep`` is a :class:`~stsq_learn.experiments.SeparationResult`; None with
+    fewer than two minimal widths.
+    """
+    found = [
+        w for T, w in zip(sep.seq_lens, sep.minimal_width[model]) if w is not None and T >= shortest
+    ]
+    return found[-1] / found[0] if len(found) >= 2 else None
+
+
+def width_search_rows(rows, sep, *, title, symbol):
+    """Summary rows of a width search against the length (``symbol``: ``"N"``, ``"T"``).
+
+    The minimal widths of both models, the attention model's growth from the
+    shortest length and from 16 (the theory's regime) where searched, and the
+    laws ``a + b log2 T`` (attention) and ``b T^c`` (FCN).
+    """
+    cfg = sep.config
+    lens = ", ".join(map(str, sep.seq_lens))
+    rows.append(f"| {title}, R^2 >= {cfg['target_r2']}) | {symbol} = {lens} | |")
+    for model, label in (("transformer", "attention"), ("fcn", "FCN")):
+        rows.append(f"| | minimal width, {label} | {' / '.join(sep.width_text(model))} |")
+    found = [T for T, w in zip(sep.seq_lens, sep.minimal_width["transformer"]) if w]
+    for shortest in sorted({found[0], 16} & set(found)) if found else ():
+        growth = width_growth(sep, shortest=shortest)
+        if growth is not None:
+            rows.append(
+                f"| | attention: minimal width at {symbol}={found[-1]} over "
+                f"{symbol}={shortest} | {growth:.2f} |"
+            )
+    law = sep.growth_laws["transformer"].get("log_T")
+    if law is not None:
+        rows.append(
+            f"| | attention: w = a + b log2 {symbol} | a={law['intercept']:.1f}, "
+            f"b={law['slope']:.2f} (fit R^2 {law['r2']:.3f}, rms residual "
+            f"{law['rms_residual']:.2f}) |"
+        )
+    law = sep.growth_laws["fcn"].get("power_0")
+    if law is not None:
+        rows.append(
+            f"| | FCN: w = b {symbol}^c | b={law['slope']:.2f}, c={law['exponent']:.2f} "
+            f"(fit R^2 {law['r2']:.3f}) |"
+        )
 
 
 def length_part(

@@ -11,6 +11,7 @@ from .._common import planned_steps
 from .._qsa import sparse_averaging
 from .._record import Experiment, Work
 from .._separation import width_texts
+from .._task_parts import width_search_rows
 from ._format import fmt
 
 # The search against N (q = 2): Adam at 0.1 decayed by a cosine; 256 queries a step
@@ -230,34 +231,9 @@ def work(
 
 def summary_rows(rows, res):
     """Summary rows of the qSA experiment: widths, laws, transfer, length."""
-    sep = res.by_length
-    cfg = sep.config
-    rows.append(
-        f"| qSA widths (d={cfg['n_features']}, q={cfg['n_selected']}, "
-        f"R^2 >= {cfg['target_r2']}) | N = {', '.join(map(str, sep.seq_lens))} | |"
-    )
-    for model, label in (("transformer", "attention"), ("fcn", "FCN")):
-        rows.append(f"| | minimal width, {label} | {' / '.join(sep.width_text(model))} |")
-    found = [N for N, w in zip(sep.seq_lens, sep.minimal_width["transformer"]) if w]
-    # From the shortest N, and from N=16 (the theory's regime) where it was searched.
-    for shortest in sorted({found[0], 16} & set(found)) if found else ():
-        growth = res.width_growth(shortest=shortest)
-        if growth is not None:
-            rows.append(
-                f"| | attention: minimal width at N={found[-1]} over N={shortest} | {growth:.2f} |"
-            )
-    law = sep.growth_laws["transformer"].get("log_T")
-    if law is not None:
-        rows.append(
-            f"| | attention: w = a + b log2 N | a={law['intercept']:.1f}, b={law['slope']:.2f} "
-            f"(fit R^2 {law['r2']:.3f}, rms residual {law['rms_residual']:.2f}) |"
-        )
-    law = sep.growth_laws["fcn"].get("power_0")
-    if law is not None:
-        rows.append(
-            f"| | FCN: w = b N^c | b={law['slope']:.2f}, c={law['exponent']:.2f} "
-            f"(fit R^2 {law['r2']:.3f}) |"
-        )
+    cfg = res.by_length.config
+    title = f"qSA widths (d={cfg['n_features']}, q={cfg['n_selected']}"
+    width_search_rows(rows, res.by_length, title=title, symbol="N")
     by_q = res.by_q
     qs = ", ".join(map(str, by_q["q_values"]))
     text = " / ".join(width_texts(by_q["minimal_width"], by_q["lower_bound"]))

@@ -9,6 +9,7 @@ from ...tasks import SparseRetrievalTask
 from .._common import planned_steps
 from .._record import Experiment, Work
 from .._retrieval import sparse_retrieval
+from .._task_parts import width_search_rows
 from ._format import fmt
 
 # The width search: Adam at 0.05 decayed by a cosine (the heads' count set by the
@@ -210,33 +211,9 @@ def summary_rows(rows, res):
     for q in hd["q_values"]:
         errors = " / ".join("-" if e is None else fmt(e) for e in hd["relative_mse"][str(q)])
         rows.append(f"| | q={q} | {errors} |")
-    sep = res.by_length
-    cfg = sep.config
-    rows.append(
-        f"| Retrieval widths (d={cfg['n_features']}, q=H={cfg['n_selected']}, "
-        f"R^2 >= {cfg['target_r2']}) | T = {', '.join(map(str, sep.seq_lens))} | |"
-    )
-    for model, label in (("transformer", "attention"), ("fcn", "FCN")):
-        rows.append(f"| | minimal width, {label} | {' / '.join(sep.width_text(model))} |")
-    found = [T for T, w in zip(sep.seq_lens, sep.minimal_width["transformer"]) if w]
-    for shortest in sorted({found[0], 16} & set(found)) if found else ():
-        growth = res.width_growth(shortest=shortest)
-        if growth is not None:
-            rows.append(
-                f"| | attention: minimal width at T={found[-1]} over T={shortest} | {growth:.2f} |"
-            )
-    law = sep.growth_laws["transformer"].get("log_T")
-    if law is not None:
-        rows.append(
-            f"| | attention: w = a + b log2 T | a={law['intercept']:.1f}, b={law['slope']:.2f} "
-            f"(fit R^2 {law['r2']:.3f}, rms residual {law['rms_residual']:.2f}) |"
-        )
-    law = sep.growth_laws["fcn"].get("power_0")
-    if law is not None:
-        rows.append(
-            f"| | FCN: w = b T^c | b={law['slope']:.2f}, c={law['exponent']:.2f} "
-            f"(fit R^2 {law['r2']:.3f}) |"
-        )
+    cfg = res.by_length.config
+    title = f"Retrieval widths (d={cfg['n_features']}, q=H={cfg['n_selected']}"
+    width_search_rows(rows, res.by_length, title=title, symbol="T")
     ln = res.length
     lens = ", ".join(str(t) for t in ln["eval_lengths"])
     rows.append(
