@@ -15,13 +15,19 @@ from dataclasses import dataclass, field
 from .._validation import check_positive_int
 from ..averaging import FCNAverager, SparseTokenAverager
 from ..tasks import SparseAveragingTask
-from ._common import dataclass_dict, derived_seed, estimator_config, new_axes, prepared
+from ._common import derived_seed, estimator_config, new_axes, prepared
 from ._qsa_parts import search_q
 from ._qsa_parts import transfer as transfer_part
 from ._qsa_plots import plot_lengths, plot_q, plot_transfer, plot_widths
-from ._separation import SeparationResult, _search_all, _SearchPlan
-from ._task_parts import checked_steps, checked_triple, length_part, width_growth
-from ._width_search import checked_grids, growth_laws
+from ._separation import SeparationResult
+from ._task_parts import (
+    WidthSearchResult,
+    checked_steps,
+    checked_triple,
+    length_part,
+    search_by_length,
+)
+from ._width_search import checked_grids
 
 _DEFAULT_MODELS = {
     # The q=2 search by N: Adam decayed by a cosine. The width-following SGD keeps
@@ -41,7 +47,7 @@ _DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
 
 
 @dataclass
-class SparseAveragingResult:
+class SparseAveragingResult(WidthSearchResult):
     """Widths, transfer and length generalization on q-sparse averaging.
 
     Attributes
@@ -90,30 +96,6 @@ class SparseAveragingResult:
     transfer: dict
     length: dict
     seconds: dict = field(default_factory=dict)
-
-    def width_growth(self, model="transformer", shortest=1):
-        """Minimal width at the longest N over that at the shortest N >= ``shortest`` found.
-
-        Parameters
-        ----------
-        model : {"transformer", "fcn"}, default="transformer"
-            The model.
-        shortest : int, default=1
-            The smallest N the ratio may start from.
-
-        Returns
-        -------
-        ratio : float or None
-            None with fewer than two minimal widths.
-        """
-        return width_growth(self.by_length, model, shortest)
-
-    def to_dict(self):
-        """JSON-ready dict of the fields (``by_length`` as its own ``to_dict()``)."""
-        out = dataclass_dict(self, skip=("by_length",))
-        out["by_length"] = self.by_length.to_dict()
-        out["width_growth"] = self.width_growth()
-        return out
 
     def plot(self, axes=None):
         """Widths against N, widths against q, transfer, and length generalization.
@@ -315,36 +297,21 @@ def sparse_averaging(
     seconds = {}
 
     start = time.perf_counter()
-    plan = _SearchPlan(
-        regime="online",
-        target_r2=target_r2,
-        widths=grids,
-        n_steps=steps,
-        n_train=10,
-        n_val=n_val,
-        stop_at_target=True,
-        monotone_search=True,
-        random_state=random_state,
-        max_seq_len={"transformer": max(seq_lens), "fcn": fcn_max_seq_len},
-    )
     search = {m: base[m] for m in ("transformer", "fcn")}
-    scores, minimal, bound, spent = _search_all(
-        tasks, search, plan, progress=progress, scheduler=None
-    )
-    by_length = SeparationResult(
-        config={
-            "n_features": tasks[0].n_features,
-            "n_selected": tasks[0].n_selected,
-            "task": "q-sparse averaging",
-            "estimators": {m: estimator_config(e) for m, e in search.items()},
-            **plan.config(),
-        },
-        seq_lens=seq_lens,
-        scores=scores,
-        minimal_width=minimal,
-        growth_laws=growth_laws(seq_lens, minimal, tasks[0].n_features),
-        lower_bound=bound,
-        seconds=spent,
+    first = tasks[0]
+    head = {"n_features": first.n_features, "n_selected": first.n_selected}
+    head["task"] = "q-sparse averaging"
+    by_length = search_by_length(
+        tasks,
+        search,
+        grids=grids,
+        steps=steps,
+        n_val=n_val,
+        target_r2=target_r2,
+        random_state=random_state,
+        fcn_max_seq_len=fcn_max_seq_len,
+        config=head,
+        progress=progress,
     )
     seconds["by_length"] = round(time.perf_counter() - start, 1)
 

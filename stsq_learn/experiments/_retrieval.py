@@ -19,7 +19,6 @@ from ..retrieval import FCNRetriever, SparseTokenRetriever
 from ..scoring import relative_mse
 from ..tasks import SparseRetrievalTask
 from ._common import (
-    dataclass_dict,
     derived_seed,
     estimator_config,
     new_axes,
@@ -29,9 +28,16 @@ from ._common import (
     train_online,
 )
 from ._retrieval_plots import plot_heads, plot_lengths, plot_widths
-from ._separation import SeparationResult, _search_all, _SearchPlan
-from ._task_parts import checked_steps, checked_triple, length_part, test_rows, width_growth
-from ._width_search import checked_grids, growth_laws
+from ._separation import SeparationResult
+from ._task_parts import (
+    WidthSearchResult,
+    checked_steps,
+    checked_triple,
+    length_part,
+    search_by_length,
+    test_rows,
+)
+from ._width_search import checked_grids
 
 _DEFAULT_MODELS = {
     # The width search: Adam decayed by a cosine (over a fixed number of steps the
@@ -50,7 +56,7 @@ _DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
 
 
 @dataclass
-class SparseRetrievalResult:
+class SparseRetrievalResult(WidthSearchResult):
     """Heads, widths and length generalization on q-sparse token retrieval.
 
     Attributes
@@ -89,30 +95,6 @@ class SparseRetrievalResult:
     by_length: SeparationResult
     length: dict
     seconds: dict = field(default_factory=dict)
-
-    def width_growth(self, model="transformer", shortest=1):
-        """Minimal width at the longest T over that at the shortest T >= ``shortest`` found.
-
-        Parameters
-        ----------
-        model : {"transformer", "fcn"}, default="transformer"
-            The model.
-        shortest : int, default=1
-            The smallest T the ratio may start from.
-
-        Returns
-        -------
-        ratio : float or None
-            None with fewer than two minimal widths.
-        """
-        return width_growth(self.by_length, model, shortest)
-
-    def to_dict(self):
-        """JSON-ready dict of the fields (``by_length`` as its own ``to_dict()``)."""
-        out = dataclass_dict(self, skip=("by_length",))
-        out["by_length"] = self.by_length.to_dict()
-        out["width_growth"] = self.width_growth()
-        return out
 
     def plot(self, axes=None):
         """Error against heads, widths against T, and length generalization.
@@ -298,38 +280,20 @@ def sparse_retrieval(
     seconds["heads"] = round(time.perf_counter() - start, 1)
 
     start = time.perf_counter()
-    plan = _SearchPlan(
-        regime="online",
-        target_r2=target_r2,
-        widths=grids,
-        n_steps=steps,
-        n_train=10,
-        n_val=n_val,
-        stop_at_target=True,
-        monotone_search=True,
-        random_state=random_state,
-        max_seq_len={"transformer": max(seq_lens), "fcn": fcn_max_seq_len},
-    )
     search = {m: base[m] for m in ("transformer", "fcn")}
     search_tasks = [SparseRetrievalTask(T, n_features, n_selected) for T in seq_lens]
-    scores, minimal, bound, spent = _search_all(
-        search_tasks, search, plan, progress=progress, scheduler=None
-    )
-    by_length = SeparationResult(
-        config={
-            "n_features": n_features,
-            "n_selected": n_selected,
-            "n_heads": n_selected,
-            "task": "q-sparse token retrieval",
-            "estimators": {m: estimator_config(e) for m, e in search.items()},
-            **plan.config(),
-        },
-        seq_lens=seq_lens,
-        scores=scores,
-        minimal_width=minimal,
-        growth_laws=growth_laws(seq_lens, minimal, n_features),
-        lower_bound=bound,
-        seconds=spent,
+    head = {"n_features": n_features, "n_selected": n_selected, "n_heads": n_selected}
+    by_length = search_by_length(
+        search_tasks,
+        search,
+        grids=grids,
+        steps=steps,
+        n_val=n_val,
+        target_r2=target_r2,
+        random_state=random_state,
+        fcn_max_seq_len=fcn_max_seq_len,
+        config={**head, "task": "q-sparse token retrieval"},
+        progress=progress,
     )
     seconds["by_length"] = round(time.perf_counter() - start, 1)
 

@@ -1,7 +1,9 @@
 """Parts of the task experiments (q-sparse averaging, retrieval) that read any task.
 
 Argument checks shared by their functions, held-out rows sized in queries,
-the width search's growth ratio and summary rows, and the length part:
+the width search against the length (the separation's online search, its
+growth ratio, its summary rows, and the result methods that read it), and
+the length part:
 stochastic against fixed encodings, trained at one length and scored on rows
 the task's own shift lengthens, and its panel.
 """
@@ -12,7 +14,9 @@ from sklearn.base import clone
 
 from .._validation import check_positive_int
 from ..scoring import LengthShiftScorer
-from ._common import derived_seed, planned_steps, train_online
+from ._common import dataclass_dict, derived_seed, estimator_config, planned_steps, train_online
+from ._separation import SeparationResult, _search_all, _SearchPlan
+from ._width_search import growth_laws
 
 
 def checked_steps(value, name):
@@ -36,6 +40,90 @@ def test_rows(task, n_test, seed):
 
 
 test_rows.__test__ = False  # not a pytest test
+
+
+def search_by_length(
+    tasks,
+    search,
+    *,
+    grids,
+    steps,
+    n_val,
+    target_r2,
+    random_state,
+    fcn_max_seq_len,
+    config,
+    progress,
+):
+    """The separation's online search of both models' minimal widths against the length.
+
+    Every width trained from scratch online, each length bracketed around
+    the previous length's minimal width, the FCN searched up to
+    ``fcn_max_seq_len``; ``search`` maps ``"transformer"`` and ``"fcn"`` to
+    their estimators and ``config`` heads the result's settings.
+
+    Returns
+    -------
+    SeparationResult
+        Scores, minimal widths, lower bounds and growth laws.
+    """
+    seq_lens = [task.seq_len for task in tasks]
+    plan = _SearchPlan(
+        regime="online",
+        target_r2=target_r2,
+        widths=grids,
+        n_steps=steps,
+        n_train=10,
+        n_val=n_val,
+        stop_at_target=True,
+        monotone_search=True,
+        random_state=random_state,
+        max_seq_len={"transformer": max(seq_lens), "fcn": fcn_max_seq_len},
+    )
+    scores, minimal, bound, spent = _search_all(
+        tasks, search, plan, progress=progress, scheduler=None
+    )
+    return SeparationResult(
+        config={
+            **config,
+            "estimators": {m: estimator_config(e) for m, e in search.items()},
+            **plan.config(),
+        },
+        seq_lens=seq_lens,
+        scores=scores,
+        minimal_width=minimal,
+        growth_laws=growth_laws(seq_lens, minimal, tasks[0].n_features),
+        lower_bound=bound,
+        seconds=spent,
+    )
+
+
+class WidthSearchResult:
+    """Methods of a result whose ``by_length`` is a :class:`SeparationResult`."""
+
+    def width_growth(self, model="transformer", shortest=1):
+        """Minimal width at the longest length over that at the shortest >= ``shortest`` found.
+
+        Parameters
+        ----------
+        model : {"transformer", "fcn"}, default="transformer"
+            The model.
+        shortest : int, default=1
+            The smallest length the ratio may start from.
+
+        Returns
+        -------
+        ratio : float or None
+            None with fewer than two minimal widths.
+        """
+        return width_growth(self.by_length, model, shortest)
+
+    def to_dict(self):
+        """JSON-ready dict of the fields (``by_length`` as its own ``to_dict()``)."""
+        out = dataclass_dict(self, skip=("by_length",))
+        out["by_length"] = self.by_length.to_dict()
+        out["width_growth"] = self.width_growth()
+        return out
 
 
 def width_growth(sep, model="transformer", shortest=1):
