@@ -32,6 +32,7 @@ from ._state import FittedState
 from ._validation import check_callbacks, check_float_range, check_positive_int, resolve_device
 from .encodings import KeyedDraws, StreamedDraws
 from .tasks import get_task
+from .tasks.checks import check_task, check_task_class
 
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
 _SEED_MAX = np.iinfo(np.int32).max
@@ -77,8 +78,8 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
                 )
 
     def _task_class(self):
-        """The task class this estimator trains on."""
-        return get_task(self.task if self._task is None else self._task)
+        """The task class this estimator trains on, checked against the protocol."""
+        return check_task_class(get_task(self.task if self._task is None else self._task))
 
     # -- hooks of the model cores -------------------------------------------
     def _auto_batch_size(self, seq_len, *, online):
@@ -145,6 +146,7 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
         self._validate_params()
         check_callbacks(self.callbacks)
         task, X, y_checked = self._task_class().from_data(X, y)
+        check_task(task)
         y_1d = (y.ndim if hasattr(y, "ndim") else np.asarray(y).ndim) == 1
         y = y_checked
         n = X.shape[0]
@@ -214,6 +216,7 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
             raise TypeError(
                 f"task must be a {task_class.__name__}, got {type(task).__name__}: {task!r}."
             )
+        check_task(task)
         auto = self.batch_size == "auto"
         length = task.reference_length
         batch_size = self._auto_batch_size(length, online=True) if auto else self.batch_size

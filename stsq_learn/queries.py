@@ -28,6 +28,7 @@ triangular factor of the ``u_h`` (``u_h = sum_j R_jh e_j`` for orthonormal
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -250,6 +251,15 @@ class Selection(_OneQuery):
         super().__init__(X, n_features)
         self.mask = X[..., -1].contiguous()
 
+    @staticmethod
+    def check_marks(marks):
+        """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None."""
+        if marks.shape[-1] != 1:
+            return f"are {marks.shape[-1]}, not the one selection indicator"
+        if not np.isin(marks, (0.0, 1.0)).all() or (marks.sum(axis=(1, 2)) == 0).any():
+            return "are not a selection indicator (0.0 or 1.0, a 1.0 in every row)"
+        return None
+
     def _read_positions(self):
         # The selected positions first, each set in increasing order, then padding (weight 0).
         mask = self.mask
@@ -283,6 +293,15 @@ class Slots(_OneQuery):
         super().__init__(X, n_features)
         self.where = where
 
+    @staticmethod
+    def check_marks(marks):
+        """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None."""
+        if marks.shape[-1] != 1:
+            return f"are {marks.shape[-1]}, not the one role channel"
+        if not ((marks >= 0) & (marks == np.round(marks))).all() or not (marks > 0).any(1).all():
+            return "are not roles (0 or a role number j >= 1, a named position in every row)"
+        return None
+
     def _read_positions(self):
         return self.where, None
 
@@ -304,6 +323,14 @@ class Subsets:
     n_features : int
         Token dimension d.
     """
+
+    @staticmethod
+    def check_marks(marks):
+        """What is wrong with marker channels ``marks`` (n, N, q) of rows, or None."""
+        N = marks.shape[1]
+        if not ((marks >= 0) & (marks < N) & (marks == np.round(marks))).all():
+            return f"are not subsets of the {N} positions (indices 0 .. {N - 1})"
+        return None
 
     def __init__(self, X, n_features):
         self.tokens = X[..., :n_features]

@@ -11,6 +11,7 @@ A task of one's own is a :class:`Task` subclass passed to
 from __future__ import annotations
 
 from .averaging import SparseAveragingTask, make_sparse_averaging, shift_averaging, subset_means
+from .checks import check_task_class
 from .retrieval import SparseRetrievalTask, make_sparse_retrieval
 from .selection import SparseTokenSelectionTask, make_sparse_token_selection, shift_length
 from .single_location import SingleLocationTask, make_single_location
@@ -65,7 +66,9 @@ def register_task(task_class):
     Raises
     ------
     TypeError
-        If ``cls`` is not a :class:`Task` subclass or has no string name.
+        If ``task_class`` is not a :class:`Task` subclass, has no string
+        name, leaves a required member of the protocol undefined (each is
+        named) or has a ``structure`` that is not a query structure.
     ValueError
         If its name is taken by another class.
     """
@@ -75,6 +78,7 @@ def register_task(task_class):
         raise TypeError(
             f"{task_class.__name__}.name must be a non-empty string, got {task_class.name!r}."
         )
+    check_task_class(task_class)
     known = TASKS.get(task_class.name)
     if known is not None and known is not task_class:
         raise ValueError(

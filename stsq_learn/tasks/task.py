@@ -18,6 +18,7 @@ that name it load.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import ClassVar
 
@@ -32,7 +33,7 @@ from ._reading import ModelReading
 __all__ = ["Task"]
 
 
-class Task(ModelReading):
+class Task(ModelReading, abc.ABC):
     """Base class of the tasks: a law of rows, its data contract and its query structure.
 
     Subclasses are frozen dataclasses whose fields are the law's sizes:
@@ -136,9 +137,22 @@ class Task(ModelReading):
         task = self.at_length(int(rng.randint(lo, hi + 1))) if hi > lo else self
         return task._sample(n_samples, rng)
 
-    def _sample(self, n_samples, rng):  # pragma: no cover - abstract
-        """:meth:`sample` at one length, from a ``RandomState``."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _sample(self, n_samples, rng):
+        """:meth:`sample` at one length, from a ``RandomState`` (required).
+
+        Parameters
+        ----------
+        n_samples : int
+            Number of rows.
+        rng : numpy.random.RandomState
+            Source of randomness.
+
+        Returns
+        -------
+        X, y : ndarray
+            As :meth:`sample` returns them, at this task's ``seq_len``.
+        """
 
     def sample_torch(self, n_samples, *, generator, device="cpu", dtype=torch.float32):
         """Draw ``n_samples`` rows as tensors on ``device``, from ``generator``.
@@ -189,8 +203,9 @@ class Task(ModelReading):
 
     # -- the contract ----------------------------------------------------------------
     @classmethod
-    def from_data(cls, X, y):  # pragma: no cover - abstract
-        """Check ``(X, y)`` of ``fit`` against the contract; return the task they describe.
+    @abc.abstractmethod
+    def from_data(cls, X, y):
+        """Check ``(X, y)`` of ``fit``; return the task they describe (required).
 
         Parameters
         ----------
@@ -213,10 +228,10 @@ class Task(ModelReading):
         ValueError, TypeError
             Naming the problem and the offending value.
         """
-        raise NotImplementedError
 
-    def check_rows(self, X, owner="the model"):  # pragma: no cover - abstract
-        """Check rows for ``predict`` of a model fitted on this task (any length).
+    @abc.abstractmethod
+    def check_rows(self, X, owner="the model"):
+        """Check rows for ``predict`` of a model fitted on this task, any length (required).
 
         Parameters
         ----------
@@ -231,7 +246,6 @@ class Task(ModelReading):
         X : ndarray
             A floating NumPy array (the input itself when it already is one).
         """
-        raise NotImplementedError
 
     def output_shape(self, n_samples, seq_len):
         """Shape of the targets (and predictions) of ``n_samples`` rows of length ``seq_len``.
@@ -347,8 +361,9 @@ class Task(ModelReading):
         return float(r2_score(y_units, np.reshape(y_pred, y_units.shape), sample_weight=w))
 
     # -- length shift ----------------------------------------------------------------
-    def shift(self, X, y, seq_len, random_state=None):  # pragma: no cover - abstract
-        """Move rows to length ``seq_len`` keeping every target (the length shift).
+    @abc.abstractmethod
+    def shift(self, X, y, seq_len, random_state=None):
+        """Move rows to length ``seq_len`` keeping every target: the length shift (required).
 
         Parameters
         ----------
@@ -366,4 +381,3 @@ class Task(ModelReading):
         X_shifted, y_shifted : ndarray
             The moved rows and their (unchanged) targets.
         """
-        raise NotImplementedError(f"the task {self.name!r} defines no length shift.")

@@ -1,0 +1,166 @@
+"""A malformed task of one's own is refused before any training, naming class, member and value."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from stsq_learn import AttentionRegressor, FCNRegressor, SparseTokenSelectionTask, Task
+from stsq_learn.queries import Selection
+from stsq_learn.tasks import register_task
+from stsq_learn.tasks.checks import check_task, check_task_class
+
+
+@dataclass(frozen=True)
+class MeanTask(Task):
+    """A well-formed task: the mean of the marked tokens (sparse token selection, rewritten)."""
+
+    seq_len: int
+    n_features: int
+
+    name = "test-mean"
+    structure = Selection
+
+    def __post_init__(self):
+        self._check_sizes()
+
+    @property
+    def trivial_mse(self):
+        return self.n_features / 2
+
+    def _sample(self, n_samples, rng):
+        T, d = self.seq_len, self.n_features
+        tokens = rng.standard_normal((n_samples, T, d))
+        marks = np.zeros((n_samples, T, 1))
+        chosen = rng.random_sample((n_samples, T)).argsort(1)[:, :2]
+        np.put_along_axis(marks[..., 0], chosen, 1.0, axis=1)
+        y = (tokens * marks).sum(1) / 2
+        return np.concatenate([tokens, marks], axis=2), y
+
+    @classmethod
+    def from_data(cls, X, y):
+        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+        return cls(X.shape[1], X.shape[2] - 1), X, y
+
+    def check_rows(self, X, owner="the model"):
+        return np.asarray(X, dtype=float)
+
+    def shift(self, X, y, seq_len, random_state=None):
+        return X, y
+
+
+def _variant(name, **members):
+    """A subclass of MeanTask with some members replaced (a dataclass, as tasks are)."""
+    return dataclass(frozen=True)(type(name, (MeanTask,), {"name": f"test-{name}", **members}))
+
+
+def _wide_y(self, n_samples, rng):
+    X, y = MeanTask._sample(self, n_samples, rng)
+    return X, np.concatenate([y, y], axis=1)
+
+
+def _no_marks(self, n_samples, rng):
+    X, y = MeanTask._sample(self, n_samples, rng)
+    return X[..., :-1], y
+
+
+def _flat_x(self, n_samples, rng):
+    X, y = MeanTask._sample(self, n_samples, rng)
+    return X.reshape(n_samples, -1), y
+
+
+def _bad_marks(self, n_samples, rng):
+    X, y = MeanTask._sample(self, n_samples, rng)
+    X[..., -1] *= 0.5
+    return X, y
+
+
+MALFORMED = [
+    ("WideY", {"_sample": _wide_y}, ValueError, ["WideY._sample", "(2, 8)", "(2, 4)"]),
+    ("NoMarks", {"_sample": _no_marks}, ValueError, ["NoMarks._sample", "4 channels", "Selection"]),
+    ("FlatX", {"_sample": _flat_x}, ValueError, ["FlatX._sample", "(2, 30)"]),
+    ("HalfMarks", {"_sample": _bad_marks}, ValueError, ["HalfMarks._sample", "indicator"]),
+    ("IntStructure", {"structure": int}, TypeError, ["IntStructure.structure", "<class 'int'>"]),
+    ("ZeroMSE", {"trivial_mse": 0.0}, ValueError, ["ZeroMSE.trivial_mse", "got 0.0"]),
+    ("NegativeMSE", {"trivial_mse": -1.0}, ValueError, ["NegativeMSE.trivial_mse", "got -1.0"]),
+    ("NanMSE", {"trivial_mse": float("nan")}, ValueError, ["NanMSE.trivial_mse", "nan"]),
+    ("TextMSE", {"trivial_mse": "1"}, TypeError, ["TextMSE.trivial_mse", "'1'"]),
+]
+
+
+@pytest.mark.parametrize(("name", "members", "error", "fragments"), MALFORMED)
+@pytest.mark.parametrize("estimator", [AttentionRegressor, FCNRegressor])
+def test_malformed_task_refused_before_online_training(name, members, error, fragments, estimator):
+    cls = _variant(name, **members)
+    model = estimator(cls, width=4, max_iter=1, random_state=0)
+    with pytest.raises(error) as exc:
+        model.fit_online(cls(6, 4), n_steps=1)
+    for fragment in fragments:
+        assert fragment in str(exc.value)
+    with pytest.raises(NotFittedError):
+        model.predict(MeanTask(6, 4).sample(2, random_state=0)[0])
+
+
+@pytest.mark.parametrize(("name", "members", "error", "fragments"), MALFORMED)
+def test_malformed_task_refused_before_fit(name, members, error, fragments):
+    cls = _variant(name, **members)
+    X, y = MeanTask(6, 4).sample(20, random_state=0)
+    model = AttentionRegressor(cls, width=4, max_iter=1, random_state=0)
+    with pytest.raises(error) as exc:
+        model.fit(X, y)
+    assert fragments[0] in str(exc.value)
+    assert not hasattr(model, "task_")
+
+
+def test_missing_required_members_named_at_registration_and_fit():
+    @dataclass(frozen=True)
+    class Partial(Task):
+        seq_len: int
+        n_features: int
+        name = "test-partial"
+        structure = Selection
+
+        def _sample(self, n_samples, rng):
+            return MeanTask._sample(self, n_samples, rng)
+
+    with pytest.raises(TypeError, match=r"Partial does not define check_rows, from_data, shift"):
+        register_task(Partial)
+    X, y = MeanTask(6, 4).sample(20, random_state=0)
+    with pytest.raises(TypeError, match=r"Partial does not define check_rows, from_data, shift"):
+        AttentionRegressor(Partial, width=4, max_iter=1).fit(X, y)
+    with pytest.raises(TypeError, match="Can't instantiate abstract class Partial"):
+        Partial(6, 4)
+
+
+def test_contract_refusing_its_own_law_is_named():
+    def strict_rows(self, X, owner="the model"):
+        raise ValueError("rows must be longer than 100 tokens")
+
+    cls = _variant("Strict", check_rows=strict_rows)
+    with pytest.raises(ValueError, match=r"Strict.check_rows refuses two rows of the task's own"):
+        check_task(cls(6, 4))
+
+
+def test_well_formed_tasks_pass_and_train():
+    check_task_class(MeanTask)
+    assert check_task(MeanTask(6, 4)) == MeanTask(6, 4)
+    for task in (SparseTokenSelectionTask(8, 3, 2), SparseTokenSelectionTask((6, 9), 3, (1, 3))):
+        check_task(task)
+    model = AttentionRegressor(MeanTask, width=8, random_state=0).fit_online(MeanTask(6, 4), 3)
+    assert model.predict(MeanTask(6, 4).sample(5, random_state=1)[0]).shape == (5, 4)
+
+
+def test_builtin_tasks_pass_their_own_checks():
+    from stsq_learn.tasks import TASKS
+
+    for cls in TASKS.values():
+        check_task_class(cls)
+    from stsq_learn import SingleLocationTask, SparseAveragingTask, SparseRetrievalTask
+
+    for task in (
+        SparseAveragingTask(8, 3, 2),
+        SparseRetrievalTask(8, 3, 2),
+        SingleLocationTask(6, 4),
+    ):
+        check_task(task)
