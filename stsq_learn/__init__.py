@@ -6,12 +6,9 @@ O(d + q log T) and, with stochastic positional encodings, generalizes to longer
 sequences, while fully-connected nets need width of order T d.
 """
 
-from .averaging import FCNAverager, SparseTokenAverager
-from .estimators import FCNSelector, SparseTokenSelector
+from . import registry
 from .floor import IsotropicFloor, isotropic_floor
 from .persistence import load_model, save_model
-from .regressors import AttentionRegressor, FCNRegressor
-from .retrieval import FCNRetriever, SparseTokenRetriever
 from .scoring import (
     LengthShiftScorer,
     averaging_accuracy,
@@ -19,53 +16,24 @@ from .scoring import (
     relative_mse,
     worst_position_error,
 )
-from .single_location import ErfAttentionRegressor, SoftmaxAttentionRegressor
-from .tasks import (
-    SingleLocationTask,
-    SparseAveragingTask,
-    SparseRetrievalTask,
-    SparseTokenSelectionTask,
-    Task,
-    make_single_location,
-    make_sparse_averaging,
-    make_sparse_retrieval,
-    make_sparse_token_selection,
-    shift_averaging,
-    shift_length,
-)
+from .tasks import Task
 
-__version__ = "0.4.0"
+__version__ = "0.6.0"
+
+# Every task's classes and functions come from its registration (stsq_learn.registry).
+globals().update(registry.task_exports())
 
 __all__ = [
-    "AttentionRegressor",
-    "ErfAttentionRegressor",
-    "FCNAverager",
-    "FCNRegressor",
-    "FCNRetriever",
-    "FCNSelector",
     "IsotropicFloor",
     "LengthShiftScorer",
-    "SingleLocationTask",
-    "SoftmaxAttentionRegressor",
-    "SparseAveragingTask",
-    "SparseRetrievalTask",
-    "SparseTokenAverager",
-    "SparseTokenRetriever",
-    "SparseTokenSelectionTask",
-    "SparseTokenSelector",
     "Task",
     "__version__",
     "averaging_accuracy",
     "isotropic_floor",
     "length_shift_scoring",
     "load_model",
-    "make_single_location",
-    "make_sparse_averaging",
-    "make_sparse_retrieval",
-    "make_sparse_token_selection",
     "relative_mse",
     "save_model",
-    "shift_averaging",
-    "shift_length",
     "worst_position_error",
 ]
+__all__ += list(registry.task_exports())

@@ -1,25 +1,33 @@
-"""The generators of the tasks, for ``make_*``-style imports (they live in :mod:`stsq_learn.tasks`).
+"""The tasks' generators and laws, for ``make_*``-style imports, read from the registry.
 
-Sparse token selection (STS_q) and q-sparse averaging (qSA): each task's
-law, contract and query structure are one object of :mod:`stsq_learn.tasks`;
-this module gathers their generators under the name scikit-learn users look
-for.
+Every registered task's ``make_*`` generator, its task class and its other
+public functions, under the module name scikit-learn users look for; each
+lives in its task's module of :mod:`stsq_learn.tasks`, and
+:mod:`stsq_learn.registry` lists them.
 """
 
 from __future__ import annotations
 
-from .tasks import (
-    SparseAveragingTask,
-    SparseTokenSelectionTask,
-    make_sparse_averaging,
-    make_sparse_token_selection,
-    subset_means,
-)
+from . import registry
 
-__all__ = [
-    "SparseAveragingTask",
-    "SparseTokenSelectionTask",
-    "make_sparse_averaging",
-    "make_sparse_token_selection",
-    "subset_means",
-]
+
+def _names():
+    return {
+        name: obj
+        for reg in registry.registrations()
+        for name, obj in reg.public().items()
+        if name.startswith("make_") or obj is reg.task or obj in reg.exports
+    }
+
+
+def __getattr__(name):
+    if name == "__all__":
+        return sorted(_names())
+    try:
+        return _names()[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__():
+    return sorted([*globals(), *_names()])

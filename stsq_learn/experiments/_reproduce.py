@@ -17,29 +17,45 @@ from .._validation import check_positive_int, check_scheduler, resolve_device
 from ._record import SIZES, estimate
 from ._records import RECORDS
 
-EXPERIMENTS = tuple(RECORDS)
-"""Names of the experiments, as sections of ``results.json`` and values of ``--only``."""
 
-_ALIASES = {alias: name for name, rec in RECORDS.items() for alias in rec.aliases}
+def experiment_names():
+    """Names of the registered experiments, in run order (sections of ``results.json``)."""
+    return tuple(RECORDS)
 
-PRESETS = {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
-"""Sizes of :func:`reproduce`, from the experiments' records: ``"tiny"`` (tests, seconds),
-``"quick"`` (a few minutes on 2 CPU cores), ``"full"`` (about an hour on 2 CPU cores) and
-``"gpu"`` (longer sequences and more steps, for one GPU)."""
+
+def experiment_aliases():
+    """Alias to experiment name, for ``only`` and ``--only``."""
+    return {alias: name for name, rec in RECORDS.items() for alias in rec.aliases}
+
+
+def presets():
+    """Size to experiment name to the arguments of its function, from the records."""
+    return {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
+
+
+def __getattr__(name):
+    # EXPERIMENTS and PRESETS are read from the registry when asked, so that an
+    # experiment registered after import is in them.
+    if name == "EXPERIMENTS":
+        return experiment_names()
+    if name == "PRESETS":
+        return presets()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve_experiments(only):
     """Experiment names from ``only`` (None, a name, or a sequence of names)."""
+    names_known, aliases = experiment_names(), experiment_aliases()
     if only is None:
-        return list(EXPERIMENTS)
+        return list(names_known)
     names = [only] if isinstance(only, str) else list(only)
     out = []
     for name in names:
-        full = _ALIASES.get(name, name)
-        if full not in EXPERIMENTS:
+        full = aliases.get(name, name)
+        if full not in names_known:
             raise ValueError(
-                f"Unknown experiment {name!r}; choose from {', '.join(EXPERIMENTS)} "
-                f"(aliases: {', '.join(_ALIASES)})."
+                f"Unknown experiment {name!r}; choose from {', '.join(names_known)} "
+                f"(aliases: {', '.join(aliases)})."
             )
         if full not in out:
             out.append(full)

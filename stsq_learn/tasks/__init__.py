@@ -35,13 +35,11 @@ __all__ = [
     "subset_means",
 ]
 
-TASKS = {
-    SparseTokenSelectionTask.name: SparseTokenSelectionTask,
-    SparseAveragingTask.name: SparseAveragingTask,
-    SparseRetrievalTask.name: SparseRetrievalTask,
-    SingleLocationTask.name: SingleLocationTask,
-}
-"""Task name to its class: the tasks estimators take by name and model files may name."""
+TASKS = {}
+"""Task name to its class: the tasks estimators take by name and model files may name.
+
+Filled by :func:`register_task`: for the built-in tasks, by their
+registrations in :mod:`stsq_learn.registry`."""
 
 
 def register_task(task_class):

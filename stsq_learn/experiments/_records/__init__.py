@@ -1,24 +1,47 @@
-"""The experiments' records, one module per experiment (its ``RECORD``).
+"""The experiments' records, one module per experiment (its ``RECORD``), read from the registry.
 
-To add an experiment, write its module here (name, aliases, function,
-presets per size, summary rows, work) and add the module's name to
-``ENTRIES``, in the order ``reproduce`` runs them.
+An experiment is registered with its task (:func:`stsq_learn.registry.register`,
+``experiments=``): the dotted path of a module holding its ``RECORD`` (name,
+aliases, function, presets per size, summary rows, work), or the record
+itself. :data:`RECORDS` lists them in the order ``reproduce`` runs them.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 
-ENTRIES = (
-    "convergence",
-    "length_generalization",
-    "separation",
-    "encodings",
-    "qsa",
-    "retrieval",
-    "single_location",
-)
-"""The record modules, in the order :func:`~stsq_learn.experiments.reproduce` runs them."""
+from ... import registry
 
-RECORDS = {name: importlib.import_module(f"{__name__}.{name}").RECORD for name in ENTRIES}
+
+class _Records(Mapping):
+    """Experiment name to its record, in run order, as the registry lists them now."""
+
+    def _all(self):
+        out = {}
+        for entry in registry.experiments():
+            record = importlib.import_module(entry).RECORD if isinstance(entry, str) else entry
+            out[record.name] = record
+        return out
+
+    def __getitem__(self, name):
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
+
+    def __repr__(self):
+        return f"RECORDS({list(self)})"
+
+
+RECORDS = _Records()
 """Experiment name to its :class:`~stsq_learn.experiments._record.Experiment`."""
+
+
+def __getattr__(name):
+    if name == "ENTRIES":  # the record names, in run order
+        return tuple(RECORDS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
