@@ -11,11 +11,15 @@ import warnings
 
 # Build from a checkout without installing: the package is one directory up.
 sys.path.insert(0, os.path.abspath(".."))
-sys.path.insert(0, os.path.abspath("."))  # _sorting.py
+sys.path.insert(0, os.path.abspath("."))  # _sorting.py, _registry.py
 
+import _registry
 import torch
 
 import stsq_learn
+
+# The API page's lists of estimators and data, from the package's registry.
+_registry.write(os.path.join(os.path.dirname(os.path.abspath(__file__)), "generated"))
 
 # The gallery examples run in this process. Their tensors are small: one torch
 # thread is as fast as two on an idle machine and several times faster on a

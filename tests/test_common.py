@@ -44,6 +44,7 @@ from stsq_learn import (
     make_sparse_averaging,
     make_sparse_retrieval,
     make_sparse_token_selection,
+    registry,
 )
 
 ESTIMATORS = [
@@ -94,48 +95,14 @@ class _Claims2DInput:
         return tags
 
 
-class CheckedSparseTokenSelector(_Claims2DInput, SparseTokenSelector):
-    """:class:`SparseTokenSelector` as scikit-learn's checks see it."""
+def _checked_class(cls):
+    """``cls`` as scikit-learn's checks see it: claiming 2-D input, nothing else changed."""
+    doc = f":class:`{cls.__name__}` as scikit-learn's checks see it."
+    return type(f"Checked{cls.__name__}", (_Claims2DInput, cls), {"__doc__": doc})
 
 
-class CheckedFCNSelector(_Claims2DInput, FCNSelector):
-    """:class:`FCNSelector` as scikit-learn's checks see it."""
-
-
-class CheckedSparseTokenAverager(_Claims2DInput, SparseTokenAverager):
-    """:class:`SparseTokenAverager` as scikit-learn's checks see it."""
-
-
-class CheckedFCNAverager(_Claims2DInput, FCNAverager):
-    """:class:`FCNAverager` as scikit-learn's checks see it."""
-
-
-class CheckedSparseTokenRetriever(_Claims2DInput, SparseTokenRetriever):
-    """:class:`SparseTokenRetriever` as scikit-learn's checks see it."""
-
-
-class CheckedFCNRetriever(_Claims2DInput, FCNRetriever):
-    """:class:`FCNRetriever` as scikit-learn's checks see it."""
-
-
-class CheckedAttentionRegressor(_Claims2DInput, AttentionRegressor):
-    """:class:`AttentionRegressor` as scikit-learn's checks see it."""
-
-
-class CheckedFCNRegressor(_Claims2DInput, FCNRegressor):
-    """:class:`FCNRegressor` as scikit-learn's checks see it."""
-
-
-_CHECKED = {
-    SparseTokenSelector: CheckedSparseTokenSelector,
-    FCNSelector: CheckedFCNSelector,
-    SparseTokenAverager: CheckedSparseTokenAverager,
-    FCNAverager: CheckedFCNAverager,
-    SparseTokenRetriever: CheckedSparseTokenRetriever,
-    FCNRetriever: CheckedFCNRetriever,
-    AttentionRegressor: CheckedAttentionRegressor,
-    FCNRegressor: CheckedFCNRegressor,
-}
+# Every registered estimator, as the checks see it.
+_CHECKED = {cls: _checked_class(cls) for cls in registry.estimators()}
 CHECKED_ESTIMATORS = [_CHECKED[type(est)](**est.get_params()) for est in ESTIMATORS]
 
 # Single-location regression: rows of tokens only, one target per row.
@@ -146,17 +113,6 @@ SL_ESTIMATORS = [
 ]
 SL_IDS = ["erf-pgd", "erf-sgd", "softmax"]
 
-
-class CheckedErfAttentionRegressor(_Claims2DInput, ErfAttentionRegressor):
-    """:class:`ErfAttentionRegressor` as scikit-learn's checks see it."""
-
-
-class CheckedSoftmaxAttentionRegressor(_Claims2DInput, SoftmaxAttentionRegressor):
-    """:class:`SoftmaxAttentionRegressor` as scikit-learn's checks see it."""
-
-
-_CHECKED[ErfAttentionRegressor] = CheckedErfAttentionRegressor
-_CHECKED[SoftmaxAttentionRegressor] = CheckedSoftmaxAttentionRegressor
 SL_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in SL_ESTIMATORS]
 
 
@@ -272,21 +228,29 @@ class SequenceSoftmaxAttentionRegressor(_ReadsRowsAsTokens, SoftmaxAttentionRegr
 # absolute tolerances (1e-7 and 1e-9) are below float32's rounding.
 _ON_3D = {"check_methods_subset_invariance", "check_methods_sample_order_invariance"}
 _SEQUENCE = {
-    CheckedSparseTokenSelector: SequenceSparseTokenSelector,
-    CheckedFCNSelector: SequenceFCNSelector,
-    CheckedSparseTokenAverager: SequenceSparseTokenAverager,
-    CheckedFCNAverager: SequenceFCNAverager,
-    CheckedSparseTokenRetriever: SequenceSparseTokenRetriever,
-    CheckedFCNRetriever: SequenceFCNRetriever,
-    CheckedAttentionRegressor: SequenceAttentionRegressor,
-    CheckedFCNRegressor: SequenceFCNRegressor,
-    CheckedErfAttentionRegressor: SequenceErfAttentionRegressor,
-    CheckedSoftmaxAttentionRegressor: SequenceSoftmaxAttentionRegressor,
+    SparseTokenSelector: SequenceSparseTokenSelector,
+    FCNSelector: SequenceFCNSelector,
+    SparseTokenAverager: SequenceSparseTokenAverager,
+    FCNAverager: SequenceFCNAverager,
+    SparseTokenRetriever: SequenceSparseTokenRetriever,
+    FCNRetriever: SequenceFCNRetriever,
+    AttentionRegressor: SequenceAttentionRegressor,
+    FCNRegressor: SequenceFCNRegressor,
+    ErfAttentionRegressor: SequenceErfAttentionRegressor,
+    SoftmaxAttentionRegressor: SequenceSoftmaxAttentionRegressor,
 }
 
 
+def test_every_registered_estimator_is_checked():
+    """The checks run on every estimator the registry lists, whatever its task."""
+    checked = {type(est) for est in ESTIMATORS + SL_ESTIMATORS}
+    assert checked == set(registry.estimators()) == set(_CHECKED)
+    assert set(_SEQUENCE) == set(registry.estimators())
+
+
 def _on_3d_data(estimator):
-    sequence = _SEQUENCE[type(estimator)](**estimator.get_params())
+    public = next(c for c in type(estimator).__mro__ if c in _SEQUENCE)
+    sequence = _SEQUENCE[public](**estimator.get_params())
     if "dtype" not in sequence.get_params():  # single-location models compute in float64
         return sequence
     return sequence.set_params(dtype="float64")
