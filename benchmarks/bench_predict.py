@@ -37,10 +37,10 @@ import torch
 from _harness import accuracy, compare
 
 from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, shift_length
-from stsq_learn._base import _PREDICT_ELEMENTS
-from stsq_learn._keyed import row_keys
-from stsq_learn.encodings import KeyedDraws, StreamedDraws
-from stsq_learn.length_scale import cached_floor
+from stsq_learn.encodings.families import KeyedDraws, StreamedDraws
+from stsq_learn.encodings.keyed import row_keys
+from stsq_learn.encodings.length_scale import cached_floor
+from stsq_learn.engine.base import _PREDICT_ELEMENTS
 
 KEYED, STREAMED = "keyed", "streamed"
 

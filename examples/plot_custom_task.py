@@ -26,7 +26,7 @@ import torch
 from sklearn.model_selection import GridSearchCV
 
 from stsq_learn import AttentionRegressor, LengthShiftScorer, Task, load_model, save_model
-from stsq_learn.queries import Slots
+from stsq_learn.nn.queries import Slots
 from stsq_learn.tasks import register_task
 
 

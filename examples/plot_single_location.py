@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.linear_model import LinearRegression
 
 from stsq_learn import ErfAttentionRegressor, SingleLocationTask, SoftmaxAttentionRegressor
-from stsq_learn.single_location_theory import bayes_risk, linear_risk, oracle_risk
+from stsq_learn.tasks.single_location.theory import bayes_risk, linear_risk, oracle_risk
 
 task = SingleLocationTask(seq_len=5, n_features=50)
 X, y = task.sample(5000, random_state=0)

@@ -7,8 +7,8 @@ sequences, while fully-connected nets need width of order T d.
 """
 
 from . import registry
-from .floor import IsotropicFloor, isotropic_floor
-from .persistence import load_model, save_model
+from .encodings.floor import IsotropicFloor, isotropic_floor
+from .io.persistence import load_model, save_model
 from .scoring import (
     LengthShiftScorer,
     averaging_accuracy,

@@ -21,7 +21,7 @@ A task of one's own registered here is everywhere a built-in one is.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .tasks import TASKS, register_task
 
@@ -55,6 +55,12 @@ class Registration:
         :class:`~stsq_learn.experiments._record.Experiment` itself.
     exports : tuple of callable
         Other public functions of the task (exported by their ``__name__``).
+    modules : tuple of type
+        Torch modules of the task, exported by :mod:`stsq_learn.nn`.
+    moved : dict of str to module
+        Module paths of an earlier release (relative to the package) that
+        now live in the task's home: ``import stsq_learn.<path>`` keeps
+        working and gives the module.
     """
 
     task: type
@@ -62,6 +68,8 @@ class Registration:
     make: object = None
     experiments: tuple = ()
     exports: tuple = ()
+    modules: tuple = ()
+    moved: dict = field(default_factory=dict)
 
     def public(self):
         """Name to object of everything the registration exports from ``stsq_learn``."""
@@ -75,7 +83,7 @@ _REGISTRATIONS = {}  # task name -> Registration, in registration order
 _ANY_TASK = []  # estimators that take any task
 
 
-def register(task, *, estimators=(), make=None, experiments=(), exports=()):
+def register(task, *, estimators=(), make=None, experiments=(), exports=(), modules=(), moved=None):
     """Register a task and what it brings: the one line a task adds to the package.
 
     The task class goes to :data:`stsq_learn.tasks.TASKS` (checked by
@@ -95,6 +103,11 @@ def register(task, *, estimators=(), make=None, experiments=(), exports=()):
         Its experiments, in run order (see :class:`Registration`).
     exports : sequence of callable, default=()
         Other public functions of the task.
+    modules : sequence of type, default=()
+        Torch modules of the task, exported by :mod:`stsq_learn.nn`.
+    moved : dict of str to module, default=None
+        Earlier module paths (relative to the package) of modules that now
+        live in the task's home; importing them gives the module.
 
     Returns
     -------
@@ -110,7 +123,15 @@ def register(task, *, estimators=(), make=None, experiments=(), exports=()):
     for est in estimators:
         if not isinstance(est, type):
             raise TypeError(f"estimators must be classes, got {est!r} for task {task!r}.")
-    registration = Registration(task, tuple(estimators), make, tuple(experiments), tuple(exports))
+    registration = Registration(
+        task,
+        tuple(estimators),
+        make,
+        tuple(experiments),
+        tuple(exports),
+        tuple(modules),
+        dict(moved or {}),
+    )
     package = sys.modules.get(__package__)
     for name, obj in registration.public().items():
         known = getattr(package, name, obj)
@@ -119,6 +140,10 @@ def register(task, *, estimators=(), make=None, experiments=(), exports=()):
     register_task(task)
     _REGISTRATIONS[task.name] = registration
     _publish(registration.public())
+    for path, module in registration.moved.items():
+        sys.modules[f"{__package__}.{path}"] = module
+        if package is not None:
+            setattr(package, path, module)
     return registration
 
 
@@ -203,42 +228,49 @@ def task_exports():
 
 # -- the built-in tasks: one registration each ------------------------------------------
 def _register_builtins():
-    from .averaging import FCNAverager, SparseTokenAverager
-    from .estimators import FCNSelector, SparseTokenSelector
     from .regressors import AttentionRegressor, FCNRegressor
-    from .retrieval import FCNRetriever, SparseTokenRetriever
-    from .single_location import ErfAttentionRegressor, SoftmaxAttentionRegressor
-    from .tasks import averaging, retrieval, selection, single_location
+    from .tasks.averaging import estimators as qsa
+    from .tasks.averaging import modules
+    from .tasks.averaging import task as qsa_law
+    from .tasks.retrieval import estimators as ret
+    from .tasks.retrieval import task as ret_law
+    from .tasks.selection import estimators as sts
+    from .tasks.selection import task as sts_law
+    from .tasks.single_location import estimators as sl
+    from .tasks.single_location import task as sl_law
+    from .tasks.single_location import theory
 
-    records = "stsq_learn.experiments._records."
+    selection_records = ("convergence", "length_generalization", "separation", "encodings")
     register(
-        selection.SparseTokenSelectionTask,
-        estimators=(SparseTokenSelector, FCNSelector),
-        make=selection.make_sparse_token_selection,
-        experiments=tuple(
-            records + name
-            for name in ("convergence", "length_generalization", "separation", "encodings")
-        ),
-        exports=(selection.shift_length,),
+        sts_law.SparseTokenSelectionTask,
+        estimators=(sts.SparseTokenSelector, sts.FCNSelector),
+        make=sts_law.make_sparse_token_selection,
+        experiments=tuple(f"stsq_learn.experiments._records.{n}" for n in selection_records),
+        exports=(sts_law.shift_length,),
+        moved={"estimators": sts},
     )
     register(
-        averaging.SparseAveragingTask,
-        estimators=(SparseTokenAverager, FCNAverager),
-        make=averaging.make_sparse_averaging,
-        experiments=(records + "qsa",),
-        exports=(averaging.shift_averaging, averaging.subset_means),
+        qsa_law.SparseAveragingTask,
+        estimators=(qsa.SparseTokenAverager, qsa.FCNAverager),
+        make=qsa_law.make_sparse_averaging,
+        experiments=("stsq_learn.tasks.averaging.record",),
+        exports=(qsa_law.shift_averaging, qsa_law.subset_means),
+        modules=(modules.AttentionAverager, modules.FullyConnectedAverager),
+        moved={"averaging": qsa},
     )
     register(
-        retrieval.SparseRetrievalTask,
-        estimators=(SparseTokenRetriever, FCNRetriever),
-        make=retrieval.make_sparse_retrieval,
-        experiments=(records + "retrieval",),
+        ret_law.SparseRetrievalTask,
+        estimators=(ret.SparseTokenRetriever, ret.FCNRetriever),
+        make=ret_law.make_sparse_retrieval,
+        experiments=("stsq_learn.tasks.retrieval.record",),
+        moved={"retrieval": ret},
     )
     register(
-        single_location.SingleLocationTask,
-        estimators=(ErfAttentionRegressor, SoftmaxAttentionRegressor),
-        make=single_location.make_single_location,
-        experiments=(records + "single_location",),
+        sl_law.SingleLocationTask,
+        estimators=(sl.ErfAttentionRegressor, sl.SoftmaxAttentionRegressor),
+        make=sl_law.make_single_location,
+        experiments=("stsq_learn.tasks.single_location.record",),
+        moved={"single_location": sl, "single_location_theory": theory},
     )
     register_estimators(AttentionRegressor, FCNRegressor)
 

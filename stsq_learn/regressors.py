@@ -11,10 +11,10 @@ subclass of one's own (register it with
 
 from __future__ import annotations
 
-from ._cores import _AttentionCore, _FCNCore
 from ._docstrings import ATTRIBUTES, Substitution, section
-from .estimators import FCNSelector, SparseTokenSelector
+from .engine.cores import _AttentionCore, _FCNCore
 from .tasks import Task
+from .tasks.selection.estimators import FCNSelector, SparseTokenSelector
 
 __all__ = ["AttentionRegressor", "FCNRegressor"]
 

@@ -13,15 +13,15 @@ import pytest
 import torch
 from scipy import stats
 
-from stsq_learn import _sampling
-from stsq_learn._sampling import _standard_gamma
-from stsq_learn.encodings import (
+from stsq_learn.encodings import sampling as _sampling
+from stsq_learn.encodings.families import (
     fixed_encodings,
     randomized_positions,
     sinusoidal_encodings,
     sphere_coordinates,
     sphere_encodings,
 )
+from stsq_learn.encodings.sampling import _standard_gamma
 from stsq_learn.nn import AttentionSelector
 
 

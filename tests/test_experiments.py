@@ -629,7 +629,7 @@ def test_sparse_averaging_width_growth():
 
 
 def test_floor_width_is_the_smallest_width_the_floor_allows():
-    from stsq_learn.experiments._qsa_parts import floor_width
+    from stsq_learn.tasks.averaging.experiment_parts import floor_width
 
     grid = [4, 8, 16, 32, 64]
     got = floor_width(32, 2, grid, 0.9, n_samples=4000)

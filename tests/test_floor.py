@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from stsq_learn import IsotropicFloor, isotropic_floor, relative_mse
-from stsq_learn.encodings import sphere_encodings
+from stsq_learn.encodings.families import sphere_encodings
 from stsq_learn.nn import AttentionSelector
 
 

@@ -12,11 +12,11 @@ import torch
 
 from stsq_learn import (
     SparseTokenSelector,
-    _base,
     load_model,
     make_sparse_token_selection,
     save_model,
 )
+from stsq_learn.engine import base as _base
 
 FAMILIES = ["stochastic", "fixed", "randomized", "sinusoidal"]
 N_ROWS = 200
@@ -145,7 +145,7 @@ def test_keyed_and_streamed_predictions_have_the_same_accuracy():
     from sklearn.metrics import r2_score
 
     from stsq_learn import SparseTokenSelectionTask
-    from stsq_learn.encodings import StreamedDraws
+    from stsq_learn.encodings.families import StreamedDraws
 
     task = SparseTokenSelectionTask(16, 8, 3)
     model = SparseTokenSelector(width=32, random_state=0).fit_online(task, n_steps=300)

@@ -15,14 +15,14 @@ import pytest
 import torch
 from scipy import stats
 
-from stsq_learn._keyed import (
+from stsq_learn.encodings.families import KeyedDraws
+from stsq_learn.encodings.keyed import (
     mix64,
     normal_pairs,
     philox4x32,
     row_keys,
     splitmix64,
 )
-from stsq_learn.encodings import KeyedDraws
 
 # -- Philox-4x32-10 ------------------------------------------------------------------------
 RANDOM123_KAT = [  # Random123's kat_vectors: counter, key, output

@@ -21,7 +21,7 @@ from stsq_learn import (
     save_model,
     shift_length,
 )
-from stsq_learn.length_scale import FloorScale, cached_floor, length_scale_rule
+from stsq_learn.encodings.length_scale import FloorScale, cached_floor, length_scale_rule
 
 
 @pytest.fixture(scope="module")

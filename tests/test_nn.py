@@ -3,9 +3,14 @@ import pytest
 import torch
 
 from stsq_learn import SparseAveragingTask, SparseRetrievalTask, SparseTokenSelectionTask
-from stsq_learn.encodings import KeyedDraws, StreamedDraws, fixed_encodings, sphere_encodings
+from stsq_learn.encodings.families import (
+    KeyedDraws,
+    StreamedDraws,
+    fixed_encodings,
+    sphere_encodings,
+)
 from stsq_learn.nn import Attention, AttentionSelector, FullyConnected, positional_alignment
-from stsq_learn.queries import query_scores, softmax
+from stsq_learn.nn.queries import query_scores, softmax
 
 
 def _naive_attention(W, X, P):

@@ -24,7 +24,7 @@ from stsq_learn import (
     make_sparse_token_selection,
     save_model,
 )
-from stsq_learn._archive import seal
+from stsq_learn.io.archive import seal
 
 ROOT = Path(__file__).resolve().parents[1]
 ESTIMATORS = {

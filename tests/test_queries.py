@@ -5,9 +5,9 @@ import pytest
 import torch
 from scipy import stats
 
-from stsq_learn.encodings import KeyedDraws, StreamedDraws
+from stsq_learn.encodings.families import KeyedDraws, StreamedDraws
 from stsq_learn.nn import Attention
-from stsq_learn.queries import triangular_factor
+from stsq_learn.nn.queries import triangular_factor
 from stsq_learn.tasks import SparseRetrievalTask, SparseTokenSelectionTask
 
 

@@ -14,8 +14,8 @@ from stsq_learn import (
     isotropic_floor,
     make_sparse_token_selection,
 )
-from stsq_learn import _rates as rates
-from stsq_learn._rates import Cooldown
+from stsq_learn.engine import rates
+from stsq_learn.engine.rates import Cooldown
 
 TASK = SparseTokenSelectionTask(8, 3, 2)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import stsq_learn._base as base
+import stsq_learn.engine.base as base
 from stsq_learn import (
     FCNSelector,
     SparseTokenAverager,
@@ -83,7 +83,7 @@ def test_a_diverged_fit_keeps_the_previous_model(data, how):
 )
 def test_impossible_sizes_are_refused_before_any_work(data, make, match, monkeypatch):
     """Case 5: they reached torch's allocator (or swapped)."""
-    monkeypatch.setattr("stsq_learn._memory.available_bytes", lambda device: 8 * 2**30)
+    monkeypatch.setattr("stsq_learn.engine.memory.available_bytes", lambda device: 8 * 2**30)
     with pytest.raises(ValueError, match=match):
         make(*data)
 

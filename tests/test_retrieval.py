@@ -16,7 +16,7 @@ from stsq_learn import (
     make_sparse_retrieval,
     save_model,
 )
-from stsq_learn.retrieval import relative_mse_per_role
+from stsq_learn.tasks.retrieval.estimators import relative_mse_per_role
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from stsq_learn import (
     save_model,
     shift_length,
 )
-from stsq_learn._base import _BaseEstimator
-from stsq_learn._training import finite_forward
+from stsq_learn.engine.base import _BaseEstimator
+from stsq_learn.engine.training import finite_forward
 
 TASK = SparseTokenSelectionTask(5, 3, 2)
 

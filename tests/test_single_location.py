@@ -14,7 +14,8 @@ from stsq_learn import (
     SoftmaxAttentionRegressor,
     make_single_location,
 )
-from stsq_learn.single_location_theory import (
+from stsq_learn.tasks import TASKS, get_task
+from stsq_learn.tasks.single_location.theory import (
     _NODES,
     _WEIGHTS,
     _noise_parts,
@@ -26,7 +27,6 @@ from stsq_learn.single_location_theory import (
     linear_risk,
     oracle_risk,
 )
-from stsq_learn.tasks import TASKS, get_task
 
 
 @pytest.fixture(autouse=True, scope="module")

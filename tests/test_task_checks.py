@@ -7,7 +7,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from stsq_learn import AttentionRegressor, FCNRegressor, SparseTokenSelectionTask, Task
-from stsq_learn.queries import Selection
+from stsq_learn.nn.queries import Selection
 from stsq_learn.tasks import register_task
 from stsq_learn.tasks.checks import check_task, check_task_class
 

@@ -19,7 +19,7 @@ from stsq_learn import (
     load_model,
     save_model,
 )
-from stsq_learn.queries import Slots
+from stsq_learn.nn.queries import Slots
 from stsq_learn.tasks import TASKS, get_task, register_task
 from stsq_learn.tasks._shift import move_marked_rows
 

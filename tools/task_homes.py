@@ -4,7 +4,7 @@ A task's *home* is the folder of its module (``stsq_learn/tasks/NAME/``), or
 that module alone while the task is one file. A file *names* the task when
 its code (not its docstrings) holds one of the task's names: an import of a
 module of its home, an identifier or attribute equal to a public name its
-home defines (classes, functions, constants), or a string equal to the
+home alone defines (classes, functions, constants), or a string equal to the
 task's registry name or to one of those names. Run from the repository root::
 
     python tools/task_homes.py            # one line per task: the count and the files
@@ -114,7 +114,10 @@ def count():
     for reg in registry.registrations():
         home = [p.resolve() for p in _home_files(reg.task)]
         modules = {_module_name(p) for p in home}
-        names = _public_names(home)
+        # A name counts when it is the home's alone: protocol names every experiment or
+        # task module defines (RECORD, PRESETS, work, ...) name no task.
+        elsewhere = _public_names([p for p in PACKAGE.rglob("*.py") if p.resolve() not in home])
+        names = _public_names(home) - elsewhere
         found = {}
         for path in sorted(PACKAGE.rglob("*.py")):
             if path.resolve() in home:

@@ -29,43 +29,63 @@ time on this machine from a few timed steps. Each experiment is one record
 (its function, presets, summary rows and work) in ``_records/``.
 """
 
-from ._convergence import ConvergenceResult, training_dynamics
-from ._encodings import EncodingsResult, encoding_families
-from ._length import LengthGeneralizationResult, length_generalization
-from ._qsa import SparseAveragingResult, sparse_averaging
-from ._reproduce import plan, plan_table, reproduce, summary_table
-from ._retrieval import SparseRetrievalResult, sparse_retrieval
-from ._separation import SeparationResult, width_separation
-from ._single_location import SingleLocationResult, single_location
+from ._convergence import ConvergenceResult as ConvergenceResult
+from ._convergence import training_dynamics as training_dynamics
+from ._encodings import EncodingsResult as EncodingsResult
+from ._encodings import encoding_families as encoding_families
+from ._length import LengthGeneralizationResult as LengthGeneralizationResult
+from ._length import length_generalization as length_generalization
+from ._reproduce import plan as plan
+from ._reproduce import plan_table as plan_table
+from ._reproduce import reproduce as reproduce
+from ._reproduce import summary_table as summary_table
+from ._separation import SeparationResult as SeparationResult
+from ._separation import width_separation as width_separation
+
+
+def _from_records():
+    """The function and result class of every registered experiment, by name."""
+    from ._records import RECORDS
+
+    out = {}
+    for record in RECORDS.values():
+        out[record.function.__name__] = record.function
+        if record.result is not None:
+            out[record.result.__name__] = record.result
+    return out
 
 
 def __getattr__(name):
-    # The registered experiments and their presets, read when asked (see _reproduce).
+    # The registered experiments, their presets, and the functions of the experiments
+    # that live in their tasks' homes: read from the registry when asked.
+    if name == "__all__":
+        return sorted({*_OWN, *_from_records()})
     if name in ("EXPERIMENTS", "PRESETS"):
         from . import _reproduce
 
         return getattr(_reproduce, name)
+    found = _from_records()
+    if name in found:
+        return found[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
+def __dir__():
+    return sorted([*globals(), *_from_records()])
+
+
+_OWN = [  # and, in __all__, every registered experiment's function and result
     "EXPERIMENTS",
     "PRESETS",
     "ConvergenceResult",
     "EncodingsResult",
     "LengthGeneralizationResult",
     "SeparationResult",
-    "SingleLocationResult",
-    "SparseAveragingResult",
-    "SparseRetrievalResult",
     "encoding_families",
     "length_generalization",
     "plan",
     "plan_table",
     "reproduce",
-    "single_location",
-    "sparse_averaging",
-    "sparse_retrieval",
     "summary_table",
     "training_dynamics",
     "width_separation",

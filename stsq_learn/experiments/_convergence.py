@@ -8,9 +8,9 @@ import numpy as np
 from skorch.callbacks import Callback
 
 from .._validation import check_positive_int
-from ..estimators import SparseTokenSelector
 from ..nn import positional_alignment
 from ..tasks import SparseTokenSelectionTask
+from ..tasks.selection.estimators import SparseTokenSelector
 from ._common import (
     dataclass_dict,
     derived_seed,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sklearn.base import clone
 
 from .._validation import check_positive_int
-from ..encodings import POSITIONAL_ENCODINGS
+from ..encodings.families import POSITIONAL_ENCODINGS
 from ..scoring import LengthShiftScorer
 from ..tasks import SparseTokenSelectionTask
 from ._common import derived_seed, progress_bar, train_online

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..encodings import POSITIONAL_ENCODINGS
-from ..estimators import SparseTokenSelector
+from ..encodings.families import POSITIONAL_ENCODINGS
+from ..tasks.selection.estimators import SparseTokenSelector
 from ._common import dataclass_dict, estimator_config, new_axes, prepared
 from ._encoding_runs import checked_arguments, train_and_score
 

@@ -15,10 +15,10 @@ import numpy as np
 from sklearn.base import clone
 
 from .._validation import check_positive_int
-from ..estimators import SparseTokenSelector
-from ..length_scale import cached_floor, length_scale_rule
+from ..encodings.length_scale import cached_floor, length_scale_rule
 from ..scoring import LengthShiftScorer
 from ..tasks import SparseTokenSelectionTask
+from ..tasks.selection.estimators import SparseTokenSelector
 from ._common import (
     dataclass_dict,
     derived_seed,

@@ -76,6 +76,9 @@ class Experiment:
         for :func:`~stsq_learn.experiments.plan`.
     aliases : tuple of str, default=()
         Other names ``only`` accepts.
+    result : type or None, default=None
+        The class of ``function``'s result, exported with it by
+        :mod:`stsq_learn.experiments` (the experiments of a task's home).
     """
 
     name: str
@@ -84,6 +87,7 @@ class Experiment:
     summary_rows: Callable
     work: Callable
     aliases: tuple = field(default=())
+    result: type | None = None
 
     def __post_init__(self):
         missing = [size for size in SIZES if size not in self.presets]

@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field
 
 from .._validation import check_positive_int
-from ..estimators import FCNSelector, SparseTokenSelector
 from ..tasks import SparseTokenSelectionTask
+from ..tasks.selection.estimators import FCNSelector, SparseTokenSelector
 from ._common import (
     dataclass_dict,
     derived_seed,

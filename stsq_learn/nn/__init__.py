@@ -14,28 +14,43 @@ positional part matter, so ``W_h`` is stored as ``(d + m, n_slots * m)``
 (rows: token part, then positional part).
 
 :class:`FullyConnected` is the baseline: the task's flat row through ReLU
-layers. :class:`AttentionSelector`, :class:`AttentionAverager` and
-:class:`FullyConnectedAverager` are the modules of the first two tasks,
-built from their sizes.
+layers. :class:`AttentionSelector` is the module of sparse token selection
+built from its sizes; a task's own modules (q-sparse averaging's
+:class:`AttentionAverager` and :class:`FullyConnectedAverager`) live in its
+home and are registered with it (:mod:`stsq_learn.registry`): they are
+importable from here too.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from .attention import Attention, positional_alignment
-from .fully_connected import FullyConnected, FullyConnectedAverager
-from .task_attention import AttentionAverager, AttentionSelector
+from .attention import Attention as Attention
+from .attention import positional_alignment as positional_alignment
+from .fully_connected import FullyConnected as FullyConnected
+from .task_attention import AttentionSelector as AttentionSelector
 
-__all__ = [
-    "Attention",
-    "AttentionAverager",
-    "AttentionSelector",
-    "FullyConnected",
-    "FullyConnectedAverager",
-    "SquaredError",
-    "positional_alignment",
-]
+_OWN = ["Attention", "AttentionSelector", "FullyConnected", "SquaredError", "positional_alignment"]
+
+
+def _task_modules():
+    """The torch modules the registered tasks export from here, by name."""
+    from .. import registry
+
+    return {m.__name__: m for reg in registry.registrations() for m in reg.modules}
+
+
+def __getattr__(name):
+    if name == "__all__":
+        return sorted([*_OWN, *_task_modules()])
+    try:
+        return _task_modules()[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__():
+    return sorted([*globals(), *_task_modules()])
 
 
 class SquaredError(nn.Module):

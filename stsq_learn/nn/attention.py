@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._draws import as_draws
-from ..encodings import encoding_family
-from ..length_scale import length_scale_rule
+from ..encodings.draws import as_draws
+from ..encodings.families import encoding_family
+from ..encodings.length_scale import length_scale_rule
 
 __all__ = ["Attention", "positional_alignment"]
 

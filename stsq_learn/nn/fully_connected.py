@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 from torch import nn
 
-from ..tasks import SparseAveragingTask, SparseTokenSelectionTask
+from ..tasks.selection.task import SparseTokenSelectionTask
 
-__all__ = ["FullyConnected", "FullyConnectedAverager"]
+__all__ = ["FullyConnected"]
 
 
 def _relu_layers(n_in, hidden, n_out):
@@ -82,28 +82,3 @@ class FullyConnected(nn.Module):
             An upper estimate of the floats held per row.
         """
         return self.task.fcn_elements_per_row(self.width)
-
-
-class FullyConnectedAverager(FullyConnected):
-    """The fully-connected baseline on q-sparse averaging.
-
-    Each position contributes its token and its subset as an N-long 0/1
-    indicator (the form the selection channel has in sparse token
-    selection; raw indices would make the net decode integers), so the
-    flattened input has ``N (d + N)`` numbers. Then ReLU layers and a linear
-    output of ``N d`` numbers, one row per position. Sanford, Hsu and
-    Telgarsky prove such a net needs first-layer width about ``N d / 2``.
-
-    Parameters
-    ----------
-    seq_len, n_features : int
-        Number of positions N and token dimension d.
-    width : int
-        Units of the first hidden layer (ReLU).
-    extra_hidden_layers : tuple of int, default=()
-        Sizes of further ReLU hidden layers.
-    """
-
-    def __init__(self, seq_len, n_features, width, extra_hidden_layers=()):
-        task = SparseAveragingTask(seq_len, n_features, 1)  # any subset size: a placeholder
-        super().__init__(seq_len, n_features, width, extra_hidden_layers, task=task)

@@ -1,18 +1,18 @@
-"""The attention modules of the first two tasks, built from their sizes.
+"""The attention module of sparse token selection, built from its sizes.
 
-:class:`AttentionSelector` (sparse token selection) and
-:class:`AttentionAverager` (q-sparse averaging) are :class:`Attention` with
-the task fixed: the modules of 0.1 to 0.4 under the same names, with the
-same parameters and buffers.
+:class:`AttentionSelector` is :class:`Attention` with the task fixed: the
+module of 0.1 to 0.4 under the same name, with the same parameters and
+buffers. (Another task's module lives in its home, e.g.
+``stsq_learn.tasks.averaging.modules``; :mod:`stsq_learn.nn` exports it.)
 """
 
 from __future__ import annotations
 
-from ..queries import query_scores, softmax
-from ..tasks import SparseAveragingTask, SparseTokenSelectionTask
+from ..tasks.selection.task import SparseTokenSelectionTask
 from .attention import Attention
+from .queries import query_scores, softmax
 
-__all__ = ["AttentionAverager", "AttentionSelector"]
+__all__ = ["AttentionSelector"]
 
 
 class AttentionSelector(Attention):
@@ -85,57 +85,3 @@ class AttentionSelector(Attention):
         d, Ws = self._score_rows()
         u, pos = query_scores(Ws[0], d, mask, P)
         return softmax(d, u, tokens, pos)
-
-
-class AttentionAverager(Attention):
-    """:class:`Attention` on q-sparse averaging: one query per position, the same W.
-
-    Row ``X`` of shape (N, d + q) holds the tokens and, for every position
-    i, the indices of its subset y_i. Query i is ``[0 ; s_i]`` with
-    ``s_i = sum_{j in y_i} p_j``; output i is ``sum_j softmax_j(a_i.) x_j``.
-    Every query is a sparse token selection query over the same tokens and
-    encodings, so a W trained on either task serves both (same parameters
-    and buffers as :class:`AttentionSelector`).
-
-    Parameters
-    ----------
-    n_features : int
-        Token dimension d.
-    width : int
-        Dimension m of the positional encodings.
-    positional_encoding : {"stochastic", "fixed", "randomized", "sinusoidal"}, default="stochastic"
-        The encoding family.
-    seq_len : int, default=1
-        Training length N (sizes the fixed encodings).
-    encoding_seed : int, default=0
-        Seed of the fixed encodings and of the codebook.
-    learn_token_block : bool, default=True
-        False keeps the token rows of W at 0.
-    max_positions : int or None, default=None
-        Codebook size of ``"randomized"``.
-    n_heads : int, default=1
-        Number of heads.
-    """
-
-    def __init__(
-        self,
-        n_features,
-        width,
-        positional_encoding="stochastic",
-        seq_len=1,
-        encoding_seed=0,
-        learn_token_block=True,
-        max_positions=None,
-        n_heads=1,
-    ):
-        # The structure reads each subset's size from the rows; 1 is a placeholder.
-        task = SparseAveragingTask(seq_len, n_features, 1)
-        super().__init__(
-            task,
-            width,
-            positional_encoding,
-            encoding_seed,
-            learn_token_block,
-            max_positions,
-            n_heads,
-        )

@@ -10,11 +10,16 @@ A task of one's own is a :class:`Task` subclass passed to
 
 from __future__ import annotations
 
-from .averaging import SparseAveragingTask, make_sparse_averaging, shift_averaging, subset_means
+from .averaging.task import (
+    SparseAveragingTask,
+    make_sparse_averaging,
+    shift_averaging,
+    subset_means,
+)
 from .checks import check_task_class
-from .retrieval import SparseRetrievalTask, make_sparse_retrieval
-from .selection import SparseTokenSelectionTask, make_sparse_token_selection, shift_length
-from .single_location import SingleLocationTask, make_single_location
+from .retrieval.task import SparseRetrievalTask, make_sparse_retrieval
+from .selection.task import SparseTokenSelectionTask, make_sparse_token_selection, shift_length
+from .single_location.task import SingleLocationTask, make_single_location
 from .task import Task
 
 __all__ = [

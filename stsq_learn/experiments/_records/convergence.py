@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...estimators import SparseTokenSelector
 from ...tasks import SparseTokenSelectionTask
+from ...tasks.selection.estimators import SparseTokenSelector
 from .._convergence import training_dynamics
 from .._record import Experiment, Work
 from ._format import fmt

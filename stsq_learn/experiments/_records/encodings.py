@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sklearn.base import clone
 
-from ...encodings import POSITIONAL_ENCODINGS
-from ...estimators import SparseTokenSelector
+from ...encodings.families import POSITIONAL_ENCODINGS
 from ...tasks import SparseTokenSelectionTask
+from ...tasks.selection.estimators import SparseTokenSelector
 from .._encoding_runs import planned_runs
 from .._encodings import encoding_families
 from .._record import Experiment, Work

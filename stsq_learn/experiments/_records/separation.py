@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sklearn.base import clone
 
-from ...estimators import FCNSelector, SparseTokenSelector
 from ...tasks import SparseTokenSelectionTask
+from ...tasks.selection.estimators import FCNSelector, SparseTokenSelector
 from .._record import Experiment, Work
 from .._separation import (
     _DEFAULT_ESTIMATORS,

@@ -1,0 +1,328 @@
+"""Streamed draws of the encoding families: each call takes the next numbers of a generator.
+
+The functions :mod:`stsq_learn.encodings` exports for the stochastic and
+randomized families (unit vectors, one coordinate of a unit vector, sorted
+random subsets), and the two pieces the keyed draws share with them: the
+Marsaglia-Tsang acceptance test (:func:`marsaglia_tsang`) and the codebook
+length check (:func:`check_codebook_length`); and the deterministic vectors
+of the fixed and sinusoidal families.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .._validation import check_positive_int
+
+
+def check_codebook_length(seq_len, max_positions):
+    """Raise ``ValueError`` if ``seq_len`` positions do not fit a codebook of ``max_positions``.
+
+    The one check of a randomized-encoding length, for training, predicting
+    and :func:`randomized_positions`.
+    """
+    if seq_len > max_positions:
+        raise ValueError(
+            f"seq_len={seq_len} is longer than the codebook: max_positions={max_positions}; "
+            f"randomized encodings need max_positions >= {seq_len}."
+        )
+
+
+def gamma_constants(alpha):
+    """``(boost, a, c)`` of Marsaglia and Tsang's method for the shape ``alpha``.
+
+    For ``alpha < 1`` the method draws ``Gamma(alpha + 1)`` (``boost``) and
+    the caller multiplies by ``U ** (1 / alpha)``.
+    """
+    boost = alpha < 1
+    a = (alpha + 1 if boost else alpha) - 1 / 3
+    return boost, a, 1 / np.sqrt(9 * a)
+
+
+def marsaglia_tsang(cx, log_u, a, c):
+    """One Marsaglia-Tsang candidate: ``(value, accepted)``, overwriting ``cx``.
+
+    With ``cx = c x`` (x standard normal), ``log_u = log U`` and
+    ``v = (1 + c x)^3``, the value ``a v`` is accepted when
+    ``log U < x^2 / 2 + a - a v + a log v``. The test is written with
+    ``log1p`` and ``v - 1 = c x (3 + 3 c x + (c x)^2)`` so that it keeps its
+    precision in float32 at large shapes (wide encodings); ``log1p`` is
+    -inf or NaN where ``c x <= -1``, and the comparison is False there, as
+    the method requires.
+    """
+    v_minus_1 = (cx + 3).mul_(cx).add_(3).mul_(cx)
+    threshold = torch.log1p(cx).mul_(3).sub_(v_minus_1).mul_(a)
+    threshold.addcmul_(cx, cx, value=1 / (2 * c * c))
+    accept = log_u < threshold
+    return v_minus_1.add_(1).mul_(a), accept
+
+
+def sphere_encodings(
+    n_samples, seq_len, width, *, generator=None, device="cpu", dtype=None, out=None
+):
+    """Draw i.i.d. encodings uniform on the unit sphere S^(width-1).
+
+    Gaussian vectors are drawn and normalised in place, so the only large
+    allocation is the result itself; ``out`` lets the training loop reuse
+    storage across calls and avoid a fresh multi-megabyte allocation (and its
+    page faults) at every step.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    seq_len : int
+        Number of positions T per row.
+    width : int
+        Dimension m of an encoding.
+    generator : torch.Generator or None, default=None
+        Source of randomness; ``None`` uses torch's global generator.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the returned tensor; ``None`` is torch's default.
+    out : Tensor of shape (n_samples, seq_len, width) or None, default=None
+        Contiguous storage to draw into; a new tensor when None.
+
+    Returns
+    -------
+    Tensor of shape (n_samples, seq_len, width)
+        One independent unit vector per row and position.
+    """
+    if out is None:
+        P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
+    else:
+        P = out
+    P.normal_(generator=generator)
+    return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
+
+
+def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None):
+    """Draw i.i.d. copies of one coordinate of a uniform unit vector in ``R^width``.
+
+    Its density is proportional to ``(1 - c^2) ** ((width - 3) / 2)`` on
+    [-1, 1]. Drawn exactly as ``c = z / sqrt(z^2 + 2 G)`` with ``z`` standard
+    normal and ``G ~ Gamma((width - 1) / 2, 1)`` (so ``2 G`` is the squared
+    norm of the other ``width - 1`` coordinates), G by Marsaglia and Tsang's
+    rejection method in whole-tensor operations; width 1 gives ``+-1``.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the result.
+    width : int
+        Dimension m of the sphere's ambient space.
+    generator : torch.Generator or None, default=None
+        Source of randomness.
+    device : str or torch.device, default="cpu"
+        Device of the result.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the result; None is torch's default.
+
+    Returns
+    -------
+    Tensor of the given shape
+        Values in [-1, 1], mean 0, variance ``1 / width``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``width`` is not an integer >= 1.
+
+    Examples
+    --------
+    >>> from stsq_learn.encodings import sphere_coordinates
+    >>> g = torch.Generator().manual_seed(0)
+    >>> c = sphere_coordinates((100000,), 16, generator=g, dtype=torch.float64)
+    >>> round(float(c.var()) * 16, 1)
+    1.0
+    """
+    width = check_positive_int(width, "width")  # the Gamma shape (width - 1) / 2 must be >= 0
+    z = torch.randn(shape, generator=generator, device=device, dtype=dtype)
+    if width == 1:
+        return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
+    chi2 = _standard_gamma(z.shape, (width - 1) / 2, generator, z.device, z.dtype).mul_(2)
+    return chi2.addcmul_(z, z).rsqrt_().mul_(z)
+
+
+def sphere_projections(shape, width, k, *, generator=None, device="cpu", dtype=None):
+    """Draw i.i.d. copies of the first ``k`` coordinates of a uniform unit vector in ``R^width``.
+
+    Exactly ``c = z / sqrt(||z||^2 + 2 G)`` with ``z`` standard normal in
+    ``R^k`` and ``G ~ Gamma((width - k) / 2, 1)`` (``2 G`` is the squared
+    norm of the other ``width - k`` coordinates). ``k = 1`` is
+    :func:`sphere_coordinates`' law.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the draws; the result has a last axis of ``k`` more.
+    width : int
+        Dimension m of the sphere's ambient space, more than ``k``.
+    k : int
+        Number of coordinates.
+    generator : torch.Generator or None, default=None
+        Source of randomness.
+    device : str or torch.device, default="cpu"
+        Device of the result.
+    dtype : torch.dtype or None, default=None
+        Floating dtype of the result.
+
+    Returns
+    -------
+    Tensor of shape ``shape + (k,)``
+        Rows of norm below 1, rotation invariant, covariance ``I / width``.
+    """
+    if not 1 <= k < width:
+        raise ValueError(
+            f"need 1 <= k < width for k coordinates of a unit vector, got {k}, {width}."
+        )
+    z = torch.randn((*shape, k), generator=generator, device=device, dtype=dtype)
+    chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generator, z.device, z.dtype).mul_(2)
+    return z.mul_(chi2.add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1))
+
+
+def _standard_gamma(shape, alpha, generator, device, dtype):
+    """Exact Gamma(alpha, 1) draws by Marsaglia and Tsang's method (2000).
+
+    For ``alpha >= 1`` every candidate is accepted with probability above
+    0.95 (:func:`marsaglia_tsang`); the rejected ones are redrawn until all
+    are accepted. For ``alpha < 1``, ``Gamma(alpha + 1)`` times
+    ``U^(1 / alpha)``. Whole-tensor operations, a few times faster on a CPU
+    than torch's element-by-element ``_standard_gamma``.
+    """
+    n = int(np.prod(shape, dtype=np.int64))
+    boost, a, c = gamma_constants(alpha)
+    out = torch.empty(n, device=device, dtype=dtype)
+    pending = None  # indices of out still to draw (None: all of them)
+    while pending is None or pending.numel():
+        m = n if pending is None else pending.numel()
+        cx = torch.randn(m, generator=generator, device=device, dtype=dtype).mul_(c)
+        log_u = torch.rand(m, generator=generator, device=device, dtype=dtype).log_()
+        value, accept = marsaglia_tsang(cx, log_u, a, c)
+        if pending is None:
+            out.copy_(value)
+            pending = (~accept).nonzero().squeeze(1)
+        else:
+            out[pending[accept]] = value[accept]
+            pending = pending[~accept]
+    if boost:
+        u = torch.rand(n, generator=generator, device=device, dtype=dtype)
+        out.mul_(u.pow_(1 / alpha))
+    return out.view(shape)
+
+
+def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, device="cpu"):
+    """For every row, a sorted uniform random subset of ``seq_len`` of ``max_positions``.
+
+    The positions a row of a randomized-encoding model reads from its
+    codebook: distinct, in increasing order (so the order of the tokens is
+    kept), every subset equally likely.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    seq_len : int
+        Positions per row, at most ``max_positions``.
+    max_positions : int
+        Size L of the codebook.
+    generator : torch.Generator or None, default=None
+        Source of randomness.
+    device : str or torch.device, default="cpu"
+        Device of the result.
+
+    Returns
+    -------
+    Tensor of shape (n_samples, seq_len), dtype int64
+        Increasing indices into the codebook.
+
+    Examples
+    --------
+    >>> from stsq_learn.encodings import randomized_positions
+    >>> idx = randomized_positions(2, 3, 10, generator=torch.Generator().manual_seed(0))
+    >>> idx.shape, bool((idx.diff(dim=1) > 0).all())
+    (torch.Size([2, 3]), True)
+    """
+    check_codebook_length(seq_len, max_positions)
+    keys = torch.rand(n_samples, max_positions, generator=generator, device=device)
+    return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values
+
+
+_FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable
+
+
+def fixed_encodings(seq_len, width, seed, *, device="cpu", dtype=torch.float32):
+    """One unit vector per position, deterministic in ``(seed, position)``.
+
+    Positions are drawn in blocks of 64 from seeds derived from ``(seed,
+    block)``, so the first T rows never depend on how many are asked for
+    (prefix-stable): a longer sequence gets the same vectors for the positions
+    seen in training, plus vectors for positions never seen.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T.
+    width : int
+        Dimension m of an encoding.
+    seed : int
+        Seed of the encodings; the same seed gives the same vectors.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
+    """
+    n_blocks = -(-seq_len // _FIXED_BLOCK)
+    blocks = [
+        np.random.default_rng([int(seed), b]).standard_normal((_FIXED_BLOCK, width))
+        for b in range(n_blocks)
+    ]
+    P = np.concatenate(blocks)[:seq_len]
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    return torch.as_tensor(P, dtype=dtype, device=device)
+
+
+def sinusoidal_encodings(seq_len, width, *, device="cpu", dtype=torch.float32):
+    """The sine/cosine encodings of Vaswani et al. (2017), scaled to unit norm.
+
+    Position t gets ``sin(t w_i)`` in coordinate ``2i`` and ``cos(t w_i)`` in
+    ``2i + 1``, with frequencies ``w_i = 10000 ** (-2i / width)``; the vector
+    is then divided by its norm. Deterministic and prefix-stable: the first T
+    rows never depend on how many are asked for.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of positions T (0, ..., T - 1).
+    width : int
+        Dimension m of an encoding.
+    device : str or torch.device, default="cpu"
+        Device of the returned tensor.
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the returned tensor.
+
+    Returns
+    -------
+    Tensor of shape (seq_len, width)
+        One unit vector per position.
+
+    Examples
+    --------
+    >>> from stsq_learn.encodings import sinusoidal_encodings
+    >>> P = sinusoidal_encodings(6, 4)
+    >>> P.shape, bool(torch.allclose(P.norm(dim=1), torch.ones(6)))
+    (torch.Size([6, 4]), True)
+    """
+    t = torch.arange(seq_len, dtype=torch.float64, device=device)[:, None]
+    i = torch.arange(width, device=device) // 2
+    freq = torch.pow(10000.0, -2.0 * i.to(torch.float64) / width)
+    angle = t * freq
+    P = torch.where(torch.arange(width, device=device) % 2 == 0, angle.sin(), angle.cos())
+    return (P / torch.linalg.vector_norm(P, dim=1, keepdim=True)).to(dtype)

@@ -1,0 +1,14 @@
+"""The engine every estimator runs on, whatever its task.
+
+- :mod:`.base`: the estimator base (``fit``, ``fit_online``, ``predict``,
+  ``score``, warm starts, divergence);
+- :mod:`.cores`: the attention and fully-connected model cores over a task;
+- :mod:`.rates`: step sizes that follow the width;
+- :mod:`.training`: data streams, callbacks and the skorch net;
+- :mod:`.progress`: how a run went (its losses and the divergence verdict);
+- :mod:`.memory`: what a fit or a predict would allocate, checked first;
+- :mod:`.state`: the fitted state (one record: train, save, load, warm start).
+
+Nothing here names a task: the estimators ask a task object
+(:class:`stsq_learn.Task`) what they need.
+"""

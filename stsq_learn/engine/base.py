@@ -1,0 +1,440 @@
+"""The shared estimator: fit, fit_online, predict, score and fitted state, over any task.
+
+The public estimators own a :class:`skorch.NeuralNetRegressor` (composition,
+not inheritance) that runs the epochs, keeps the history, early-stops and
+prints progress; :mod:`._training` holds the machinery it is built from.
+This module decides what a call does: validation first (the task object's
+data contract), then one training loop in named steps (seeds, module,
+callbacks, net, losses, fitted state), and fitted state assigned only at the
+end, so a failed call leaves a fitted model as it was. The model cores
+(:mod:`._cores`) say which module to build and how to pace its steps; the
+task (:mod:`stsq_learn.tasks`) says what the data mean.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import sklearn
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .._docstrings import FIT_RAISES, Substitution
+from .._validation import check_callbacks, check_float_range, check_positive_int, resolve_device
+from ..encodings.families import KeyedDraws, StreamedDraws
+from ..tasks import get_task
+from ..tasks.checks import check_task, check_task_class
+from . import progress
+from . import training as tr
+from .memory import check_fit_memory
+from .state import FittedState
+
+_PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
+_SEED_MAX = np.iinfo(np.int32).max
+
+
+class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
+    """Shared fit / fit_online / predict / fitted state of every estimator."""
+
+    _parameter_constraints: dict = {
+        "width": [Interval(Integral, 1, None, closed="left")],
+        "solver": [StrOptions({"sgd", "adam"})],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate": [StrOptions({"constant", "invscaling", "adaptive", "cosine", "cooldown"})],
+        "power_t": [Interval(Real, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "momentum": [Interval(Real, 0, 1, closed="left")],
+        "dtype": [StrOptions(set(tr.DTYPES))],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+        "on_divergence": [StrOptions({"raise", "warn"})],
+        "callbacks": [list, tuple, None],
+    }
+
+    _task = None
+    """The task (a name or a class) of an estimator made for one; None: the ``task`` parameter."""
+
+    def _validate_params(self):
+        super()._validate_params()
+        # scikit-learn's Interval(Integral) lets True and False pass as 1 and 0.
+        params = self.get_params(deep=False)
+        for name, constraints in self._parameter_constraints.items():
+            integral = any(isinstance(c, Interval) and c.type is Integral for c in constraints)
+            if integral and isinstance(params.get(name), (bool, np.bool_)):
+                raise TypeError(
+                    f"The {name!r} parameter of {type(self).__name__} must be an integer, "
+                    f"got the boolean {params[name]!r}."
+                )
+
+    def _task_class(self):
+        """The task class this estimator trains on, checked against the protocol."""
+        return check_task_class(get_task(self.task if self._task is None else self._task))
+
+    # -- hooks of the model cores -------------------------------------------
+    def _auto_batch_size(self, seq_len, *, online):
+        """Rows per step of ``batch_size="auto"``: 200 in fit (as ``MLPRegressor``), 256 online."""
+        return 256 if online else 200
+
+    def _make_module(self, task, seed):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_train_length(self, task):
+        """Raise if the hyperparameters cannot train on ``task``'s lengths."""
+
+    def _check_predict_seq_len(self, seq_len):
+        """Raise if the fitted model cannot predict at ``seq_len``."""
+
+    def _forward_kwargs(self):
+        """Keyword arguments of the module's forward at predict time."""
+        return {}
+
+    def _fit_forward_kwargs(self):
+        """Keyword arguments of the module's forward during training."""
+        return {}
+
+    def _auto_steps(self):
+        """Optimiser steps of ``max_iter="auto"`` and ``fit_online(n_steps="auto")``."""
+        return 1000
+
+    def _resolve_optimiser(self, zero_loss, planned_steps):
+        """``(solver, learning_rate_init, token_block_rate, paces)`` of this run.
+
+        ``zero_loss`` is the training loss of predicting 0 and ``planned_steps``
+        the optimiser steps the run is planned for; ``token_block_rate`` is
+        None where the model has no separately paced block; ``paces`` are the
+        callbacks that give parts of the model steps of their own.
+        """
+        return self.solver, float(self.learning_rate_init), None, []
+
+    # -- public API ---------------------------------------------------------
+    @Substitution(fit_raises=FIT_RAISES)
+    def fit(self, X, y):
+        """Fit the model to data with epochs of shuffled minibatches.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features + 1)
+            Tokens, then the selection indicator (0.0 or 1.0) in the last channel.
+        y : array-like of shape (n_samples, n_features)
+            Mean of the selected tokens of each row.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        {fit_raises}
+
+        Notes
+        -----
+        A ``KeyboardInterrupt`` (Ctrl-C) stops training early without raising:
+        the model keeps the weights reached so far, a ``UserWarning`` says so,
+        and ``loss_curve_`` and ``n_iter_`` describe the completed epochs (``t_``
+        also counts the batches of an epoch cut short).
+        """
+        self._validate_params()
+        check_callbacks(self.callbacks)
+        task, X, y_checked = self._task_class().from_data(X, y)
+        check_task(task)
+        y_1d = (y.ndim if hasattr(y, "ndim") else np.asarray(y).ndim) == 1
+        y = y_checked
+        n = X.shape[0]
+        self._check_train_length(task)
+        device = resolve_device(self.device)
+        dtype = tr.DTYPES[self.dtype]
+        check_float_range(X, dtype)
+        check_float_range(y, dtype, name="y")
+        auto = self.batch_size == "auto"
+        batch_size = self._auto_batch_size(task.seq_len, online=False) if auto else None
+        batch_size = min(batch_size or self.batch_size, n)
+        steps_per_epoch = -(-n // batch_size)
+        epochs = self.max_iter
+        if epochs == "auto":
+            epochs = -(-self._auto_steps() // steps_per_epoch)
+        zero_loss = float(np.square(y).sum(axis=-1).mean())  # the loss of predicting 0
+        data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
+        self._train(
+            data,
+            task,
+            device,
+            batch_size,
+            epochs=epochs,
+            zero_loss=zero_loss,
+            n_read=task.largest_query(X),
+        )
+        self._y_1d = y_1d
+        return self
+
+    @Substitution(fit_raises=FIT_RAISES)
+    def fit_online(self, task, n_steps="auto"):
+        """Fit on a fresh batch drawn from ``task`` at every step (the paper's regime).
+
+        Batches of ``batch_size`` rows (256 when ``"auto"``) are drawn on the
+        training device; there are no epochs and no early stopping. A task
+        whose ``seq_len`` is a range draws every batch at one length of it.
+
+        Parameters
+        ----------
+        task : SparseTokenSelectionTask
+            The law D_{T,q} to draw training batches from. Its ``seq_len``
+            may be a range ``(T_min, T_max)``: every batch is drawn at one
+            length of it, and the fitted ``seq_len_`` is ``T_max`` (the
+            reference length of ``length_scale``).
+        n_steps : int or "auto", default="auto"
+            Number of optimisation steps. ``"auto"``: the planned steps of
+            the model's default recipe (960 for :class:`SparseTokenSelector`:
+            see ``learning_rate_init``; 1000 for :class:`FCNSelector`).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator; ``loss_curve_`` holds the loss of every step.
+
+        {fit_raises}
+
+        Notes
+        -----
+        A ``KeyboardInterrupt`` (Ctrl-C) stops training early without raising:
+        the model keeps the weights reached so far, a ``UserWarning`` says so,
+        and ``loss_curve_``, ``n_iter_`` and ``t_`` describe the completed steps.
+        """
+        self._validate_params()
+        check_callbacks(self.callbacks)
+        task_class = self._task_class()
+        if not isinstance(task, task_class):
+            raise TypeError(
+                f"task must be a {task_class.__name__}, got {type(task).__name__}: {task!r}."
+            )
+        check_task(task)
+        auto = self.batch_size == "auto"
+        length = task.reference_length
+        batch_size = self._auto_batch_size(length, online=True) if auto else self.batch_size
+        if isinstance(n_steps, str) and n_steps == "auto":
+            n_steps = self._auto_steps()
+        n_steps = check_positive_int(n_steps, "n_steps")
+        self._check_train_length(task)
+        if self.learning_rate == "adaptive":
+            raise ValueError(
+                "learning_rate='adaptive' lowers the rate when the epoch loss stops "
+                "improving, and fit_online has no epochs; use 'constant', 'invscaling' "
+                "or 'cosine'."
+            )
+        device = resolve_device(self.device)
+        data = tr.OnlineData(task, n_steps, batch_size, device, tr.DTYPES[self.dtype])
+        self._train(
+            data,
+            task,
+            device,
+            batch_size,
+            epochs=1,
+            zero_loss=task.trivial_mse,
+            n_read=task.largest_query_of_law,
+        )
+        self._y_1d = task.targets_1d
+        return self
+
+    def predict(self, X):
+        """Predict the mean of the selected tokens.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features + 1)
+            Sequences with the selection indicator in the last channel.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples, n_features)
+            Predicted means, as float64 NumPy arrays whatever the device.
+        """
+        check_is_fitted(self)
+        return self._predict_validated(self.task_.check_rows(X, type(self).__name__))
+
+    def _predict_validated(self, X):
+        """:meth:`predict` on an ``X`` that already passed the task's ``check_rows``."""
+        n, T = X.shape[:2]
+        self._check_predict_seq_len(T)
+        kwargs = self._forward_kwargs()
+        module = self.net_.module_
+        # Sized by the fitted module, not the hyperparameters (settable after fit).
+        q_max = self.task_.largest_query(X) if n else None
+        per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=q_max)
+        chunk = max(1, _PREDICT_ELEMENTS // per_row)
+        module.eval()
+        # Keyed draws: every draw from (prediction seed, the row's bytes in the model's
+        # dtype, draw, position), so a row's prediction does not depend on the other rows.
+        draws = KeyedDraws(self._predict_seed, dtype=next(module.parameters()).dtype)
+        out = []
+        starts = range(0, n, chunk)
+        if self.verbose and len(starts) > 1:  # long predictions report their chunks
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"{type(self).__name__}.predict", unit="chunk")
+        with torch.inference_mode():
+            for start in starts:
+                out.append(tr.finite_forward(module, X[start : start + chunk], draws, kwargs))
+        y_pred = torch.cat(out).numpy().astype(np.float64)
+        return y_pred.ravel() if self._y_1d else y_pred
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of the prediction, averaged over features.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features + 1)
+            Sequences with the selection indicator in the last channel.
+        y : array-like of shape (n_samples, n_features)
+            True means of the selected tokens.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+            R^2 of ``self.predict(X)`` with respect to ``y``; equals
+            1 - relative MSE on this task.
+        """
+        check_is_fitted(self)
+        X = self.task_.check_rows(X, type(self).__name__)
+        y = self.task_.check_targets(y, X)
+        return self.task_.score(y, self._predict_validated(X), sample_weight)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        return tags
+
+    # -- the training loop, in named steps ----------------------------------
+    def _train(self, data, task, device, batch_size, *, epochs, zero_loss, n_read):
+        online = isinstance(data, tr.OnlineData)
+        warm = self.warm_start and hasattr(self, "net_")
+        # The contract the fitted model keeps: the task at its (longest) training length.
+        fitted_task = type(task).from_fitted(
+            task.reference_length, task.n_features, task.fitted_state()
+        )
+        check_fit_memory(self, fitted_task, batch_size, device, n_read)
+        init_seed, order_seed, pe_seed, predict_seed = self._seeds(warm)
+        module = self._initial_module(fitted_task, init_seed, warm)
+        module = module.to(device=device, dtype=tr.DTYPES[self.dtype])
+        rows_before = self.t_ if warm else 0
+        planned = data.n_steps if online else epochs
+        n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
+        solver, rate, token_rate, paces = self._resolve_optimiser(zero_loss, n_steps)
+        callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
+        callbacks[1:1] = paces
+        net = self._build_net(
+            module,
+            device,
+            solver=solver,
+            learning_rate_init=rate,
+            callbacks=callbacks,
+            max_epochs=epochs,
+            batch_size=batch_size,
+            order_seed=order_seed,
+            step_progress=online,
+        )
+        probe = torch.Generator(device=device).manual_seed(pe_seed + 1)
+        start = progress.start_loss(module, data, probe, self._fit_forward_kwargs())
+        self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
+        tr.check_finite_weights(net)
+        owner = type(self).__name__
+        losses = progress.completed_losses(
+            net, online, planned, owner, early_stopping=self._watched(online)
+        )
+        progress.check_progress(
+            net,
+            losses,
+            zero_loss=zero_loss,
+            start_loss=start,
+            online=online,
+            owner=owner,
+            keep=self.on_divergence == "warn",
+        )
+        rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
+        # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
+        self.n_iter_ = len(losses) + (self.n_iter_ if warm else 0)
+        self.loss_curve_ = [*self.loss_curve_, *losses] if warm else losses
+        self.net_ = net
+        self.device_ = device
+        self.task_ = fitted_task
+        self.n_features_in_ = fitted_task.n_features
+        self.seq_len_ = fitted_task.seq_len
+        self.t_ = rows_before + rows
+        self.solver_, self.learning_rate_init_ = solver, rate
+        self.planned_steps_ = n_steps
+        self._token_block_rate = token_rate
+        self._predict_seed = predict_seed
+
+    def _seeds(self, warm):
+        """Seeds of initialisation, batch order, training encodings and prediction draws."""
+        seeds = check_random_state(self.random_state).randint(_SEED_MAX, size=4)
+        if warm:
+            # A continuation draws other batches and encodings than the first fit.
+            seeds = np.random.default_rng([*seeds.tolist(), self.t_]).integers(_SEED_MAX, size=4)
+        return tuple(int(v) for v in seeds)
+
+    def _training_callbacks(self, online, n_steps, batch_size, n_rows, rows_before):
+        """The package's callbacks (guard, rate schedule, early stopping), then the user's."""
+        callbacks = [tr.TrainingGuard()]
+        schedule = tr.rate_schedule(
+            self.learning_rate,
+            power_t=self.power_t,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_rows=n_rows,
+            rows_before=rows_before,
+            patience=10 if self.n_iter_no_change is None else self.n_iter_no_change,
+            tol=self.tol,
+        )
+        if schedule is not None:
+            callbacks.append(schedule)
+        if self._watched(online) and self.learning_rate != "adaptive":
+            callbacks.append(tr.EarlyStop(self.n_iter_no_change, self.tol))
+        return [*callbacks, *check_callbacks(self.callbacks)]
+
+    def _watched(self, online):
+        """Whether a convergence rule (early stopping, or the adaptive rate's) may end the run.
+
+        Without one, a run is a plan (``max_iter`` epochs along its schedule)
+        and running all of it is no ``ConvergenceWarning``.
+        """
+        watched = self.learning_rate == "adaptive" or self.n_iter_no_change is not None
+        return not online and watched
+
+    def _build_net(self, module, device, *, solver, learning_rate_init, **training):
+        """The owned skorch net, with the resolved solver and rate and this estimator's settings."""
+        return tr.build_net(
+            module,
+            solver=solver,
+            learning_rate_init=learning_rate_init,
+            momentum=self.momentum,
+            alpha=self.alpha,
+            device=device,
+            verbose=self.verbose,
+            **training,
+        )
+
+    def _run(self, net, data, generator):
+        """Train ``net`` on ``data``; encodings are drawn from ``generator``."""
+        # The owned net's fit parameter (the draws) is ours, not the
+        # user's metadata: keep scikit-learn's metadata routing out of it.
+        with warnings.catch_warnings(), sklearn.config_context(enable_metadata_routing=False):
+            # skorch warns that the module is an instance it will re-use: intended.
+            warnings.filterwarnings("ignore", message=".*already initialized.*")
+            # Streamed draws, with one encodings buffer for the whole fit: every step
+            # overwrites the previous step's encodings after its backward.
+            draws = StreamedDraws(generator, reuse=True)
+            net.fit(data, None, generator=draws, **self._fit_forward_kwargs())

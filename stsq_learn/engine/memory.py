@@ -1,0 +1,101 @@
+"""What a fit would allocate, checked against the machine before any work.
+
+An impossible size (a width of a million, a codebook of a billion vectors, a
+batch of a hundred thousand rows of length 4096) must be a clear error naming
+the parameter and the bytes, not torch's allocator failing, or a machine
+swapping, halfway through a fit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import torch
+
+_TRAINING_COPIES = 4
+"""Copies of the weights a fit holds: the weights, their gradients, Adam's two moments."""
+_STEP_COPIES = 3
+"""A step's activations: the forward pass, its saved tensors, the backward pass."""
+_SIZE_PARAMETERS = ("width", "n_heads", "max_positions", "extra_hidden_layers")
+
+
+def available_bytes(device):
+    """Memory a fit may take on ``device``: free CUDA memory, or the RAM the OS calls available."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
+        return None
+
+
+def _gib(n_bytes):
+    return f"{n_bytes / 2**30:.3g} GiB"
+
+
+def check_fit_memory(estimator, task, batch_size, device, n_read):
+    """Refuse, before any work, a fit whose model or steps would not fit in memory.
+
+    ``task`` is the fitted task (its training length), ``n_read`` the most
+    positions a query of the training rows reads (None: unknown, bounded by
+    the width).
+    """
+    from .training import DTYPES
+
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        module = estimator._make_module(task, 0)
+    kwargs = estimator._fit_forward_kwargs()
+    T = task.reference_length
+    per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=n_read)
+    params = [f"{k}={v}" for k, v in estimator.get_params().items() if k in _SIZE_PARAMETERS]
+    check_training_memory(
+        module,
+        per_row * kwargs.get("n_pe_samples", 1),
+        batch_size,
+        torch.finfo(DTYPES[estimator.dtype]).bits // 8,
+        device,
+        type(estimator).__name__,
+        ", ".join([*params, f"batch_size={batch_size}", f"seq_len={T}"]),
+    )
+
+
+def check_training_memory(module, per_row, batch_size, element_size, device, owner, params):
+    """Raise ``ValueError`` if training ``module`` would need more memory than ``device`` has.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The module, built on the meta device (shapes only).
+    per_row : int
+        Floats a forward pass holds per row (the module's ``elements_per_row``).
+    batch_size : int
+        Rows a step.
+    element_size : int
+        Bytes of a float of the training dtype.
+    device : torch.device
+        The training device.
+    owner : str
+        The estimator's class name.
+    params : str
+        The hyperparameters that set the sizes, as ``name=value`` text.
+    """
+    numel = sum(t.numel() for t in itertools.chain(module.parameters(), module.buffers()))
+    model = _TRAINING_COPIES * numel * element_size
+    step = _STEP_COPIES * batch_size * per_row * element_size
+    limit = available_bytes(device)
+    if limit is None or model + step <= limit:
+        return
+    raise ValueError(
+        f"{owner} with {params} would need about {_gib(model + step)} to train "
+        f"({_gib(model)} for the model and its training state, {_gib(step)} for a step), "
+        f"more than the {_gib(limit)} available on {device}. Lower the width or the batch size."
+    )

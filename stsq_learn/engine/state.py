@@ -1,0 +1,295 @@
+"""An estimator's fitted state: what a saved or continued model must satisfy, and its I/O.
+
+:class:`FittedState` gives the estimators ``get_fitted_state`` and
+``set_fitted_state``; the latter runs the checks here before it assigns
+anything (a loaded file). A warm start continues the fitted module
+(``_initial_module``) after comparing architectures with
+:func:`architecture_changes`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from sklearn.utils.validation import check_is_fitted
+from skorch.history import History
+
+from .._validation import resolve_device
+from . import training as tr
+from .training import available_device
+
+
+def _is_int(value, minimum):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_number_list(value):
+    return isinstance(value, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
+    )
+
+
+def _is_positive_number(value):
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+# What get_fitted_state returns under "fitted": name -> (check, description).
+FITTED_SCHEMA = {
+    "n_features_in_": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "seq_len_": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "n_iter_": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "t_": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "loss_curve_": (_is_number_list, "a list of numbers"),
+    "predict_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "y_1d": (lambda v: isinstance(v, bool), "a boolean"),
+    "device": (lambda v: isinstance(v, str), "a device string"),
+    "module_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "solver": (lambda v: v in ("sgd", "adam"), "'sgd' or 'adam'"),
+    "learning_rate_init": (lambda v: _is_positive_number(v), "a number > 0"),
+    "token_block_rate": (
+        lambda v: v is None or _is_positive_number(v),
+        "None or a number > 0",
+    ),
+    "planned_steps": (lambda v: v is None or _is_int(v, 1), "None or an integer >= 1"),
+}
+
+
+def check_state(state, task_keys=()):
+    """Raise ``ValueError`` unless ``state`` has the structure of ``get_fitted_state()``.
+
+    ``task_keys`` are the fitted keys of the estimator's task (its values are
+    checked when the task is rebuilt from them); a file without one means None.
+    """
+    if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
+        raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
+    fitted, history = state["fitted"], state["history"]
+    if not isinstance(fitted, dict):
+        raise ValueError(f"state['fitted'] must be a dict, got {fitted!r}.")
+    unknown = sorted(set(fitted) - set(FITTED_SCHEMA) - set(task_keys))
+    if unknown:
+        raise ValueError(f"unknown fitted attributes {unknown}.")
+    for key, (ok, what) in FITTED_SCHEMA.items():
+        if key not in fitted:
+            raise ValueError(f"the fitted attribute {key!r} is missing.")
+        if not ok(fitted[key]):
+            raise ValueError(f"fitted {key} must be {what}, got {fitted[key]!r}.")
+    if not all(math.isfinite(v) for v in fitted["loss_curve_"]):
+        raise ValueError("fitted loss_curve_ holds NaN or infinity.")
+    if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
+        raise ValueError("the history must be a list of per-epoch records (dicts).")
+
+
+def check_weights(weights, expected, described_by):
+    """Raise ``ValueError`` unless ``weights`` has exactly the tensors of ``expected``.
+
+    ``expected`` is a ``state_dict`` (its tensors may be on the meta device);
+    ``described_by`` names what fixed those shapes, for the message.
+    """
+    if not isinstance(weights, dict) or not all(isinstance(k, str) for k in weights):
+        raise ValueError("the weights must be a dict of named tensors.")
+    missing, unknown = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    if missing or unknown:
+        raise ValueError(
+            f"the weights do not match the model: missing {missing}, unknown {unknown}."
+        )
+    for key, ref in expected.items():
+        value = weights[key]
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"weight {key!r} is a {type(value).__name__}, not a tensor.")
+        if value.shape != ref.shape:
+            raise ValueError(
+                f"weight {key!r} has shape {tuple(value.shape)}, but the model of "
+                f"{described_by} needs {tuple(ref.shape)}."
+            )
+        if not value.is_floating_point():
+            raise ValueError(f"weight {key!r} has dtype {value.dtype}, not a float.")
+        if not torch.isfinite(value).all():
+            raise ValueError(f"weight {key!r} holds NaN or infinity.")
+
+
+def state_device(saved, requested, owner):
+    """The device a loaded model predicts on: ``requested``, else ``saved`` if present."""
+    if requested is not None:
+        return resolve_device(requested)
+    try:
+        device = torch.device(saved)
+    except RuntimeError:
+        raise ValueError(f"The saved device {saved!r} is not a device.") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"The saved device {saved!r} is not supported; use 'cpu' or 'cuda'.")
+    device = available_device(device, owner)
+    return resolve_device(str(device)) if device.type == "cuda" else device
+
+
+def _architecture(module):
+    """What a warm start must keep: the module's class, settings and weight shapes."""
+    arch = {"class": type(module).__name__}
+    for key in ("positional_encoding", "learn_token_block", "max_positions", "n_heads"):
+        if hasattr(module, key):
+            arch[key] = getattr(module, key)
+    for name, param in module.named_parameters():
+        arch[f"{name} shape"] = tuple(param.shape)
+    return arch
+
+
+def architecture_changes(old, new):
+    """``"key: old -> new"`` for every setting or weight shape in which two modules differ."""
+    before, after = _architecture(old), _architecture(new)
+    return [
+        f"{k}: {before.get(k)} -> {after.get(k)}"
+        for k in sorted(set(before) | set(after))
+        if before.get(k) != after.get(k)
+    ]
+
+
+class FittedState:
+    """``get_fitted_state`` / ``set_fitted_state`` and unpickling, for the estimators."""
+
+    def get_fitted_state(self):
+        """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
+
+        Returns
+        -------
+        state : dict
+            ``"fitted"``: the fitted scalars and the loss curve (JSON types);
+            ``"history"``: the skorch training history as a list of dicts;
+            ``"weights"``: the module's ``state_dict`` on the CPU.
+        """
+        check_is_fitted(self)
+        module = self.net_.module_
+        fitted = {
+            "n_features_in_": int(self.n_features_in_),
+            "seq_len_": int(self.seq_len_),
+            "n_iter_": int(self.n_iter_),
+            "t_": int(self.t_),
+            "loss_curve_": [float(v) for v in self.loss_curve_],
+            "predict_seed": int(self._predict_seed),
+            "y_1d": bool(self._y_1d),
+            "device": str(self.device_),
+            "module_seed": int(getattr(module, "encoding_seed", 0)),
+            "solver": self.solver_,
+            "learning_rate_init": float(self.learning_rate_init_),
+            "token_block_rate": self._token_block_rate,
+            "planned_steps": self.planned_steps_,
+            **self.task_.fitted_state(),
+        }
+        weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}
+
+    def set_fitted_state(self, state, *, device=None):
+        """Make this estimator the fitted model described by ``state``.
+
+        The inverse of :meth:`get_fitted_state`, used by :func:`load_model`.
+        The hyperparameters are validated, the module is rebuilt from them and
+        every weight is checked against it before anything is assigned.
+
+        Parameters
+        ----------
+        state : dict
+            As returned by :meth:`get_fitted_state`.
+        device : str, torch.device or None, default=None
+            Device to predict on. None uses the device in ``state`` when this
+            machine has it, else the CPU (with a ``UserWarning``).
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If a hyperparameter is invalid, or ``state`` is incomplete,
+            ill-typed, or holds weights that do not fit the model.
+        """
+        try:
+            self._validate_params()
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"invalid hyperparameter: {exc}") from None
+        task_class = self._task_class()
+        check_state(state, task_class.fitted_keys)
+        fitted = state["fitted"]
+        target = state_device(fitted["device"], device, type(self).__name__)
+        T, d, seed = fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"]
+        try:
+            task = task_class.from_fitted(T, d, {k: fitted.get(k) for k in task_class.fitted_keys})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the fitted state of its task is invalid: {exc}") from None
+        with torch.device("meta"):  # shapes only: a tampered size allocates nothing
+            expected = self._make_module(task, seed).state_dict()
+        check_weights(
+            state["weights"],
+            expected,
+            f"seq_len_={T}, n_features_in_={d} and these hyperparameters",
+        )
+        module = self._make_module(task, seed).to(dtype=tr.DTYPES[self.dtype])
+        module.load_state_dict(state["weights"])
+        net = self._build_net(
+            module.to(device=target),
+            target,
+            solver=fitted["solver"],
+            learning_rate_init=fitted["learning_rate_init"],
+        )
+        net = tr.initialize_net(net)
+        net.history = History(state["history"])
+        self.net_, self.device_, self.task_ = net, target, task
+        self.n_features_in_, self.seq_len_ = d, T
+        self.loss_curve_ = fitted["loss_curve_"]
+        self.n_iter_, self.t_ = fitted["n_iter_"], fitted["t_"]
+        self._predict_seed, self._y_1d = fitted["predict_seed"], fitted["y_1d"]
+        self.solver_, self.learning_rate_init_ = fitted["solver"], fitted["learning_rate_init"]
+        self._token_block_rate = fitted["token_block_rate"]
+        self.planned_steps_ = fitted["planned_steps"]
+        return self
+
+    def _initial_module(self, task, seed, warm):
+        """A new module (W = 0 for attention), or the fitted one's weights to continue.
+
+        A continuation is built anew for ``task`` (at its training length)
+        and takes the fitted module's parameters: the buffers the length
+        decides (fixed encodings) are those of the new length, so the model
+        stays one that its fitted state describes.
+        """
+        if not warm:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                return self._make_module(task, seed)
+        old = self.net_.module_
+        if task.n_features != self.n_features_in_:
+            raise ValueError(
+                f"warm_start=True continues the previous fit, which had n_features="
+                f"{self.n_features_in_}; this data has n_features={task.n_features}. "
+                "Set warm_start=False to start afresh."
+            )
+        with torch.random.fork_rng(devices=[]):
+            fresh = self._make_module(task, getattr(old, "encoding_seed", seed))
+        changed = architecture_changes(old, fresh)
+        if changed:
+            raise ValueError(
+                "warm_start=True continues the previous fit, but the model it would "
+                f"continue has another architecture ({'; '.join(changed)}). Restore "
+                "those hyperparameters (or the training seq_len) or set warm_start=False."
+            )
+        fresh = fresh.to(device=next(old.parameters()).device, dtype=next(old.parameters()).dtype)
+        with torch.no_grad():
+            for name, param in old.named_parameters():
+                fresh.get_parameter(name).copy_(param)
+        return fresh
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        # Unpickled on a machine without the CUDA device it was fitted on: predict on the CPU.
+        device = self.__dict__.get("device_")
+        if device is None or device.type != "cuda":
+            return
+        self.device_ = tr.available_device(device, type(self).__name__)
+        net = self.__dict__.get("net_")
+        if net is not None and self.device_.type == "cpu":
+            net.device = "cpu"
+            net.iterator_train__device = torch.device("cpu")

@@ -1,0 +1,368 @@
+"""Training machinery of the estimators: data iterators, callbacks and the skorch net.
+
+Kept apart from the estimators, as scikit-learn keeps its stochastic
+optimisers apart from the MLP: everything here serves one training step or
+one forward pass and knows nothing of hyperparameter validation or fitted
+state.
+
+- Data: :class:`TensorData` (fixed rows as tensors on the training device) and
+  :class:`OnlineData` (a stream of fresh batches drawn on the device), read by
+  :class:`BatchIterator`, skorch's ``iterator_train``. skorch's row-by-row
+  ``DataLoader`` would collate rows in Python; these slice whole tensors.
+- Callbacks: :class:`TrainingGuard` (a loss that is not finite), :class:`EarlyStop` and
+  :class:`AdaptiveRate` (each records in the history why it stopped), and
+  :func:`rate_schedule`, which maps ``learning_rate`` to skorch's
+  ``LRScheduler`` over torch's schedulers.
+- :func:`build_net`, the one place a :class:`skorch.NeuralNetRegressor` is
+  made, for training and for loading a saved model.
+- Forward-pass safety: :func:`finite_forward` (overflow), :func:`check_finite_weights`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import numpy as np
+import torch
+from skorch import NeuralNetRegressor
+from skorch.callbacks import Callback, EarlyStopping, LRScheduler, ProgressBar
+from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR
+
+from ..nn import SquaredError
+from .rates import Cooldown
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+STOP_REASON = "stop_reason"  # history key a stopping callback records before it stops
+
+
+_PROBE_ROWS = 4096
+
+
+def as_tensor(array, dtype, device):
+    """A tensor view of (or copy from) a NumPy array; the array is never written."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.as_tensor(array, dtype=dtype, device=device)
+
+
+# -- data ------------------------------------------------------------------------------
+class TensorData(torch.utils.data.Dataset):
+    """Fixed training data as two tensors on the training device."""
+
+    def __init__(self, X, y):
+        self.X, self.y = X, y
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i], self.y[i]
+
+    def probe(self, generator):
+        """Rows to measure the starting model's loss on: the first 4096."""
+        return self.X[:_PROBE_ROWS], self.y[:_PROBE_ROWS]
+
+    def batches(self, batch_size, generator):
+        perm = torch.randperm(len(self.X), generator=generator, device=self.X.device)
+        for start in range(0, len(perm), batch_size):
+            idx = perm[start : start + batch_size]
+            yield self.X[idx], self.y[idx]
+
+
+class OnlineData(torch.utils.data.Dataset):
+    """A stream of ``n_steps`` fresh batches drawn from a task on the device."""
+
+    def __init__(self, task, n_steps, batch_size, device, dtype):
+        self.task, self.n_steps, self.batch_size = task, n_steps, batch_size
+        self.device, self.dtype = device, dtype
+
+    def __len__(self):
+        return self.n_steps * self.batch_size
+
+    def __getitem__(self, i):
+        raise TypeError("an online stream is read in batches, not rows")
+
+    def probe(self, generator):
+        """A batch, from its own generator, to measure the starting model's loss on."""
+        n = min(max(self.batch_size, 1024), _PROBE_ROWS)
+        return self.task.sample_torch(n, generator=generator, device=self.device, dtype=self.dtype)
+
+    def batches(self, batch_size, generator):
+        for _ in range(self.n_steps):
+            yield self.task.sample_torch(
+                batch_size, generator=generator, device=self.device, dtype=self.dtype
+            )
+
+
+class BatchIterator:
+    """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset."""
+
+    def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
+        self.dataset, self.batch_size = dataset, batch_size
+        self.generator = torch.Generator(device=device).manual_seed(int(seed))
+
+    def __iter__(self):
+        return self.dataset.batches(self.batch_size, self.generator)
+
+    def __len__(self):
+        return -(-len(self.dataset) // self.batch_size)
+
+
+# -- callbacks ---------------------------------------------------------------------------
+def _silent(*args, **kwargs):
+    """A picklable sink for skorch messages we do not print."""
+
+
+def _stop(net, reason):
+    """Record why training stops, then stop it the way skorch expects (as EarlyStopping)."""
+    net.history.record(STOP_REASON, reason)
+    raise KeyboardInterrupt
+
+
+def raise_diverged(net, what):
+    raise ValueError(
+        f"Training diverged: {what}. The step size is the likely cause: lower "
+        f"learning_rate_init (it was {net.lr:.4g}) or leave it at 'auto', or rescale "
+        "X and y. The estimator was left as it was before this call (on_divergence='warn' "
+        "keeps a diverged model whose weights are finite)."
+    )
+
+
+class TrainingGuard(Callback):
+    """Stop training with a clear error as soon as a batch loss is not finite."""
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training:
+            return
+        loss = net.history[-1]["batches"][-1].get("train_loss")
+        if loss is not None and not math.isfinite(loss):
+            n_batches = len(net.history[-1]["batches"])
+            raise_diverged(
+                net,
+                f"the training loss became {loss} at epoch {len(net.history)}, batch {n_batches}",
+            )
+
+
+class EarlyStop(EarlyStopping):
+    """skorch's ``EarlyStopping`` on the training loss, recording that it fired."""
+
+    def __init__(self, patience, threshold):
+        super().__init__(
+            monitor="train_loss",
+            patience=patience,
+            threshold=threshold,
+            threshold_mode="abs",
+            sink=_silent,
+        )
+
+    def on_epoch_end(self, net, **kwargs):
+        try:
+            super().on_epoch_end(net, **kwargs)
+        except KeyboardInterrupt:
+            _stop(net, "no_improvement")
+
+
+class AdaptiveRate(Callback):
+    """``learning_rate="adaptive"``, which torch's schedulers do not express.
+
+    While the epoch loss improves by at least ``tol`` the rate stays; after
+    ``patience`` epochs without that, it is divided by 5; once it is at most
+    1e-6, training stops. It replaces early stopping. The rate of every batch
+    is recorded in the history as ``event_lr``, as skorch's ``LRScheduler`` does.
+    """
+
+    def __init__(self, patience, tol):
+        self.patience = patience
+        self.tol = tol
+
+    def initialize(self):
+        self.best_loss_ = math.inf
+        self.misses_ = 0
+        return self
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            net.history.record_batch("event_lr", net.optimizer_.param_groups[0]["lr"])
+
+    def on_epoch_end(self, net, **kwargs):
+        loss = net.history[-1].get("train_loss", math.inf)
+        if loss < self.best_loss_ - self.tol:
+            self.best_loss_, self.misses_ = loss, 0
+            return
+        self.misses_ += 1
+        if self.misses_ < self.patience:
+            return
+        groups = net.optimizer_.param_groups
+        if groups[0]["lr"] <= 1e-6:
+            _stop(net, "learning_rate_too_small")
+        for group in groups:
+            group["lr"] /= 5.0
+        self.misses_ = 0
+
+
+class InverseScaling:
+    """Factor of ``"invscaling"`` at step k: ``1 / (rows seen before it + 1) ** power_t``.
+
+    Rows are counted as scikit-learn's MLP counts them: ``rows_before`` (a
+    warm start's ``t_``), plus ``rows_per_epoch`` per completed epoch of
+    ``steps_per_epoch`` batches, plus ``batch_size`` per batch of the
+    current epoch (online training is one epoch of ``n_steps`` batches).
+    """
+
+    def __init__(self, power_t, rows_before, batch_size, steps_per_epoch, rows_per_epoch):
+        self.power_t = power_t
+        self.rows_before = rows_before
+        self.batch_size = batch_size
+        self.steps_per_epoch = steps_per_epoch
+        self.rows_per_epoch = rows_per_epoch
+
+    def __call__(self, step):
+        epoch, batch = divmod(step, self.steps_per_epoch)
+        rows = self.rows_before + epoch * self.rows_per_epoch + batch * self.batch_size
+        return 1.0 / (rows + 1) ** self.power_t
+
+
+def rate_schedule(schedule, *, power_t, n_steps, batch_size, n_rows, rows_before, patience, tol):
+    """The callback that applies ``learning_rate`` (None for ``"constant"``).
+
+    ``n_rows`` is the number of rows of one epoch (``n_steps * batch_size``
+    online); ``n_steps`` the planned optimiser steps.
+    """
+    if schedule == "cosine":
+        return LRScheduler(policy=CosineAnnealingLR, step_every="batch", T_max=n_steps)
+    if schedule == "cooldown":
+        return LRScheduler(policy=LambdaLR, step_every="batch", lr_lambda=Cooldown(n_steps))
+    if schedule == "invscaling":
+        steps_per_epoch = -(-n_rows // batch_size)
+        factor = InverseScaling(power_t, rows_before, batch_size, steps_per_epoch, n_rows)
+        return LRScheduler(policy=LambdaLR, step_every="batch", lr_lambda=factor)
+    if schedule == "adaptive":
+        return AdaptiveRate(patience, tol)
+    return None
+
+
+# -- the net -----------------------------------------------------------------------------
+def build_net(
+    module,
+    *,
+    solver,
+    learning_rate_init,
+    momentum,
+    alpha,
+    device,
+    callbacks=(),
+    max_epochs=1,
+    batch_size=1,
+    order_seed=0,
+    verbose=0,
+    step_progress=False,
+):
+    """The skorch net that trains (or, loaded from a file, holds) ``module``.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model, already on ``device``.
+    solver, learning_rate_init, momentum, alpha : str, float, float, float
+        The estimator's optimiser settings (``alpha`` is the weight decay).
+    device : torch.device
+        Training device; batches are sliced (or drawn) there.
+    callbacks : sequence of skorch callbacks, default=()
+        Added after skorch's defaults (epoch timer, loss, print log).
+    max_epochs, batch_size : int
+        Epochs and rows per step.
+    order_seed : int
+        Seed of the batch order (fixed data) or of the batch draws (online).
+    verbose : int
+        0 is silent, 1 prints the epoch table, 2 adds a progress bar.
+    step_progress : bool, default=False
+        Show the progress bar at ``verbose=1`` too (online training: one
+        epoch of many steps, whose table would come only at the end).
+
+    Returns
+    -------
+    skorch.NeuralNetRegressor
+        Not initialised.
+    """
+    if solver == "sgd":
+        optimizer, opt_kwargs = torch.optim.SGD, {"optimizer__momentum": momentum}
+    else:
+        optimizer, opt_kwargs = torch.optim.Adam, {}
+    callbacks = list(callbacks)
+    if verbose >= 2 or (verbose >= 1 and step_progress):
+        callbacks.append(ProgressBar())
+    return NeuralNetRegressor(
+        module=module,
+        criterion=SquaredError,
+        optimizer=optimizer,
+        lr=learning_rate_init,
+        optimizer__weight_decay=alpha,
+        max_epochs=max_epochs,
+        batch_size=batch_size,
+        iterator_train=BatchIterator,
+        iterator_train__seed=order_seed,
+        iterator_train__device=device,
+        train_split=None,
+        callbacks=callbacks,
+        device=device,
+        verbose=int(verbose),
+        **opt_kwargs,
+    )
+
+
+def initialize_net(net):
+    """``net.initialize()`` without skorch's note that the module instance is re-used."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*already initialized.*")
+        return net.initialize()
+
+
+# -- forward-pass safety -------------------------------------------------------------------
+def finite_forward(module, X_chunk, generator, kwargs):
+    """Forward a NumPy chunk; if the result overflows, redo it in float64.
+
+    Huge but finite tokens (or float64 values beyond the float32 range) can
+    overflow a float32 forward pass (scores, softmax, hidden layers). Normal
+    inputs take the first path only, so their results are unchanged; an
+    overflowing chunk is recomputed with a float64 copy of the module from the
+    same generator state. Returns a CPU tensor.
+    """
+    param = next(module.parameters())
+    state = generator.get_state()
+    out = module(as_tensor(X_chunk, param.dtype, param.device), generator=generator, **kwargs)
+    if not torch.isfinite(out).all() and param.dtype != torch.float64:
+        generator.set_state(state)
+        wide = copy.deepcopy(module).to(torch.float64)
+        xb = as_tensor(X_chunk, torch.float64, param.device)
+        out = wide(xb, generator=generator, **kwargs)
+    if not torch.isfinite(out).all():
+        peak = float(np.abs(X_chunk).max())
+        raise ValueError(
+            f"The prediction overflowed even in float64: X holds values up to {peak:.3g} "
+            "in absolute value. Rescale X."
+        )
+    return out.cpu()
+
+
+def check_finite_weights(net):
+    """Refuse to return a model whose weights are NaN or infinite."""
+    for name, param in net.module_.named_parameters():
+        if not torch.isfinite(param).all():
+            raise_diverged(net, f"the weights ({name}) became NaN or infinite")
+
+
+def available_device(device, owner):
+    """``device``, or the CPU (with a warning) when it is a CUDA device this machine lacks."""
+    device = torch.device(device)
+    if device.type != "cuda" or torch.cuda.is_available():
+        return device
+    warnings.warn(
+        f"{owner} was fitted on {device}, which this machine does not have; it is "
+        "loaded on the CPU and predicts on the CPU. Its prediction draws are keyed by "
+        "row, so they are those of the GPU; only float rounding differs.",
+        UserWarning,
+        stacklevel=4,
+    )
+    return torch.device("cpu")

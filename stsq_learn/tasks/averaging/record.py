@@ -1,0 +1,268 @@
+"""The record of q-sparse averaging: widths against N and q, zero-shot transfer, length."""
+
+from __future__ import annotations
+
+from sklearn.base import clone
+
+from ...experiments._common import planned_steps
+from ...experiments._record import Experiment, Work
+from ...experiments._records._format import fmt
+from ...experiments._separation import width_texts
+from ...experiments._task_parts import width_search_rows
+from .. import SparseAveragingTask, SparseTokenSelectionTask
+from ..selection.estimators import SparseTokenSelector
+from .estimators import FCNAverager, SparseTokenAverager
+from .experiment import SparseAveragingResult, sparse_averaging
+
+# The search against N (q = 2): Adam at 0.1 decayed by a cosine; 256 queries a step
+# (batch_size="auto": ceil(256 / N) rows). The FCN: the separation's, size for size.
+_ATTENTION = SparseTokenAverager(
+    solver="adam", learning_rate_init=0.1, learning_rate="cosine", batch_size="auto"
+)
+_FCN_QUICK = FCNAverager(
+    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
+)
+_FCN_LONG = FCNAverager(
+    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+)
+# Against q, transfer and length: the estimators' width-following SGD, written out.
+_SGD = SparseTokenAverager(
+    solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
+)
+_ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
+_FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+_Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+PRESETS = {
+    "tiny": dict(
+        seq_lens=(4, 8),
+        n_features=2,
+        n_selected=2,
+        transformer=_ATTENTION,
+        fcn=_FCN_QUICK,
+        widths={"transformer": (4, 8), "fcn": (4, 8)},
+        n_steps={"transformer": 20, "fcn": 20},
+        fcn_max_seq_len=8,
+        target_r2=0.5,
+        n_val=100,
+        estimator=_SGD,
+        q_values=(1, 2),
+        q_seq_len=8,
+        q_widths=(4, 8),
+        q_steps=20,
+        transfer_task=(8, 2, 2),
+        transfer_width=8,
+        transfer_steps=20,
+        length_task=(8, 2, 2),
+        length_width=8,
+        length_steps=20,
+        factors=(1, 2),
+        n_test=400,
+    ),
+    # About 50 s on one core: N to 64 (the FCN to 8), q to 3 at N = 16, small transfer.
+    "quick": dict(
+        seq_lens=(4, 8, 16, 32, 64),
+        n_features=2,
+        n_selected=2,
+        transformer=_ATTENTION,
+        fcn=_FCN_QUICK,
+        widths={
+            "transformer": (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64),
+            "fcn": (8, 32, 128, 512),
+        },
+        n_steps={"transformer": 300, "fcn": 500},
+        fcn_max_seq_len=8,
+        target_r2=0.9,
+        n_val=500,
+        estimator=_SGD,
+        q_values=(1, 2, 3),
+        q_seq_len=16,
+        q_widths=(4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256),
+        q_steps=400,  # at q = 3 (width 96) as good as the planned 1470 steps
+        transfer_task=(32, 8, 4),
+        transfer_width=64,
+        transfer_steps=300,  # 1.01x the floor, as the planned 1200 steps
+        length_task=(16, 8, 2),
+        length_width=32,
+        length_steps="auto",
+        factors=(1, 2, 4),
+        n_test=4000,
+    ),
+    # N = 4 ... 256 (the FCN to 32), q = 1, 2, 4, 8 at N = 32, the transfer at N = 64,
+    # q = 4, width 256, the length part at N = 32.
+    "full": dict(
+        seq_lens=(4, 8, 16, 32, 64, 128, 256),
+        n_features=2,
+        n_selected=2,
+        transformer=_ATTENTION,
+        fcn=_FCN_LONG,
+        widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
+        n_steps={"transformer": 1000, "fcn": 2000},
+        fcn_max_seq_len=32,
+        target_r2=0.9,
+        n_val=1000,
+        estimator=_SGD,
+        q_values=(1, 2, 4, 8),
+        q_seq_len=32,
+        q_widths=_Q_GRID,
+        q_steps="auto",
+        transfer_task=(64, 8, 4),
+        transfer_width=256,
+        transfer_steps="auto",
+        length_task=(32, 8, 2),
+        length_width=64,
+        length_steps="auto",
+        factors=(1, 2, 4),
+        n_test=8000,
+    ),
+    "gpu": dict(
+        seq_lens=(4, 8, 16, 32, 64, 128, 256, 512, 1024),
+        n_features=2,
+        n_selected=2,
+        transformer=_ATTENTION,
+        fcn=_FCN_LONG,
+        widths={"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
+        n_steps={"transformer": 2000, "fcn": 4000},
+        fcn_max_seq_len=64,
+        target_r2=0.9,
+        n_val=4000,
+        estimator=_SGD,
+        q_values=(1, 2, 4, 8, 16),
+        q_seq_len=64,
+        q_widths=(*_Q_GRID, 1536, 2048),
+        q_steps="auto",
+        transfer_task=(64, 8, 4),
+        transfer_width=1024,
+        transfer_steps="auto",
+        length_task=(64, 8, 2),
+        length_width=128,
+        length_steps="auto",
+        factors=(1, 2, 4, 8),
+        n_test=64000,
+    ),
+}
+
+# Fits a search is expected to take (as the separation's record): a few at the first
+# N, then about two.
+_FITS_FIRST, _FITS_NEXT = 3, 2
+
+
+def work(
+    seq_lens,
+    n_features,
+    n_selected,
+    *,
+    transformer,
+    fcn,
+    widths,
+    n_steps,
+    fcn_max_seq_len,
+    target_r2,
+    n_val,
+    estimator,
+    q_values,
+    q_seq_len,
+    q_widths,
+    q_steps,
+    transfer_task,
+    transfer_width,
+    transfer_steps,
+    length_task,
+    length_width,
+    length_steps,
+    factors,
+    n_test,
+    **_,
+):
+    """Expected fits of each part.
+
+    Against N: 3 fits at the first N, then 2 per N; the FCN timed at the
+    width a ``2 N^3`` law predicts (measured: 32 to 64 at N = 4, 512 to 1024
+    at N = 8), at the grid's top widths once that passes the grid, then no
+    longer searched. Against q: 2 fits per q at the width its isotropic floor
+    allows (the bisection is run, with fewer rows). Transfer and length: two
+    fits each.
+    """
+    from .experiment_parts import floor_width
+
+    out = []
+    fcn_done = False
+    for i, N in enumerate(sorted(seq_lens)):
+        task = SparseAveragingTask(N, n_features, n_selected)
+        fits = _FITS_FIRST if i == 0 else _FITS_NEXT
+        grid = sorted(widths["transformer"])
+        est = clone(transformer).set_params(width=grid[len(grid) // 3])
+        out.append(Work(f"qsa: attention N={N}", fits, n_steps["transformer"], est, task, n_val))
+        if N > fcn_max_seq_len or fcn_done:
+            continue
+        grid = sorted(widths["fcn"])
+        expected = [w for w in grid if w >= 2 * N**3][:1]
+        fcn_done = not expected
+        for w in expected * fits or grid[-_FITS_FIRST:]:
+            est = clone(fcn).set_params(width=w)
+            out.append(Work(f"qsa: fcn N={N} width={w}", 1, n_steps["fcn"], est, task, n_val))
+    grid = sorted(q_widths)
+    for q in sorted(q_values):
+        task = SparseAveragingTask(q_seq_len, n_features, q)
+        w = floor_width(q_seq_len, q, grid, target_r2, n_samples=2000) or grid[-1]
+        est = clone(estimator).set_params(width=w)
+        steps = planned_steps(est, q_steps)
+        out.append(Work(f"qsa: q={q} width={w}", _FITS_NEXT, steps, est, task, n_val))
+    N, d, q = transfer_task
+    est = clone(estimator).set_params(width=transfer_width)
+    sel = SparseTokenSelector(**est.get_params())
+    rows = -(-n_test // N)
+    sts = SparseTokenSelectionTask(N, d, q)
+    steps = planned_steps(est, transfer_steps)
+    out.append(Work("qsa: transfer, selector", 1, steps, sel, sts, n_test))
+    qsa = SparseAveragingTask(N, d, q)
+    out.append(Work("qsa: transfer, averager", 1, steps, est, qsa, 2 * rows))
+    N, d, q = length_task
+    task = SparseAveragingTask(N, d, q)
+    steps = planned_steps(clone(estimator).set_params(width=length_width), length_steps)
+    rows = -(-n_test // N) * sum(factors) // max(factors)  # all lengths as rows at the longest
+    for pe in ("stochastic", "fixed"):
+        est = clone(estimator).set_params(width=length_width, positional_encoding=pe)
+        out.append(
+            Work(f"qsa: length, {pe}", 1, steps, est, task, rows, predict_len=N * max(factors))
+        )
+    return out
+
+
+def summary_rows(rows, res):
+    """Summary rows of the qSA experiment: widths, laws, transfer, length."""
+    cfg = res.by_length.config
+    title = f"qSA widths (d={cfg['n_features']}, q={cfg['n_selected']}"
+    width_search_rows(rows, res.by_length, title=title, symbol="N")
+    by_q = res.by_q
+    qs = ", ".join(map(str, by_q["q_values"]))
+    text = " / ".join(width_texts(by_q["minimal_width"], by_q["lower_bound"]))
+    rows.append(f"| | minimal width, attention at N={by_q['seq_len']}, q = {qs} | {text} |")
+    floors = " / ".join("-" if w is None else str(w) for w in by_q["floor_width"])
+    rows.append(f"| | width the isotropic floor allows, q = {qs} | {floors} |")
+    tr = res.transfer
+    where = f"N={tr['seq_len']}, d={tr['n_features']}, q={tr['n_selected']}, m={tr['width']}"
+    rows.append(f"| qSA transfer ({where}) | isotropic floor (relative MSE) | {fmt(tr['floor'])} |")
+    for name, value in tr["relative_mse"].items():
+        ratio = tr["floor_ratio"][name]
+        times = "" if ratio is None else f" ({ratio:.2f}x the floor)"
+        rows.append(f"| | relative MSE, {name} | {fmt(value)}{times} |")
+    ln = res.length
+    lens = ", ".join(str(t) for t in ln["eval_lengths"])
+    rows.append(
+        f"| qSA length (trained at N={ln['seq_len']}, q={ln['n_selected']}, m={ln['width']}) "
+        f"| R^2 at N' = {lens} | |"
+    )
+    for pe, values in ln["r2"].items():
+        rows.append(f"| | {pe} | {' / '.join(fmt(v) for v in values)} |")
+
+
+RECORD = Experiment(
+    name="qsa",
+    function=sparse_averaging,
+    presets=PRESETS,
+    summary_rows=summary_rows,
+    work=work,
+    aliases=("averaging",),
+    result=SparseAveragingResult,
+)

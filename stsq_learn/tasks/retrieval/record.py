@@ -1,0 +1,235 @@
+"""The record of q-sparse token retrieval: error against heads, widths against T, length."""
+
+from __future__ import annotations
+
+from sklearn.base import clone
+
+from ...experiments._common import planned_steps
+from ...experiments._record import Experiment, Work
+from ...experiments._records._format import fmt
+from ...experiments._task_parts import width_search_rows
+from .. import SparseRetrievalTask
+from .estimators import FCNRetriever, SparseTokenRetriever
+from .experiment import SparseRetrievalResult, sparse_retrieval
+
+# The width search: Adam at 0.05 decayed by a cosine (the heads' count set by the
+# experiment); over a fixed number of steps the width-following SGD's scores are too
+# noisy to bracket a width (measured at T=16: 0.89 at width 16, 0.58 at 24, 300 steps).
+# The FCN: Adam, as the separation's. The heads and length parts: the estimators'
+# width-following SGD, written out.
+_SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
+_ATTENTION = SparseTokenRetriever(
+    solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
+)
+_FCN_QUICK = FCNRetriever(
+    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
+)
+_FCN_LONG = FCNRetriever(
+    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+)
+_ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
+_FCN_GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+PRESETS = {
+    "tiny": dict(
+        seq_len=6,
+        n_features=2,
+        q_values=(2,),
+        n_heads=(1, 2),
+        heads_width=8,
+        heads_steps=20,
+        seq_lens=(4, 8),
+        n_selected=2,
+        transformer=_SEARCH,
+        fcn=_FCN_QUICK,
+        widths={"transformer": (4, 8), "fcn": (8, 16)},
+        n_steps={"transformer": 20, "fcn": 20},
+        fcn_max_seq_len=8,
+        target_r2=0.5,
+        n_val=100,
+        estimator=_ATTENTION,
+        length_task=(6, 2, 2),
+        length_width=8,
+        length_steps=20,
+        factors=(1, 2),
+        n_test=200,
+    ),
+    # About 30 s on one core: q = 2, 3 and H to 3 at T=16, the search to T=32 (the FCN
+    # at T=8).
+    "quick": dict(
+        seq_len=16,
+        n_features=4,
+        q_values=(2, 3),
+        n_heads=(1, 2, 3),
+        heads_width=32,
+        heads_steps=200,
+        seq_lens=(8, 16, 32),
+        n_selected=2,
+        transformer=_SEARCH,
+        fcn=_FCN_QUICK,
+        widths={"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128, 512)},
+        n_steps={"transformer": 150, "fcn": 300},
+        fcn_max_seq_len=8,
+        target_r2=0.9,
+        n_val=500,
+        estimator=_ATTENTION,
+        length_task=(16, 4, 2),
+        length_width=32,
+        length_steps=200,
+        factors=(1, 2, 4),
+        n_test=3000,
+    ),
+    # The issue's sizes: q and H to 4 at T=16, d=4, width 64 with the planned steps; the
+    # search T = 8 ... 256 (the FCN to 32); the length part at T=16, width 64.
+    "full": dict(
+        seq_len=16,
+        n_features=4,
+        q_values=(1, 2, 3, 4),
+        n_heads=(1, 2, 3, 4, 5),
+        heads_width=64,
+        heads_steps="auto",
+        seq_lens=(8, 16, 32, 64, 128, 256),
+        n_selected=2,
+        transformer=_SEARCH,
+        fcn=_FCN_LONG,
+        widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
+        n_steps={"transformer": 600, "fcn": 2000},
+        fcn_max_seq_len=32,
+        target_r2=0.9,
+        n_val=1000,
+        estimator=_ATTENTION,
+        length_task=(16, 4, 2),
+        length_width=64,
+        length_steps="auto",
+        factors=(1, 2, 4, 8),
+        n_test=8000,
+    ),
+    "gpu": dict(
+        seq_len=32,
+        n_features=4,
+        q_values=(1, 2, 3, 4, 6),
+        n_heads=(1, 2, 3, 4, 5, 6, 7),
+        heads_width=128,
+        heads_steps="auto",
+        seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024),
+        n_selected=2,
+        transformer=_SEARCH,
+        fcn=_FCN_LONG,
+        widths={"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
+        n_steps={"transformer": 1000, "fcn": 4000},
+        fcn_max_seq_len=64,
+        target_r2=0.9,
+        n_val=4000,
+        estimator=_ATTENTION,
+        length_task=(32, 4, 2),
+        length_width=128,
+        length_steps="auto",
+        factors=(1, 2, 4, 8),
+        n_test=32000,
+    ),
+}
+
+# Fits a search is expected to take (as the separation's record): a few at the first
+# T, then about two.
+_FITS_FIRST, _FITS_NEXT = 3, 2
+
+
+def work(
+    seq_len,
+    n_features,
+    *,
+    q_values,
+    n_heads,
+    heads_width,
+    heads_steps,
+    seq_lens,
+    n_selected,
+    transformer,
+    fcn,
+    widths,
+    n_steps,
+    fcn_max_seq_len,
+    estimator,
+    length_task,
+    length_width,
+    length_steps,
+    factors,
+    n_test,
+    n_val,
+    **_,
+):
+    """Expected fits of each part.
+
+    Heads: one fit per (q, H) with H <= q + 1. Widths: 3 fits at the first
+    T, then 2 per T, for both models (the FCN up to ``fcn_max_seq_len``, at
+    its grid's middle width). Length: two fits.
+    """
+    out = []
+    for q in q_values:
+        task = SparseRetrievalTask(seq_len, n_features, q)
+        for h in n_heads:
+            if h <= q + 1:
+                est = clone(estimator).set_params(width=heads_width, n_heads=h)
+                steps = planned_steps(est, heads_steps)
+                out.append(Work(f"retrieval: q={q} H={h}", 1, steps, est, task, n_test))
+    for i, T in enumerate(sorted(seq_lens)):
+        task = SparseRetrievalTask(T, n_features, n_selected)
+        fits = _FITS_FIRST if i == 0 else _FITS_NEXT
+        for model, base, limit in (
+            ("transformer", transformer, max(seq_lens)),
+            ("fcn", fcn, fcn_max_seq_len),
+        ):
+            if T > limit:
+                continue
+            grid = sorted(widths[model])
+            est = clone(base).set_params(width=grid[len(grid) // 3])
+            if model == "transformer":
+                est.set_params(n_heads=n_selected)
+            out.append(Work(f"retrieval: {model} T={T}", fits, n_steps[model], est, task, n_val))
+    T, d, q = length_task
+    task = SparseRetrievalTask(T, d, q)
+    rows = n_test * sum(factors) // max(factors)  # all lengths as rows at the longest
+    for pe in ("stochastic", "fixed"):
+        est = clone(estimator).set_params(width=length_width, n_heads=q, positional_encoding=pe)
+        steps = planned_steps(est, length_steps)
+        out.append(
+            Work(
+                f"retrieval: length, {pe}", 1, steps, est, task, rows, predict_len=T * max(factors)
+            )
+        )
+    return out
+
+
+def summary_rows(rows, res):
+    """Summary rows of the retrieval experiment: heads, widths, laws, length."""
+    hd = res.heads
+    heads = ", ".join(map(str, hd["n_heads"]))
+    rows.append(
+        f"| Retrieval heads (T={hd['seq_len']}, d={hd['n_features']}, m={hd['width']}) "
+        f"| relative MSE at H = {heads} | |"
+    )
+    for q in hd["q_values"]:
+        errors = " / ".join("-" if e is None else fmt(e) for e in hd["relative_mse"][str(q)])
+        rows.append(f"| | q={q} | {errors} |")
+    cfg = res.by_length.config
+    title = f"Retrieval widths (d={cfg['n_features']}, q=H={cfg['n_selected']}"
+    width_search_rows(rows, res.by_length, title=title, symbol="T")
+    ln = res.length
+    lens = ", ".join(str(t) for t in ln["eval_lengths"])
+    rows.append(
+        f"| Retrieval length (trained at T={ln['seq_len']}, q=H={ln['n_selected']}, "
+        f"m={ln['width']}) | R^2 at T' = {lens} | |"
+    )
+    for pe, values in ln["r2"].items():
+        rows.append(f"| | {pe} | {' / '.join(fmt(v) for v in values)} |")
+
+
+RECORD = Experiment(
+    name="retrieval",
+    function=sparse_retrieval,
+    presets=PRESETS,
+    summary_rows=summary_rows,
+    work=work,
+    aliases=("sparse_retrieval",),
+    result=SparseRetrievalResult,
+)

@@ -1,0 +1,17 @@
+"""Single-location regression (Marion, Berthier, Biau, Boyer): its home.
+
+- :mod:`.base`
+- :mod:`.estimators`
+- :mod:`.experiment`
+- :mod:`.record`
+- :mod:`.task`
+- :mod:`.theory`
+
+The law and its generator are importable from here; the estimators, the
+experiment and the rest load with their modules (the registry,
+:mod:`stsq_learn.registry`, names them all).
+"""
+
+from .task import SingleLocationTask, make_single_location
+
+__all__ = ["SingleLocationTask", "make_single_location"]

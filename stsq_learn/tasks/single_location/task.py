@@ -1,0 +1,394 @@
+"""Single-location regression, after Marion, Berthier, Biau and Boyer (ICLR 2025).
+
+A row holds ``seq_len`` tokens in ``R^n_features``; one of them, at a
+position ``J0`` the row does not mark, is *relevant*: it is drawn from
+``N(sqrt(d / 2) k*, gamma^2 I)`` while the others are standard Gaussian. The
+target reads the relevant token along a second direction,
+``y = <x_J0, v*> + noise * N(0, 1)``, with ``k*`` and ``v*`` orthonormal.
+The position is found only by the token's content: this is the task that
+selects by content where the other tasks of the package select by position.
+Rows are ``X`` of shape ``(n_samples, seq_len, n_features)`` (tokens only, no
+marker channel) and ``y`` of shape ``(n_samples,)``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ..._validation import as_real_array, check_positive_int, finite_floats
+from ..task import Task
+
+__all__ = ["SingleLocationTask", "make_single_location"]
+
+_SHAPE = "(n_samples, seq_len, n_features)"
+_GAMMA = float(np.sqrt(0.5))  # the paper's gamma^2 = 1/2
+
+
+def _as_tokens(X, name="X"):
+    """``X`` as a 3-D non-empty array of finite floats."""
+    arr = as_real_array(X, name, f"{_SHAPE} for {name}")
+    if arr.ndim != 3:
+        raise ValueError(
+            f"{name} must be 3-D, {_SHAPE}, for single-location regression, got an array "
+            f"of shape {arr.shape}."
+        )
+    if 0 in arr.shape:
+        raise ValueError(f"{name} is empty: shape {arr.shape}; need a row, a token, a feature.")
+    return finite_floats(arr, name)
+
+
+def _check_scale(value, name, *, positive):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}.")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
+    return value
+
+
+@dataclass(frozen=True)
+class SingleLocationTask(Task):
+    """The law of single-location regression with Gaussian tokens.
+
+    The relevant position ``J0`` is uniform among the ``seq_len`` positions
+    (or fixed by ``position``); the relevant token is
+    ``x_J0 ~ N(sqrt(d / 2) k*, gamma^2 I)``, every other token ``N(0, I)``;
+    the target is ``y = <x_J0, v*> + noise * eps`` with ``eps ~ N(0, 1)``.
+    The directions ``k*`` (the key, which tells the relevant token) and
+    ``v*`` (the value read from it) are orthonormal and fixed by
+    ``random_state``: two tasks with the same fields are the same law.
+
+    Parameters
+    ----------
+    seq_len : int
+        Number of tokens L in a row.
+    n_features : int
+        Dimension d of a token, at least 2.
+    gamma : float, default=sqrt(1/2)
+        Standard deviation of the relevant token around its mean.
+    noise : float, default=0.0
+        Standard deviation of the noise on the target.
+    position : int or None, default=None
+        The relevant position, the same for every row; None draws it
+        uniformly for each row.
+    random_state : int, default=0
+        Seed of the directions ``k*`` and ``v*``.
+
+    Attributes
+    ----------
+    key_direction : ndarray of shape (n_features,)
+        ``k*``, a unit vector.
+    value_direction : ndarray of shape (n_features,)
+        ``v*``, a unit vector orthogonal to ``k*``.
+
+    Examples
+    --------
+    >>> from stsq_learn import SingleLocationTask
+    >>> task = SingleLocationTask(seq_len=10, n_features=20)
+    >>> X, y = task.sample(100, random_state=0)
+    >>> X.shape, y.shape
+    ((100, 10, 20), (100,))
+    >>> round(task.trivial_mse, 3)            # gamma^2 + noise^2
+    0.5
+    """
+
+    seq_len: int
+    n_features: int
+    gamma: float = _GAMMA
+    noise: float = 0.0
+    position: int | None = None
+    random_state: int = 0
+
+    name = "single_location"
+    fitted_keys = ()
+    targets_1d = True
+
+    def __post_init__(self):
+        if isinstance(self.seq_len, (tuple, list, np.ndarray)):
+            raise TypeError(
+                f"seq_len of single-location regression must be one int, got {self.seq_len!r}."
+            )
+        self._check_sizes()
+        if self.n_features < 2:
+            raise ValueError(
+                f"n_features must be at least 2 (k* and v* are orthonormal), got {self.n_features}."
+            )
+        object.__setattr__(self, "gamma", _check_scale(self.gamma, "gamma", positive=True))
+        object.__setattr__(self, "noise", _check_scale(self.noise, "noise", positive=False))
+        if self.position is not None:
+            if isinstance(self.position, (bool, np.bool_)) or not isinstance(
+                self.position, numbers.Integral
+            ):
+                raise TypeError(f"position must be an int or None, got {self.position!r}.")
+            if not 0 <= self.position < self.seq_len:
+                raise ValueError(
+                    f"position must be in [0, seq_len={self.seq_len}), got {self.position!r}."
+                )
+            object.__setattr__(self, "position", int(self.position))
+        if isinstance(self.random_state, (bool, np.bool_)) or not isinstance(
+            self.random_state, numbers.Integral
+        ):
+            raise TypeError(
+                f"random_state of a task must be an int (it names the law), got "
+                f"{self.random_state!r}."
+            )
+
+    # -- the law's constants ---------------------------------------------------------
+    @property
+    def directions(self):
+        """``(k*, v*)``: two orthonormal vectors of ``R^n_features`` from ``random_state``."""
+        g = np.random.RandomState(self.random_state).standard_normal((self.n_features, 2))
+        q, r = np.linalg.qr(g)
+        q = q * np.sign(np.diag(r))  # the QR's sign convention made unique
+        return q[:, 0].copy(), q[:, 1].copy()
+
+    @property
+    def key_direction(self):
+        """``k*``: the direction that tells the relevant token."""
+        return self.directions[0]
+
+    @property
+    def value_direction(self):
+        """``v*``: the direction the target reads from the relevant token."""
+        return self.directions[1]
+
+    @property
+    def mean_norm(self):
+        """``sqrt(d / 2)``: the norm of the relevant token's mean."""
+        return float(np.sqrt(self.n_features / 2))
+
+    @property
+    def trivial_mse(self) -> float:
+        """Mean squared error of the predictor 0: ``E[y^2] = gamma^2 + noise^2``."""
+        return self.gamma**2 + self.noise**2
+
+    # -- the law ---------------------------------------------------------------------
+    def _sample(self, n_samples, rng):
+        L, d = self.seq_len, self.n_features
+        k_star, v_star = self.directions
+        X = rng.standard_normal((n_samples, L, d))
+        if self.position is None:
+            j0 = rng.randint(L, size=n_samples)
+        else:
+            j0 = np.full(n_samples, self.position)
+        rows = np.arange(n_samples)
+        X[rows, j0] = self.mean_norm * k_star + self.gamma * X[rows, j0]
+        y = X[rows, j0] @ v_star + self.noise * rng.standard_normal(n_samples)
+        return X, y
+
+    # -- the contract ----------------------------------------------------------------
+    @classmethod
+    def from_data(cls, X, y):
+        """Check ``(X, y)`` of ``fit``; return the task they describe and the arrays.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features)
+            Tokens.
+        y : array-like of shape (n_samples,)
+            Targets (a column ``(n_samples, 1)`` is read as 1-D).
+
+        Returns
+        -------
+        task : SingleLocationTask
+            The law's sizes (its other fields at their defaults).
+        X, y : ndarray
+            As floating arrays.
+        """
+        X = _as_tokens(X)
+        n, L, d = X.shape
+        y_arr = as_real_array(y, "y", f"({n},) for y")
+        if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+            y_arr = y_arr[:, 0]
+        if y_arr.shape != (n,):
+            raise ValueError(
+                f"y must have shape (n_samples,) = ({n},) to match X (one number per row), "
+                f"got shape {y_arr.shape}."
+            )
+        if d < 2:
+            raise ValueError(f"X has {d} feature(s) per token; single-location needs >= 2.")
+        return cls(L, d), X, finite_floats(y_arr, "y")
+
+    def check_rows(self, X, owner="the model"):
+        """Check rows for ``predict``: 3-D, finite, of ``n_features`` features, any length.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features)
+            Tokens.
+        owner : str, default="the model"
+            What was fitted, for the messages.
+
+        Returns
+        -------
+        X : ndarray
+            As a floating array.
+        """
+        X = _as_tokens(X)
+        if X.shape[2] != self.n_features:
+            raise ValueError(
+                f"X has {X.shape[2]} token features per token, but {owner} was fitted with "
+                f"n_features={self.n_features}."
+            )
+        return X
+
+    def output_shape(self, n_samples, seq_len):
+        """``(n_samples,)``: one number per row.
+
+        Parameters
+        ----------
+        n_samples, seq_len : int
+            Rows and their length.
+
+        Returns
+        -------
+        tuple of int
+            The shape of the targets.
+        """
+        return (n_samples,)
+
+    def check_targets(self, y, X):
+        """``y`` as finite floats of shape ``(len(X),)``.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,)
+            Targets.
+        X : ndarray
+            The checked rows.
+
+        Returns
+        -------
+        y : ndarray
+            As floats.
+        """
+        y_arr = as_real_array(y, "y", f"({len(X)},) for y")
+        if y_arr.shape != (len(X),):
+            raise ValueError(f"y must have shape ({len(X)},) to match X, got {y_arr.shape}.")
+        return finite_floats(y_arr, "y")
+
+    def units(self, y, sample_weight=None):
+        """One output unit per row (the 1-D targets as a column).
+
+        Parameters
+        ----------
+        y : ndarray of shape (n_samples,)
+            Targets or predictions.
+        sample_weight : array-like of shape (n_samples,) or None
+            Row weights.
+
+        Returns
+        -------
+        units : ndarray of shape (n_samples, 1)
+            The targets as a column.
+        weights : ndarray of shape (n_samples,) or None
+            The row weights.
+        """
+        return super().units(np.reshape(y, (-1, 1)), sample_weight)
+
+    # -- the length shift -----------------------------------------------------------
+    def shift(self, X, y, seq_len, random_state=None):
+        """Lengthen rows with fresh noise tokens, keeping every target (the length shift).
+
+        The new tokens are standard Gaussian (the law of a noise token),
+        inserted at uniformly random places; the original tokens keep their
+        order, so the relevant token and the target are unchanged. A row
+        cannot be shortened: which token is relevant is not written in it.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, seq_len, n_features)
+            Rows of this task.
+        y : ndarray of shape (n_samples,)
+            Their targets.
+        seq_len : int
+            The new length, at least the rows' length.
+        random_state : int, RandomState instance or None, default=None
+            Seed of the new tokens and places.
+
+        Returns
+        -------
+        X_shifted : ndarray of shape (n_samples, seq_len, n_features)
+            The lengthened rows.
+        y : ndarray of shape (n_samples,)
+            ``y`` itself.
+        """
+        seq_len = check_positive_int(seq_len, "seq_len")
+        X = _as_tokens(X)
+        n, L, d = X.shape
+        if seq_len < L:
+            raise ValueError(
+                f"seq_len={seq_len} is shorter than the rows' length {L}: single-location "
+                "rows do not mark their relevant token, so no token can be dropped."
+            )
+        rng = check_random_state(random_state)
+        keep = np.sort(rng.random_sample((n, seq_len)).argsort(axis=1)[:, :L], axis=1)
+        out = rng.standard_normal((n, seq_len, d)).astype(X.dtype, copy=False)
+        out[np.arange(n)[:, None], keep] = X
+        return out, y
+
+
+def make_single_location(
+    n_samples=1000,
+    seq_len=10,
+    n_features=20,
+    *,
+    gamma=_GAMMA,
+    noise=0.0,
+    position=None,
+    task_seed=0,
+    random_state=None,
+):
+    """Generate a single-location regression problem.
+
+    One token of each row, at a uniformly random position, is drawn from
+    ``N(sqrt(d / 2) k*, gamma^2 I)``, the others from ``N(0, I)``; the
+    target is ``<x_J0, v*> + noise * N(0, 1)`` (after Marion, Berthier,
+    Biau and Boyer, 2025).
+
+    Parameters
+    ----------
+    n_samples : int, default=1000
+        Number of rows.
+    seq_len : int, default=10
+        Number of tokens L per row.
+    n_features : int, default=20
+        Token dimension d.
+    gamma : float, default=sqrt(1/2)
+        Standard deviation of the relevant token.
+    noise : float, default=0.0
+        Standard deviation of the target's noise.
+    position : int or None, default=None
+        A fixed relevant position, or None for a uniform one per row.
+    task_seed : int, default=0
+        Seed of the directions ``k*`` and ``v*`` (the task's ``random_state``).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the rows.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, seq_len, n_features)
+        The tokens.
+    y : ndarray of shape (n_samples,)
+        The targets.
+
+    See Also
+    --------
+    SingleLocationTask : The same law as an object, with ``k*`` and ``v*``.
+
+    Examples
+    --------
+    >>> from stsq_learn import make_single_location
+    >>> X, y = make_single_location(200, seq_len=10, n_features=20, random_state=0)
+    >>> X.shape, y.shape
+    ((200, 10, 20), (200,))
+    """
+    task = SingleLocationTask(
+        seq_len, n_features, gamma=gamma, noise=noise, position=position, random_state=task_seed
+    )
+    return task.sample(n_samples, random_state=random_state)
