@@ -36,7 +36,7 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_positive_int
+from ._validation import as_real_array, check_positive_int, finite_floats
 from .tasks import TASKS, Task, get_task, shift_averaging, shift_length
 
 __all__ = [
@@ -90,6 +90,41 @@ def _target_length(seq_len, factor, T):
     return new_len
 
 
+def _metric_values(values, name, expected, *, rows=True):
+    """``values`` as float64 after the checks of a metric's input.
+
+    Real numbers only (a boolean, complex, string or object array is a
+    ``TypeError``), finite (a NaN or infinity is a ``ValueError`` naming its
+    index), and, with ``rows``, at least one dimension and one value.
+    """
+    try:
+        arr = as_real_array(values, name, expected)
+    except TypeError:
+        if np.asarray(values).dtype.kind == "b":  # the message of X speaks of an indicator
+            raise TypeError(
+                f"{name} has boolean dtype; a metric takes real numbers. Cast it explicitly, "
+                f"e.g. {name}.astype(float), if that is intended."
+            ) from None
+        raise
+    if rows and (arr.ndim == 0 or arr.size == 0):
+        raise ValueError(
+            f"{name} must be a non-empty array of shape {expected}, got shape {arr.shape}."
+        )
+    return finite_floats(arr, name).astype(np.float64, copy=False)
+
+
+def _check_sample_weight(sample_weight, n):
+    """Row weights: a finite, non-negative float64 array of shape ``(n,)``."""
+    w = _metric_values(sample_weight, "sample_weight", f"({n},)", rows=False)
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must have shape ({n},), one weight a row; got {w.shape}.")
+    negative = np.flatnonzero(w < 0)
+    if negative.size:
+        i = int(negative[0])
+        raise ValueError(f"sample_weight must be >= 0; sample_weight[{i}] = {float(w[i])!r}.")
+    return w
+
+
 def relative_mse(y_true, y_pred, *, sample_weight=None):
     """Relative mean squared error, ``sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``.
 
@@ -115,8 +150,12 @@ def relative_mse(y_true, y_pred, *, sample_weight=None):
     Raises
     ------
     ValueError
-        If the two arrays have a different number of values, or every target
-        is zero (the ratio is undefined).
+        If an array is empty or holds a NaN or infinity, the two arrays have a
+        different number of values, ``sample_weight`` is not of shape
+        ``(n_samples,)`` or has a negative weight, or the weighted sum of
+        ``||y||^2`` is zero (the ratio is undefined).
+    TypeError
+        If an array does not hold real numbers (booleans included).
 
     See Also
     --------
@@ -128,8 +167,9 @@ def relative_mse(y_true, y_pred, *, sample_weight=None):
     >>> relative_mse([[1.0, 0.0], [0.0, 2.0]], [[0.0, 0.0], [0.0, 2.0]])
     0.2
     """
-    y_true = np.asarray(y_true, dtype=np.float64).reshape(len(y_true), -1)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
+    y_true = _metric_values(y_true, "y_true", "(n_samples, n_features) or (n_samples,)")
+    y_true = y_true.reshape(len(y_true), -1)
+    y_pred = _metric_values(y_pred, "y_pred", "of y_true's number of values", rows=False)
     if y_pred.size != y_true.size:
         raise ValueError(
             f"y_pred has {y_pred.size} values (shape {y_pred.shape}) but y_true has "
@@ -138,10 +178,18 @@ def relative_mse(y_true, y_pred, *, sample_weight=None):
     y_pred = y_pred.reshape(y_true.shape)
     err = ((y_pred - y_true) ** 2).sum(axis=1)
     norm = (y_true**2).sum(axis=1)
-    w = np.ones(len(y_true)) if sample_weight is None else np.asarray(sample_weight, float)
+    if sample_weight is None:
+        w = np.ones(len(y_true))
+    else:
+        w = _check_sample_weight(sample_weight, len(y_true))
     denom = float(w @ norm)
     if denom == 0.0:
-        raise ValueError("The relative MSE is undefined: every target in y_true is zero.")
+        if not norm.any():
+            raise ValueError("The relative MSE is undefined: every target in y_true is zero.")
+        raise ValueError(
+            "The relative MSE is undefined: sample_weight is 0 on every row whose target "
+            "is not zero."
+        )
     return float(w @ err) / denom
 
 
@@ -403,8 +451,9 @@ def _resolve_task(estimator, task, X, y):
 
 def _position_errors(y_true, y_pred):
     """``||y_pred_i - y_true_i||_2`` for every row and position: shape (n, N)."""
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
+    expected = "(n_samples, seq_len, n_features) or (n_samples, n_features)"
+    y_true = _metric_values(y_true, "y_true", expected)
+    y_pred = _metric_values(y_pred, "y_pred", "of y_true's number of values", rows=False)
     if y_true.ndim in (2, 3):  # rows of one output (n, d), or of one per position (n, N, d)
         y_true = y_true.reshape(len(y_true), -1, y_true.shape[-1])
     if y_true.ndim != 3 or y_pred.size != y_true.size:
@@ -434,7 +483,7 @@ def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
     y_pred : array-like with as many values
         Predictions.
     epsilon : float
-        Tolerance on the Euclidean error of an output, > 0.
+        Tolerance on the Euclidean error of an output, finite and > 0.
     per : {"position", "row"}, default="position"
         Count positions, or rows whose every position is within ``epsilon``.
 
@@ -442,6 +491,15 @@ def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
     -------
     accuracy : float
         In [0, 1], greater is better.
+
+    Raises
+    ------
+    TypeError
+        If ``epsilon`` is not a real number (a boolean included), ``per`` is
+        not a string, or an array does not hold real numbers.
+    ValueError
+        If ``epsilon`` is not finite and > 0, ``per`` is unknown, an array is
+        empty or holds a NaN or infinity, or the shapes do not match.
 
     See Also
     --------
@@ -455,8 +513,14 @@ def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
     0.5
     >>> scorer = make_scorer(averaging_accuracy, epsilon=0.5)  # for GridSearchCV(scoring=...)
     """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not epsilon > 0:
-        raise ValueError(f"epsilon must be a number > 0, got {epsilon!r}.")
+    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(
+            f"epsilon must be a real number, got {epsilon!r} of type {type(epsilon).__name__}."
+        )
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a number > 0 and finite, got {epsilon!r}.")
+    if not isinstance(per, str):
+        raise TypeError(f"per must be the string 'position' or 'row', got {per!r}.")
     if per not in ("position", "row"):
         raise ValueError(f"per must be 'position' or 'row', got {per!r}.")
     within = _position_errors(y_true, y_pred) <= epsilon
@@ -482,6 +546,14 @@ def worst_position_error(y_true, y_pred):
     -------
     error : float
         The mean over rows of the largest position error.
+
+    Raises
+    ------
+    TypeError
+        If an array does not hold real numbers (booleans included).
+    ValueError
+        If an array is empty or holds a NaN or infinity, or the shapes do not
+        match.
 
     Examples
     --------

@@ -22,10 +22,13 @@ from stsq_learn import (
     LengthShiftScorer,
     SparseTokenAverager,
     SparseTokenSelector,
+    averaging_accuracy,
     length_shift_scoring,
     make_sparse_averaging,
     make_sparse_token_selection,
+    relative_mse,
     shift_length,
+    worst_position_error,
 )
 from stsq_learn.tasks import SparseAveragingTask, SparseTokenSelectionTask, subset_means
 
@@ -707,3 +710,108 @@ def test_pickle_and_clone_keep_the_task(averaging, task):
     for copy in (pickle.loads(pickle.dumps(scorer)), clone(scorer)):
         assert copy.task == task and repr(copy) == repr(scorer)
         assert copy(model, Xa, ya) == scorer(model, Xa, ya) == pytest.approx(0.0, abs=1e-24)
+
+
+# -- the metrics' guards (issue 32, item 7) -----------------------------------------------
+
+_Y2 = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, -1.0]])
+_Y3 = np.arange(12.0).reshape(2, 3, 2) + 1
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "error", "match"),
+    [
+        (True, TypeError, "epsilon must be a real number, got True of type bool"),
+        (np.bool_(False), TypeError, r"epsilon must be a real number, got .*False_? of type bool"),
+        ("0.5", TypeError, "epsilon must be a real number, got '0.5' of type str"),
+        (None, TypeError, "epsilon must be a real number, got None of type NoneType"),
+        (0, ValueError, "epsilon must be a number > 0 and finite, got 0"),
+        (-0.5, ValueError, r"epsilon must be a number > 0 and finite, got -0\.5"),
+        (float("nan"), ValueError, "epsilon must be a number > 0 and finite, got nan"),
+        (float("inf"), ValueError, "epsilon must be a number > 0 and finite, got inf"),
+    ],
+)
+def test_averaging_accuracy_checks_epsilon(epsilon, error, match):
+    with pytest.raises(error, match=match):
+        averaging_accuracy(_Y3, _Y3, epsilon=epsilon)
+
+
+@pytest.mark.parametrize("epsilon", [1, 0.5, np.float32(0.5), np.int64(2)])
+def test_averaging_accuracy_takes_any_positive_real_epsilon(epsilon):
+    assert averaging_accuracy(_Y3, _Y3 + 0.1, epsilon=epsilon) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("per", "error", "match"),
+    [
+        (np.array(["row", "row"]), TypeError, "per must be the string 'position' or 'row'"),
+        (None, TypeError, "per must be the string 'position' or 'row', got None"),
+        ("rows", ValueError, "per must be 'position' or 'row', got 'rows'"),
+    ],
+)
+def test_averaging_accuracy_checks_per(per, error, match):
+    with pytest.raises(error, match=match):
+        averaging_accuracy(_Y3, _Y3, epsilon=1, per=per)
+
+
+_NAN3 = np.where(_Y3 == 5, np.nan, _Y3)
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "worst"])
+@pytest.mark.parametrize(
+    ("y_true", "y_pred", "error", "match"),
+    [
+        (_NAN3, _Y3, ValueError, r"y_true contains NaN or infinity, e.g. y_true\[0, 2, 0\] = nan"),
+        (_Y3, _NAN3, ValueError, r"y_pred contains NaN or infinity, e.g. y_pred\[0, 2, 0\]"),
+        (_Y3, np.full(_Y3.shape, np.inf), ValueError, "y_pred contains NaN or infinity"),
+        (np.zeros((0, 3, 2)), np.zeros((0, 3, 2)), ValueError, r"non-empty .* shape \(0, 3, 2\)"),
+        (np.zeros((2, 0, 2)), np.zeros((2, 0, 2)), ValueError, r"non-empty .* shape \(2, 0, 2\)"),
+        (_Y3 > 2, _Y3, TypeError, "y_true has boolean dtype; a metric takes real numbers"),
+        (_Y3, _Y3.astype(str), TypeError, "y_pred must hold real numbers, got an array of dtype"),
+        (_Y3, _Y3[:1], ValueError, "as many values"),
+    ],
+)
+def test_position_metrics_refuse_bad_arrays(metric, y_true, y_pred, error, match):
+    with pytest.raises(error, match=match):
+        if metric == "accuracy":
+            averaging_accuracy(y_true, y_pred, epsilon=1)
+        else:
+            worst_position_error(y_true, y_pred)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"sample_weight": [1, -1, 1]}, ValueError, r"must be >= 0; sample_weight\[1\] = -1\.0"),
+        ({"sample_weight": [1, np.nan, 1]}, ValueError, r"sample_weight contains NaN .*\[1\]"),
+        ({"sample_weight": [1, np.inf, 1]}, ValueError, "sample_weight contains NaN or infinity"),
+        ({"sample_weight": [1, 1]}, ValueError, r"sample_weight must have shape \(3,\).* \(2,\)"),
+        ({"sample_weight": [[1, 1, 1]]}, ValueError, r"must have shape \(3,\).* \(1, 3\)"),
+        ({"sample_weight": [True, False, True]}, TypeError, "sample_weight has boolean dtype"),
+        ({"sample_weight": ["1", "1", "1"]}, TypeError, "sample_weight must hold real numbers"),
+        ({"sample_weight": [0, 0, 0]}, ValueError, "sample_weight is 0 on every row whose"),
+        ({"y_true": 3.0}, ValueError, r"y_true must be a non-empty array .* got shape \(\)"),
+        ({"y_true": [], "y_pred": []}, ValueError, r"non-empty array .* got shape \(0,\)"),
+        ({"y_true": np.where(_Y2 == 2, np.nan, _Y2)}, ValueError, r"y_true\[1, 1\] = nan"),
+        ({"y_pred": np.full(6, np.inf)}, ValueError, r"y_pred contains NaN .* y_pred\[0\] = inf"),
+        ({"y_pred": _Y2 > 0}, TypeError, "y_pred has boolean dtype"),
+        ({"y_true": [["a", "b"]]}, TypeError, "y_true must hold real numbers"),
+        ({"y_pred": [1.0, 2.0]}, ValueError, "y_pred has 2 values"),
+        ({"y_true": np.zeros((3, 2))}, ValueError, "every target in y_true is zero"),
+    ],
+)
+def test_relative_mse_refuses_bad_input(kwargs, error, match):
+    args = {"y_true": _Y2, "y_pred": _Y2, **kwargs}
+    weight = {"sample_weight": args.pop("sample_weight")} if "sample_weight" in args else {}
+    with pytest.raises(error, match=match):
+        relative_mse(args["y_true"], args["y_pred"], **weight)
+
+
+def test_relative_mse_values_are_unchanged_by_the_checks():
+    pred = np.zeros_like(_Y2)
+    assert relative_mse(_Y2, pred) == 1.0
+    assert relative_mse(_Y2.astype(np.float32), pred.astype(np.int64)) == 1.0
+    assert relative_mse(_Y2, _Y2 * 0.5, sample_weight=[1, 0, 2]) == pytest.approx(
+        0.25 * (1 + 2 * 10) / (1 + 2 * 10)
+    )
+    assert relative_mse([1.0, 2.0], [1.0, 0.0]) == pytest.approx(4 / 5)
