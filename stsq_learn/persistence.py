@@ -38,6 +38,7 @@ from .averaging import FCNAverager, SparseTokenAverager
 from .estimators import FCNSelector, SparseTokenSelector
 from .regressors import AttentionRegressor, FCNRegressor
 from .retrieval import FCNRetriever, SparseTokenRetriever
+from .single_location import ErfAttentionRegressor, SoftmaxAttentionRegressor
 from .tasks import TASKS, Task, get_task
 
 __all__ = ["MIGRATIONS", "load_model", "save_model"]
@@ -57,6 +58,8 @@ _CLASSES = {
         FCNRetriever,
         AttentionRegressor,
         FCNRegressor,
+        ErfAttentionRegressor,
+        SoftmaxAttentionRegressor,
     )
 }
 
