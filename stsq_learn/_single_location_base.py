@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._params import AtomicSetParams
 from .tasks import SingleLocationTask
 
 
@@ -55,7 +56,7 @@ def _unit(x):
     return x / np.linalg.norm(x)
 
 
-class _SingleLocationModel(RegressorMixin, BaseEstimator):
+class _SingleLocationModel(AtomicSetParams, RegressorMixin, BaseEstimator):
     """What both estimators share: the data contract, tags, prediction, the fit's frame."""
 
     def __sklearn_tags__(self):
