@@ -28,6 +28,7 @@ from . import _progress as progress
 from . import _training as tr
 from ._docstrings import FIT_RAISES, Substitution
 from ._memory import check_fit_memory
+from ._params import AtomicSetParams
 from ._state import FittedState
 from ._validation import check_callbacks, check_float_range, check_positive_int, resolve_device
 from .encodings import KeyedDraws, StreamedDraws
@@ -38,7 +39,7 @@ _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in fl
 _SEED_MAX = np.iinfo(np.int32).max
 
 
-class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
+class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator):
     """Shared fit / fit_online / predict / fitted state of every estimator."""
 
     _parameter_constraints: dict = {

@@ -62,6 +62,27 @@ _CLASSES = {
         SoftmaxAttentionRegressor,
     )
 }
+_FIRST_VERSION = {
+    "SparseTokenSelector": 1,  # stsq-learn 0.1
+    "FCNSelector": 1,
+    "SparseTokenAverager": 3,  # 0.4
+    "FCNAverager": 3,
+    "SparseTokenRetriever": 4,  # 0.5
+    "FCNRetriever": 4,
+    "AttentionRegressor": 4,
+    "FCNRegressor": 4,
+}
+"""The first format version that could hold each class; a class not named here: the current."""
+
+
+def _first_version(name):
+    return _FIRST_VERSION.get(name, FORMAT_VERSION)
+
+
+def _saveable():
+    """The classes :func:`save_model` saves, by name, for its messages."""
+    names = list(_CLASSES)
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 # -- migrations: the metadata of format version v -> that of version v + 1 --------------
@@ -208,8 +229,9 @@ def save_model(estimator, path):
 
     Parameters
     ----------
-    estimator : SparseTokenSelector, FCNSelector, SparseTokenAverager or FCNAverager
-        A fitted estimator.
+    estimator : estimator
+        A fitted estimator of this package (any other object is refused with
+        a ``TypeError`` that names the classes saved).
     path : str or os.PathLike
         Destination file (conventionally ``*.stsq``); an existing file is
         replaced atomically. The file ends with a SHA-256 checksum of its
@@ -252,11 +274,7 @@ def save_model(estimator, path):
     if type(estimator).__name__ not in _CLASSES or not isinstance(
         estimator, _CLASSES[type(estimator).__name__]
     ):
-        raise TypeError(
-            "save_model saves a SparseTokenSelector, FCNSelector, SparseTokenAverager or "
-            "FCNAverager, got "
-            f"{type(estimator).__name__}."
-        )
+        raise TypeError(f"save_model saves a {_saveable()}; got {type(estimator).__name__}.")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}: {path!r}.")
     path = os.fspath(path)
@@ -310,8 +328,8 @@ def load_model(path, *, device=None):
 
     Returns
     -------
-    estimator : SparseTokenSelector, FCNSelector, SparseTokenAverager or FCNAverager
-        The fitted estimator, with the same hyperparameters, fitted
+    estimator : estimator
+        The fitted estimator, of the class the file names, with the same hyperparameters, fitted
         attributes and weights. On the same device type it predicts exactly
         as the saved one did.
 
@@ -377,7 +395,13 @@ def _read_json(raw, name, where):
 
 
 def _migrate(metadata, where):
-    """Check the format of ``metadata`` and bring it to :data:`FORMAT_VERSION`."""
+    """Check the format of ``metadata`` and bring it to :data:`FORMAT_VERSION`.
+
+    Everything a migration reads is checked first (the format, an integer
+    version this release reads, a class that version could hold, the two
+    sections as objects), so every failure is a ``ValueError`` naming the
+    file and what is wrong.
+    """
     if not isinstance(metadata, dict):
         raise ValueError(f"{where!r}: {_METADATA} must hold a JSON object.")
     if metadata.get("format") != FORMAT_NAME:
@@ -385,16 +409,21 @@ def _migrate(metadata, where):
             f"{where!r} is not an stsq-learn model file: format={metadata.get('format')!r}."
         )
     version = metadata.get("format_version")
-    if version != FORMAT_VERSION and version not in MIGRATIONS:
+    known = sorted({*MIGRATIONS, FORMAT_VERSION})
+    if not isinstance(version, int) or isinstance(version, bool) or version not in known:
         raise ValueError(
-            f"{where!r} has format_version={version!r}; this stsq-learn reads versions "
-            f"{sorted({*MIGRATIONS, FORMAT_VERSION})}."
+            f"{where!r} has format_version={version!r}; this stsq-learn reads versions {known}."
         )
     name = metadata.get("class")
-    if name not in _CLASSES:
+    if not isinstance(name, str) or name not in _CLASSES:
         raise ValueError(
             f"{where!r}: class {name!r} is not an stsq-learn estimator; expected one of "
             f"{sorted(_CLASSES)}."
+        )
+    if version < _first_version(name):
+        raise ValueError(
+            f"{where!r}: class {name!r} cannot be in a file of format_version={version}: it "
+            f"was first saved in format version {_first_version(name)}."
         )
     for section in ("params", "fitted"):
         if not isinstance(metadata.get(section), dict):
@@ -402,7 +431,16 @@ def _migrate(metadata, where):
                 f"{where!r}: {section!r} must be a JSON object, got {metadata.get(section)!r}."
             )
     while metadata["format_version"] != FORMAT_VERSION:
-        metadata = MIGRATIONS[metadata["format_version"]](metadata)
+        version = metadata["format_version"]
+        try:
+            metadata = MIGRATIONS[version](metadata)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # The checks above leave a migration nothing to trip on; should one still
+            # fail, it is a malformed file, not a bug to surface as a raw error.
+            raise ValueError(
+                f"{where!r}: the {name} of format_version={version} cannot be read: "
+                f"{type(exc).__name__}: {exc}."
+            ) from None
     return metadata
 
 
