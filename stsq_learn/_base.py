@@ -66,6 +66,9 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
     _task = None
     """The task (a name or a class) of an estimator made for one; None: the ``task`` parameter."""
 
+    _first_format_version = None
+    """The first model-file format version that could hold this class (None: the current)."""
+
     def _validate_params(self):
         super()._validate_params()
         # scikit-learn's Interval(Integral) lets True and False pass as 1 and 0.

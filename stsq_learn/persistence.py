@@ -25,20 +25,17 @@ owns its fitted state.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 
 from . import _archive
-from .averaging import FCNAverager, SparseTokenAverager
-from .estimators import FCNSelector, SparseTokenSelector
-from .regressors import AttentionRegressor, FCNRegressor
-from .retrieval import FCNRetriever, SparseTokenRetriever
-from .single_location import ErfAttentionRegressor, SoftmaxAttentionRegressor
 from .tasks import TASKS, Task, get_task
 
 __all__ = ["MIGRATIONS", "load_model", "save_model"]
@@ -47,36 +44,34 @@ FORMAT_NAME = "stsq-learn-model"
 FORMAT_VERSION = 4
 _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
-_CLASSES = {
-    cls.__name__: cls
-    for cls in (
-        SparseTokenSelector,
-        FCNSelector,
-        SparseTokenAverager,
-        FCNAverager,
-        SparseTokenRetriever,
-        FCNRetriever,
-        AttentionRegressor,
-        FCNRegressor,
-        ErfAttentionRegressor,
-        SoftmaxAttentionRegressor,
-    )
-}
-_FIRST_VERSION = {
-    "SparseTokenSelector": 1,  # stsq-learn 0.1
-    "FCNSelector": 1,
-    "SparseTokenAverager": 3,  # 0.4
-    "FCNAverager": 3,
-    "SparseTokenRetriever": 4,  # 0.5
-    "FCNRetriever": 4,
-    "AttentionRegressor": 4,
-    "FCNRegressor": 4,
-}
-"""The first format version that could hold each class; a class not named here: the current."""
+
+
+class _Classes(Mapping):
+    """Class name to class of every estimator a model file may hold: the registry's, live."""
+
+    def _all(self):
+        from . import registry
+
+        return {cls.__name__: cls for cls in registry.estimators()}
+
+    def __getitem__(self, name):
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
+
+
+_CLASSES = _Classes()
 
 
 def _first_version(name):
-    return _FIRST_VERSION.get(name, FORMAT_VERSION)
+    """The first format version that could hold class ``name`` (its ``_first_format_version``;
+    a class that does not say: the current one)."""
+    first = getattr(_CLASSES.get(name), "_first_format_version", None)
+    return FORMAT_VERSION if first is None else first
 
 
 def _saveable():
@@ -151,9 +146,6 @@ def _from_v2(meta):
     return meta
 
 
-_ATTENTION_CLASSES = ("SparseTokenSelector", "SparseTokenAverager")
-
-
 def _from_v3(meta):
     """Version 3, written by stsq-learn 0.4, to version 4 (0.5).
 
@@ -168,7 +160,8 @@ def _from_v3(meta):
     """
     params, fitted = meta["params"], meta["fitted"]
     params.setdefault("on_divergence", "raise")
-    if meta["class"] in _ATTENTION_CLASSES:
+    cls = _CLASSES.get(meta["class"])
+    if cls is not None and "n_heads" in inspect.signature(cls).parameters:
         params.setdefault("n_heads", 1)
         params.setdefault("length_scale", None)
     if fitted.get("n_selected", 0) is None:
