@@ -34,6 +34,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
 
 from . import _archive
 from .tasks import TASKS, Task, get_task
@@ -213,18 +215,20 @@ def _json_param(name, value):
 
 
 def save_model(estimator, path):
-    """Save a fitted estimator to one file that :func:`load_model` reads safely.
+    """Save an estimator to one file that :func:`load_model` reads safely.
 
     The file is a zip archive of JSON (class name, hyperparameters, fitted
     scalars, training history) and a torch ``state_dict`` of the weights;
     loading it never unpickles code. The optimiser state is not saved: a
-    loaded model predicts, scores and can be refitted from scratch.
+    loaded model predicts, scores and can be refitted from scratch. An
+    unfitted estimator is saved with its hyperparameters alone, and loads
+    unfitted.
 
     Parameters
     ----------
     estimator : estimator
-        A fitted estimator of this package (any other object is refused with
-        a ``TypeError`` that names the classes saved).
+        An estimator of this package, fitted or not (any other object is
+        refused with a ``TypeError`` that names the classes saved).
     path : str or os.PathLike
         Destination file (conventionally ``*.stsq``); an existing file is
         replaced atomically. The file ends with a SHA-256 checksum of its
@@ -243,8 +247,6 @@ def save_model(estimator, path):
     ValueError
         If ``path`` cannot be written (a directory, under a file or a
         missing directory, not writable), naming it, before any work.
-    sklearn.exceptions.NotFittedError
-        If ``estimator`` is not fitted.
 
     See Also
     --------
@@ -272,7 +274,12 @@ def save_model(estimator, path):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}: {path!r}.")
     path = os.fspath(path)
     _archive.check_destination(path)  # before any work
-    state = estimator.get_fitted_state()  # raises NotFittedError first
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:  # its hyperparameters alone: it loads unfitted
+        state = {"fitted": None, "history": [], "weights": {}}
+    else:
+        state = estimator.get_fitted_state()
     params = {k: _json_param(k, v) for k, v in estimator.get_params(deep=False).items()}
     from . import __version__
 
@@ -373,6 +380,8 @@ def load_model(path, *, device=None):
             f"(nothing in it was run): {str(exc).splitlines()[0]}"
         ) from None
     estimator = _estimator(metadata, where)
+    if metadata["fitted"] is None:
+        return _unfitted(estimator, history, weights, where)
     state = {"fitted": metadata["fitted"], "history": history, "weights": weights}
     try:
         return estimator.set_fitted_state(state, device=device)
@@ -419,6 +428,8 @@ def _migrate(metadata, where):
             f"was first saved in format version {_first_version(name)}."
         )
     for section in ("params", "fitted"):
+        if section == "fitted" and metadata.get(section) is None and version == FORMAT_VERSION:
+            continue  # an unfitted estimator (its hyperparameters alone)
         if not isinstance(metadata.get(section), dict):
             raise ValueError(
                 f"{where!r}: {section!r} must be a JSON object, got {metadata.get(section)!r}."
@@ -435,6 +446,20 @@ def _migrate(metadata, where):
                 f"{type(exc).__name__}: {exc}."
             ) from None
     return metadata
+
+
+def _unfitted(estimator, history, weights, where):
+    """The unfitted ``estimator`` of a file without fitted state, its hyperparameters checked."""
+    if history != [] or not (isinstance(weights, dict) and not weights):
+        raise ValueError(
+            f"{where!r}: an unfitted {type(estimator).__name__} (fitted: null) holds no history "
+            "and no weights, and this file has some."
+        )
+    try:
+        estimator._validate_params()
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{where!r}: invalid hyperparameter: {exc}") from None
+    return estimator
 
 
 def _estimator(metadata, where):

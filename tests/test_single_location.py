@@ -634,10 +634,14 @@ def test_save_and_load_give_the_same_model(saved, data, name, tmp_path):
 
 
 @pytest.mark.parametrize("cls", [ErfAttentionRegressor, SoftmaxAttentionRegressor])
-def test_an_unfitted_model_is_not_saved(cls, tmp_path):
+def test_an_unfitted_model_saves_and_loads_unfitted(cls, tmp_path):
+    save_model(cls(max_iter=7, random_state=3), tmp_path / "m.stsq")
+    loaded = load_model(tmp_path / "m.stsq")
+    assert (
+        type(loaded) is cls and loaded.get_params() == cls(max_iter=7, random_state=3).get_params()
+    )
     with pytest.raises(NotFittedError):
-        save_model(cls(), tmp_path / "m.stsq")
-    assert not (tmp_path / "m.stsq").exists()
+        loaded.predict(make_single_location(4, seq_len=6, n_features=4, random_state=0)[0])
 
 
 def test_a_tampered_model_file_or_state_is_refused(saved, tmp_path):
