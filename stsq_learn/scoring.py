@@ -16,9 +16,11 @@ ready ``scoring=`` dict that makes ``GridSearchCV`` report a
 length-generalization curve for every candidate.
 
 Every task owns its shift (:meth:`stsq_learn.Task.shift`), and the
-scorer applies the fitted estimator's: q-sparse averaging rows can only grow
-(:func:`shift_averaging` inserts fresh tokens with their own subsets,
-renumbers the original subsets and keeps their targets).
+scorer applies the task's: the fitted model's ``task_`` (found through
+searches, pipelines and other wrappers), the scorer's ``task``, or the one
+registered task whose contract accepts the data. q-sparse averaging rows can
+only grow (:func:`shift_averaging` inserts fresh tokens with their own
+subsets, renumbers the original subsets and keeps their targets).
 :func:`averaging_accuracy` and :func:`worst_position_error` are the accuracy
 notions of Sanford, Hsu and Telgarsky (2023), usable through
 ``sklearn.metrics.make_scorer``.
@@ -32,9 +34,10 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.metrics import mean_squared_error, r2_score
+from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_positive_int
-from .tasks import SparseTokenSelectionTask, shift_averaging, shift_length
+from ._validation import as_real_array, check_positive_int, finite_floats
+from .tasks import TASKS, Task, get_task, shift_averaging, shift_length
 
 __all__ = [
     "METRICS",
@@ -87,6 +90,41 @@ def _target_length(seq_len, factor, T):
     return new_len
 
 
+def _metric_values(values, name, expected, *, rows=True):
+    """``values`` as float64 after the checks of a metric's input.
+
+    Real numbers only (a boolean, complex, string or object array is a
+    ``TypeError``), finite (a NaN or infinity is a ``ValueError`` naming its
+    index), and, with ``rows``, at least one dimension and one value.
+    """
+    try:
+        arr = as_real_array(values, name, expected)
+    except TypeError:
+        if np.asarray(values).dtype.kind == "b":  # the message of X speaks of an indicator
+            raise TypeError(
+                f"{name} has boolean dtype; a metric takes real numbers. Cast it explicitly, "
+                f"e.g. {name}.astype(float), if that is intended."
+            ) from None
+        raise
+    if rows and (arr.ndim == 0 or arr.size == 0):
+        raise ValueError(
+            f"{name} must be a non-empty array of shape {expected}, got shape {arr.shape}."
+        )
+    return finite_floats(arr, name).astype(np.float64, copy=False)
+
+
+def _check_sample_weight(sample_weight, n):
+    """Row weights: a finite, non-negative float64 array of shape ``(n,)``."""
+    w = _metric_values(sample_weight, "sample_weight", f"({n},)", rows=False)
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must have shape ({n},), one weight a row; got {w.shape}.")
+    negative = np.flatnonzero(w < 0)
+    if negative.size:
+        i = int(negative[0])
+        raise ValueError(f"sample_weight must be >= 0; sample_weight[{i}] = {float(w[i])!r}.")
+    return w
+
+
 def relative_mse(y_true, y_pred, *, sample_weight=None):
     """Relative mean squared error, ``sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``.
 
@@ -112,8 +150,12 @@ def relative_mse(y_true, y_pred, *, sample_weight=None):
     Raises
     ------
     ValueError
-        If the two arrays have a different number of values, or every target
-        is zero (the ratio is undefined).
+        If an array is empty or holds a NaN or infinity, the two arrays have a
+        different number of values, ``sample_weight`` is not of shape
+        ``(n_samples,)`` or has a negative weight, or the weighted sum of
+        ``||y||^2`` is zero (the ratio is undefined).
+    TypeError
+        If an array does not hold real numbers (booleans included).
 
     See Also
     --------
@@ -125,8 +167,9 @@ def relative_mse(y_true, y_pred, *, sample_weight=None):
     >>> relative_mse([[1.0, 0.0], [0.0, 2.0]], [[0.0, 0.0], [0.0, 2.0]])
     0.2
     """
-    y_true = np.asarray(y_true, dtype=np.float64).reshape(len(y_true), -1)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
+    y_true = _metric_values(y_true, "y_true", "(n_samples, n_features) or (n_samples,)")
+    y_true = y_true.reshape(len(y_true), -1)
+    y_pred = _metric_values(y_pred, "y_pred", "of y_true's number of values", rows=False)
     if y_pred.size != y_true.size:
         raise ValueError(
             f"y_pred has {y_pred.size} values (shape {y_pred.shape}) but y_true has "
@@ -135,10 +178,18 @@ def relative_mse(y_true, y_pred, *, sample_weight=None):
     y_pred = y_pred.reshape(y_true.shape)
     err = ((y_pred - y_true) ** 2).sum(axis=1)
     norm = (y_true**2).sum(axis=1)
-    w = np.ones(len(y_true)) if sample_weight is None else np.asarray(sample_weight, float)
+    if sample_weight is None:
+        w = np.ones(len(y_true))
+    else:
+        w = _check_sample_weight(sample_weight, len(y_true))
     denom = float(w @ norm)
     if denom == 0.0:
-        raise ValueError("The relative MSE is undefined: every target in y_true is zero.")
+        if not norm.any():
+            raise ValueError("The relative MSE is undefined: every target in y_true is zero.")
+        raise ValueError(
+            "The relative MSE is undefined: sample_weight is 0 on every row whose target "
+            "is not zero."
+        )
     return float(w @ err) / denom
 
 
@@ -146,13 +197,31 @@ class LengthShiftScorer(BaseEstimator):
     """Score a fitted estimator on rows moved to another sequence length.
 
     ``scorer(estimator, X, y)`` moves every row of ``X`` to length ``T'``
-    with the length shift of the estimator's task (its ``task_``; for sparse
-    token selection, and for an estimator of another package,
-    :func:`shift_length`: inserting fresh unselected Gaussian tokens at
-    random positions, or deleting unselected tokens), leaves ``y`` as it is,
-    and returns ``metric(y, estimator.predict(X_shifted))``, greater is
-    better. It plugs straight into ``GridSearchCV(scoring=...)``,
-    ``cross_validate`` and ``check_scoring``.
+    with the length shift of the task (:meth:`~stsq_learn.Task.shift`; for
+    sparse token selection :func:`shift_length`: inserting fresh unselected
+    Gaussian tokens at random positions, or deleting unselected tokens),
+    leaves ``y`` as it is, and returns
+    ``metric(y, estimator.predict(X_shifted))``, greater is better. It plugs
+    straight into ``GridSearchCV(scoring=...)``, ``cross_validate`` and
+    ``check_scoring``.
+
+    The task is found, in this order:
+
+    1. the ``task_`` of the fitted model of this package that ``estimator``
+       is or wraps: the wrapped fitted model is looked up recursively through
+       ``best_estimator_`` (a fitted ``GridSearchCV`` or
+       ``RandomizedSearchCV``), a ``Pipeline``'s last step, ``regressor_``
+       (``TransformedTargetRegressor``) and ``estimator_``. A ``task``
+       given as well must be that task's class, else ``ValueError``;
+    2. ``task``, when given;
+    3. the data: the one task of :data:`stsq_learn.tasks.TASKS` whose
+       contract (:meth:`~stsq_learn.Task.from_data`) accepts ``(X, y)``.
+       When none does, or several do (sparse token selection with one
+       selected token is also valid retrieval data, for instance), a
+       ``ValueError`` names them and asks for ``task=``.
+
+    An estimator (or wrapper) that is not fitted raises scikit-learn's
+    ``NotFittedError`` before anything else.
 
     An estimator that cannot predict at ``T'`` (a
     :class:`~stsq_learn.FCNSelector` fitted at another length) raises its
@@ -182,13 +251,28 @@ class LengthShiftScorer(BaseEstimator):
         same shifted rows, so all candidates of a grid search are scored on
         the same shifted fold. A ``RandomState`` instance is consumed call
         after call (and copied into each worker under ``n_jobs > 1``).
+    task : str, type, Task or None, default=None
+        The task of the scored data, for an estimator that does not carry
+        one (a model of another package): a name of
+        :data:`stsq_learn.tasks.TASKS`, a :class:`~stsq_learn.Task` class or
+        object (an object stands for its class), resolved by
+        :func:`stsq_learn.tasks.get_task` at call time. None reads it from
+        the fitted model, else from the data (see above).
 
     Raises
     ------
+    sklearn.exceptions.NotFittedError
+        At call time, first: ``estimator`` is not fitted.
     ValueError
         At call time: both or neither of ``seq_len`` and ``factor``, a
-        non-positive ``factor``, an unknown ``metric``, or a ``T'`` smaller
-        than the number of selected tokens of some row.
+        non-positive ``factor``, an unknown ``metric`` or ``task`` name, a
+        ``task`` other than the fitted model's, data that no task or several
+        tasks accept (with ``task=None`` and no fitted task), data that the
+        task's contract refuses, or a ``T'`` smaller than the number of
+        selected tokens of some row.
+    TypeError
+        At call time: a ``factor`` that is not a real number, or a ``task``
+        that is not a task name, class or object.
 
     See Also
     --------
@@ -208,11 +292,12 @@ class LengthShiftScorer(BaseEstimator):
     True
     """
 
-    def __init__(self, seq_len=None, *, factor=None, metric="r2", random_state=None):
+    def __init__(self, seq_len=None, *, factor=None, metric="r2", random_state=None, task=None):
         self.seq_len = seq_len
         self.factor = factor
         self.metric = metric
         self.random_state = random_state
+        self.task = task
 
     def target_length(self, T):
         """Return the length ``T'`` this scorer moves rows of length ``T`` to.
@@ -235,9 +320,9 @@ class LengthShiftScorer(BaseEstimator):
         Parameters
         ----------
         estimator : fitted estimator
-            Any object with ``predict`` taking 3-D sequences (a
-            :class:`~stsq_learn.SparseTokenSelector`, or a ``Pipeline``
-            ending in one).
+            Any fitted object with ``predict`` taking 3-D sequences (a
+            :class:`~stsq_learn.SparseTokenSelector`, a search or
+            ``Pipeline`` around one, or a model of another package).
         X : array-like of shape (n_samples, T, n_channels)
             Validation rows of the task (for sparse token selection, the
             tokens and the selection indicator last).
@@ -255,8 +340,9 @@ class LengthShiftScorer(BaseEstimator):
         score : float
             The metric at length ``T'``, greater is better.
         """
+        _check_fitted(estimator)
         metric = _check_metric(self.metric)
-        task, X, y = _task_of(estimator).from_data(X, y)
+        task, X, y = _resolve_task(estimator, self.task, X, y)
         new_len = self.target_length(X.shape[1])
         X_shifted, y = task.shift(X, y, new_len, self.random_state)
         y, weights = task.units(y, sample_weight)
@@ -268,22 +354,106 @@ class LengthShiftScorer(BaseEstimator):
         return -relative_mse(y, y_pred, sample_weight=weights)
 
 
-def _task_of(estimator):
-    """The task class whose contract and length shift apply: the fitted estimator's.
+#: Attributes through which a fitted wrapper exposes the fitted estimator it predicts
+#: with: a search's refitted best model, a TransformedTargetRegressor's regressor, a
+#: meta-estimator's fitted estimator, and a Pipeline's last step.
+_INNER_ESTIMATORS = ("best_estimator_", "regressor_", "estimator_", "_final_estimator")
 
-    A fitted estimator of this package (or a pipeline ending in one) carries
-    its task as ``task_``; any other estimator is taken to answer sparse token
-    selection, the package's first task.
+
+def _check_fitted(estimator):
+    """Raise scikit-learn's ``NotFittedError`` for an estimator (or wrapper) not fitted.
+
+    An object without ``fit`` (a bare predictor) cannot be unfitted and is
+    not checked.
     """
-    final = getattr(estimator, "_final_estimator", estimator)  # a Pipeline's last step
-    fitted = getattr(final, "task_", None)
-    return SparseTokenSelectionTask if fitted is None else type(fitted)
+    if hasattr(estimator, "fit"):
+        check_is_fitted(estimator)
+
+
+def _fitted_task(estimator):
+    """The task a fitted model of this package carries as ``task_``, found through wrappers.
+
+    Looks at ``estimator`` itself, then, recursively, at the fitted estimator
+    each wrapper exposes (:data:`_INNER_ESTIMATORS`). Returns None when there
+    is none (an estimator of another package, or a search with
+    ``refit=False``). Only a :class:`~stsq_learn.Task` object counts as a
+    ``task_``.
+    """
+    seen = set()
+    stack = [estimator]
+    while stack:
+        est = stack.pop()
+        if est is None or isinstance(est, str) or id(est) in seen:
+            continue  # a Pipeline's "passthrough" step, or a loop
+        seen.add(id(est))
+        task = getattr(est, "task_", None)
+        if isinstance(task, Task):
+            return task
+        # Pushed in reverse so that the first attribute is searched first.
+        stack.extend(getattr(est, name, None) for name in reversed(_INNER_ESTIMATORS))
+    return None
+
+
+def _task_name(task_class):
+    return task_class.name or task_class.__name__
+
+
+def _resolve_task(estimator, task, X, y):
+    """The task whose contract and length shift apply, with ``(X, y)`` checked by it.
+
+    In order: the task the (possibly wrapped) fitted model carries as
+    ``task_``, which an explicit ``task`` must equal; else the explicit
+    ``task``; else the one registered task whose contract accepts ``(X, y)``.
+
+    Returns
+    -------
+    task : Task
+        The task at the data's sizes, as :meth:`Task.from_data` returns it.
+    X, y : ndarray
+        The checked data.
+    """
+    explicit = None if task is None else get_task(task)
+    fitted = _fitted_task(estimator)
+    if fitted is not None:
+        if explicit is not None and explicit is not type(fitted):
+            raise ValueError(
+                f"task={task!r} ({explicit.__name__}) conflicts with the task the model was "
+                f"fitted on, {type(fitted).__name__} (task_={fitted!r}); pass task=None, or "
+                f"task={_task_name(type(fitted))!r}."
+            )
+        return type(fitted).from_data(X, y)
+    if explicit is not None:
+        return explicit.from_data(X, y)
+    accepted, refusals = [], []
+    for name, task_class in TASKS.items():
+        try:
+            result = task_class.from_data(X, y)
+        except (ValueError, TypeError) as exc:
+            refusals.append(f"{name!r}: {exc}")
+        else:
+            accepted.append((name, result))
+    if len(accepted) == 1:
+        return accepted[0][1]
+    what = f"{type(estimator).__name__} carries no fitted task (no task_, nor a wrapped model's)"
+    if not accepted:
+        raise ValueError(
+            f"{what}, and no registered task accepts (X, y) under its contract ("
+            + "; ".join(refusals)
+            + "). Pass the task with task= (a name of stsq_learn.tasks.TASKS, a Task class "
+            "or object), or fix the data."
+        )
+    names = [name for name, _ in accepted]
+    raise ValueError(
+        f"{what}, and (X, y) fit the contracts of several tasks: {', '.join(map(repr, names))}. "
+        f"Pass the task with task=, e.g. task={names[0]!r}."
+    )
 
 
 def _position_errors(y_true, y_pred):
     """``||y_pred_i - y_true_i||_2`` for every row and position: shape (n, N)."""
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
+    expected = "(n_samples, seq_len, n_features) or (n_samples, n_features)"
+    y_true = _metric_values(y_true, "y_true", expected)
+    y_pred = _metric_values(y_pred, "y_pred", "of y_true's number of values", rows=False)
     if y_true.ndim in (2, 3):  # rows of one output (n, d), or of one per position (n, N, d)
         y_true = y_true.reshape(len(y_true), -1, y_true.shape[-1])
     if y_true.ndim != 3 or y_pred.size != y_true.size:
@@ -313,7 +483,7 @@ def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
     y_pred : array-like with as many values
         Predictions.
     epsilon : float
-        Tolerance on the Euclidean error of an output, > 0.
+        Tolerance on the Euclidean error of an output, finite and > 0.
     per : {"position", "row"}, default="position"
         Count positions, or rows whose every position is within ``epsilon``.
 
@@ -321,6 +491,15 @@ def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
     -------
     accuracy : float
         In [0, 1], greater is better.
+
+    Raises
+    ------
+    TypeError
+        If ``epsilon`` is not a real number (a boolean included), ``per`` is
+        not a string, or an array does not hold real numbers.
+    ValueError
+        If ``epsilon`` is not finite and > 0, ``per`` is unknown, an array is
+        empty or holds a NaN or infinity, or the shapes do not match.
 
     See Also
     --------
@@ -334,8 +513,14 @@ def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
     0.5
     >>> scorer = make_scorer(averaging_accuracy, epsilon=0.5)  # for GridSearchCV(scoring=...)
     """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not epsilon > 0:
-        raise ValueError(f"epsilon must be a number > 0, got {epsilon!r}.")
+    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(
+            f"epsilon must be a real number, got {epsilon!r} of type {type(epsilon).__name__}."
+        )
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a number > 0 and finite, got {epsilon!r}.")
+    if not isinstance(per, str):
+        raise TypeError(f"per must be the string 'position' or 'row', got {per!r}.")
     if per not in ("position", "row"):
         raise ValueError(f"per must be 'position' or 'row', got {per!r}.")
     within = _position_errors(y_true, y_pred) <= epsilon
@@ -362,6 +547,14 @@ def worst_position_error(y_true, y_pred):
     error : float
         The mean over rows of the largest position error.
 
+    Raises
+    ------
+    TypeError
+        If an array does not hold real numbers (booleans included).
+    ValueError
+        If an array is empty or holds a NaN or infinity, or the shapes do not
+        match.
+
     Examples
     --------
     >>> from stsq_learn import worst_position_error
@@ -375,7 +568,9 @@ def _factor_key(factor):
     return f"x{float(factor):g}"
 
 
-def length_shift_scoring(factors=(1, 2, 4, 8), *, seq_lens=None, metric="r2", random_state=None):
+def length_shift_scoring(
+    factors=(1, 2, 4, 8), *, seq_lens=None, metric="r2", random_state=None, task=None
+):
     """Build a ``scoring=`` dict that scores several sequence lengths at once.
 
     Passed to ``GridSearchCV``, ``RandomizedSearchCV`` or ``cross_validate``,
@@ -395,6 +590,10 @@ def length_shift_scoring(factors=(1, 2, 4, 8), *, seq_lens=None, metric="r2", ra
         The metric of every scorer.
     random_state : int, RandomState instance or None, default=None
         Seed of every scorer's shift (see :class:`LengthShiftScorer`).
+    task : str, type, Task or None, default=None
+        The task of every scorer (see :class:`LengthShiftScorer`): needed
+        only for an estimator that carries no fitted task, on data that
+        several tasks accept.
 
     Returns
     -------
@@ -404,8 +603,10 @@ def length_shift_scoring(factors=(1, 2, 4, 8), *, seq_lens=None, metric="r2", ra
     Raises
     ------
     ValueError
-        For an unknown metric, a non-positive factor or length, no lengths at
-        all, or two entries with the same name.
+        For an unknown metric or task name, a non-positive factor or length,
+        no lengths at all, or two entries with the same name.
+    TypeError
+        For a ``task`` that is not a task name, class or object.
 
     Examples
     --------
@@ -414,6 +615,8 @@ def length_shift_scoring(factors=(1, 2, 4, 8), *, seq_lens=None, metric="r2", ra
     ['r2', 'x2', 'x4']
     """
     _check_metric(metric)
+    if task is not None:
+        get_task(task)
     factors = () if factors is None else tuple(factors)
     seq_lens = () if seq_lens is None else tuple(seq_lens)
     if not factors and not seq_lens:
@@ -424,11 +627,15 @@ def length_shift_scoring(factors=(1, 2, 4, 8), *, seq_lens=None, metric="r2", ra
         key = metric if factor == 1.0 else _factor_key(factor)
         if key in scoring:
             raise ValueError(f"factors holds {factor!r} twice (key {key!r}).")
-        scoring[key] = LengthShiftScorer(factor=factor, metric=metric, random_state=random_state)
+        scoring[key] = LengthShiftScorer(
+            factor=factor, metric=metric, random_state=random_state, task=task
+        )
     for length in seq_lens:
         length = check_positive_int(length, "seq_lens[i]")
         key = f"T{length}"
         if key in scoring:
             raise ValueError(f"seq_lens holds {length!r} twice (key {key!r}).")
-        scoring[key] = LengthShiftScorer(length, metric=metric, random_state=random_state)
+        scoring[key] = LengthShiftScorer(
+            length, metric=metric, random_state=random_state, task=task
+        )
     return scoring

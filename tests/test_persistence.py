@@ -1,10 +1,12 @@
 """save_model / load_model: round trips, a fresh process, and tampered files."""
 
+import copy
 import hashlib
 import io
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,12 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from sklearn.exceptions import NotFittedError
+from sklearn.base import clone
 
 from stsq_learn import (
     FCNSelector,
+    SparseTokenRetriever,
     SparseTokenSelector,
     load_model,
+    make_sparse_retrieval,
     make_sparse_token_selection,
     save_model,
 )
@@ -388,8 +392,6 @@ def test_not_a_model_file(tmp_path):
 
 # -- devices and odd hyperparameters ---------------------------------------------
 def test_save_refuses_what_it_cannot_store(models, tmp_path):
-    with pytest.raises(NotFittedError):
-        save_model(FCNSelector(), tmp_path / "m.stsq")
     with pytest.raises(TypeError, match="got dict"):
         save_model({}, tmp_path / "m.stsq")
     with pytest.raises(TypeError, match="path must be a str"):
@@ -574,3 +576,221 @@ def test_files_written_by_0_4_predict_exactly_as_they_did(name, request):
     if not name.startswith("fcn"):
         assert_predicts_as_then(model.predict(X_long), expected[f"{name}_T9"])
     assert model.n_features_in_ == 3 and model.seq_len_ == 6 and model.n_iter_ == 3
+
+
+# -- forged or old metadata: one ValueError naming the file and what is wrong ----------------
+@pytest.fixture(scope="module")
+def retriever():
+    X, y = make_sparse_retrieval(30, 6, 2, 2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one epoch
+        return SparseTokenRetriever(width=4, n_heads=2, max_iter=1, random_state=0).fit(X, y)
+
+
+def _refused(path, match):
+    with pytest.raises(ValueError, match=match) as info:
+        load_model(path)
+    assert repr(str(path)) in str(info.value)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize(
+    "name", ["SparseTokenRetriever", "FCNRetriever", "AttentionRegressor", "FCNRegressor"]
+)
+def test_a_class_of_0_5_in_an_older_format_version_is_refused_naming_it(saved, name, version):
+    """The reported case: version 1 naming SparseTokenRetriever raised KeyError from migration."""
+
+    def forge(meta):
+        meta.update({"class": name, "format_version": version})
+
+    rewrite(saved, "metadata.json", edit_metadata(forge))
+    _refused(
+        saved,
+        rf"class '{name}' cannot be in a file of format_version={version}: it was first "
+        r"saved in format version 4\.",
+    )
+
+
+@pytest.mark.parametrize("name", ["SparseTokenAverager", "FCNAverager"])
+def test_an_averager_in_a_file_of_0_1_to_0_3_is_refused(saved, name):
+    rewrite(
+        saved, "metadata.json", edit_metadata(lambda m: m.update({"class": name}, format_version=2))
+    )
+    _refused(saved, rf"class '{name}' cannot be in a file of format_version=2: .* version 3\.")
+
+
+@pytest.mark.parametrize("version", [[1], "1", 1.0, True, None, 0, 5])
+def test_a_format_version_not_an_integer_read_is_refused(saved, version):
+    rewrite(saved, "metadata.json", edit_metadata(lambda m: m.update(format_version=version)))
+    _refused(
+        saved, rf"has format_version={re.escape(repr(version))}; .* reads versions \[1, 2, 3, 4\]"
+    )
+
+
+@pytest.mark.parametrize("name", [["SparseTokenSelector"], None, 3, {"a": 1}])
+def test_a_class_name_not_a_string_is_refused(saved, name):
+    rewrite(saved, "metadata.json", edit_metadata(lambda m: m.update({"class": name})))
+    _refused(saved, rf"class {re.escape(repr(name))} is not an stsq-learn estimator")
+
+
+def test_a_length_scale_fit_refuses_for_the_task_is_refused_at_load(retriever, tmp_path):
+    """The reported case: loaded, then failed only at predict."""
+    X = make_sparse_retrieval(5, 6, 2, 2, random_state=1)[0]
+    path = tmp_path / "r.stsq"
+    save_model(retriever, path)
+    rewrite(path, "metadata.json", edit_metadata(_put("params", "length_scale", "floor")))
+    message = _refused(
+        path, "invalid hyperparameter for its task 'retrieval': length_scale='floor'"
+    )
+    assert "use length_scale='log'" in message
+    with pytest.raises(ValueError, match="length_scale='floor'"):  # what fit says of it
+        clone(retriever).set_params(length_scale="floor").fit(
+            *make_sparse_retrieval(30, 6, 2, 2, random_state=0)
+        )
+    save_model(retriever, path)  # the valid rule loads and predicts as the model set to it
+    rewrite(path, "metadata.json", edit_metadata(_put("params", "length_scale", "log")))
+    loaded = load_model(path)
+    expected = copy.deepcopy(retriever).set_params(length_scale="log").predict(X)
+    np.testing.assert_array_equal(loaded.predict(X), expected)
+
+
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("callbacks", [1], r"invalid hyperparameter: callbacks\[0\] must be a skorch callback"),
+        ("callbacks", "x", r"invalid hyperparameter: .*'callbacks' parameter"),
+        ("device", "bogus", r"invalid hyperparameter: device='bogus' is not a device"),
+        ("device", "tpu", r"invalid hyperparameter: device='tpu' is not a device"),
+        ("device", 3, r"invalid hyperparameter: .*'device' parameter"),
+        (
+            "dtype",
+            "float64",
+            r"weight 'key_query' has dtype torch.float32, but the model's dtype is torch.float64",
+        ),
+        (
+            "width",
+            True,
+            r"'width' parameter of SparseTokenSelector must be an integer, got the boolean True",
+        ),
+    ],
+)
+def test_hyperparameters_fit_refuses_are_refused_at_load(saved, key, value, match):
+    rewrite(saved, "metadata.json", edit_metadata(_put("params", key, value)))
+    _refused(saved, match)
+
+
+def test_a_model_fitted_on_cuda_still_names_a_device_that_loads(saved, data):
+    rewrite(saved, "metadata.json", edit_metadata(_put("params", "device", "cuda:1")))
+    loaded = load_model(saved, device="cpu")  # the name is checked, not this machine's devices
+    assert loaded.device == "cuda:1" and loaded.device_ == torch.device("cpu")
+
+
+def test_one_output_per_row_where_the_task_predicts_more_is_refused(retriever, tmp_path):
+    path = tmp_path / "r.stsq"
+    save_model(retriever, path)
+    rewrite(path, "metadata.json", edit_metadata(_put("fitted", "y_1d", True)))
+    _refused(path, "fitted y_1d is true .* predicts 4 outputs per row")
+
+
+def test_one_output_per_row_loads_where_the_task_has_one(models, tmp_path):
+    path = tmp_path / "m.stsq"
+    save_model(models["spe-1d-float64"], path)
+    assert load_model(path)._y_1d is True
+
+
+def test_save_model_names_every_class_it_saves(tmp_path):
+    from stsq_learn.persistence import _CLASSES
+
+    with pytest.raises(TypeError) as info:
+        save_model(object(), tmp_path / "m.stsq")
+    message = str(info.value)
+    assert message.startswith("save_model saves a SparseTokenSelector, FCNSelector, ")
+    assert message.endswith("; got object.")
+    for name in _CLASSES:
+        assert name in message
+    assert len(_CLASSES) >= 8
+
+
+_LOAD_ALL = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, torch
+    torch.set_num_threads(1)
+    from sklearn.exceptions import NotFittedError
+    from stsq_learn import load_model
+
+    out = {}
+    for name, path, X_path, fitted in json.loads(sys.argv[1]):
+        model = load_model(path)
+        if fitted:
+            np.save(path + ".npy", model.predict(np.load(X_path)))
+            out[name] = "fitted"
+        else:
+            try:
+                model.predict(np.load(X_path))
+            except NotFittedError:
+                out[name] = json.dumps(model.get_params(deep=False), default=repr)
+    print(json.dumps(out))
+    """
+)
+
+
+def test_every_registered_estimator_round_trips_fitted_and_unfitted_in_a_fresh_process(
+    tmp_path,
+):
+    """Each estimator the registry lists: a fitted one predicts the same in another process,
+    an unfitted one loads unfitted with the same hyperparameters."""
+    import inspect
+    import json
+
+    from stsq_learn import registry
+
+    jobs, expected = [], {}
+    for reg in registry.registrations():
+        sizes = {"seq_len": 6, "n_features": 4}
+        if "n_selected" in inspect.signature(reg.make).parameters:
+            sizes["n_selected"] = 2
+        X, y = reg.make(60, random_state=0, **sizes)
+        np.save(tmp_path / f"{reg.task.name}.npy", X)
+        classes = [(cls, {}) for cls in reg.estimators]
+        classes += [(cls, {"task": reg.task.name}) for cls in registry.estimators()[-2:]]
+        for cls, extra in classes:
+            if reg.task.structure is None and "n_heads" in cls().get_params():
+                continue  # the attention core needs a query structure
+            params = {k: v for k, v in dict(width=8, max_iter=3).items() if k in cls().get_params()}
+            model = cls(**extra, **params, random_state=0)
+            name = f"{cls.__name__}-{reg.task.name}"
+            save_model(model, tmp_path / f"{name}-unfitted.stsq")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(X, y)
+            save_model(model, tmp_path / f"{name}.stsq")
+            expected[name] = model.predict(X)
+            X_path = str(tmp_path / f"{reg.task.name}.npy")
+            jobs += [
+                (name, str(tmp_path / f"{name}.stsq"), X_path, True),
+                (name + "-unfitted", str(tmp_path / f"{name}-unfitted.stsq"), X_path, False),
+            ]
+            expected[name + "-unfitted"] = cls(**extra, **params, random_state=0)
+    assert {c for c in registry.estimators()} <= {
+        type(m) for m in expected.values() if not isinstance(m, np.ndarray)
+    }
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOAD_ALL, json.dumps(jobs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, path, _, fitted in jobs:
+        if fitted:
+            assert out[name] == "fitted"
+            np.testing.assert_array_equal(np.load(path + ".npy"), expected[name])
+        else:
+            params = json.loads(out[name])
+            want = json.loads(json.dumps(expected[name].get_params(deep=False), default=repr))
+            assert params == want

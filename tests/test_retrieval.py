@@ -14,6 +14,7 @@ from stsq_learn import (
     SparseTokenRetriever,
     load_model,
     make_sparse_retrieval,
+    relative_mse,
     save_model,
 )
 from stsq_learn.tasks.retrieval.estimators import relative_mse_per_role
@@ -136,6 +137,63 @@ def test_the_per_role_error_names_where_the_heads_went():
     np.testing.assert_allclose(relative_mse_per_role(y, pred, n_selected=2), [0.0, 1.0])
     with pytest.raises(ValueError, match="n_selected=3"):
         relative_mse_per_role(y, pred, n_selected=3)
+
+
+_Y = np.arange(12.0).reshape(3, 4) + 1
+
+
+@pytest.mark.parametrize(
+    ("n_selected", "error", "match"),
+    [
+        (0, ValueError, "n_selected must be an integer >= 1, got 0"),  # was ZeroDivisionError
+        (-2, ValueError, "n_selected must be an integer >= 1, got -2"),
+        (True, TypeError, "n_selected must be an integer, got True of type bool"),
+        (np.bool_(True), TypeError, "n_selected must be an integer, got .*True_? of type bool"),
+        (2.0, TypeError, r"n_selected must be an integer, got 2\.0 of type float"),
+        (float("nan"), TypeError, "n_selected must be an integer, got nan of type float"),
+        ("2", TypeError, "n_selected must be an integer, got '2' of type str"),
+        (None, TypeError, "n_selected must be an integer, got None of type NoneType"),
+        (3, ValueError, r"n_selected=3, and y_pred as many values; got \(3, 4\)"),
+    ],
+)
+def test_the_per_role_error_checks_n_selected(n_selected, error, match):
+    with pytest.raises(error, match=match):
+        relative_mse_per_role(_Y, _Y, n_selected=n_selected)
+
+
+@pytest.mark.parametrize(
+    ("y_true", "y_pred", "error", "match"),
+    [
+        (np.where(_Y == 6, np.nan, _Y), _Y, ValueError, r"y_true contains NaN .* y_true\[1, 1\]"),
+        (_Y, np.full((3, 4), np.inf), ValueError, r"y_pred contains NaN or infinity"),
+        (np.zeros((0, 4)), np.zeros((0, 4)), ValueError, r"non-empty array .* \(0, 4\)"),
+        (_Y[0], _Y[0], ValueError, r"y_true must have shape \(n_samples, n_selected"),
+        (_Y > 3, _Y, TypeError, "y_true has boolean dtype"),
+        (_Y, _Y.astype(str), TypeError, "y_pred must hold real numbers"),
+        (_Y, _Y[:2], ValueError, r"got \(3, 4\) and \(2, 4\)"),
+        (
+            np.c_[_Y[:, :2], np.zeros((3, 2))],
+            _Y,
+            ValueError,
+            r"relative MSE of role 2 is undefined: every target of that role "
+            r"\(y_true\[:, 2:4\]\) is zero",
+        ),
+    ],
+)
+def test_the_per_role_error_refuses_bad_arrays(y_true, y_pred, error, match):
+    with pytest.raises(error, match=match):
+        relative_mse_per_role(y_true, y_pred, n_selected=2)
+
+
+@pytest.mark.parametrize("n_selected", [1, 2, 4, np.int64(2)])
+def test_the_per_role_error_of_each_role_is_its_relative_mse(n_selected):
+    rng = np.random.RandomState(0)
+    y, pred = rng.standard_normal((2, 5, 8))
+    q, d = int(n_selected), 8 // int(n_selected)
+    blocks = [
+        relative_mse(y[:, j * d : (j + 1) * d], pred[:, j * d : (j + 1) * d]) for j in range(q)
+    ]
+    np.testing.assert_allclose(relative_mse_per_role(y, pred, n_selected=n_selected), blocks)
 
 
 @pytest.mark.slow

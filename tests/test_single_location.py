@@ -1,6 +1,14 @@
 """Single-location regression: the task, the closed-form risks and the two estimators."""
 
+import copy
 import math
+import pickle
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,9 +18,12 @@ from sklearn.linear_model import LinearRegression
 
 from stsq_learn import (
     ErfAttentionRegressor,
+    FCNRegressor,
     SingleLocationTask,
     SoftmaxAttentionRegressor,
+    load_model,
     make_single_location,
+    save_model,
 )
 from stsq_learn.tasks import TASKS, get_task
 from stsq_learn.tasks.single_location.theory import (
@@ -28,6 +39,9 @@ from stsq_learn.tasks.single_location.theory import (
     oracle_risk,
 )
 
+# Runs of a few steps end worse than predicting 0, and say so; that is not under test here.
+pytestmark = pytest.mark.filterwarnings("ignore:.*worse than no model:UserWarning")
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
@@ -39,6 +53,25 @@ def _one_thread():
 
 def _unit(x):
     return x / np.linalg.norm(x)
+
+
+def _fitted(model):
+    """A deep copy of everything a model holds (hyperparameters and fitted state)."""
+    return copy.deepcopy(vars(model))
+
+
+def _assert_same_fit(model, before):
+    """The model holds exactly what it held (every fitted array bit for bit)."""
+    now = vars(model)
+    fitted = [k for k in before if k.endswith("_")]
+    assert fitted and sorted(k for k in now if k.endswith("_")) == sorted(fitted)
+    for key in fitted:
+        a, b = before[key], now[key]
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert a == b, key
 
 
 # -- the task -------------------------------------------------------------------------
@@ -81,11 +114,37 @@ def test_fixed_position_and_make():
         (dict(seq_len=4, n_features=3, position=4), ValueError, r"position must be in \[0, "),
         (dict(seq_len=4, n_features=3, position=1.0), TypeError, "position must be an int"),
         (dict(seq_len=4, n_features=3, random_state=None), TypeError, "random_state"),
+        (dict(seq_len=4, n_features=3, random_state=True), TypeError, "random_state"),
+        (
+            dict(seq_len=6, n_features=4, random_state=-1),
+            ValueError,
+            r"random_state of a task must be an int in \[0, 2\*\*32 - 1\] .*got -1\.",
+        ),
+        (
+            dict(seq_len=6, n_features=4, random_state=2**32),
+            ValueError,
+            r"random_state of a task must be an int in \[0, 2\*\*32 - 1\] .*got 4294967296\.",
+        ),
     ],
 )
 def test_task_refuses_bad_sizes(kwargs, error, match):
     with pytest.raises(error, match=match):
         SingleLocationTask(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(task_seed=-1), ValueError, r"task_seed must be an int in \[0, 2\*\*32 - 1\]"),
+        (dict(task_seed=2**32), ValueError, r"task_seed must be an int in .*got 4294967296"),
+        (dict(task_seed=1.5), TypeError, "task_seed must be an int"),
+        (dict(random_state=-1), ValueError, "'random_state' parameter of make_single_location"),
+        (dict(random_state="a"), ValueError, "'random_state' parameter of make_single_location"),
+    ],
+)
+def test_make_single_location_names_a_bad_seed(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make_single_location(10, 4, 3, **kwargs)
 
 
 def test_data_contract_errors():
@@ -96,6 +155,10 @@ def test_data_contract_errors():
         SingleLocationTask.from_data(X[:, 0], y)
     with pytest.raises(ValueError, match=r"y must have shape \(n_samples,\) = \(20,\)"):
         SingleLocationTask.from_data(X, y[:5])
+    np.testing.assert_array_equal(SingleLocationTask.from_data(X, y[:, None])[2], y)
+    np.testing.assert_array_equal(task.check_targets(y[:, None], X), y)
+    with pytest.raises(ValueError, match=r"= \(20,\) .* got shape \(20, 2\)\."):
+        task.check_targets(np.c_[y, y], X)
     bad = X.copy()
     bad[3, 1, 2] = np.nan
     with pytest.raises(ValueError, match=r"X\[3, 1, 2\]"):
@@ -310,22 +373,34 @@ def test_softmax_attention_learns_the_task():
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
-        (dict(solver="adam"), ValueError, "solver must be one of 'pgd', 'sgd', got 'adam'"),
-        (dict(lambda_init=0), ValueError, "lambda_init must be a finite number > 0, got 0"),
-        (dict(lambda_schedule="cosine"), ValueError, "lambda_schedule"),
-        (dict(init="zeros"), ValueError, "init must be one of"),
-        (dict(max_iter=0), ValueError, "max_iter must be an integer >= 1, got 0"),
-        (dict(batch_size=2.5), TypeError, "batch_size must be an integer"),
-        (dict(learning_rate_init="big"), TypeError, "learning_rate_init must be a real"),
+        (dict(solver="adam"), ValueError, "'solver' parameter of ErfAttentionRegressor must be"),
+        (dict(lambda_init=0), ValueError, r"'lambda_init' .* range \(0\.0, inf\)\. Got 0 "),
+        (dict(lambda_init=np.inf), ValueError, r"'lambda_init' .* range \(0\.0, inf\)\. Got inf "),
+        (dict(lambda_decay=-1.0), ValueError, r"'lambda_decay' .* range \[0\.0, inf\)"),
+        (dict(lambda_schedule="cosine"), ValueError, "'lambda_schedule' parameter"),
+        (dict(init="zeros"), ValueError, "'init' parameter"),
+        (dict(max_iter=0), ValueError, "'max_iter' parameter .* Got 0 instead"),
+        (dict(max_iter=True), TypeError, "'max_iter' parameter .* integer, got the boolean"),
+        (dict(batch_size=2.5), TypeError, "'batch_size' parameter"),
+        (dict(learning_rate_init="big"), TypeError, "'learning_rate_init' parameter"),
+        (dict(learning_rate_init=True), TypeError, "real number, got the boolean True"),
+        (dict(on_divergence="ignore"), ValueError, "'on_divergence' parameter"),
+        (dict(verbose="loud"), ValueError, "'verbose' parameter of ErfAttentionRegressor"),
+        (dict(verbose=-1), ValueError, "'verbose' parameter of ErfAttentionRegressor"),
+        (dict(random_state=-1), ValueError, "'random_state' parameter of ErfAttentionRegressor"),
+        (dict(random_state="a"), ValueError, "'random_state' parameter .* Got 'a' instead"),
     ],
 )
 def test_bad_hyperparameters_fail_before_any_work_and_keep_the_fit(params, error, match):
     X, y = make_single_location(50, 4, 6, random_state=0)
     model = ErfAttentionRegressor(max_iter=5, random_state=0).fit(X, y)
-    k = model.k_.copy()
+    before = _fitted(model)
     with pytest.raises(error, match=match):
         model.set_params(**params).fit(X, y)
-    np.testing.assert_array_equal(model.k_, k)
+    _assert_same_fit(model, before)
+    with pytest.raises(error, match=match):
+        model.fit_online(SingleLocationTask(4, 6))
+    _assert_same_fit(model, before)
 
 
 def test_unfitted_and_wrong_inputs():
@@ -333,13 +408,312 @@ def test_unfitted_and_wrong_inputs():
     for model in (ErfAttentionRegressor(max_iter=2), SoftmaxAttentionRegressor(max_iter=2)):
         with pytest.raises(NotFittedError):
             model.predict(X)
-        with pytest.raises(TypeError, match="task must be a SingleLocationTask"):
+        with pytest.raises(TypeError, match="task must be a SingleLocationTask, got str"):
             model.fit_online("single_location")
         model.fit(X, y)
         with pytest.raises(ValueError, match="5 token features per token"):
             model.predict(X[..., :5])
         assert model.predict(SingleLocationTask(4, 6).shift(X, y, 8, random_state=0)[0]).shape == (
             50,
+        )
+
+
+# -- the shared engine's guarantees (issues 31 and 32) ------------------------------------
+@pytest.fixture(scope="module")
+def data():
+    return make_single_location(200, seq_len=6, n_features=4, random_state=0)
+
+
+_DIVERGING = [
+    dict(solver="sgd", learning_rate_init=1e3, max_iter=5),  # the reported case: full batches
+    dict(solver="adam", learning_rate_init=1e3, max_iter=5),
+    dict(solver="sgd", learning_rate_init=1e3, max_iter=5, batch_size=50),  # minibatches
+]
+
+
+@pytest.mark.parametrize("params", _DIVERGING)
+def test_divergence_is_refused_naming_the_step_size(data, params):
+    X, y = data
+    model = SoftmaxAttentionRegressor(random_state=0, **params)
+    with pytest.raises(ValueError, match="Training diverged: the final training loss is") as info:
+        model.fit(X, y)
+    assert "times that of the model it started from" in str(info.value)
+    assert "lower learning_rate_init (it was 1000)" in str(info.value)
+    assert not hasattr(model, "loss_curve_")
+
+
+def test_a_loss_that_overflows_is_refused_naming_the_step_size(data):
+    X, y = data
+    model = SoftmaxAttentionRegressor(solver="sgd", learning_rate_init=1e3, max_iter=100)
+    with pytest.raises(
+        ValueError, match=r"Training diverged: the training loss became inf at step \d+\. "
+    ):
+        model.set_params(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="lower learning_rate_init \\(it was 1000\\)"):
+        model.set_params(on_divergence="warn").fit(X, y)  # not finite: never kept
+    with pytest.raises(ValueError, match="Training diverged"):
+        model.set_params(max_iter=10, on_divergence="raise").fit_online(SingleLocationTask(6, 4))
+
+
+def test_on_divergence_warn_keeps_the_diverged_model(data):
+    X, y = data
+    model = SoftmaxAttentionRegressor(
+        solver="sgd", learning_rate_init=1e3, max_iter=5, random_state=0, on_divergence="warn"
+    )
+    with pytest.warns(UserWarning, match="training diverged: .* on_divergence='warn' asks"):
+        model.fit(X, y)
+    assert model.loss_curve_[-1] > 1e20 * model.loss_curve_[0]
+    assert np.isfinite(model.predict(X)).all()
+
+
+@pytest.mark.parametrize("method", ["fit", "fit_online"])
+def test_a_failed_call_leaves_the_fitted_model_exactly_as_it_was(data, method):
+    X, y = data
+    for model in (
+        SoftmaxAttentionRegressor(learning_rate_init=0.05, max_iter=20, random_state=0),
+        ErfAttentionRegressor(max_iter=20, random_state=0),
+    ):
+        model.fit_online(SingleLocationTask(6, 4)) if method == "fit_online" else model.fit(X, y)
+        before = _fitted(model)
+        failing = [
+            lambda m: m.fit(X * 1e200, y),  # the data overflow
+            lambda m: m.fit_online(SingleLocationTask(6, 4), n_steps=10**11),  # memory
+            lambda m: m.fit(X, np.c_[y, y]),  # the contract
+        ]
+        if isinstance(model, SoftmaxAttentionRegressor):  # the step size
+            failing.append(lambda m: m.set_params(solver="sgd", learning_rate_init=1e3).fit(X, y))
+        for fail in failing:
+            with pytest.raises(ValueError):
+                fail(model)
+            _assert_same_fit(model, before)
+
+
+@pytest.mark.parametrize("cls", [ErfAttentionRegressor, SoftmaxAttentionRegressor])
+@pytest.mark.parametrize("solver", ["first", "sgd"])
+def test_huge_data_get_a_message_about_the_data_not_the_step(data, cls, solver):
+    X, y = data
+    solver = {"first": "pgd" if cls is ErfAttentionRegressor else "adam"}.get(solver, solver)
+    model = cls(solver=solver, max_iter=5, batch_size=50, random_state=0)
+    with pytest.raises(ValueError, match=r"y holds values up to 2\.38e\+200 .* overflow float64"):
+        model.fit(X * 1e200, y * 1e200)
+    with pytest.raises(
+        ValueError, match="before any training step, so the step size is not"
+    ) as info:
+        model.fit(X * 1e200, y)
+    assert "X holds values up to 3.8e+200 and y up to 2.38" in str(info.value)
+    assert "learning_rate_init" not in str(info.value)
+    with pytest.raises(ValueError, match=r"step size is not the cause: .* SingleLocationTask"):
+        model.fit_online(SingleLocationTask(6, 4, gamma=1e200), n_steps=3)
+
+
+@pytest.mark.parametrize("cls", [ErfAttentionRegressor, SoftmaxAttentionRegressor])
+def test_runs_too_large_for_the_memory_are_refused_before_any_allocation(data, cls):
+    X, y = data
+    with pytest.raises(
+        ValueError, match=r"with max_iter=100000000000, .* would need about [\d.e+]+ GiB"
+    ):
+        cls(max_iter=10**11).fit(X, y)
+    with pytest.raises(ValueError, match=r"with n_steps=2, batch_size=1000000000, seq_len=6, n_"):
+        cls(solver="sgd", batch_size=10**9).fit_online(SingleLocationTask(6, 4), n_steps=2)
+    with pytest.raises(ValueError, match=r"with n_steps=100000000000, .*more than the"):
+        cls().fit_online(SingleLocationTask(6, 4), n_steps=10**11)
+
+
+def test_verbose_shows_a_progress_bar(data, capsys):
+    X, y = data
+    ErfAttentionRegressor(max_iter=20, random_state=0, verbose=1).fit(X, y)
+    SoftmaxAttentionRegressor(max_iter=20, random_state=0, verbose=1).fit_online(
+        SingleLocationTask(6, 4)
+    )
+    err = capsys.readouterr().err
+    assert "ErfAttentionRegressor.fit: 100%" in err and "20/20" in err and "loss=" in err
+    assert "SoftmaxAttentionRegressor.fit_online: 100%" in err
+    ErfAttentionRegressor(max_iter=20, random_state=0).fit(X, y)
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("cls", [ErfAttentionRegressor, SoftmaxAttentionRegressor])
+def test_fit_online_auto_steps_are_max_iter_and_none_is_deprecated(cls):
+    task = SingleLocationTask(6, 4)
+    auto = cls(max_iter=7, random_state=0).fit_online(task)
+    assert auto.n_iter_ == 7 and len(auto.loss_curve_) == 7
+    explicit = cls(max_iter=7, random_state=0).fit_online(task, n_steps="auto")
+    with pytest.warns(FutureWarning, match=r"fit_online\(n_steps=None\) is deprecated"):
+        old = cls(max_iter=7, random_state=0).fit_online(task, n_steps=None)
+    for other in (explicit, old):
+        np.testing.assert_array_equal(other.loss_curve_, auto.loss_curve_)
+        np.testing.assert_array_equal(other.v_, auto.v_)
+    with pytest.raises(TypeError, match="n_steps must be an integer, got 'many'"):
+        cls().fit_online(task, n_steps="many")
+    with pytest.raises(ValueError, match="n_steps must be an integer >= 1, got 0"):
+        cls().fit_online(task, n_steps=0)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        ErfAttentionRegressor(max_iter=3, random_state=0),
+        SoftmaxAttentionRegressor(max_iter=3, random_state=0),
+        FCNRegressor("single_location", width=8, max_iter=2, random_state=0),
+    ],
+    ids=["erf", "softmax", "fcn"],
+)
+def test_y_is_one_number_per_row_in_fit_and_score_alike(data, model):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a few steps: worse than no model
+        column = copy.deepcopy(model).fit(X, y[:, None])
+        model.fit(X, y)
+    np.testing.assert_array_equal(column.predict(X), model.predict(X))
+    assert column.predict(X).shape == model.predict(X).shape == (200,)
+    assert model.score(X, y[:, None]) == model.score(X, y)
+    for bad in (np.c_[y, y], y[:50], y[None, :]):
+        match = r"y must have shape \(n_samples,\) = \(200,\) .*got shape " + re.escape(
+            f"{bad.shape}."
+        )
+        with pytest.raises(ValueError, match=match):
+            model.score(X, bad)
+        with pytest.raises(ValueError, match="y must have shape"):
+            copy.deepcopy(model).fit(X, bad)
+
+
+@pytest.mark.parametrize("cls", [ErfAttentionRegressor, SoftmaxAttentionRegressor])
+def test_inputs_are_never_written(data, cls):
+    X, y = data
+    X, y = X.copy(), y.copy()
+    X.setflags(write=False)
+    y.setflags(write=False)
+    X0, y0 = X.copy(), y.copy()
+    model = cls(solver="sgd", max_iter=5, batch_size=50, random_state=0).fit(X, y)
+    model.predict(X), model.score(X, y)
+    model.set_params(solver=cls().solver).fit(X, y)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+
+
+# -- save and load -----------------------------------------------------------------------
+_SAVED = {
+    "erf-fit": lambda X, y, task: ErfAttentionRegressor(max_iter=5, random_state=0).fit(X, y),
+    "erf-sgd-fit": lambda X, y, task: ErfAttentionRegressor(
+        solver="sgd", max_iter=5, batch_size=50, random_state=0
+    ).fit(X, y),
+    "erf-online": lambda X, y, task: ErfAttentionRegressor(
+        init="manifold", lambda_schedule="constant", max_iter=5, random_state=0
+    ).fit_online(task),
+    "softmax-fit": lambda X, y, task: SoftmaxAttentionRegressor(max_iter=5, random_state=0).fit(
+        X, y
+    ),
+    "softmax-online": lambda X, y, task: SoftmaxAttentionRegressor(
+        solver="sgd", learning_rate_init=0.05, max_iter=5, batch_size=20, random_state=0
+    ).fit_online(task),
+}
+
+
+@pytest.fixture(scope="module")
+def saved(data):
+    X, y = data
+    task = SingleLocationTask(6, 4, noise=0.1, position=2, random_state=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # five steps: worse than no model
+        return {name: make(X, y, task) for name, make in _SAVED.items()}
+
+
+@pytest.mark.parametrize("name", list(_SAVED))
+def test_save_and_load_give_the_same_model(saved, data, name, tmp_path):
+    model = saved[name]
+    save_model(model, tmp_path / "m.stsq")
+    loaded = load_model(tmp_path / "m.stsq")
+    assert type(loaded) is type(model) and loaded.get_params() == model.get_params()
+    assert loaded.task_ == model.task_
+    _assert_same_fit(loaded, _fitted(model))
+    X = data[0]
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    long = model.task_.shift(X, data[1], 9, random_state=0)[0]
+    np.testing.assert_array_equal(loaded.predict(long), model.predict(long))
+    assert loaded.score(X, data[1]) == model.score(X, data[1])
+
+
+@pytest.mark.parametrize("cls", [ErfAttentionRegressor, SoftmaxAttentionRegressor])
+def test_an_unfitted_model_saves_and_loads_unfitted(cls, tmp_path):
+    save_model(cls(max_iter=7, random_state=3), tmp_path / "m.stsq")
+    loaded = load_model(tmp_path / "m.stsq")
+    assert (
+        type(loaded) is cls and loaded.get_params() == cls(max_iter=7, random_state=3).get_params()
+    )
+    with pytest.raises(NotFittedError):
+        loaded.predict(make_single_location(4, seq_len=6, n_features=4, random_state=0)[0])
+
+
+def test_a_tampered_model_file_or_state_is_refused(saved, tmp_path):
+    model = saved["erf-online"]
+    path = tmp_path / "m.stsq"
+    save_model(model, path)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (tmp_path / "bad.stsq").write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=r"bad\.stsq"):
+        load_model(tmp_path / "bad.stsq")
+    state = model.get_fitted_state()
+    fresh = ErfAttentionRegressor(**model.get_params())
+    cases = [
+        (
+            {**state, "weights": {"k_": state["weights"]["k_"][:3], "v_": state["weights"]["v_"]}},
+            r"weight 'k_' has shape \(3,\), but the model of n_features_in_=4 needs \(4,\)",
+        ),
+        ({**state, "weights": {"k_": state["weights"]["k_"]}}, r"missing \['v_'\]"),
+        ({**state, "fitted": {**state["fitted"], "n_iter_": 0}}, "n_iter_ must be an integer >= 1"),
+        ({**state, "fitted": {**state["fitted"], "loss_curve_": [1.0]}}, "n_iter_=5 finite"),
+        ({**state, "fitted": {**state["fitted"], "alignment_curve_": [[1, 2]]}}, "6 pairs"),
+        ({**state, "fitted": {**state["fitted"], "lambda_": -1.0}}, "lambda_ must be a number > 0"),
+        ({**state, "fitted": {**state["fitted"], "task": {"gamma": -1.0}}}, "its task is invalid"),
+    ]
+    for bad, match in cases:
+        with pytest.raises(ValueError, match=match):
+            fresh.set_fitted_state(bad)
+        assert not hasattr(fresh, "k_")
+    with pytest.raises(ValueError, match="invalid hyperparameter"):
+        ErfAttentionRegressor(max_iter=0).set_fitted_state(state)
+
+
+_FRESH = textwrap.dedent(
+    """
+    import sys
+    import numpy as np, torch
+    torch.set_num_threads(1)
+    from stsq_learn import load_model
+    X = np.load(sys.argv[1])
+    for path in sys.argv[2:]:
+        np.save(path + ".npy", load_model(path).predict(X))
+    """
+)
+
+
+@pytest.mark.slow
+def test_saved_models_predict_the_same_in_a_fresh_process(saved, data, tmp_path):
+    X = data[0]
+    np.save(tmp_path / "X.npy", X)
+    paths = []
+    for name, model in saved.items():
+        paths.append(str(tmp_path / f"{name}.stsq"))
+        save_model(model, paths[-1])
+    root = Path(__file__).resolve().parents[1]
+    env = {"PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _FRESH, str(tmp_path / "X.npy"), *paths],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name, path in zip(saved, paths, strict=True):
+        np.testing.assert_array_equal(np.load(path + ".npy"), saved[name].predict(X))
+
+
+def test_models_pickle_and_predict_the_same(saved, data):
+    for model in saved.values():
+        np.testing.assert_array_equal(
+            pickle.loads(pickle.dumps(model)).predict(data[0]), model.predict(data[0])
         )
 
 

@@ -164,3 +164,32 @@ def test_builtin_tasks_pass_their_own_checks():
         SingleLocationTask(6, 4),
     ):
         check_task(task)
+
+
+def test_floor_scale_derived_for_a_user_task_that_sums_encodings():
+    """A task with the Selection structure gets length_scale='floor' without any flag."""
+    model = AttentionRegressor(MeanTask, width=16, length_scale="floor", random_state=0)
+    model.fit_online(MeanTask(6, 4), n_steps=30)
+    X_long, _ = MeanTask(12, 4).sample(50, random_state=1)
+    floor = model.predict(X_long)
+    plain = model.set_params(length_scale=None).predict(X_long)
+    assert floor.shape == plain.shape == (50, 4)
+    assert not np.allclose(floor, plain)  # the scale acts at another length
+
+
+def test_floor_flag_without_query_sizes_is_refused_by_name():
+    from stsq_learn.queries import Slots
+
+    def slot_queries(self, X):
+        import torch
+
+        return Slots(X, self.n_features, torch.zeros(len(X), 1, dtype=torch.long))
+
+    cls = _variant("FlaggedSlots", structure=Slots, queries=slot_queries)
+    cls.isotropic_floor_applies = True
+    model = AttentionRegressor(cls, width=8, length_scale="floor", random_state=0)
+    with pytest.raises(ValueError, match=r"FlaggedSlots.isotropic_floor_applies is True, but"):
+        model.fit_online(cls(6, 4), n_steps=2)
+    unflagged = _variant("PlainSlots", structure=Slots, queries=slot_queries)
+    with pytest.raises(ValueError, match=r"queries of the task 'test-PlainSlots' are not sums"):
+        AttentionRegressor(unflagged, width=8, length_scale="floor").fit_online(unflagged(6, 4), 2)

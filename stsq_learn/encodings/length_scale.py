@@ -132,11 +132,26 @@ class FloorScale:
         task : Task
             The estimator's task.
         """
-        if not task.isotropic_floor_applies:
+        from .tasks._reading import ModelReading
+
+        cls = type(task)
+        sizes = (
+            cls.query_sizes is not ModelReading.query_sizes
+            or getattr(cls.structure, "query_sizes", None) is not None
+        )
+        applies = sizes if task.isotropic_floor_applies is None else task.isotropic_floor_applies
+        if not applies:
             raise ValueError(
                 f"length_scale='floor' takes the isotropic floor's best gamma for each row's "
                 f"number of summed encodings, and the queries of the task {task.name!r} are "
                 "not sums of encodings; use length_scale='log'."
+            )
+        if not sizes:
+            raise ValueError(
+                f"{cls.__name__}.isotropic_floor_applies is True, but the task gives no "
+                "query_sizes (each row's number of summed encodings), which length_scale="
+                f"'floor' needs: define {cls.__name__}.query_sizes or use a query structure "
+                "that sums encodings (Selection)."
             )
 
     def factors(self, seq_len, reference, query_sizes, width, n_draws):

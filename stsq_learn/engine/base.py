@@ -32,13 +32,14 @@ from ..tasks.checks import check_task, check_task_class
 from . import progress
 from . import training as tr
 from .memory import check_fit_memory
+from .params import AtomicSetParams
 from .state import FittedState
 
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
 _SEED_MAX = np.iinfo(np.int32).max
 
 
-class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
+class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator):
     """Shared fit / fit_online / predict / fitted state of every estimator."""
 
     _parameter_constraints: dict = {
@@ -64,6 +65,9 @@ class _BaseEstimator(FittedState, RegressorMixin, BaseEstimator):
 
     _task = None
     """The task (a name or a class) of an estimator made for one; None: the ``task`` parameter."""
+
+    _first_format_version = None
+    """The first model-file format version that could hold this class (None: the current)."""
 
     def _validate_params(self):
         super()._validate_params()

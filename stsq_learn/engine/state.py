@@ -15,7 +15,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 from skorch.history import History
 
-from .._validation import resolve_device
+from .._validation import check_callbacks, resolve_device
 from . import training as tr
 from .training import available_device
 
@@ -85,11 +85,12 @@ def check_state(state, task_keys=()):
         raise ValueError("the history must be a list of per-epoch records (dicts).")
 
 
-def check_weights(weights, expected, described_by):
+def check_weights(weights, expected, described_by, dtype=None):
     """Raise ``ValueError`` unless ``weights`` has exactly the tensors of ``expected``.
 
     ``expected`` is a ``state_dict`` (its tensors may be on the meta device);
-    ``described_by`` names what fixed those shapes, for the message.
+    ``described_by`` names what fixed those shapes, for the message; ``dtype``,
+    when given, is the floating dtype every tensor must have (the model's).
     """
     if not isinstance(weights, dict) or not all(isinstance(k, str) for k in weights):
         raise ValueError("the weights must be a dict of named tensors.")
@@ -109,8 +110,31 @@ def check_weights(weights, expected, described_by):
             )
         if not value.is_floating_point():
             raise ValueError(f"weight {key!r} has dtype {value.dtype}, not a float.")
+        if dtype is not None and value.dtype != dtype:
+            raise ValueError(
+                f"weight {key!r} has dtype {value.dtype}, but the model's dtype is {dtype}."
+            )
         if not torch.isfinite(value).all():
             raise ValueError(f"weight {key!r} holds NaN or infinity.")
+
+
+def check_device_name(device):
+    """Raise ``ValueError`` unless ``device`` names a device ``fit`` could train on.
+
+    Whether this machine has it is not checked: a model fitted on CUDA loads
+    on a machine without (``set_fitted_state``'s ``device`` decides where it
+    predicts).
+    """
+    if isinstance(device, torch.device) or device == "auto":
+        return
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError, ValueError):
+        kind = None
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(
+            f"device={device!r} is not a device; use 'auto', 'cpu', 'cuda' or 'cuda:N'."
+        )
 
 
 def state_device(saved, requested, owner):
@@ -208,8 +232,10 @@ class FittedState:
             If a hyperparameter is invalid, or ``state`` is incomplete,
             ill-typed, or holds weights that do not fit the model.
         """
-        try:
+        try:  # what fit checks of its hyperparameters, before any work
             self._validate_params()
+            check_callbacks(self.callbacks)
+            check_device_name(self.device)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"invalid hyperparameter: {exc}") from None
         task_class = self._task_class()
@@ -221,12 +247,25 @@ class FittedState:
             task = task_class.from_fitted(T, d, {k: fitted.get(k) for k in task_class.fitted_keys})
         except (TypeError, ValueError) as exc:
             raise ValueError(f"the fitted state of its task is invalid: {exc}") from None
+        try:  # what fit checks of the hyperparameters against the task it trains on
+            self._check_train_length(task)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"invalid hyperparameter for its task {task_class.name!r}: {exc}"
+            ) from None
+        outputs = math.prod(task.output_shape(1, T)[1:])
+        if fitted["y_1d"] and outputs != 1:
+            raise ValueError(
+                f"fitted y_1d is true (one output per row), but the model of its task "
+                f"predicts {outputs} outputs per row."
+            )
         with torch.device("meta"):  # shapes only: a tampered size allocates nothing
             expected = self._make_module(task, seed).state_dict()
         check_weights(
             state["weights"],
             expected,
             f"seq_len_={T}, n_features_in_={d} and these hyperparameters",
+            dtype=tr.DTYPES[self.dtype],
         )
         module = self._make_module(task, seed).to(dtype=tr.DTYPES[self.dtype])
         module.load_state_dict(state["weights"])

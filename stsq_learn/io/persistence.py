@@ -25,19 +25,19 @@ owns its fitted state.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import torch
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
 
-from ..regressors import AttentionRegressor, FCNRegressor
 from ..tasks import TASKS, Task, get_task
-from ..tasks.averaging.estimators import FCNAverager, SparseTokenAverager
-from ..tasks.retrieval.estimators import FCNRetriever, SparseTokenRetriever
-from ..tasks.selection.estimators import FCNSelector, SparseTokenSelector
 from . import archive as _archive
 
 __all__ = ["MIGRATIONS", "load_model", "save_model"]
@@ -46,19 +46,40 @@ FORMAT_NAME = "stsq-learn-model"
 FORMAT_VERSION = 4
 _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
-_CLASSES = {
-    cls.__name__: cls
-    for cls in (
-        SparseTokenSelector,
-        FCNSelector,
-        SparseTokenAverager,
-        FCNAverager,
-        SparseTokenRetriever,
-        FCNRetriever,
-        AttentionRegressor,
-        FCNRegressor,
-    )
-}
+
+
+class _Classes(Mapping):
+    """Class name to class of every estimator a model file may hold: the registry's, live."""
+
+    def _all(self):
+        from .. import registry
+
+        return {cls.__name__: cls for cls in registry.estimators()}
+
+    def __getitem__(self, name):
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
+
+
+_CLASSES = _Classes()
+
+
+def _first_version(name):
+    """The first format version that could hold class ``name`` (its ``_first_format_version``;
+    a class that does not say: the current one)."""
+    first = getattr(_CLASSES.get(name), "_first_format_version", None)
+    return FORMAT_VERSION if first is None else first
+
+
+def _saveable():
+    """The classes :func:`save_model` saves, by name, for its messages."""
+    names = list(_CLASSES)
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 # -- migrations: the metadata of format version v -> that of version v + 1 --------------
@@ -127,9 +148,6 @@ def _from_v2(meta):
     return meta
 
 
-_ATTENTION_CLASSES = ("SparseTokenSelector", "SparseTokenAverager")
-
-
 def _from_v3(meta):
     """Version 3, written by stsq-learn 0.4, to version 4 (0.5).
 
@@ -144,7 +162,8 @@ def _from_v3(meta):
     """
     params, fitted = meta["params"], meta["fitted"]
     params.setdefault("on_divergence", "raise")
-    if meta["class"] in _ATTENTION_CLASSES:
+    cls = _CLASSES.get(meta["class"])
+    if cls is not None and "n_heads" in inspect.signature(cls).parameters:
         params.setdefault("n_heads", 1)
         params.setdefault("length_scale", None)
     if fitted.get("n_selected", 0) is None:
@@ -196,17 +215,20 @@ def _json_param(name, value):
 
 
 def save_model(estimator, path):
-    """Save a fitted estimator to one file that :func:`load_model` reads safely.
+    """Save an estimator to one file that :func:`load_model` reads safely.
 
     The file is a zip archive of JSON (class name, hyperparameters, fitted
     scalars, training history) and a torch ``state_dict`` of the weights;
     loading it never unpickles code. The optimiser state is not saved: a
-    loaded model predicts, scores and can be refitted from scratch.
+    loaded model predicts, scores and can be refitted from scratch. An
+    unfitted estimator is saved with its hyperparameters alone, and loads
+    unfitted.
 
     Parameters
     ----------
-    estimator : SparseTokenSelector, FCNSelector, SparseTokenAverager or FCNAverager
-        A fitted estimator.
+    estimator : estimator
+        An estimator of this package, fitted or not (any other object is
+        refused with a ``TypeError`` that names the classes saved).
     path : str or os.PathLike
         Destination file (conventionally ``*.stsq``); an existing file is
         replaced atomically. The file ends with a SHA-256 checksum of its
@@ -225,8 +247,6 @@ def save_model(estimator, path):
     ValueError
         If ``path`` cannot be written (a directory, under a file or a
         missing directory, not writable), naming it, before any work.
-    sklearn.exceptions.NotFittedError
-        If ``estimator`` is not fitted.
 
     See Also
     --------
@@ -249,16 +269,17 @@ def save_model(estimator, path):
     if type(estimator).__name__ not in _CLASSES or not isinstance(
         estimator, _CLASSES[type(estimator).__name__]
     ):
-        raise TypeError(
-            "save_model saves a SparseTokenSelector, FCNSelector, SparseTokenAverager or "
-            "FCNAverager, got "
-            f"{type(estimator).__name__}."
-        )
+        raise TypeError(f"save_model saves a {_saveable()}; got {type(estimator).__name__}.")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}: {path!r}.")
     path = os.fspath(path)
     _archive.check_destination(path)  # before any work
-    state = estimator.get_fitted_state()  # raises NotFittedError first
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:  # its hyperparameters alone: it loads unfitted
+        state = {"fitted": None, "history": [], "weights": {}}
+    else:
+        state = estimator.get_fitted_state()
     params = {k: _json_param(k, v) for k, v in estimator.get_params(deep=False).items()}
     from .. import __version__
 
@@ -307,8 +328,8 @@ def load_model(path, *, device=None):
 
     Returns
     -------
-    estimator : SparseTokenSelector, FCNSelector, SparseTokenAverager or FCNAverager
-        The fitted estimator, with the same hyperparameters, fitted
+    estimator : estimator
+        The fitted estimator, of the class the file names, with the same hyperparameters, fitted
         attributes and weights. On the same device type it predicts exactly
         as the saved one did.
 
@@ -359,6 +380,8 @@ def load_model(path, *, device=None):
             f"(nothing in it was run): {str(exc).splitlines()[0]}"
         ) from None
     estimator = _estimator(metadata, where)
+    if metadata["fitted"] is None:
+        return _unfitted(estimator, history, weights, where)
     state = {"fitted": metadata["fitted"], "history": history, "weights": weights}
     try:
         return estimator.set_fitted_state(state, device=device)
@@ -374,7 +397,13 @@ def _read_json(raw, name, where):
 
 
 def _migrate(metadata, where):
-    """Check the format of ``metadata`` and bring it to :data:`FORMAT_VERSION`."""
+    """Check the format of ``metadata`` and bring it to :data:`FORMAT_VERSION`.
+
+    Everything a migration reads is checked first (the format, an integer
+    version this release reads, a class that version could hold, the two
+    sections as objects), so every failure is a ``ValueError`` naming the
+    file and what is wrong.
+    """
     if not isinstance(metadata, dict):
         raise ValueError(f"{where!r}: {_METADATA} must hold a JSON object.")
     if metadata.get("format") != FORMAT_NAME:
@@ -382,25 +411,55 @@ def _migrate(metadata, where):
             f"{where!r} is not an stsq-learn model file: format={metadata.get('format')!r}."
         )
     version = metadata.get("format_version")
-    if version != FORMAT_VERSION and version not in MIGRATIONS:
+    known = sorted({*MIGRATIONS, FORMAT_VERSION})
+    if not isinstance(version, int) or isinstance(version, bool) or version not in known:
         raise ValueError(
-            f"{where!r} has format_version={version!r}; this stsq-learn reads versions "
-            f"{sorted({*MIGRATIONS, FORMAT_VERSION})}."
+            f"{where!r} has format_version={version!r}; this stsq-learn reads versions {known}."
         )
     name = metadata.get("class")
-    if name not in _CLASSES:
+    if not isinstance(name, str) or name not in _CLASSES:
         raise ValueError(
             f"{where!r}: class {name!r} is not an stsq-learn estimator; expected one of "
             f"{sorted(_CLASSES)}."
         )
+    if version < _first_version(name):
+        raise ValueError(
+            f"{where!r}: class {name!r} cannot be in a file of format_version={version}: it "
+            f"was first saved in format version {_first_version(name)}."
+        )
     for section in ("params", "fitted"):
+        if section == "fitted" and metadata.get(section) is None and version == FORMAT_VERSION:
+            continue  # an unfitted estimator (its hyperparameters alone)
         if not isinstance(metadata.get(section), dict):
             raise ValueError(
                 f"{where!r}: {section!r} must be a JSON object, got {metadata.get(section)!r}."
             )
     while metadata["format_version"] != FORMAT_VERSION:
-        metadata = MIGRATIONS[metadata["format_version"]](metadata)
+        version = metadata["format_version"]
+        try:
+            metadata = MIGRATIONS[version](metadata)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # The checks above leave a migration nothing to trip on; should one still
+            # fail, it is a malformed file, not a bug to surface as a raw error.
+            raise ValueError(
+                f"{where!r}: the {name} of format_version={version} cannot be read: "
+                f"{type(exc).__name__}: {exc}."
+            ) from None
     return metadata
+
+
+def _unfitted(estimator, history, weights, where):
+    """The unfitted ``estimator`` of a file without fitted state, its hyperparameters checked."""
+    if history != [] or not (isinstance(weights, dict) and not weights):
+        raise ValueError(
+            f"{where!r}: an unfitted {type(estimator).__name__} (fitted: null) holds no history "
+            "and no weights, and this file has some."
+        )
+    try:
+        estimator._validate_params()
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{where!r}: invalid hyperparameter: {exc}") from None
+    return estimator
 
 
 def _estimator(metadata, where):

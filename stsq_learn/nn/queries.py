@@ -252,6 +252,11 @@ class Selection(_OneQuery):
         self.mask = X[..., -1].contiguous()
 
     @staticmethod
+    def query_sizes(X):
+        """Encodings summed into each row's query: its number of selected positions, (n,)."""
+        return X[..., -1].sum(dim=1)
+
+    @staticmethod
     def check_marks(marks):
         """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None."""
         if marks.shape[-1] != 1:

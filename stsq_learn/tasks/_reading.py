@@ -28,16 +28,18 @@ class ModelReading:
     n_slots : int
         Encoding slots in a query of the attention model: 1 when a query is
         a sum of encodings, more when it concatenates them (one per role).
-    isotropic_floor_applies : bool
+    isotropic_floor_applies : bool or None
         Whether each query is a sum of q encodings, as
         :func:`~stsq_learn.isotropic_floor` assumes (then
         :meth:`query_sizes` gives each row's q, and the length scale
-        ``"floor"`` applies).
+        ``"floor"`` applies). None (the default) derives it: it applies
+        when :meth:`query_sizes` gives sizes, as it does for a task whose
+        ``structure`` sums encodings (:class:`~stsq_learn.queries.Selection`).
     """
 
     structure: ClassVar[type | None] = None
     readout_required: ClassVar[bool] = False
-    isotropic_floor_applies: ClassVar[bool] = False
+    isotropic_floor_applies: ClassVar[bool | None] = None
 
     def __init_subclass__(cls, **kwargs):
         """A task's override without a docstring keeps the protocol's (its parent's)."""
@@ -182,6 +184,9 @@ class ModelReading:
         Returns
         -------
         Tensor of shape (n,) or None
-            Each row's q (None: the queries are not sums of encodings).
+            Each row's q (None: the queries are not sums of encodings). The
+            default asks the query structure (its ``query_sizes``, which
+            :class:`~stsq_learn.queries.Selection` has).
         """
-        return None
+        sizes = getattr(self.structure, "query_sizes", None)
+        return sizes(X) if sizes is not None else None

@@ -205,6 +205,8 @@ class SparseTokenAverager(_Averaging, _AttentionCore):
     True
     """
 
+    _first_format_version = 3  # model files hold it since format 3
+
     @classmethod
     def from_selector(cls, selector, n_selected):
         """A fitted averager with the W of a fitted :class:`SparseTokenSelector`.
@@ -285,6 +287,8 @@ class FCNAverager(_Averaging, _FCNCore):
     >>> model.predict(X[:2]).shape
     (2, 8, 2)
     """
+
+    _first_format_version = 3  # model files hold it since format 3
 
     _attention_sibling = "SparseTokenAverager"
     _fixed_layers = "input and output layers have fixed sizes"

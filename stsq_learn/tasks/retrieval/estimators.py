@@ -15,9 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, section
+from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
-from .. import SparseRetrievalTask
+from ...scoring import _metric_values
 from ..selection.estimators import FCNSelector, SparseTokenSelector
+from .task import SparseRetrievalTask
 
 __all__ = ["FCNRetriever", "SparseTokenRetriever", "relative_mse_per_role"]
 
@@ -260,12 +262,23 @@ def relative_mse_per_role(y_true, y_pred, *, n_selected):
     y_pred : array-like with as many values
         Predictions.
     n_selected : int
-        Number q of roles.
+        Number q of roles, >= 1.
 
     Returns
     -------
     errors : ndarray of shape (n_selected,)
         ``sum_i ||y_hat_ij - y_ij||^2 / sum_i ||y_ij||^2`` for each role j.
+
+    Raises
+    ------
+    TypeError
+        If ``n_selected`` is not an integer (a boolean or a float such as
+        2.0 included), or an array does not hold real numbers.
+    ValueError
+        If ``n_selected < 1``; an array is empty or holds a NaN or infinity;
+        ``y_true`` is not 2-D with ``n_selected`` blocks of features, or
+        ``y_pred`` has another number of values; or every target of a role is
+        zero (its ratio is undefined).
 
     Examples
     --------
@@ -275,8 +288,9 @@ def relative_mse_per_role(y_true, y_pred, *, n_selected):
     >>> relative_mse_per_role(y, np.array([[1.0, 0.0], [3.0, 0.0]]), n_selected=2)
     array([0., 1.])
     """
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
+    n_selected = check_positive_int(n_selected, "n_selected")
+    y_true = _metric_values(y_true, "y_true", "(n_samples, n_selected * n_features)")
+    y_pred = _metric_values(y_pred, "y_pred", "of y_true's number of values", rows=False)
     n = len(y_true)
     if y_pred.size != y_true.size or y_true.ndim != 2 or y_true.shape[1] % n_selected:
         raise ValueError(
@@ -285,4 +299,12 @@ def relative_mse_per_role(y_true, y_pred, *, n_selected):
         )
     y_true = y_true.reshape(n, n_selected, -1)
     err = np.square(y_pred.reshape(y_true.shape) - y_true).sum(axis=(0, 2))
-    return err / np.square(y_true).sum(axis=(0, 2))
+    norm = np.square(y_true).sum(axis=(0, 2))
+    zero = np.flatnonzero(norm == 0)
+    if zero.size:
+        raise ValueError(
+            f"The relative MSE of role {int(zero[0]) + 1} is undefined: every target of that "
+            f"role (y_true[:, {zero[0] * y_true.shape[2]}:{(zero[0] + 1) * y_true.shape[2]}]) "
+            "is zero."
+        )
+    return err / norm

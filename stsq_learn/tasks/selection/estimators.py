@@ -192,6 +192,8 @@ class SparseTokenSelector(_AttentionCore):
     True
     """
 
+    _first_format_version = 1  # model files hold it since format 1
+
     _task = SparseTokenSelectionTask
 
 
@@ -248,6 +250,8 @@ class FCNSelector(_FCNCore):
     >>> model.predict(X[:3]).shape
     (3, 2)
     """
+
+    _first_format_version = 1  # model files hold it since format 1
 
     _task = SparseTokenSelectionTask
     _attention_sibling = "SparseTokenSelector"

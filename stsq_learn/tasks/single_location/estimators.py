@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.utils._param_validation import StrOptions
 
+from ...engine.state import _is_number_list
 from .base import (
-    _check_choice,
-    _check_int,
-    _check_number,
+    _report,
     _SingleLocationModel,
     _unit,
+    positive_int,
+    positive_real,
 )
 from .theory import _risk_gradient, _task_constants
 
@@ -70,7 +72,15 @@ class ErfAttentionRegressor(_SingleLocationModel):
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation and of the batches.
     verbose : int, default=0
-        Prints the loss every tenth of the steps when positive.
+        Shows a progress bar over the steps (with the loss and the
+        temperature) when positive.
+    on_divergence : {"raise", "warn"}, default="raise"
+        What to do with a run whose final loss is clearly above the starting
+        model's (1.5 times it and 0.1 times the loss of predicting 0 above
+        it, as the other estimators judge it): ``"raise"`` a ``ValueError``
+        naming ``learning_rate_init`` and keep the previous fit, or
+        ``"warn"`` and keep the diverged model. A loss or weight that is not
+        finite always raises.
 
     Attributes
     ----------
@@ -115,6 +125,7 @@ class ErfAttentionRegressor(_SingleLocationModel):
         batch_size=200,
         random_state=None,
         verbose=0,
+        on_divergence="raise",
     ):
         self.solver = solver
         self.lambda_init = lambda_init
@@ -126,16 +137,26 @@ class ErfAttentionRegressor(_SingleLocationModel):
         self.batch_size = batch_size
         self.random_state = random_state
         self.verbose = verbose
+        self.on_divergence = on_divergence
 
-    def _check_params(self):
-        _check_choice(self.solver, "solver", ("pgd", "sgd"))
-        _check_number(self.lambda_init, "lambda_init")
-        _check_choice(self.lambda_schedule, "lambda_schedule", ("decay", "constant"))
-        _check_number(self.lambda_decay, "lambda_decay", allow_zero=True)
-        _check_choice(self.init, "init", ("sphere", "manifold"))
-        _check_number(self.learning_rate_init, "learning_rate_init")
-        _check_int(self.max_iter, "max_iter")
-        _check_int(self.batch_size, "batch_size")
+    _parameter_constraints: dict = {
+        "solver": [StrOptions({"pgd", "sgd"})],
+        "lambda_init": [positive_real()],
+        "lambda_schedule": [StrOptions({"decay", "constant"})],
+        "lambda_decay": [positive_real("left")],
+        "init": [StrOptions({"sphere", "manifold"})],
+        "learning_rate_init": [positive_real()],
+        "max_iter": [positive_int()],
+        "batch_size": [positive_int()],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "on_divergence": [StrOptions({"raise", "warn"})],
+    }
+    _vectors = ("k_", "v_")
+    _curves_per_step = 2  # the loss and the temperature
+
+    def _population_steps(self):
+        return self.solver == "pgd"
 
     def _lambda(self, t):
         if self.lambda_schedule == "constant":
@@ -155,29 +176,33 @@ class ErfAttentionRegressor(_SingleLocationModel):
             v = v - basis @ (basis.T @ v)
         return _unit(k), _unit(v)
 
-    def _train(self, task, batches, law, n_steps, rng):
+    def _train(self, task, batches, law, n_steps, rng, steps, probe, guard):
         k, v = self._initial(task.n_features, rng, law)
         directions = law.directions if law is not None else None
         population = law is not None and self.solver == "pgd"
         constants = _task_constants(law) if law is not None else None
         lr = float(self.learning_rate_init)
-        losses, lambdas, aligned = np.empty(n_steps), np.empty(n_steps), []
-        for t in range(n_steps):
+        losses, lambdas = np.empty(n_steps), np.empty(n_steps)
+        aligned = np.empty((n_steps + 1, 2)) if directions is not None else None
+        start = None
+        if probe is not None:  # minibatches: the starting model's loss on rows of its own
+            start = self._loss((k, v), self._lambda(0), *probe)
+            guard(start, None)
+        for t in steps:
             lam = self._lambda(t)
             if directions is not None:
-                aligned.append((k @ directions[0], v @ directions[1]))
-            if population:
-                loss, gk, gv = _risk_gradient(k, v, lam, *directions, constants)
+                aligned[t] = (k @ directions[0], v @ directions[1])
+            if population:  # a law too large for float64 is the guard's to report
+                with np.errstate(over="ignore", invalid="ignore"):
+                    loss, gk, gv = _risk_gradient(k, v, lam, *directions, constants)
             else:
                 loss, gk, gv = self._batch_gradient(k, v, lam, *next(batches))
             losses[t], lambdas[t] = loss, lam
-            if not np.isfinite(loss):
-                raise FloatingPointError(f"the loss is {loss} at step {t}; lower the step size.")
+            guard(loss, t)
             k, v = _unit(k - lr * gk), _unit(v - lr * gv)
-            if self.verbose and (t % max(1, n_steps // 10) == 0 or t == n_steps - 1):
-                print(f"step {t}: loss {loss:.6g}, lambda {lam:.4g}")
+            _report(steps, t, n_steps, loss=loss, temperature=lam)
         if directions is not None:
-            aligned.append((k @ directions[0], v @ directions[1]))
+            aligned[n_steps] = (k @ directions[0], v @ directions[1])
         return {
             "k_": k,
             "v_": v,
@@ -185,8 +210,26 @@ class ErfAttentionRegressor(_SingleLocationModel):
             "n_iter_": n_steps,
             "loss_curve_": losses,
             "lambda_curve_": lambdas,
-            "alignment_curve_": np.array(aligned) if directions is not None else None,
+            "alignment_curve_": aligned,
+            "start_loss": losses[0] if start is None else start,
         }
+
+    def _extra_fitted(self):
+        return {"lambda_": float(self.lambda_), "lambda_curve_": self.lambda_curve_.tolist()}
+
+    def _set_extra_fitted(self, fitted, n_iter):
+        lam, curve = fitted.get("lambda_"), fitted.get("lambda_curve_")
+        if not (isinstance(lam, (int, float)) and not isinstance(lam, bool) and lam > 0):
+            raise ValueError(f"fitted lambda_ must be a number > 0, got {lam!r}.")
+        if not _is_number_list(curve) or len(curve) != n_iter:
+            raise ValueError(f"fitted lambda_curve_ must be a list of n_iter_={n_iter} numbers.")
+        return {"lambda_": float(lam), "lambda_curve_": np.array(curve, dtype=np.float64)}
+
+    @staticmethod
+    def _loss(params, lam, X, y):
+        k, v = (torch.as_tensor(p) for p in params)
+        pred = torch.sum(torch.erf(lam * (X @ k)) * (X @ v), dim=1)
+        return float(torch.mean((y - pred) ** 2))
 
     @staticmethod
     def _batch_gradient(k, v, lam, X, y):
@@ -225,7 +268,14 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation and of the batches.
     verbose : int, default=0
-        Prints the loss every tenth of the steps when positive.
+        Shows a progress bar over the steps (with the loss) when positive.
+    on_divergence : {"raise", "warn"}, default="raise"
+        What to do with a run whose final loss is clearly above the starting
+        model's (1.5 times it and 0.1 times the loss of predicting 0 above
+        it, as the other estimators judge it): ``"raise"`` a ``ValueError``
+        naming ``learning_rate_init`` and keep the previous fit, or
+        ``"warn"`` and keep the diverged model. A loss or weight that is not
+        finite always raises.
 
     Attributes
     ----------
@@ -262,6 +312,7 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
         batch_size=200,
         random_state=None,
         verbose=0,
+        on_divergence="raise",
     ):
         self.solver = solver
         self.learning_rate_init = learning_rate_init
@@ -269,14 +320,20 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
         self.batch_size = batch_size
         self.random_state = random_state
         self.verbose = verbose
+        self.on_divergence = on_divergence
 
-    def _check_params(self):
-        _check_choice(self.solver, "solver", ("adam", "sgd"))
-        _check_number(self.learning_rate_init, "learning_rate_init")
-        _check_int(self.max_iter, "max_iter")
-        _check_int(self.batch_size, "batch_size")
+    _parameter_constraints: dict = {
+        "solver": [StrOptions({"adam", "sgd"})],
+        "learning_rate_init": [positive_real()],
+        "max_iter": [positive_int()],
+        "batch_size": [positive_int()],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "on_divergence": [StrOptions({"raise", "warn"})],
+    }
+    _vectors = ("query_", "v_")
 
-    def _train(self, task, batches, law, n_steps, rng):
+    def _train(self, task, batches, law, n_steps, rng, steps, probe, guard):
         d = task.n_features
         start = rng.standard_normal((2, d)) / np.sqrt(d)
         q = torch.tensor(start[0], requires_grad=True)
@@ -284,37 +341,45 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
         opt_class = torch.optim.Adam if self.solver == "adam" else torch.optim.SGD
         opt = opt_class([q, v], lr=float(self.learning_rate_init))
         directions = law.directions if law is not None else None
-        losses, aligned = np.empty(n_steps), []
+        losses = np.empty(n_steps)
+        aligned = np.empty((n_steps + 1, 2)) if directions is not None else None
+        start_loss = None
+        if probe is not None:  # minibatches: the starting model's loss on rows of its own
+            with torch.no_grad():
+                start_loss = self._loss((q, v), None, *probe)
+            guard(start_loss, None)
 
         def cosines():
             qn, vn = q.detach().numpy(), v.detach().numpy()
             return (_unit(qn) @ directions[0], _unit(vn) @ directions[1])
 
-        for t in range(n_steps):
+        for t in steps:
             if directions is not None:
-                aligned.append(cosines())
+                aligned[t] = cosines()
             X, y = next(batches)
             X, y = X.to(torch.float64), y.to(torch.float64)
             loss = torch.mean((y - self._scores(X, q, v)) ** 2)
             losses[t] = float(loss.detach())
-            if not np.isfinite(losses[t]):
-                raise FloatingPointError(
-                    f"the loss is {losses[t]} at step {t}; lower the step size."
-                )
+            guard(losses[t], t)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            if self.verbose and (t % max(1, n_steps // 10) == 0 or t == n_steps - 1):
-                print(f"step {t}: loss {losses[t]:.6g}")
+            _report(steps, t, n_steps, loss=losses[t])
         if directions is not None:
-            aligned.append(cosines())
+            aligned[n_steps] = cosines()
         return {
             "query_": q.detach().numpy().copy(),
             "v_": v.detach().numpy().copy(),
             "n_iter_": n_steps,
             "loss_curve_": losses,
-            "alignment_curve_": np.array(aligned) if directions is not None else None,
+            "alignment_curve_": aligned,
+            "start_loss": losses[0] if start_loss is None else start_loss,
         }
+
+    @classmethod
+    def _loss(cls, params, lam, X, y):
+        q, v = (torch.as_tensor(p) for p in params)
+        return float(torch.mean((y - cls._scores(X, q, v)) ** 2))
 
     @staticmethod
     def _scores(X, q, v):

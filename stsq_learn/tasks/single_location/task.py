@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import validate_parameter_constraints
 
 from ..._validation import as_real_array, check_positive_int, finite_floats
 from ..task import Task
@@ -39,6 +40,32 @@ def _as_tokens(X, name="X"):
     if 0 in arr.shape:
         raise ValueError(f"{name} is empty: shape {arr.shape}; need a row, a token, a feature.")
     return finite_floats(arr, name)
+
+
+def _as_targets(y, n):
+    """``y`` as finite floats of shape ``(n,)``; a column ``(n, 1)`` is read as 1-D."""
+    arr = as_real_array(y, "y", f"({n},) for y")
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.shape != (n,):
+        raise ValueError(
+            f"y must have shape (n_samples,) = ({n},) to match X (one number per row; a "
+            f"column ({n}, 1) is read as one), got shape {arr.shape}."
+        )
+    return finite_floats(arr, "y")
+
+
+def _check_law_seed(value, name):
+    """A seed of the directions: an int in [0, 2**32 - 1] (it names the law)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an int (it names the law: the seed of k* and v*), got {value!r}."
+        )
+    if not 0 <= value <= 2**32 - 1:
+        raise ValueError(
+            f"{name} must be an int in [0, 2**32 - 1] (the seed of k* and v*), got {value!r}."
+        )
+    return int(value)
 
 
 def _check_scale(value, name, *, positive):
@@ -77,7 +104,7 @@ class SingleLocationTask(Task):
         The relevant position, the same for every row; None draws it
         uniformly for each row.
     random_state : int, default=0
-        Seed of the directions ``k*`` and ``v*``.
+        Seed of the directions ``k*`` and ``v*``, in ``[0, 2**32 - 1]``.
 
     Attributes
     ----------
@@ -130,13 +157,9 @@ class SingleLocationTask(Task):
                     f"position must be in [0, seq_len={self.seq_len}), got {self.position!r}."
                 )
             object.__setattr__(self, "position", int(self.position))
-        if isinstance(self.random_state, (bool, np.bool_)) or not isinstance(
-            self.random_state, numbers.Integral
-        ):
-            raise TypeError(
-                f"random_state of a task must be an int (it names the law), got "
-                f"{self.random_state!r}."
-            )
+        object.__setattr__(
+            self, "random_state", _check_law_seed(self.random_state, "random_state of a task")
+        )
 
     # -- the law's constants ---------------------------------------------------------
     @property
@@ -202,17 +225,10 @@ class SingleLocationTask(Task):
         """
         X = _as_tokens(X)
         n, L, d = X.shape
-        y_arr = as_real_array(y, "y", f"({n},) for y")
-        if y_arr.ndim == 2 and y_arr.shape[1] == 1:
-            y_arr = y_arr[:, 0]
-        if y_arr.shape != (n,):
-            raise ValueError(
-                f"y must have shape (n_samples,) = ({n},) to match X (one number per row), "
-                f"got shape {y_arr.shape}."
-            )
+        y = _as_targets(y, n)
         if d < 2:
             raise ValueError(f"X has {d} feature(s) per token; single-location needs >= 2.")
-        return cls(L, d), X, finite_floats(y_arr, "y")
+        return cls(L, d), X, y
 
     def check_rows(self, X, owner="the model"):
         """Check rows for ``predict``: 3-D, finite, of ``n_features`` features, any length.
@@ -253,24 +269,21 @@ class SingleLocationTask(Task):
         return (n_samples,)
 
     def check_targets(self, y, X):
-        """``y`` as finite floats of shape ``(len(X),)``.
+        """``y`` as finite floats of shape ``(len(X),)``, as :meth:`from_data` reads it.
 
         Parameters
         ----------
-        y : array-like of shape (n_samples,)
-            Targets.
+        y : array-like of shape (n_samples,) or (n_samples, 1)
+            Targets, one number per row.
         X : ndarray
             The checked rows.
 
         Returns
         -------
-        y : ndarray
+        y : ndarray of shape (n_samples,)
             As floats.
         """
-        y_arr = as_real_array(y, "y", f"({len(X)},) for y")
-        if y_arr.shape != (len(X),):
-            raise ValueError(f"y must have shape ({len(X)},) to match X, got {y_arr.shape}.")
-        return finite_floats(y_arr, "y")
+        return _as_targets(y, len(X))
 
     def units(self, y, sample_weight=None):
         """One output unit per row (the 1-D targets as a column).
@@ -366,7 +379,8 @@ def make_single_location(
     position : int or None, default=None
         A fixed relevant position, or None for a uniform one per row.
     task_seed : int, default=0
-        Seed of the directions ``k*`` and ``v*`` (the task's ``random_state``).
+        Seed of the directions ``k*`` and ``v*`` (the task's ``random_state``),
+        in ``[0, 2**32 - 1]``.
     random_state : int, RandomState instance or None, default=None
         Seed of the rows.
 
@@ -388,6 +402,12 @@ def make_single_location(
     >>> X.shape, y.shape
     ((200, 10, 20), (200,))
     """
+    task_seed = _check_law_seed(task_seed, "task_seed")
+    validate_parameter_constraints(
+        {"random_state": ["random_state"]},
+        {"random_state": random_state},
+        caller_name="make_single_location",
+    )
     task = SingleLocationTask(
         seq_len, n_features, gamma=gamma, noise=noise, position=position, random_state=task_seed
     )

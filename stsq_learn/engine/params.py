@@ -1,0 +1,93 @@
+"""``set_params`` that checks every key before it sets any: a failed call changes nothing.
+
+scikit-learn's :meth:`~sklearn.base.BaseEstimator.set_params` sets the keys
+of a call one by one and raises at the first unknown one, so
+``set_params(length_scale="log", bogus=1)`` leaves ``length_scale`` changed.
+:class:`AtomicSetParams` checks every key first, nested
+``component__parameter`` keys the scikit-learn way included, then hands the
+call to scikit-learn unchanged: a valid call behaves exactly as
+``BaseEstimator.set_params`` (values are still validated in ``fit``).
+"""
+
+from __future__ import annotations
+
+
+def check_param_keys(estimator, params):
+    """Raise ``ValueError`` if a key of ``params`` is not a parameter of ``estimator``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The estimator ``set_params(**params)`` is called on.
+    params : dict
+        The call's keyword arguments; a key ``name__sub`` names the
+        parameter ``sub`` of the (new, when the call sets ``name`` too)
+        value of ``name``, checked the same way.
+
+    Raises
+    ------
+    ValueError
+        For the first unknown key, with scikit-learn's message (the
+        estimator, the key, the valid parameters).
+    """
+    if not params:
+        return
+    valid = estimator.get_params(deep=True)
+    nested = {}
+    for key in params:
+        name, delim, sub = key.partition("__")
+        if name not in valid:
+            raise ValueError(
+                f"Invalid parameter {name!r} for estimator {estimator}. "
+                f"Valid parameters are: {estimator._get_param_names()!r}."
+            )
+        if delim:
+            nested.setdefault(name, {})[sub] = params[key]
+    for name, sub_params in nested.items():
+        # scikit-learn sets the plain keys first: nested keys reach the new value.
+        component = params.get(name, valid[name])
+        if not hasattr(component, "set_params") or not hasattr(component, "get_params"):
+            raise ValueError(
+                f"Invalid parameter {next(iter(sub_params))!r} of {name!r} for estimator "
+                f"{estimator}: {name}={component!r} has no parameters to set."
+            )
+        check_param_keys(component, sub_params)
+
+
+class AtomicSetParams:
+    """Mixin: ``set_params`` checks every key before it sets any (a failed call changes nothing)."""
+
+    def set_params(self, **params):
+        """Set the parameters of this estimator.
+
+        Every key is checked before any is set, so a call with an unknown
+        key raises and leaves the estimator as it was; otherwise as
+        :meth:`sklearn.base.BaseEstimator.set_params`. Values are
+        validated in ``fit``.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters; ``component__parameter`` sets a parameter
+            of a nested estimator.
+
+        Returns
+        -------
+        self : estimator instance
+            Estimator instance.
+
+        Raises
+        ------
+        ValueError
+            If a key (nested keys included) is not a parameter, before
+            anything is set.
+        """
+        check_param_keys(self, params)
+        before = self.get_params(deep=False)
+        try:
+            return super().set_params(**params)
+        except BaseException:
+            # A nested estimator refused a value: restore this one's parameters.
+            for name, value in before.items():
+                setattr(self, name, value)
+            raise
