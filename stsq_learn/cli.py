@@ -1,10 +1,11 @@
 """The ``stsq-learn`` command line.
 
-``stsq-learn reproduce`` runs the paper's three experiments (training
-dynamics, length generalization, width separation) and a comparison of
-positional encodings, and writes figures,
-``results.json`` and a Markdown summary; ``stsq-learn fit`` trains one model
-and prints its R^2 at several sequence lengths.
+``stsq-learn reproduce`` runs the registered experiments (the paper's three
+claims, a comparison of positional encodings, and each task's own study) and
+writes figures, ``results.json`` and a Markdown summary; ``stsq-learn fit``
+trains one model on any registered task and prints its R^2 at several
+sequence lengths. The lists of experiments and tasks in the help texts and
+choices are read from the registry (:mod:`stsq_learn.registry`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import time
 
 from . import __version__
+from .tasks import TASKS
 
 
 def _int_list(text):
@@ -66,18 +68,28 @@ def build_parser():
     return parser
 
 
+def _experiments_text():
+    """The registered experiments in run order, each with its aliases, for the help texts."""
+    from .experiments._records import RECORDS
+
+    return ", ".join(
+        name + (f" (or {', '.join(rec.aliases)})" if rec.aliases else "")
+        for name, rec in RECORDS.items()
+    )
+
+
 def _add_reproduce(sub):
     """The ``reproduce`` subcommand (one ``add_argument`` per option: long, and flat)."""
     rep = sub.add_parser(
         "reproduce",
         help="run the paper's experiments; write figures, results.json and a summary",
         description=(
-            "Run the three experiments of the paper: training dynamics (cos(W_pp, I) -> 1), "
-            "length generalization (stochastic vs fixed encodings) and the width separation "
-            "(transformer ~ log T, FCN ~ T d); then compare the positional encodings "
-            "(stochastic, fixed, randomized codebooks, sinusoidal) on longer sequences. "
-            "Writes <experiment>.png, results.json and summary.md into --out and prints "
-            "the summary table."
+            "Run the registered experiments, in this order: "
+            + _experiments_text()
+            + ". The first three are the paper's claims: training dynamics (cos(W_pp, I) -> "
+            "1), length generalization (stochastic vs fixed encodings) and the width "
+            "separation (transformer ~ log T, FCN ~ T d). Writes <experiment>.png, "
+            "results.json and summary.md into --out and prints the summary table."
         ),
     )
     size = rep.add_mutually_exclusive_group()
@@ -125,8 +137,7 @@ def _add_reproduce(sub):
         "--only",
         type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
         metavar="NAME[,NAME]",
-        help="run only these: convergence, length_generalization (or length), separation "
-        "(or width), encodings, qsa (or averaging), single_location (or content)",
+        help="run only these: " + _experiments_text(),
     )
     rep.add_argument(
         "--threads",
@@ -161,7 +172,8 @@ def _add_fit(sub):
     fit.add_argument(
         "--task",
         default="selection",
-        help="a registered task by name: selection (default), averaging, retrieval, ...",
+        choices=list(TASKS),
+        help="a registered task by name: " + ", ".join(TASKS) + " (default: selection)",
     )
     fit.add_argument("--seq-len", type=int, default=16, help="training length T")
     fit.add_argument("--n-features", type=int, default=8, help="token dimension d")

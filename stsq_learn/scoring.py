@@ -37,7 +37,7 @@ from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import as_real_array, check_positive_int, finite_floats
-from .tasks import TASKS, Task, get_task, shift_averaging, shift_length
+from .tasks import TASKS, Task, get_task
 
 __all__ = [
     "METRICS",
@@ -45,10 +45,21 @@ __all__ = [
     "averaging_accuracy",
     "length_shift_scoring",
     "relative_mse",
-    "shift_averaging",
-    "shift_length",
     "worst_position_error",
 ]
+
+
+def __getattr__(name):
+    # The tasks' own shifts (shift_length, shift_averaging, ...) were importable from
+    # here in 0.5; they are the registered tasks' exports now.
+    from . import registry
+
+    for reg in registry.registrations():
+        for obj in reg.exports:
+            if obj.__name__ == name:
+                return obj
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Metrics a :class:`LengthShiftScorer` computes (all greater-is-better).
 METRICS = ("r2", "neg_mean_squared_error", "neg_relative_mse")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from stsq_learn._archive import seal
+from stsq_learn.io.archive import seal
 
 from stsq_learn import (
     AttentionRegressor,

@@ -1,6 +1,6 @@
 """What the estimators of single-location regression share, on the shared estimator engine.
 
-:class:`_SingleLocationModel` is a :class:`~stsq_learn._base._BaseEstimator`
+:class:`_SingleLocationModel` is a :class:`~stsq_learn.engine.base._BaseEstimator`
 whose gradient steps are its own (projected gradient descent on the sphere,
 or torch's optimiser on two free vectors, in float64 on the CPU) while every
 guarantee goes through the pieces the other estimators use:
