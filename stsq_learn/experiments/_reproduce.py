@@ -149,7 +149,7 @@ def check_run_options(*, out, device, seed, only, n_threads, scheduler):
         check_positive_int(n_threads, "n_threads")
     if scheduler is not None:
         check_scheduler(scheduler)  # a bad specification fails before dask is imported
-        takers = [n for n in EXPERIMENTS if _takes_scheduler(n)]
+        takers = [n for n in experiment_names() if _takes_scheduler(n)]
         if not any(n in takers for n in names):
             raise ValueError(
                 f"scheduler={scheduler!r} runs the sweeps of {', '.join(takers)} on a dask "
