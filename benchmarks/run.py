@@ -17,6 +17,8 @@ The entries (``--only`` picks some, repeatable):
 * ``fcn``: ``FCNSelector`` against scikit-learn's ``MLPRegressor``;
 * ``memory``: peak memory of fit and predict as the sequence grows, and of
   ``fit_online`` at T=16384 as the width grows;
+* ``online_memory``: the peak resident set of one ``fit_online`` call at
+  T=16384, width 1024, marginal draws, in a fresh process, beside 0.4.0's;
 * ``accuracy``: error after online training against ``isotropic_floor``;
 * ``parity``: error of models trained with the marginal and the full sampler,
   at the large-width recipe against the floor, and the forward law of both;
@@ -61,6 +63,7 @@ ENTRIES = [
     "predict",
     "fcn",
     "memory",
+    "online_memory",
     "accuracy",
     "parity",
     "defaults",

@@ -20,14 +20,31 @@ from . import __version__
 from .tasks import TASKS
 
 
+def _items(text):
+    """``"a, b"`` -> ``["a", "b"]``; an empty list, an empty item or a repeated item is refused."""
+    items = [p.strip() for p in text.split(",")]
+    if not any(items):
+        raise argparse.ArgumentTypeError(f"expected at least one value, got {text!r}")
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"expected no empty item, got {text!r}")
+    repeated = sorted({p for p in items if items.count(p) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{', '.join(repeated)} given twice in {text!r}")
+    return items
+
+
 def _int_list(text):
     """``"16,32,64"`` -> ``[16, 32, 64]``; the library checks the values."""
+    items = _items(text)
     try:
-        return [int(p) for p in text.split(",") if p.strip()]
+        values = [int(p) for p in items]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a comma-separated list of integers, got {text!r}"
         ) from None
+    if len(set(values)) < len(values):  # "8,08": the same length twice
+        raise argparse.ArgumentTypeError(f"the same length given twice in {text!r}")
+    return values
 
 
 def _assignment(text):
@@ -135,7 +152,7 @@ def _add_reproduce(sub):
     rep.add_argument("--seed", type=int, default=0, help="seed of every experiment (default: 0)")
     rep.add_argument(
         "--only",
-        type=lambda text: [p.strip() for p in text.split(",") if p.strip()],
+        type=_items,
         metavar="NAME[,NAME]",
         help="run only these: " + _experiments_text(),
     )
@@ -178,7 +195,10 @@ def _add_fit(sub):
     fit.add_argument("--seq-len", type=int, default=16, help="training length T")
     fit.add_argument("--n-features", type=int, default=8, help="token dimension d")
     fit.add_argument(
-        "--n-selected", type=int, default=3, help="subset size q (named positions in retrieval)"
+        "--n-selected",
+        type=int,
+        default=None,
+        help="subset size q (named positions in retrieval; default: 3), for a task that has one",
     )
     fit.add_argument("--model", choices=["transformer", "fcn"], default="transformer")
     fit.add_argument("--width", type=int, default=64, help="model width m")
@@ -233,7 +253,9 @@ def _add_fit(sub):
         default=None,
         help="train online for N steps on fresh batches (default: fit on --n-train rows)",
     )
-    fit.add_argument("--n-train", type=int, default=2000, help="training rows")
+    fit.add_argument(
+        "--n-train", type=int, default=None, help="training rows (default: 2000; not online)"
+    )
     fit.add_argument("--n-eval", type=int, default=1000, help="held-out rows")
     fit.add_argument(
         "--eval-lengths",
@@ -263,19 +285,31 @@ _HYPERPARAMETER_OPTIONS = (
 
 
 def _run_reproduce(args):
-    from ._validation import resolve_device
+    from ._validation import check_positive_int
     from .experiments import plan, plan_table, reproduce, summary_table
-    from .experiments._reproduce import check_out_dir, check_seed
+    from .experiments._reproduce import check_run_options
 
-    check_seed(args.seed)  # --plan too: every option is checked before any work
-    if not args.plan:
-        check_out_dir(args.out)  # before the plan's timed steps
+    # Every option is checked here, before any work, with --plan as without it:
+    # a run that its plan accepted does not then fail on an option.
+    check_positive_int(args.threads, "--threads")
+    names, device = check_run_options(
+        out=args.out,
+        device=args.device,
+        seed=args.seed,
+        only=args.only,
+        n_threads=args.threads,
+        scheduler=args.scheduler,
+    )
+    if args.only is not None and len(names) < len(args.only):
+        raise ValueError(
+            f"--only {','.join(args.only)} names an experiment twice (a name and its alias): "
+            "give each once."
+        )
 
     def say(line):
         print(line, file=sys.stderr, flush=True)
 
-    # plan() and reproduce() validate every argument before any work.
-    on_cpu = resolve_device(args.device).type == "cpu"
+    on_cpu = device.type == "cpu"
     preset = args.preset
     if preset is None:
         preset = "quick" if on_cpu else "full"
@@ -316,6 +350,14 @@ def _run_reproduce(args):
     return 0
 
 
+_FIT_N_SELECTED = 3
+_FIT_N_TRAIN = 2000
+_FIT_SEED_MAX = 2**32 - 2
+"""The held-out rows are drawn with ``--seed`` + 1, a NumPy seed (at most 2**32 - 1)."""
+_SET_BY_OPTIONS = {"task": "--task", "width": "--width", "device": "--device"}
+_SET_BY_OPTIONS["random_state"] = "--seed"
+
+
 def _fit_task(args):
     """The task ``stsq-learn fit`` trains on: ``--task`` at the sizes of the other options."""
     import dataclasses
@@ -326,8 +368,26 @@ def _fit_task(args):
     fields = {f.name for f in dataclasses.fields(cls)}
     sizes = {"seq_len": args.seq_len, "n_features": args.n_features}
     if "n_selected" in fields:
-        sizes["n_selected"] = args.n_selected
+        sizes["n_selected"] = _FIT_N_SELECTED if args.n_selected is None else args.n_selected
+    elif args.n_selected is not None:
+        raise ValueError(
+            f"--n-selected {args.n_selected}: the task {args.task!r} has no subset size "
+            "(no n_selected); drop the option."
+        )
     return cls(**sizes)
+
+
+def _check_set(args):
+    """``--set`` pairs: none for a value that has its own option, and no key twice."""
+    keys = [key for key, _ in args.set]
+    for key, value in args.set:
+        option = _SET_BY_OPTIONS.get(key)
+        if option is None and key in _HYPERPARAMETER_OPTIONS and getattr(args, key) is not None:
+            option = "--" + key.replace("_", "-")
+        if option is not None:
+            raise ValueError(f"--set {key}={value!r}: {key} is set by {option}; use that instead.")
+        if keys.count(key) > 1:
+            raise ValueError(f"--set {key}={value!r}: {key} is set twice by --set; give it once.")
 
 
 def _fit_model(args, task):
@@ -339,6 +399,7 @@ def _fit_model(args, task):
     from . import AttentionRegressor, FCNRegressor, FCNSelector, SparseTokenSelector
     from .tasks import SparseTokenSelectionTask
 
+    _check_set(args)
     params = {"width": args.width, "device": args.device, "random_state": args.seed}
     if isinstance(task, SparseTokenSelectionTask):
         cls = SparseTokenSelector if args.model == "transformer" else FCNSelector
@@ -354,24 +415,57 @@ def _fit_model(args, task):
     return model
 
 
-def _run_fit(args):
-    import torch
-
+def _check_fit_counts(args):
+    """The counts and the seed of ``fit``, each named by its option; ``(n_train, n_eval)``."""
     from ._validation import check_positive_int
-    from .scoring import LengthShiftScorer
 
+    check_positive_int(args.threads, "--threads")
+    n_eval = check_positive_int(args.n_eval, "--n-eval")
+    if args.seed < 0 or args.seed > _FIT_SEED_MAX:
+        raise ValueError(f"--seed must be an integer in [0, {_FIT_SEED_MAX}], got {args.seed}.")
+    if args.online_steps is None:
+        n_train = _FIT_N_TRAIN if args.n_train is None else args.n_train
+        return check_positive_int(n_train, "--n-train"), n_eval
+    check_positive_int(args.online_steps, "--online-steps")
+    for option, value in (("--n-train", args.n_train), ("--max-iter", args.max_iter)):
+        if value is not None:
+            raise ValueError(
+                f"{option} {value} is for a fit on rows, and --online-steps "
+                f"{args.online_steps} trains on fresh batches instead: give one of them."
+            )
+    return 0, n_eval
+
+
+def _check_rows_fit(task, n_train, n_eval, lengths, row):
+    """Refuse rows that would not fit in memory (before drawing them); ``row``: one drawn row."""
+    from ._memory import _gib, available_bytes
+
+    per_token = row.shape[-1] * row.itemsize
+    need = per_token * (n_train * task.seq_len + n_eval * (task.seq_len + max(lengths)))
+    limit = available_bytes("cpu")
+    if limit is not None and need > limit:
+        rows = f"--n-train {n_train} and --n-eval {n_eval}" if n_train else f"--n-eval {n_eval}"
+        raise ValueError(
+            f"{rows} rows at T={task.seq_len} (evaluated up to T'={max(lengths)}) would take "
+            f"about {_gib(need)}, more than the {_gib(limit)} of memory available; lower "
+            f"{'them' if n_train else 'it'} or --eval-lengths."
+        )
+
+
+def _check_fit(args):
+    """Every option of ``fit``, checked before any work.
+
+    Returns ``(task, model, n_train, n_eval, lengths)``: what the run trains and scores.
+    """
+    from ._validation import resolve_device
+
+    n_train, n_eval = _check_fit_counts(args)
     task = _fit_task(args)
     model = _fit_model(args, task)
-    n_train = check_positive_int(args.n_train, "--n-train")
-    n_eval = check_positive_int(args.n_eval, "--n-eval")
-    threads = check_positive_int(args.threads, "--threads")
+    resolve_device(args.device)
     lengths = args.eval_lengths
     if lengths is None:
         lengths = [f * task.seq_len for f in ((1, 2, 4) if args.model == "transformer" else (1,))]
-    X_eval, y_eval = task.sample(n_eval, random_state=args.seed + 1)
-    for t in lengths:
-        task.shift(X_eval[:1], y_eval[:1], t, random_state=0)  # a bad length fails now
-    scorers = {t: LengthShiftScorer(t, random_state=args.seed) for t in lengths}
     if args.model == "fcn" and any(t != task.seq_len for t in lengths):
         raise ValueError(
             f"the FCN reads only its training length: --eval-lengths must be {task.seq_len}, "
@@ -379,7 +473,25 @@ def _run_fit(args):
         )
     if args.online_steps is not None and model.learning_rate == "adaptive":
         raise ValueError("--learning-rate adaptive needs epochs: use it without --online-steps.")
-    torch.set_num_threads(threads)
+    X1, y1 = task.sample(1, random_state=0)
+    _check_rows_fit(task, n_train, n_eval, lengths, X1)
+    for t in lengths:
+        try:
+            task.shift(X1, y1, t, random_state=0)  # a length the task cannot reach fails now
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"--eval-lengths {','.join(map(str, lengths))}: {exc}") from None
+    return task, model, n_train, n_eval, lengths
+
+
+def _run_fit(args):
+    import torch
+
+    from .scoring import LengthShiftScorer
+
+    task, model, n_train, n_eval, lengths = _check_fit(args)
+    X_eval, y_eval = task.sample(n_eval, random_state=args.seed + 1)
+    scorers = {t: LengthShiftScorer(t, random_state=args.seed) for t in lengths}
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     if args.online_steps is not None:
         model.fit_online(task, n_steps=args.online_steps)

@@ -57,6 +57,7 @@ def test_registry_and_configs(bench):
         "predict",
         "fcn",
         "memory",
+        "online_memory",
         "accuracy",
         "parity",
         "defaults",
@@ -237,6 +238,26 @@ def test_memory_entry_in_child_processes(bench):
     lines = dict(bench.memory.table(rec))
     assert "T=256 fit / predict peak" in lines
     assert "fit_online T=128 width 32 marginal peak" in lines
+
+
+def test_online_memory_entry_measures_the_call_in_a_fresh_process(bench):
+    assert bench.online_memory.CONFIG["seq_len"] == 16384
+    assert bench.online_memory.BASELINE_0_4["peak_mib"] == 536
+    small = dict(seq_len=64, n_features=2, n_selected=2, width=8, batch_size=4, repeats=1)
+    cfg = bench.harness.merge_config(bench.online_memory, overrides=small)
+    rec = bench.online_memory.run(cfg, bench.harness.Context())
+    assert rec["call"] == {k: cfg[k] for k in bench.online_memory.CALL_KEYS}
+    assert len(rec["runs"]) == 1
+    assert rec["peak_mib"] == np.median([r["peak_mib"] for r in rec["runs"]])
+    # A process that imported torch holds more than 50 MiB; less would be a misread unit.
+    assert all(50 < r["peak_mib"] < 4096 and r["seconds"] > 0 for r in rec["runs"])
+    assert rec["baseline"]["applies"] is False and "ratio_to_0_4" not in rec
+    lines = dict(bench.online_memory.table(rec))
+    assert "fit_online T=64 width 8 marginal peak RSS" in lines
+    assert lines["  0.4.0 baseline"] == "not comparable: other sizes than CONFIG"
+    full = dict(rec, baseline=dict(rec["baseline"], applies=True), ratio_to_0_4=1.0)
+    ((_, baseline),) = [row for row in bench.online_memory.table(full) if "0.4.0 (" in row[0]]
+    assert baseline == "536 MiB; this / 0.4.0 = 1.00x"
 
 
 def test_sampler_entry_times_both_samplers_and_the_draw(bench):

@@ -76,42 +76,159 @@ def test_reproduce_only_encodings(tmp_path, capsys):
     assert "encodings" in payload["meta"]["seconds"]
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["reproduce", "--only", "bogus"], "Unknown experiment 'bogus'"),
-        (["reproduce", "--seed", "-1"], "seed must be a non-negative integer"),
-        (["reproduce", "--device", "tpu"], "device='tpu' is not"),
-        (["reproduce", "--quick", "--full"], "not allowed with"),
-        (["reproduce", "--threads", "0"], "n_threads must be an integer >= 1"),
-        (["reproduce", "--scheduler", "local:0"], "local:0"),
-        (["fit", "--seq-len", "-3"], "seq_len must be an integer >= 1, got -3"),
-        (["fit", "--width", "abc"], "invalid int value: 'abc'"),
-        (["fit", "--width", "0"], "'width' parameter of SparseTokenSelector"),
-        (["fit", "--eval-lengths", "16,x"], "comma-separated list of integers"),
-        (["fit", "--eval-lengths", "16,-4"], "seq_len must be an integer >= 1, got -4"),
-        (["fit", "--learning-rate-init", "0"], "'learning_rate_init' parameter"),
-        (["fit", "--seq-len", "4", "--n-selected", "5"], "cannot exceed"),
-        (["fit", "--seq-len", "8", "--eval-lengths", "2"], "seq_len=2 cannot hold the selected"),
-        (["fit", "--model", "fcn", "--eval-lengths", "16,32"], "training length"),
-        (["fit", "--learning-rate", "step"], "'learning_rate' parameter"),
-        (["fit", "--learning-rate", "adaptive", "--online-steps", "5"], "needs epochs"),
-        (["fit", "--n-pe-samples-fit", "0"], "'n_pe_samples_fit' parameter"),
-        (["fit", "--positional-encoding", "rotary"], "'positional_encoding' parameter"),
-        (["fit", "--pe-sampling", "exact"], "'pe_sampling' parameter"),
-        (["fit", "--max-positions", "0"], "'max_positions' parameter"),
-        (["fit", "--set", "alpha"], "expected KEY=VALUE"),
-        (["fit", "--set", "bogus=1"], "Invalid parameter 'bogus'"),
-        (["fit", "--set", "alpha=-1"], "'alpha' parameter"),
-        (["fit", "--n-train", "0"], "--n-train must be an integer >= 1"),
-        (["fit", "--threads", "0"], "--threads must be an integer >= 1"),
-        (["bogus"], "invalid choice"),
+class _Work(Exception):
+    """Raised where a command would start its work (a plan's timed steps, a run, a training)."""
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Every piece of work of the CLI raises ``_Work``: a test sees whether validation ended."""
+    import types
+
+    import stsq_learn.cli as cli
+    import stsq_learn.experiments._reproduce as rep
+
+    def work(*args, **kwargs):
+        raise _Work
+
+    monkeypatch.setattr(rep, "_run", work)  # reproduce(), after its checks
+    monkeypatch.setattr(rep, "estimate", work)  # plan()'s timed steps
+    monkeypatch.setattr(cli, "time", types.SimpleNamespace(perf_counter=work))  # fit, plan, run
+
+
+# (argv, fragments the one-line error must hold: the option and the offending value).
+_REPRODUCE_BAD = [
+    # Issue 32 item 8: --plan skipped the scheduler (and without --plan, the plan's
+    # timed steps ran before reproduce() refused it).
+    (["--scheduler", "local:0"], ["scheduler='local:0'", "at least one worker"]),
+    (["--scheduler", ""], ["scheduler=''", "is neither"]),
+    (["--scheduler", "local:x"], ["scheduler='local:x'", "positive integer"]),
+    (["--scheduler", "a b"], ["scheduler='a b'"]),
+    (["--scheduler", "local:2", "--only", "convergence"], ["scheduler='local:2'", "only="]),
+    (["--seed", "-1"], ["seed must be a non-negative integer", "got -1"]),
+    (["--seed", "4294967296"], ["seed must be", "got 4294967296"]),
+    (["--seed", "x"], ["--seed", "'x'"]),
+    (["--out", ""], ["out=''", "names no directory"]),
+    (["--out", "/proc/no/such"], ["out='/proc/no/such'", "cannot be"]),
+    (["--threads", "0"], ["--threads", "got 0"]),
+    (["--threads", "-2"], ["--threads", "got -2"]),
+    (["--device", "tpu"], ["device='tpu'", "is not a device"]),
+    (["--device", ""], ["device=''"]),
+    (["--only", "bogus"], ["only=['bogus']", "Unknown experiment 'bogus'"]),
+    (["--only", ""], ["--only", "at least one value, got ''"]),
+    (["--only", ","], ["--only", "got ','"]),
+    (["--only", "convergence,,width"], ["--only", "empty item", "'convergence,,width'"]),
+    (["--only", "width,width"], ["--only", "width given twice"]),
+    (["--only", "length,length_generalization"], ["--only length,length_generalization"]),
+]
+_FIT_BAD = [
+    # Issue 32 item 8: an empty list trained, printed an empty table and exited 0.
+    (["--eval-lengths", ""], ["--eval-lengths", "at least one value, got ''"]),
+    (["--eval-lengths", " , "], ["--eval-lengths", "got ' , '"]),
+    (["--eval-lengths", "16,,32"], ["--eval-lengths", "empty item", "'16,,32'"]),
+    (["--eval-lengths", "16,16"], ["--eval-lengths", "16 given twice"]),
+    (["--eval-lengths", "16,016"], ["--eval-lengths", "twice in '16,016'"]),
+    (["--eval-lengths", "16,x"], ["--eval-lengths", "list of integers, got '16,x'"]),
+    (["--eval-lengths", "16,-4"], ["--eval-lengths 16,-4", "seq_len must be an integer >= 1"]),
+    (["--eval-lengths", "0"], ["--eval-lengths 0", "got 0"]),
+    (["--seq-len", "8", "--eval-lengths", "2"], ["--eval-lengths 2", "seq_len=2 cannot hold"]),
+    (["--task", "averaging", "--seq-len", "8", "--eval-lengths", "4"], ["--eval-lengths 4"]),
+    (["--model", "fcn", "--eval-lengths", "16,32"], ["--eval-lengths", "16,32", "training length"]),
+    (["--seq-len", "-3"], ["seq_len must be an integer >= 1, got -3"]),
+    (["--seq-len", "4", "--n-selected", "5"], ["n_selected=5", "cannot exceed"]),
+    (["--n-features", "0"], ["n_features", "got 0"]),
+    (["--n-selected", "0"], ["n_selected", "got 0"]),
+    (["--task", "single_location", "--model", "fcn", "--n-selected", "2"], ["--n-selected 2"]),
+    (["--task", "nope"], ["task='nope'", "not a registered task"]),
+    (["--task", ""], ["task=''"]),
+    (["--model", ""], ["--model", "invalid choice: ''"]),
+    (["--width", "abc"], ["--width", "invalid int value: 'abc'"]),
+    (["--width", "0"], ["'width' parameter of SparseTokenSelector", "Got 0"]),
+    (["--online-steps", "0"], ["--online-steps", "got 0"]),
+    (["--online-steps", "-5"], ["--online-steps", "got -5"]),
+    (["--online-steps", "5", "--n-train", "100"], ["--n-train 100", "--online-steps 5"]),
+    (["--online-steps", "5", "--max-iter", "3"], ["--max-iter 3", "--online-steps 5"]),
+    (["--n-train", "0"], ["--n-train", "got 0"]),
+    (["--n-eval", "-1"], ["--n-eval", "got -1"]),
+    (["--n-eval", "1000000000000"], ["--n-eval 1000000000000", "GiB"]),
+    (["--n-train", "1000000000000"], ["--n-train 1000000000000", "GiB"]),
+    (["--n-eval", "1", "--eval-lengths", "100000000000"], ["T'=100000000000", "GiB"]),
+    (["--seed", "-1"], ["--seed", "got -1"]),
+    (["--seed", "4294967295"], ["--seed", "got 4294967295"]),
+    (["--device", "tpu"], ["device='tpu'"]),
+    (["--device", "cuda:x"], ["device='cuda:x'"]),
+    (["--threads", "0"], ["--threads", "got 0"]),
+    (["--learning-rate-init", "0"], ["'learning_rate_init' parameter", "Got 0"]),
+    (["--learning-rate-init", "nan"], ["'learning_rate_init' parameter", "Got nan"]),
+    (["--learning-rate", "step"], ["'learning_rate' parameter", "'step'"]),
+    (["--learning-rate", "adaptive", "--online-steps", "5"], ["--learning-rate adaptive"]),
+    (["--n-pe-samples-fit", "0"], ["'n_pe_samples_fit' parameter", "Got 0"]),
+    (["--positional-encoding", "rotary"], ["'positional_encoding' parameter", "'rotary'"]),
+    (["--positional-encoding", ""], ["'positional_encoding' parameter", "Got ''"]),
+    (["--pe-sampling", "exact"], ["'pe_sampling' parameter", "'exact'"]),
+    (["--max-positions", "0"], ["'max_positions' parameter", "Got 0"]),
+    (["--max-iter", "0"], ["'max_iter' parameter", "Got 0"]),
+    (["--solver", ""], ["'solver' parameter", "Got ''"]),
+    (["--model", "fcn", "--positional-encoding", "fixed"], ["'positional_encoding'"]),
+    (["--set", "alpha"], ["--set", "expected KEY=VALUE, got 'alpha'"]),
+    (["--set", "=1"], ["--set", "got '=1'"]),
+    (["--set", "bogus=1"], ["Invalid parameter 'bogus'"]),
+    (["--set", "alpha=-1"], ["'alpha' parameter", "Got -1"]),
+    (["--set", "alpha=1", "--set", "alpha=2"], ["--set alpha=1", "twice"]),
+    (["--set", "width=8"], ["--set width=8", "--width"]),
+    (["--set", "random_state=1"], ["--set random_state=1", "--seed"]),
+    (["--task", "retrieval", "--set", "task='averaging'"], ["--set task='averaging'", "--task"]),
+    (["--solver", "adam", "--set", "solver=sgd"], ["--set solver='sgd'", "--solver"]),
+]
+_BAD = [
+    *[
+        (["reproduce", *argv, *extra], frags)
+        for argv, frags in _REPRODUCE_BAD
+        for extra in ([], ["--plan"], ["--tiny"], ["--tiny", "--plan"])
     ],
-)
-def test_bad_options_exit_2_with_a_message(argv, message, capsys):
+    *[(["fit", *argv], frags) for argv, frags in _FIT_BAD],
+    *[
+        (["fit", *argv, "--online-steps", "3"], frags)
+        for argv, frags in _FIT_BAD
+        if "--online-steps" not in argv and "--n-train" not in argv and "--max-iter" not in argv
+    ],
+    (["reproduce", "--quick", "--full"], ["--full", "not allowed with argument --quick"]),
+    (["reproduce", "--plan", "extra"], ["unrecognized arguments: extra"]),
+    (["bogus"], ["invalid choice: 'bogus'"]),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragments"), _BAD, ids=lambda v: " ".join(map(str, v)))
+def test_every_bad_option_is_one_line_and_exit_2_before_any_work(argv, fragments, no_work, capsys):
+    """Issue 32 item 8: each option, under each flag combination, checked before any work."""
     code, err = _exit_code(argv, capsys)
-    assert code == 2
-    assert message in err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("stsq-learn") and ": error: " in err, err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["reproduce", "--plan", "--tiny", "--seed", "4294967295"],
+        ["reproduce", "--plan", "--tiny", "--only", "width", "--scheduler", "tcp://host:8786"],
+        ["reproduce", "--tiny", "--only", "separation,convergence", "--threads", "2"],
+        ["fit", "--seq-len", "8", "--eval-lengths", "3,8"],  # T' = q is allowed
+        ["fit", "--seed", "4294967294", "--n-selected", "3", "--n-train", "10"],
+        ["fit", "--task", "single_location", "--model", "fcn", "--eval-lengths", "16"],
+        ["fit", "--set", "solver=sgd", "--set", "alpha=1e-4", "--online-steps", "3"],
+        ["fit", "--model", "fcn", "--max-iter", "2"],
+    ],
+    ids=" ".join,
+)
+def test_good_edge_values_pass_validation(argv, no_work, tmp_path, monkeypatch):
+    if "--scheduler" in argv:
+        pytest.importorskip("distributed")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(_Work):
+        main(argv)
+    assert list(tmp_path.iterdir()) == []  # the checks left nothing behind
 
 
 def test_bad_scheduler_is_named_without_the_distributed_extra(capsys, monkeypatch):

@@ -230,12 +230,13 @@ def _as_json(result):
     return out
 
 
-def test_reproduce_rejects_bad_scheduler_before_work(tmp_path, capsys):
+@pytest.mark.parametrize("plan", [[], ["--plan"]])
+def test_reproduce_rejects_bad_scheduler_before_work(tmp_path, capsys, plan):
     from stsq_learn.cli import main
 
     out = tmp_path / "out"
-    with pytest.raises(SystemExit) as exc:
-        main(["reproduce", "--tiny", "--scheduler", "local:0", "--out", str(out)])
+    with pytest.raises(SystemExit) as exc:  # --plan too (issue 32 item 8)
+        main(["reproduce", "--tiny", *plan, "--scheduler", "local:0", "--out", str(out)])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "scheduler='local:0'" in err and err.count("\n") == 1  # one line (issue 27)

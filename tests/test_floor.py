@@ -138,3 +138,23 @@ def test_relative_mse_public_function():
         relative_mse(y, [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="every target in y_true is zero"):
         relative_mse(np.zeros((2, 2)), y)
+
+
+@pytest.mark.parametrize("T, n, K", [(64, 3000, 1), (256, 500, 2), (3000, 40, 1)])
+def test_simulation_bytes_bounds_what_the_floor_holds(T, n, K):
+    """The estimate the length scale's cost check uses: at least the kept scores, and no less
+    than the floor's measured peak (numpy's allocations, traced)."""
+    import tracemalloc
+
+    from stsq_learn.floor import simulation_bytes
+
+    estimate = simulation_bytes(T, n, K)
+    assert estimate >= 4 * n * T * K  # every row's float32 scores are kept
+    tracemalloc.start()
+    try:
+        isotropic_floor(T, 3, 16, n_samples=n, n_pe_samples=K, random_state=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 4 * n * T * K <= peak <= estimate
+    assert simulation_bytes(65536, 20_000) == 4 * 20_000 * 65536 + 40 * 32 * 65536

@@ -129,3 +129,60 @@ def test_the_scale_takes_a_model_to_the_floor_at_longer_lengths():
         model.set_params(length_scale=rule)
         ratio[rule] = (1 - LengthShiftScorer(64, random_state=0)(model, X, y)) / floor
     assert ratio[None] > 1.3 and ratio["log"] < 1.15 and ratio["floor"] < 1.1
+
+
+def _long_row_model():
+    X, y = make_sparse_token_selection(100, 8, 3, 2, random_state=0)
+    model = SparseTokenSelector(width=8, length_scale="floor", max_iter=2, random_state=0)
+    return model.fit(X, y), X
+
+
+@pytest.mark.parametrize("limit", ["available", "address space"])
+def test_the_floor_checks_its_cost_before_simulating(monkeypatch, limit):
+    """Issue 32: one row at T'=65536 simulated 20,000 rows of that length (about 5 GiB) and
+    failed with a raw MemoryError under a 4 GiB limit."""
+    import stsq_learn._memory as memory
+
+    import stsq_learn.floor as floor
+    import stsq_learn.length_scale as ls
+
+    model, X = _long_row_model()
+    X_long = shift_length(X[:1], 65536, random_state=0)
+    needed = floor.simulation_bytes(65536, 20_000)
+    assert needed == 5_326_766_080
+    if limit == "available":
+        monkeypatch.setattr(memory, "available_bytes", lambda device: 2**32)
+    else:  # ulimit -v: what the process may still map
+        monkeypatch.setattr(ls, "_address_space_left", lambda: 2**32)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("simulated before the check")
+
+    monkeypatch.setattr(floor, "isotropic_floor", refuse)
+    before = {k: v.clone() for k, v in model.net_.module_.state_dict().items()}
+    with pytest.raises(ValueError) as info:
+        model.predict(X_long)
+    assert str(info.value) == (
+        "length_scale='floor' at seq_len=65536 simulates 20,000 rows of that length (q=2, "
+        "width=8, 1 encoding draw) to find its best gamma: about 4.96 GiB (5,326,766,080 "
+        "bytes), more than the 4 GiB available. Predict at a shorter length, or use "
+        "length_scale='log', which simulates nothing."
+    )
+    for k, v in model.net_.module_.state_dict().items():
+        assert torch.equal(v, before[k])
+    # The rule itself, at any length not yet computed: refused before any simulation.
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
+    with pytest.raises(ValueError, match=r"seq_len=9 simulates 20,000 rows .*\(7,920,000 bytes\)"):
+        FloorScale().factors(9, 8, torch.tensor([2.0]), 8, 1)
+
+
+def test_a_floor_already_computed_is_not_checked_again(monkeypatch):
+    import stsq_learn._memory as memory
+
+    model, X = _long_row_model()
+    X_long = shift_length(X[:3], 12, random_state=0)
+    expected = model.predict(X_long)  # computes the floors at 12 and 8
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 0)
+    np.testing.assert_array_equal(model.predict(X_long), expected)
+    with pytest.raises(ValueError, match=r"seq_len=13 simulates 20,000 rows .* than the 0 GiB"):
+        model.predict(shift_length(X[:3], 13, random_state=0))

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from stsq_learn.io.archive import seal
 
 from stsq_learn import (
     AttentionRegressor,
@@ -33,6 +32,7 @@ from stsq_learn import (
     persistence,
     save_model,
 )
+from stsq_learn.io.archive import seal
 
 _ATTENTION = {
     SparseTokenSelector: make_sparse_token_selection,

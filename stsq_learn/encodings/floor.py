@@ -153,6 +153,29 @@ def _row_errors(scores, gamma, q):
     return q * sq - 2.0 * sel + 1.0
 
 
+def simulation_bytes(seq_len, n_samples=100_000, n_pe_samples=1):
+    """Bytes :func:`isotropic_floor` holds at its peak for these sizes (an upper estimate).
+
+    The scores of every simulated row are kept (float32, all gammas are
+    scored on the same draws), ``4 * n_samples * n_pe_samples * seq_len``
+    bytes, plus the temporaries of one chunk of rows (its float64 draws and
+    each gamma's weights), about 40 bytes per score of the chunk.
+
+    Parameters
+    ----------
+    seq_len, n_samples, n_pe_samples : int
+        As for :func:`isotropic_floor`.
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
+    per_row = seq_len * n_pe_samples
+    chunk_rows = min(n_samples, max(1, _CHUNK_ELEMENTS // per_row))
+    return 4 * n_samples * per_row + 40 * chunk_rows * per_row
+
+
 class _Objective:
     """Mean relative MSE as a function of gamma, on fixed draws, computed in chunks."""
 

@@ -14,8 +14,9 @@ asks. Two rules, each an object of this module (the registry
 - :class:`FloorScale` (``"floor"``): ``f(T) = gamma*(T)``, the best gamma of
   the isotropic floor (:func:`~stsq_learn.isotropic_floor`) at length T for
   the row's number of summed encodings and the model's width, computed once
-  per ``(T, q, width, draws)`` and cached. Exact for ``W = gamma I``; it
-  needs queries that sum encodings (sparse token selection, q-sparse
+  per ``(T, q, width, draws)`` and cached (a length whose simulation would
+  not fit in the available memory is refused first, with a ``ValueError``).
+  Exact for ``W = gamma I``; it needs queries that sum encodings (sparse token selection, q-sparse
   averaging), and where the floor's best gamma is unbounded (one selected
   token at small widths) or 0 (every token selected) the log rule applies.
 """
@@ -109,9 +110,66 @@ def cached_floor(seq_len, n_selected, width, n_draws=1):
     )
 
 
+def check_floor_cost(seq_len, n_selected, width, n_draws=1):
+    """Raise ``ValueError`` if the floor at these sizes would take more memory than is available.
+
+    :func:`cached_floor` simulates 20,000 rows of length ``seq_len``
+    (:func:`stsq_learn.floor.simulation_bytes`); a size already computed
+    costs nothing and is not checked.
+
+    Parameters
+    ----------
+    seq_len, n_selected, width, n_draws : int
+        As for :func:`cached_floor`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``length_scale='floor'``, the length and the bytes.
+    """
+    from ..engine.memory import _gib, available_bytes
+    from .floor import simulation_bytes
+
+    if (seq_len, n_selected, width, n_draws) in _COMPUTED:
+        return
+    needed = simulation_bytes(seq_len, _FLOOR_ROWS, n_draws)
+    limits = [available_bytes("cpu"), _address_space_left()]
+    limits = [x for x in limits if x is not None]
+    limit = min(limits) if limits else None
+    if limit is None or needed <= limit:
+        return
+    draws = f"{n_draws} encoding draw" + ("s" if n_draws > 1 else "")
+    raise ValueError(
+        f"length_scale='floor' at seq_len={seq_len} simulates {_FLOOR_ROWS:,} rows of that "
+        f"length (q={n_selected}, width={width}, {draws}) to find its best gamma: about "
+        f"{_gib(needed)} ({needed:,} bytes), more than the {_gib(limit)} available. Predict "
+        "at a shorter length, or use length_scale='log', which simulates nothing."
+    )
+
+
+def _address_space_left():
+    """Bytes this process may still map under its address-space limit (``ulimit -v``), or None."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status") as fh:
+            size = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    except (ImportError, OSError, ValueError, StopIteration):  # not Linux
+        return None
+    return max(soft - size, 0)
+
+
+_COMPUTED = set()
+"""Sizes whose floor :func:`floor_gamma` has computed (cached: no cost to check)."""
+
+
 def floor_gamma(seq_len, n_selected, width, n_draws=1):
     """The floor's best gamma at these sizes (:func:`cached_floor`), or None if unbounded or 0."""
     gamma = cached_floor(seq_len, n_selected, width, n_draws).gamma
+    _COMPUTED.add((seq_len, n_selected, width, n_draws))
     return gamma if 0.0 < gamma < math.inf else None
 
 
@@ -132,7 +190,7 @@ class FloorScale:
         task : Task
             The estimator's task.
         """
-        from .tasks._reading import ModelReading
+        from ..tasks._reading import ModelReading
 
         cls = type(task)
         sizes = (
@@ -171,13 +229,21 @@ class FloorScale:
         Tensor of shape (n,)
             ``gamma*(T) / gamma*(T_ref)`` for each row's q, or the log rule's
             factor where a floor's best gamma is unbounded or 0.
+
+        Raises
+        ------
+        ValueError
+            If a floor not yet computed would take more memory than is
+            available (:func:`check_floor_cost`), before any is simulated.
         """
         fallback = LogScale.ratio(seq_len, reference)
         out = torch.full(query_sizes.shape, fallback, dtype=torch.float64)
-        for q in torch.unique(query_sizes).tolist():
-            q = int(q)
-            if q > min(seq_len, reference):
-                continue
+        sizes = [int(q) for q in torch.unique(query_sizes).tolist()]
+        sizes = [q for q in sizes if q <= min(seq_len, reference)]
+        for q in sizes:  # every size's cost before any simulation
+            for length in (seq_len, reference):
+                check_floor_cost(length, q, width, n_draws)
+        for q in sizes:
             at = floor_gamma(seq_len, q, width, n_draws)
             ref = floor_gamma(reference, q, width, n_draws)
             if at is not None and ref is not None:

@@ -351,7 +351,11 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
             step_progress=online,
         )
         probe = torch.Generator(device=device).manual_seed(pe_seed + 1)
-        start = progress.start_loss(module, data, probe, self._fit_forward_kwargs())
+        kwargs = self._fit_forward_kwargs()
+        chunk = tr.probe_chunk(
+            module, fitted_task.reference_length, kwargs.get("pe_sampling"), n_read, batch_size
+        )
+        start = progress.start_loss(module, data, probe, kwargs, chunk)
         self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
         tr.check_finite_weights(net)
         owner = type(self).__name__

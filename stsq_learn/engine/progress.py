@@ -20,19 +20,25 @@ from sklearn.exceptions import ConvergenceWarning
 from .training import STOP_REASON, raise_diverged
 
 
-def start_loss(module, data, generator, kwargs):
+def start_loss(module, data, generator, kwargs, chunk):
     """The training loss of ``module`` before any step, on ``data.probe`` rows (no gradient).
 
     ``generator`` is the probe's own, so the run's batches and draws are
-    those it would have without the probe.
+    those it would have without the probe. The rows go through the model
+    ``chunk`` at a time (:func:`stsq_learn._training.probe_chunk`), so the
+    probe holds no more than that many rows' forward pass.
     """
     from ..encodings.draws import StreamedDraws
 
-    X, y = data.probe(generator)
+    draws = StreamedDraws(generator)
+    losses = []
     with torch.no_grad():
-        out = module(X, generator=StreamedDraws(generator), **kwargs)
-        # The loss of SquaredError, outside the criterion (no training step is evaluated).
-        return float((out - y).square().sum(-1).mean())
+        for X, y in data.probe(generator, chunk):
+            out = module(X, generator=draws, **kwargs)
+            # The loss of SquaredError, outside the criterion (no training step is evaluated).
+            losses.append((out - y).square().sum(-1))
+            del X, y, out  # the next chunk is drawn while these would still be held
+    return float(torch.cat(losses).mean())
 
 
 def completed_losses(net, online, planned, owner, *, early_stopping):

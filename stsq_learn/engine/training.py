@@ -38,6 +38,25 @@ STOP_REASON = "stop_reason"  # history key a stopping callback records before it
 
 
 _PROBE_ROWS = 4096
+_PROBE_ELEMENTS = 2**25
+"""Floats a forward pass of the start-loss probe may hold at once (128 MiB in float32).
+
+The probe's rows go through the model this many floats' worth of rows at a
+time (at least a training batch), so measuring the starting model never
+holds more than a step would: 1,024 rows of length 16,384 at once took
+1.4 GiB where the two training steps took 0.5.
+"""
+
+
+def probe_chunk(module, seq_len, pe_sampling, n_read, batch_size):
+    """Rows of the start-loss probe a forward pass takes at once.
+
+    ``module.elements_per_row`` (floats a forward pass holds per row, at the
+    longest training length ``seq_len``) sizes it to :data:`_PROBE_ELEMENTS`,
+    never under ``batch_size`` (a training step holds that many rows).
+    """
+    per_row = module.elements_per_row(seq_len, pe_sampling, n_selected=n_read)
+    return max(batch_size, _PROBE_ELEMENTS // max(per_row, 1))
 
 
 def as_tensor(array, dtype, device):
@@ -60,9 +79,11 @@ class TensorData(torch.utils.data.Dataset):
     def __getitem__(self, i):
         return self.X[i], self.y[i]
 
-    def probe(self, generator):
-        """Rows to measure the starting model's loss on: the first 4096."""
-        return self.X[:_PROBE_ROWS], self.y[:_PROBE_ROWS]
+    def probe(self, generator, chunk):
+        """Rows to measure the starting model's loss on: the first 4096, ``chunk`` at a time."""
+        X, y = self.X[:_PROBE_ROWS], self.y[:_PROBE_ROWS]
+        for start in range(0, len(X), chunk):
+            yield X[start : start + chunk], y[start : start + chunk]
 
     def batches(self, batch_size, generator):
         perm = torch.randperm(len(self.X), generator=generator, device=self.X.device)
@@ -84,10 +105,17 @@ class OnlineData(torch.utils.data.Dataset):
     def __getitem__(self, i):
         raise TypeError("an online stream is read in batches, not rows")
 
-    def probe(self, generator):
-        """A batch, from its own generator, to measure the starting model's loss on."""
+    def probe(self, generator, chunk):
+        """Rows, from their own generator, to measure the starting model's loss on.
+
+        ``max(batch_size, 1024)`` rows (at most 4096), drawn ``chunk`` at a
+        time: one draw of them all when they fit in one chunk.
+        """
         n = min(max(self.batch_size, 1024), _PROBE_ROWS)
-        return self.task.sample_torch(n, generator=generator, device=self.device, dtype=self.dtype)
+        for start in range(0, n, chunk):
+            yield self.task.sample_torch(
+                min(chunk, n - start), generator=generator, device=self.device, dtype=self.dtype
+            )
 
     def batches(self, batch_size, generator):
         for _ in range(self.n_steps):

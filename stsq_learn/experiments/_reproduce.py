@@ -54,8 +54,8 @@ def resolve_experiments(only):
         full = aliases.get(name, name)
         if full not in names_known:
             raise ValueError(
-                f"Unknown experiment {name!r}; choose from {', '.join(names_known)} "
-                f"(aliases: {', '.join(aliases)})."
+                f"Unknown experiment {name!r} in only={only!r}; choose from "
+                f"{', '.join(names_known)} (aliases: {', '.join(aliases)})."
             )
         if full not in out:
             out.append(full)
@@ -121,16 +121,9 @@ def reproduce(
     ['convergence']
     """
     _check_preset(preset)
-    names = resolve_experiments(only)
-    resolved = resolve_device(device)  # fail on a bad device before any work
-    check_seed(seed)
-    if out is not None:
-        check_out_dir(out)
-    if n_threads is not None:
-        n_threads = check_positive_int(n_threads, "n_threads")
-    if scheduler is not None:
-        check_scheduler(scheduler)  # a bad specification fails before any work
-        from .. import distributed  # noqa: F401  (so does a missing extra)
+    names, resolved = check_run_options(
+        out=out, device=device, seed=seed, only=only, n_threads=n_threads, scheduler=scheduler
+    )
     threads_before = torch.get_num_threads()
     try:
         if n_threads is not None:
@@ -140,10 +133,48 @@ def reproduce(
         torch.set_num_threads(threads_before)
 
 
+def check_run_options(*, out, device, seed, only, n_threads, scheduler):
+    """Check every option of :func:`reproduce` but the size; return ``(names, device)``.
+
+    All of them are checked before any work, and the same way for a plan of
+    the run (``stsq-learn reproduce --plan``) as for the run itself: a run
+    that its plan accepts does not fail on its options.
+    """
+    names = resolve_experiments(only)
+    resolved = resolve_device(device)
+    check_seed(seed)
+    if out is not None:
+        check_out_dir(out)
+    if n_threads is not None:
+        check_positive_int(n_threads, "n_threads")
+    if scheduler is not None:
+        check_scheduler(scheduler)  # a bad specification fails before dask is imported
+        takers = [n for n in experiment_names() if _takes_scheduler(n)]
+        if not any(n in takers for n in names):
+            raise ValueError(
+                f"scheduler={scheduler!r} runs the sweeps of {', '.join(takers)} on a dask "
+                f"cluster, and only={only!r} runs none of them: drop the scheduler or run "
+                f"{' or '.join(takers)}."
+            )
+        from .. import distributed  # noqa: F401  (a missing extra fails here too)
+    return names, resolved
+
+
+def _takes_scheduler(name):
+    """Whether experiment ``name`` can run its sweep on a dask scheduler."""
+    return "scheduler" in inspect.signature(RECORDS[name].function).parameters
+
+
+_SEED_MAX = 2**32 - 1
+"""The largest seed NumPy's ``RandomState`` (and so every estimator's ``random_state``) takes."""
+
+
 def check_seed(seed):
-    """Raise ``ValueError`` unless ``seed`` is a non-negative int (the seed of a run)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}.")
+    """Raise ``ValueError`` unless ``seed`` is an int in ``[0, 2**32 - 1]`` (the seed of a run)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= _SEED_MAX:
+        raise ValueError(
+            f"seed must be a non-negative integer at most 2**32 - 1 = {_SEED_MAX}, got {seed!r}."
+        )
 
 
 def check_out_dir(out):
@@ -153,6 +184,8 @@ def check_out_dir(out):
     that cannot be written to (probed with a temporary file), is refused
     before any work.
     """
+    if not os.fspath(out).strip():
+        raise ValueError(f"out={os.fspath(out)!r} names no directory; give a path such as '.'.")
     path = os.path.abspath(os.fspath(out))
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"out={os.fspath(out)!r} is a file, not a directory.")
@@ -183,8 +216,7 @@ def _run(preset, names, resolved, seed, out, progress, log, scheduler=None):
     for name in names:
         start = time.perf_counter()
         function = RECORDS[name].function
-        takes = "scheduler" in inspect.signature(function).parameters
-        extra = {"scheduler": scheduler} if takes and scheduler else {}
+        extra = {"scheduler": scheduler} if scheduler and _takes_scheduler(name) else {}
         results[name] = function(
             **RECORDS[name].presets[preset],
             device=str(resolved),
