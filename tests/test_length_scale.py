@@ -141,7 +141,7 @@ def _long_row_model():
 def test_the_floor_checks_its_cost_before_simulating(monkeypatch, limit):
     """Issue 32: one row at T'=65536 simulated 20,000 rows of that length (about 5 GiB) and
     failed with a raw MemoryError under a 4 GiB limit."""
-    import stsq_learn._memory as memory
+    import stsq_learn.engine.memory as memory
 
     import stsq_learn.floor as floor
     import stsq_learn.length_scale as ls
@@ -177,7 +177,7 @@ def test_the_floor_checks_its_cost_before_simulating(monkeypatch, limit):
 
 
 def test_a_floor_already_computed_is_not_checked_again(monkeypatch):
-    import stsq_learn._memory as memory
+    import stsq_learn.engine.memory as memory
 
     model, X = _long_row_model()
     X_long = shift_length(X[:3], 12, random_state=0)

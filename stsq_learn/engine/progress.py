@@ -25,7 +25,7 @@ def start_loss(module, data, generator, kwargs, chunk):
 
     ``generator`` is the probe's own, so the run's batches and draws are
     those it would have without the probe. The rows go through the model
-    ``chunk`` at a time (:func:`stsq_learn._training.probe_chunk`), so the
+    ``chunk`` at a time (:func:`stsq_learn.engine.training.probe_chunk`), so the
     probe holds no more than that many rows' forward pass.
     """
     from ..encodings.draws import StreamedDraws
