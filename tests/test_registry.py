@@ -1,0 +1,246 @@
+"""One registration is a whole task: every list of the package reads it from the registry.
+
+A throwaway task, written here as a user or a new task's folder would write it
+(its law, a pair of estimators, a generator, an experiment), is registered
+with one call of :func:`stsq_learn.registry.register` and then found in each
+list: the package's exports, ``stsq_learn.datasets``, the task registry, the
+classes model files hold, the CLI's choices and help, ``reproduce --only``
+(and a run of it), the API page's lists and the estimators the common tests
+check. The registry is restored afterwards.
+"""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+import stsq_learn
+import stsq_learn.datasets
+import stsq_learn.experiments
+from stsq_learn import AttentionRegressor, FCNRegressor, Task, load_model, registry, save_model
+from stsq_learn.experiments._record import SIZES, Experiment
+from stsq_learn.queries import Selection
+
+matplotlib.use("Agg")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class PairMeanTask(Task):
+    """The mean of two marked Gaussian tokens (a position-selected task of one's own)."""
+
+    seq_len: int
+    n_features: int
+
+    name = "test_pair_mean"
+    structure = Selection
+
+    def __post_init__(self):
+        self._check_sizes()
+
+    @property
+    def trivial_mse(self):
+        return self.n_features / 2
+
+    def _sample(self, n_samples, rng):
+        T, d = self.seq_len, self.n_features
+        tokens = rng.standard_normal((n_samples, T, d))
+        marks = np.zeros((n_samples, T, 1))
+        chosen = rng.random_sample((n_samples, T)).argsort(1)[:, :2]
+        np.put_along_axis(marks[..., 0], chosen, 1.0, axis=1)
+        return np.concatenate([tokens, marks], axis=2), (tokens * marks).sum(1) / 2
+
+    @classmethod
+    def from_data(cls, X, y):
+        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+        if X.ndim != 3 or y.shape != (len(X), X.shape[2] - 1):
+            raise ValueError(f"X {X.shape} and y {y.shape} are not pair-mean rows.")
+        return cls(X.shape[1], X.shape[2] - 1), X, y
+
+    def check_rows(self, X, owner="the model"):
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 3 or X.shape[2] != self.n_features + 1:
+            raise ValueError(f"{owner} reads rows of {self.n_features + 1} channels.")
+        return X
+
+    def shift(self, X, y, seq_len, random_state=None):
+        rng = np.random.default_rng(random_state)
+        n, T, c = X.shape
+        new = np.concatenate(
+            [rng.standard_normal((n, seq_len - T, c - 1)), np.zeros((n, seq_len - T, 1))], axis=2
+        )
+        order = rng.random((n, seq_len)).argsort(axis=1)
+        return np.take_along_axis(np.concatenate([X, new], axis=1), order[..., None], 1), y
+
+
+def make_test_pair_mean(n_samples=100, seq_len=6, n_features=3, *, random_state=None):
+    """Rows of the pair-mean task."""
+    return PairMeanTask(seq_len, n_features).sample(n_samples, random_state=random_state)
+
+
+class PairMeanAttention(AttentionRegressor):
+    """The attention model on the pair-mean task."""
+
+    _task = PairMeanTask
+
+
+class PairMeanFCN(FCNRegressor):
+    """The fully-connected net on the pair-mean task."""
+
+    _task = PairMeanTask
+
+
+@dataclass
+class PairMeanResult:
+    """What the throwaway experiment measured."""
+
+    r2: float
+
+    def to_dict(self):
+        return {"r2": self.r2}
+
+    def plot(self):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots()
+        ax.bar(["r2"], [self.r2])
+        return fig
+
+
+def pair_mean_study(*, n_steps, device="auto", random_state=0, progress=False):
+    """Train the attention model on the task and score it (the throwaway experiment)."""
+    task = PairMeanTask(6, 3)
+    model = PairMeanAttention(width=16, random_state=random_state, device=device)
+    model.fit_online(task, n_steps)
+    X, y = task.sample(200, random_state=1)
+    return PairMeanResult(float(model.score(X, y)))
+
+
+RECORD = Experiment(
+    name="test_pair_mean_study",
+    function=pair_mean_study,
+    presets={size: {"n_steps": 40} for size in SIZES},
+    summary_rows=lambda rows, res: rows.append(f"| pair mean | R^2 | {res.r2:.3f} |"),
+    work=lambda **kw: [],
+    aliases=("pair",),
+    result=PairMeanResult,
+)
+
+
+@pytest.fixture
+def registered():
+    """Register the throwaway task for one test, then restore the registry as it was."""
+    from stsq_learn.tasks import TASKS
+
+    saved = (dict(registry._REGISTRATIONS), dict(TASKS), list(stsq_learn.__all__))
+    reg = registry.register(
+        PairMeanTask,
+        estimators=(PairMeanAttention, PairMeanFCN),
+        make=make_test_pair_mean,
+        experiments=(RECORD,),
+    )
+    yield reg
+    registry._REGISTRATIONS.clear()
+    registry._REGISTRATIONS.update(saved[0])
+    TASKS.clear()
+    TASKS.update(saved[1])
+    stsq_learn.__all__[:] = saved[2]
+    for name in reg.public():
+        delattr(stsq_learn, name)
+
+
+def test_one_registration_puts_the_task_in_every_list(registered, tmp_path, capsys):
+    names = ("PairMeanTask", "PairMeanAttention", "PairMeanFCN", "make_test_pair_mean")
+    # the package's exports and the datasets module
+    for name in names:
+        assert name in stsq_learn.__all__ and getattr(stsq_learn, name) is not None
+    assert stsq_learn.datasets.make_test_pair_mean is make_test_pair_mean
+    assert "make_test_pair_mean" in stsq_learn.datasets.__all__
+    # the task registry: estimators take it by name
+    from stsq_learn.tasks import TASKS, get_task
+
+    assert TASKS["test_pair_mean"] is PairMeanTask is get_task("test_pair_mean")
+    # the common tests' estimators and the API page's lists
+    assert {PairMeanAttention, PairMeanFCN} <= set(registry.estimators())
+    spec = importlib.util.spec_from_file_location("_registry", ROOT / "docs" / "_registry.py")
+    lists = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lists)
+    text = lists.api_lists()
+    for name in names:
+        assert f"   {name}\n" in text
+    # the classes model files hold: a fitted estimator saves and loads
+    X, y = make_test_pair_mean(200, random_state=0)
+    model = PairMeanAttention(width=8, max_iter=3, random_state=0).fit(X, y)
+    save_model(model, tmp_path / "m.stsq")
+    np.testing.assert_array_equal(load_model(tmp_path / "m.stsq").predict(X), model.predict(X))
+    # the experiments: reproduce --only, its presets, the functions of stsq_learn.experiments
+    from stsq_learn import experiments
+    from stsq_learn.experiments._reproduce import resolve_experiments
+
+    assert resolve_experiments("pair") == ["test_pair_mean_study"]
+    assert "test_pair_mean_study" in experiments.EXPERIMENTS
+    assert experiments.PRESETS["tiny"]["test_pair_mean_study"] == {"n_steps": 40}
+    assert experiments.pair_mean_study is pair_mean_study
+    assert {"pair_mean_study", "PairMeanResult"} <= set(experiments.__all__)
+    results = experiments.reproduce("tiny", only="pair", out=tmp_path / "out", progress=False)
+    assert results["test_pair_mean_study"].r2 > 0.3
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["test_pair_mean_study"]["r2"] == results["test_pair_mean_study"].r2
+    assert (tmp_path / "out" / "test_pair_mean_study.png").exists()
+    # the CLI's choices and help texts
+    from stsq_learn.cli import main
+
+    for argv in (["fit", "--help"], ["reproduce", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    text = capsys.readouterr().out
+    assert "test_pair_mean" in text and "test_pair_mean_study (or pair)" in text
+
+
+def test_the_registry_is_restored_after_the_throwaway(registered):
+    assert "test_pair_mean" in registry._REGISTRATIONS
+
+
+def test_the_throwaway_is_gone_afterwards():
+    from stsq_learn.tasks import TASKS
+
+    assert "test_pair_mean" not in TASKS and "PairMeanTask" not in stsq_learn.__all__
+    assert "test_pair_mean_study" not in stsq_learn.experiments.EXPERIMENTS
+
+
+def test_a_registration_is_refused_before_anything_is_listed():
+    from stsq_learn.tasks import TASKS
+
+    before = (list(TASKS), list(stsq_learn.__all__))
+    with pytest.raises(TypeError, match="estimators must be classes"):
+        registry.register(PairMeanTask, estimators=(PairMeanAttention(),))
+    with pytest.raises(ValueError, match="public name 'make_sparse_averaging' is already"):
+        registry.register(PairMeanTask, make=_impostor())
+    assert (list(TASKS), list(stsq_learn.__all__)) == before
+
+
+def _impostor():
+    def make_sparse_averaging():
+        """Not the package's generator."""
+
+    return make_sparse_averaging
+
+
+def test_every_builtin_task_but_selection_is_named_by_two_files_at_most():
+    """The count of ``tools/task_homes.py``: a task's code lives in its home."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "task_homes.py"), "--max", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    counts = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    for task in ("averaging", "retrieval", "single_location"):
+        assert int(counts[task].split()[0]) <= 2
