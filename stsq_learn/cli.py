@@ -438,7 +438,7 @@ def _check_fit_counts(args):
 
 def _check_rows_fit(task, n_train, n_eval, lengths, row):
     """Refuse rows that would not fit in memory (before drawing them); ``row``: one drawn row."""
-    from ._memory import _gib, available_bytes
+    from .engine.memory import _gib, available_bytes
 
     per_token = row.shape[-1] * row.itemsize
     need = per_token * (n_train * task.seq_len + n_eval * (task.seq_len + max(lengths)))
