@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._validation import as_tensor
 from .tasks import SingleLocationTask
 
 
@@ -89,8 +90,7 @@ class _SingleLocationModel(RegressorMixin, BaseEstimator):
         """
         self._check_params()
         task, X, y = SingleLocationTask.from_data(X, y)
-        Xt = torch.as_tensor(np.asarray(X, dtype=np.float64))
-        yt = torch.as_tensor(np.asarray(y, dtype=np.float64))
+        Xt, yt = as_tensor(X, torch.float64), as_tensor(y, torch.float64)
         rng = check_random_state(self.random_state)
         n = len(Xt)
 
@@ -138,7 +138,7 @@ class _SingleLocationModel(RegressorMixin, BaseEstimator):
             draws = np.random.RandomState(rng.randint(2**31 - 1))
             while True:
                 X, y = task.sample(self.batch_size, random_state=draws)
-                yield torch.as_tensor(X), torch.as_tensor(y)
+                yield as_tensor(X, torch.float64), as_tensor(y, torch.float64)
 
         state = self._train(task, batches(), task, n_steps, rng)
         self._set_fitted(task.at_length(task.seq_len), state)
@@ -167,5 +167,5 @@ class _SingleLocationModel(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = self.task_.check_rows(X, type(self).__name__)
         with torch.no_grad():
-            out = self._forward(torch.as_tensor(np.asarray(X, dtype=np.float64)))
+            out = self._forward(as_tensor(X, torch.float64))
         return out.numpy().astype(np.float64)

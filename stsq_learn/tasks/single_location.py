@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import as_real_array, check_positive_int, finite_floats
+from .._validation import as_real_array, check_positive_int, finite_floats, finite_targets
 from .task import Task
 
 __all__ = ["SingleLocationTask", "make_single_location"]
@@ -212,7 +212,7 @@ class SingleLocationTask(Task):
             )
         if d < 2:
             raise ValueError(f"X has {d} feature(s) per token; single-location needs >= 2.")
-        return cls(L, d), X, finite_floats(y_arr, "y")
+        return cls(L, d), X, finite_targets(y_arr, "y")
 
     def check_rows(self, X, owner="the model"):
         """Check rows for ``predict``: 3-D, finite, of ``n_features`` features, any length.
@@ -270,7 +270,7 @@ class SingleLocationTask(Task):
         y_arr = as_real_array(y, "y", f"({len(X)},) for y")
         if y_arr.shape != (len(X),):
             raise ValueError(f"y must have shape ({len(X)},) to match X, got {y_arr.shape}.")
-        return finite_floats(y_arr, "y")
+        return finite_targets(y_arr, "y")
 
     def units(self, y, sample_weight=None):
         """One output unit per row (the 1-D targets as a column).
