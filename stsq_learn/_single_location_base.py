@@ -42,7 +42,7 @@ from . import _training as tr
 from ._base import _BaseEstimator
 from ._memory import check_training_memory
 from ._state import _is_int, _is_number_list, check_weights
-from ._validation import check_positive_int, resolve_device
+from ._validation import as_tensor, check_positive_int, resolve_device
 
 _PROBE_ROWS = 4096  # rows the starting model's loss is measured on (as the other estimators)
 _CPU = torch.device("cpu")
@@ -223,7 +223,7 @@ class _SingleLocationModel(_BaseEstimator):
             draws = np.random.RandomState(rng.randint(2**31 - 1))
             while True:
                 X, y = task.sample(self.batch_size, random_state=draws)
-                yield torch.as_tensor(X), torch.as_tensor(y)
+                yield as_tensor(X, torch.float64), as_tensor(y, torch.float64)
 
         probe = None
         if not population:  # rows of the law, of their own seed: the run's draws are unchanged
