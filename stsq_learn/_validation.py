@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import warnings
 
 import numpy as np
 import torch
@@ -47,6 +48,29 @@ def as_real_array(X, name, expected):
     return arr
 
 
+def as_tensor(array, dtype, device="cpu"):
+    """A tensor of ``dtype`` on ``device`` holding a NumPy array's values; the array is
+    never written.
+
+    The one place the package turns users' arrays into tensors. Any layout is
+    accepted: negative strides (``X[::-1]``), Fortran order, strided slices,
+    read-only and memory-mapped arrays, either byte order. The tensor is
+    C-contiguous and holds exactly the values a contiguous copy would give, so
+    the layout never changes a result. It shares the array's memory on the CPU
+    when the array already is C-contiguous in the tensor's dtype and native byte
+    order; otherwise the cast and the reordering are one copy.
+    """
+    array = np.asarray(array)
+    target = torch.empty(0, dtype=dtype).numpy().dtype  # native byte order
+    # NumPy calls an array with a negative stride on an axis of length 1 C-contiguous;
+    # torch refuses any negative stride.
+    if array.dtype != target or not array.flags.c_contiguous or min(array.strides) < 0:
+        array = np.array(array, dtype=target, order="C")
+    with warnings.catch_warnings():  # torch warns that a read-only array is shared
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.as_tensor(array, device=device)
+
+
 def finite_floats(arr, name):
     """``arr`` as floats (integers become float64), or raise naming its first NaN or infinity.
 
@@ -73,6 +97,16 @@ def finite_floats(arr, name):
                 f"{name} contains NaN or infinity, e.g. {name}[{text}] = {arr[index]}."
             )
     return arr
+
+
+def finite_targets(arr, name="y"):
+    """Targets as :func:`finite_floats`, in C order (a copy only when they are not).
+
+    The reductions over targets (the loss of predicting 0 that ``fit`` starts
+    from, R^2 and the other scores) then round alike whatever the layout ``y``
+    came in; targets are small next to ``X``.
+    """
+    return np.ascontiguousarray(finite_floats(arr, name))
 
 
 def check_float_range(arr, dtype, *, name="X"):
@@ -190,8 +224,7 @@ def check_targets(y, n_samples, n_features, *, name="y"):
             f"{name} must have shape (n_samples, n_features) = ({n_samples}, {n_features}) "
             f"to match X, got shape {arr.shape}."
         )
-    arr = finite_floats(arr, name)
-    return arr, was_1d
+    return finite_targets(arr, name), was_1d
 
 
 def check_target_shape(y, shape, *, name="y"):
@@ -202,7 +235,7 @@ def check_target_shape(y, shape, *, name="y"):
         arr = arr[:, None]
     if arr.shape != shape:
         raise ValueError(f"{name} must have shape {shape} to match X, got shape {arr.shape}.")
-    return finite_floats(arr, name)
+    return finite_targets(arr, name)
 
 
 def resolve_device(device):

@@ -142,7 +142,6 @@ def test_the_floor_checks_its_cost_before_simulating(monkeypatch, limit):
     """Issue 32: one row at T'=65536 simulated 20,000 rows of that length (about 5 GiB) and
     failed with a raw MemoryError under a 4 GiB limit."""
     import stsq_learn.engine.memory as memory
-
     import stsq_learn.floor as floor
     import stsq_learn.length_scale as ls
 

@@ -276,7 +276,8 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         chunk = max(1, _PREDICT_ELEMENTS // per_row)
         module.eval()
         # Keyed draws: every draw from (prediction seed, the row's bytes in the model's
-        # dtype, draw, position), so a row's prediction does not depend on the other rows.
+        # dtype, draw, position), so a row's draws do not depend on the other rows (its
+        # prediction only through the batch's float rounding: docs, "keyed-draws").
         draws = KeyedDraws(self._predict_seed, dtype=next(module.parameters()).dtype)
         out = []
         starts = range(0, n, chunk)

@@ -36,7 +36,8 @@ def start_loss(module, data, generator, kwargs, chunk):
         for X, y in data.probe(generator, chunk):
             out = module(X, generator=draws, **kwargs)
             # The loss of SquaredError, outside the criterion (no training step is evaluated).
-            losses.append((out - y).square().sum(-1))
+            err = (out - y).square()  # one number per output row (a 1-D target: per row)
+            losses.append(err.sum(-1).reshape(-1) if err.dim() > 1 else err)
             del X, y, out  # the next chunk is drawn while these would still be held
     return float(torch.cat(losses).mean())
 

@@ -30,6 +30,7 @@ from skorch import NeuralNetRegressor
 from skorch.callbacks import Callback, EarlyStopping, LRScheduler, ProgressBar
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR
 
+from .._validation import as_tensor
 from ..nn import SquaredError
 from .rates import Cooldown
 
@@ -57,13 +58,6 @@ def probe_chunk(module, seq_len, pe_sampling, n_read, batch_size):
     """
     per_row = module.elements_per_row(seq_len, pe_sampling, n_selected=n_read)
     return max(batch_size, _PROBE_ELEMENTS // max(per_row, 1))
-
-
-def as_tensor(array, dtype, device):
-    """A tensor view of (or copy from) a NumPy array; the array is never written."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.as_tensor(array, dtype=dtype, device=device)
 
 
 # -- data ------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ class SquaredError(nn.Module):
         Returns
         -------
         Tensor of shape ()
-            ``mean ||y_pred[i] - y_true[i]||^2`` over the output rows.
+            ``mean ||y_pred[i] - y_true[i]||^2`` over the output rows (a 1-D
+            target, one number per row: the mean of the squared errors).
         """
-        return (y_pred - y_true).square().sum(-1).mean()
+        err = (y_pred - y_true).square()
+        return (err.sum(-1) if err.dim() > 1 else err).mean()

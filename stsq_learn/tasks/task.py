@@ -27,7 +27,7 @@ import torch
 from sklearn.metrics import r2_score
 from sklearn.utils import check_random_state
 
-from .._validation import check_positive_int, check_seq_len
+from .._validation import as_tensor, check_positive_int, check_seq_len
 from ._reading import ModelReading
 
 __all__ = ["Task"]
@@ -189,7 +189,7 @@ class Task(ModelReading, abc.ABC):
         taken from ``generator``; tasks override it to draw on the device."""
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=device))
         X, y = self._sample(n_samples, np.random.RandomState(seed))
-        return tuple(torch.as_tensor(a, dtype=dtype, device=device) for a in (X, y))
+        return tuple(as_tensor(a, dtype, device) for a in (X, y))
 
     @property
     def trivial_mse(self):

@@ -18,7 +18,13 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 
-from ..._validation import as_real_array, check_n_selected, check_positive_int, finite_floats
+from ..._validation import (
+    as_real_array,
+    check_n_selected,
+    check_positive_int,
+    finite_floats,
+    finite_targets,
+)
 from ...nn.queries import Subsets
 from ..task import Task
 
@@ -145,7 +151,7 @@ def check_averaging_data(X, y):
     """``(X, y)`` of q-sparse averaging checked together: y gives n_features, X the subsets."""
     X = _averaging_3d(X, "X", _QSA_SHAPE)  # X's type and shape first, as for the selectors
     y = _averaging_3d(y, "y", "(n_samples, seq_len, n_features)", " (a row per position)")
-    y = finite_floats(y, "y")
+    y = finite_targets(y, "y")
     _check_subset_channels(X, y.shape[2])
     X = _check_subsets(X, y.shape[2])
     if X.shape[:2] != y.shape[:2]:
@@ -262,7 +268,7 @@ class SparseAveragingTask(Task):
 
     def check_targets(self, y, X):
         y = _averaging_3d(y, "y", "(n_samples, seq_len, n_features)", " (a row per position)")
-        y = finite_floats(y, "y")
+        y = finite_targets(y, "y")
         shape = self.output_shape(*X.shape[:2])
         if y.shape != shape:
             raise ValueError(

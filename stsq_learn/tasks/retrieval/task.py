@@ -22,7 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..._validation import as_real_array, check_n_selected, check_target_shape, finite_floats
+from ..._validation import (
+    as_real_array,
+    check_n_selected,
+    check_target_shape,
+    finite_floats,
+    finite_targets,
+)
 from ...nn.queries import Slots
 from .._shift import move_marked_rows
 from ..task import Task
@@ -170,7 +176,7 @@ class SparseRetrievalTask(Task):
                 f"to match X (the named tokens side by side), got shape {y_arr.shape}."
             )
         task = cls(T, d, y_arr.shape[1] // d)
-        return task, _check_roles(X, task.n_selected), finite_floats(y_arr, "y")
+        return task, _check_roles(X, task.n_selected), finite_targets(y_arr, "y")
 
     def check_rows(self, X, owner="the model"):
         X = _as_rows(X)

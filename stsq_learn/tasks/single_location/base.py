@@ -37,7 +37,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ..._validation import check_positive_int, resolve_device
+from ..._validation import as_tensor, check_positive_int, resolve_device
 from ...engine import progress
 from ...engine import training as tr
 from ...engine.base import _BaseEstimator
@@ -223,7 +223,7 @@ class _SingleLocationModel(_BaseEstimator):
             draws = np.random.RandomState(rng.randint(2**31 - 1))
             while True:
                 X, y = task.sample(self.batch_size, random_state=draws)
-                yield torch.as_tensor(X), torch.as_tensor(y)
+                yield as_tensor(X, torch.float64), as_tensor(y, torch.float64)
 
         probe = None
         if not population:  # rows of the law, of their own seed: the run's draws are unchanged

@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_parameter_constraints
 
-from ..._validation import as_real_array, check_positive_int, finite_floats
+from ..._validation import as_real_array, check_positive_int, finite_floats, finite_targets
 from ..task import Task
 
 __all__ = ["SingleLocationTask", "make_single_location"]
@@ -52,7 +52,7 @@ def _as_targets(y, n):
             f"y must have shape (n_samples,) = ({n},) to match X (one number per row; a "
             f"column ({n}, 1) is read as one), got shape {arr.shape}."
         )
-    return finite_floats(arr, "y")
+    return finite_targets(arr, "y")
 
 
 def _check_law_seed(value, name):
