@@ -5,49 +5,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
+from user_tasks import PairMeanTask
 
 from stsq_learn import AttentionRegressor, FCNRegressor, SparseTokenSelectionTask, Task
 from stsq_learn.nn.queries import Selection
 from stsq_learn.tasks import register_task
 from stsq_learn.tasks.checks import check_task, check_task_class
 
-
-@dataclass(frozen=True)
-class MeanTask(Task):
-    """A well-formed task: the mean of the marked tokens (sparse token selection, rewritten)."""
-
-    seq_len: int
-    n_features: int
-
-    name = "test-mean"
-    structure = Selection
-
-    def __post_init__(self):
-        self._check_sizes()
-
-    @property
-    def trivial_mse(self):
-        return self.n_features / 2
-
-    def _sample(self, n_samples, rng):
-        T, d = self.seq_len, self.n_features
-        tokens = rng.standard_normal((n_samples, T, d))
-        marks = np.zeros((n_samples, T, 1))
-        chosen = rng.random_sample((n_samples, T)).argsort(1)[:, :2]
-        np.put_along_axis(marks[..., 0], chosen, 1.0, axis=1)
-        y = (tokens * marks).sum(1) / 2
-        return np.concatenate([tokens, marks], axis=2), y
-
-    @classmethod
-    def from_data(cls, X, y):
-        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
-        return cls(X.shape[1], X.shape[2] - 1), X, y
-
-    def check_rows(self, X, owner="the model"):
-        return np.asarray(X, dtype=float)
-
-    def shift(self, X, y, seq_len, random_state=None):
-        return X, y
+MeanTask = PairMeanTask  # a well-formed task of one's own (tests/user_tasks.py)
 
 
 def _variant(name, **members):

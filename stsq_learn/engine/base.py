@@ -71,13 +71,15 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
 
     def _validate_params(self):
         super()._validate_params()
-        # scikit-learn's Interval(Integral) lets True and False pass as 1 and 0.
+        # scikit-learn's Interval(Integral) and Interval(Real) let True and False pass as
+        # 1 and 0; a boolean is neither an integer nor a real number here.
         params = self.get_params(deep=False)
         for name, constraints in self._parameter_constraints.items():
-            integral = any(isinstance(c, Interval) and c.type is Integral for c in constraints)
-            if integral and isinstance(params.get(name), (bool, np.bool_)):
+            kinds = {c.type for c in constraints if isinstance(c, Interval)}
+            if kinds and isinstance(params.get(name), (bool, np.bool_)):
+                kind = "an integer" if Integral in kinds else "a real number"
                 raise TypeError(
-                    f"The {name!r} parameter of {type(self).__name__} must be an integer, "
+                    f"The {name!r} parameter of {type(self).__name__} must be {kind}, "
                     f"got the boolean {params[name]!r}."
                 )
 

@@ -102,18 +102,6 @@ class _SingleLocationModel(_BaseEstimator):
         tags.target_tags.single_output = True
         return tags
 
-    def _validate_params(self):
-        super()._validate_params()
-        # The base refuses booleans as integers; a boolean is no real number either.
-        params = self.get_params(deep=False)
-        for name, constraints in self._parameter_constraints.items():
-            real = any(isinstance(c, Interval) and c.type is Real for c in constraints)
-            if real and isinstance(params.get(name), (bool, np.bool_)):
-                raise TypeError(
-                    f"The {name!r} parameter of {type(self).__name__} must be a real number, "
-                    f"got the boolean {params[name]!r}."
-                )
-
     def _auto_steps(self):
         """Steps of ``fit_online(n_steps="auto")``: ``max_iter``, the steps of :meth:`fit`."""
         return self.max_iter
