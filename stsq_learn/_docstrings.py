@@ -25,13 +25,40 @@ class Substitution:
         self.pieces = pieces
 
     def __call__(self, obj):
+        used = set()
+
         def fill(match):
             indent, name = match.groups()
+            if name not in self.pieces:
+                raise KeyError(
+                    f"{obj.__qualname__}'s docstring has a field {{{name}}} no piece fills."
+                )
+            used.add(name)
             return textwrap.indent(textwrap.dedent(self.pieces[name]), indent)
 
-        if obj.__doc__:
-            obj.__doc__ = _FIELD.sub(fill, obj.__doc__)
+        obj.__doc__ = _FIELD.sub(fill, obj.__doc__ or "")
+        unused = sorted(set(self.pieces) - used)
+        if unused:  # a piece that does not apply is an error, not silently dropped
+            raise ValueError(f"{obj.__qualname__}'s docstring has no field for {unused}.")
         return obj
+
+
+def replace_once(text, old, new):
+    """``text`` with the one occurrence of ``old`` replaced by ``new``.
+
+    Docstrings composed from shared pieces use it instead of ``str.replace``:
+    a piece whose text moved (no occurrence, or several) raises at import
+    instead of silently leaving the docstring unchanged.
+
+    Raises
+    ------
+    ValueError
+        If ``old`` does not occur exactly once in ``text``.
+    """
+    count = text.count(old)
+    if count != 1:
+        raise ValueError(f"the docstring piece {old!r} occurs {count} times, not once.")
+    return text.replace(old, new)
 
 
 def inherit_docstrings(interface):

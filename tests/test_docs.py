@@ -109,3 +109,24 @@ def test_every_hyperparameter_is_documented_once(cls):
     for name in cls().get_params():
         assert len(re.findall(rf"^    {name} : ", params, re.MULTILINE)) == 1, name
     assert "{" + "parameters}" not in doc and "{" + "attributes}" not in doc
+
+
+def test_a_docstring_piece_that_does_not_apply_fails():
+    """Composed docstrings fail loudly: a piece with no field, a field with no piece, a
+    replaced text that moved."""
+    from stsq_learn._docstrings import Substitution, replace_once
+
+    def documented():
+        """Do it.
+
+        {raises}
+        """
+
+    with pytest.raises(ValueError, match=r"has no field for \['returns'\]"):
+        Substitution(raises="Raises\n------\nValueError", returns="x")(documented)
+    with pytest.raises(KeyError, match=r"field \{raises\} has no piece"):
+        Substitution()(documented)
+    assert replace_once("a b c", "b", "B") == "a B c"
+    for text in ("a c", "b b"):
+        with pytest.raises(ValueError, match="occurs"):
+            replace_once(text, "b", "B")

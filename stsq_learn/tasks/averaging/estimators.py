@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from sklearn.utils.validation import check_is_fitted
 
-from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, section
+from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
 from .. import SparseAveragingTask
@@ -36,17 +36,22 @@ _TARGETS = """\
 y : array-like of shape (n_samples, seq_len, n_features)
     The mean of the tokens of each position's subset."""
 
-_QSA_ATTRIBUTES = (
-    ATTRIBUTES.replace("(the last axis of ``X`` minus the indicator)", "(the last axis of ``y``)")
-    .replace("Sequence length T seen in fit.", "Number of positions N seen in fit.")
-    .replace(
-        "    loss_curve_ :",
-        "    n_selected_ : int\n"
-        "        Size q of the subsets seen in fit; :meth:`predict` reads rows of\n"
-        "        ``n_features_in_ + n_selected_`` channels (another q could not be\n"
-        "        told apart from another number of token features).\n"
-        "    loss_curve_ :",
-    )
+_QSA_ATTRIBUTES = replace_once(
+    replace_once(
+        replace_once(
+            ATTRIBUTES,
+            "(the last axis of ``X`` minus the indicator)",
+            "(the last axis of ``y``)",
+        ),
+        "Sequence length T seen in fit.",
+        "Number of positions N seen in fit.",
+    ),
+    "    loss_curve_ :",
+    "    n_selected_ : int\n"
+    "        Size q of the subsets seen in fit; :meth:`predict` reads rows of\n"
+    "        ``n_features_in_ + n_selected_`` channels (another q could not be\n"
+    "        told apart from another number of token features).\n"
+    "    loss_curve_ :",
 )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, section
+from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
 from ...scoring import _metric_values
@@ -32,7 +32,8 @@ _TARGETS = """\
 y : array-like of shape (n_samples, n_selected * n_features)
     The named tokens side by side, in role order."""
 
-_RETRIEVAL_ATTRIBUTES = ATTRIBUTES.replace(
+_RETRIEVAL_ATTRIBUTES = replace_once(
+    ATTRIBUTES,
     "    loss_curve_ :",
     "    n_selected_ : int\n"
     "        Number q of roles seen in fit (the outputs are q tokens).\n"
