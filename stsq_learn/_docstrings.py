@@ -36,10 +36,11 @@ class Substitution:
             used.add(name)
             return textwrap.indent(textwrap.dedent(self.pieces[name]), indent)
 
-        obj.__doc__ = _FIELD.sub(fill, obj.__doc__ or "")
+        doc = _FIELD.sub(fill, obj.__doc__ or "")
         unused = sorted(set(self.pieces) - used)
         if unused:  # a piece that does not apply is an error, not silently dropped
             raise ValueError(f"{obj.__qualname__}'s docstring has no field for {unused}.")
+        obj.__doc__ = doc
         return obj
 
 
