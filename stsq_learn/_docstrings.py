@@ -31,7 +31,7 @@ class Substitution:
             indent, name = match.groups()
             if name not in self.pieces:
                 raise KeyError(
-                    f"{obj.__qualname__}'s docstring has a field {{{name}}} no piece fills."
+                    f"{obj.__qualname__}'s docstring field {{{name}}} has no piece."
                 )
             used.add(name)
             return textwrap.indent(textwrap.dedent(self.pieces[name]), indent)
