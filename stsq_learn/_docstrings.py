@@ -30,9 +30,7 @@ class Substitution:
         def fill(match):
             indent, name = match.groups()
             if name not in self.pieces:
-                raise KeyError(
-                    f"{obj.__qualname__}'s docstring field {{{name}}} has no piece."
-                )
+                raise KeyError(f"{obj.__qualname__}'s docstring field {{{name}}} has no piece.")
             used.add(name)
             return textwrap.indent(textwrap.dedent(self.pieces[name]), indent)
 
