@@ -794,3 +794,24 @@ def test_every_registered_estimator_round_trips_fitted_and_unfitted_in_a_fresh_p
             params = json.loads(out[name])
             want = json.loads(json.dumps(expected[name].get_params(deep=False), default=repr))
             assert params == want
+
+
+FILES_0_5 = [
+    "selector",
+    "fcn",
+    "averager",
+    "retriever",
+    "fcn_retriever",
+    "attention_regressor",
+    "fcn_regressor",
+]
+
+
+@pytest.mark.parametrize("name", FILES_0_5)
+def test_files_written_by_0_5_predict_as_they_did(name):
+    """Real files saved by stsq-learn 0.5.0 (its estimators with heads, length scales and the
+    task as a parameter), with their predictions then: the 0.6 layout reads them unchanged."""
+    expected = np.load(MODEL_FILES / "predictions-0.5.0.npz")
+    model = load_model(MODEL_FILES / f"{name}-0.5.0.stsq")
+    assert_predicts_as_then(model.predict(expected[f"{name}_X"]), expected[name])
+    assert model.n_iter_ == 3 and model.n_features_in_ == 3
