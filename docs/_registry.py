@@ -1,6 +1,7 @@
 """The API page's lists of estimators and data, written from stsq_learn's registry.
 
-``conf.py`` writes :func:`api_lists` to ``generated/registry_api.inc``, which
+``conf.py`` writes :func:`api_lists` to ``api_lists.rst`` beside it (an orphan
+page, so that autosummary makes the stub pages of its entries), which
 ``api.rst`` includes: a registered task's estimators, generator and class are
 on the page without an edit of it.
 """
@@ -50,8 +51,12 @@ def _task_estimators():
 
 
 def write(directory):
-    """Write :func:`api_lists` to ``directory/registry_api.inc``; return the path."""
-    path = Path(directory) / "registry_api.inc"
+    """Write :func:`api_lists` to ``directory/api_lists.rst``; return the path.
+
+    The file starts with ``:orphan:`` and a blank line (two lines ``api.rst``'s
+    include skips).
+    """
+    path = Path(directory) / "api_lists.rst"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(api_lists())
+    path.write_text(":orphan:\n\n" + api_lists())
     return path

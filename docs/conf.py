@@ -19,7 +19,7 @@ import torch
 import stsq_learn
 
 # The API page's lists of estimators and data, from the package's registry.
-_registry.write(os.path.join(os.path.dirname(os.path.abspath(__file__)), "generated"))
+_registry.write(os.path.dirname(os.path.abspath(__file__)))
 
 # The gallery examples run in this process. Their tensors are small: one torch
 # thread is as fast as two on an idle machine and several times faster on a

@@ -39,7 +39,7 @@ def _api_text():
     spec = importlib.util.spec_from_file_location("_registry", DOCS / "_registry.py")
     lists = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lists)
-    include = ".. include:: generated/registry_api.inc"
+    include = ".. include:: api_lists.rst\n   :start-line: 2"
     text = API.read_text()
     assert include in text
     return text.replace(include, lists.api_lists())

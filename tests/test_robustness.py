@@ -425,10 +425,10 @@ BATTERY = [
     ("scoring-metric", lambda c: length_shift_scoring(metric="mae"), ValueError, "got 'mae'"),
     # -- persistence
     (
-        "save-unfitted",
-        lambda c: save_model(SparseTokenSelector(), "never.stsq"),
+        "save-unfitted-invalid",
+        lambda c: save_model(SparseTokenSelector(width=0), "never.stsq"),
         ValueError,
-        "not fitted",
+        "'width' parameter of SparseTokenSelector",
     ),
     ("save-not-estimator", lambda c: save_model(object(), "never.stsq"), TypeError, "got object"),
     ("save-path-int", lambda c: save_model(c["spe"], 5), TypeError, "path must be a str"),

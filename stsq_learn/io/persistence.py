@@ -246,7 +246,8 @@ def save_model(estimator, path):
         not a path, or a hyperparameter has no JSON form.
     ValueError
         If ``path`` cannot be written (a directory, under a file or a
-        missing directory, not writable), naming it, before any work.
+        missing directory, not writable), naming it, before any work; or if
+        an unfitted estimator has a hyperparameter ``fit`` would refuse.
 
     See Also
     --------
@@ -276,7 +277,8 @@ def save_model(estimator, path):
     _archive.check_destination(path)  # before any work
     try:
         check_is_fitted(estimator)
-    except NotFittedError:  # its hyperparameters alone: it loads unfitted
+    except NotFittedError:  # its hyperparameters alone, checked as fit and load check them
+        estimator._validate_params()
         state = {"fitted": None, "history": [], "weights": {}}
     else:
         state = estimator.get_fitted_state()

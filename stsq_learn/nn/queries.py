@@ -253,12 +253,34 @@ class Selection(_OneQuery):
 
     @staticmethod
     def query_sizes(X):
-        """Encodings summed into each row's query: its number of selected positions, (n,)."""
+        """Encodings summed into each row's query: its number of selected positions.
+
+        Parameters
+        ----------
+        X : Tensor of shape (n, T, n_features + 1)
+            Rows, the selection indicator last.
+
+        Returns
+        -------
+        Tensor of shape (n,)
+            Each row's q.
+        """
         return X[..., -1].sum(dim=1)
 
     @staticmethod
     def check_marks(marks):
-        """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None."""
+        """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None.
+
+        Parameters
+        ----------
+        marks : ndarray of shape (n, T, c)
+            The channels after the token features of rows a task samples.
+
+        Returns
+        -------
+        str or None
+            The problem, as the end of a sentence; None when the marks are valid.
+        """
         if marks.shape[-1] != 1:
             return f"are {marks.shape[-1]}, not the one selection indicator"
         if not np.isin(marks, (0.0, 1.0)).all() or (marks.sum(axis=(1, 2)) == 0).any():
@@ -300,7 +322,18 @@ class Slots(_OneQuery):
 
     @staticmethod
     def check_marks(marks):
-        """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None."""
+        """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None.
+
+        Parameters
+        ----------
+        marks : ndarray of shape (n, T, c)
+            The channels after the token features of rows a task samples.
+
+        Returns
+        -------
+        str or None
+            The problem, as the end of a sentence; None when the marks are valid.
+        """
         if marks.shape[-1] != 1:
             return f"are {marks.shape[-1]}, not the one role channel"
         if not ((marks >= 0) & (marks == np.round(marks))).all() or not (marks > 0).any(1).all():
@@ -331,7 +364,18 @@ class Subsets:
 
     @staticmethod
     def check_marks(marks):
-        """What is wrong with marker channels ``marks`` (n, N, q) of rows, or None."""
+        """What is wrong with marker channels ``marks`` (n, N, q) of rows, or None.
+
+        Parameters
+        ----------
+        marks : ndarray of shape (n, N, q)
+            The channels after the token features of rows a task samples.
+
+        Returns
+        -------
+        str or None
+            The problem, as the end of a sentence; None when the marks are valid.
+        """
         N = marks.shape[1]
         if not ((marks >= 0) & (marks < N) & (marks == np.round(marks))).all():
             return f"are not subsets of the {N} positions (indices 0 .. {N - 1})"

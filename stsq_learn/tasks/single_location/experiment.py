@@ -67,7 +67,20 @@ class SingleLocationResult:
     softmax: dict
 
     def reached(self, init, schedule):
-        """Fraction of the runs of ``(init, schedule)`` that reached the oracle."""
+        """Fraction of the runs of ``(init, schedule)`` that reached the oracle.
+
+        Parameters
+        ----------
+        init : str
+            The start of the runs (one of ``INITS``).
+        schedule : str
+            Their temperature schedule (one of ``SCHEDULES``).
+
+        Returns
+        -------
+        float
+            The fraction, in [0, 1].
+        """
         hits = [
             r["final"]["reached"]
             for r in self.runs
@@ -92,6 +105,7 @@ class SingleLocationResult:
         Returns
         -------
         fig : matplotlib.figure.Figure
+            The figure of the three panels.
         """
         fig, (ax_r, ax_k, ax_v) = new_axes(axes, 3, figsize=(15, 4))
         styles = {"decay": "-", "constant": "--"}
@@ -230,6 +244,8 @@ def single_location(
     Returns
     -------
     SingleLocationResult
+        The curves of every run, the baselines' risks and the fraction of
+        runs that reached the oracle.
     """
     for name, value in (
         ("n_steps", n_steps),
