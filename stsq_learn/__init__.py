@@ -9,13 +9,8 @@ sequences, while fully-connected nets need width of order T d.
 from . import registry
 from .encodings.floor import IsotropicFloor, isotropic_floor
 from .io.persistence import load_model, save_model
-from .scoring import (
-    LengthShiftScorer,
-    averaging_accuracy,
-    length_shift_scoring,
-    relative_mse,
-    worst_position_error,
-)
+from .metrics import averaging_accuracy, relative_mse, worst_position_error
+from .scoring import LengthShiftScorer, length_shift_scoring
 from .tasks import Task
 
 __version__ = "0.6.0"

@@ -17,7 +17,7 @@ import numpy as np
 from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
-from ...scoring import _metric_values
+from ...metrics import _metric_values
 from ..selection.estimators import FCNSelector, SparseTokenSelector
 from .task import SparseRetrievalTask
 
