@@ -236,3 +236,28 @@ def test_a_model_is_saved_only_where_it_can_be(model_file, tmp_path):
         with pytest.raises(ValueError, match=named):
             save_model(model, where)
     assert [p.name for p in tmp_path.iterdir()] == []  # no temporary file left behind
+
+
+@pytest.mark.parametrize("cls", [SparseTokenSelector, FCNSelector])
+def test_data_that_overflow_are_blamed_not_the_step_size(cls):
+    """A loss that is not finite on the first batch, before any step, is the data's."""
+    from stsq_learn import make_sparse_token_selection
+
+    X, y = make_sparse_token_selection(100, 8, 3, 2, random_state=0)
+    X = X.copy()
+    X[..., :-1] *= 1e200
+    model = cls(width=8, max_iter=3, dtype="float64", random_state=0)
+    with pytest.raises(ValueError, match="before any training step, so the step size is not"):
+        model.fit(X, y * 1e200)
+    assert not hasattr(model, "net_")
+
+
+def test_single_location_messages_name_what_the_model_has():
+    from stsq_learn import ErfAttentionRegressor, SoftmaxAttentionRegressor, make_single_location
+
+    X, y = make_single_location(100, seq_len=6, n_features=4, random_state=0)
+    with pytest.raises(ValueError, match=r"it was 1000\), or rescale") as exc:
+        SoftmaxAttentionRegressor(solver="sgd", learning_rate_init=1e3, max_iter=5).fit(X, y)
+    assert "'auto'" not in str(exc.value)  # these models have no automatic step size
+    with pytest.raises(ValueError, match=r"Lower max_iter \(n_steps: a loss is kept"):
+        ErfAttentionRegressor(max_iter=10**11).fit(X, y)

@@ -68,7 +68,16 @@ def check_fit_memory(estimator, task, batch_size, device, n_read):
     )
 
 
-def check_training_memory(module, per_row, batch_size, element_size, device, owner, params):
+def check_training_memory(
+    module,
+    per_row,
+    batch_size,
+    element_size,
+    device,
+    owner,
+    params,
+    advice="Lower the width or the batch size.",
+):
     """Raise ``ValueError`` if training ``module`` would need more memory than ``device`` has.
 
     Parameters
@@ -87,6 +96,8 @@ def check_training_memory(module, per_row, batch_size, element_size, device, own
         The estimator's class name.
     params : str
         The hyperparameters that set the sizes, as ``name=value`` text.
+    advice : str, default="Lower the width or the batch size."
+        What to change, the message's last sentence.
     """
     numel = sum(t.numel() for t in itertools.chain(module.parameters(), module.buffers()))
     model = _TRAINING_COPIES * numel * element_size
@@ -97,5 +108,5 @@ def check_training_memory(module, per_row, batch_size, element_size, device, own
     raise ValueError(
         f"{owner} with {params} would need about {_gib(model + step)} to train "
         f"({_gib(model)} for the model and its training state, {_gib(step)} for a step), "
-        f"more than the {_gib(limit)} available on {device}. Lower the width or the batch size."
+        f"more than the {_gib(limit)} available on {device}. {advice}"
     )

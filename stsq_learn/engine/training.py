@@ -144,9 +144,15 @@ def _stop(net, reason):
 
 
 def raise_diverged(net, what):
+    """Raise the ``ValueError`` of a diverged run: ``what`` happened, the step is the cause.
+
+    ``net.lr`` is the step size; ``net.lr_offers_auto`` (True when absent) says
+    whether the estimator has a ``learning_rate_init="auto"`` to suggest.
+    """
+    auto = " or leave it at 'auto'" if getattr(net, "lr_offers_auto", True) else ""
     raise ValueError(
         f"Training diverged: {what}. The step size is the likely cause: lower "
-        f"learning_rate_init (it was {net.lr:.4g}) or leave it at 'auto', or rescale "
+        f"learning_rate_init (it was {net.lr:.4g}){auto}, or rescale "
         "X and y. The estimator was left as it was before this call (on_divergence='warn' "
         "keeps a diverged model whose weights are finite)."
     )
@@ -161,6 +167,13 @@ class TrainingGuard(Callback):
         loss = net.history[-1]["batches"][-1].get("train_loss")
         if loss is not None and not math.isfinite(loss):
             n_batches = len(net.history[-1]["batches"])
+            if len(net.history) == 1 and n_batches == 1:  # before any step: not the step's
+                raise ValueError(
+                    f"The loss of the starting model is {loss} on the first batch, before any "
+                    "training step, so the step size is not the cause: the values of X or y "
+                    "overflow the training dtype's arithmetic. Rescale X and y. The estimator "
+                    "was left as it was before this call."
+                )
             raise_diverged(
                 net,
                 f"the training loss became {loss} at epoch {len(net.history)}, batch {n_batches}",

@@ -8,10 +8,11 @@ guarantee goes through the pieces the other estimators use:
 - hyperparameters: scikit-learn's ``_parameter_constraints`` through the
   base's ``_validate_params`` (booleans refused where a number is meant);
 - data: the task's contract (:meth:`SingleLocationTask.from_data`,
-  ``check_rows``, ``check_targets``, built on :mod:`._validation`);
-- memory: :func:`._memory.check_training_memory`, before anything is allocated;
+  ``check_rows``, ``check_targets``, built on :mod:`stsq_learn._validation`);
+- memory: :func:`stsq_learn.engine.memory.check_training_memory`, before anything is allocated;
 - divergence: a non-finite loss stops the run with
-  :func:`._training.raise_diverged`, and :func:`._progress.check_progress`
+  :func:`stsq_learn.engine.training.raise_diverged`, and
+  :func:`stsq_learn.engine.progress.check_progress`
   judges the final loss against the starting model's (``on_divergence``);
 - progress: a ``tqdm`` bar over the steps when ``verbose``;
 - fitted state: assigned only at the end of a run (a failed call leaves a
@@ -260,6 +261,7 @@ class _SingleLocationModel(_BaseEstimator):
             _CPU,
             type(self).__name__,
             ", ".join([*params, f"n_features={d}"]),
+            advice="Lower max_iter (n_steps: a loss is kept for every step) or the batch size.",
         )
 
     def _run(self, task, batches, law, n_steps, rng, probe, scale):
@@ -275,7 +277,7 @@ class _SingleLocationModel(_BaseEstimator):
 
     def _judge(self, state, *, zero_loss, noisy, owner):
         """Refuse non-finite weights and, as the other estimators, a run that diverged."""
-        net = types.SimpleNamespace(lr=float(self.learning_rate_init))
+        net = types.SimpleNamespace(lr=float(self.learning_rate_init), lr_offers_auto=False)
         for name in self._vectors:
             if not np.isfinite(state[name]).all():
                 tr.raise_diverged(net, f"the weights ({name}) became NaN or infinite")
@@ -472,11 +474,11 @@ class _Guard:
 
     Before any step the step size cannot be the cause: a non-finite loss
     there is the data's (``scale`` says what they hold); after a step, it is
-    :func:`._training.raise_diverged`'s message, as the other estimators'.
+    :func:`stsq_learn.engine.training.raise_diverged`'s message, as the other estimators'.
     """
 
     def __init__(self, lr, scale):
-        self.net = types.SimpleNamespace(lr=lr)
+        self.net = types.SimpleNamespace(lr=lr, lr_offers_auto=False)
         self.scale = scale
 
     def __call__(self, loss, step):
