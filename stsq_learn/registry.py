@@ -39,25 +39,25 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Registration:
-    """What one task brings to the package.
+    """What one task brings to the package (what :func:`register` records).
 
-    Attributes
+    Parameters
     ----------
     task : type
         The :class:`~stsq_learn.Task` subclass.
-    estimators : tuple of type
+    estimators : tuple of type, default=()
         Estimator classes made for the task (public, saved by name).
-    make : callable or None
+    make : callable or None, default=None
         Its ``make_*`` generator.
-    experiments : tuple of str or object
+    experiments : tuple of str or object, default=()
         Its experiments, in the order ``reproduce`` runs them: the dotted
         path of a module holding a ``RECORD``, or an
         :class:`~stsq_learn.experiments._record.Experiment` itself.
-    exports : tuple of callable
+    exports : tuple of callable, default=()
         Other public functions of the task (exported by their ``__name__``).
-    modules : tuple of type
+    modules : tuple of type, default=()
         Torch modules of the task, exported by :mod:`stsq_learn.nn`.
-    moved : dict of str to module
+    moved : dict of str to module, default={}
         Module paths of an earlier release (relative to the package) that
         now live in the task's home: ``import stsq_learn.<path>`` keeps
         working and gives the module.
@@ -72,7 +72,13 @@ class Registration:
     moved: dict = field(default_factory=dict)
 
     def public(self):
-        """Name to object of everything the registration exports from ``stsq_learn``."""
+        """Name to object of everything the registration exports from ``stsq_learn``.
+
+        Returns
+        -------
+        dict of str to object
+            The task class, its estimators, its generator and its exports.
+        """
         objects = [self.task, *self.estimators, *self.exports]
         if self.make is not None:
             objects.append(self.make)
@@ -178,6 +184,7 @@ def registrations():
     Returns
     -------
     list of Registration
+        One per registered task.
     """
     return [_REGISTRATIONS[name] for name in TASKS if name in _REGISTRATIONS]
 
@@ -188,6 +195,7 @@ def estimators():
     Returns
     -------
     list of type
+        The estimator classes, each once.
     """
     return [est for reg in registrations() for est in reg.estimators] + list(_ANY_TASK)
 
@@ -198,6 +206,7 @@ def generators():
     Returns
     -------
     dict of str to callable
+        Each generator by its ``__name__``.
     """
     return {reg.make.__name__: reg.make for reg in registrations() if reg.make is not None}
 
@@ -208,6 +217,7 @@ def experiments():
     Returns
     -------
     list of str or Experiment
+        The module path of each record, or the record.
     """
     return [exp for reg in registrations() for exp in reg.experiments]
 
@@ -218,6 +228,7 @@ def task_exports():
     Returns
     -------
     dict of str to object
+        Each public name and its object.
     """
     out = {}
     for reg in registrations():
