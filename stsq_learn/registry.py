@@ -21,6 +21,7 @@ A task of one's own registered here is everywhere a built-in one is.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .tasks import TASKS, register_task
@@ -83,6 +84,36 @@ class Registration:
         if self.make is not None:
             objects.append(self.make)
         return {obj.__name__: obj for obj in objects}
+
+
+class View(Mapping):
+    """A read-only mapping built from the registry at every access: a list that stays live.
+
+    Persistence's classes and the experiments' records are views, so that a
+    task registered after import is in them.
+
+    Parameters
+    ----------
+    build : callable
+        Returns the mapping as the registry has it now (it may import lazily).
+    name : str
+        What the view holds, for its ``repr``.
+    """
+
+    def __init__(self, build, name):
+        self._build, self._name = build, name
+
+    def __getitem__(self, key):
+        return self._build()[key]
+
+    def __iter__(self):
+        return iter(self._build())
+
+    def __len__(self):
+        return len(self._build())
+
+    def __repr__(self):
+        return f"{self._name}({list(self)})"
 
 
 _REGISTRATIONS = {}  # task name -> Registration, in registration order

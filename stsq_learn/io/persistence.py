@@ -30,13 +30,13 @@ import io
 import json
 import os
 import warnings
-from collections.abc import Mapping
 
 import numpy as np
 import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from ..registry import View
 from ..tasks import TASKS, Task, get_task
 from . import archive as _archive
 
@@ -48,25 +48,14 @@ _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
 
 
-class _Classes(Mapping):
-    """Class name to class of every estimator a model file may hold: the registry's, live."""
+def _registered_classes():
+    """Class name to class of every estimator a model file may hold: the registry's."""
+    from .. import registry
 
-    def _all(self):
-        from .. import registry
-
-        return {cls.__name__: cls for cls in registry.estimators()}
-
-    def __getitem__(self, name):
-        return self._all()[name]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __len__(self):
-        return len(self._all())
+    return {cls.__name__: cls for cls in registry.estimators()}
 
 
-_CLASSES = _Classes()
+_CLASSES = View(_registered_classes, "_CLASSES")
 
 
 def _first_version(name):

@@ -9,35 +9,20 @@ itself. :data:`RECORDS` lists them in the order ``reproduce`` runs them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 
 from ... import registry
 
 
-class _Records(Mapping):
+def _registered_records():
     """Experiment name to its record, in run order, as the registry lists them now."""
-
-    def _all(self):
-        out = {}
-        for entry in registry.experiments():
-            record = importlib.import_module(entry).RECORD if isinstance(entry, str) else entry
-            out[record.name] = record
-        return out
-
-    def __getitem__(self, name):
-        return self._all()[name]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __len__(self):
-        return len(self._all())
-
-    def __repr__(self):
-        return f"RECORDS({list(self)})"
+    out = {}
+    for entry in registry.experiments():
+        record = importlib.import_module(entry).RECORD if isinstance(entry, str) else entry
+        out[record.name] = record
+    return out
 
 
-RECORDS = _Records()
+RECORDS = registry.View(_registered_records, "RECORDS")
 """Experiment name to its :class:`~stsq_learn.experiments._record.Experiment`."""
 
 
