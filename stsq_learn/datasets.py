@@ -9,6 +9,7 @@ lives in its task's module of :mod:`stsq_learn.tasks`, and
 from __future__ import annotations
 
 from . import registry
+from ._live_names import live_names
 
 
 def _names():
@@ -20,14 +21,4 @@ def _names():
     }
 
 
-def __getattr__(name):
-    if name == "__all__":
-        return sorted(_names())
-    try:
-        return _names()[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-
-
-def __dir__():
-    return sorted([*globals(), *_names()])
+__getattr__, __dir__ = live_names(__name__, _names)

@@ -36,6 +36,7 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.utils.validation import check_is_fitted
 
+from ._live_names import live_names
 from ._validation import check_positive_int
 from .metrics import averaging_accuracy as averaging_accuracy
 from .metrics import relative_mse as relative_mse
@@ -52,17 +53,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    # The tasks' own shifts (shift_length, shift_averaging, ...) were importable from
-    # here in 0.5; they are the registered tasks' exports now.
+def _task_shifts():
+    """The registered tasks' exports (their shifts: ``shift_length``, ``shift_averaging``),
+    importable from here as in 0.5."""
     from . import registry
 
-    for reg in registry.registrations():
-        for obj in reg.exports:
-            if obj.__name__ == name:
-                return obj
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return {obj.__name__: obj for reg in registry.registrations() for obj in reg.exports}
 
+
+__getattr__, __dir__ = live_names(__name__, _task_shifts)
 
 #: Metrics a :class:`LengthShiftScorer` computes (all greater-is-better).
 METRICS = ("r2", "neg_mean_squared_error", "neg_relative_mse")

@@ -29,6 +29,7 @@ time on this machine from a few timed steps. Each experiment is one record
 (its function, presets, summary rows and work) in ``_records/``.
 """
 
+from .._live_names import live_names
 from ._convergence import ConvergenceResult as ConvergenceResult
 from ._convergence import training_dynamics as training_dynamics
 from ._encodings import EncodingsResult as EncodingsResult
@@ -44,34 +45,17 @@ from ._separation import width_separation as width_separation
 
 
 def _from_records():
-    """The function and result class of every registered experiment, by name."""
+    """Every registered experiment's function and result class, and ``EXPERIMENTS`` and
+    ``PRESETS`` (:mod:`._reproduce`), by name."""
+    from . import _reproduce
     from ._records import RECORDS
 
-    out = {}
+    out = {"EXPERIMENTS": _reproduce.EXPERIMENTS, "PRESETS": _reproduce.PRESETS}
     for record in RECORDS.values():
         out[record.function.__name__] = record.function
         if record.result is not None:
             out[record.result.__name__] = record.result
     return out
-
-
-def __getattr__(name):
-    # The registered experiments, their presets, and the functions of the experiments
-    # that live in their tasks' homes: read from the registry when asked.
-    if name == "__all__":
-        return sorted({*_OWN, *_from_records()})
-    if name in ("EXPERIMENTS", "PRESETS"):
-        from . import _reproduce
-
-        return getattr(_reproduce, name)
-    found = _from_records()
-    if name in found:
-        return found[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted([*globals(), *_from_records()])
 
 
 _OWN = [  # and, in __all__, every registered experiment's function and result
@@ -90,3 +74,7 @@ _OWN = [  # and, in __all__, every registered experiment's function and result
     "training_dynamics",
     "width_separation",
 ]
+
+# The registered experiments, their presets, and the functions of the experiments that
+# live in their tasks' homes: read from the registry when asked.
+__getattr__, __dir__ = live_names(__name__, _from_records, own=_OWN)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from .._live_names import live_names
 from .attention import Attention as Attention
 from .attention import positional_alignment as positional_alignment
 from .fully_connected import FullyConnected as FullyConnected
@@ -40,17 +41,7 @@ def _task_modules():
     return {m.__name__: m for reg in registry.registrations() for m in reg.modules}
 
 
-def __getattr__(name):
-    if name == "__all__":
-        return sorted([*_OWN, *_task_modules()])
-    try:
-        return _task_modules()[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-
-
-def __dir__():
-    return sorted([*globals(), *_task_modules()])
+__getattr__, __dir__ = live_names(__name__, _task_modules, own=_OWN)
 
 
 class SquaredError(nn.Module):

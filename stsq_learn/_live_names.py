@@ -1,0 +1,46 @@
+"""Module attributes read from the registry when asked, so that a later registration is in them.
+
+Packages whose names depend on the registered tasks (``stsq_learn.datasets``,
+``stsq_learn.nn``, ``stsq_learn.experiments``, ``stsq_learn.scoring``) give
+:func:`live_names` the function that builds those names; it returns the
+module's ``__getattr__`` and ``__dir__`` (PEP 562). This module imports
+nothing of the package, so any layer may use it, even while the registry is
+still importing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def live_names(module_name, build, own=()):
+    """The ``__getattr__`` and ``__dir__`` of a module whose extra names ``build()`` gives.
+
+    Parameters
+    ----------
+    module_name : str
+        The module's ``__name__``.
+    build : callable
+        Returns a dict of name to object, read from the registry at the call.
+    own : sequence of str, default=()
+        The module's own public names; ``__all__`` (when the module does not
+        define it) is these and the built ones.
+
+    Returns
+    -------
+    __getattr__, __dir__ : callable
+        The module-level functions.
+    """
+
+    def __getattr__(name):
+        if name == "__all__":
+            return sorted({*own, *build()})
+        try:
+            return build()[name]
+        except KeyError:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}") from None
+
+    def __dir__():
+        return sorted({*vars(sys.modules[module_name]), *build()})
+
+    return __getattr__, __dir__
