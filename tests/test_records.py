@@ -76,7 +76,9 @@ def test_plan_counts_fits_and_steps():
     est = plan("tiny", device="cpu")
     assert list(est) == list(EXPERIMENTS)
     conv = est["convergence"]
-    assert (conv["fits"], conv["steps"]) == (1, PRESETS["tiny"]["convergence"]["n_steps"])
+    # convergence: every block at the same step, then the preconditioned run.
+    n_steps = PRESETS["tiny"]["convergence"]["n_steps"]
+    assert (conv["fits"], conv["steps"]) == (2, 2 * n_steps)
     # length: two models and one over a range of lengths; encodings: 4 families + 2 extra
     # codebooks, 2 seeds each.
     assert est["length_generalization"]["fits"] == 3
@@ -98,7 +100,7 @@ def test_plan_counts_fits_and_steps():
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 57 |" in table
+    assert "| total | 58 |" in table
 
 
 def test_plan_only_and_bad_arguments():

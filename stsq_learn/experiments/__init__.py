@@ -1,7 +1,9 @@
 """The paper's three claims, encodings, q-sparse averaging and retrieval, as functions.
 
 - :func:`training_dynamics` (convergence): online gradient descent from W = 0
-  aligns the positional block of W with the identity.
+  aligns the positional block of W with the identity, with every block of W
+  at the same step (the paper's algorithm) and with the token rows
+  preconditioned (ours), side by side.
 - :func:`length_generalization` (out of distribution): stochastic positional
   encodings keep their accuracy on longer sequences, fixed ones do not.
 - :func:`width_separation` (expressivity): the smallest width reaching a
@@ -31,6 +33,7 @@ time on this machine from a few timed steps. Each experiment is one record
 
 from .._live_names import live_names
 from ._convergence import ConvergenceResult as ConvergenceResult
+from ._convergence import ConvergenceRun as ConvergenceRun
 from ._convergence import training_dynamics as training_dynamics
 from ._encodings import EncodingsResult as EncodingsResult
 from ._encodings import encoding_families as encoding_families
@@ -62,6 +65,7 @@ _OWN = [  # and, in __all__, every registered experiment's function and result
     "EXPERIMENTS",
     "PRESETS",
     "ConvergenceResult",
+    "ConvergenceRun",
     "EncodingsResult",
     "LengthGeneralizationResult",
     "SeparationResult",
