@@ -16,7 +16,7 @@ every step, every block of W at the same step, tracking ``cos(W_pp, I)``
 and ``gamma`` with :func:`~stsq_learn.nn.positional_alignment`. The width,
 the step size 0.5 and the 600 steps are ours. (The estimator does the same
 with ``SparseTokenSelector(width, solver="sgd", learning_rate_init=0.5,
-learning_rate="constant", token_block_rate=1.0).fit_online(task, 600)``;
+learning_rate="constant", token_block_rate=1.0).fit_online(task, n_steps=600)``;
 its default ``token_block_rate="auto"`` steps the token rows at ``1 / width``
 of the step, a preconditioning of ours.)
 """

@@ -1,11 +1,12 @@
 """Error measures of the tasks, usable through ``sklearn.metrics.make_scorer``.
 
-:func:`relative_mse` is the error of the paper's plots (``1 - R^2`` on sparse
-token selection); :func:`averaging_accuracy` and :func:`worst_position_error`
-are the accuracy notions of Sanford, Hsu and Telgarsky (2023) for q-sparse
-averaging (and, with one position per row, for sparse token selection). Every
-input is checked first: real, finite, non-empty, of matching shapes, each
-error naming the argument and the offending index or value.
+:func:`relative_mse` is the package's error measure (``1 - R^2`` on sparse
+token selection; the choice is ours, not the paper's);
+:func:`averaging_accuracy` and :func:`worst_position_error` are the accuracy
+notions of Sanford, Hsu and Telgarsky (2023) for q-sparse averaging (and, with
+one position per row, for sparse token selection). Every input is checked
+first: real, finite, non-empty, of matching shapes, each error naming the
+argument and the offending index or value.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def _check_sample_weight(sample_weight, n):
 def relative_mse(y_true, y_pred, *, sample_weight=None):
     """Relative mean squared error, ``sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``.
 
-    The error measure of the paper's plots: 0 is perfect and 1 is the
-    trivial predictor 0. On the sparse token selection task, whose targets
+    The package's error measure (a choice of ours, not the paper's): 0 is
+    perfect and 1 is the trivial predictor 0. On the sparse token selection task, whose targets
     have mean 0, it is close to ``1 - R^2``, and it is what
     :func:`~stsq_learn.isotropic_floor` reports.
 

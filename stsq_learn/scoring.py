@@ -154,7 +154,7 @@ class LengthShiftScorer(BaseEstimator):
         ``"neg_mean_squared_error"`` is minus scikit-learn's
         ``mean_squared_error`` (averaged over rows and outputs);
         ``"neg_relative_mse"`` is ``-sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``,
-        minus the relative MSE of the paper's plots (close to ``1 - R^2`` on this task,
+        minus the package's relative MSE (close to ``1 - R^2`` on this task,
         0 is perfect, -1 is the trivial predictor 0).
     random_state : int, RandomState instance or None, default=None
         Seed of the shift. With an int every call on the same rows builds the

@@ -5,7 +5,7 @@ import json
 import matplotlib
 import pytest
 
-from stsq_learn import FCNSelector, SparseTokenSelector
+from stsq_learn import FCNSelector, SparseTokenRetriever, SparseTokenSelector
 from stsq_learn.experiments import (
     PRESETS,
     SeparationResult,
@@ -13,6 +13,8 @@ from stsq_learn.experiments import (
     reproduce,
     sparse_retrieval,
 )
+from stsq_learn.tasks.retrieval import record
+from stsq_learn.tasks.retrieval.experiment import threshold_heads
 
 matplotlib.use("Agg")
 TINY = PRESETS["tiny"]["retrieval"]
@@ -130,6 +132,101 @@ def test_reproduce_retrieval_section(tmp_path, retrieval):
         retrieval.length["r2"]["fixed"]
     )
     summary = (tmp_path / "summary.md").read_text()
-    assert "| Retrieval heads (T=6, d=2, m=8) | relative MSE at H = 1, 2 | |" in summary
+    heads = "| Retrieval heads (T=6, d=2, m=8, 20 SGD steps) | relative MSE at H = 1, 2 | |"
+    assert heads in summary
+    assert (
+        "| | q=2: fewest H with relative MSE < 1/(2q) = 0.250 (theory: H = q) "
+        "| not reached within this budget |" in summary
+    )
     assert "| Retrieval widths (d=2, q=H=2, R^2 >= 0.5) | T = 4, 8 | |" in summary
     assert "| Retrieval length (trained at T=6, q=H=2, m=8) | R^2 at T' = 6, 12 | |" in summary
+
+
+@pytest.mark.parametrize(
+    ("errors", "q", "expected"),
+    [
+        ([0.69, 0.36, 0.048], 3, 3),  # the quick preset's budget: the threshold at H = q
+        ([0.877, 0.620, 0.508], 3, None),  # the issue's: none below 1/6
+        ([0.52, 0.03, 0.04], 2, 2),
+        ([0.52, 0.26, 0.04], 2, 3),  # past q: too few steps for q heads
+        ([0.9, None, 0.1], 3, 3),
+        ([0.5, 0.25], 2, None),  # the level is strict: 0.25 is not below 1/(2*2)
+        ([None, None], 1, None),
+        ([0.1, 0.0], 1, 1),
+    ],
+)
+def test_threshold_is_the_fewest_heads_below_half_the_bound_of_q_minus_one(errors, q, expected):
+    assert threshold_heads([1, 2, 3][: len(errors)], errors, q) == expected
+
+
+def test_heads_part_records_its_budget_and_threshold(retrieval):
+    hd = retrieval.heads
+    assert (hd["solver"], hd["learning_rate_init"]) == ("sgd", "auto")
+    assert hd["threshold_level"] == {"2": 0.25}
+    expected = threshold_heads(hd["n_heads"], hd["relative_mse"]["2"], 2)
+    assert hd["threshold"] == {"2": expected}
+    assert retrieval.config["heads_estimator"] == retrieval.config["estimator"]
+
+
+def test_heads_estimator_trains_the_heads_part_alone(retrieval):
+    # None is the estimator, with its seed: the same numbers as before it existed.
+    same = sparse_retrieval(**{**TINY, "heads_estimator": TINY["estimator"]}, random_state=0)
+    assert same.heads["relative_mse"] == retrieval.heads["relative_mse"]
+    adam = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
+    res = sparse_retrieval(**{**TINY, "heads_estimator": adam}, random_state=0)
+    assert (res.heads["solver"], res.heads["learning_rate_init"]) == ("adam", 0.05)
+    assert res.config["heads_estimator"]["solver"] == "adam"
+    assert res.heads["relative_mse"] != retrieval.heads["relative_mse"]
+    # The other parts keep the estimator: the length part's numbers do not move.
+    assert res.length["r2"] == retrieval.length["r2"]
+
+
+def test_heads_estimator_must_be_a_retriever():
+    with pytest.raises(TypeError, match="heads_estimator must be a SparseTokenRetriever"):
+        sparse_retrieval(heads_estimator=SparseTokenSelector())
+
+
+def test_plot_names_the_q_whose_threshold_is_not_reached(retrieval):
+    fig = retrieval.plot()
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts == [
+        "no threshold at H = q for q=2 within this budget\n"
+        "(relative MSE at H = q not below 1/(2q)): too few steps"
+    ]
+    assert "20 SGD steps" in fig.axes[0].get_title()
+    matplotlib.pyplot.close(fig)
+
+
+def test_record_headline_and_provenance(retrieval):
+    numbers = record.headline(retrieval)
+    errors = retrieval.heads["relative_mse"]["2"]
+    assert numbers == {
+        "relative_mse.q=2.H=1": errors[0],
+        "relative_mse.q=2.H=2": errors[1],
+        "threshold.q=2": pytest.approx(float("nan"), nan_ok=True),
+    }
+    assert all(v.startswith(("paper: ", "ours: ")) for v in record.PROVENANCE.values())
+    assert record.PROVENANCE["metric"].startswith("ours: the relative MSE")
+    assert record.PROVENANCE["tokens"] == (
+        "paper: Gaussian tokens (the law of Wang et al.'s sparse token selection)"
+    )
+
+
+def test_quick_preset_gives_the_heads_part_a_budget_that_reaches_the_threshold():
+    quick = PRESETS["quick"]["retrieval"]
+    params = quick["heads_estimator"].get_params()
+    assert (params["solver"], params["learning_rate_init"]) == ("adam", 0.05)
+    assert (quick["heads_width"], quick["heads_steps"]) == (32, 150)
+    # The attention model's law over four lengths, the FCN's over three.
+    assert quick["seq_lens"] == (4, 8, 16, 32) and quick["fcn_max_seq_len"] == 16
+
+
+@pytest.mark.slow
+def test_quick_heads_part_shows_the_threshold_at_q():
+    quick = PRESETS["quick"]["retrieval"]
+    small = dict(seq_lens=(4,), widths={"transformer": (4,), "fcn": (8,)})
+    small.update(n_steps={"transformer": 2, "fcn": 2}, length_steps=2, n_test=1000)
+    res = sparse_retrieval(**{**quick, **small, "q_values": (3,)}, random_state=0)
+    errors = res.heads["relative_mse"]["3"]
+    assert errors[2] < 1 / 6 < 0.3 < errors[1] < errors[0]
+    assert res.heads["threshold"] == {"3": 3}
