@@ -180,8 +180,10 @@ def test_convergence_to_dict_and_plot(convergence):
     assert pre["token_block_rate"] == "auto" and pre["final"]["token_norm"] == pre["token_norm"][-1]
     fig = convergence.plot()
     assert len(_axis_labels(fig)) == 4
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == [run.label for run in convergence.runs.values()]
     labels = fig.axes[1].get_legend_handles_labels()[1]
-    assert labels[:2] == [run.label for run in convergence.runs.values()]
+    assert labels == ["same step (paper's)", "preconditioned (ours)", "identity direction"]
     assert all(x and y for x, y in _axis_labels(fig))
     assert fig.axes[0].get_yscale() == "log"
     matplotlib.pyplot.close(fig)

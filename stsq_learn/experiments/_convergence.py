@@ -95,8 +95,14 @@ class ConvergenceRun:
     token_block: np.ndarray = field(repr=False)
 
     @property
+    def short_label(self):
+        """A short label for crowded legends (``"same step (paper's)"`` and so on)."""
+        short = {"same_step": "same step (paper's)", "preconditioned": "preconditioned (ours)"}
+        return short.get(self.name, self.name.replace("_", " "))
+
+    @property
     def final(self):
-        """The last record as a dict: step, loss, cos, gamma, token_norm, test_r2."""
+        """The last record as a dict: loss, cos, gamma, token_norm, test_r2."""
         return {
             "loss": self.loss[-1],
             "cos": self.cos[-1],
@@ -218,16 +224,20 @@ class ConvergenceResult:
         for i, run in enumerate(self.runs.values()):
             ls = styles[i % len(styles)]
             ax_loss.plot(steps, run.loss, ls, lw=1, color="C0", label=run.label)
-            ax_cos.plot(steps, run.cos, ls, color="C1", label=run.label)
-            ax_gamma.plot(steps, run.gamma, ls, color="C2", label=rf"$\gamma$, {run.label}")
+            ax_cos.plot(steps, run.cos, ls, color="C1", label=run.short_label)
+            ax_gamma.plot(steps, run.gamma, ls, color="C2", label=rf"$\gamma$, {run.short_label}")
             ax_gamma.plot(
-                steps, run.token_norm, ls, color="C3", label=rf"$\|W_{{xp}}\|_F$, {run.label}"
+                steps,
+                run.token_norm,
+                ls,
+                color="C3",
+                label=rf"$\|W_{{xp}}\|_F$, {run.short_label}",
             )
         ax_loss.set_yscale("log")
         ax_loss.set_xlabel("gradient step")
         ax_loss.set_ylabel("training loss (squared error)")
         ax_loss.set_title("Loss")
-        ax_loss.legend(loc="upper right", fontsize="x-small")
+        ax_loss.legend(loc="lower left", fontsize="x-small")
         ax_cos.axhline(1.0, color="gray", ls=":", lw=1, label="identity direction")
         ax_cos.set_ylim(-0.05, 1.05)
         ax_cos.set_xlabel("gradient step")
