@@ -432,6 +432,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Labels of ``classes_``.
         """
+        check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def attention(self, X):
