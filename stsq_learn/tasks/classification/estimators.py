@@ -30,6 +30,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
+from ..._validation import as_tensor
 from ...engine.params import AtomicSetParams
 from ...engine.state import _is_int, _is_number_list, check_weights
 from .task import SparseTokenClassificationTask, as_tokens
@@ -269,7 +270,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
                 f"got {len(classes)}: {classes.tolist()[:5]}."
             )
         task, X, y01 = SparseTokenClassificationTask.from_data(X, y01.astype(np.float64))
-        Xt = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float64))
+        Xt = as_tensor(X, _F64)
         yt = torch.as_tensor(y01)
         rng = check_random_state(self.random_state)
         state = self._train(Xt, yt, rng)
@@ -380,7 +381,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         X = self.task_.check_rows(X, type(self).__name__)
         with torch.no_grad():
             out = attention_logits(
-                torch.as_tensor(np.ascontiguousarray(X, dtype=np.float64)),
+                as_tensor(X, _F64),
                 torch.as_tensor(self.query_),
                 torch.as_tensor(self.readout_),
                 torch.tensor([self.intercept_], dtype=_F64),
@@ -451,9 +452,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = self.task_.check_rows(X, type(self).__name__)
         with torch.no_grad():
-            s = torch.as_tensor(np.ascontiguousarray(X, dtype=np.float64)) @ torch.as_tensor(
-                self.query_
-            )
+            s = as_tensor(X, _F64) @ torch.as_tensor(self.query_)
             return torch.softmax(s, dim=1).numpy()
 
     # -- fitted state --------------------------------------------------------------------

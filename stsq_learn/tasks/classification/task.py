@@ -75,8 +75,8 @@ def _as_labels(y, n):
         i = int(np.argmax(bad))
         raise ValueError(
             f"y of sparse-token classification holds 0 (noise) and 1 (signal present), got "
-            f"{arr[i]!r} at row {i}. (The paper writes -1/+1; SparseTokenClassifier takes any "
-            "two labels.)"
+            f"{arr[i].item()!r} at row {i}. (The paper writes -1/+1; SparseTokenClassifier "
+            "takes any two labels.)"
         )
     return arr.astype(np.float64)
 
