@@ -274,6 +274,9 @@ def _register_builtins():
     from .tasks.averaging import estimators as qsa
     from .tasks.averaging import modules
     from .tasks.averaging import task as qsa_law
+    from .tasks.classification import estimators as stc
+    from .tasks.classification import task as stc_law
+    from .tasks.classification import theory as stc_theory
     from .tasks.retrieval import estimators as ret
     from .tasks.retrieval import task as ret_law
     from .tasks.selection import estimators as sts
@@ -313,6 +316,18 @@ def _register_builtins():
         make=sl_law.make_single_location,
         experiments=("stsq_learn.tasks.single_location.record",),
         moved={"single_location": sl, "single_location_theory": theory},
+    )
+    register(
+        stc_law.SparseTokenClassificationTask,
+        estimators=(stc.SparseTokenClassifier,),
+        make=stc_law.make_sparse_token_classification,
+        exports=(
+            stc.FlattenTokens,
+            stc.MeanPoolTokens,
+            stc.make_flat_logistic,
+            stc.make_pooled_logistic,
+            *stc_theory.PUBLIC,
+        ),
     )
     register_estimators(AttentionRegressor, FCNRegressor)
 

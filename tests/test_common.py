@@ -39,6 +39,7 @@ from stsq_learn import (
     FCNSelector,
     SoftmaxAttentionRegressor,
     SparseTokenAverager,
+    SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
     make_sparse_averaging,
@@ -114,6 +115,14 @@ SL_ESTIMATORS = [
 SL_IDS = ["erf-pgd", "erf-sgd", "softmax"]
 
 SL_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in SL_ESTIMATORS]
+
+# Sparse-token classification: a binary classifier of rows of tokens only.
+CLS_ESTIMATORS = [
+    SparseTokenClassifier(max_iter=5),
+    SparseTokenClassifier(solver="two_step", max_iter=5),
+]
+CLS_IDS = ["cls-adam", "cls-two-step"]
+CLS_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in CLS_ESTIMATORS]
 
 
 class _ReadsRowsAsSequences:
@@ -223,6 +232,19 @@ class SequenceSoftmaxAttentionRegressor(_ReadsRowsAsTokens, SoftmaxAttentionRegr
     """:class:`SoftmaxAttentionRegressor` on the 3-D lift of scikit-learn's 2-D rows."""
 
 
+class SequenceSparseTokenClassifier(SparseTokenClassifier):
+    """:class:`SparseTokenClassifier` on the 3-D lift of scikit-learn's 2-D rows.
+
+    Every method of its goes through ``decision_function``, which lifts the rows.
+    """
+
+    def fit(self, X, y):
+        return super().fit(_ReadsRowsAsTokens._lift(X), y)
+
+    def decision_function(self, X):
+        return super().decision_function(_ReadsRowsAsTokens._lift(X))
+
+
 # scikit-learn's row-invariance checks run on 3-D data: the estimator reads every
 # 2-D row of the check as a sequence (3-D X), in float64 because the checks'
 # absolute tolerances (1e-7 and 1e-9) are below float32's rounding.
@@ -238,12 +260,13 @@ _SEQUENCE = {
     FCNRegressor: SequenceFCNRegressor,
     ErfAttentionRegressor: SequenceErfAttentionRegressor,
     SoftmaxAttentionRegressor: SequenceSoftmaxAttentionRegressor,
+    SparseTokenClassifier: SequenceSparseTokenClassifier,
 }
 
 
 def test_every_registered_estimator_is_checked():
     """The checks run on every estimator the registry lists, whatever its task."""
-    checked = {type(est) for est in ESTIMATORS + SL_ESTIMATORS}
+    checked = {type(est) for est in ESTIMATORS + SL_ESTIMATORS + CLS_ESTIMATORS}
     assert checked == set(registry.estimators()) == set(_CHECKED)
     assert set(_SEQUENCE) == set(registry.estimators())
 
@@ -382,9 +405,41 @@ _SL_LISTED = {
     ),
 }
 SL_EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _SL_LISTED.items()}
+# The classifier's own checks fit 2-D X too; the 3-D equivalents are in
+# tests/test_classification.py.
+_CLS_LISTED = {
+    **_SL_LISTED,
+    "check_classifier_data_not_an_array": (
+        "2-D X as lists; 3-D: test_classification.py::test_lists_and_tensors_are_accepted",
+        NOT_3D,
+    ),
+    "check_classifiers_classes": (
+        "fits 2-D X; 3-D labels of any type: test_classification.py::test_labels_of_any_type",
+        NOT_3D,
+    ),
+    "check_classifiers_train": (
+        "learns a 2-D classification; 3-D learning: test_classification.py::test_it_learns",
+        NOT_3D,
+    ),
+    "check_classifiers_regression_target": (
+        "2-D X; 3-D continuous y: test_classification.py::test_continuous_y_is_refused",
+        NOT_3D,
+    ),
+    "check_decision_proba_consistency": (
+        "fits 2-D X; 3-D: test_classification.py::test_proba_agrees_with_the_decision",
+        NOT_3D,
+    ),
+    "check_classifier_not_supporting_multiclass": (
+        "fits 2-D X; 3-D three classes: test_classification.py::test_multiclass_is_refused",
+        NOT_3D,
+    ),
+}
+CLS_EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _CLS_LISTED.items()}
 
 
 def _listed_for(estimator):
+    if isinstance(estimator, tuple(map(type, CLS_CHECKED))):
+        return _CLS_LISTED
     return _SL_LISTED if isinstance(estimator, tuple(map(type, SL_CHECKED))) else _LISTED
 
 
@@ -399,7 +454,11 @@ def _checks(listed):
     ``test_listed_checks_fail_for_the_listed_reason`` (which also checks why
     they fail), the others in ``test_sklearn_checks``.
     """
-    pairs = [*zip(CHECKED_ESTIMATORS, IDS, strict=True), *zip(SL_CHECKED, SL_IDS, strict=True)]
+    pairs = [
+        *zip(CHECKED_ESTIMATORS, IDS, strict=True),
+        *zip(SL_CHECKED, SL_IDS, strict=True),
+        *zip(CLS_CHECKED, CLS_IDS, strict=True),
+    ]
     for est, est_id in pairs:
         for _, check in estimator_checks_generator(est, legacy=True):
             name = _check_name(check)

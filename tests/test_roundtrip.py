@@ -23,11 +23,13 @@ from stsq_learn import (
     SingleLocationTask,
     SoftmaxAttentionRegressor,
     SparseTokenAverager,
+    SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
     load_model,
     make_sparse_averaging,
     make_sparse_retrieval,
+    make_sparse_token_classification,
     make_sparse_token_selection,
     persistence,
     save_model,
@@ -137,6 +139,10 @@ SAVED = {  # one small model of every class save_model may save, and its data
     "SoftmaxAttentionRegressor": (
         lambda: SoftmaxAttentionRegressor(max_iter=2, batch_size=10, random_state=0),
         _single_location,
+    ),
+    "SparseTokenClassifier": (
+        lambda: SparseTokenClassifier(max_iter=2, random_state=0),
+        make_sparse_token_classification,
     ),
 }
 SAVED_CLASSES = sorted(persistence._CLASSES)

@@ -1,0 +1,14 @@
+"""Sparse-token classification (Barnfield, Cui and Lu, ICLR 2026): its home.
+
+- :mod:`.estimators`
+- :mod:`.task`
+- :mod:`.theory`
+
+The law and its generator are importable from here; the estimators, the
+theory and the rest load with their modules (the registry,
+:mod:`stsq_learn.registry`, names them all).
+"""
+
+from .task import SparseTokenClassificationTask, make_sparse_token_classification
+
+__all__ = ["SparseTokenClassificationTask", "make_sparse_token_classification"]
