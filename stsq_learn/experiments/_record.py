@@ -106,6 +106,23 @@ class Experiment:
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
+        if self.headline is not None and not callable(self.headline):
+            raise TypeError(
+                f"experiment {self.name!r}: headline must be a callable or None, "
+                f"got {self.headline!r}."
+            )
+        if self.provenance is not None:
+            if not isinstance(self.provenance, dict):
+                raise TypeError(
+                    f"experiment {self.name!r}: provenance must be a dict of setting to "
+                    f"'paper: ...' or 'ours: ...', got {type(self.provenance).__name__}."
+                )
+            for key, source in self.provenance.items():
+                if not isinstance(source, str) or not source.startswith(("paper:", "ours:")):
+                    raise ValueError(
+                        f"experiment {self.name!r}: the provenance of {key!r} must start "
+                        f"with 'paper:' or 'ours:', got {source!r}."
+                    )
 
 
 def time_steps(estimator, task, *, device, probe_steps=(4, 12)):

@@ -459,16 +459,59 @@ def _check_preset(preset):
         raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
 
 
-def plan(preset="quick", *, only=None, device="auto", n_threads=None):
+class Plan(dict):
+    """What :func:`plan` returns: experiment name to its estimate, with the run's wall time.
+
+    Attributes
+    ----------
+    n_jobs : int
+        Worker processes the runs are spread over.
+    wall_seconds : float
+        Estimated wall-clock seconds of the whole run: the runs (one per
+        experiment and seed) placed longest first on the processes, each
+        process on a core of its own where there are enough, plus the start
+        of the processes.
+    """
+
+    def __init__(self, estimates, *, n_jobs, wall_seconds):
+        super().__init__(estimates)
+        self.n_jobs = n_jobs
+        self.wall_seconds = wall_seconds
+
+
+_WORKER_START_S = 5.0
+"""Estimated seconds to start a worker process (Python, torch and the package imported)."""
+
+
+def wall_time(run_seconds, n_jobs, *, cores=None):
+    """Estimated wall-clock seconds of runs of ``run_seconds`` on ``n_jobs`` processes.
+
+    The runs go longest first to the least loaded process (as a pool hands
+    out work); processes beyond the usable cores share them. One process runs
+    in this process, with no start-up.
+    """
+    cores = _seeds.usable_cores() if cores is None else cores
+    if n_jobs <= 1 or not run_seconds:
+        return float(sum(run_seconds))
+    loads = [0.0] * n_jobs
+    for seconds in sorted(run_seconds, reverse=True):
+        loads[loads.index(min(loads))] += seconds
+    share = max(1.0, n_jobs / max(cores, 1))  # more processes than cores: they share them
+    return float(max(loads) * share + _WORKER_START_S)
+
+
+def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=None, n_jobs=None):
     """The fits, steps and estimated seconds of :func:`reproduce`, from a few timed steps.
 
     Every part of every experiment is timed on this machine: two short
     ``fit_online`` runs of one of its models (2 and 6 steps) give a step's
     time and a fit's fixed cost, and a prediction on up to 256 rows the
-    scoring's; the estimate scales them to the planned fits, steps and rows.
-    Where a width search decides how many fits run, the record's expected
-    number is used (see the experiment's record). Takes seconds to tens of
-    seconds.
+    scoring's; the estimate scales them to the planned fits, steps and rows,
+    times the seeds the experiment runs. Where a width search decides how
+    many fits run, the record's expected number is used (see the
+    experiment's record). The wall time of the whole run places the runs
+    (one per experiment and seed) on ``n_jobs`` processes (:func:`wall_time`).
+    Takes seconds to tens of seconds.
 
     Parameters
     ----------
@@ -479,45 +522,60 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None):
     device : str, default="auto"
         Device the steps are timed on.
     n_threads : int, default=None
-        PyTorch CPU threads while timing (restored afterwards).
+        PyTorch CPU threads while timing (restored afterwards); None is
+        one, as each run of :func:`reproduce`.
+    n_seeds : int, default=None
+        Seeds per experiment with headline numbers, as in :func:`reproduce`.
+    n_jobs : int, default=None
+        Worker processes, as in :func:`reproduce`.
 
     Returns
     -------
-    dict of str to dict
-        Per experiment: ``fits``, ``steps`` and ``seconds`` (estimated), and
-        ``parts``, the same per part.
+    Plan
+        Per experiment (a dict): ``fits``, ``steps`` and ``seconds``
+        (estimated, all its seeds together), ``seeds`` (how many),
+        ``seconds_per_seed``, and ``parts``, one seed's fits, steps and
+        seconds per part; its ``wall_seconds`` and ``n_jobs`` give the
+        whole run's.
 
     Examples
     --------
     >>> from stsq_learn.experiments import plan
     >>> est = plan("tiny", only="convergence")
-    >>> est["convergence"]["fits"], est["convergence"]["steps"]
-    (1, 30)
+    >>> est["convergence"]["fits"], est["convergence"]["steps"], est["convergence"]["seeds"]
+    (1, 30, 1)
     """
     _check_preset(preset)
     names = resolve_experiments(only)
-    resolved = str(resolve_device(device))
+    resolved = resolve_device(device)
+    seed_count = _seeds.resolve_n_seeds(_seeds.check_n_seeds(n_seeds), preset)
+    _seeds.check_n_jobs(n_jobs)
     threads_before = torch.get_num_threads()
-    if n_threads is not None:
-        torch.set_num_threads(check_positive_int(n_threads, "n_threads"))
+    torch.set_num_threads(1 if n_threads is None else check_positive_int(n_threads, "n_threads"))
     try:
-        out = {}
+        out, runs = {}, []
         for name in names:
             record = RECORDS[name]
-            parts = estimate(record.work(**record.presets[preset]), device=resolved)
+            k = len(_seeds.seeds_of(record, 0, seed_count))
+            parts = estimate(record.work(**record.presets[preset]), device=str(resolved))
+            per_seed = round(sum(p["seconds"] for p in parts), 1)
             out[name] = {
-                "fits": sum(p["fits"] for p in parts),
-                "steps": sum(p["steps"] for p in parts),
-                "seconds": round(sum(p["seconds"] for p in parts), 1),
+                "fits": k * sum(p["fits"] for p in parts),
+                "steps": k * sum(p["steps"] for p in parts),
+                "seconds": round(k * per_seed, 1),
+                "seeds": k,
+                "seconds_per_seed": per_seed,
                 "parts": parts,
             }
-        return out
+            runs += [per_seed] * k
+        workers = _seeds.resolve_n_jobs(n_jobs, len(runs), device=resolved.type)
+        return Plan(out, n_jobs=workers, wall_seconds=round(wall_time(runs, workers), 1))
     finally:
         torch.set_num_threads(threads_before)
 
 
 def plan_table(estimates):
-    """A Markdown table of :func:`plan`'s estimates, with the total.
+    """A Markdown table of :func:`plan`'s estimates, with the total and the wall time.
 
     Parameters
     ----------
@@ -527,15 +585,24 @@ def plan_table(estimates):
     Returns
     -------
     str
-        The table.
+        The table (time: all seeds of an experiment together), then, for a
+        :class:`Plan`, the estimated wall time on its processes.
     """
-    rows = ["| experiment | fits | steps | estimated time |", "|---|---|---|---|"]
+    rows = ["| experiment | fits | steps | estimated time | seeds |", "|---|---|---|---|---|"]
     for name, est in estimates.items():
-        rows.append(f"| {name} | {est['fits']} | {est['steps']} | {_duration(est['seconds'])} |")
+        rows.append(
+            f"| {name} | {est['fits']} | {est['steps']} | {_duration(est['seconds'])} | "
+            f"{est.get('seeds', 1)} |"
+        )
     total = sum(e["seconds"] for e in estimates.values())
     fits = sum(e["fits"] for e in estimates.values())
     steps = sum(e["steps"] for e in estimates.values())
-    rows.append(f"| total | {fits} | {steps} | {_duration(total)} |")
+    rows.append(f"| total | {fits} | {steps} | {_duration(total)} | |")
+    wall = getattr(estimates, "wall_seconds", None)
+    if wall is not None:
+        n_jobs = estimates.n_jobs
+        where = "in this process" if n_jobs == 1 else f"on {n_jobs} processes"
+        rows.append(f"\nEstimated wall time {where}: {_duration(wall)}.")
     return "\n".join(rows)
 
 
