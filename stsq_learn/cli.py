@@ -161,7 +161,7 @@ def _add_reproduce(sub):
         default=None,
         metavar="N",
         help="seeds of each experiment with headline numbers, whose bands (median [min, max]) "
-        "go to results.json, summary.md and bands.png (default: 3; 1 at --tiny); an "
+        "go to results.json, summary.md and bands.png (default: 3; 1 at the tests' size); an "
         "experiment without headline numbers runs one seed",
     )
     rep.add_argument(

@@ -128,7 +128,7 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log):
     """
     done = {}
     spread = [job for job in jobs if not job[3]] if n_jobs > 1 else []
-    here = [job for job in jobs if job not in spread]
+    here = [job for job in jobs if job[3]] if n_jobs > 1 else list(jobs)
 
     def finished(key, result, seconds):
         done[key] = (result, seconds)
