@@ -331,6 +331,7 @@ _HYPERPARAMETER_OPTIONS = (
 def _run_reproduce(args):
     from ._validation import check_positive_int
     from .experiments import (
+        _seeds,
         check_reference,
         load_reference,
         plan,
@@ -345,6 +346,8 @@ def _run_reproduce(args):
     # Every option is checked here, before any work, with --plan as without it:
     # a run that its plan accepted does not then fail on an option.
     check_positive_int(args.threads, "--threads")
+    _seeds.check_n_seeds(args.seeds, args.seed, names=("--seeds", "--seed"))
+    _seeds.check_n_jobs(args.jobs, name="--jobs")
     names, device = check_run_options(
         out=args.out,
         device=args.device,

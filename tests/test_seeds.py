@@ -383,8 +383,9 @@ def test_cli_check_passes_then_fails_naming_the_number(register, tmp_path, capsy
     ("argv", "fragment"),
     [
         (["--quick", "--check"], "no reference numbers are shipped for preset 'quick'"),
-        (["--tiny", "--seeds", "0"], "n_seeds must be a positive integer or None, got 0."),
-        (["--tiny", "--jobs", "-3"], "n_jobs must be a positive integer, -1"),
+        (["--tiny", "--seeds", "0"], "--seeds must be a positive integer or None, got 0."),
+        (["--tiny", "--jobs", "-3"], "--jobs must be a positive integer, -1"),
+        (["--tiny", "--seed", "4294967295", "--seeds", "2"], "--seeds=2 from --seed=4294967295"),
         (["--tiny", "--write-reference", "/nonexistent-dir/ref.json"], "does not exist"),
     ],
 )

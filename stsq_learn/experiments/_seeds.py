@@ -38,7 +38,7 @@ def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def check_n_seeds(n_seeds, seed=0):
+def check_n_seeds(n_seeds, seed=0, *, names=("n_seeds", "seed")):
     """Raise ``ValueError`` unless ``n_seeds`` is None or an int >= 1 whose last seed fits.
 
     The seeds of a run are ``seed, seed + 1, ..., seed + n_seeds - 1``, each
@@ -47,22 +47,23 @@ def check_n_seeds(n_seeds, seed=0):
     if n_seeds is None:
         return None
     if not _is_int(n_seeds) or n_seeds < 1:
-        raise ValueError(f"n_seeds must be a positive integer or None, got {n_seeds!r}.")
+        raise ValueError(f"{names[0]} must be a positive integer or None, got {n_seeds!r}.")
     if _is_int(seed) and seed + n_seeds - 1 > _SEED_MAX:
         raise ValueError(
-            f"n_seeds={n_seeds!r} from seed={seed!r} runs seeds up to {seed + n_seeds - 1}, "
-            f"above the largest seed 2**32 - 1 = {_SEED_MAX}: lower seed or n_seeds."
+            f"{names[0]}={n_seeds!r} from {names[1]}={seed!r} runs seeds up to "
+            f"{seed + n_seeds - 1}, above the largest seed 2**32 - 1 = {_SEED_MAX}: lower "
+            f"{names[1]} or {names[0]}."
         )
     return int(n_seeds)
 
 
-def check_n_jobs(n_jobs):
+def check_n_jobs(n_jobs, *, name="n_jobs"):
     """Raise ``ValueError`` unless ``n_jobs`` is None, -1 or an int >= 1; return it."""
     if n_jobs is None:
         return None
     if not _is_int(n_jobs) or not (n_jobs >= 1 or n_jobs == -1):
         raise ValueError(
-            f"n_jobs must be a positive integer, -1 (every usable core) or None, got {n_jobs!r}."
+            f"{name} must be a positive integer, -1 (every usable core) or None, got {n_jobs!r}."
         )
     return int(n_jobs)
 
