@@ -149,7 +149,51 @@ def _add_reproduce(sub):
         default="auto",
         help="training device: auto (CUDA when present, the default), cpu, cuda or cuda:N",
     )
-    rep.add_argument("--seed", type=int, default=0, help="seed of every experiment (default: 0)")
+    rep.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the first seed: each experiment runs seeds SEED, SEED+1, ... (default: 0)",
+    )
+    rep.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seeds of each experiment with headline numbers, whose bands (median [min, max]) "
+        "go to results.json, summary.md and bands.png (default: 3; 1 at the tests' size); an "
+        "experiment without headline numbers runs one seed",
+    )
+    rep.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes the runs (one per experiment and seed) are spread over "
+        "(default: every usable core on a CPU, 1 on a GPU; -1: every usable core; "
+        "1: this process); the numbers do not depend on it",
+    )
+    rep.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the run's headline numbers with the reference numbers the package ships "
+        "for the size (or --reference), print the table, and exit with status 1, naming "
+        "the numbers, if any is outside its tolerance",
+    )
+    rep.add_argument(
+        "--reference",
+        metavar="PATH",
+        default=None,
+        help="a reference file (written by --write-reference) to --check against instead of "
+        "the shipped one (implies --check)",
+    )
+    rep.add_argument(
+        "--write-reference",
+        metavar="PATH",
+        default=None,
+        help="write the run's headline numbers, their tolerances (from the seed spread) and "
+        "the run's provenance to PATH, a reference file for --check",
+    )
     rep.add_argument(
         "--only",
         type=_items,
@@ -160,8 +204,8 @@ def _add_reproduce(sub):
         "--threads",
         type=int,
         default=1,
-        help="PyTorch CPU threads (default: 1; the models are small, and more threads "
-        "on a busy CPU slow every step down)",
+        help="PyTorch CPU threads of each run (default: 1; the models are small, and more "
+        "threads on a busy CPU slow every step down)",
     )
     rep.add_argument(
         "--scheduler",
@@ -286,12 +330,24 @@ _HYPERPARAMETER_OPTIONS = (
 
 def _run_reproduce(args):
     from ._validation import check_positive_int
-    from .experiments import plan, plan_table, reproduce, summary_table
+    from .experiments import (
+        _seeds,
+        check_reference,
+        load_reference,
+        plan,
+        plan_table,
+        reproduce,
+        summary_table,
+        write_reference,
+    )
+    from .experiments._check import command_line
     from .experiments._reproduce import check_run_options
 
     # Every option is checked here, before any work, with --plan as without it:
     # a run that its plan accepted does not then fail on an option.
     check_positive_int(args.threads, "--threads")
+    _seeds.check_n_seeds(args.seeds, args.seed, names=("--seeds", "--seed"))
+    _seeds.check_n_jobs(args.jobs, name="--jobs")
     names, device = check_run_options(
         out=args.out,
         device=args.device,
@@ -299,12 +355,16 @@ def _run_reproduce(args):
         only=args.only,
         n_threads=args.threads,
         scheduler=args.scheduler,
+        n_seeds=args.seeds,
+        n_jobs=args.jobs,
     )
     if args.only is not None and len(names) < len(args.only):
         raise ValueError(
             f"--only {','.join(args.only)} names an experiment twice (a name and its alias): "
             "give each once."
         )
+    if args.write_reference is not None:
+        _check_reference_path(args.write_reference)
 
     def say(line):
         print(line, file=sys.stderr, flush=True)
@@ -319,11 +379,26 @@ def _run_reproduce(args):
                 f"({'no GPU' if on_cpu else 'a GPU'}). --full (about an hour on 2 CPU cores) "
                 "and --gpu are run only when asked for; --plan estimates any size first."
             )
+    check = args.check or args.reference is not None
+    if check:  # no reference for this size, or one of another size: refused before the run
+        reference = load_reference(preset if args.reference is None else args.reference)
+        if reference["preset"] != preset:
+            raise ValueError(
+                f"--reference {args.reference} is the reference of --{reference['preset']}, "
+                f"and this run is --{preset}: check a run against its own size's reference."
+            )
     if preset == "gpu" and on_cpu and not args.plan:
         say("note: the gpu size is meant for one GPU; on a CPU it takes many hours.")
     if args.plan or args.preset is None:
         start = time.perf_counter()
-        estimates = plan(preset, only=args.only, device=args.device, n_threads=args.threads)
+        estimates = plan(
+            preset,
+            only=args.only,
+            device=args.device,
+            n_threads=args.threads,
+            n_seeds=args.seeds,
+            n_jobs=args.jobs,
+        )
         print(f"Plan of reproduce --{preset} on this machine ({args.threads} torch thread(s)):\n")
         print(plan_table(estimates))
         print(f"\n(estimated from timed steps in {time.perf_counter() - start:.0f} s)")
@@ -336,7 +411,9 @@ def _run_reproduce(args):
         out=args.out,
         device=args.device,
         seed=args.seed,
+        n_seeds=args.seeds,
         only=args.only,
+        n_jobs=args.jobs,
         n_threads=args.threads,
         progress=not args.no_progress,
         scheduler=args.scheduler,
@@ -344,10 +421,40 @@ def _run_reproduce(args):
     )
     print(summary_table(results))
     print(
-        f"\nWrote {', '.join(f'{name}.png' for name in results)}, results.json and summary.md "
-        f"to {args.out} in {time.perf_counter() - start:.0f} s."
+        f"\nWrote {', '.join(f'{name}.png' for name in results)}, bands.png, results.json and "
+        f"summary.md to {args.out} in {time.perf_counter() - start:.0f} s."
     )
+    if args.write_reference is not None:
+        write_reference(results, args.write_reference, command=command_line())
+        print(f"Wrote the reference numbers of --{preset} to {args.write_reference}.")
+    if check:
+        outcome = check_reference(results, reference)
+        source = args.reference or f"the shipped reference of --{preset}"
+        made = outcome.made
+        print(
+            f"\nCheck against {source} (made by stsq-learn {made.get('stsq_learn')} on "
+            f"{made.get('date')}):\n"
+        )
+        print(outcome.table())
+        if not outcome.ok:
+            print(f"stsq-learn reproduce --check: {outcome.message()}", file=sys.stderr)
+            return 1
+        print(f"\n{outcome.message()}")
     return 0
+
+
+def _check_reference_path(path):
+    """Refuse a ``--write-reference`` path that cannot be written, before any work."""
+    import os
+
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        raise ValueError(f"--write-reference {path}: a directory; give a file path (.json).")
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise ValueError(f"--write-reference {path}: the directory {parent!r} does not exist.")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"--write-reference {path}: the directory {parent!r} is not writable.")
 
 
 _FIT_N_SELECTED = 3

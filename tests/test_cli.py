@@ -41,6 +41,7 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| experiment |" in printed and "minimal width, transformer" in printed
     assert sorted(p.name for p in out.glob("*.png")) == [
+        "bands.png",
         "convergence.png",
         "encodings.png",
         "length_generalization.png",
@@ -54,6 +55,7 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
         payload
     )
     assert payload["meta"]["seed"] == 1 and payload["meta"]["torch_threads"] == 1
+    assert all(payload[name]["seeds"][0] == 1 for name in payload if name != "meta")
     assert (out / "summary.md").read_text().startswith("| experiment |")
 
 
@@ -64,7 +66,12 @@ def test_reproduce_only_encodings(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| encodings (T=8, m=8, 30 steps, 2 seeds, 200 rows) |" in printed
     assert "| | randomized, L=16 |" in printed and "(n/a: L < 16) | n/a / " in printed
-    assert sorted(p.name for p in out.iterdir()) == ["encodings.png", "results.json", "summary.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bands.png",
+        "encodings.png",
+        "results.json",
+        "summary.md",
+    ]
     payload = json.loads((out / "results.json").read_text())
     assert set(payload) == {"meta", "encodings"}
     section = payload["encodings"]
@@ -314,6 +321,8 @@ def test_reproduce_help_lists_options(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     for option in ("--quick", "--full", "--gpu", "--plan", "--out", "--device", "--seed", "--only"):
+        assert option in out
+    for option in ("--seeds", "--jobs", "--check", "--reference", "--write-reference"):
         assert option in out
     assert "encodings" in out
     assert "--tiny" not in out

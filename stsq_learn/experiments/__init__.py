@@ -27,11 +27,21 @@ Each returns a dataclass with ``to_dict()`` (JSON-ready) and ``plot()``
 read from :mod:`stsq_learn.registry`) at a named size, writes one
 PNG per experiment and ``results.json``, and returns a Markdown summary; it
 is what ``stsq-learn reproduce`` calls. :func:`plan` estimates a size's
-time on this machine from a few timed steps. Each experiment is one record
-(its function, presets, summary rows and work) in ``_records/``.
+time on this machine from a few timed steps. An experiment whose record has
+headline numbers runs over several seeds (on every core), and its numbers'
+bands (min, median, max) go to ``results.json`` and the summary;
+:func:`check_reference` compares a run with the reference numbers the
+package ships per size (``references/<preset>.json``), and
+:func:`write_reference` writes such a file from a run. Each experiment is one
+record (its function, presets, summary rows, work, and optionally its
+headline numbers and the provenance of its settings) in ``_records/``.
 """
 
 from .._live_names import live_names
+from ._check import ReferenceCheck as ReferenceCheck
+from ._check import check_reference as check_reference
+from ._check import load_reference as load_reference
+from ._check import write_reference as write_reference
 from ._convergence import ConvergenceResult as ConvergenceResult
 from ._convergence import ConvergenceRun as ConvergenceRun
 from ._convergence import training_dynamics as training_dynamics
@@ -39,6 +49,7 @@ from ._encodings import EncodingsResult as EncodingsResult
 from ._encodings import encoding_families as encoding_families
 from ._length import LengthGeneralizationResult as LengthGeneralizationResult
 from ._length import length_generalization as length_generalization
+from ._reproduce import ReproduceResults as ReproduceResults
 from ._reproduce import plan as plan
 from ._reproduce import plan_table as plan_table
 from ._reproduce import reproduce as reproduce
@@ -68,15 +79,20 @@ _OWN = [  # and, in __all__, every registered experiment's function and result
     "ConvergenceRun",
     "EncodingsResult",
     "LengthGeneralizationResult",
+    "ReferenceCheck",
+    "ReproduceResults",
     "SeparationResult",
+    "check_reference",
     "encoding_families",
     "length_generalization",
+    "load_reference",
     "plan",
     "plan_table",
     "reproduce",
     "summary_table",
     "training_dynamics",
     "width_separation",
+    "write_reference",
 ]
 
 # The registered experiments, their presets, and the functions of the experiments that

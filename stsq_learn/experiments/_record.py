@@ -79,6 +79,17 @@ class Experiment:
     result : type or None, default=None
         The class of ``function``'s result, exported with it by
         :mod:`stsq_learn.experiments` (the experiments of a task's home).
+    headline : callable or None, default=None
+        ``headline(result)``: the experiment's headline numbers for one
+        seed, a flat dict of str to float. With it, :func:`reproduce` runs
+        the experiment once per seed and reports each number's band (its
+        values, min, median and max over the seeds), and ``--check``
+        compares the medians with the shipped reference; without it, the
+        experiment runs one seed.
+    provenance : dict or None, default=None
+        Setting name to where its value comes from: ``"paper: ..."`` (fixed
+        by the paper) or ``"ours: ..."`` (a choice of this package), written
+        to ``results.json``'s meta and summarised in ``summary.md``.
     """
 
     name: str
@@ -88,11 +99,30 @@ class Experiment:
     work: Callable
     aliases: tuple = field(default=())
     result: type | None = None
+    headline: Callable | None = None
+    provenance: dict | None = None
 
     def __post_init__(self):
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
+        if self.headline is not None and not callable(self.headline):
+            raise TypeError(
+                f"experiment {self.name!r}: headline must be a callable or None, "
+                f"got {self.headline!r}."
+            )
+        if self.provenance is not None:
+            if not isinstance(self.provenance, dict):
+                raise TypeError(
+                    f"experiment {self.name!r}: provenance must be a dict of setting to "
+                    f"'paper: ...' or 'ours: ...', got {type(self.provenance).__name__}."
+                )
+            for key, source in self.provenance.items():
+                if not isinstance(source, str) or not source.startswith(("paper:", "ours:")):
+                    raise ValueError(
+                        f"experiment {self.name!r}: the provenance of {key!r} must start "
+                        f"with 'paper:' or 'ours:', got {source!r}."
+                    )
 
 
 def time_steps(estimator, task, *, device, probe_steps=(4, 12)):

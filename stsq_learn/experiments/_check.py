@@ -1,0 +1,474 @@
+"""Reference numbers of each size, and the check of a run against them.
+
+The package ships, per size (preset), the median of every headline number
+of every experiment over a reference run's seeds, with a tolerance derived
+from their spread (``references/<preset>.json``). :func:`check_reference`
+compares a run with them number by number; :func:`write_reference` writes
+such a file from a run, so that a reference is redone with one command
+(``stsq-learn reproduce --quick --write-reference PATH``).
+
+The reference file (JSON)::
+
+    {
+      "format": "stsq-learn reference 1",
+      "preset": "tiny",
+      "made": {"stsq_learn": ..., "date": ..., "command": ..., "machine": {...},
+               "python": ..., "torch": ..., "device": ..., "torch_threads": ...,
+               "n_jobs": ..., "seeds": {experiment: [seeds]}, "wall_seconds": ...},
+      "tolerance_rule": "max(2 x (max - min), 0.05 x |median|, 0.001)",
+      "experiments": {
+        experiment: {number: {"median": m, "tolerance": t, "min": ..., "max": ...,
+                              "values": [...]}}
+      }
+    }
+
+A run matches a number when ``|measured median - median| <= tolerance``
+(a non-finite median, a bound not reached, must be measured equal).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .. import __version__
+from ._record import SIZES
+
+FORMAT = "stsq-learn reference 1"
+"""The ``format`` of the reference files this version writes and reads."""
+
+FACTOR, RTOL, ATOL = 2.0, 0.05, 1e-3
+"""The default tolerance: ``max(FACTOR x (max - min), RTOL x |median|, ATOL)``."""
+
+
+def shipped_references():
+    """The sizes the package ships reference numbers for, in ``SIZES`` order.
+
+    Returns
+    -------
+    tuple of str
+        The presets with a ``references/<preset>.json``.
+    """
+    folder = resources.files(__package__) / "references"
+    return tuple(p for p in SIZES if (folder / f"{p}.json").is_file())
+
+
+def load_reference(reference):
+    """A reference: the one shipped for a preset, or one read from a file.
+
+    Parameters
+    ----------
+    reference : str, path or dict
+        A preset name (``"tiny"``, ``"quick"``, ...: the shipped reference),
+        the path of a reference file, or a reference already read.
+
+    Returns
+    -------
+    dict
+        The reference (see the module's description of the format).
+
+    Raises
+    ------
+    ValueError
+        If no reference is shipped for the preset, or the file is not a
+        reference file of this format.
+    """
+    if isinstance(reference, dict):
+        return _checked(reference, "the reference given")
+    if isinstance(reference, str) and reference in SIZES:
+        if reference not in shipped_references():
+            shipped = ", ".join(shipped_references()) or "none"
+            raise ValueError(
+                f"no reference numbers are shipped for preset {reference!r} (shipped: "
+                f"{shipped}); write one from a run with write_reference(results, path) or "
+                f"`stsq-learn reproduce --{reference} --write-reference PATH`, and check "
+                "against it with reference=PATH (--reference PATH)."
+            )
+        text = (resources.files(__package__) / "references" / f"{reference}.json").read_text()
+        return _checked(json.loads(text), f"the shipped reference of {reference!r}")
+    if not isinstance(reference, (str, os.PathLike)):
+        raise TypeError(
+            f"reference must be a preset name, a path or a dict, got {type(reference).__name__}."
+        )
+    path = Path(reference)
+    if not path.is_file():
+        raise ValueError(
+            f"reference={os.fspath(reference)!r} is neither a preset ({', '.join(SIZES)}) "
+            "nor a file."
+        )
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"reference={os.fspath(reference)!r} is not JSON: {exc}.") from None
+    return _checked(data, f"reference={os.fspath(reference)!r}")
+
+
+def _checked(data, what):
+    """``data`` if it is a reference of this format, else a ``ValueError`` naming ``what``."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{what} is not a reference of format {FORMAT!r} (format: {got!r}).")
+    for key in ("preset", "experiments"):
+        if key not in data:
+            raise ValueError(f"{what} has no {key!r}.")
+    for name, numbers in data["experiments"].items():
+        for number, entry in numbers.items():
+            if not isinstance(entry, dict) or not {"median", "tolerance"} <= set(entry):
+                raise ValueError(f"{what}: {name}.{number} needs a median and a tolerance.")
+    return data
+
+
+def _read_run(results):
+    """``(preset, meta, bands, seeds)`` of a run: a :class:`ReproduceResults`, or the path
+    of its ``results.json`` or of the directory holding it."""
+    from ._reproduce import ReproduceResults
+
+    if isinstance(results, ReproduceResults):
+        return results.preset, results.meta, results.headline, results.seeds
+    if isinstance(results, dict):
+        raise TypeError(
+            "results must be what reproduce() returns (a ReproduceResults) or the path of a "
+            "run's results.json or directory, got a plain dict."
+        )
+    if not isinstance(results, (str, os.PathLike)):
+        raise TypeError(
+            "results must be what reproduce() returns or the path of a run's results.json "
+            f"or directory, got {type(results).__name__}."
+        )
+    path = Path(results)
+    if path.is_dir():
+        path = path / "results.json"
+    if not path.is_file():
+        raise ValueError(f"results={os.fspath(results)!r}: no results.json there.")
+    data = json.loads(path.read_text())
+    meta = data.get("meta", {})
+    sections = {k: v for k, v in data.items() if k != "meta"}
+    if "preset" not in meta or any("headline" not in s for s in sections.values()):
+        raise ValueError(
+            f"results={os.fspath(results)!r} has no headline bands (written before 0.6?): "
+            "rerun reproduce."
+        )
+    bands = {name: s["headline"] for name, s in sections.items()}
+    seeds = {name: s.get("seeds") for name, s in sections.items()}
+    return meta["preset"], meta, bands, seeds
+
+
+def tolerance(band, *, factor=FACTOR, rtol=RTOL, atol=ATOL):
+    """``max(factor x (max - min), rtol x |median|, atol)`` of a band (the spread where finite).
+
+    Parameters
+    ----------
+    band : dict
+        ``{"min": ..., "median": ..., "max": ...}``.
+    factor, rtol, atol : float
+        The weights of the spread, of the median and the absolute floor.
+
+    Returns
+    -------
+    float
+    """
+    spread = band["max"] - band["min"]
+    spread = spread if math.isfinite(spread) else 0.0
+    scale = abs(band["median"]) if math.isfinite(band["median"]) else 0.0
+    return float(max(factor * spread, rtol * scale, atol))
+
+
+def write_reference(
+    results,
+    path=None,
+    *,
+    command=None,
+    factor=FACTOR,
+    rtol=RTOL,
+    atol=ATOL,
+    floors=None,
+):
+    """The reference numbers of a run: each headline number's median and tolerance.
+
+    Parameters
+    ----------
+    results : ReproduceResults or path
+        What :func:`reproduce` returned, or the path of a run's
+        ``results.json`` (or its directory).
+    path : str or path, default=None
+        File to write the reference to (JSON); None writes nothing. The
+        package's own are ``stsq_learn/experiments/references/<preset>.json``.
+    command : str, default=None
+        The command that made the run, kept in the reference's provenance
+        (``made.command``); None says the Python call.
+    factor, rtol, atol : float, default=2.0, 0.05, 0.001
+        Each number's tolerance is ``max(factor x (max - min), rtol x |median|,
+        atol)``: twice its spread over the seeds, but never below a floor.
+    floors : dict of str to float, default=None
+        ``"experiment.number"`` to a floor of its own, in place of
+        ``max(rtol x |median|, atol)``.
+
+    Returns
+    -------
+    dict
+        The reference, as written.
+
+    Raises
+    ------
+    ValueError
+        If the run has no headline numbers, or a floor names no number of it.
+    """
+    preset, meta, bands, seeds = _read_run(results)
+    for name, value in (("factor", factor), ("rtol", rtol), ("atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{name} must be a non-negative number, got {value!r}.")
+    floors = dict(floors or {})
+    own_floors = bool(floors)
+    experiments = {}
+    for name, numbers in bands.items():
+        if not numbers:
+            continue
+        experiments[name] = {}
+        for number, band in numbers.items():
+            key = f"{name}.{number}"
+            if key in floors:
+                tol = max(factor * _finite_spread(band), float(floors.pop(key)))
+            else:
+                tol = tolerance(band, factor=factor, rtol=rtol, atol=atol)
+            experiments[name][number] = {
+                "median": band["median"],
+                "tolerance": tol,
+                "min": band["min"],
+                "max": band["max"],
+                "values": band["values"],
+            }
+    if floors:
+        raise ValueError(f"floors names no headline number of the run: {', '.join(floors)}.")
+    if not experiments:
+        raise ValueError(
+            "the run has no headline numbers (no experiment of it has a record with a "
+            "headline): there is nothing to write a reference of."
+        )
+    reference = {
+        "format": FORMAT,
+        "preset": preset,
+        "made": {
+            "stsq_learn": meta.get("stsq_learn", __version__),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": command or f"stsq_learn.experiments.reproduce({preset!r}) + write_reference",
+            "machine": machine(),
+            "python": meta.get("python", platform.python_version()),
+            "torch": meta.get("torch"),
+            "device": meta.get("device"),
+            "torch_threads": meta.get("torch_threads"),
+            "n_jobs": meta.get("n_jobs"),
+            "seeds": {name: seeds[name] for name in experiments},
+            "wall_seconds": meta.get("wall_seconds"),
+        },
+        "tolerance_rule": (
+            f"max({factor:g} x (max - min), {rtol:g} x |median|, {atol:g})"
+            + (" (or the floor given for the number)" if own_floors else "")
+        ),
+        "experiments": experiments,
+    }
+    if path is not None:
+        Path(path).write_text(json.dumps(reference, indent=2) + "\n")
+    return reference
+
+
+def _finite_spread(band):
+    spread = band["max"] - band["min"]
+    return spread if math.isfinite(spread) else 0.0
+
+
+def machine():
+    """This machine, for a reference's provenance: system, processor, cores, torch's CPU kind."""
+    from ._seeds import usable_cores
+
+    out = {
+        "system": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cores": usable_cores(),
+    }
+    try:
+        import torch
+
+        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # pragma: no cover - an old torch
+        pass
+    return out
+
+
+@dataclass
+class ReferenceCheck:
+    """The check of a run against reference numbers (see :func:`check_reference`).
+
+    Attributes
+    ----------
+    preset : str
+        The size of the run and of the reference.
+    rows : list of dict
+        One per reference number: ``experiment``, ``number``, ``reference``
+        (its median), ``tolerance``, ``measured`` (the run's median, None
+        when the run has no such number) and ``ok``.
+    not_run : list of str
+        The reference's experiments the run did not run (not compared).
+    not_referenced : list of str
+        ``experiment.number`` the run measured and the reference has not.
+    made : dict
+        The reference's provenance.
+    """
+
+    preset: str
+    rows: list
+    not_run: list = field(default_factory=list)
+    not_referenced: list = field(default_factory=list)
+    made: dict = field(default_factory=dict)
+
+    @property
+    def ok(self):
+        """Whether every compared number matched (and at least one was compared)."""
+        return bool(self.rows) and all(row["ok"] for row in self.rows)
+
+    @property
+    def mismatches(self):
+        """``experiment.number`` of every number that did not match."""
+        return [f"{r['experiment']}.{r['number']}" for r in self.rows if not r["ok"]]
+
+    def table(self):
+        """A Markdown table: number, reference, tolerance, measured, ok; then the notes."""
+        lines = [
+            "| number | reference | tolerance | measured | ok |",
+            "|---|---|---|---|---|",
+        ]
+        for r in self.rows:
+            measured = "missing" if r["measured"] is None else _num(r["measured"])
+            lines.append(
+                f"| {r['experiment']}.{r['number']} | {_num(r['reference'])} | "
+                f"{_num(r['tolerance'])} | {measured} | {'yes' if r['ok'] else 'NO'} |"
+            )
+        if self.not_run:
+            lines.append(f"\nNot run, not compared: {', '.join(self.not_run)}.")
+        if self.not_referenced:
+            lines.append(f"\nMeasured, not in the reference: {', '.join(self.not_referenced)}.")
+        if not self.rows:
+            lines.append("\nNo number compared: the run has none of the reference's experiments.")
+        return "\n".join(lines)
+
+    def message(self):
+        """One line: whether the run matched, naming every number that did not."""
+        if not self.rows:
+            return (
+                f"no number compared: the reference of {self.preset!r} has "
+                f"{', '.join(self.not_run) or 'no experiment'}, and the run none of them."
+            )
+        if self.ok:
+            return (
+                f"every one of the {len(self.rows)} reference numbers of {self.preset!r} matched."
+            )
+        bad = [r for r in self.rows if not r["ok"]]
+        parts = [
+            f"{r['experiment']}.{r['number']} (measured "
+            f"{'missing' if r['measured'] is None else _num(r['measured'])}, reference "
+            f"{_num(r['reference'])} +- {_num(r['tolerance'])})"
+            for r in bad
+        ]
+        return (
+            f"{len(bad)} of {len(self.rows)} numbers outside the reference of "
+            f"{self.preset!r}: {', '.join(parts)}."
+        )
+
+    def to_dict(self):
+        """The check, JSON-ready."""
+        return {
+            "preset": self.preset,
+            "ok": self.ok,
+            "mismatches": self.mismatches,
+            "rows": self.rows,
+            "not_run": self.not_run,
+            "not_referenced": self.not_referenced,
+            "made": self.made,
+        }
+
+
+def _num(v):
+    return f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else str(v)
+
+
+def _matches(measured, reference, tol):
+    if measured is None:
+        return False
+    if not (math.isfinite(measured) and math.isfinite(reference)):
+        return measured == reference or (math.isnan(measured) and math.isnan(reference))
+    return abs(measured - reference) <= tol * (1 + 1e-9) + 1e-12
+
+
+def check_reference(results, reference=None):
+    """Whether a run matched the reference numbers, number by number.
+
+    Parameters
+    ----------
+    results : ReproduceResults or path
+        What :func:`reproduce` returned, or the path of a run's
+        ``results.json`` (or its directory).
+    reference : str, path or dict, default=None
+        The reference (see :func:`load_reference`); None is the one the
+        package ships for the run's preset.
+
+    Returns
+    -------
+    ReferenceCheck
+        Its ``ok`` says whether every number matched, ``mismatches`` names
+        those that did not, ``table()`` gives the table.
+
+    Raises
+    ------
+    ValueError
+        If the package ships no reference for the run's preset (and none
+        is given), or the reference is of another preset.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import check_reference, reproduce
+    >>> check_reference(reproduce("tiny", only="convergence", progress=False)).ok  # doctest: +SKIP
+    True
+    """
+    preset, _, bands, _ = _read_run(results)
+    ref = load_reference(preset if reference is None else reference)
+    if ref["preset"] != preset:
+        raise ValueError(
+            f"the reference is of preset {ref['preset']!r} and the run of {preset!r}: "
+            "check a run against the reference of its own size."
+        )
+    rows, not_run, not_referenced = [], [], []
+    for name, numbers in ref["experiments"].items():
+        if name not in bands:
+            not_run.append(name)
+            continue
+        measured_all = bands[name] or {}
+        for number, entry in numbers.items():
+            measured = measured_all.get(number)
+            value = None if measured is None else float(measured["median"])
+            reference_value, tol = float(entry["median"]), float(entry["tolerance"])
+            rows.append(
+                {
+                    "experiment": name,
+                    "number": number,
+                    "reference": reference_value,
+                    "tolerance": tol,
+                    "measured": value,
+                    "ok": _matches(value, reference_value, tol),
+                }
+            )
+    for name, numbers in bands.items():
+        for number in numbers or {}:
+            if number not in ref["experiments"].get(name, {}):
+                not_referenced.append(f"{name}.{number}")
+    return ReferenceCheck(preset, rows, not_run, not_referenced, dict(ref.get("made", {})))
+
+
+def command_line():
+    """The command of this process, for a reference's provenance."""
+    return " ".join(["stsq-learn", *sys.argv[1:]]) if sys.argv else None

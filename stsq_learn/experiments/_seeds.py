@@ -1,0 +1,322 @@
+"""Seeds and processes of a run: every (experiment, seed) run on a core of its own, and the
+bands of each headline number over the seeds.
+
+:func:`~stsq_learn.experiments.reproduce` runs an experiment with headline
+numbers (its record's ``headline``) once per seed, ``seed``, ``seed + 1``,
+...; the runs are independent, so they go to a pool of worker processes
+(joblib's process backend, loky), each with its own torch threads. A run's
+numbers depend only on its arguments and seed, not on the process it ran in
+nor on the other runs: the same seeds give the same numbers whatever
+``n_jobs``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+
+DEFAULT_SEEDS = {"tiny": 1, "quick": 3, "full": 3, "gpu": 3}
+"""Seeds per experiment (with headline numbers) at each size when ``n_seeds`` is None."""
+
+_SEED_MAX = 2**32 - 1
+
+
+def usable_cores():
+    """The CPU cores this process may run on (its affinity where the system says)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _is_int(value):
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def check_n_seeds(n_seeds, seed=0, *, names=("n_seeds", "seed")):
+    """Raise ``ValueError`` unless ``n_seeds`` is None or an int >= 1 whose last seed fits.
+
+    The seeds of a run are ``seed, seed + 1, ..., seed + n_seeds - 1``, each
+    at most ``2**32 - 1`` (NumPy's largest seed).
+    """
+    if n_seeds is None:
+        return None
+    if not _is_int(n_seeds) or n_seeds < 1:
+        raise ValueError(f"{names[0]} must be a positive integer or None, got {n_seeds!r}.")
+    if _is_int(seed) and seed + n_seeds - 1 > _SEED_MAX:
+        raise ValueError(
+            f"{names[0]}={n_seeds!r} from {names[1]}={seed!r} runs seeds up to "
+            f"{seed + n_seeds - 1}, above the largest seed 2**32 - 1 = {_SEED_MAX}: lower "
+            f"{names[1]} or {names[0]}."
+        )
+    return int(n_seeds)
+
+
+def check_n_jobs(n_jobs, *, name="n_jobs"):
+    """Raise ``ValueError`` unless ``n_jobs`` is None, -1 or an int >= 1; return it."""
+    if n_jobs is None:
+        return None
+    if not _is_int(n_jobs) or not (n_jobs >= 1 or n_jobs == -1):
+        raise ValueError(
+            f"{name} must be a positive integer, -1 (every usable core) or None, got {n_jobs!r}."
+        )
+    return int(n_jobs)
+
+
+def resolve_n_seeds(n_seeds, preset):
+    """The seeds per experiment: ``n_seeds``, or the size's default (:data:`DEFAULT_SEEDS`)."""
+    return DEFAULT_SEEDS.get(preset, 1) if n_seeds is None else n_seeds
+
+
+def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
+    """Worker processes for ``n_runs`` runs: never more than the runs.
+
+    None is every usable core on a CPU and one process on a GPU (the runs
+    share the device); -1 is every usable core.
+    """
+    if n_jobs is None:
+        n_jobs = usable_cores() if str(device) == "cpu" else 1
+    elif n_jobs == -1:
+        n_jobs = usable_cores()
+    return max(1, min(n_jobs, n_runs))
+
+
+def seeds_of(record, seed, n_seeds):
+    """The seeds ``record`` runs: ``n_seeds`` from ``seed`` with headline numbers, else one."""
+    return [seed + i for i in range(n_seeds if record.headline is not None else 1)]
+
+
+def run_one(function, kwargs, n_threads):
+    """Run ``function(**kwargs)`` with ``n_threads`` torch threads; ``(result, seconds)``.
+
+    The function a worker process runs (and this process, when the runs are
+    not spread): the thread count is restored afterwards.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        start = time.perf_counter()
+        result = function(**kwargs)
+        return result, time.perf_counter() - start
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_all(jobs, *, n_jobs, n_threads, progress, log):
+    """Run every job; ``{key: (result, seconds)}``.
+
+    Parameters
+    ----------
+    jobs : list of (key, function, kwargs, local)
+        ``key`` names the run (``(experiment, seed)``); ``local`` runs it in
+        this process (an experiment given a dask scheduler).
+    n_jobs : int
+        Worker processes for the others; 1 runs everything in this process.
+    n_threads : int
+        Torch threads of each run.
+    progress : bool
+        Progress bars: each run's own when in this process, one over the
+        runs when they are spread.
+    log : callable or None
+        Called with a line after each run.
+    """
+    done = {}
+    spread = [job for job in jobs if not job[3]] if n_jobs > 1 else []
+    here = [job for job in jobs if job[3]] if n_jobs > 1 else list(jobs)
+
+    def finished(key, result, seconds):
+        done[key] = (result, seconds)
+        if log is not None:
+            log(f"{key[0]} (seed {key[1]}): done in {seconds:.1f} s")
+
+    if spread:
+        from joblib import Parallel, delayed, parallel_config
+
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(spread), desc=f"runs on {n_jobs} processes", leave=False)
+        calls = (
+            delayed(_keyed)(key, function, {**kwargs, "progress": False}, n_threads)
+            for key, function, kwargs, _ in spread
+        )
+        with parallel_config(backend="loky", inner_max_num_threads=n_threads):
+            parallel = Parallel(n_jobs=n_jobs, **_unordered())
+            try:
+                for key, result, seconds in parallel(calls):
+                    finished(key, result, seconds)
+                    if bar is not None:
+                        bar.update()
+            finally:
+                if bar is not None:
+                    bar.close()
+    for key, function, kwargs, _ in here:
+        result, seconds = run_one(function, {**kwargs, "progress": progress}, n_threads)
+        finished(key, result, seconds)
+    return done
+
+
+def _keyed(key, function, kwargs, n_threads):
+    """:func:`run_one` with the run's key, so that results may come back in any order."""
+    result, seconds = run_one(function, kwargs, n_threads)
+    return key, result, seconds
+
+
+def _unordered():
+    """Results as they finish where joblib can (1.4 and later), in order otherwise."""
+    import inspect
+
+    from joblib import Parallel
+
+    if "return_as" in inspect.signature(Parallel).parameters:
+        import joblib
+
+        major, minor = (int(p) for p in joblib.__version__.split(".")[:2])
+        if (major, minor) >= (1, 4):
+            return {"return_as": "generator_unordered"}
+    return {}
+
+
+def band(values):
+    """The band of one headline number over seeds: its values, min, median and max.
+
+    Non-finite values (a bound not reached: ``inf``) are kept; the median of
+    the values is NumPy's.
+    """
+    values = [float(v) for v in values]
+    arr = np.asarray(values, dtype=float)
+    return {
+        "values": values,
+        "min": float(np.min(arr)),
+        "median": float(np.median(arr)),
+        "max": float(np.max(arr)),
+    }
+
+
+def headline_numbers(record, result):
+    """``record.headline(result)``, checked: a flat dict of str to a real number."""
+    numbers_ = record.headline(result)
+    if not isinstance(numbers_, dict):
+        raise TypeError(
+            f"the headline of experiment {record.name!r} must return a dict of str to float, "
+            f"got {type(numbers_).__name__}."
+        )
+    out = {}
+    for key, value in numbers_.items():
+        if not isinstance(key, str):
+            raise TypeError(
+                f"the headline of experiment {record.name!r} has a key {key!r} that is not a str."
+            )
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"the headline number {record.name}.{key} must be a real number, got {value!r}."
+            ) from None
+    return out
+
+
+def bands_of(record, results):
+    """Each headline number of ``record`` to its band over ``results`` (one per seed)."""
+    per_seed = [headline_numbers(record, res) for res in results]
+    names = list(per_seed[0])
+    for i, numbers_ in enumerate(per_seed[1:], 1):
+        if list(numbers_) != names:
+            raise ValueError(
+                f"the headline of experiment {record.name!r} gives other numbers for its "
+                f"seed number {i} ({', '.join(numbers_)}) than for its first "
+                f"({', '.join(names)})."
+            )
+    return {key: band([numbers_[key] for numbers_ in per_seed]) for key in names}
+
+
+def fmt_band(b, digits=3):
+    """``"median [min, max]"`` (``"median"`` alone for one seed)."""
+
+    def one(v):
+        if not math.isfinite(v):
+            return str(v)
+        return f"{v:.{digits}g}"
+
+    if len(b["values"]) == 1:
+        return one(b["median"])
+    return f"{one(b['median'])} [{one(b['min'])}, {one(b['max'])}]"
+
+
+def band_rows(bands, seeds):
+    """Markdown rows of the bands: experiment, headline number, median [min, max], seeds."""
+    rows = [
+        "| experiment | headline number | median [min, max] | seeds |",
+        "|---|---|---|---|",
+    ]
+    for name, numbers_ in bands.items():
+        if numbers_ is None:
+            continue
+        first = True
+        for key, b in numbers_.items():
+            label = name if first else ""
+            count = str(len(seeds[name])) if first else ""
+            rows.append(f"| {label} | {key} | {fmt_band(b)} | {count} |")
+            first = False
+    return rows
+
+
+def plot_bands(bands, *, columns=4):
+    """A figure of every headline number: its per-seed values and the median with min-max bars.
+
+    Parameters
+    ----------
+    bands : dict
+        Experiment name to its numbers' bands (None for an experiment
+        without headline numbers, left out).
+    columns : int, default=4
+        Panels per row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One small panel per number, titled ``experiment: number``.
+    """
+    import matplotlib.pyplot as plt
+
+    panels = [(name, key, b) for name, nums in bands.items() if nums for key, b in nums.items()]
+    if not panels:
+        fig, ax = plt.subplots(figsize=(4, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no headline numbers in this run", ha="center", va="center")
+        return fig
+    cols = min(columns, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.2 * rows), squeeze=False)
+    for ax, (name, key, b) in zip(axes.flat, panels):
+        values = np.asarray(b["values"], dtype=float)
+        finite = np.isfinite(values)
+        ax.scatter(np.arange(len(values))[finite], values[finite], s=14, color="0.5", zorder=2)
+        if math.isfinite(b["median"]) and math.isfinite(b["min"]) and math.isfinite(b["max"]):
+            ax.errorbar(
+                [(len(values) - 1) / 2],
+                [b["median"]],
+                yerr=[[b["median"] - b["min"]], [b["max"] - b["median"]]],
+                fmt="o",
+                color="C0",
+                capsize=4,
+                zorder=3,
+            )
+        ax.set_title(f"{name}: {key}", fontsize=8)
+        ax.set_xticks(range(len(values)))
+        ax.set_xlabel("seed (from the first)", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.set_xlim(-0.5, max(len(values) - 0.5, 0.5))
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    fig.suptitle("Headline numbers over seeds: median with min-max bar, each seed a dot")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,110 @@
+"""Throwaway experiments for the tests of seeds, bands, provenance and the reference check.
+
+They live in a module of their own (not a test file) so that the worker
+processes of a parallel run import them by name.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stsq_learn import SparseTokenSelector
+from stsq_learn.experiments._record import SIZES, Experiment, Work
+from stsq_learn.tasks import SparseTokenSelectionTask
+
+
+@dataclass
+class LevelResult:
+    """A number: the preset's level plus a little noise of the seed."""
+
+    level: float
+    value: float
+
+    def to_dict(self):
+        return {"level": self.level, "value": self.value}
+
+    def plot(self):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots()
+        ax.bar(["value"], [self.value])
+        return fig
+
+
+def level_study(*, level, device="auto", random_state=0, progress=False):
+    """``level`` plus noise of scale 0.01 drawn with ``random_state`` (no training)."""
+    noise = np.random.RandomState(random_state).standard_normal()
+    return LevelResult(float(level), float(level + 0.01 * noise))
+
+
+def level_headline(result):
+    return {"value": result.value, "twice": 2 * result.value}
+
+
+def _work(**_):
+    task = SparseTokenSelectionTask(8, 2, 2)
+    return [Work("level", 1, 10, SparseTokenSelector(8), task)]
+
+
+LEVEL = Experiment(
+    name="test_level",
+    function=level_study,
+    presets={size: {"level": 1.0} for size in SIZES},
+    summary_rows=lambda rows, res: rows.append(f"| level | value | {res.value:.3f} |"),
+    work=_work,
+    headline=level_headline,
+    provenance={"level": "ours: a number of the test", "noise": "paper: scale 0.01"},
+)
+
+PLAIN = Experiment(
+    name="test_plain",
+    function=level_study,
+    presets={size: {"level": 5.0} for size in SIZES},
+    summary_rows=lambda rows, res: rows.append(f"| plain | value | {res.value:.3f} |"),
+    work=_work,
+)
+
+
+@dataclass
+class FitResult:
+    """The R^2 of a small model trained a few steps."""
+
+    r2: float
+
+    def to_dict(self):
+        return {"r2": self.r2}
+
+    def plot(self):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots()
+        ax.bar(["r2"], [self.r2])
+        return fig
+
+    @staticmethod
+    def plot_bands(results):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots()
+        ax.plot([r.r2 for r in results], "o")
+        ax.set_title(f"bands of {len(results)} seeds")
+        return fig
+
+
+def fit_study(*, n_steps, device="auto", random_state=0, progress=False):
+    """A selector of width 8 trained ``n_steps`` steps at T = 8, d = 2, q = 2, scored."""
+    task = SparseTokenSelectionTask(8, 2, 2)
+    model = SparseTokenSelector(8, random_state=random_state, device=device)
+    model.fit_online(task, n_steps)
+    X, y = task.sample(100, random_state=random_state + 1000)
+    return FitResult(float(model.score(X, y)))
+
+
+FIT = Experiment(
+    name="test_fit",
+    function=fit_study,
+    presets={size: {"n_steps": 20} for size in SIZES},
+    summary_rows=lambda rows, res: rows.append(f"| fit | R^2 | {res.r2:.3f} |"),
+    work=_work,
+    headline=lambda res: {"r2": res.r2},
+)
