@@ -129,4 +129,6 @@ RECORD = Experiment(
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
+    headline=headline,
+    provenance=PROVENANCE,
 )

@@ -308,6 +308,8 @@ RECORD = Experiment(
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
+    headline=headline,
+    provenance=PROVENANCE,
     aliases=("sparse_retrieval",),
     result=SparseRetrievalResult,
 )
