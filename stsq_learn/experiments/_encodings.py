@@ -292,6 +292,7 @@ def encoding_families(
     device=None,
     random_state=0,
     progress=False,
+    n_jobs=None,
 ):
     """Train every positional-encoding family at length T; score at T' = factor * T.
 
@@ -343,6 +344,10 @@ def encoding_families(
         Seed of the run.
     progress : bool, default=False
         Show tqdm progress bars.
+    n_jobs : int or None, default=None
+        Worker processes the models train on (joblib's process backend,
+        one PyTorch thread each); None is 1, -1 every core. The results do
+        not depend on it.
 
     Returns
     -------
@@ -381,7 +386,7 @@ def encoding_families(
         device=device,
         random_state=0,
     )
-    scores, device_used = train_and_score(base, task, plan, progress=progress)
+    scores, device_used = train_and_score(base, task, plan, progress=progress, n_jobs=n_jobs)
     return _result(task, base, plan, scores, device_used)
 
 
