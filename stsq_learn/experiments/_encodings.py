@@ -312,6 +312,11 @@ def encoding_families(
     encodings. Every codebook is scored at every T' <= L; a codebook smaller
     than T' cannot place the tokens of a row there, so that entry is NaN.
 
+    The stochastic family, the fresh batch of 256 rows per step, Gaussian
+    tokens and uniform q-subsets are the paper's; the other families, the
+    sizes, steps, optimiser (Adam at 0.01), test lengths and the codebook
+    sweep are ours.
+
     Parameters
     ----------
     seq_len, n_features, n_selected : int, default=16, 8, 3

@@ -184,6 +184,12 @@ def length_generalization(
     and keeps every target. The SPE model is also scored with its attention
     averaged over ``n_pe_samples`` encoding draws.
 
+    From the paper: the fresh batch of 256 rows per step, the fixed 128-row
+    validation set, Gaussian tokens and uniform q-subsets. Ours: the sizes,
+    the steps, the optimiser (Adam at 0.01), the test lengths, the larger
+    validation set, the length scales, and R^2 (1 - relative MSE) as the
+    metric (``PROVENANCE`` of its record says so setting by setting).
+
     Parameters
     ----------
     seq_len, n_features, n_selected : int, default=16, 8, 3
