@@ -81,6 +81,71 @@ class StepProgress(Callback):
         self.bar_ = None
 
 
+class StopAtTarget(Callback):
+    """A skorch callback ending an online fit once its fresh batches meet a target R^2.
+
+    In online training every batch is drawn fresh and its loss is measured
+    before the step that trains on it, so the mean loss of the last
+    ``window`` batches is a held-out estimate of the model's error
+    (conservative while it falls: the older steps' models are worse). Every
+    ``check_every`` steps, ``1 - mean / trivial_mse`` is compared with
+    ``target_r2 + margin`` (``trivial_mse``: the loss of predicting 0); once
+    it reaches it, training stops and the history records the reason
+    ``"target_met"``. A width search then scores the model on its own
+    validation rows as before: stopping only saves the steps after the
+    target is met. Passed through the estimators' ``callbacks`` hook; a
+    fit on data (not online) is left alone.
+
+    Parameters
+    ----------
+    target_r2 : float
+        The R^2 the search asks of a width.
+    margin : float, default=0.02
+        Added to the target, so that the validation score, which has noise of
+        its own, meets the target too.
+    window : int, default=20
+        Batches the estimate averages (``20 * 256`` rows at 256 a step).
+    check_every : int, default=10
+        Steps between two checks.
+    """
+
+    def __init__(self, target_r2, margin=0.02, window=20, check_every=10):
+        self.target_r2 = target_r2
+        self.margin = margin
+        self.window = window
+        self.check_every = check_every
+
+    def initialize(self):
+        self.zero_loss_ = None
+        self.losses_ = []
+        self.stopped_at_ = None
+        return self
+
+    def on_train_begin(self, net, X=None, **kwargs):
+        self.losses_ = []
+        self.stopped_at_ = None
+        task = getattr(X, "task", None) if hasattr(X, "batches") else None
+        self.zero_loss_ = None if task is None else float(task.trivial_mse)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training or not self.zero_loss_:
+            return
+        loss = net.history[-1]["batches"][-1].get("train_loss")
+        if loss is None:
+            return
+        self.losses_.append(float(loss))
+        n = len(self.losses_)
+        if n < self.window or n % self.check_every:
+            return
+        r2 = 1.0 - float(np.mean(self.losses_[-self.window :])) / self.zero_loss_
+        if r2 >= self.target_r2 + self.margin:
+            from ..engine.training import STOP_REASON
+
+            self.stopped_at_ = n
+            net.history.record(STOP_REASON, "target_met")
+            raise KeyboardInterrupt
+
+
 def with_callbacks(estimator, *callbacks):
     """``estimator`` with ``callbacks`` appended to its own (a set_params call)."""
     return estimator.set_params(callbacks=[*(estimator.callbacks or []), *callbacks])
@@ -102,6 +167,83 @@ def train_online(estimator, task, n_steps, *, desc, progress, callbacks=()):
     n_steps = planned_steps(estimator, n_steps)
     bar = StepProgress(n_steps, desc, enabled=progress)
     return with_callbacks(estimator, *callbacks, bar).fit_online(task, n_steps=n_steps)
+
+
+def n_workers(n_jobs, n_tasks):
+    """Worker processes for ``n_tasks`` independent fits under ``n_jobs`` (joblib's meaning).
+
+    ``None`` is 1 and ``-1`` every core; never more workers than fits.
+    """
+    from joblib import effective_n_jobs
+
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int)):
+        raise TypeError(f"n_jobs must be None or an int, got {type(n_jobs).__name__}: {n_jobs!r}.")
+    if n_jobs == 0:
+        raise ValueError(
+            "n_jobs must be None, a positive int or a negative one (-1: every core), got 0."
+        )
+    return max(1, min(effective_n_jobs(n_jobs), n_tasks))
+
+
+def _one_thread(function, args):
+    """``function(*args)`` with one PyTorch thread: the worker side of :func:`run_jobs`."""
+    import torch
+
+    torch.set_num_threads(1)
+    return function(*args)
+
+
+def run_jobs(function, args_list, n_jobs):
+    """``[function(*args) for args in args_list]``, on worker processes when ``n_jobs`` allows.
+
+    The fits are independent and seeded by their arguments, so the results,
+    in order, do not depend on ``n_jobs``. More than one worker runs them on
+    joblib's process backend (loky), one PyTorch thread per process;
+    ``function`` must be a module-level function.
+    """
+    args_list = list(args_list)
+    workers = n_workers(n_jobs, len(args_list))
+    if workers == 1:
+        return [function(*args) for args in args_list]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=workers, backend="loky")(
+        delayed(_one_thread)(function, args) for args in args_list
+    )
+
+
+class ShiftedRows:
+    """Validation rows moved to each length once, then scored like ``LengthShiftScorer``.
+
+    ``LengthShiftScorer(t, random_state=seed)(model, X, y)`` moves the rows
+    to length t at every call; an experiment scoring many models on the
+    same rows moves them once here and gets the same numbers.
+
+    Parameters
+    ----------
+    task : Task
+        The task of the rows (its ``shift`` and ``units`` are used).
+    X, y : arrays
+        The validation rows at the training length.
+    lengths : sequence of int
+        The lengths to move them to.
+    random_state : int
+        The shift's seed, as the scorer's.
+    """
+
+    def __init__(self, task, X, y, lengths, random_state):
+        self.rows = {}
+        for t in lengths:
+            X_t, y_t = task.shift(X, y, t, random_state)
+            self.rows[t] = (X_t, *task.units(y_t, None))
+
+    def score(self, model, length):
+        """R^2 of ``model`` on the rows moved to ``length``."""
+        from sklearn.metrics import r2_score
+
+        X_t, y_t, weights = self.rows[length]
+        y_pred = np.asarray(model.predict(X_t)).reshape(y_t.shape)
+        return float(r2_score(y_t, y_pred, sample_weight=weights))
 
 
 def prepared(estimator, default, expected_type, name, *, device, random_state):

@@ -19,7 +19,7 @@ from .._validation import check_positive_int
 from ..encodings.families import POSITIONAL_ENCODINGS
 from ..scoring import LengthShiftScorer
 from ..tasks import SparseTokenSelectionTask
-from ._common import derived_seed, progress_bar, train_online
+from ._common import derived_seed, n_workers, progress_bar, run_jobs, train_online
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def planned_runs(max_positions, codebook_sizes):
     return runs
 
 
-def train_and_score(base, task, plan, *, progress):
+def train_and_score(base, task, plan, *, progress, n_jobs=None):
     """Train every planned model ``plan.n_seeds`` times; score each at every length.
 
     Parameters
@@ -139,6 +139,9 @@ def train_and_score(base, task, plan, *, progress):
         The checked settings.
     progress : bool
         Show tqdm progress bars.
+    n_jobs : int or None, default=None
+        Worker processes the models train on (joblib's process backend);
+        the scores do not depend on it.
 
     Returns
     -------
@@ -149,29 +152,41 @@ def train_and_score(base, task, plan, *, progress):
         The device the models trained on.
     """
     X, y = task.sample(plan.n_val, random_state=derived_seed(plan.random_state, 2))
-    scorers = {
-        t: LengthShiftScorer(t, random_state=derived_seed(plan.random_state, 5))
-        for t in plan.eval_lengths
-    }
     runs = planned_runs(plan.max_positions, plan.codebook_sizes)
-    scores = {name: [] for name in runs}
-    device_used = None
-    total = len(runs) * plan.n_seeds
-    with progress_bar(total, "encodings: models", enabled=progress, leave=False) as bar:
-        for seed in range(plan.n_seeds):
-            model_seed = derived_seed(plan.random_state, 100 + seed)
-            for name, params in runs.items():
-                model = train_online(
-                    clone(base).set_params(random_state=model_seed, **params),
-                    task,
-                    plan.n_steps,
-                    desc=f"encodings: train {name}, seed {seed}",
-                    progress=progress,
-                )
-                device_used = model.device_
-                scores[name].append(_scored(model, scorers, X, y))
+    jobs = [
+        (
+            clone(base).set_params(random_state=derived_seed(plan.random_state, 100 + seed), **p),
+            f"{name}, seed {seed}",
+        )
+        for seed in range(plan.n_seeds)
+        for name, p in runs.items()
+    ]
+    shift = derived_seed(plan.random_state, 5)
+    one_process = n_workers(n_jobs, len(jobs)) == 1
+    args = [
+        (model, task, plan.n_steps, X, y, plan.eval_lengths, shift, what, progress and one_process)
+        for model, what in jobs
+    ]
+    with progress_bar(len(jobs), "encodings: models", enabled=progress, leave=False) as bar:
+        if one_process:
+            done = []
+            for a in args:
+                done.append(_train_and_score(*a))
                 bar.update()
-    return scores, device_used
+        else:
+            done = run_jobs(_train_and_score, args, n_jobs)
+            bar.update(len(jobs))
+    scores = {name: [] for name in runs}
+    for (name, _), (row, _) in zip([(n, s) for s in range(plan.n_seeds) for n in runs], done):
+        scores[name].append(row)
+    return scores, done[-1][1]
+
+
+def _train_and_score(model, task, n_steps, X, y, lengths, shift, what, progress):
+    """One model of the experiment trained, and its R^2 at each length (one job)."""
+    model = train_online(model, task, n_steps, desc=f"encodings: train {what}", progress=progress)
+    scorers = {t: LengthShiftScorer(t, random_state=shift) for t in lengths}
+    return _scored(model, scorers, X, y), model.device_
 
 
 def _scored(model, scorers, X, y):

@@ -292,6 +292,7 @@ def encoding_families(
     device=None,
     random_state=0,
     progress=False,
+    n_jobs=None,
 ):
     """Train every positional-encoding family at length T; score at T' = factor * T.
 
@@ -310,6 +311,11 @@ def encoding_families(
     codebook vector is seen in fewer rows, the limit being stochastic
     encodings. Every codebook is scored at every T' <= L; a codebook smaller
     than T' cannot place the tokens of a row there, so that entry is NaN.
+
+    The stochastic family, the fresh batch of 256 rows per step, Gaussian
+    tokens and uniform q-subsets are the paper's; the other families, the
+    sizes, steps, optimiser (Adam at 0.01), test lengths and the codebook
+    sweep are ours.
 
     Parameters
     ----------
@@ -343,6 +349,10 @@ def encoding_families(
         Seed of the run.
     progress : bool, default=False
         Show tqdm progress bars.
+    n_jobs : int or None, default=None
+        Worker processes the models train on (joblib's process backend,
+        one PyTorch thread each); None is 1, -1 every core. The results do
+        not depend on it.
 
     Returns
     -------
@@ -381,7 +391,7 @@ def encoding_families(
         device=device,
         random_state=0,
     )
-    scores, device_used = train_and_score(base, task, plan, progress=progress)
+    scores, device_used = train_and_score(base, task, plan, progress=progress, n_jobs=n_jobs)
     return _result(task, base, plan, scores, device_used)
 
 

@@ -12,8 +12,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from sklearn.base import clone
+
 from ..._validation import check_positive_int
-from ...experiments._common import derived_seed, estimator_config, new_axes, prepared
+from ...experiments._common import (
+    StopAtTarget,
+    derived_seed,
+    estimator_config,
+    new_axes,
+    prepared,
+    with_callbacks,
+)
 from ...experiments._separation import SeparationResult
 from ...experiments._task_parts import (
     WidthSearchResult,
@@ -143,6 +152,7 @@ def sparse_averaging(
     length_steps="auto",
     factors=(1, 2, 4),
     n_test=4000,
+    stop_at_target=True,
     device=None,
     random_state=0,
     progress=False,
@@ -237,6 +247,13 @@ def sparse_averaging(
     n_test : int, default=4000
         Held-out queries of the transfer and length parts: ``n_test`` rows of
         sparse token selection, ``ceil(n_test / N)`` rows of qSA.
+    stop_at_target : bool, default=True
+        End each width's fit of the two searches (against N and against q)
+        once the loss of its fresh batches, which it has not trained on yet,
+        says it meets ``target_r2`` with a margin of 0.02
+        (:class:`~stsq_learn.experiments._common.StopAtTarget`); the width is
+        then scored on the search's validation rows as before. False trains
+        every width all its steps.
     device : str or None, default=None
         Training device; None keeps each estimator's.
     random_state : int, default=0
@@ -251,6 +268,11 @@ def sparse_averaging(
     """
     if not 0 < target_r2 < 1:
         raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
+    if not isinstance(stop_at_target, bool):
+        raise TypeError(
+            f"stop_at_target must be True or False, got {type(stop_at_target).__name__}: "
+            f"{stop_at_target!r}."
+        )
     seq_lens = sorted({check_positive_int(N, "seq_lens[i]") for N in seq_lens})
     if not seq_lens:
         raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
@@ -297,7 +319,9 @@ def sparse_averaging(
     seconds = {}
 
     start = time.perf_counter()
-    search = {m: base[m] for m in ("transformer", "fcn")}
+    # A width's fit ends once its fresh batches meet the target (StopAtTarget).
+    stop = (StopAtTarget(target_r2),) if stop_at_target else ()
+    search = {m: with_callbacks(clone(base[m]), *stop) for m in ("transformer", "fcn")}
     first = tasks[0]
     head = {"n_features": first.n_features, "n_selected": first.n_selected}
     head["task"] = "q-sparse averaging"
@@ -317,7 +341,14 @@ def sparse_averaging(
 
     start = time.perf_counter()
     by_q = search_q(
-        q_tasks, base["estimator"], q_grid, q_steps, n_val, target_r2, random_state, progress
+        q_tasks,
+        with_callbacks(clone(base["estimator"]), *stop),
+        q_grid,
+        q_steps,
+        n_val,
+        target_r2,
+        random_state,
+        progress,
     )
     seconds["by_q"] = round(time.perf_counter() - start, 1)
 
@@ -350,6 +381,7 @@ def sparse_averaging(
 
     config = {
         "target_r2": target_r2,
+        "stop_at_target": stop_at_target,
         "n_val": n_val,
         "n_test": n_test,
         "estimator": estimator_config(base["estimator"]),
