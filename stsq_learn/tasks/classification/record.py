@@ -62,14 +62,14 @@ PRESETS = {
         error_seq_len=8,
         error_signals=(2.0, 8.0),
     ),
-    # About 15 s on one core: L = 8 ... 128 (16x), 5 halvings of each bracket.
+    # About 12 s on one core: L = 8 ... 128 (16x), 6 halvings of each bracket.
     "quick": dict(
         seq_lens=(8, 16, 32, 64, 128),
         n_features=8,
         n_train=300,
         n_test=1000,
         attention=_ATTENTION,
-        n_bisect=5,
+        n_bisect=6,
         alignment_features=(16, 64),
         alignment_ratios=(1.0, 2.0, 4.0, 8.0),
         n_seeds=2,
