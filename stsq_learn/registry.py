@@ -321,6 +321,7 @@ def _register_builtins():
         stc_law.SparseTokenClassificationTask,
         estimators=(stc.SparseTokenClassifier,),
         make=stc_law.make_sparse_token_classification,
+        experiments=("stsq_learn.tasks.classification.record",),
         exports=(
             stc.FlattenTokens,
             stc.MeanPoolTokens,

@@ -42,6 +42,7 @@ def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
     assert "| experiment |" in printed and "minimal width, transformer" in printed
     assert sorted(p.name for p in out.glob("*.png")) == [
         "bands.png",
+        "classification.png",
         "convergence.png",
         "encodings.png",
         "length_generalization.png",

@@ -25,9 +25,11 @@ def test_public_names_come_from_the_records():
     assert RECORDS["length_generalization"].aliases == ("length",)
     assert RECORDS["separation"].aliases == ("width",)
     assert RECORDS["qsa"].aliases == ("averaging",)
-    assert EXPERIMENTS[-2] == "retrieval" and RECORDS["retrieval"].aliases == ("sparse_retrieval",)
-    assert EXPERIMENTS[-1] == "single_location"
+    assert EXPERIMENTS[-3] == "retrieval" and RECORDS["retrieval"].aliases == ("sparse_retrieval",)
+    assert EXPERIMENTS[-2] == "single_location"
     assert RECORDS["single_location"].aliases == ("content",)
+    assert EXPERIMENTS[-1] == "classification"
+    assert RECORDS["classification"].aliases == ("sparse_token_classification",)
 
 
 def test_a_record_needs_every_size():
@@ -97,10 +99,12 @@ def test_plan_counts_fits_and_steps():
     assert est["retrieval"]["fits"] == 2 + 2 * (3 + 2) + 2
     # single_location: 2 initialisations x 2 schedules x 1 seed, then the softmax model.
     assert est["single_location"]["fits"] == 5
+    # classification: 3 lengths x 3 classifiers x 2 halvings; 2 d x 2 ratios; 2 thetas x 3.
+    assert est["classification"]["fits"] == 18 + 4 + 6
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 58 |" in table
+    assert "| total | 86 |" in table
 
 
 def test_plan_only_and_bad_arguments():
