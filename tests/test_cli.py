@@ -335,7 +335,7 @@ def test_reproduce_plan_prints_the_estimate_and_runs_nothing(tmp_path, capsys):
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "Plan of reproduce --tiny" in printed
-    assert "| convergence | 1 | 30 |" in printed and "| separation | 7 |" in printed
+    assert "| convergence | 1 | 30 |" in printed and "| separation | 12 |" in printed
     assert "| total |" in printed and not out.exists()
 
 

@@ -22,7 +22,7 @@ def _bound_text(res, model):
     """What a lower bound means: no width up to it reached the target in its steps."""
     steps = (res.config.get("n_steps") or {}).get(model)
     within = f" within {steps} steps" if steps else ""
-    return f"lower bound (no width up to it reached the target{within})"
+    return f"lower bound: not reached{within} (no width up to it reached the target)"
 
 
 def _points(res, model):
