@@ -59,7 +59,7 @@ def test_separation_presets_set_solver_and_rates():
                 assert params["solver"] == "adam"
                 assert params["learning_rate"] in ("constant", "cosine")
     full = PRESETS["full"]["separation"]["curves"]
-    assert [max(c["seq_lens"]) for c in full] == [256, 1024]
+    assert [max(c["seq_lens"]) for c in full] == [256, 256]
     assert [c["max_seq_len"] for c in full] == [{"fcn": 64}, {"fcn": 1}]
 
 
@@ -102,7 +102,7 @@ def test_plan_counts_fits_and_steps():
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 57 |" in table
+    assert "| total | 62 |" in table
 
 
 def test_plan_only_and_bad_arguments():
