@@ -206,9 +206,10 @@ def width_separation(
     hyperparameters (step size, batch size, solver, ``max_iter``) are used
     as they are. Two training regimes:
 
-    - ``"online"`` (default, the paper's): each width is trained by
-      ``fit_online`` on fresh batches (``n_steps[model]`` steps of the
-      estimator's ``batch_size`` rows) and scored on ``n_val`` rows.
+    - ``"online"`` (default; a fresh batch at every step, as in the paper):
+      each width is trained by ``fit_online`` on fresh batches
+      (``n_steps[model]`` steps of the estimator's ``batch_size`` rows) and
+      scored on ``n_val`` rows.
       Training never reuses a row, so the FCN cannot overfit and its
       minimal width reflects what it can represent and learn in that
       budget, not its sample efficiency. With ``stop_at_target`` the widths

@@ -178,7 +178,10 @@ PROVENANCE = {
     "subsets": "paper: a uniform q-subset of the positions",
     "transformer_width_law": "paper: width O~(d + q log T) for the transformer",
     "fcn_width_law": "paper: width Omega~(T d) for fully-connected nets",
-    "transformer_solver_q2": "ours: plain gradient descent (the paper's algorithm), step 3.0",
+    "transformer_solver_q2": (
+        "ours: plain gradient descent, the algorithm the paper's theory analyses, every "
+        "block at one constant step (3.0, ours)"
+    ),
     "transformer_solver_q3": (
         "ours: SGD with the width-scaled, identity-paced step (plain GD and Adam did not "
         "reach the floor within our budgets)"
