@@ -156,7 +156,9 @@ def plot_by_q(res, ax):
             )
         if law is not None:
             grid = np.geomspace(min(curve.seq_lens), max(curve.seq_lens), 100)
-            ax.plot(grid, law["intercept"] + law["slope"] * q * np.log2(grid), ":", color=color)
+            fitted = law["intercept"] + law["slope"] * q * np.log2(grid)
+            # On the log axis only where the law is a width (>= 1); the fit may dip below.
+            ax.plot(grid, np.where(fitted >= 1, fitted, np.nan), ":", color=color)
     if law is not None:
         ax.lines[-1].set_label(
             f"fit: w = {law['intercept']:.1f} + {law['slope']:.2f} q log$_2$ T "
@@ -168,7 +170,7 @@ def plot_by_q(res, ax):
     target = res.curves[0].config["target_r2"]
     ax.set_ylabel(f"smallest width reaching $R^2 \\geq {target}$ (log scale)")
     ax.set_title("Transformer: measured minimal width beside the floor's, per q")
-    ax.legend(fontsize="x-small", loc="upper left")
+    ax.legend(fontsize="x-small", loc="lower right")
 
 
 def plot_fcn_curves(res, ax):
