@@ -346,7 +346,7 @@ def test_reproduce_plan_prints_the_estimate_and_runs_nothing(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "Plan of reproduce --tiny" in printed
     # convergence: the paper's algorithm and the preconditioned run, 30 steps each.
-    assert "| convergence | 2 | 60 |" in printed and "| separation | 7 |" in printed
+    assert "| convergence | 2 | 60 |" in printed and "| separation | 12 |" in printed
     assert "| total |" in printed and not out.exists()
 
 

@@ -1,14 +1,12 @@
 """The speed machinery of the encodings, length and averaging experiments (issue 33).
 
-A fit that stops once its fresh batches meet the target, worker processes that
+Searches whose fits stop once their held-out rows meet the target, worker processes that
 do not change the numbers, validation rows moved to each length once, and the
 records' headline numbers and provenance.
 """
 
 import math
-import warnings
 
-import numpy as np
 import pytest
 import torch
 
@@ -20,9 +18,10 @@ from stsq_learn import (
     SparseTokenSelector,
 )
 from stsq_learn.experiments import PRESETS, encoding_families, sparse_averaging
-from stsq_learn.experiments._common import ShiftedRows, StopAtTarget, n_workers, run_jobs
+from stsq_learn.experiments._common import ShiftedRows, n_workers, run_jobs
 from stsq_learn.experiments._records import encodings as enc_record
 from stsq_learn.experiments._records import length_generalization as len_record
+from stsq_learn.experiments._width_search import fit_and_score, search_bracket
 from stsq_learn.tasks.averaging import record as qsa_record
 
 _ADAM = dict(solver="adam", learning_rate_init=0.1, learning_rate="cosine", random_state=0)
@@ -43,33 +42,26 @@ def _one_thread():
         (SparseTokenAverager, SparseAveragingTask(8, 2, 2)),
     ],
 )
-def test_stop_at_target_ends_the_fit_once_met_and_the_score_meets_it(estimator, task):
+def test_a_search_fit_stops_once_its_held_out_rows_meet_the_target(estimator, task):
+    # The averaging searches stop their fits as the separation's do (StopAtTarget on the
+    # search's held-out rows): the score at the stop is the width's score.
     X, y = task.sample(500, random_state=1)
-    full = estimator(16, **_ADAM).fit_online(task, 300)
-    stop = StopAtTarget(0.9)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a stop for a reason is no "interrupted" warning
-        early = estimator(16, **_ADAM, callbacks=[stop]).fit_online(task, 300)
-    assert len(full.loss_curve_) == 300
-    assert len(early.loss_curve_) < 150
-    assert early.n_iter_ == len(early.loss_curve_)
-    assert early.net_.history[-1]["stop_reason"] == "target_met"
-    assert early.score(X, y) >= 0.9
-    # The steps it did are the full run's first steps, exactly.
-    np.testing.assert_array_equal(early.loss_curve_, full.loss_curve_[: len(early.loss_curve_)])
+    model = estimator(**_ADAM)
+    full, full_steps = fit_and_score(model, 16, task, 300, X, y)
+    early, early_steps = fit_and_score(model, 16, task, 300, X, y, target=0.9)
+    assert full_steps == 300 and full >= 0.9
+    assert early_steps < 150 and early >= 0.9
 
 
-def test_stop_at_target_never_met_runs_every_step():
-    task = SparseTokenSelectionTask(8, 2, 2)
-    model = SparseTokenSelector(4, **_ADAM, callbacks=[StopAtTarget(0.999)]).fit_online(task, 60)
-    assert len(model.loss_curve_) == 60
-
-
-def test_stop_at_target_leaves_a_fit_on_data_alone():
-    task = SparseTokenSelectionTask(8, 2, 2)
-    X, y = task.sample(256, random_state=0)
-    model = SparseTokenSelector(16, **_ADAM, max_iter=30, callbacks=[StopAtTarget(0.0)])
-    assert model.fit(X, y).n_iter_ == 30
+def test_bracket_search_with_stopped_fits_finds_the_same_minimal_width():
+    task = SparseAveragingTask(8, 2, 2)
+    est = SparseTokenAverager(**_ADAM)
+    args = (task, (4, 8, 16), 2, 200, 400, 0.9, 3, False, "t")
+    full = search_bracket(est, *args)
+    early = search_bracket(est, *args, stop_fits=True)
+    assert sorted(full) == sorted(early)
+    passing = [w for w in sorted(full) if full[w] >= 0.9]
+    assert passing == [w for w in sorted(early) if early[w] >= 0.9]
 
 
 @pytest.mark.parametrize(

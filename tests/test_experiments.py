@@ -27,6 +27,7 @@ from stsq_learn.experiments import (
     summary_table,
     training_dynamics,
     width_separation,
+    width_separation_by_q,
 )
 from stsq_learn.experiments._common import StepProgress
 from stsq_learn.experiments._reproduce import resolve_experiments
@@ -56,9 +57,32 @@ def length():
     return length_generalization(**TINY["length_generalization"], device="cpu", random_state=0)
 
 
+# One width_separation curve at the tiny size (the record runs two: width_separation_by_q).
+SEPARATION_CURVE = dict(
+    seq_lens=(4, 8),
+    n_features=2,
+    n_selected=2,
+    target_r2=0.5,
+    transformer=SparseTokenSelector(
+        solver="adam", learning_rate_init=0.1, learning_rate="constant", batch_size=256
+    ),
+    fcn=FCNSelector(
+        solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
+    ),
+    widths={"transformer": (4, 8), "fcn": (4, 8)},
+    n_steps={"transformer": 20, "fcn": 20},
+    n_val=200,
+)
+
+
 @pytest.fixture(scope="module")
 def separation():
-    return width_separation(**TINY["separation"], device="cpu", random_state=0)
+    return width_separation(**SEPARATION_CURVE, device="cpu", random_state=0)
+
+
+@pytest.fixture(scope="module")
+def separation_by_q():
+    return width_separation_by_q(**TINY["separation"], device="cpu", random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -613,7 +637,7 @@ def test_resolve_experiments():
         resolve_experiments("bogus")
 
 
-def test_reproduce_writes_results(tmp_path, convergence, length, separation, encodings):
+def test_reproduce_writes_results(tmp_path, convergence, length, separation_by_q, encodings):
     results = reproduce("tiny", out=tmp_path, only="convergence", progress=False, n_threads=1)
     assert list(results) == ["convergence"]
     assert (tmp_path / "convergence.png").stat().st_size > 0
@@ -626,12 +650,13 @@ def test_reproduce_writes_results(tmp_path, convergence, length, separation, enc
         {
             "convergence": convergence,
             "length_generalization": length,
-            "separation": separation,
+            "separation": separation_by_q,
             "encodings": encodings,
         }
     )
     assert table.startswith("| experiment |")
     assert "cos(W_pp, I)" in table and "minimal width, fcn" in table and "fixed" in table
+    assert "the floor's minimal width" in table
     assert "| | sinusoidal |" in table
 
 

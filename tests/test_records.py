@@ -53,12 +53,16 @@ def test_every_preset_plans_without_running(size):
 
 def test_separation_presets_set_solver_and_rates():
     for size in ("quick", "full", "gpu"):
-        preset = PRESETS[size]["separation"]
-        for model in ("transformer", "fcn"):
-            params = preset[model].get_params()
-            assert params["solver"] == "adam" and params["learning_rate"] in ("constant", "cosine")
-    full = PRESETS["full"]["separation"]
-    assert max(full["seq_lens"]) == 4096 and full["max_seq_len"] == {"fcn": 128}
+        for curve in PRESETS[size]["separation"]["curves"]:
+            params = curve["transformer"].get_params()
+            assert params["solver"] == "sgd" and params["learning_rate"] == "constant"
+            if "fcn" in curve:
+                params = curve["fcn"].get_params()
+                assert params["solver"] == "adam"
+                assert params["learning_rate"] in ("constant", "cosine")
+    full = PRESETS["full"]["separation"]["curves"]
+    assert [max(c["seq_lens"]) for c in full] == [256, 256]
+    assert [c["max_seq_len"] for c in full] == [{"fcn": 64}, {"fcn": 1}]
 
 
 def test_qsa_presets_set_solver_and_rates():
@@ -85,9 +89,9 @@ def test_plan_counts_fits_and_steps():
     # codebooks, 2 seeds each.
     assert est["length_generalization"]["fits"] == 3
     assert est["encodings"]["fits"] == 12
-    # separation: 3 + 2 expected fits for the transformer; the FCN's grid (4, 8) is
-    # below 4 T d at T=4: its two widths, then no search at T=8.
-    assert est["separation"]["fits"] == 7
+    # separation, two curves: 3 + 2 expected fits for the transformer each; on the first
+    # the FCN's grid (4, 8) is below 4 T d at T=4: its two widths, then no search at T=8.
+    assert est["separation"]["fits"] == 12
     # qsa: by N as the separation (3 + 2 attention fits, the FCN's two widths at N=4,
     # none at N=8); 2 per q; transfer and length 2 each.
     assert est["qsa"]["fits"] == 15
@@ -104,7 +108,7 @@ def test_plan_counts_fits_and_steps():
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 86 |" in table
+    assert "| total | 91 |" in table
 
 
 def test_plan_only_and_bad_arguments():

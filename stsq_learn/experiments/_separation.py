@@ -21,8 +21,10 @@ from ._width_search import (
     MODELS,
     backend,
     checked_grids,
+    floor_widths,
     growth_laws,
     per_model,
+    search_bisect,
     search_bracket,
     search_grid,
     search_online,
@@ -69,6 +71,16 @@ class SeparationResult:
         was skipped. None where a minimal width was found.
     seconds : dict of str to float
         Wall-clock seconds each model's searches took.
+    floor_width : list of int or None
+        With ``search="bisect"``: per T, the smallest width of the
+        transformer's grid whose isotropic floor
+        (:func:`~stsq_learn.isotropic_floor`) allows ``target_r2`` (None
+        where no width of the grid does): the theory's minimal width, where
+        the search starts. Empty otherwise.
+    steps_run : dict of str to dict of str to dict of str to int
+        With ``search="bisect"``: ``steps_run[model][str(T)][str(width)]``,
+        the online steps each width trained (fewer than planned where the
+        fit stopped at the target, ``stop_fits``). Empty otherwise.
 
     Examples
     --------
@@ -88,6 +100,8 @@ class SeparationResult:
     growth_laws: dict
     lower_bound: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    floor_width: list = field(default_factory=list)
+    steps_run: dict = field(default_factory=dict)
 
     def width_ratio(self):
         """FCN minimal width over the transformer's, per T (None where either is missing)."""
@@ -171,6 +185,9 @@ def width_separation(
     random_state=0,
     progress=False,
     scheduler=None,
+    search="bracket",
+    stop_fits=False,
+    floor_rows=4000,
 ):
     """Measure the smallest width that reaches ``target_r2``, for both models, as T grows.
 
@@ -189,9 +206,10 @@ def width_separation(
     hyperparameters (step size, batch size, solver, ``max_iter``) are used
     as they are. Two training regimes:
 
-    - ``"online"`` (default, the paper's): each width is trained by
-      ``fit_online`` on fresh batches (``n_steps[model]`` steps of the
-      estimator's ``batch_size`` rows) and scored on ``n_val`` rows.
+    - ``"online"`` (default; a fresh batch at every step, as in the paper):
+      each width is trained by ``fit_online`` on fresh batches
+      (``n_steps[model]`` steps of the estimator's ``batch_size`` rows) and
+      scored on ``n_val`` rows.
       Training never reuses a row, so the FCN cannot overfit and its
       minimal width reflects what it can represent and learn in that
       budget, not its sample efficiency. With ``stop_at_target`` the widths
@@ -266,11 +284,35 @@ def width_separation(
         and keeps only those up to the first that reaches the target, so the
         result is the sequential one. None (default) runs in this process.
 
+    search : {"bracket", "bisect"}, default="bracket"
+        The online search at each T (``regime="online"``). ``"bracket"``: as
+        ``stop_at_target`` and ``monotone_search`` say. ``"bisect"``
+        (:func:`~stsq_learn.experiments._width_search.search_bisect`):
+        the transformer starts at the floor's minimal width at that T
+        (``floor_width``), the FCN at the previous T's minimal width scaled
+        by the ratio of the lengths (at the first T, the first width
+        >= ``2 T d``); from there the grid is bracketed and bisected until
+        the minimal width passes and its neighbour below is trained and
+        fails. A length after one where the FCN reached no width is not
+        searched (it keeps the lower bound).
+    stop_fits : bool, default=False
+        With ``search="bisect"``: stop each fit once it reaches
+        ``target_r2`` on the ``n_val`` rows that score it (checked every 25
+        steps). A width that does not reach it trains all its steps.
+    floor_rows : int, default=4000
+        Rows each :func:`~stsq_learn.isotropic_floor` of ``floor_width``
+        simulates (``search="bisect"``).
+
     Returns
     -------
     SeparationResult
         Scores of every width tried, the minimal widths and their growth laws.
     """
+    if search not in ("bracket", "bisect"):
+        raise ValueError(f"search must be 'bracket' or 'bisect', got {search!r}.")
+    if search == "bisect" and regime != "online":
+        raise ValueError(f"search='bisect' needs regime='online', got regime={regime!r}.")
+    floor_rows = check_positive_int(floor_rows, "floor_rows")
     if regime not in ("online", "gridsearch"):
         raise ValueError(f"regime must be 'online' or 'gridsearch', got {regime!r}.")
     if not 0 < target_r2 < 1:
@@ -308,9 +350,28 @@ def width_separation(
         monotone_search=bool(stop_at_target and monotone_search),
         random_state=random_state,
         max_seq_len=_checked_max_seq_len(max_seq_len, seq_lens),
+        bisect=search == "bisect",
+        stop_fits=bool(stop_fits),
     )
+    floors = []
+    if plan.bisect:
+        floors = floor_widths(
+            seq_lens,
+            tasks[0].n_selected,
+            grids["transformer"],
+            target_r2,
+            n_samples=floor_rows,
+            random_state=derived_seed(random_state, 8),
+        )
+    steps_run = {}
     scores, minimal, bound, seconds = _search_all(
-        tasks, base, plan, progress=progress, scheduler=scheduler
+        tasks,
+        base,
+        plan,
+        progress=progress,
+        scheduler=scheduler,
+        floors=floors,
+        steps_run=steps_run,
     )
     config = {
         "n_features": d,
@@ -326,6 +387,8 @@ def width_separation(
         growth_laws=growth_laws(seq_lens, minimal, d),
         lower_bound=bound,
         seconds=seconds,
+        floor_width=floors,
+        steps_run=steps_run,
     )
 
 
@@ -343,13 +406,18 @@ class _SearchPlan:
     monotone_search: bool
     random_state: int
     max_seq_len: dict
+    bisect: bool = False
+    stop_fits: bool = False
 
     def config(self):
         """The settings a result records (those of its regime)."""
         out = {"target_r2": self.target_r2, "regime": self.regime, "widths": self.widths}
         out["random_state"] = self.random_state
         out["max_seq_len"] = self.max_seq_len
-        if self.regime == "online":
+        if self.regime == "online" and self.bisect:
+            out.update(n_steps=self.n_steps, n_val=self.n_val)
+            out.update(search="bisect", stop_fits=self.stop_fits)
+        elif self.regime == "online":
             out.update(n_steps=self.n_steps, n_val=self.n_val)
             out.update(stop_at_target=self.stop_at_target, monotone_search=self.monotone_search)
         else:
@@ -357,8 +425,12 @@ class _SearchPlan:
         return out
 
 
-def _search_all(tasks, base, plan, *, progress, scheduler):
-    """Every (T, model) search of :func:`width_separation`: scores, minimal widths, bounds."""
+def _search_all(tasks, base, plan, *, progress, scheduler, floors=(), steps_run=None):
+    """Every (T, model) search of :func:`width_separation`: scores, minimal widths, bounds.
+
+    With ``plan.bisect``, ``floors`` are the transformer's floor widths per
+    task and ``steps_run`` (a dict, filled) gets the steps of every fit.
+    """
     scores = {model: {} for model in MODELS}
     minimal = {model: [] for model in MODELS}
     bound = {model: [] for model in MODELS}
@@ -372,6 +444,20 @@ def _search_all(tasks, base, plan, *, progress, scheduler):
             start = time.perf_counter()
             if T > plan.max_seq_len[model]:
                 found = {}
+            elif plan.bisect:
+                floor = floors[tasks.index(task)] if model == "transformer" else None
+                found, ran = _search_bisect(
+                    task,
+                    model,
+                    base[model],
+                    plan,
+                    minimal[model],
+                    floor,
+                    progress,
+                    scheduler is not None,
+                    [t.seq_len for t in tasks],
+                )
+                steps_run.setdefault(model, {})[str(T)] = {str(w): k for w, k in ran.items()}
             elif plan.regime == "online":
                 parallel = scheduler is not None
                 found = _search_online(
@@ -410,10 +496,56 @@ def _search_online(task, model, estimator, plan, minimal, progress, parallel):
             return {}
         start = grid.index(minimal[-1])
         return search_bracket(
-            estimator, task, grid, start, *args, seed, progress, desc, parallel=parallel
+            estimator,
+            task,
+            grid,
+            start,
+            *args,
+            seed,
+            progress,
+            desc,
+            parallel=parallel,
+            stop_fits=plan.stop_fits,
         )
     return search_online(
         estimator, task, grid, *args, plan.stop_at_target, seed, progress, desc, parallel=parallel
+    )
+
+
+def _search_bisect(task, model, estimator, plan, minimal, floor, progress, parallel, seq_lens):
+    """One bisection search (``search="bisect"``): ``({width: R^2}, {width: steps})``.
+
+    The transformer starts at its floor's minimal width ``floor`` (the
+    grid's top where None); the FCN at the previous length's minimal width
+    times the ratio of the lengths, or at the first T at the first width
+    >= ``2 T d``. After a length where the FCN reached no width, it is not
+    searched (``{}``).
+    """
+    T = task.seq_len
+    grid = plan.widths[model]
+    if minimal and minimal[-1] is None and model == "fcn":
+        return {}, {}
+    if model == "transformer":
+        guess = grid[-1] if floor is None else floor
+    elif minimal:
+        guess = minimal[-1] * T / seq_lens[len(minimal) - 1]
+    else:
+        guess = 2 * T * task.n_features
+    start = next((i for i, w in enumerate(grid) if w >= guess), len(grid) - 1)
+    seed = derived_seed(plan.random_state, 100 + T)
+    return search_bisect(
+        estimator,
+        task,
+        grid,
+        start,
+        plan.n_steps[model],
+        plan.n_val,
+        plan.target_r2,
+        seed,
+        progress,
+        f"T={T} {model}",
+        stop_fits=plan.stop_fits,
+        parallel=parallel,
     )
 
 
@@ -421,3 +553,155 @@ def _checked_max_seq_len(max_seq_len, seq_lens):
     """The longest T searched per model (every T for a model left out), validated."""
     limits = per_model(max_seq_len, dict.fromkeys(MODELS, max(seq_lens)), "max_seq_len")
     return {m: check_positive_int(t, f"max_seq_len[{m!r}]") for m, t in limits.items()}
+
+
+@dataclass
+class SeparationByQResult:
+    """The width separation at several subset sizes q, beside the floor's minimal widths.
+
+    Attributes
+    ----------
+    curves : list of SeparationResult
+        One search per (q, d) (:func:`width_separation` with
+        ``search="bisect"``): the measured minimal widths, the floor's
+        (``floor_width``) and, where searched, the FCN's with its lower bounds.
+    labels : list of str
+        Per curve, how its transformer was trained, in words (the solver,
+        and whether that is the paper's algorithm or ours).
+    law : dict or None
+        Least squares ``w = a + b q log2 T`` over the transformer's measured
+        minimal widths of every curve (:func:`fit_growth_law`: ``intercept``,
+        ``slope``, ``r2``, ``rms_residual``, ``residuals``); None with too
+        few points.
+    floor_law : dict or None
+        The same law fitted to the floor's minimal widths.
+    seconds : float
+        Wall-clock seconds of the whole run.
+    """
+
+    curves: list
+    labels: list
+    law: dict | None
+    floor_law: dict | None
+    seconds: float = 0.0
+
+    def to_dict(self):
+        """JSON-ready dict: every curve's ``to_dict()``, the labels and both laws."""
+        return {
+            "curves": [c.to_dict() for c in self.curves],
+            "labels": list(self.labels),
+            "law": self.law,
+            "floor_law": self.floor_law,
+            "seconds": self.seconds,
+        }
+
+    def plot(self, axes=None):
+        """Measured and floor widths against T per q, with the law; both models per curve.
+
+        Parameters
+        ----------
+        axes : sequence of 2 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure with one row of 2 axes.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+        """
+        from ._separation_plots import plot_by_q, plot_fcn_curves
+
+        fig, axes = new_axes(axes, 2, figsize=(15, 5.2))
+        plot_by_q(self, axes[0])
+        plot_fcn_curves(self, axes[1])
+        return fig
+
+
+def joint_law(curves, widths_of):
+    """Least squares ``w = a + b q log2 T`` over the curves' widths (``widths_of(curve)``)."""
+    import math
+
+    from ._width_search import fit_growth_law
+
+    xs, ws = [], []
+    for curve in curves:
+        q = curve.config["n_selected"]
+        for T, w in zip(curve.seq_lens, widths_of(curve)):
+            if w is not None:
+                xs.append(q * math.log2(T))
+                ws.append(w)
+    return fit_growth_law(xs, ws)
+
+
+def width_separation_by_q(
+    curves,
+    *,
+    target_r2=0.9,
+    n_val=2000,
+    device=None,
+    random_state=0,
+    progress=False,
+    scheduler=None,
+):
+    """Minimal widths against T at several q, each beside the isotropic floor's.
+
+    For every curve, :func:`width_separation` runs with ``search="bisect"``
+    and ``stop_fits=True``: the transformer's search starts at the floor's
+    minimal width (:func:`~stsq_learn.isotropic_floor`) and bisects the
+    grid until the minimal width passes and its neighbour below fails;
+    each fit stops once it reaches ``target_r2`` on its ``n_val`` scoring
+    rows. Then ``w = a + b q log2 T`` is fitted to the measured minimal
+    widths of all curves together, and to the floor's.
+
+    Parameters
+    ----------
+    curves : sequence of dict
+        One dict per curve: the arguments of :func:`width_separation`
+        (``seq_lens``, ``n_features``, ``n_selected``, ``transformer``,
+        ``fcn``, ``widths``, ``n_steps``, ``max_seq_len``, ``floor_rows``),
+        plus ``label`` (str, required): how its transformer is trained, in
+        words, for the summary and the figure.
+    target_r2 : float, default=0.9
+        The R^2 a width must reach.
+    n_val : int, default=2000
+        Held-out rows scoring each width (and stopping its fit).
+    device : str or None, default=None
+        Training device; None keeps each estimator's.
+    random_state : int, default=0
+        Seed of the run (each curve's is derived from it).
+    progress : bool, default=False
+        Show tqdm progress bars.
+    scheduler : str or distributed.Client, default=None
+        As for :func:`width_separation`: every fit runs on the dask cluster.
+
+    Returns
+    -------
+    SeparationByQResult
+    """
+    if isinstance(curves, dict) or not curves:
+        raise ValueError(f"curves must be a non-empty sequence of dicts, got {curves!r}.")
+    start = time.perf_counter()
+    results, labels = [], []
+    for i, curve in enumerate(curves):
+        if not isinstance(curve, dict) or not isinstance(curve.get("label"), str):
+            raise ValueError(f"curves[{i}] must be a dict with a str 'label', got {curve!r}.")
+        kwargs = {k: v for k, v in curve.items() if k != "label"}
+        results.append(
+            width_separation(
+                **kwargs,
+                target_r2=target_r2,
+                n_val=n_val,
+                device=device,
+                random_state=derived_seed(random_state, 300 + i),
+                progress=progress,
+                scheduler=scheduler,
+                search="bisect",
+                stop_fits=True,
+            )
+        )
+        labels.append(curve["label"])
+    return SeparationByQResult(
+        curves=results,
+        labels=labels,
+        law=joint_law(results, lambda c: c.minimal_width["transformer"]),
+        floor_law=joint_law(results, lambda c: c.floor_width),
+        seconds=round(time.perf_counter() - start, 1),
+    )

@@ -18,6 +18,13 @@ _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
 _TRANSFORMER_LAWS = (("log_T", "-"), ("power", "--"), ("power_0", ":"))
 
 
+def _bound_text(res, model):
+    """What a lower bound means: no width up to it reached the target in its steps."""
+    steps = (res.config.get("n_steps") or {}).get(model)
+    within = f" within {steps} steps" if steps else ""
+    return f"lower bound: not reached{within} (no width up to it reached the target)"
+
+
 def _points(res, model):
     """``(Ts, widths)`` where a minimal width was found."""
     pairs = [(T, w) for T, w in zip(res.seq_lens, res.minimal_width[model]) if w is not None]
@@ -83,7 +90,7 @@ def plot_both_models(res, ax):
                 color=f"C{i}",
                 mfc="none",
                 ms=9,
-                label=f"{_LABELS[model]}: lower bound (no width up to it reached)",
+                label=f"{_LABELS[model]}: {_bound_text(res, model)}",
             )
         name = "log_T" if model == "transformer" else "power_0"
         law = res.growth_laws[model].get(name)
@@ -113,3 +120,61 @@ def plot_residuals(res, ax):
     ax.set_title("Transformer: residuals of the laws")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small", loc="best")
+
+
+def plot_by_q(res, ax):
+    """Measured minimal widths (filled) and the floor's (open, dashed) against T, per q."""
+    law = res.law
+    for i, (curve, label) in enumerate(zip(res.curves, res.labels)):
+        q, d = curve.config["n_selected"], curve.config["n_features"]
+        color = f"C{i}"
+        Ts, ws = _points(curve, "transformer")
+        ax.plot(
+            Ts, ws, "o-", color=color, ms=8, zorder=3, label=f"q={q}, d={d}: measured ({label})"
+        )
+        bounds = curve.lower_bound.get("transformer") or []
+        have = [(T, b) for T, b in zip(curve.seq_lens, bounds) if b is not None]
+        if have:
+            ax.plot(
+                *zip(*have),
+                "^",
+                color=color,
+                mfc="none",
+                ms=9,
+                label=f"q={q}: {_bound_text(curve, 'transformer')}",
+            )
+        floor = [(T, w) for T, w in zip(curve.seq_lens, curve.floor_width) if w is not None]
+        if floor:
+            ax.plot(
+                *zip(*floor),
+                "s--",
+                color=color,
+                mfc="none",
+                ms=11,
+                lw=1,
+                label=f"q={q}: the floor's minimal width (isotropic_floor)",
+            )
+        if law is not None:
+            grid = np.geomspace(min(curve.seq_lens), max(curve.seq_lens), 100)
+            fitted = law["intercept"] + law["slope"] * q * np.log2(grid)
+            # On the log axis only where the law is a width (>= 1); the fit may dip below.
+            ax.plot(grid, np.where(fitted >= 1, fitted, np.nan), ":", color=color)
+    if law is not None:
+        ax.lines[-1].set_label(
+            f"fit: w = {law['intercept']:.1f} + {law['slope']:.2f} q log$_2$ T "
+            f"(R$^2$ {law['r2']:.3f})"
+        )
+    seq_lens = sorted({T for c in res.curves for T in c.seq_lens})
+    _log_t_axis(ax, seq_lens)
+    ax.set_yscale("log", base=2)
+    target = res.curves[0].config["target_r2"]
+    ax.set_ylabel(f"smallest width reaching $R^2 \\geq {target}$ (log scale)")
+    ax.set_title("Transformer: measured minimal width beside the floor's, per q")
+    ax.legend(fontsize="x-small", loc="lower right")
+
+
+def plot_fcn_curves(res, ax):
+    """Both models on log-log axes for the first curve that searched the FCN (or the first)."""
+    searched = [c for c in res.curves if any(w is not None for w in c.minimal_width["fcn"])]
+    curve = searched[0] if searched else res.curves[0]
+    plot_both_models(curve, ax)

@@ -54,13 +54,16 @@ def search_by_length(
     fcn_max_seq_len,
     config,
     progress,
+    stop_fits=False,
 ):
     """The separation's online search of both models' minimal widths against the length.
 
     Every width trained from scratch online, each length bracketed around
     the previous length's minimal width, the FCN searched up to
     ``fcn_max_seq_len``; ``search`` maps ``"transformer"`` and ``"fcn"`` to
-    their estimators and ``config`` heads the result's settings.
+    their estimators and ``config`` heads the result's settings. With
+    ``stop_fits``, each fit stops once it reaches ``target_r2`` on the
+    search's held-out rows (:class:`~stsq_learn.experiments._width_search.StopAtTarget`).
 
     Returns
     -------
@@ -77,6 +80,7 @@ def search_by_length(
         n_val=n_val,
         stop_at_target=True,
         monotone_search=True,
+        stop_fits=bool(stop_fits),
         random_state=random_state,
         max_seq_len={"transformer": max(seq_lens), "fcn": fcn_max_seq_len},
     )

@@ -10,14 +10,17 @@ growth laws of the minimal widths.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, ShuffleSplit
+from skorch.callbacks import Callback
 
 from .._validation import check_positive_int
+from ..engine.training import STOP_REASON
 from ._common import train_online
 
 MODELS = ("transformer", "fcn")
@@ -155,10 +158,151 @@ def growth_laws(seq_lens, minimal, n_features):
     return laws
 
 
+def floor_widths(seq_lens, n_selected, widths, target, *, n_samples=4000, random_state=0):
+    """Per T, the smallest of ``widths`` whose isotropic floor allows R^2 >= ``target``.
+
+    Bisection over the sorted grid (the floor falls as the width grows),
+    each width's floor from :func:`~stsq_learn.isotropic_floor` on
+    ``n_samples`` simulated rows. None at a T where even the grid's largest
+    width's floor is above ``1 - target``.
+    """
+    from ..encodings.floor import isotropic_floor
+
+    out = []
+    for T in seq_lens:
+
+        def allows(w, T=T):
+            floor = isotropic_floor(
+                T, n_selected, w, n_samples=n_samples, random_state=random_state
+            )
+            return 1.0 - floor.relative_mse >= target
+
+        lo, hi = -1, len(widths) - 1
+        if not allows(widths[hi]):
+            out.append(None)
+            continue
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if allows(widths[mid]):
+                hi = mid
+            else:
+                lo = mid
+        out.append(widths[hi])
+    return out
+
+
 def _fit_score_online(estimator, width, task, n_steps, X_val, y_val):
     """One width of an online search, as a task for a worker."""
     model = clone(estimator).set_params(width=width).fit_online(task, n_steps=n_steps)
     return float(model.score(X_val, y_val))
+
+
+class StopAtTarget(Callback):
+    """A skorch callback that ends an online fit once it reaches ``target`` R^2 on ``X``, ``y``.
+
+    Every ``every`` steps (and never before), the model being trained is
+    scored on the held-out rows by the estimator's own prediction path
+    (the same draws :meth:`score` of the fitted model uses), so the
+    score at the stop is exactly what ``model.score(X, y)`` returns after
+    the fit. It stops the fit the way the package's early stopping does
+    (the reason, ``"target_reached"``, is recorded in the net's history),
+    so no interruption warning is raised. A fit that never reaches the
+    target runs all its steps, exactly as without the callback: scoring
+    draws its encodings from its own keyed generator, not the training
+    stream.
+
+    Parameters
+    ----------
+    template : estimator
+        An unfitted clone of the estimator being trained (the same
+        parameters, an integer ``random_state``), used to predict.
+    task : Task
+        The task the estimator is trained on (its fitted contract is taken
+        from it).
+    X, y : ndarray
+        The held-out rows and their targets.
+    target : float
+        The R^2 that ends the fit.
+    every : int, default=25
+        Steps between two checks.
+
+    Attributes
+    ----------
+    checks_ : list of tuple of (int, float)
+        ``(step, R^2)`` of every check of the last fit.
+    stopped_at_ : int or None
+        The step at which the last fit reached the target (None if it did not).
+    """
+
+    def __init__(self, template, task, X, y, target, every=25):
+        self.template = template
+        self.task = task
+        self.X = X
+        self.y = y
+        self.target = target
+        self.every = every
+
+    def initialize(self):
+        if not isinstance(self.template.random_state, (int, np.integer)):
+            raise ValueError(
+                "StopAtTarget needs an estimator with an integer random_state (its prediction "
+                f"draws follow from it), got random_state={self.template.random_state!r}."
+            )
+        self.every = check_positive_int(self.every, "every")
+        self.checks_ = []
+        self.stopped_at_ = None
+        return self
+
+    def score_module(self, net):
+        """R^2 on the held-out rows of the model ``net`` holds now."""
+        view = copy.copy(self.template)
+        task = self.task
+        view.task_ = type(task).from_fitted(
+            task.reference_length, task.n_features, task.fitted_state()
+        )
+        view.net_ = net
+        view.seq_len_ = view.task_.seq_len
+        view.n_features_in_ = view.task_.n_features
+        view._y_1d = task.targets_1d
+        view._predict_seed = self.template._seeds(False)[3]
+        module = net.module_
+        was_training = module.training
+        try:
+            return float(view.score(self.X, self.y))
+        finally:
+            module.train(was_training)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training:
+            return
+        step = len(net.history[-1]["batches"])
+        if step % self.every:
+            return
+        score = self.score_module(net)
+        self.checks_.append((step, score))
+        if score >= self.target:
+            self.stopped_at_ = step
+            net.history.record(STOP_REASON, "target_reached")
+            raise KeyboardInterrupt  # how skorch stops a fit (as its EarlyStopping does)
+
+
+def fit_and_score(
+    estimator, width, task, n_steps, X_val, y_val, target=None, *, desc="", progress=False
+):
+    """Train ``estimator`` at ``width`` online and score it on the held-out rows.
+
+    With ``target``, the fit stops once it reaches ``target`` R^2 on those
+    rows (:class:`StopAtTarget`, checked every 25 steps). Returns
+    ``(R^2, steps run)``.
+    """
+    model = clone(estimator).set_params(width=width)
+    callbacks = []
+    if target is not None:
+        callbacks.append(StopAtTarget(clone(model), task, X_val, y_val, target))
+    train_online(
+        model, task, n_steps, desc=f"{desc} width={width}", progress=progress, callbacks=callbacks
+    )
+    return float(model.score(X_val, y_val)), int(model.n_iter_)
 
 
 def search_online(
@@ -194,7 +338,19 @@ def search_online(
 
 
 def search_bracket(
-    estimator, task, widths, start, n_steps, n_val, target, seed, progress, desc, parallel=False
+    estimator,
+    task,
+    widths,
+    start,
+    n_steps,
+    n_val,
+    target,
+    seed,
+    progress,
+    desc,
+    parallel=False,
+    *,
+    stop_fits=False,
 ):
     """Search ``widths`` (sorted) from ``widths[start]`` outwards; ``{width: R^2}``.
 
@@ -205,20 +361,26 @@ def search_bracket(
     previous length's minimal width), assuming R^2 grows with the width.
     With ``parallel``, the widths of each direction go to joblib's active
     backend in batches of its worker count and those past the stopping one
-    are dropped: the result is the sequential one.
+    are dropped: the result is the sequential one. With ``stop_fits``, every
+    fit stops once it reaches ``target`` on the held-out rows that score it
+    (:class:`StopAtTarget`), as in :func:`search_bisect`.
     """
     X_val, y_val = task.sample(n_val, random_state=seed)
     found = {}
     batch = max(1, effective_n_jobs()) if parallel else 1
+    goal = target if stop_fits else None
 
     def scores(chunk):
         if parallel:
-            return Parallel()(
-                delayed(_fit_score_online)(estimator, w, task, n_steps, X_val, y_val) for w in chunk
+            got = Parallel()(
+                delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal)
+                for w in chunk
             )
-        model = clone(estimator).set_params(width=chunk[0])
-        train_online(model, task, n_steps, desc=f"{desc} width={chunk[0]}", progress=progress)
-        return [float(model.score(X_val, y_val))]
+            return [score for score, _ in got]
+        score, _ = fit_and_score(
+            estimator, chunk[0], task, n_steps, X_val, y_val, goal, desc=desc, progress=progress
+        )
+        return [score]
 
     found[widths[start]] = scores([widths[start]])[0]
     reached = found[widths[start]] >= target
@@ -230,6 +392,91 @@ def search_bracket(
             if (score >= target) != reached:
                 return found
     return found
+
+
+def search_bisect(
+    estimator,
+    task,
+    widths,
+    start,
+    n_steps,
+    n_val,
+    target,
+    seed,
+    progress,
+    desc,
+    *,
+    stop_fits=True,
+    parallel=False,
+):
+    """The smallest width of ``widths`` reaching ``target``, by bisection from ``widths[start]``.
+
+    ``widths[start]`` (a prediction: the floor's minimal width, or the
+    previous length's scaled) is trained first. If it reaches the target,
+    the widths below are tried 1, 2, 4, ... grid steps down until one does
+    not; otherwise 1, 2, 4, ... steps up until one does (or the grid's top
+    fails). The bracket found is then bisected until a width that reaches
+    the target has its grid neighbour below trained and failing (or is the
+    grid's smallest): the minimal width is confirmed by two fits, not
+    inferred. Assumes R^2 grows with the width, as the scan does.
+
+    With ``stop_fits``, every fit stops once it reaches ``target`` on the
+    ``n_val`` held-out rows that score it (:class:`StopAtTarget`); a fit
+    that does not reach it runs all ``n_steps``. With ``parallel``, each fit
+    runs on joblib's active backend (one at a time: each depends on the last).
+
+    Returns
+    -------
+    scores : dict of int to float
+        R^2 of every width trained.
+    steps : dict of int to int
+        Steps each of them ran.
+    """
+    X_val, y_val = task.sample(n_val, random_state=seed)
+    scores, steps = {}, {}
+    goal = target if stop_fits else None
+
+    def passes(i):
+        w = widths[i]
+        if parallel:
+            got = Parallel()(
+                [delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal)]
+            )[0]
+        else:
+            got = fit_and_score(
+                estimator, w, task, n_steps, X_val, y_val, goal, desc=desc, progress=progress
+            )
+        scores[w], steps[w] = got
+        return got[0] >= target
+
+    start = int(np.clip(start, 0, len(widths) - 1))
+    lo, hi = -1, len(widths)  # widths[lo] fails, widths[hi] passes (-1, len: not known)
+    gap = 1
+    if passes(start):
+        hi = start
+        while hi > 0 and lo < 0:
+            i = max(hi - gap, 0)
+            if passes(i):
+                hi = i
+            else:
+                lo = i
+            gap *= 2
+    else:
+        lo = start
+        while lo < len(widths) - 1 and hi == len(widths):
+            i = min(lo + gap, len(widths) - 1)
+            if passes(i):
+                hi = i
+            else:
+                lo = i
+            gap *= 2
+    while hi < len(widths) and hi - lo > 1:
+        mid = (lo + hi) // 2
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return scores, steps
 
 
 def search_grid(estimator, task, widths, n_train, seed):

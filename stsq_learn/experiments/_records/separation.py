@@ -1,4 +1,11 @@
-"""The record of the width separation: the transformer's width ~ log T, the FCN's ~ T d."""
+"""The record of the width separation: minimal widths against T at q = 2 and q = 3.
+
+The transformer's measured minimal widths are drawn beside the isotropic
+floor's (:func:`~stsq_learn.isotropic_floor`), the theory's curve, and the
+law ``w = a + b q log2 T`` is fitted to all of them; the FCN's widths grow
+like a power of T, and where no width of its grid reached the target in
+its steps its width is a lower bound.
+"""
 
 from __future__ import annotations
 
@@ -11,193 +18,344 @@ from .._separation import (
     _DEFAULT_ESTIMATORS,
     _DEFAULT_STEPS,
     _DEFAULT_WIDTHS,
-    width_separation,
+    SeparationByQResult,
+    width_separation_by_q,
 )
 from .._width_search import checked_grids
 from ._format import fmt
 
-# The quick size: Adam at constant steps (0.1 and 0.01), 256 and 1024 rows a step.
-_QUICK = {
-    "transformer": SparseTokenSelector(
-        solver="adam", learning_rate_init=0.1, learning_rate="constant", batch_size=256
-    ),
-    "fcn": FCNSelector(
-        solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-    ),
-}
-# The long run: a cosine-decayed Adam step; 64 rows a step for the transformer (a step
-# at T=4096 costs ~15 ms on one core), 256 for the FCN; marginal encoding draws.
-_LONG = {
-    "transformer": SparseTokenSelector(
-        solver="adam",
-        learning_rate_init=0.1,
-        learning_rate="cosine",
-        batch_size=64,
-        pe_sampling="marginal",
-    ),
-    "fcn": FCNSelector(
-        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-    ),
-}
-_TRANSFORMER_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
-_FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+# The paper's algorithm: plain gradient descent, a constant step, a fresh batch of 256 rows
+# a step, every block of W (token rows too) at the same step. The step 3 is ours.
+_PLAIN_GD = SparseTokenSelector(
+    solver="sgd",
+    learning_rate="constant",
+    learning_rate_init=3.0,
+    token_block_rate=1.0,
+    batch_size=256,
+)
+_PLAIN_GD_LABEL = "plain GD, the paper's algorithm (every block at one step; step 3 ours)"
+# Ours: SGD with the estimator's width-scaled step (the identity direction paced on its own,
+# the token rows at lr / width), constant, 256 fresh rows a step. At q = 3 and widths
+# 128-512, plain GD with every block at one step stays below the floor within our budgets
+# (R^2 0.79 at T=64, width 256, 600 steps, floor 0.93), and Adam too (0.73 at step 0.03).
+# This one leaves uniform attention late at long lengths (T=256, width 256: R^2 0.15 at
+# step 1000, 0.88 at 1500, 0.899 from 2000 on, floor 0.904): the full preset stops at
+# T=256 with 3000 steps; T=1024 is in the gpu preset only, with 8000.
+_PACED_SGD = SparseTokenSelector(solver="sgd", learning_rate="constant", batch_size=256)
+_PACED_LABEL = (
+    "SGD, ours: width-scaled paced step (plain GD and Adam stay below the floor in budget)"
+)
+_FCN = FCNSelector(
+    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
+)
+_FCN_LONG = FCNSelector(
+    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+)
+_Q2_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+_Q3_GRID = (32, 64, 128, 256, 512, 1024, 2048)
+_FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+_NO_FCN = {"fcn": 1}  # no FCN search on this curve (its lengths are all above 1)
+
+
+def _curve(label, **kwargs):
+    return {"label": label, **kwargs}
+
 
 PRESETS = {
     "tiny": dict(
-        seq_lens=(4, 8),
-        n_features=2,
-        n_selected=2,
+        curves=(
+            _curve(
+                _PLAIN_GD_LABEL,
+                seq_lens=(4, 8),
+                n_features=2,
+                n_selected=2,
+                transformer=_PLAIN_GD,
+                fcn=_FCN,
+                widths={"transformer": (4, 8), "fcn": (4, 8)},
+                n_steps={"transformer": 20, "fcn": 20},
+                floor_rows=500,
+            ),
+            _curve(
+                _PACED_LABEL,
+                seq_lens=(4, 8),
+                n_features=4,
+                n_selected=3,
+                transformer=_PACED_SGD,
+                widths={"transformer": (8, 16)},
+                n_steps={"transformer": 20},
+                max_seq_len=_NO_FCN,
+                floor_rows=500,
+            ),
+        ),
         target_r2=0.5,
-        transformer=_QUICK["transformer"],
-        fcn=_QUICK["fcn"],
-        widths={"transformer": (4, 8), "fcn": (4, 8)},
-        n_steps={"transformer": 20, "fcn": 20},
         n_val=200,
     ),
     "quick": dict(
-        seq_lens=(4, 8, 16, 32, 64),
-        n_features=2,
-        n_selected=2,
-        target_r2=0.9,
-        transformer=_QUICK["transformer"],
-        fcn=_QUICK["fcn"],
-        widths={
-            "transformer": (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
-            "fcn": (
-                *(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512),
-                *(768, 1024, 1536, 2048),
+        curves=(
+            _curve(
+                _PLAIN_GD_LABEL,
+                seq_lens=(4, 8, 16, 32),
+                n_features=2,
+                n_selected=2,
+                transformer=_PLAIN_GD,
+                fcn=_FCN,
+                widths={"transformer": _Q2_GRID, "fcn": _FCN_GRID},
+                n_steps={"transformer": 400, "fcn": 500},
             ),
-        },
-        n_steps={"transformer": 300, "fcn": 500},
-        n_val=2000,
-    ),
-    # T = 4 ... 4096 for the transformer (~6 min on one busy core), the FCN to T = 128.
-    "full": dict(
-        seq_lens=tuple(4 * 2**k for k in range(11)),
-        n_features=2,
-        n_selected=2,
+            _curve(
+                _PACED_LABEL,
+                seq_lens=(16, 32, 64),
+                n_features=4,
+                n_selected=3,
+                transformer=_PACED_SGD,
+                widths={"transformer": _Q3_GRID},
+                n_steps={"transformer": 300},
+                max_seq_len=_NO_FCN,
+            ),
+        ),
         target_r2=0.9,
-        transformer=_LONG["transformer"],
-        fcn=_LONG["fcn"],
-        widths={"transformer": _TRANSFORMER_GRID, "fcn": _FCN_GRID},
-        n_steps={"transformer": 2000, "fcn": 2000},
         n_val=1000,
-        max_seq_len={"fcn": 128},
+    ),
+    "full": dict(
+        curves=(
+            _curve(
+                _PLAIN_GD_LABEL,
+                seq_lens=tuple(4 * 2**k for k in range(7)),
+                n_features=2,
+                n_selected=2,
+                transformer=_PLAIN_GD,
+                fcn=_FCN_LONG,
+                widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)},
+                n_steps={"transformer": 2000, "fcn": 2000},
+                max_seq_len={"fcn": 64},
+            ),
+            _curve(
+                _PACED_LABEL,
+                seq_lens=(16, 32, 64, 128, 256),
+                n_features=4,
+                n_selected=3,
+                transformer=_PACED_SGD,
+                widths={"transformer": _Q3_GRID},
+                n_steps={"transformer": 3000},
+                max_seq_len=_NO_FCN,
+            ),
+        ),
+        target_r2=0.9,
+        n_val=1000,
     ),
     "gpu": dict(
-        seq_lens=tuple(4 * 2**k for k in range(13)),
-        n_features=2,
-        n_selected=2,
+        curves=(
+            _curve(
+                _PLAIN_GD_LABEL,
+                seq_lens=tuple(4 * 2**k for k in range(9)),
+                n_features=2,
+                n_selected=2,
+                transformer=_PLAIN_GD,
+                fcn=_FCN_LONG,
+                widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)},
+                n_steps={"transformer": 4000, "fcn": 4000},
+                max_seq_len={"fcn": 128},
+            ),
+            _curve(
+                _PACED_LABEL,
+                seq_lens=(16, 64, 256, 1024),
+                n_features=8,
+                n_selected=3,
+                transformer=_PACED_SGD,
+                widths={"transformer": _Q3_GRID},
+                n_steps={"transformer": 8000},
+                max_seq_len=_NO_FCN,
+            ),
+        ),
         target_r2=0.9,
-        transformer=_LONG["transformer"],
-        fcn=_LONG["fcn"],
-        widths={"transformer": _TRANSFORMER_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
-        n_steps={"transformer": 4000, "fcn": 4000},
-        n_val=10000,
-        max_seq_len={"fcn": 256},
+        n_val=4000,
     ),
 }
 
-# Fits a search is expected to take: at the first T, a few up the grid; then about two,
-# bracketing around the previous T's minimal width.
+PROVENANCE = {
+    "batch_size": "paper: a fresh batch of 256 rows at every step",
+    "tokens": "paper: Gaussian tokens",
+    "subsets": "paper: a uniform q-subset of the positions",
+    "transformer_width_law": "paper: width O~(d + q log T) for the transformer",
+    "fcn_width_law": "paper: width Omega~(T d) for fully-connected nets",
+    "transformer_solver_q2": (
+        "ours: plain gradient descent, the algorithm the paper's theory analyses, every "
+        "block at one constant step (3.0, ours)"
+    ),
+    "transformer_solver_q3": (
+        "ours: SGD with the width-scaled, identity-paced step (plain GD and Adam did not "
+        "reach the floor within our budgets)"
+    ),
+    "fcn_solver": "ours: Adam (step 0.01 constant; 0.003 cosine in full and gpu)",
+    "seq_lens": "ours: the lengths T of every curve",
+    "n_features": "ours: d = 2 at q = 2, d = 4 (8 in gpu) at q = 3",
+    "n_selected": "ours: q = 2 and q = 3",
+    "width_grids": "ours: the width grids searched",
+    "n_steps": "ours: the steps per width (an upper bound: fits stop at the target)",
+    "target_r2": "ours: the R^2 a width must reach (0.9)",
+    "n_val": "ours: the held-out rows scoring each width and stopping its fit",
+    "search": "ours: bisection from the floor's minimal width (the FCN's: from T d scaling)",
+    "floor": "ours: isotropic_floor's smallest width allowing the target, as the theory's curve",
+    "pe_sampling": "ours: marginal encoding draws (the same law as full draws)",
+}
+
+
+def headline(result):
+    """The record's headline numbers, flat: widths per (q, T), the law's slope and R^2.
+
+    Keys: ``"q{q}.T{T}.transformer_width"``, ``"q{q}.T{T}.floor_width"``,
+    ``"q{q}.T{T}.fcn_width"`` (where the FCN was searched; a lower bound
+    where no width reached the target, then also
+    ``"q{q}.T{T}.fcn_width_is_bound"`` = 1.0), and ``"law.intercept"``,
+    ``"law.slope"``, ``"law.r2"`` (and ``"floor_law.*"``) of
+    ``w = a + b q log2 T``. Widths not found are left out.
+    """
+    out = {}
+    for curve in result.curves:
+        q = curve.config["n_selected"]
+        bounds = curve.lower_bound
+        for i, T in enumerate(curve.seq_lens):
+            key = f"q{q}.T{T}"
+            w = curve.minimal_width["transformer"][i]
+            if w is not None:
+                out[f"{key}.transformer_width"] = float(w)
+            if curve.floor_width and curve.floor_width[i] is not None:
+                out[f"{key}.floor_width"] = float(curve.floor_width[i])
+            if curve.scores["fcn"].get(str(T)) or (bounds.get("fcn") or [None] * (i + 1))[i]:
+                w, b = curve.minimal_width["fcn"][i], bounds["fcn"][i]
+                if w is not None:
+                    out[f"{key}.fcn_width"] = float(w)
+                elif b is not None:
+                    out[f"{key}.fcn_width"] = float(b)
+                    out[f"{key}.fcn_width_is_bound"] = 1.0
+    for name in ("law", "floor_law"):
+        law = getattr(result, name)
+        if law is not None:
+            out.update({f"{name}.{k}": float(law[k]) for k in ("intercept", "slope", "r2")})
+    return out
+
+
+# Fits a bisection is expected to take per (T, model): the predicted width and its
+# neighbour below (three at the first T, where the prediction is coarser).
 _FITS_FIRST, _FITS_NEXT = 3, 2
 
 
-def work(
+def _curve_work(
     seq_lens,
     n_features,
     n_selected,
     *,
     widths=None,
     n_steps=None,
-    n_val=2000,
+    n_val,
     transformer=None,
     fcn=None,
     max_seq_len=None,
     **_,
 ):
-    """Expected searches: 3 fits at the first T, then 2 per T; the FCN timed at ~4 T d.
+    """Expected fits of one curve: 3 at the first T, then 2 per T; the FCN timed at ~4 T d.
 
     The transformer's step time barely depends on its width; the FCN's does, so
     its fits are timed at the width a ``4 T d`` law predicts. Where that passes
     the grid's top, the FCN is expected to fail at the grid's top widths and to
-    skip the longer lengths.
+    skip the longer lengths. About half the fits of a bisection reach the
+    target and stop there, about half-way through their steps in the quick
+    run: every fit is counted at 3/4 of its steps.
     """
     grids, steps = checked_grids(widths, n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
+    steps = {m: max(1, 3 * k // 4) for m, k in steps.items()}
     models = {"transformer": transformer, "fcn": fcn}
     models = {m: _DEFAULT_ESTIMATORS[m] if e is None else e for m, e in models.items()}
     limits = {"transformer": max(seq_lens), "fcn": max(seq_lens), **(max_seq_len or {})}
     out, fcn_done = [], False
+    tag = f"separation q={n_selected}"
     for i, T in enumerate(sorted(seq_lens)):
         task = SparseTokenSelectionTask(T, n_features, n_selected)
         fits = _FITS_FIRST if i == 0 else _FITS_NEXT
         grid = grids["transformer"]
-        est = clone(models["transformer"]).set_params(width=grid[len(grid) // 3])
-        label = f"separation: transformer T={T}"
+        est = clone(models["transformer"]).set_params(width=grid[len(grid) // 2])
+        label = f"{tag}: transformer T={T}"
         out.append(Work(label, fits, steps["transformer"], est, task, predict_rows=n_val))
         if T > limits["fcn"] or fcn_done:
             continue
         grid = grids["fcn"]
         expected = [w for w in grid if w >= 4 * T * n_features][:1]
         fcn_done = not expected  # past the grid: fails at its top widths, then skips
-        for w in expected * fits or grid[-_FITS_FIRST:]:
+        for w in expected * fits or grid[-2:]:
             est = clone(models["fcn"]).set_params(width=w)
-            label = f"separation: fcn T={T} width={w}"
+            label = f"{tag}: fcn T={T} width={w}"
             out.append(Work(label, 1, steps["fcn"], est, task, predict_rows=n_val))
     return out
 
 
-def _law_text(law, kind):
+def work(curves, *, n_val=2000, **_):
+    """Expected work of every curve (:func:`_curve_work`)."""
+    out = []
+    for curve in curves:
+        kwargs = {k: v for k, v in curve.items() if k != "label"}
+        out.extend(_curve_work(**kwargs, n_val=n_val))
+    return out
+
+
+def _law_text(law):
     if law is None:
         return None
-    quality = f"fit R^2 {law['r2']:.3f}, rms residual {law['rms_residual']:.2f}"
     a, b = law["intercept"], law["slope"]
-    if kind == "log_T":
-        return f"a={a:.1f}, b={b:.2f} ({quality})"
-    if kind == "power":
-        c = law["exponent"]
-        edge = " (c at the grid's lower edge: the log law)" if c <= 0.0011 else ""
-        return f"a={a:.1f}, b={b:.2f}, c={c:.3f}{edge} ({quality})"
-    if kind == "power_0":
-        return f"b={b:.2f}, c={law['exponent']:.3f} ({quality})"
-    return f"b={b:.2f} ({quality})"
+    return f"a={a:.1f}, b={b:.2f} (fit R^2 {law['r2']:.3f}, rms residual {law['rms_residual']:.2f})"
 
 
-_LAWS = (
-    ("transformer", "log_T", "transformer: w = a + b log2 T"),
-    ("transformer", "power", "transformer: w = a + b T^c"),
-    ("transformer", "power_0", "transformer: w = b T^c"),
-    ("fcn", "power_0", "FCN: w = b T^c"),
-    ("fcn", "T_d", "FCN: w = b T d"),
-)
+def _fcn_text(curve):
+    steps = curve.config.get("n_steps", {}).get("fcn")
+    out = []
+    for w, b in zip(curve.minimal_width["fcn"], curve.lower_bound["fcn"]):
+        if w is not None:
+            out.append(str(w))
+        elif b is not None:
+            out.append(f"> {b} (not reached within {steps} steps)")
+        else:
+            out.append("-")
+    return " / ".join(out)
 
 
-def summary_rows(rows, sep):
-    """Summary rows of the width separation: widths (or lower bounds), ratio, laws."""
-    d = sep.config["n_features"]
-    rows.append(
-        f"| width separation (d={d}, q={sep.config['n_selected']}, "
-        f"R^2 >= {sep.config['target_r2']}, {sep.config['regime']}) | "
-        f"T = {', '.join(map(str, sep.seq_lens))} | |"
-    )
-    for model in ("transformer", "fcn"):
-        rows.append(f"| | minimal width, {model} | {' / '.join(sep.width_text(model))} |")
-    ratio = " / ".join(fmt(r, 1) for r in sep.width_ratio())
-    rows.append(f"| | FCN / transformer width | {ratio} |")
-    for model, kind, label in _LAWS:
-        text = _law_text(sep.growth_laws[model].get(kind), kind)
+def summary_rows(rows, res):
+    """Summary rows: per curve the measured and floor widths (FCN bounds marked), the laws."""
+    for curve, label in zip(res.curves, res.labels):
+        cfg = curve.config
+        rows.append(
+            f"| width separation (d={cfg['n_features']}, q={cfg['n_selected']}, "
+            f"R^2 >= {cfg['target_r2']}, transformer: {label}) | "
+            f"T = {', '.join(map(str, curve.seq_lens))} | |"
+        )
+        rows.append(
+            f"| | minimal width, transformer | {' / '.join(curve.width_text('transformer'))} |"
+        )
+        floors = " / ".join("-" if w is None else str(w) for w in curve.floor_width)
+        rows.append(f"| | the floor's minimal width | {floors} |")
+        if any(curve.scores["fcn"].values()):
+            rows.append(f"| | minimal width, fcn | {_fcn_text(curve)} |")
+            ratio = " / ".join(fmt(r, 1) for r in curve.width_ratio())
+            rows.append(f"| | FCN / transformer width | {ratio} |")
+            law = curve.growth_laws["fcn"].get("power_0")
+            if law is not None:
+                rows.append(
+                    f"| | FCN: w = b T^c | b={law['slope']:.2f}, c={law['exponent']:.3f} "
+                    f"(fit R^2 {law['r2']:.3f}) |"
+                )
+        if curve.seconds:
+            spent = ", ".join(f"{m} {s:.0f} s" for m, s in curve.seconds.items())
+            rows.append(f"| | search time | {spent} |")
+    for name, label in (("law", "measured"), ("floor_law", "floor's")):
+        text = _law_text(getattr(res, name))
         if text is not None:
-            rows.append(f"| | {label} | {text} |")
-    if sep.seconds:
-        spent = ", ".join(f"{m} {s:.0f} s" for m, s in sep.seconds.items())
-        rows.append(f"| | search time | {spent} |")
+            rows.append(f"| | transformer, {label}: w = a + b q log2 T | {text} |")
 
 
 RECORD = Experiment(
     name="separation",
-    function=width_separation,
+    function=width_separation_by_q,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
     aliases=("width",),
+    result=SeparationByQResult,
 )

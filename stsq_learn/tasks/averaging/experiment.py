@@ -12,16 +12,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from sklearn.base import clone
-
 from ..._validation import check_positive_int
 from ...experiments._common import (
-    StopAtTarget,
     derived_seed,
     estimator_config,
     new_axes,
     prepared,
-    with_callbacks,
 )
 from ...experiments._separation import SeparationResult
 from ...experiments._task_parts import (
@@ -249,11 +245,11 @@ def sparse_averaging(
         sparse token selection, ``ceil(n_test / N)`` rows of qSA.
     stop_at_target : bool, default=True
         End each width's fit of the two searches (against N and against q)
-        once the loss of its fresh batches, which it has not trained on yet,
-        says it meets ``target_r2`` with a margin of 0.02
-        (:class:`~stsq_learn.experiments._common.StopAtTarget`); the width is
-        then scored on the search's validation rows as before. False trains
-        every width all its steps.
+        once it meets ``target_r2`` on the search's validation rows, checked
+        every 25 steps (the separation's
+        :class:`~stsq_learn.experiments._width_search.StopAtTarget`): the
+        score at the stop is the width's score. A width that does not meet
+        it trains all its steps. False trains every width all its steps.
     device : str or None, default=None
         Training device; None keeps each estimator's.
     random_state : int, default=0
@@ -319,9 +315,8 @@ def sparse_averaging(
     seconds = {}
 
     start = time.perf_counter()
-    # A width's fit ends once its fresh batches meet the target (StopAtTarget).
-    stop = (StopAtTarget(target_r2),) if stop_at_target else ()
-    search = {m: with_callbacks(clone(base[m]), *stop) for m in ("transformer", "fcn")}
+    # A width's fit ends once it meets the target on the search's held-out rows.
+    search = {m: base[m] for m in ("transformer", "fcn")}
     first = tasks[0]
     head = {"n_features": first.n_features, "n_selected": first.n_selected}
     head["task"] = "q-sparse averaging"
@@ -336,19 +331,21 @@ def sparse_averaging(
         fcn_max_seq_len=fcn_max_seq_len,
         config=head,
         progress=progress,
+        stop_fits=stop_at_target,
     )
     seconds["by_length"] = round(time.perf_counter() - start, 1)
 
     start = time.perf_counter()
     by_q = search_q(
         q_tasks,
-        with_callbacks(clone(base["estimator"]), *stop),
+        base["estimator"],
         q_grid,
         q_steps,
         n_val,
         target_r2,
         random_state,
         progress,
+        stop_fits=stop_at_target,
     )
     seconds["by_q"] = round(time.perf_counter() - start, 1)
 

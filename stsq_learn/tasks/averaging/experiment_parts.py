@@ -39,8 +39,14 @@ def floor_width(seq_len, n_selected, widths, target_r2, *, n_samples=_FLOOR_SAMP
     return widths[lo]
 
 
-def search_q(tasks, estimator, grid, n_steps, n_val, target, random_state, progress):
-    """The search against q: one bracketed search per q, from its start width."""
+def search_q(
+    tasks, estimator, grid, n_steps, n_val, target, random_state, progress, stop_fits=False
+):
+    """The search against q: one bracketed search per q, from its start width.
+
+    With ``stop_fits``, each fit stops once it reaches ``target`` on the
+    search's held-out rows.
+    """
     out = {
         "seq_len": tasks[0].seq_len,
         "n_features": tasks[0].n_features,
@@ -74,6 +80,7 @@ def search_q(tasks, estimator, grid, n_steps, n_val, target, random_state, progr
                     derived_seed(random_state, 300 + q),
                     progress,
                     f"qsa: q={q}",
+                    stop_fits=stop_fits,
                 )
             out["scores"][str(q)] = {str(w): s for w, s in sorted(found.items())}
             reached = [w for w, s in sorted(found.items()) if s >= target]

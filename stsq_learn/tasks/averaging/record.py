@@ -331,7 +331,7 @@ PROVENANCE = {
     "fcn_max_seq_len": "ours: chosen for these presets",
     "target_r2": "ours: chosen for these presets",
     "n_val": "ours: chosen for these presets",
-    "stop_at_target": "ours: a fit ends once its fresh batches meet the target",
+    "stop_at_target": "ours: a fit ends once it meets the target on the search's validation rows",
     "estimator": "ours: the estimators' width-following SGD",
     "q_values": "ours: chosen for these presets",
     "q_seq_len": "ours: chosen for these presets",

@@ -1,0 +1,214 @@
+"""The width separation by q: fits that stop at their target, bisection, the floor's widths."""
+
+import json
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+
+from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, isotropic_floor
+from stsq_learn.experiments import PRESETS, width_separation_by_q
+from stsq_learn.experiments import _width_search as ws
+from stsq_learn.experiments._records import separation as record
+from stsq_learn.experiments._width_search import StopAtTarget, floor_widths, search_bisect
+
+matplotlib.use("Agg")
+
+TINY = PRESETS["tiny"]["separation"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def by_q():
+    return width_separation_by_q(**TINY, device="cpu", random_state=0)
+
+
+def _selector(**kw):
+    params = dict(
+        width=8,
+        solver="sgd",
+        learning_rate="constant",
+        learning_rate_init=3.0,
+        token_block_rate=1.0,
+        batch_size=64,
+        device="cpu",
+        random_state=0,
+    )
+    return SparseTokenSelector(**{**params, **kw})
+
+
+def _rows():
+    task = SparseTokenSelectionTask(4, 2, 2)
+    X, y = task.sample(200, random_state=1)
+    return task, X, y
+
+
+def test_stop_at_target_stops_at_the_first_check_that_reaches_it():
+    task, X, y = _rows()
+    est = _selector()
+    stop = StopAtTarget(clone(est), task, X, y, target=0.2, every=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "interrupted" warning: the stop is recorded
+        est.set_params(callbacks=[stop]).fit_online(task, n_steps=200)
+    assert stop.stopped_at_ is not None and stop.stopped_at_ % 5 == 0
+    assert est.n_iter_ == stop.stopped_at_ == len(est.loss_curve_)
+    steps, scores = zip(*stop.checks_)
+    assert list(steps) == list(range(5, stop.stopped_at_ + 1, 5))
+    assert all(s < 0.2 for s in scores[:-1]) and scores[-1] >= 0.2
+    # The score at the stop is the fitted model's own score on those rows, exactly.
+    assert est.score(X, y) == scores[-1]
+    assert est.net_.history[-1]["stop_reason"] == "target_reached"
+
+
+def test_stop_at_target_never_reached_changes_nothing():
+    task, X, y = _rows()
+    plain = _selector().fit_online(task, n_steps=30)
+    stop = StopAtTarget(clone(_selector()), task, X, y, target=2.0, every=7)
+    watched = _selector(callbacks=[stop]).fit_online(task, n_steps=30)
+    assert stop.stopped_at_ is None and [s for s, _ in stop.checks_] == [7, 14, 21, 28]
+    assert watched.n_iter_ == 30
+    np.testing.assert_array_equal(watched.key_query_, plain.key_query_)
+    assert watched.score(X, y) == plain.score(X, y)
+
+
+def test_stop_at_target_needs_an_integer_seed():
+    task, X, y = _rows()
+    est = _selector(random_state=None)
+    stop = StopAtTarget(clone(est), task, X, y, target=0.5)
+    with pytest.raises(ValueError, match=r"integer random_state.*got random_state=None"):
+        est.set_params(callbacks=[stop]).fit_online(task, n_steps=3)
+
+
+@pytest.mark.parametrize("threshold", [0, 1, 3, 5, 6, 7])  # 7: no width passes
+@pytest.mark.parametrize("start", range(7))
+def test_search_bisect_confirms_the_bracket(monkeypatch, threshold, start):
+    grid = [2, 3, 4, 6, 8, 12, 16]
+    tried = []
+
+    def fake(estimator, width, task, n_steps, X_val, y_val, target=None, **_):
+        tried.append(width)
+        return (1.0 if grid.index(width) >= threshold else 0.0), n_steps
+
+    monkeypatch.setattr(ws, "fit_and_score", fake)
+    task = SparseTokenSelectionTask(4, 2, 2)
+    scores, steps = search_bisect(None, task, grid, start, 9, 10, 0.5, 0, False, "t")
+    assert tried[0] == grid[start] and len(tried) == len(set(tried))
+    assert set(steps) == set(scores) and set(steps.values()) == {9}
+    passed = sorted(w for w, s in scores.items() if s >= 0.5)
+    if threshold < len(grid):
+        assert passed[0] == grid[threshold]  # the minimal width, found
+        if threshold > 0:
+            assert scores[grid[threshold - 1]] == 0.0  # and its neighbour below, failing
+    else:
+        assert not passed and grid[-1] in scores  # the grid's top tried: a lower bound
+    assert len(tried) <= 2 * int(np.ceil(np.log2(len(grid)))) + 1
+
+
+def test_floor_widths_is_the_smallest_width_of_the_grid_the_floor_allows():
+    grid = (8, 16, 32, 64, 128, 256)
+    got = floor_widths((16, 64), 3, grid, 0.85, n_samples=1000, random_state=0)
+    for T, w in zip((16, 64), got):
+        allows = [
+            1 - isotropic_floor(T, 3, m, n_samples=1000, random_state=0).relative_mse >= 0.85
+            for m in grid
+        ]
+        assert w == grid[allows.index(True)]
+    assert floor_widths((64,), 3, (8, 16), 0.99, n_samples=500) == [None]
+
+
+def test_width_separation_by_q_structure(by_q):
+    res = by_q
+    assert [c.config["n_selected"] for c in res.curves] == [2, 3]
+    assert [c.config["n_features"] for c in res.curves] == [2, 4]
+    assert res.labels[0].startswith("plain GD, the paper's algorithm")
+    assert res.labels[1].startswith("SGD, ours")
+    for curve in res.curves:
+        assert curve.config["search"] == "bisect" and curve.config["stop_fits"] is True
+        assert len(curve.floor_width) == len(curve.seq_lens)
+        for T, w in zip(curve.seq_lens, curve.minimal_width["transformer"]):
+            scores = curve.scores["transformer"][str(T)]
+            if w is not None:  # passes, and its grid neighbour below was trained and failed
+                grid = curve.config["widths"]["transformer"]
+                assert scores[str(w)] >= 0.5
+                if grid.index(w) > 0:
+                    assert scores[str(grid[grid.index(w) - 1])] < 0.5
+            assert set(curve.steps_run["transformer"][str(T)]) == set(scores)
+    # The second curve searched no FCN.
+    assert res.curves[1].scores["fcn"] == {"4": {}, "8": {}}
+    d = json.loads(json.dumps(res.to_dict()))
+    assert set(d) == {"curves", "labels", "law", "floor_law", "seconds"}
+    fig = res.plot()
+    assert len(fig.axes) == 2 and all(ax.get_legend() is not None for ax in fig.axes)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert any("not reached within 20 steps (no width" in t for t in labels)
+    matplotlib.pyplot.close(fig)
+
+
+def test_headline_and_summary_mark_the_fcn_bounds(by_q):
+    head = record.headline(by_q)
+    assert all(isinstance(v, float) for v in head.values())
+    assert head["q2.T4.floor_width"] == float(by_q.curves[0].floor_width[0])
+    assert head["q3.T8.transformer_width"] == float(by_q.curves[1].minimal_width["transformer"][1])
+    fcn = by_q.curves[0]
+    for i, T in enumerate(fcn.seq_lens):
+        if fcn.minimal_width["fcn"][i] is None and fcn.lower_bound["fcn"][i] is not None:
+            assert head[f"q2.T{T}.fcn_width"] == float(fcn.lower_bound["fcn"][i])
+            assert head[f"q2.T{T}.fcn_width_is_bound"] == 1.0
+    assert {"law.slope", "law.r2", "floor_law.slope"} <= set(head)
+    rows = []
+    record.summary_rows(rows, by_q)
+    text = "\n".join(rows)
+    assert "the floor's minimal width" in text and "w = a + b q log2 T" in text
+    assert "(not reached within 20 steps)" in text
+
+
+def test_provenance_says_paper_or_ours():
+    assert all(v.startswith(("paper: ", "ours: ")) for v in record.PROVENANCE.values())
+    paper = {k for k, v in record.PROVENANCE.items() if v.startswith("paper: ")}
+    assert paper == {"batch_size", "tokens", "subsets", "transformer_width_law", "fcn_width_law"}
+
+
+def test_presets_train_the_transformer_as_labelled():
+    for size in ("tiny", "quick", "full", "gpu"):
+        for curve in PRESETS[size]["separation"]["curves"]:
+            params = curve["transformer"].get_params()
+            assert params["solver"] == "sgd" and params["learning_rate"] == "constant"
+            assert params["batch_size"] == 256
+            plain = curve["label"].startswith("plain GD, the paper's algorithm")
+            assert plain == (params["token_block_rate"] == 1.0)
+    quick = PRESETS["quick"]["separation"]["curves"]
+    assert [c["n_selected"] for c in quick] == [2, 3] and quick[1]["n_features"] > 2
+
+
+def test_work_counts_the_bisections():
+    work = record.work(**TINY)
+    # Per curve: 3 + 2 transformer fits; the FCN's grid (4, 8) is below 4 T d at T=4 on
+    # the first curve (its two top widths, then no search); no FCN on the second.
+    assert sum(p.fits for p in work) == 12
+    assert [p.label for p in work][-2:] == [
+        "separation q=3: transformer T=4",
+        "separation q=3: transformer T=8",
+    ]
+
+
+@pytest.mark.parametrize(
+    "curves, match",
+    [
+        ((), "non-empty sequence"),
+        ({"label": "x"}, "non-empty sequence"),
+        (({"seq_lens": (4,)},), r"curves\[0\] must be a dict with a str 'label'"),
+    ],
+)
+def test_width_separation_by_q_rejects_bad_curves(curves, match):
+    with pytest.raises(ValueError, match=match):
+        width_separation_by_q(curves)
