@@ -356,6 +356,8 @@ RECORD = Experiment(
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
+    headline=headline,
+    provenance=PROVENANCE,
     aliases=("width",),
     result=SeparationByQResult,
 )
