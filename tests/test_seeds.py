@@ -176,6 +176,16 @@ def test_default_seeds_follow_the_size(register, monkeypatch):
     assert quick.seeds == {"test_level": [0, 1, 2]}
 
 
+def test_an_experiment_with_seeds_inside_runs_once_and_is_named(register):
+    inside = dataclasses.replace(se.LEVEL, name="test_inside", seeds_inside=True)
+    register(inside)
+    got = reproduce("quick", only="test_inside", n_jobs=1, progress=False)
+    assert got.seeds == {"test_inside": [0]}
+    assert got.headline["test_inside"]["value"]["values"] == [got["test_inside"].value]
+    assert "Run once over seeds of their own" in summary_table(got)
+    assert "test_inside" in summary_table(got).split("Run once over seeds of their own")[1]
+
+
 def test_plot_bands_hook_draws_the_experiment_figure_from_every_seed(register, tmp_path):
     register(se.FIT)
     seen = []

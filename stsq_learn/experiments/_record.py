@@ -90,6 +90,10 @@ class Experiment:
         Setting name to where its value comes from: ``"paper: ..."`` (fixed
         by the paper) or ``"ours: ..."`` (a choice of this package), written
         to ``results.json``'s meta and summarised in ``summary.md``.
+    seeds_inside : bool, default=False
+        The experiment runs several seeds itself (its presets say how many)
+        and its headline numbers are already over them (a mean, with its min
+        and max): :func:`reproduce` runs it once, from the first seed.
     """
 
     name: str
@@ -101,6 +105,7 @@ class Experiment:
     result: type | None = None
     headline: Callable | None = None
     provenance: dict | None = None
+    seeds_inside: bool = False
 
     def __post_init__(self):
         missing = [size for size in SIZES if size not in self.presets]

@@ -434,6 +434,13 @@ def summary_table(results):
     seeds = results.seeds
     if any(b is not None for b in bands.values()):
         rows += ["", "Headline numbers over seeds:", "", *_seeds.band_rows(bands, seeds)]
+    inside = [name for name in bands if bands[name] is not None and RECORDS[name].seeds_inside]
+    if inside:
+        rows += [
+            "",
+            "Run once over seeds of their own (their numbers are means over those seeds, "
+            f"with _min and _max): {', '.join(inside)}.",
+        ]
     single = [name for name, b in bands.items() if b is None]
     if single:
         rows += [

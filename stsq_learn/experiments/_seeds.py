@@ -87,8 +87,12 @@ def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
 
 
 def seeds_of(record, seed, n_seeds):
-    """The seeds ``record`` runs: ``n_seeds`` from ``seed`` with headline numbers, else one."""
-    return [seed + i for i in range(n_seeds if record.headline is not None else 1)]
+    """The seeds ``record`` runs: ``n_seeds`` from ``seed`` with headline numbers, else one.
+
+    An experiment that runs its seeds itself (``record.seeds_inside``) runs once.
+    """
+    banded = record.headline is not None and not record.seeds_inside
+    return [seed + i for i in range(n_seeds if banded else 1)]
 
 
 def run_one(function, kwargs, n_threads):

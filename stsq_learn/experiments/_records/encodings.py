@@ -218,4 +218,5 @@ RECORD = Experiment(
     work=work,
     headline=headline,
     provenance=PROVENANCE,
+    seeds_inside=True,
 )
