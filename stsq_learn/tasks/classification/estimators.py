@@ -128,7 +128,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
     two_step_query_ : ndarray of shape (n_features,) or None
         The query after the two steps (before any rescaling), with
         ``solver="two_step"``; None otherwise.
-    loss_curve_ : ndarray of shape (n_iter_,)
+    loss_curve_ : ndarray of shape (`n_iter_`,)
         The training loss (penalty included) before each step or iteration.
     n_iter_ : int
         Steps (or readout iterations) taken.
@@ -416,6 +416,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, 2)
+            The log of :meth:`predict_proba`: column ``j`` for ``classes_[j]``.
         """
         f = self.decision_function(X)
         return np.stack([-np.logaddexp(0.0, f), -np.logaddexp(0.0, -f)], axis=1)
@@ -435,6 +436,25 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of :meth:`predict` on rows ``X`` with labels ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features)
+            Tokens, at any length.
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the rows.
+
+        Returns
+        -------
+        float
+            The fraction of rows labelled correctly (weighted).
+        """
+        return super().score(X, y, sample_weight=sample_weight)
 
     def attention(self, X):
         """The attention weights ``softmax_l(<x_l, q>)`` of each row over its tokens.
@@ -600,6 +620,22 @@ class _TokenTransformer(TransformerMixin, BaseEstimator):
         tags.requires_fit = False
         return tags
 
+    def set_output(self, *, transform=None):
+        """Choose the container :meth:`transform` returns (scikit-learn's set_output API).
+
+        Parameters
+        ----------
+        transform : {"default", "pandas", "polars"} or None, default=None
+            ``"default"``: a NumPy array; ``"pandas"`` or ``"polars"``: a
+            data frame of the same numbers; None leaves the choice unchanged.
+
+        Returns
+        -------
+        self : object
+            The transformer.
+        """
+        return super().set_output(transform=transform)
+
     def fit(self, X, y=None):
         """Record the token dimension (no parameters are learned).
 
@@ -613,6 +649,7 @@ class _TokenTransformer(TransformerMixin, BaseEstimator):
         Returns
         -------
         self : object
+            The transformer, with ``n_features_in_`` and ``seq_len_`` set.
         """
         X = as_tokens(X)
         self.n_features_in_ = X.shape[2]
@@ -657,6 +694,7 @@ class FlattenTokens(_TokenTransformer):
         Returns
         -------
         ndarray of shape (n_samples, seq_len * n_features)
+            Each row's tokens one after another.
         """
         X = self._checked(X)
         L = getattr(self, "seq_len_", None)
@@ -695,6 +733,7 @@ class MeanPoolTokens(_TokenTransformer):
         Returns
         -------
         ndarray of shape (n_samples, n_features)
+            Each row's mean token.
         """
         return self._checked(X).mean(axis=1)
 

@@ -327,6 +327,8 @@ def sparse_token_classification(
     Returns
     -------
     SparseTokenClassificationResult
+        The thresholds and their fitted laws, the alignments, and the errors
+        against theta, with ``to_dict()`` and ``plot()``.
     """
     for name, value in (
         ("n_features", n_features),

@@ -171,7 +171,7 @@ def attention_signal_share(signal, seq_len, n_informative=1, query_norm=1.0):
 
 
 def attention_logit_limits(signal, seq_len, n_informative=1, query_norm=1.0):
-    """Logits ``xi . sum_l softmax(beta u)_l x_l`` of negative and positive rows, to leading order.
+    """Logits ``xi^T sum_l softmax(beta u)_l x_l`` of negative and positive rows, to leading order.
 
     The tilted mean of ``u ~ N(mu, 1)`` under ``e^{beta u}`` is ``mu + beta``:
     a negative row's logit tends to ``beta``; a positive row's, with share
