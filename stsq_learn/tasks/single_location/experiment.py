@@ -18,8 +18,9 @@ import numpy as np
 from sklearn.linear_model import LinearRegression
 
 from ..._validation import check_positive_int
-from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes, progress_bar
+from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes
 from .. import SingleLocationTask
+from .batch import fit_online_batch
 from .estimators import ErfAttentionRegressor, SoftmaxAttentionRegressor
 from .theory import bayes_risk, linear_risk, oracle_risk
 
@@ -142,10 +143,7 @@ class SingleLocationResult:
         return fig
 
 
-def _run(task, estimator, record_every, constants):
-    start = time.perf_counter()
-    model = estimator.fit_online(task)
-    wall = time.perf_counter() - start
+def _run(task, model, record_every, constants, wall):
     k_star, v_star = task.directions
     idx = np.unique(np.r_[np.arange(0, model.n_iter_, record_every), model.n_iter_ - 1])
     final_risk = float(model.loss_curve_[-1])
@@ -257,26 +255,33 @@ def single_location(
         check_positive_int(value, name)
     task = SingleLocationTask(seq_len, n_features, gamma=gamma, noise=noise)
     constants = {"rtol": rtol, "alignment": alignment}
-    runs = []
-    bar = progress_bar(len(INITS) * len(SCHEDULES) * n_seeds, "single_location", enabled=progress)
+    keys, models = [], []
     for init in INITS:
         for schedule in SCHEDULES:
             for seed in range(n_seeds):
                 lam = lambda_init if schedule == "decay" else constant_lambda
-                est = ErfAttentionRegressor(
-                    solver="pgd",
-                    lambda_init=lam,
-                    lambda_schedule=schedule,
-                    lambda_decay=lambda_decay,
-                    init=init,
-                    learning_rate_init=learning_rate,
-                    max_iter=n_steps,
-                    random_state=derived_seed(random_state, seed),
+                keys.append({"init": init, "schedule": schedule, "seed": seed})
+                models.append(
+                    ErfAttentionRegressor(
+                        solver="pgd",
+                        lambda_init=lam,
+                        lambda_schedule=schedule,
+                        lambda_decay=lambda_decay,
+                        init=init,
+                        learning_rate_init=learning_rate,
+                        max_iter=n_steps,
+                        random_state=derived_seed(random_state, seed),
+                        verbose=int(bool(progress)),
+                    )
                 )
-                run = _run(task, est, record_every, constants)
-                runs.append({"init": init, "schedule": schedule, "seed": seed, **run})
-                bar.update()
-    bar.close()
+    # Every run (starts x schedules x seeds) in one batched computation.
+    start = time.perf_counter()
+    fit_online_batch(models, task)
+    wall = (time.perf_counter() - start) / len(models)
+    runs = [
+        {**key, **_run(task, model, record_every, constants, wall)}
+        for key, model in zip(keys, models)
+    ]
     final_lambda = {
         "decay": lambda_init / (1 + lambda_decay * (n_steps - 1)),
         "constant": constant_lambda,

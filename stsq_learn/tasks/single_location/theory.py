@@ -74,11 +74,17 @@ def _noise_parts(b):
 def _risk_and_partials(p, lam, constants):
     """The population risk and its partial derivatives in the seven products ``p``.
 
-    ``p = [<k,k*>, <k,v*>, <v,k*>, <v,v*>, <k,v>, |k|^2, |v|^2]``.
+    ``p = [<k,k*>, <k,v*>, <v,k*>, <v,v*>, <k,v>, |k|^2, |v|^2]``: seven
+    numbers (one pair ``(k, v)``), or seven columns of shape ``(n, 1)`` with
+    ``lam`` of shape ``(n, 1)`` (``n`` pairs at once, the nodes along the
+    last axis; the risk is then ``(n, 1)`` and the partials ``(7, n, 1)``).
+    The reductions over the nodes are ``integrand @ w``: for one pair the
+    same dot products as ever, for ``n`` pairs one matrix product each.
     """
     a, g, eps, L = constants
     kk, kv, vk, vv, c, nk, nv = p
-    z, w = _NODES, _WEIGHTS
+    z = _NODES
+    w = _WEIGHTS if np.ndim(kk) == 0 else _WEIGHTS[:, None]
     rk = np.sqrt(nk)
     u = a * kk + g * rk * z  # <x_0, k> at the nodes
     f = erf(lam * u)
@@ -87,9 +93,9 @@ def _risk_and_partials(p, lam, constants):
     Y = kv * g * z / rk  # E[<x_0, v*> | u]  (<k*, v*> = 0)
     C = g * g * (vv - c * kv / nk)  # Cov(<x_0, v>, <x_0, v*> | u)
     V = g * g * (nv - c * c / nk)  # Var(<x_0, v> | u)
-    ys = w @ (f * (C + Y * M))
-    ss = w @ (f * f * (V + M * M))
-    s0 = w @ (f * M)
+    ys = (f * (C + Y * M)) @ w
+    ss = (f * f * (V + M * M)) @ w
+    s0 = (f * M) @ w
     # The noise tokens: E[s^2] in closed form, E[s] = mu by Stein's lemma.
     b = lam * rk
     A, B, dA, dB = _noise_parts(b)
@@ -102,17 +108,17 @@ def _risk_and_partials(p, lam, constants):
     Du = de * (-2 * (C + Y * M) + 2 * f * (V + M * M) + 2 * (L - 1) * mu * M)
     DM = -2 * f * Y + 2 * f * f * M + 2 * (L - 1) * mu * f
     DY = -2 * f * M
-    DC, DV = -2 * (w @ f), w @ (f * f)
+    DC, DV = -2 * (f @ w), (f * f) @ w
     dmu = 2 * (L - 1) * s0 + 2 * (L - 1) * (L - 2) * mu  # d risk / d mu
     kappa = 2 / np.sqrt(np.pi)
     gz = g * z / rk
-    d_kk = a * (w @ Du)
-    d_vk = a * (w @ DM)
-    d_kv = w @ (DY * gz) - DC * g * g * c / nk
+    d_kk = a * (Du @ w)
+    d_vk = a * (DM @ w)
+    d_kv = (DY * gz) @ w - DC * g * g * c / nk
     d_vv = DC * g * g
-    d_c = w @ (DM * gz) - DC * g * g * kv / nk - DV * 2 * g * g * c / nk
+    d_c = (DM * gz) @ w - DC * g * g * kv / nk - DV * 2 * g * g * c / nk
     d_c += (L - 1) * 2 * c / nk * (B - A) + dmu * lam * kappa / root
-    d_nk = w @ (Du * gz / 2 - DM * c * gz / (2 * nk) - DY * kv * gz / (2 * nk))
+    d_nk = (Du * gz / 2 - DM * c * gz / (2 * nk) - DY * kv * gz / (2 * nk)) @ w
     d_nk += DC * g * g * c * kv / nk**2 + DV * g * g * c * c / nk**2
     d_noise = (nv - c * c / nk) * dA + c * c / nk * dB
     d_nk += (L - 1) * (c * c / nk**2 * (A - B) + d_noise * lam / (2 * rk))
@@ -199,6 +205,34 @@ def _risk_gradient(k, v, lam, k_star, v_star, constants, gradient=True):
     grad_k = g[0] * k_star + g[1] * v_star + g[4] * v + 2 * g[5] * k
     grad_v = g[2] * k_star + g[3] * v_star + g[4] * k + 2 * g[6] * v
     return float(risk), grad_k, grad_v
+
+
+def _risk_gradient_batch(K, V, lam, k_star, v_star, constants):
+    """The risk and gradient of ``n`` pairs ``(k, v)`` at once (the rows of ``K`` and ``V``).
+
+    ``lam`` has shape ``(n,)``. Returns the risks ``(n,)``, the gradients in
+    ``k`` and ``v`` ``(n, d)``, and ``<k, k*>`` and ``<v, v*>`` ``(n,)``: for
+    each row, :func:`_risk_gradient`'s numbers up to rounding (one matrix
+    product over the rows where it takes one dot product per pair).
+    """
+    stars = np.stack([k_star, v_star], axis=1)
+    KS, VS = K @ stars, V @ stars
+    p = [
+        KS[:, :1],
+        KS[:, 1:],
+        VS[:, :1],
+        VS[:, 1:],
+        np.einsum("ij,ij->i", K, V)[:, None],
+        np.einsum("ij,ij->i", K, K)[:, None],
+        np.einsum("ij,ij->i", V, V)[:, None],
+    ]
+    risk, g = _risk_and_partials(p, lam[:, None], constants)
+    g = g[:, :, 0]
+    grad_k = np.outer(g[0], k_star) + np.outer(g[1], v_star) + g[4][:, None] * V
+    grad_k += 2 * g[5][:, None] * K
+    grad_v = np.outer(g[2], k_star) + np.outer(g[3], v_star) + g[4][:, None] * K
+    grad_v += 2 * g[6][:, None] * V
+    return risk[:, 0], grad_k, grad_v, KS[:, 0], VS[:, 1]
 
 
 def oracle_risk(task, lam):
