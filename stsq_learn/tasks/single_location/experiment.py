@@ -22,7 +22,7 @@ from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_a
 from .. import SingleLocationTask
 from .batch import fit_online_batch
 from .estimators import ErfAttentionRegressor, SoftmaxAttentionRegressor
-from .theory import bayes_risk, linear_risk, oracle_risk
+from .theory import bayes_risk, linear_risk, oracle_risk, swapped_point
 
 INITS = ("sphere", "manifold")
 SCHEDULES = ("decay", "constant")
@@ -43,12 +43,19 @@ class SingleLocationResult:
         and ``value_alignment`` at those steps (before the step), and
         ``final``: the last risk, the oracle risk at the last temperature,
         their relative gap, the five inner products at the end, whether the
-        run reached the oracle and its wall time.
+        run reached the oracle, its ``endpoint`` (``"oracle"``: ``(k*, v*)``
+        up to sign; ``"swapped"``: the key on the value direction,
+        ``|<k, v*>| >= alignment``; ``"other"``) and its share of the
+        batched fit's wall time (every run is fitted in one batch).
     baselines : dict
         ``linear`` (closed form), ``linear_fitted`` (a
         :class:`~sklearn.linear_model.LinearRegression` on flattened rows,
         test MSE), ``zero`` (the predictor 0), ``bayes`` and ``bayes_se``
-        (Monte Carlo), ``oracle`` per schedule (at its final temperature).
+        (Monte Carlo), ``oracle`` per schedule (at its final temperature),
+        ``swapped`` per schedule: the stationary point near
+        ``(k, v) = (v*, k*)`` at the final temperature
+        (:func:`~stsq_learn.single_location_theory.swapped_point`: its
+        ``risk``, ``relative_gap`` to the oracle's and products).
     softmax : dict
         Softmax attention trained online: its steps, batch losses, test MSE
         and final cosines with ``k*`` and ``v*``.
@@ -89,10 +96,37 @@ class SingleLocationResult:
         ]
         return float(np.mean(hits)) if hits else float("nan")
 
+    def ended_at(self, init, schedule, endpoint):
+        """Fraction of the runs of ``(init, schedule)`` that ended at ``endpoint``.
+
+        Parameters
+        ----------
+        init : str
+            The start of the runs (one of ``INITS``).
+        schedule : str
+            Their temperature schedule (one of ``SCHEDULES``).
+        endpoint : {"oracle", "swapped", "other"}
+            Where they ended (see ``runs``).
+
+        Returns
+        -------
+        float
+            The fraction, in [0, 1].
+        """
+        hits = [
+            r["final"]["endpoint"] == endpoint
+            for r in self.runs
+            if (r["init"], r["schedule"]) == (init, schedule)
+        ]
+        return float(np.mean(hits)) if hits else float("nan")
+
     def to_dict(self):
         """JSON-ready dict of everything."""
         out = dataclass_dict(self)
         out["reached"] = {f"{i}/{s}": self.reached(i, s) for i in INITS for s in SCHEDULES}
+        out["swapped"] = {
+            f"{i}/{s}": self.ended_at(i, s, "swapped") for i in INITS for s in SCHEDULES
+        }
         return jsonable(out)
 
     def plot(self, axes=None):
@@ -157,10 +191,10 @@ def _run(task, model, record_every, constants, wall):
         "v.v*": v @ v_star,
         "k.v": k @ v,
     }
-    reached = bool(
-        abs(gap) <= constants["rtol"]
-        and min(abs(products["k.k*"]), abs(products["v.v*"])) >= constants["alignment"]
-    )
+    aligned = min(abs(products["k.k*"]), abs(products["v.v*"])) >= constants["alignment"]
+    reached = bool(abs(gap) <= constants["rtol"] and aligned)
+    swapped = abs(products["k.v*"]) >= constants["alignment"]
+    endpoint = "oracle" if aligned else "swapped" if swapped else "other"
     return {
         "steps": idx.tolist(),
         "risk": model.loss_curve_[idx].tolist(),
@@ -173,9 +207,19 @@ def _run(task, model, record_every, constants, wall):
             "lambda": float(model.lambda_curve_[-1]),
             **products,
             "reached": reached,
+            "endpoint": endpoint,
             "seconds": wall,
         },
     }
+
+
+def _swapped(task, final_lambda):
+    """The swapped stationary point at each schedule's final temperature (computed once each)."""
+    points = {}
+    for lam in set(final_lambda.values()):
+        point = swapped_point(task, lam)
+        points[lam] = {k: point[k] for k in ("risk", "relative_gap", "k.v*", "v.k*", "converged")}
+    return {s: points[final_lambda[s]] for s in SCHEDULES}
 
 
 def single_location(
@@ -301,6 +345,7 @@ def single_location(
         "bayes": bayes,
         "bayes_se": bayes_se,
         "oracle": {s: oracle_risk(task, final_lambda[s]) for s in SCHEDULES},
+        "swapped": _swapped(task, final_lambda),
     }
     soft = SoftmaxAttentionRegressor(
         learning_rate_init=softmax_learning_rate,
