@@ -233,10 +233,10 @@ def _risk_gradient_batch(K, V, lam, k_star, v_star, constants):
     ]
     risk, g = _risk_and_partials(p, lam[:, None], constants)
     g = g[:, :, 0]
-    grad_k = np.outer(g[0], k_star) + np.outer(g[1], v_star) + g[4][:, None] * V
-    grad_k += 2 * g[5][:, None] * K
-    grad_v = np.outer(g[2], k_star) + np.outer(g[3], v_star) + g[4][:, None] * K
-    grad_v += 2 * g[6][:, None] * V
+    along = g[:4].T.reshape(-1, 2) @ stars.T  # rows: g0 k* + g1 v*, g2 k* + g3 v* per pair
+    cross, twice_k, twice_v = g[4][:, None], 2 * g[5][:, None], 2 * g[6][:, None]
+    grad_k = along[0::2] + cross * V + twice_k * K
+    grad_v = along[1::2] + cross * K + twice_v * V
     return risk[:, 0], grad_k, grad_v, KS[:, 0], VS[:, 1]
 
 
