@@ -297,7 +297,7 @@ def swapped_point(task, lam, learning_rate="auto", max_steps=200_000, tol=1e-9):
     >>> from stsq_learn.single_location_theory import swapped_point
     >>> point = swapped_point(SingleLocationTask(5, 50), 0.1)
     >>> round(point["relative_gap"], 3)   # 11% below the oracle at d = 50, L = 5
-    -0.11
+    -0.111
     """
     k_star, v_star = task.directions
     # v = k* tilted by 1e-3 towards a third direction w: in the plane of k* and v* the
