@@ -228,3 +228,32 @@ def test_at_the_papers_size_the_swapped_point_is_above_the_oracle():
     point = swapped_point(SingleLocationTask(10, 400), 0.1)
     assert point["relative_gap"] == pytest.approx(0.01774, abs=1e-4)
     assert point["v.k*"] == pytest.approx(0.6298, abs=1e-3)  # v only partly along k*
+
+
+# -- the record: headline numbers and provenance ---------------------------------------
+def test_headline_is_flat_and_provenance_names_paper_or_ours():
+    from stsq_learn.tasks.single_location import record
+    from stsq_learn.tasks.single_location.experiment import single_location
+
+    res = single_location(
+        seq_len=5, n_features=20, n_steps=1500, n_seeds=1, lambda_decay=6e-3,
+        n_softmax_steps=5, n_test=200, n_linear=200, progress=False, random_state=0,
+    )  # fmt: skip
+    head = record.headline(res)
+    assert all(isinstance(k, str) and type(v) is float for k, v in head.items())
+    assert {"reached_sphere_decay", "swapped_sphere_decay", "gap_median_manifold_constant"} <= set(
+        head
+    )
+    for init in ("sphere", "manifold"):
+        for schedule in ("decay", "constant"):
+            both = head[f"reached_{init}_{schedule}"] + head[f"swapped_{init}_{schedule}"]
+            assert both == 1.0  # every run of this size ends at one of the two points
+    assert head["reached_manifold_decay"] == 1.0
+    assert head["swapped_gap_constant"] == pytest.approx(-0.025525, abs=1e-5)
+    assert head["oracle_constant"] == pytest.approx(0.26790, abs=1e-5)
+    assert res.to_dict()["swapped"]["manifold/decay"] == 0.0
+    assert record.PROVENANCE and all(
+        v.startswith(("paper: ", "ours: ")) or v == "ours" for v in record.PROVENANCE.values()
+    )
+    assert record.PROVENANCE["gamma"].startswith("paper")
+    assert record.PROVENANCE["update"].startswith("ours")
