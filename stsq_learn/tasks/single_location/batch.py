@@ -41,7 +41,7 @@ from ...engine.memory import check_training_memory
 from .base import _CPU, _Footprint, _Guard, _report, _steps
 from .estimators import ErfAttentionRegressor
 from .task import SingleLocationTask
-from .theory import _risk_gradient_batch, _task_constants
+from .theory import _risk_gradient_stacked, _task_constants
 
 __all__ = ["fit_online_batch", "fit_online_seeds"]
 
@@ -205,11 +205,12 @@ def _train(estimators, task, n_steps):
     constants = _task_constants(task)
     d = task.n_features
     starts = [e._initial(d, check_random_state(e.random_state), task) for e in estimators]
-    K = np.stack([k for k, _ in starts])
-    V = np.stack([v for _, v in starts])
+    W = np.stack([k for k, _ in starts] + [v for _, v in starts])  # keys, then values
     lams = np.stack([_lambdas(e, n_steps) for e in estimators])  # (runs, n_steps + 1)
     lam_steps = np.ascontiguousarray(lams[:, :n_steps].T)  # (n_steps, runs)
-    lr = np.array([float(e.learning_rate_init) for e in estimators])[:, None]
+    lr = np.array([float(e.learning_rate_init) for e in estimators])
+    lr2 = np.concatenate([lr, lr])[:, None]
+    stars = np.stack([k_star, v_star], axis=1)
     losses = np.empty((n_steps, runs))
     aligned = np.empty((n_steps + 1, 2, runs))
     verbose = any(e.verbose for e in estimators)
@@ -218,22 +219,19 @@ def _train(estimators, task, n_steps):
     try:
         with np.errstate(over="ignore", invalid="ignore"):
             for t in steps:
-                risk, gk, gv, kk, vv = _risk_gradient_batch(
-                    K, V, lam_steps[t], k_star, v_star, constants
-                )
+                risk, grad, kk, vv = _risk_gradient_stacked(W, lam_steps[t], stars, constants)
                 aligned[t, 0], aligned[t, 1] = kk, vv
                 losses[t] = risk
                 if not np.isfinite(risk).all():
                     bad = int(np.flatnonzero(~np.isfinite(risk))[0])
-                    _Guard(float(lr[bad, 0]), scale)(float(risk[bad]), t)
-                K = K - lr * gk
-                K /= np.linalg.norm(K, axis=1, keepdims=True)
-                V = V - lr * gv
-                V /= np.linalg.norm(V, axis=1, keepdims=True)
+                    _Guard(float(lr[bad]), scale)(float(risk[bad]), t)
+                W = W - lr2 * grad
+                W /= np.sqrt(np.einsum("ij,ij->i", W, W))[:, None]
                 _report(steps, t, n_steps, loss=float(np.median(risk)))
     finally:
         if hasattr(steps, "close"):
             steps.close()
+    K, V = W[:runs], W[runs:]
     aligned[n_steps, 0], aligned[n_steps, 1] = K @ k_star, V @ v_star
     states = []
     for i in range(runs):
