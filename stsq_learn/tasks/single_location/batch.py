@@ -41,7 +41,7 @@ from ...engine.memory import check_training_memory
 from .base import _CPU, _Footprint, _Guard, _report, _steps
 from .estimators import ErfAttentionRegressor
 from .task import SingleLocationTask
-from .theory import _risk_gradient_stacked, _task_constants
+from .theory import _risk_gradient_coords, _task_constants
 
 __all__ = ["fit_online_batch", "fit_online_seeds"]
 
@@ -205,12 +205,15 @@ def _train(estimators, task, n_steps):
     constants = _task_constants(task)
     d = task.n_features
     starts = [e._initial(d, check_random_state(e.random_state), task) for e in estimators]
-    W = np.stack([k for k, _ in starts] + [v for _, v in starts])  # keys, then values
+    # Each run in the orthonormal basis of span(k*, v*, k_0, v_0), where it stays:
+    # m <= 4 coordinates a step instead of d.
+    Q, R = np.linalg.qr(np.stack([np.stack([k_star, v_star, k, v], axis=1) for k, v in starts]))
+    W = np.concatenate([R[:, :, 2], R[:, :, 3]])  # keys, then values, in coordinates
+    stars = np.concatenate([R[:, :, :2], R[:, :, :2]])
     lams = np.stack([_lambdas(e, n_steps) for e in estimators])  # (runs, n_steps + 1)
     lam_steps = np.ascontiguousarray(lams[:, :n_steps].T)  # (n_steps, runs)
     lr = np.array([float(e.learning_rate_init) for e in estimators])
     lr2 = np.concatenate([lr, lr])[:, None]
-    stars = np.stack([k_star, v_star], axis=1)
     losses = np.empty((n_steps, runs))
     aligned = np.empty((n_steps + 1, 2, runs))
     verbose = any(e.verbose for e in estimators)
@@ -219,7 +222,7 @@ def _train(estimators, task, n_steps):
     try:
         with np.errstate(over="ignore", invalid="ignore"):
             for t in steps:
-                risk, grad, kk, vv = _risk_gradient_stacked(W, lam_steps[t], stars, constants)
+                risk, grad, kk, vv = _risk_gradient_coords(W, lam_steps[t], stars, constants)
                 aligned[t, 0], aligned[t, 1] = kk, vv
                 losses[t] = risk
                 if not np.isfinite(risk).all():
@@ -231,7 +234,8 @@ def _train(estimators, task, n_steps):
     finally:
         if hasattr(steps, "close"):
             steps.close()
-    K, V = W[:runs], W[runs:]
+    K = np.einsum("sdi,si->sd", Q, W[:runs])  # back to R^d
+    V = np.einsum("sdi,si->sd", Q, W[runs:])
     aligned[n_steps, 0], aligned[n_steps, 1] = K @ k_star, V @ v_star
     states = []
     for i in range(runs):

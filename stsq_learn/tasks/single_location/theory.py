@@ -310,6 +310,30 @@ def _risk_gradient_stacked(W, lam, stars, constants):
     return risk, grad, WS[:n, 0], WS[n:, 1]
 
 
+def _risk_gradient_coords(W, lam, stars, constants):
+    """:func:`_risk_gradient_stacked` with each row in its own coordinates.
+
+    ``W = [K; V]`` holds ``2n`` rows of ``m`` coordinates, ``stars``
+    ``(2n, m, 2)`` the coordinates of ``k*`` and ``v*`` in each row's
+    orthonormal basis (rows ``i`` and ``n + i`` share one). Projected
+    gradient descent never leaves the span of ``k*``, ``v*`` and the start
+    (every gradient lies in the span of ``k*``, ``v*``, ``k`` and ``v``), so
+    ``m = 4`` coordinates carry a run exactly, whatever d.
+    """
+    n = len(W) // 2
+    WS = np.einsum("si,sij->sj", W, stars)
+    sq = np.einsum("ij,ij->i", W, W)
+    c = np.einsum("ij,ij->i", W[:n], W[n:])
+    p = [WS[:n, 0], WS[:n, 1], WS[n:, 0], WS[n:, 1], c, sq[:n], sq[n:]]
+    risk, g = _risk_and_partials_batch(p, lam, constants)
+    coef = np.concatenate([g[:2].T, g[2:4].T])
+    swapped = np.concatenate([W[n:], W[:n]])
+    cross = np.concatenate([g[4], g[4]])[:, None]
+    twice = 2 * np.concatenate([g[5], g[6]])[:, None]
+    grad = np.einsum("sij,sj->si", stars, coef) + cross * swapped + twice * W
+    return risk, grad, WS[:n, 0], WS[n:, 1]
+
+
 def oracle_risk(task, lam):
     """Population risk of the erf predictor at ``(k*, v*)`` and temperature ``lam``.
 
