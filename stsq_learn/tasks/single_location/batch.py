@@ -5,9 +5,13 @@ seeds, :func:`fit_online_batch` any list of them (each its own start,
 temperature schedule and step size), on the population risk of one law
 (``solver="pgd"``, the theorem's setting). The runs advance together: every
 step is one set of NumPy calls on arrays with a leading run axis (the
-risk's quadrature over ``runs x 160`` nodes, the gradients ``runs x d``),
-where fitting them one after another makes the same ~100 small calls once
-per run. Each fitted estimator is the one ``est.fit_online(task, n_steps)``
+risk's quadrature over ``runs x 160`` nodes), where fitting them one after
+another makes the same ~100 small calls once per run. Each run steps in
+the coordinates of the orthonormal basis of ``k*``, ``v*`` and its start
+(every gradient lies in the span of ``k*``, ``v*``, ``k`` and ``v``, so
+projected gradient descent never leaves that 4-dimensional span): a step
+costs the same at any d, and ``k_`` and ``v_`` are mapped back to ``R^d``
+at the end. Each fitted estimator is the one ``est.fit_online(task, n_steps)``
 gives, up to float rounding (the sums run in another order: the vectors
 agree to about 1e-12, the curves to the same relative precision), with
 the same checks: hyperparameters, divergence, memory, and a failed call

@@ -6,7 +6,11 @@ sphere and from their manifold, under the decaying temperature
 ``lambda_0 / (1 + c t)`` and a constant one; beside it the oracle
 ``(k*, v*)`` at the final temperature, the best linear predictor (closed
 form and fitted), the Bayes risk (Monte Carlo) and softmax attention with
-one learned query trained online on the same law.
+one learned query trained online on the same law. All the erf runs (starts
+x schedules x seeds) are fitted in one batched computation
+(:func:`~stsq_learn.tasks.single_location.batch.fit_online_batch`), and each
+run's endpoint is classified: the oracle, the swapped point
+(:func:`~stsq_learn.single_location_theory.swapped_point`) or neither.
 """
 
 from __future__ import annotations
