@@ -1,4 +1,4 @@
-"""Single-location regression: projected gradient descent reaches the oracle; linear fails.
+"""Single-location regression: where projected GD ends (oracle or swapped point); linear fails.
 
 The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025) trained by
 projected gradient descent on its population risk (in closed form), from the
