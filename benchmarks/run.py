@@ -24,6 +24,9 @@ The entries (``--only`` picks some, repeatable):
   at the large-width recipe against the floor, and the forward law of both;
 * ``defaults``: the defaults' error against the floor as the width grows,
   with ``fit`` and ``fit_online``, and their time against 0.3.0's defaults;
+* ``single_location``: projected GD on single-location regression over 1
+  and 10 seeds, batched and one after another, against the authors' update
+  vmapped in JAX (skipped without jax and quadax);
 * ``gpu``: online throughput on CUDA with both samplers (skipped without it);
 * ``distributed``: a grid search on 1 and 2 dask workers (skipped without
   the ``distributed`` extra).
@@ -68,6 +71,7 @@ ENTRIES = [
     "parity",
     "defaults",
     "averaging",
+    "single_location",
     "gpu",
     "distributed",
 ]

@@ -62,6 +62,7 @@ def test_registry_and_configs(bench):
         "parity",
         "defaults",
         "averaging",
+        "single_location",
         "gpu",
         "distributed",
     ]
@@ -531,3 +532,19 @@ def test_timing_entries_print_no_worse_than_no_model_warnings(bench, monkeypatch
     assert not [m for m in messages if "worse than no model" in m]
     with pytest.warns(UserWarning, match="worse than no model"):  # and only in there
         warnings.warn("the model is worse than no model.", UserWarning, stacklevel=2)
+
+
+def test_single_location_entry_times_ours_and_skips_jax_cleanly(bench, monkeypatch):
+    module = bench.run.load("single_location")
+    monkeypatch.delenv("STSQ_BENCH_JAX_PYTHON", raising=False)
+    monkeypatch.setattr(module.peer, "available", lambda: "no jax here")
+    cfg = bench.harness.merge_config(
+        module, overrides=dict(n_features=8, seq_len=3, n_steps=3, seeds=(1, 2), repeats=1)
+    )
+    rec = module.run(cfg, bench.harness.Context(log=lambda m: None))
+    assert rec["jax_skipped"].startswith("no jax here; set jax_python")
+    for n_seeds in ("1", "2"):
+        runners = rec["per_seeds"][n_seeds]["runners"]
+        assert set(runners) == {"ours batched", "ours one by one"}
+        assert runners["ours batched"]["seconds_per_step"] > 0
+    assert ("jax vmap", f"skipped: {rec['jax_skipped']}") in module.table(rec)

@@ -1,6 +1,8 @@
 """Single-location regression (Marion, Berthier, Biau, Boyer): its home.
 
 - :mod:`.base`
+- :mod:`.batch` (several erf-predictor fits in one batched computation:
+  ``fit_online_batch``, ``fit_online_seeds``)
 - :mod:`.estimators`
 - :mod:`.experiment`
 - :mod:`.record`

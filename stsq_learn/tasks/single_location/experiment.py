@@ -1,4 +1,4 @@
-"""Single-location regression: projected gradient descent reaches the oracle; linear fails.
+"""Single-location regression: where projected GD ends (oracle or swapped point); linear fails.
 
 The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025) trained by
 projected gradient descent on its population risk (in closed form), from the
@@ -6,7 +6,11 @@ sphere and from their manifold, under the decaying temperature
 ``lambda_0 / (1 + c t)`` and a constant one; beside it the oracle
 ``(k*, v*)`` at the final temperature, the best linear predictor (closed
 form and fitted), the Bayes risk (Monte Carlo) and softmax attention with
-one learned query trained online on the same law.
+one learned query trained online on the same law. All the erf runs (starts
+x schedules x seeds) are fitted in one batched computation
+(:func:`~stsq_learn.tasks.single_location.batch.fit_online_batch`), and each
+run's endpoint is classified: the oracle, the swapped point
+(:func:`~stsq_learn.single_location_theory.swapped_point`) or neither.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import numpy as np
 from sklearn.linear_model import LinearRegression
 
 from ..._validation import check_positive_int
-from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes, progress_bar
+from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes
 from .. import SingleLocationTask
+from .batch import fit_online_batch
 from .estimators import ErfAttentionRegressor, SoftmaxAttentionRegressor
-from .theory import bayes_risk, linear_risk, oracle_risk
+from .theory import bayes_risk, linear_risk, oracle_risk, swapped_point
 
 INITS = ("sphere", "manifold")
 SCHEDULES = ("decay", "constant")
@@ -42,12 +47,19 @@ class SingleLocationResult:
         and ``value_alignment`` at those steps (before the step), and
         ``final``: the last risk, the oracle risk at the last temperature,
         their relative gap, the five inner products at the end, whether the
-        run reached the oracle and its wall time.
+        run reached the oracle, its ``endpoint`` (``"oracle"``: ``(k*, v*)``
+        up to sign; ``"swapped"``: the key on the value direction,
+        ``|<k, v*>| >= alignment``; ``"other"``) and its share of the
+        batched fit's wall time (every run is fitted in one batch).
     baselines : dict
         ``linear`` (closed form), ``linear_fitted`` (a
         :class:`~sklearn.linear_model.LinearRegression` on flattened rows,
         test MSE), ``zero`` (the predictor 0), ``bayes`` and ``bayes_se``
-        (Monte Carlo), ``oracle`` per schedule (at its final temperature).
+        (Monte Carlo), ``oracle`` per schedule (at its final temperature),
+        ``swapped`` per schedule: the stationary point near
+        ``(k, v) = (v*, k*)`` at the final temperature
+        (:func:`~stsq_learn.single_location_theory.swapped_point`: its
+        ``risk``, ``relative_gap`` to the oracle's and products).
     softmax : dict
         Softmax attention trained online: its steps, batch losses, test MSE
         and final cosines with ``k*`` and ``v*``.
@@ -88,10 +100,37 @@ class SingleLocationResult:
         ]
         return float(np.mean(hits)) if hits else float("nan")
 
+    def ended_at(self, init, schedule, endpoint):
+        """Fraction of the runs of ``(init, schedule)`` that ended at ``endpoint``.
+
+        Parameters
+        ----------
+        init : str
+            The start of the runs (one of ``INITS``).
+        schedule : str
+            Their temperature schedule (one of ``SCHEDULES``).
+        endpoint : {"oracle", "swapped", "other"}
+            Where they ended (see ``runs``).
+
+        Returns
+        -------
+        float
+            The fraction, in [0, 1].
+        """
+        hits = [
+            r["final"]["endpoint"] == endpoint
+            for r in self.runs
+            if (r["init"], r["schedule"]) == (init, schedule)
+        ]
+        return float(np.mean(hits)) if hits else float("nan")
+
     def to_dict(self):
         """JSON-ready dict of everything."""
         out = dataclass_dict(self)
         out["reached"] = {f"{i}/{s}": self.reached(i, s) for i in INITS for s in SCHEDULES}
+        out["swapped"] = {
+            f"{i}/{s}": self.ended_at(i, s, "swapped") for i in INITS for s in SCHEDULES
+        }
         return jsonable(out)
 
     def plot(self, axes=None):
@@ -142,10 +181,7 @@ class SingleLocationResult:
         return fig
 
 
-def _run(task, estimator, record_every, constants):
-    start = time.perf_counter()
-    model = estimator.fit_online(task)
-    wall = time.perf_counter() - start
+def _run(task, model, record_every, constants, wall):
     k_star, v_star = task.directions
     idx = np.unique(np.r_[np.arange(0, model.n_iter_, record_every), model.n_iter_ - 1])
     final_risk = float(model.loss_curve_[-1])
@@ -159,10 +195,10 @@ def _run(task, estimator, record_every, constants):
         "v.v*": v @ v_star,
         "k.v": k @ v,
     }
-    reached = bool(
-        abs(gap) <= constants["rtol"]
-        and min(abs(products["k.k*"]), abs(products["v.v*"])) >= constants["alignment"]
-    )
+    aligned = min(abs(products["k.k*"]), abs(products["v.v*"])) >= constants["alignment"]
+    reached = bool(abs(gap) <= constants["rtol"] and aligned)
+    swapped = abs(products["k.v*"]) >= constants["alignment"]
+    endpoint = "oracle" if aligned else "swapped" if swapped else "other"
     return {
         "steps": idx.tolist(),
         "risk": model.loss_curve_[idx].tolist(),
@@ -175,9 +211,19 @@ def _run(task, estimator, record_every, constants):
             "lambda": float(model.lambda_curve_[-1]),
             **products,
             "reached": reached,
+            "endpoint": endpoint,
             "seconds": wall,
         },
     }
+
+
+def _swapped(task, final_lambda):
+    """The swapped stationary point at each schedule's final temperature (computed once each)."""
+    points = {}
+    for lam in set(final_lambda.values()):
+        point = swapped_point(task, lam)
+        points[lam] = {k: point[k] for k in ("risk", "relative_gap", "k.v*", "v.k*", "converged")}
+    return {s: points[final_lambda[s]] for s in SCHEDULES}
 
 
 def single_location(
@@ -257,26 +303,33 @@ def single_location(
         check_positive_int(value, name)
     task = SingleLocationTask(seq_len, n_features, gamma=gamma, noise=noise)
     constants = {"rtol": rtol, "alignment": alignment}
-    runs = []
-    bar = progress_bar(len(INITS) * len(SCHEDULES) * n_seeds, "single_location", enabled=progress)
+    keys, models = [], []
     for init in INITS:
         for schedule in SCHEDULES:
             for seed in range(n_seeds):
                 lam = lambda_init if schedule == "decay" else constant_lambda
-                est = ErfAttentionRegressor(
-                    solver="pgd",
-                    lambda_init=lam,
-                    lambda_schedule=schedule,
-                    lambda_decay=lambda_decay,
-                    init=init,
-                    learning_rate_init=learning_rate,
-                    max_iter=n_steps,
-                    random_state=derived_seed(random_state, seed),
+                keys.append({"init": init, "schedule": schedule, "seed": seed})
+                models.append(
+                    ErfAttentionRegressor(
+                        solver="pgd",
+                        lambda_init=lam,
+                        lambda_schedule=schedule,
+                        lambda_decay=lambda_decay,
+                        init=init,
+                        learning_rate_init=learning_rate,
+                        max_iter=n_steps,
+                        random_state=derived_seed(random_state, seed),
+                        verbose=int(bool(progress)),
+                    )
                 )
-                run = _run(task, est, record_every, constants)
-                runs.append({"init": init, "schedule": schedule, "seed": seed, **run})
-                bar.update()
-    bar.close()
+    # Every run (starts x schedules x seeds) in one batched computation.
+    start = time.perf_counter()
+    fit_online_batch(models, task)
+    wall = (time.perf_counter() - start) / len(models)
+    runs = [
+        {**key, **_run(task, model, record_every, constants, wall)}
+        for key, model in zip(keys, models)
+    ]
     final_lambda = {
         "decay": lambda_init / (1 + lambda_decay * (n_steps - 1)),
         "constant": constant_lambda,
@@ -296,6 +349,7 @@ def single_location(
         "bayes": bayes,
         "bayes_se": bayes_se,
         "oracle": {s: oracle_risk(task, final_lambda[s]) for s in SCHEDULES},
+        "swapped": _swapped(task, final_lambda),
     }
     soft = SoftmaxAttentionRegressor(
         learning_rate_init=softmax_learning_rate,

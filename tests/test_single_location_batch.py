@@ -1,0 +1,259 @@
+"""Single-location regression: several erf-predictor runs in one batched computation."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from stsq_learn import ErfAttentionRegressor, SingleLocationTask, SoftmaxAttentionRegressor
+from stsq_learn.tasks.single_location.batch import fit_online_batch, fit_online_seeds
+from stsq_learn.tasks.single_location.theory import (
+    _risk_gradient,
+    _risk_gradient_batch,
+    _task_constants,
+)
+
+TASK = SingleLocationTask(seq_len=5, n_features=20)
+SETTINGS = dict(learning_rate_init=0.02, lambda_decay=3e-3, max_iter=150)
+
+
+def _grid(seeds=(0, 1)):
+    return [
+        ErfAttentionRegressor(
+            init=init,
+            lambda_schedule=schedule,
+            lambda_init=1.0 if schedule == "decay" else 0.1,
+            random_state=seed,
+            **SETTINGS,
+        )
+        for init in ("sphere", "manifold")
+        for schedule in ("decay", "constant")
+        for seed in seeds
+    ]
+
+
+def _quiet(fn, *args):
+    with warnings.catch_warnings():  # short runs: "worse than no model" is expected
+        warnings.simplefilter("ignore", UserWarning)
+        return fn(*args)
+
+
+def _assert_same_fit(one, batched):
+    np.testing.assert_allclose(batched.k_, one.k_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(batched.v_, one.v_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(batched.loss_curve_, one.loss_curve_, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(batched.alignment_curve_, one.alignment_curve_, atol=1e-12)
+    np.testing.assert_array_equal(batched.lambda_curve_, one.lambda_curve_)
+    assert batched.lambda_ == one.lambda_ and batched.n_iter_ == one.n_iter_
+    assert batched.task_ == one.task_ and batched.seq_len_ == one.seq_len_
+
+
+def test_batched_runs_match_separate_fits_for_every_start_and_schedule():
+    separate = [_quiet(clone(e).fit_online, TASK) for e in _grid()]
+    batched = _quiet(fit_online_batch, [clone(e) for e in _grid()], TASK)
+    assert len(batched) == 8
+    for one, many in zip(separate, batched):
+        _assert_same_fit(one, many)
+    # the runs differ from each other: each kept its own start and schedule
+    assert len({round(float(m.k_[0]), 12) for m in batched}) == 8
+
+
+def test_fit_online_seeds_clones_the_estimator_per_seed_and_leaves_it_unfitted():
+    est = ErfAttentionRegressor(**SETTINGS)
+    models = _quiet(fit_online_seeds, est, TASK, [3, 5, 11])
+    assert [m.random_state for m in models] == [3, 5, 11]
+    assert not hasattr(est, "k_") and all(m is not est for m in models)
+    for seed, model in zip([3, 5, 11], models):
+        one = _quiet(clone(est).set_params(random_state=seed).fit_online, TASK)
+        _assert_same_fit(one, model)
+
+
+def test_single_fit_numbers_are_those_of_0_5():
+    # The batched path leaves fit_online's own loop alone: the numbers of 0.5, to the bit.
+    model = _quiet(
+        ErfAttentionRegressor(random_state=7, **(SETTINGS | {"max_iter": 200})).fit_online, TASK
+    )
+    assert float(model.k_[0]) == 0.4397732949497969
+    assert float(model.v_[3]) == 0.07750813846700902
+    assert float(model.loss_curve_[-1]) == 1.3224669862258773
+    assert float(model.alignment_curve_[-1, 0]) == 0.4203574785806883
+    # one run "batched" is fit_online itself
+    (alone,) = _quiet(
+        fit_online_seeds, ErfAttentionRegressor(**(SETTINGS | {"max_iter": 200})), TASK, [7]
+    )
+    np.testing.assert_array_equal(alone.k_, model.k_)
+
+
+@pytest.mark.parametrize("n_steps", [1, 7])
+def test_explicit_n_steps_and_different_max_iter(n_steps):
+    ests = [ErfAttentionRegressor(max_iter=m, random_state=i) for i, m in enumerate((10, 20))]
+    with pytest.raises(ValueError, match=r"these differ \(\[10, 20\]\).*give n_steps"):
+        fit_online_batch(ests, TASK)
+    _quiet(fit_online_batch, ests, TASK, n_steps)
+    assert [e.n_iter_ for e in ests] == [n_steps, n_steps]
+    assert ests[0].loss_curve_.shape == (n_steps,) and ests[0].alignment_curve_.shape == (
+        n_steps + 1,
+        2,
+    )
+
+
+def test_a_shared_random_state_is_drawn_from_in_list_order():
+    def models():
+        rng = np.random.RandomState(42)
+        return [ErfAttentionRegressor(random_state=rng, **SETTINGS) for _ in range(3)]
+
+    separate = [_quiet(m.fit_online, TASK) for m in models()]
+    batched = _quiet(fit_online_batch, models(), TASK)
+    for one, many in zip(separate, batched):
+        _assert_same_fit(one, many)
+
+
+def test_the_batched_gradient_is_the_single_one_row_by_row():
+    rng = np.random.default_rng(0)
+    K, V = rng.standard_normal((2, 6, 20))  # off the sphere, k not orthogonal to v
+    lam = np.linspace(0.05, 2.0, 6)
+    k_star, v_star = TASK.directions
+    risk, gk, gv, kk, vv = _risk_gradient_batch(K, V, lam, k_star, v_star, _task_constants(TASK))
+    for i in range(6):
+        r1, gk1, gv1 = _risk_gradient(K[i], V[i], lam[i], k_star, v_star, _task_constants(TASK))
+        assert risk[i] == pytest.approx(r1, rel=1e-13)
+        np.testing.assert_allclose(gk[i], gk1, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(gv[i], gv1, rtol=1e-12, atol=1e-13)
+        assert kk[i] == pytest.approx(K[i] @ k_star, abs=1e-14)
+        assert vv[i] == pytest.approx(V[i] @ v_star, abs=1e-14)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: fit_online_batch([], TASK), ValueError, "estimators is empty"),
+        (lambda: fit_online_batch("abc", TASK), TypeError, "must be a list of Erf"),
+        (
+            lambda: fit_online_batch([ErfAttentionRegressor(), SoftmaxAttentionRegressor()], TASK),
+            TypeError,
+            r"estimators\[1\] must be an ErfAttentionRegressor, got SoftmaxAttentionRegressor",
+        ),
+        (
+            lambda: fit_online_batch([ErfAttentionRegressor(solver="sgd")], TASK),
+            ValueError,
+            r"estimators\[0\] has solver='sgd'",
+        ),
+        (
+            lambda: fit_online_batch([ErfAttentionRegressor(lambda_init=-1.0)], TASK),
+            ValueError,
+            "lambda_init",
+        ),
+        (lambda: fit_online_batch([ErfAttentionRegressor()] * 2, TASK), ValueError, "twice"),
+        (
+            lambda: fit_online_batch([ErfAttentionRegressor()], "task"),
+            TypeError,
+            "task must be a SingleLocationTask, got str",
+        ),
+        (
+            lambda: fit_online_batch([ErfAttentionRegressor()], TASK, n_steps=0),
+            ValueError,
+            "n_steps",
+        ),
+        (
+            lambda: fit_online_seeds(ErfAttentionRegressor(), TASK, [0, 1.5]),
+            TypeError,
+            r"random_states\[1\] must be an int seed, got 1.5",
+        ),
+        (lambda: fit_online_seeds(ErfAttentionRegressor(), TASK, []), ValueError, "is empty"),
+        (lambda: fit_online_seeds(ErfAttentionRegressor(), TASK, 3), TypeError, "iterable"),
+        (
+            lambda: fit_online_seeds(SoftmaxAttentionRegressor(), TASK, [0]),
+            TypeError,
+            "estimator must be an ErfAttentionRegressor",
+        ),
+    ],
+)
+def test_bad_calls_are_refused_before_any_work(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_a_diverged_run_raises_and_leaves_every_estimator_as_it_was():
+    good = _quiet(ErfAttentionRegressor(random_state=0, **SETTINGS).fit_online, TASK)
+    before = (good.k_.copy(), good.loss_curve_.copy())
+    bad = ErfAttentionRegressor(random_state=1, **(SETTINGS | {"learning_rate_init": 1e6}))
+    fresh = ErfAttentionRegressor(random_state=2, **SETTINGS)
+    with pytest.raises(ValueError, match="learning_rate_init"):
+        _quiet(fit_online_batch, [good, bad, fresh], TASK)
+    np.testing.assert_array_equal(good.k_, before[0])
+    np.testing.assert_array_equal(good.loss_curve_, before[1])
+    assert not hasattr(bad, "k_") and not hasattr(fresh, "k_")
+
+
+# -- what holds at which d: the swapped point ------------------------------------------
+def test_small_d_the_swapped_point_beats_the_oracle_and_sphere_runs_end_there():
+    # d = 20, L = 5, lambda_t = 1 / (1 + 6e-3 t) down to 0.1: the stationary point
+    # k = v*, v = k* has risk 2.55% below the oracle's, and from the sphere seeds 0 and 2
+    # end there (seed 1 at the oracle); from the manifold every seed reaches (k*, v*).
+    from stsq_learn.single_location_theory import oracle_risk, swapped_point
+
+    point = swapped_point(TASK, 0.1, learning_rate=0.05)
+    assert point["converged"] and point["relative_gap"] == pytest.approx(-0.025525, abs=1e-6)
+    assert point["k.v*"] == pytest.approx(1.0) and point["v.k*"] == pytest.approx(1.0)
+    settings = dict(lambda_decay=6e-3, learning_rate_init=0.02, max_iter=1500)
+    models = _quiet(
+        fit_online_batch,
+        [
+            ErfAttentionRegressor(init=init, random_state=seed, **settings)
+            for init in ("sphere", "manifold")
+            for seed in range(3)
+        ],
+        TASK,
+    )
+    k_star, v_star = TASK.directions
+    ends = []
+    for m in models:
+        gap = m.loss_curve_[-1] / oracle_risk(TASK, m.lambda_curve_[-1]) - 1
+        if min(abs(m.k_ @ k_star), abs(m.v_ @ v_star)) > 0.999:
+            ends.append("oracle")
+            assert abs(gap) < 1e-4
+        elif abs(m.k_ @ v_star) > 0.999:
+            ends.append("swapped")
+            assert gap == pytest.approx(point["relative_gap"], abs=1e-4)  # below the oracle
+        else:
+            ends.append("other")
+    assert ends == ["swapped", "oracle", "swapped", "oracle", "oracle", "oracle"]
+
+
+@pytest.mark.slow
+def test_at_the_papers_size_the_swapped_point_is_above_the_oracle():
+    from stsq_learn.single_location_theory import swapped_point
+
+    point = swapped_point(SingleLocationTask(10, 400), 0.1)
+    assert point["relative_gap"] == pytest.approx(0.01774, abs=1e-4)
+    assert point["v.k*"] == pytest.approx(0.6298, abs=1e-3)  # v only partly along k*
+
+
+# -- the record: headline numbers and provenance ---------------------------------------
+def test_headline_is_flat_and_provenance_names_paper_or_ours():
+    from stsq_learn.tasks.single_location import record
+    from stsq_learn.tasks.single_location.experiment import single_location
+
+    res = single_location(
+        seq_len=5, n_features=20, n_steps=1500, n_seeds=1, lambda_decay=6e-3,
+        n_softmax_steps=5, n_test=200, n_linear=200, progress=False, random_state=0,
+    )  # fmt: skip
+    head = record.headline(res)
+    assert all(isinstance(k, str) and type(v) is float for k, v in head.items())
+    assert {"reached_sphere_decay", "swapped_sphere_decay", "gap_median_manifold_constant"} <= set(
+        head
+    )
+    for init in ("sphere", "manifold"):
+        for schedule in ("decay", "constant"):
+            both = head[f"reached_{init}_{schedule}"] + head[f"swapped_{init}_{schedule}"]
+            assert both == 1.0  # every run of this size ends at one of the two points
+    assert head["reached_manifold_decay"] == 1.0
+    assert head["swapped_gap_constant"] == pytest.approx(-0.025525, abs=1e-5)
+    assert head["oracle_constant"] == pytest.approx(0.26790, abs=1e-5)
+    assert res.to_dict()["swapped"]["manifold/decay"] == 0.0
+    assert record.PROVENANCE and all(
+        v.startswith(("paper: ", "ours: ")) or v == "ours" for v in record.PROVENANCE.values()
+    )
+    assert record.PROVENANCE["gamma"].startswith("paper")
+    assert record.PROVENANCE["update"].startswith("ours")
