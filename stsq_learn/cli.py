@@ -450,11 +450,15 @@ def _check_reference_path(path):
     target = os.path.abspath(path)
     if os.path.isdir(target):
         raise ValueError(f"--write-reference {path}: a directory; give a file path (.json).")
-    parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        raise ValueError(f"--write-reference {path}: the directory {parent!r} does not exist.")
-    if not os.access(parent, os.W_OK):
-        raise ValueError(f"--write-reference {path}: the directory {parent!r} is not writable.")
+    # A missing directory is made when the reference is written (as --out's is): the
+    # nearest existing one above it must be a writable directory.
+    ancestor = os.path.dirname(target)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ValueError(f"--write-reference {path}: {ancestor!r} is a file, not a directory.")
+    if not os.access(ancestor, os.W_OK):
+        raise ValueError(f"--write-reference {path}: the directory {ancestor!r} is not writable.")
 
 
 _FIT_N_SELECTED = 3

@@ -332,6 +332,15 @@ def test_non_finite_numbers_match_only_themselves(register, tmp_path):
     assert check_reference(run, ref).mismatches == ["test_level.value"]
 
 
+def test_write_reference_makes_its_directory(register, tmp_path):
+    register(se.LEVEL)
+    results = reproduce("tiny", only="test_level", n_seeds=2, n_jobs=1, progress=False)
+    path = tmp_path / "new" / "deeper" / "ref.json"
+    written = write_reference(results, path)
+    assert json.loads(path.read_text()) == written
+    assert check_reference(results, reference=path).ok
+
+
 def test_tolerance_is_twice_the_spread_or_a_floor():
     assert tolerance({"min": 1.0, "median": 1.1, "max": 1.5}) == 1.0
     assert tolerance({"min": 16.0, "median": 16.0, "max": 16.0}) == 0.8
@@ -392,11 +401,11 @@ def test_cli_check_passes_then_fails_naming_the_number(register, tmp_path, capsy
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["--quick", "--check"], "no reference numbers are shipped for preset 'quick'"),
+        (["--gpu", "--check"], "no reference numbers are shipped for preset 'gpu'"),
         (["--tiny", "--seeds", "0"], "--seeds must be a positive integer or None, got 0."),
         (["--tiny", "--jobs", "-3"], "--jobs must be a positive integer, -1"),
         (["--tiny", "--seed", "4294967295", "--seeds", "2"], "--seeds=2 from --seed=4294967295"),
-        (["--tiny", "--write-reference", "/nonexistent-dir/ref.json"], "does not exist"),
+        (["--tiny", "--write-reference", "/dev/null/ref.json"], "'/dev/null' is a file"),
     ],
 )
 def test_cli_refuses_bad_check_options_before_any_work(monkeypatch, capsys, argv, fragment):

@@ -274,6 +274,7 @@ def write_reference(
         "experiments": experiments,
     }
     if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(reference, indent=2) + "\n")
     return reference
 

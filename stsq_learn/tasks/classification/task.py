@@ -23,19 +23,19 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_parameter_constraints
 
-from ..._validation import as_real_array, check_positive_int, finite_floats
-from ..task import Task
+from ..._validation import as_real_array, check_positive_int
+from .._token_rows import TokenRowsTask, check_law_seed
+from .._token_rows import as_tokens as _as_tokens
 
 __all__ = ["SparseTokenClassificationTask", "make_sparse_token_classification"]
 
-_SHAPE = "(n_samples, seq_len, n_features)"
+_TITLE = "sparse-token classification"
 
 
 def as_tokens(X, name="X"):
-    """``X`` as a 3-D non-empty array of finite floats (the input itself when it is one).
+    """``X`` as rows of sparse-token classification: 3-D, non-empty, finite floats.
 
     Parameters
     ----------
@@ -49,15 +49,7 @@ def as_tokens(X, name="X"):
     ndarray
         A real array (the input when it already is one).
     """
-    arr = as_real_array(X, name, f"{_SHAPE} for {name}")
-    if arr.ndim != 3:
-        raise ValueError(
-            f"{name} must be 3-D, {_SHAPE}, for sparse-token classification, got an array "
-            f"of shape {arr.shape}."
-        )
-    if 0 in arr.shape:
-        raise ValueError(f"{name} is empty: shape {arr.shape}; need a row, a token, a feature.")
-    return finite_floats(arr, name)
+    return _as_tokens(X, name, _TITLE)
 
 
 def _as_labels(y, n):
@@ -81,16 +73,6 @@ def _as_labels(y, n):
     return arr.astype(np.float64)
 
 
-def _check_law_seed(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int (it names the law: the seed of xi), got {value!r}.")
-    if not 0 <= value <= 2**32 - 1:
-        raise ValueError(
-            f"{name} must be an int in [0, 2**32 - 1] (the seed of xi), got {value!r}."
-        )
-    return int(value)
-
-
 def _check_real(value, name, low, high, *, closed):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}.")
@@ -106,7 +88,7 @@ def _check_real(value, name, low, high, *, closed):
 
 
 @dataclass(frozen=True)
-class SparseTokenClassificationTask(Task):
+class SparseTokenClassificationTask(TokenRowsTask):
     """The law of sparse-token classification with Gaussian tokens.
 
     A positive row (label 1, probability ``positive_fraction``) is
@@ -166,6 +148,8 @@ class SparseTokenClassificationTask(Task):
     random_state: int = 0
 
     name = "classification"
+    title = _TITLE
+    unmarked = "sparse-token rows do not mark their informative tokens"
     fitted_keys = ()
     targets_1d = True
 
@@ -191,7 +175,7 @@ class SparseTokenClassificationTask(Task):
             _check_real(self.positive_fraction, "positive_fraction", 0, 1, closed=(False, False)),
         )
         object.__setattr__(
-            self, "random_state", _check_law_seed(self.random_state, "random_state of a task")
+            self, "random_state", check_law_seed(self.random_state, "random_state of a task", "xi")
         )
 
     # -- the law's constants ---------------------------------------------------------
@@ -244,44 +228,6 @@ class SparseTokenClassificationTask(Task):
         y = _as_labels(y, n)
         return cls(L, d), X, y
 
-    def check_rows(self, X, owner="the model"):
-        """Check rows for ``predict``: 3-D, finite, of ``n_features`` features, any length.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens.
-        owner : str, default="the model"
-            What was fitted, for the messages.
-
-        Returns
-        -------
-        X : ndarray
-            A real array.
-        """
-        X = as_tokens(X)
-        if X.shape[2] != self.n_features:
-            raise ValueError(
-                f"X has {X.shape[2]} token features per token, but {owner} was fitted with "
-                f"n_features={self.n_features}."
-            )
-        return X
-
-    def output_shape(self, n_samples, seq_len):
-        """``(n_samples,)``: one label per row.
-
-        Parameters
-        ----------
-        n_samples, seq_len : int
-            Rows and their length.
-
-        Returns
-        -------
-        tuple of int
-            The shape of the labels.
-        """
-        return (n_samples,)
-
     def check_targets(self, y, X):
         """``y`` as floats 0.0/1.0 of shape ``(len(X),)``, as :meth:`from_data` reads it.
 
@@ -298,25 +244,6 @@ class SparseTokenClassificationTask(Task):
             As floats.
         """
         return _as_labels(y, len(X))
-
-    def units(self, y, sample_weight=None):
-        """One output unit per row (the 1-D labels as a column).
-
-        Parameters
-        ----------
-        y : ndarray of shape (n_samples,)
-            Labels or predictions.
-        sample_weight : array-like of shape (n_samples,) or None
-            Row weights.
-
-        Returns
-        -------
-        units : ndarray of shape (n_samples, 1)
-            The labels as a column.
-        weights : ndarray of shape (n_samples,) or None
-            The row weights.
-        """
-        return super().units(np.reshape(y, (-1, 1)), sample_weight)
 
     def score(self, y, y_pred, sample_weight=None):
         """Accuracy of ``y_pred`` (a prediction above 1/2 reads as label 1).
@@ -342,46 +269,6 @@ class SparseTokenClassificationTask(Task):
         return float(accuracy_score(y_units[:, 0], pred[:, 0], sample_weight=w))
 
     # -- the length shift -----------------------------------------------------------
-    def shift(self, X, y, seq_len, random_state=None):
-        """Lengthen rows with fresh noise tokens, keeping every label (the length shift).
-
-        The new tokens are standard Gaussian (the law of a noise token),
-        inserted at uniformly random places; the original tokens keep their
-        order, so a positive row keeps its informative tokens (now ``R`` of
-        ``seq_len``: the signal is sparser) and its label. A row cannot be
-        shortened: which tokens are informative is not written in it.
-
-        Parameters
-        ----------
-        X : ndarray of shape (n_samples, L, n_features)
-            Rows of this task.
-        y : ndarray of shape (n_samples,)
-            Their labels.
-        seq_len : int
-            The new length, at least the rows' length.
-        random_state : int, RandomState instance or None, default=None
-            Seed of the new tokens and places.
-
-        Returns
-        -------
-        X_shifted : ndarray of shape (n_samples, seq_len, n_features)
-            The lengthened rows (a new array).
-        y : ndarray of shape (n_samples,)
-            ``y`` itself.
-        """
-        seq_len = check_positive_int(seq_len, "seq_len")
-        X = as_tokens(X)
-        n, L, d = X.shape
-        if seq_len < L:
-            raise ValueError(
-                f"seq_len={seq_len} is shorter than the rows' length {L}: sparse-token rows do "
-                "not mark their informative tokens, so no token can be dropped."
-            )
-        rng = check_random_state(random_state)
-        keep = np.sort(rng.random_sample((n, seq_len)).argsort(axis=1)[:, :L], axis=1)
-        out = rng.standard_normal((n, seq_len, d)).astype(X.dtype, copy=False)
-        out[np.arange(n)[:, None], keep] = X
-        return out, y
 
 
 def make_sparse_token_classification(
@@ -440,7 +327,7 @@ def make_sparse_token_classification(
     >>> X.shape, y.shape
     ((200, 16, 8), (200,))
     """
-    task_seed = _check_law_seed(task_seed, "task_seed")
+    task_seed = check_law_seed(task_seed, "task_seed", "xi")
     validate_parameter_constraints(
         {"random_state": ["random_state"]},
         {"random_state": random_state},

@@ -17,29 +17,14 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_parameter_constraints
 
-from ..._validation import as_real_array, check_positive_int, finite_floats, finite_targets
-from ..task import Task
+from ..._validation import as_real_array, finite_targets
+from .._token_rows import TokenRowsTask, as_tokens, check_law_seed
 
 __all__ = ["SingleLocationTask", "make_single_location"]
 
-_SHAPE = "(n_samples, seq_len, n_features)"
 _GAMMA = float(np.sqrt(0.5))  # the paper's gamma^2 = 1/2
-
-
-def _as_tokens(X, name="X"):
-    """``X`` as a 3-D non-empty array of finite floats."""
-    arr = as_real_array(X, name, f"{_SHAPE} for {name}")
-    if arr.ndim != 3:
-        raise ValueError(
-            f"{name} must be 3-D, {_SHAPE}, for single-location regression, got an array "
-            f"of shape {arr.shape}."
-        )
-    if 0 in arr.shape:
-        raise ValueError(f"{name} is empty: shape {arr.shape}; need a row, a token, a feature.")
-    return finite_floats(arr, name)
 
 
 def _as_targets(y, n):
@@ -55,19 +40,6 @@ def _as_targets(y, n):
     return finite_targets(arr, "y")
 
 
-def _check_law_seed(value, name):
-    """A seed of the directions: an int in [0, 2**32 - 1] (it names the law)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{name} must be an int (it names the law: the seed of k* and v*), got {value!r}."
-        )
-    if not 0 <= value <= 2**32 - 1:
-        raise ValueError(
-            f"{name} must be an int in [0, 2**32 - 1] (the seed of k* and v*), got {value!r}."
-        )
-    return int(value)
-
-
 def _check_scale(value, name, *, positive):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}.")
@@ -79,7 +51,7 @@ def _check_scale(value, name, *, positive):
 
 
 @dataclass(frozen=True)
-class SingleLocationTask(Task):
+class SingleLocationTask(TokenRowsTask):
     """The law of single-location regression with Gaussian tokens.
 
     The relevant position ``J0`` is uniform among the ``seq_len`` positions
@@ -132,6 +104,8 @@ class SingleLocationTask(Task):
     random_state: int = 0
 
     name = "single_location"
+    title = "single-location regression"
+    unmarked = "single-location rows do not mark their relevant token"
     fitted_keys = ()
     targets_1d = True
 
@@ -157,9 +131,8 @@ class SingleLocationTask(Task):
                     f"position must be in [0, seq_len={self.seq_len}), got {self.position!r}."
                 )
             object.__setattr__(self, "position", int(self.position))
-        object.__setattr__(
-            self, "random_state", _check_law_seed(self.random_state, "random_state of a task")
-        )
+        seed = check_law_seed(self.random_state, "random_state of a task", "k* and v*")
+        object.__setattr__(self, "random_state", seed)
 
     # -- the law's constants ---------------------------------------------------------
     @property
@@ -223,50 +196,12 @@ class SingleLocationTask(Task):
         X, y : ndarray
             As floating arrays.
         """
-        X = _as_tokens(X)
+        X = as_tokens(X, title=cls.title)
         n, L, d = X.shape
         y = _as_targets(y, n)
         if d < 2:
             raise ValueError(f"X has {d} feature(s) per token; single-location needs >= 2.")
         return cls(L, d), X, y
-
-    def check_rows(self, X, owner="the model"):
-        """Check rows for ``predict``: 3-D, finite, of ``n_features`` features, any length.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens.
-        owner : str, default="the model"
-            What was fitted, for the messages.
-
-        Returns
-        -------
-        X : ndarray
-            As a floating array.
-        """
-        X = _as_tokens(X)
-        if X.shape[2] != self.n_features:
-            raise ValueError(
-                f"X has {X.shape[2]} token features per token, but {owner} was fitted with "
-                f"n_features={self.n_features}."
-            )
-        return X
-
-    def output_shape(self, n_samples, seq_len):
-        """``(n_samples,)``: one number per row.
-
-        Parameters
-        ----------
-        n_samples, seq_len : int
-            Rows and their length.
-
-        Returns
-        -------
-        tuple of int
-            The shape of the targets.
-        """
-        return (n_samples,)
 
     def check_targets(self, y, X):
         """``y`` as finite floats of shape ``(len(X),)``, as :meth:`from_data` reads it.
@@ -285,65 +220,7 @@ class SingleLocationTask(Task):
         """
         return _as_targets(y, len(X))
 
-    def units(self, y, sample_weight=None):
-        """One output unit per row (the 1-D targets as a column).
-
-        Parameters
-        ----------
-        y : ndarray of shape (n_samples,)
-            Targets or predictions.
-        sample_weight : array-like of shape (n_samples,) or None
-            Row weights.
-
-        Returns
-        -------
-        units : ndarray of shape (n_samples, 1)
-            The targets as a column.
-        weights : ndarray of shape (n_samples,) or None
-            The row weights.
-        """
-        return super().units(np.reshape(y, (-1, 1)), sample_weight)
-
     # -- the length shift -----------------------------------------------------------
-    def shift(self, X, y, seq_len, random_state=None):
-        """Lengthen rows with fresh noise tokens, keeping every target (the length shift).
-
-        The new tokens are standard Gaussian (the law of a noise token),
-        inserted at uniformly random places; the original tokens keep their
-        order, so the relevant token and the target are unchanged. A row
-        cannot be shortened: which token is relevant is not written in it.
-
-        Parameters
-        ----------
-        X : ndarray of shape (n_samples, seq_len, n_features)
-            Rows of this task.
-        y : ndarray of shape (n_samples,)
-            Their targets.
-        seq_len : int
-            The new length, at least the rows' length.
-        random_state : int, RandomState instance or None, default=None
-            Seed of the new tokens and places.
-
-        Returns
-        -------
-        X_shifted : ndarray of shape (n_samples, seq_len, n_features)
-            The lengthened rows.
-        y : ndarray of shape (n_samples,)
-            ``y`` itself.
-        """
-        seq_len = check_positive_int(seq_len, "seq_len")
-        X = _as_tokens(X)
-        n, L, d = X.shape
-        if seq_len < L:
-            raise ValueError(
-                f"seq_len={seq_len} is shorter than the rows' length {L}: single-location "
-                "rows do not mark their relevant token, so no token can be dropped."
-            )
-        rng = check_random_state(random_state)
-        keep = np.sort(rng.random_sample((n, seq_len)).argsort(axis=1)[:, :L], axis=1)
-        out = rng.standard_normal((n, seq_len, d)).astype(X.dtype, copy=False)
-        out[np.arange(n)[:, None], keep] = X
-        return out, y
 
 
 def make_single_location(
@@ -402,7 +279,7 @@ def make_single_location(
     >>> X.shape, y.shape
     ((200, 10, 20), (200,))
     """
-    task_seed = _check_law_seed(task_seed, "task_seed")
+    task_seed = check_law_seed(task_seed, "task_seed", "k* and v*")
     validate_parameter_constraints(
         {"random_state": ["random_state"]},
         {"random_state": random_state},
