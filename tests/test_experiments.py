@@ -747,17 +747,18 @@ def test_sparse_averaging_width_growth():
 
 
 def test_floor_width_is_the_smallest_width_the_floor_allows():
-    from stsq_learn.tasks.averaging.experiment_parts import floor_width
+    # The averaging searches' start (the separation's floor_widths, one length).
+    from stsq_learn.experiments._width_search import floor_widths
 
     grid = [4, 8, 16, 32, 64]
-    got = floor_width(32, 2, grid, 0.9, n_samples=4000)
+    (got,) = floor_widths([32], 2, grid, 0.9, n_samples=4000)
     direct = [
         w
         for w in grid
         if isotropic_floor(32, 2, w, n_samples=4000, random_state=0).relative_mse <= 0.1
     ]
     assert got == direct[0] == 16  # the floor at N=32, q=2: 0.08 at width 16, 0.46 at 8
-    assert floor_width(32, 8, grid, 0.9, n_samples=4000) is None  # q=8 needs ~1000
+    assert floor_widths([32], 8, grid, 0.9, n_samples=4000) == [None]  # q=8 needs ~1000
 
 
 @pytest.mark.parametrize(

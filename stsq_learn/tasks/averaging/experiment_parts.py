@@ -7,36 +7,13 @@ from sklearn.base import clone
 from ...encodings.floor import isotropic_floor
 from ...experiments._common import derived_seed, planned_steps, progress_bar, train_online
 from ...experiments._task_parts import test_rows
-from ...experiments._width_search import search_bracket
+from ...experiments._width_search import floor_widths, search_bracket
 from .. import SparseTokenSelectionTask
 from ..selection.estimators import SparseTokenSelector
 from .estimators import SparseTokenAverager
 
 _FLOOR_SAMPLES = 20_000
 """Rows simulated per isotropic floor (standard error about 0.001 near R^2 = 0.9)."""
-
-
-def floor_width(seq_len, n_selected, widths, target_r2, *, n_samples=_FLOOR_SAMPLES):
-    """Smallest of ``widths`` (sorted) whose isotropic floor is at most ``1 - target_r2``.
-
-    A bisection (the floor falls as the width grows); None if even the
-    largest width's floor is above.
-    """
-
-    def allows(w):
-        floor = isotropic_floor(seq_len, n_selected, w, n_samples=n_samples, random_state=0)
-        return floor.relative_mse <= 1 - target_r2
-
-    lo, hi = 0, len(widths) - 1
-    if not allows(widths[hi]):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if allows(widths[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return widths[lo]
 
 
 def search_q(
@@ -62,7 +39,7 @@ def search_q(
     with progress_bar(len(tasks), "qsa: searches against q", enabled=progress) as bar:
         for task in tasks:
             q = task.n_selected
-            fw = floor_width(task.seq_len, q, grid, target)
+            fw = floor_widths([task.seq_len], q, grid, target, n_samples=_FLOOR_SAMPLES)[0]
             out["floor_width"].append(fw)
             if minimal and minimal[-1] is None:
                 found = {}  # the previous q reached no width: this one is assumed not to

@@ -185,7 +185,7 @@ def work(
     allows (the bisection is run, with fewer rows). Transfer and length: two
     fits each.
     """
-    from .experiment_parts import floor_width
+    from ...experiments._width_search import floor_widths
 
     out = []
     fcn_done = False
@@ -206,7 +206,7 @@ def work(
     grid = sorted(q_widths)
     for q in sorted(q_values):
         task = SparseAveragingTask(q_seq_len, n_features, q)
-        w = floor_width(q_seq_len, q, grid, target_r2, n_samples=2000) or grid[-1]
+        w = floor_widths([q_seq_len], q, grid, target_r2, n_samples=2000)[0] or grid[-1]
         est = clone(estimator).set_params(width=w)
         steps = planned_steps(est, q_steps)
         out.append(Work(f"qsa: q={q} width={w}", _FITS_NEXT, steps, est, task, n_val))
