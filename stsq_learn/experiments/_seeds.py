@@ -273,54 +273,65 @@ def band_rows(bands, seeds):
     return rows
 
 
-def plot_bands(bands, *, columns=4):
-    """A figure of every headline number: its per-seed values and the median with min-max bars.
+def plot_bands(bands):
+    """A figure of every headline number's spread over the seeds, one panel per experiment.
+
+    Each number is a row: its seeds' values as dots and its min-max bar,
+    drawn as the deviation from its median relative to the median's size
+    (``(value - median) / |median|``, in percent; the absolute deviation
+    where the median is 0), so numbers of every scale share an axis. A
+    number the seeds agree on is a dot at 0.
 
     Parameters
     ----------
     bands : dict
         Experiment name to its numbers' bands (None for an experiment
         without headline numbers, left out).
-    columns : int, default=4
-        Panels per row.
 
     Returns
     -------
     matplotlib.figure.Figure
-        One small panel per number, titled ``experiment: number``.
+        One panel per experiment with headline numbers.
     """
     import matplotlib.pyplot as plt
 
-    panels = [(name, key, b) for name, nums in bands.items() if nums for key, b in nums.items()]
-    if not panels:
+    shown = [(name, nums) for name, nums in bands.items() if nums]
+    if not shown:
         fig, ax = plt.subplots(figsize=(4, 1.5))
         ax.axis("off")
         ax.text(0.5, 0.5, "no headline numbers in this run", ha="center", va="center")
         return fig
-    cols = min(columns, len(panels))
-    rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.2 * rows), squeeze=False)
-    for ax, (name, key, b) in zip(axes.flat, panels):
-        values = np.asarray(b["values"], dtype=float)
-        finite = np.isfinite(values)
-        ax.scatter(np.arange(len(values))[finite], values[finite], s=14, color="0.5", zorder=2)
-        if math.isfinite(b["median"]) and math.isfinite(b["min"]) and math.isfinite(b["max"]):
-            ax.errorbar(
-                [(len(values) - 1) / 2],
-                [b["median"]],
-                yerr=[[b["median"] - b["min"]], [b["max"] - b["median"]]],
-                fmt="o",
-                color="C0",
-                capsize=4,
-                zorder=3,
-            )
-        ax.set_title(f"{name}: {key}", fontsize=8)
-        ax.set_xticks(range(len(values)))
-        ax.set_xlabel("seed (from the first)", fontsize=7)
-        ax.tick_params(labelsize=7)
-        ax.set_xlim(-0.5, max(len(values) - 0.5, 0.5))
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.axis("off")
-    fig.suptitle("Headline numbers over seeds: median with min-max bar, each seed a dot")
-    fig.tight_layout()
+    heights = [max(len(nums), 2) for _, nums in shown]
+    height = 1.2 + 0.14 * sum(heights) + 0.5 * len(shown)
+    fig, axes = plt.subplots(
+        len(shown),
+        1,
+        figsize=(8, height),
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
+    for ax, (name, nums) in zip(axes[:, 0], shown):
+        keys = list(nums)
+        for row, key in enumerate(keys):
+            b = nums[key]
+            values = np.asarray(b["values"], dtype=float)
+            med = b["median"]
+            if not math.isfinite(med):
+                continue
+            scale = abs(med) if med != 0 else 1.0
+            unit = 100.0 if med != 0 else 1.0
+            dev = (values[np.isfinite(values)] - med) / scale * unit
+            if dev.size:
+                ax.plot([dev.min(), dev.max()], [row, row], color="C0", lw=2, zorder=2)
+                ax.scatter(dev, np.full(dev.size, row), s=10, color="0.3", zorder=3)
+        ax.axvline(0, color="0.7", lw=0.8, zorder=1)
+        ax.set_yticks(range(len(keys)))
+        ax.set_yticklabels(keys, fontsize=5)
+        ax.set_ylim(len(keys) - 0.5, -0.5)
+        ax.tick_params(axis="x", labelsize=7)
+        seeds = max(len(b["values"]) for b in nums.values())
+        ax.set_title(f"{name} ({seeds} seed{'s' if seeds != 1 else ''})", fontsize=8)
+    axes[-1, 0].set_xlabel("deviation from the median over seeds, % of |median|", fontsize=7)
+    fig.suptitle("Headline numbers over seeds: each seed a dot, the min-max bar", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / height))
     return fig
