@@ -342,6 +342,17 @@ def test_write_reference_makes_its_directory(register, tmp_path):
     assert check_reference(results, reference=path).ok
 
 
+def test_numbers_that_move_in_steps_get_their_records_relative_tolerance(register):
+    stepped = dataclasses.replace(se.LEVEL, name="test_stepped", reference_rtol={"tw*": 0.5})
+    register(stepped)
+    run = reproduce("tiny", only="test_stepped", n_seeds=2, n_jobs=1, progress=False)
+    ref = write_reference(run)["experiments"]["test_stepped"]
+    assert ref["twice"]["tolerance"] == pytest.approx(0.5 * abs(ref["twice"]["median"]))
+    assert ref["value"]["tolerance"] < 0.1  # not matched: the spread or 5% of the median
+    with pytest.raises(ValueError, match="reference_rtol maps number patterns"):
+        dataclasses.replace(se.LEVEL, reference_rtol={"x": -1.0})
+
+
 def test_tolerance_is_twice_the_spread_or_a_floor():
     assert tolerance({"min": 1.0, "median": 1.1, "max": 1.5}) == 1.0
     assert tolerance({"min": 16.0, "median": 16.0, "max": 16.0}) == 0.8

@@ -29,6 +29,7 @@ A run matches a number when ``|measured median - median| <= tolerance``
 from __future__ import annotations
 
 import datetime
+import fnmatch
 import json
 import math
 import os
@@ -160,6 +161,15 @@ def _read_run(results):
     return meta["preset"], meta, bands, seeds
 
 
+def _step_rtol(experiment, number):
+    """The least relative tolerance the experiment's record gives ``number`` (0 if none)."""
+    from ._records import RECORDS
+
+    record = RECORDS.get(experiment) if experiment in RECORDS else None
+    patterns = getattr(record, "reference_rtol", None) or {}
+    return max((r for p, r in patterns.items() if fnmatch.fnmatchcase(number, p)), default=0.0)
+
+
 def tolerance(band, *, factor=FACTOR, rtol=RTOL, atol=ATOL):
     """``max(factor x (max - min), rtol x |median|, atol)`` of a band (the spread where finite).
 
@@ -210,6 +220,13 @@ def write_reference(
         ``"experiment.number"`` to a floor of its own, in place of
         ``max(rtol x |median|, atol)``.
 
+    Notes
+    -----
+    A number that moves in steps (a width of a grid, a number of heads) is
+    given at least its record's ``reference_rtol`` times ``|median|``
+    (:class:`~stsq_learn.experiments._record.Experiment`), so a run one
+    step away still matches.
+
     Returns
     -------
     dict
@@ -237,6 +254,9 @@ def write_reference(
                 tol = max(factor * _finite_spread(band), float(floors.pop(key)))
             else:
                 tol = tolerance(band, factor=factor, rtol=rtol, atol=atol)
+            step = _step_rtol(name, number)
+            if step and math.isfinite(band["median"]):
+                tol = max(tol, step * abs(band["median"]))
             experiments[name][number] = {
                 "median": band["median"],
                 "tolerance": tol,
@@ -270,6 +290,7 @@ def write_reference(
         "tolerance_rule": (
             f"max({factor:g} x (max - min), {rtol:g} x |median|, {atol:g})"
             + (" (or the floor given for the number)" if own_floors else "")
+            + "; a number that moves in steps at least its record's reference_rtol x |median|"
         ),
         "experiments": experiments,
     }

@@ -94,6 +94,13 @@ class Experiment:
         The experiment runs several seeds itself (its presets say how many)
         and its headline numbers are already over them (a mean, with its min
         and max): :func:`reproduce` runs it once, from the first seed.
+    reference_rtol : dict of str to float or None, default=None
+        Headline numbers that move in steps (a width of a grid, a number of
+        heads) to the least relative tolerance a reference gives them, by
+        pattern (``fnmatch``, e.g. ``"*_width": 0.5``: one step of a grid
+        whose neighbours are at most twice apart). Seeds that agree leave
+        such a number no spread, and another machine's rounding can move it
+        one step.
     """
 
     name: str
@@ -106,6 +113,7 @@ class Experiment:
     headline: Callable | None = None
     provenance: dict | None = None
     seeds_inside: bool = False
+    reference_rtol: dict | None = None
 
     def __post_init__(self):
         missing = [size for size in SIZES if size not in self.presets]
@@ -116,6 +124,17 @@ class Experiment:
                 f"experiment {self.name!r}: headline must be a callable or None, "
                 f"got {self.headline!r}."
             )
+        if self.reference_rtol is not None:
+            for pattern, rtol in dict(self.reference_rtol).items():
+                if (
+                    not isinstance(pattern, str)
+                    or isinstance(rtol, bool)
+                    or not (isinstance(rtol, (int, float)) and rtol >= 0)
+                ):
+                    raise ValueError(
+                        f"experiment {self.name!r}: reference_rtol maps number patterns to "
+                        f"non-negative fractions, got {pattern!r}: {rtol!r}."
+                    )
         if self.provenance is not None:
             if not isinstance(self.provenance, dict):
                 raise TypeError(
