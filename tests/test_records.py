@@ -119,3 +119,36 @@ def test_plan_only_and_bad_arguments():
         plan("tiny", only="bogus")
     with pytest.raises(ValueError, match="n_threads"):
         plan("tiny", n_threads=0)
+
+
+def test_every_preset_is_an_instance_of_its_experiments_settings_type():
+    import inspect
+
+    for name, record in RECORDS.items():
+        params = inspect.signature(record.function).parameters
+        own = [p for p in params if p not in ("device", "random_state", "progress", "scheduler")]
+        assert list(record.settings.__dataclass_fields__) == own, name
+        for size in SIZES:
+            preset = record.presets[size]
+            assert isinstance(preset, record.settings), (name, size)
+            assert dict(preset) == {k: getattr(preset, k) for k in own}
+    assert type(RECORDS["separation"].presets["quick"]).__name__ == "SeparationSettings"
+
+
+def test_a_preset_naming_a_setting_its_function_lacks_fails_when_the_record_is_built():
+    import dataclasses
+
+    record = RECORDS["convergence"]
+    typo = {size: dict(p) for size, p in record.presets.items()}
+    typo["gpu"]["n_step"] = typo["gpu"].pop("n_steps")
+    with pytest.raises(ValueError, match=r"preset 'gpu': \['n_step'\] are not settings of"):
+        dataclasses.replace(record, presets=typo)
+    # A setting without a default must be given.
+    separation = RECORDS["separation"]
+    bare = {size: dict(p) for size, p in separation.presets.items()}
+    del bare["tiny"]["curves"]
+    with pytest.raises(ValueError, match=r"preset 'tiny'.*curves"):
+        dataclasses.replace(separation, presets=bare)
+    # Settings are frozen: a preset is changed by making another.
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.presets["tiny"].n_steps = 1

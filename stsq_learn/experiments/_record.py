@@ -9,9 +9,12 @@ experiment in ``_records/``.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import inspect
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +24,66 @@ from ._common import timing_run
 
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
+
+RUN_OPTIONS = ("device", "random_state", "progress", "scheduler")
+"""Arguments of an experiment function that :func:`reproduce` gives, not its presets."""
+
+
+class Settings(Mapping):
+    """Base of an experiment's settings: a frozen dataclass, read like a mapping.
+
+    :func:`settings_type` makes one class per experiment, its fields the
+    keyword arguments of the experiment's function (less ``RUN_OPTIONS``),
+    with their defaults. A preset is an instance: a misspelt or missing
+    setting fails when the record is built, and ``function(**settings)``
+    runs it.
+    """
+
+    def __getitem__(self, key):
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(self.__dataclass_fields__)
+
+    def __len__(self):
+        return len(self.__dataclass_fields__)
+
+
+def settings_type(function, name):
+    """The settings class of an experiment function: its keyword arguments as frozen fields.
+
+    Parameters
+    ----------
+    function : callable
+        The experiment's function.
+    name : str
+        The class's name.
+
+    Returns
+    -------
+    type
+        A frozen, keyword-only dataclass deriving from :class:`Settings`;
+        a field without a default is required.
+    """
+    fields = []
+    for param in inspect.signature(function).parameters.values():
+        if param.name in RUN_OPTIONS or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.default is param.empty:
+            fields.append((param.name, object))
+        else:
+            default = param.default
+            fields.append(
+                (param.name, object, field(default_factory=lambda d=default: copy.deepcopy(d)))
+            )
+    kind = dataclasses.make_dataclass(
+        name, fields, bases=(Settings,), frozen=True, kw_only=True, eq=True
+    )
+    kind.__module__ = function.__module__
+    kind.__doc__ = f"The settings of :func:`{function.__name__}` (its keyword arguments)."
+    return kind
 
 
 @dataclass(frozen=True)
@@ -66,8 +129,9 @@ class Experiment:
         Runs it: called with ``presets[size]`` and ``device``,
         ``random_state`` and ``progress``; returns a result with
         ``to_dict()`` and ``plot()``.
-    presets : dict of str to dict
-        The arguments of ``function`` at each size of ``SIZES``.
+    presets : dict of str to dict or Settings
+        The arguments of ``function`` at each size of ``SIZES``; each is made
+        an instance of :attr:`settings` when the record is built.
     summary_rows : callable
         ``summary_rows(rows, result)`` appends the result's lines of the
         Markdown summary to the list ``rows``.
@@ -101,6 +165,10 @@ class Experiment:
         whose neighbours are at most twice apart). Seeds that agree leave
         such a number no spread, and another machine's rounding can move it
         one step.
+    settings : type
+        Set when the record is built: the experiment's settings class
+        (:func:`settings_type` of ``function``), of which every preset is an
+        instance, so a preset naming a setting the function lacks fails then.
     """
 
     name: str
@@ -114,11 +182,33 @@ class Experiment:
     provenance: dict | None = None
     seeds_inside: bool = False
     reference_rtol: dict | None = None
+    settings: type | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
+        # The presets become instances of the experiment's settings type (a typo fails here).
+        title = "".join(part.title() for part in self.name.split("_")) + "Settings"
+        kind = settings_type(self.function, title)
+        presets = {}
+        for size, preset in self.presets.items():
+            if isinstance(preset, kind):
+                presets[size] = preset
+                continue
+            unknown = [k for k in preset if k not in kind.__dataclass_fields__]
+            if unknown:
+                raise ValueError(
+                    f"experiment {self.name!r}, preset {size!r}: {unknown} are not settings of "
+                    f"{self.function.__name__} (its settings: "
+                    f"{', '.join(kind.__dataclass_fields__)})."
+                )
+            try:
+                presets[size] = kind(**preset)
+            except TypeError as exc:
+                raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
+        object.__setattr__(self, "settings", kind)
+        object.__setattr__(self, "presets", presets)
         if self.headline is not None and not callable(self.headline):
             raise TypeError(
                 f"experiment {self.name!r}: headline must be a callable or None, "
