@@ -33,12 +33,14 @@ from stsq_learn import (
     LengthShiftScorer,
     SoftmaxAttentionRegressor,
     SparseTokenAverager,
+    SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
     length_shift_scoring,
     make_single_location,
     make_sparse_averaging,
     make_sparse_retrieval,
+    make_sparse_token_classification,
     make_sparse_token_selection,
 )
 from stsq_learn._validation import as_tensor
@@ -50,6 +52,9 @@ _DATA = {
     "averaging": lambda: make_sparse_averaging(40, 6, 3, 2, random_state=0),
     "retrieval": lambda: make_sparse_retrieval(40, 6, 3, 2, random_state=0),
     "single_location": lambda: make_single_location(40, seq_len=6, n_features=4, random_state=0),
+    "classification": lambda: make_sparse_token_classification(
+        40, seq_len=6, n_features=4, signal=3.0, random_state=0
+    ),
 }
 
 # Every public estimator, on its own task; the options that change the forward pass
@@ -69,6 +74,7 @@ ESTIMATORS = {
     "fcn-regressor": (FCNRegressor("single_location", width=8, max_iter=2), "single_location"),
     "erf": (ErfAttentionRegressor(max_iter=3), "single_location"),
     "softmax": (SoftmaxAttentionRegressor(max_iter=3, batch_size=16), "single_location"),
+    "classifier": (SparseTokenClassifier(max_iter=3, random_state=0), "classification"),
 }
 IDS = list(ESTIMATORS)
 

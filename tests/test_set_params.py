@@ -20,6 +20,8 @@ from stsq_learn import (
     SingleLocationTask,
     SoftmaxAttentionRegressor,
     SparseTokenAverager,
+    SparseTokenClassificationTask,
+    SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
     make_sparse_averaging,
@@ -31,6 +33,11 @@ from stsq_learn.engine.params import check_param_keys
 
 def _single_location(n, seq_len, d, q, random_state):
     return SingleLocationTask(seq_len, 2 * d, random_state=0).sample(n, random_state=random_state)
+
+
+def _classification(n, seq_len, d, q, random_state):
+    task = SparseTokenClassificationTask(seq_len, 2 * d, signal=3.0, random_state=0)
+    return task.sample(n, random_state=random_state)
 
 
 _SMALL = {"max_iter": 1, "batch_size": 10, "random_state": 0}
@@ -73,6 +80,11 @@ ESTIMATORS = {
         lambda: SoftmaxAttentionRegressor(max_iter=2, batch_size=10, random_state=0),
         _single_location,
         {"learning_rate_init": 0.5},
+    ),
+    "SparseTokenClassifier": (
+        lambda: SparseTokenClassifier(max_iter=2, random_state=0),
+        _classification,
+        {"alpha": 0.5},
     ),
 }
 _FITTED = {}

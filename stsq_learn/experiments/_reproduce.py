@@ -550,7 +550,7 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     >>> from stsq_learn.experiments import plan
     >>> est = plan("tiny", only="convergence")
     >>> est["convergence"]["fits"], est["convergence"]["steps"], est["convergence"]["seeds"]
-    (1, 30, 1)
+    (2, 60, 1)
     """
     _check_preset(preset)
     names = resolve_experiments(only)

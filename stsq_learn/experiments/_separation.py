@@ -606,6 +606,7 @@ class SeparationByQResult:
         Returns
         -------
         fig : matplotlib.figure.Figure
+            The minimal widths against T per q beside the floor's, and the FCN's.
         """
         from ._separation_plots import plot_by_q, plot_fcn_curves
 
@@ -675,6 +676,8 @@ def width_separation_by_q(
     Returns
     -------
     SeparationByQResult
+        One :class:`SeparationResult` per curve, the floor's widths beside
+        the measured ones, and the law ``w = a + b q log2 T`` fitted to both.
     """
     if isinstance(curves, dict) or not curves:
         raise ValueError(f"curves must be a non-empty sequence of dicts, got {curves!r}.")
