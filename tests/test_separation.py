@@ -256,6 +256,10 @@ def test_separation_plot_bands_median_and_min_max_over_seeds(by_q):
     assert [(list(b.get_xdata()), list(b.get_ydata())) for b in bounds] == [([8], [16])]
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert sum(t.startswith("q=2: lower bound") for t in texts) == 1
+    # The legend in the order of one seed's (the second seed's has the bound too).
+    alone = results[1].plot()
+    assert texts[:-1] == [t.get_text() for t in alone.axes[0].get_legend().get_texts()][:-1]
+    matplotlib.pyplot.close(alone)
     (fit,) = [t for t in texts if t.startswith("fit: ")]
     assert fit.endswith(", over every seed's widths)")
     curves = [c for r in results for c in r.curves]

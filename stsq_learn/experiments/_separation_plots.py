@@ -10,6 +10,7 @@ transformer's laws (``a + b log2 T``, ``a + b T^c``, ``b T^c``) against T.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.container import ErrorbarContainer
 from matplotlib.ticker import NullFormatter
 
 _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
@@ -234,7 +235,21 @@ def plot_by_q(results, ax):
     target = first.curves[0].config["target_r2"]
     ax.set_ylabel(f"smallest width reaching $R^2 \\geq {target}$ (log scale)")
     ax.set_title("Transformer: measured minimal width beside the floor's, per q")
-    ax.legend(fontsize="x-small", loc="lower right")
+    # In the order drawn (matplotlib lists error bars after lines): as one seed's legend.
+    handles, labels = ax.get_legend_handles_labels()
+    children = ax.get_children()
+    order = sorted(range(len(labels)), key=lambda k: _drawn_at(handles[k], children))
+    ax.legend(
+        [handles[k] for k in order],
+        [labels[k] for k in order],
+        fontsize="x-small",
+        loc="lower right",
+    )
+
+
+def _drawn_at(handle, children):
+    """The place of a legend handle (a line, or error bars: their data line) in the drawing."""
+    return children.index(handle[0] if isinstance(handle, ErrorbarContainer) else handle)
 
 
 def plot_fcn_curves(res, ax):
