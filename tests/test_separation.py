@@ -1,5 +1,6 @@
 """The width separation by q: fits that stop at their target, bisection, the floor's widths."""
 
+import copy
 import json
 import warnings
 
@@ -10,9 +11,10 @@ import torch
 from sklearn.base import clone
 
 from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, isotropic_floor
-from stsq_learn.experiments import PRESETS, width_separation_by_q
+from stsq_learn.experiments import PRESETS, SeparationByQResult, width_separation_by_q
 from stsq_learn.experiments import _width_search as ws
 from stsq_learn.experiments._records import separation as record
+from stsq_learn.experiments._separation import joint_law
 from stsq_learn.experiments._width_search import StopAtTarget, floor_widths, search_bisect
 
 matplotlib.use("Agg")
@@ -212,3 +214,81 @@ def test_work_counts_the_bisections():
 def test_width_separation_by_q_rejects_bad_curves(curves, match):
     with pytest.raises(ValueError, match=match):
         width_separation_by_q(curves)
+
+
+def _seeds_of(by_q):
+    """Three results of one experiment: ``by_q`` and two copies with other widths."""
+    second, third = copy.deepcopy(by_q), copy.deepcopy(by_q)
+    second.curves[0].minimal_width["transformer"] = [8, None]
+    second.curves[0].lower_bound["transformer"] = [None, 16]
+    third.curves[0].minimal_width["transformer"] = [16, 16]
+    third.curves[1].floor_width = [4, 16]
+    return [by_q, second, third]
+
+
+def _bars(ax, label):
+    """``{T: (median, low, high)}`` of the errorbar labelled ``label`` on ``ax``."""
+    (bar,) = [c for c in ax.containers if c.get_label() == label]
+    line, _, (cols,) = bar.lines
+    return {
+        float(x): (float(y), float(seg[0][1]), float(seg[1][1]))
+        for x, y, seg in zip(line.get_xdata(), line.get_ydata(), cols.get_segments())
+    }
+
+
+def test_separation_plot_bands_median_and_min_max_over_seeds(by_q):
+    results = _seeds_of(by_q)
+    one = by_q.plot()
+    fig = SeparationByQResult.plot_bands(results)
+    assert len(fig.axes) == len(one.axes) == 2
+    assert fig.get_suptitle() == ("Width separation by q, median over 3 seeds, error bars: min-max")
+    assert fig.axes[1].get_title() == one.axes[1].get_title() + ", the first seed"
+    ax = fig.axes[0]
+    # q=2: widths (4, 8, 16) at T=4; (8, 16) at T=8, the second seed found none there.
+    measured = _bars(ax, f"q=2, d=2: measured ({by_q.labels[0]})")
+    assert measured == {4.0: (8.0, 4.0, 16.0), 8.0: (12.0, 8.0, 16.0)}
+    assert _bars(ax, "q=3: the floor's minimal width (isotropic_floor)") == {
+        4.0: (8.0, 4.0, 8.0),
+        8.0: (8.0, 8.0, 16.0),
+    }
+    # Every seed's lower bound, named once in the legend.
+    bounds = [ln for ln in ax.get_lines() if ln.get_marker() == "^"]
+    assert [(list(b.get_xdata()), list(b.get_ydata())) for b in bounds] == [([8], [16])]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sum(t.startswith("q=2: lower bound") for t in texts) == 1
+    # The legend in the order of one seed's (the second seed's has the bound too).
+    alone = results[1].plot()
+    assert texts[:-1] == [t.get_text() for t in alone.axes[0].get_legend().get_texts()][:-1]
+    matplotlib.pyplot.close(alone)
+    (fit,) = [t for t in texts if t.startswith("fit: ")]
+    assert fit.endswith(", over every seed's widths)")
+    curves = [c for r in results for c in r.curves]
+    law = joint_law(curves, lambda c: c.minimal_width["transformer"])
+    assert f"{law['intercept']:.1f} + {law['slope']:.2f} q log" in fit
+    matplotlib.pyplot.close(fig)
+    matplotlib.pyplot.close(one)
+
+
+def test_separation_plot_bands_of_one_result_is_plot(by_q):
+    one, bands = by_q.plot(), SeparationByQResult.plot_bands([by_q])
+    for a, b in zip(one.axes, bands.axes):
+        assert [(ln.get_label(), list(ln.get_ydata())) for ln in a.get_lines()] == [
+            (ln.get_label(), list(ln.get_ydata())) for ln in b.get_lines()
+        ]
+        assert a.get_title() == b.get_title() and not b.containers
+    assert bands.get_suptitle() == ""
+    measured = one.axes[0].get_lines()[0]
+    assert list(measured.get_ydata()) == by_q.curves[0].minimal_width["transformer"]
+    matplotlib.pyplot.close(one)
+    matplotlib.pyplot.close(bands)
+
+
+def test_separation_plot_bands_refuses_other_experiments(by_q):
+    other = copy.deepcopy(by_q)
+    other.curves[1].seq_lens = [4, 16]
+    with pytest.raises(
+        ValueError, match=r"results\[1\] searched the lengths \[\[4, 8\], \[4, 16\]\]"
+    ):
+        SeparationByQResult.plot_bands([by_q, other])
+    with pytest.raises(TypeError, match=r"got one SeparationByQResult: pass \[result\]"):
+        SeparationByQResult.plot_bands(by_q)

@@ -252,3 +252,55 @@ def new_axes(axes, n, *, figsize):
     if len(axes) != n:
         raise ValueError(f"axes must hold {n} matplotlib Axes, got {len(axes)}.")
     return axes[0].figure, axes
+
+
+def seed_results(results, result_type, same):
+    """``results`` as a list of ``result_type`` that agree on the attributes ``same``.
+
+    The check of a ``plot_bands(results)``: one result per seed of the same
+    experiment, so their curves share an x axis and their names.
+    """
+    if isinstance(results, result_type):
+        raise TypeError(
+            f"results must be a sequence of {result_type.__name__} (one per seed), got one "
+            f"{result_type.__name__}: pass [result] or call its plot()."
+        )
+    results = list(results)
+    if not results:
+        raise ValueError(f"results must hold at least one {result_type.__name__}, got none.")
+    for i, res in enumerate(results):
+        if not isinstance(res, result_type):
+            raise TypeError(
+                f"results[{i}] must be a {result_type.__name__}, got {type(res).__name__}."
+            )
+        for name in same:
+            if getattr(res, name) != getattr(results[0], name):
+                raise ValueError(
+                    f"results[{i}].{name} differs from results[0].{name} "
+                    f"({getattr(res, name)!r} != {getattr(results[0], name)!r}): the seeds "
+                    "of one experiment share it."
+                )
+    return results
+
+
+def band_title(n_seeds):
+    """The words a figure of several seeds carries: ``median over N seeds, band: min-max``."""
+    return f"median over {n_seeds} seeds, band: min-max"
+
+
+def plot_band(ax, x, curves, *fmt, **kwargs):
+    """One curve, or the median of several with their min-max shaded.
+
+    ``ax.plot(x, curves[0], *fmt, **kwargs)`` for one curve (a one-seed
+    figure is drawn as it always was); for several, the pointwise median
+    drawn that way and the min-max between them filled in its colour
+    (unlabelled: the legend names the line).
+    """
+    values = np.asarray(curves, dtype=float)
+    if len(values) == 1:
+        return ax.plot(x, curves[0], *fmt, **kwargs)
+    lines = ax.plot(x, np.median(values, axis=0), *fmt, **kwargs)
+    ax.fill_between(
+        x, values.min(axis=0), values.max(axis=0), color=lines[0].get_color(), alpha=0.2, lw=0
+    )
+    return lines

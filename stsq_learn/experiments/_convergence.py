@@ -14,12 +14,15 @@ from ..nn import positional_alignment
 from ..tasks import SparseTokenSelectionTask
 from ..tasks.selection.estimators import SparseTokenSelector
 from ._common import (
+    band_title,
     dataclass_dict,
     derived_seed,
     estimator_config,
     jsonable,
     new_axes,
+    plot_band,
     prepared,
+    seed_results,
     train_online,
 )
 
@@ -217,48 +220,93 @@ class ConvergenceResult:
         fig : matplotlib.figure.Figure
             The figure holding the axes.
         """
-        fig, axes = new_axes(axes, 4, figsize=(17, 3.8))
-        ax_loss, ax_cos, ax_gamma, ax_w = axes
-        steps = np.asarray(self.steps)
-        styles = ("-", "--", ":", "-.")
-        for i, run in enumerate(self.runs.values()):
-            ls = styles[i % len(styles)]
-            ax_loss.plot(steps, run.loss, ls, lw=1, color="C0", label=run.label)
-            ax_cos.plot(steps, run.cos, ls, color="C1", label=run.short_label)
-            ax_gamma.plot(steps, run.gamma, ls, color="C2", label=rf"$\gamma$, {run.short_label}")
-            ax_gamma.plot(
-                steps,
-                run.token_norm,
-                ls,
-                color="C3",
-                label=rf"$\|W_{{xp}}\|_F$, {run.short_label}",
+        return _plot([self], axes)
+
+    @staticmethod
+    def plot_bands(results, axes=None):
+        """The figure of :meth:`plot` over seeds: each curve's median and its min-max band.
+
+        Parameters
+        ----------
+        results : sequence of ConvergenceResult
+            One per seed, with the same steps and runs (the experiment at
+            several ``random_state``).
+        axes : sequence of 4 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure with one row of 4 axes.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The panels and labels of :meth:`plot`, every curve drawn as its
+            median over the seeds with the min-max shaded; the last panel
+            is the first seed's W. One result draws :meth:`plot`'s figure.
+        """
+        return _plot(seed_results(results, ConvergenceResult, ("steps",)), axes)
+
+
+def _plot(results, axes):
+    """The figure of :meth:`ConvergenceResult.plot` over one result or several seeds'."""
+    first = results[0]
+    for i, res in enumerate(results):
+        if list(res.runs) != list(first.runs):
+            raise ValueError(
+                f"results[{i}] has the runs {list(res.runs)}, results[0] has {list(first.runs)}: "
+                "the seeds of one experiment run the same token steps."
             )
-        ax_loss.set_yscale("log")
-        ax_loss.set_xlabel("gradient step")
-        ax_loss.set_ylabel("training loss (squared error)")
-        ax_loss.set_title("Loss")
-        ax_loss.legend(loc="lower left", fontsize="x-small")
-        ax_cos.axhline(1.0, color="gray", ls=":", lw=1, label="identity direction")
-        ax_cos.set_ylim(-0.05, 1.05)
-        ax_cos.set_xlabel("gradient step")
-        ax_cos.set_ylabel(r"$\cos(W_{pp}, I)$")
-        ax_cos.set_title("Positional block aligns with I")
-        ax_cos.legend(loc="lower right", fontsize="x-small")
-        ax_gamma.set_xlabel("gradient step")
-        ax_gamma.set_ylabel("value")
-        ax_gamma.set_title(r"Scale $\gamma = \mathrm{tr}(W_{pp})/m$ and token block $\|W_{xp}\|_F$")
-        ax_gamma.legend(loc="upper left", fontsize="x-small")
-        run = self.headline
-        d = run.token_block.shape[0]
-        W = np.vstack([run.token_block, run.positional_block])
-        lim = float(np.abs(W).max()) or 1.0
-        im = ax_w.imshow(W, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="none")
-        ax_w.axhline(d - 0.5, color="k", lw=1)
-        ax_w.set_xlabel("column (query positional coordinate)")
-        ax_w.set_ylabel(f"row (first {d}: token block)")
-        ax_w.set_title(f"Final W ({run.name}): token rows, then $W_{{pp}}$", fontsize="medium")
-        fig.colorbar(im, ax=ax_w, label="entry of W")
-        return fig
+    fig, axes = new_axes(axes, 4, figsize=(17, 3.8))
+    ax_loss, ax_cos, ax_gamma, ax_w = axes
+    steps = np.asarray(first.steps)
+    styles = ("-", "--", ":", "-.")
+    for i, name in enumerate(first.runs):
+        runs = [res.runs[name] for res in results]
+        run = runs[0]
+        ls = styles[i % len(styles)]
+
+        def curves(key, runs=runs):
+            return [getattr(r, key) for r in runs]
+
+        plot_band(ax_loss, steps, curves("loss"), ls, lw=1, color="C0", label=run.label)
+        plot_band(ax_cos, steps, curves("cos"), ls, color="C1", label=run.short_label)
+        plot_band(
+            ax_gamma, steps, curves("gamma"), ls, color="C2", label=rf"$\gamma$, {run.short_label}"
+        )
+        plot_band(
+            ax_gamma,
+            steps,
+            curves("token_norm"),
+            ls,
+            color="C3",
+            label=rf"$\|W_{{xp}}\|_F$, {run.short_label}",
+        )
+    ax_loss.set_yscale("log")
+    ax_loss.set_xlabel("gradient step")
+    ax_loss.set_ylabel("training loss (squared error)")
+    ax_loss.set_title("Loss")
+    ax_loss.legend(loc="lower left", fontsize="x-small")
+    ax_cos.axhline(1.0, color="gray", ls=":", lw=1, label="identity direction")
+    ax_cos.set_ylim(-0.05, 1.05)
+    ax_cos.set_xlabel("gradient step")
+    ax_cos.set_ylabel(r"$\cos(W_{pp}, I)$")
+    ax_cos.set_title("Positional block aligns with I")
+    ax_cos.legend(loc="lower right", fontsize="x-small")
+    ax_gamma.set_xlabel("gradient step")
+    ax_gamma.set_ylabel("value")
+    ax_gamma.set_title(r"Scale $\gamma = \mathrm{tr}(W_{pp})/m$ and token block $\|W_{xp}\|_F$")
+    ax_gamma.legend(loc="upper left", fontsize="x-small")
+    run = first.headline
+    d = run.token_block.shape[0]
+    W = np.vstack([run.token_block, run.positional_block])
+    lim = float(np.abs(W).max()) or 1.0
+    im = ax_w.imshow(W, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="none")
+    ax_w.axhline(d - 0.5, color="k", lw=1)
+    ax_w.set_xlabel("column (query positional coordinate)")
+    ax_w.set_ylabel(f"row (first {d}: token block)")
+    which = run.name if len(results) == 1 else f"{run.name}, seed {first.config['random_state']}"
+    ax_w.set_title(f"Final W ({which}): token rows, then $W_{{pp}}$", fontsize="medium")
+    fig.colorbar(im, ax=ax_w, label="entry of W")
+    if len(results) > 1:
+        fig.suptitle(f"Training dynamics, {band_title(len(results))}")
+    return fig
 
 
 class _AlignmentRecorder(Callback):

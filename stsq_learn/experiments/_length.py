@@ -20,14 +20,17 @@ from ..tasks import SparseTokenSelectionTask
 from ..tasks.selection.estimators import SparseTokenSelector
 from ._common import (
     ShiftedRows,
+    band_title,
     dataclass_dict,
     derived_seed,
     estimator_config,
     n_workers,
     new_axes,
+    plot_band,
     prepared,
     progress_bar,
     run_jobs,
+    seed_results,
     train_online,
 )
 
@@ -115,41 +118,80 @@ class LengthGeneralizationResult:
         fig : matplotlib.figure.Figure
             The figure holding the axes.
         """
-        sets = list(self.r2)
-        fig, axes = new_axes(axes, len(sets), figsize=(6 * len(sets), 5.2))
-        T = self.config["seq_len"]
-        for ax, name in zip(axes, sets):
-            if self.floor_r2 is not None:
-                ax.plot(
-                    self.eval_lengths,
-                    self.floor_r2,
-                    color="k",
-                    ls="--",
-                    lw=1.5,
-                    label=f"floor at T' (best W = gamma I, width {self.config['width']}, 1 draw)",
-                )
-            others = iter(["C0", "C1", "C2", "C4", "C6", "C8", "C9", "C5"])  # red: fixed
-            for model in self.models:
-                fixed = model.startswith("fixed")
-                style = dict(
-                    color="C3" if fixed else next(others),
-                    marker="s" if fixed else "o",
-                    ls=(":" if "scale" in model else "--") if fixed else "-",
-                )
-                ax.plot(self.eval_lengths, self.r2[name][model], label=model, **style)
-            ax.axvline(T, color="gray", ls=":", lw=1, label=f"training length T={T}")
-            ax.axhline(0.0, color="k", lw=0.5)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(self.eval_lengths, [str(t) for t in self.eval_lengths])
-            ax.set_xlabel("evaluation length T' (log scale)")
-            ax.set_ylabel("$R^2$ (1 - relative MSE)")
-            ax.set_ylim(min(-0.1, np.nanmin([min(v) for v in self.r2[name].values()]) - 0.05), 1.02)
-            n_rows = self.config["n_val_128"] if name == "val_128" else self.config["n_val_large"]
-            ax.set_title(f"Length shift, validation set of {n_rows} rows")
-        # One legend for both panels, below them: the curves stay visible.
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")
-        return fig
+        return _plot([self], axes)
+
+    @staticmethod
+    def plot_bands(results, axes=None):
+        """The figure of :meth:`plot` over seeds: each model's median R^2 and its min-max band.
+
+        Parameters
+        ----------
+        results : sequence of LengthGeneralizationResult
+            One per seed, with the same lengths, models and validation sets
+            (the experiment at several ``random_state``).
+        axes : sequence of matplotlib Axes, default=None
+            One per validation set; ``None`` makes a new figure with one row.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The panels and labels of :meth:`plot`, each model's R^2 drawn
+            as its median over the seeds with the min-max shaded, the floor
+            (which depends on no seed: the first result's) as before. One result draws
+            :meth:`plot`'s figure.
+        """
+        same = ("eval_lengths", "models")
+        return _plot(seed_results(results, LengthGeneralizationResult, same), axes)
+
+
+def _plot(results, axes):
+    """The figure of :meth:`LengthGeneralizationResult.plot` over one or several seeds."""
+    first = results[0]
+    sets = list(first.r2)
+    for i, res in enumerate(results):
+        if list(res.r2) != sets:
+            raise ValueError(
+                f"results[{i}] has the validation sets {list(res.r2)}, results[0] has {sets}: "
+                "the seeds of one experiment score the same sets."
+            )
+    fig, axes = new_axes(axes, len(sets), figsize=(6 * len(sets), 5.2))
+    T = first.config["seq_len"]
+    lengths = first.eval_lengths
+    for ax, name in zip(axes, sets):
+        if first.floor_r2 is not None:
+            ax.plot(
+                lengths,
+                first.floor_r2,
+                color="k",
+                ls="--",
+                lw=1.5,
+                label=f"floor at T' (best W = gamma I, width {first.config['width']}, 1 draw)",
+            )
+        others = iter(["C0", "C1", "C2", "C4", "C6", "C8", "C9", "C5"])  # red: fixed
+        for model in first.models:
+            fixed = model.startswith("fixed")
+            style = dict(
+                color="C3" if fixed else next(others),
+                marker="s" if fixed else "o",
+                ls=(":" if "scale" in model else "--") if fixed else "-",
+            )
+            plot_band(ax, lengths, [res.r2[name][model] for res in results], label=model, **style)
+        ax.axvline(T, color="gray", ls=":", lw=1, label=f"training length T={T}")
+        ax.axhline(0.0, color="k", lw=0.5)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(t) for t in lengths])
+        ax.set_xlabel("evaluation length T' (log scale)")
+        ax.set_ylabel("$R^2$ (1 - relative MSE)")
+        lowest = np.nanmin([min(v) for res in results for v in res.r2[name].values()])
+        ax.set_ylim(min(-0.1, lowest - 0.05), 1.02)
+        n_rows = first.config["n_val_128"] if name == "val_128" else first.config["n_val_large"]
+        ax.set_title(f"Length shift, validation set of {n_rows} rows")
+    # One legend for both panels, below them: the curves stay visible.
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")
+    if len(results) > 1:
+        fig.suptitle(f"Length generalization, {band_title(len(results))}")
+    return fig
 
 
 def length_generalization(

@@ -15,6 +15,7 @@ from ._common import (
     new_axes,
     prepared,
     progress_bar,
+    seed_results,
 )
 from ._separation_plots import plot_both_models, plot_residuals, plot_transformer_laws
 from ._width_search import (
@@ -608,12 +609,55 @@ class SeparationByQResult:
         fig : matplotlib.figure.Figure
             The minimal widths against T per q beside the floor's, and the FCN's.
         """
-        from ._separation_plots import plot_by_q, plot_fcn_curves
+        return _plot_by_q([self], axes)
 
-        fig, axes = new_axes(axes, 2, figsize=(15, 5.2))
-        plot_by_q(self, axes[0])
-        plot_fcn_curves(self, axes[1])
-        return fig
+    @staticmethod
+    def plot_bands(results, axes=None):
+        """The figure of :meth:`plot` over seeds: median widths with min-max error bars.
+
+        Parameters
+        ----------
+        results : sequence of SeparationByQResult
+            One per seed, with the same curves (the experiment at several
+            ``random_state``).
+        axes : sequence of 2 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure with one row of 2 axes.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The panels of :meth:`plot`. The first: each curve's measured
+            and floor minimal widths as their median over the seeds that
+            found one at that T, with min-max error bars, every seed's
+            lower bounds, and the law fitted to every seed's measured
+            widths. The second: both models of the first seed. One result
+            draws :meth:`plot`'s figure.
+        """
+        results = seed_results(results, SeparationByQResult, ("labels",))
+        for i, res in enumerate(results):
+            lens = [c.seq_lens for c in res.curves]
+            if lens != [c.seq_lens for c in results[0].curves]:
+                raise ValueError(
+                    f"results[{i}] searched the lengths {lens}, results[0] "
+                    f"{[c.seq_lens for c in results[0].curves]}: the seeds of one experiment "
+                    "search the same lengths."
+                )
+        return _plot_by_q(results, axes)
+
+
+def _plot_by_q(results, axes):
+    """The figure of :meth:`SeparationByQResult.plot` over one result or several seeds'."""
+    from ._separation_plots import plot_by_q, plot_fcn_curves
+
+    fig, axes = new_axes(axes, 2, figsize=(15, 5.2))
+    plot_by_q(results, axes[0])
+    plot_fcn_curves(results[0], axes[1])
+    if len(results) > 1:
+        axes[1].set_title(f"{axes[1].get_title()}, the first seed")
+        fig.suptitle(
+            f"Width separation by q, median over {len(results)} seeds, error bars: min-max"
+        )
+    return fig
 
 
 def joint_law(curves, widths_of):

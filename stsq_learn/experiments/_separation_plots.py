@@ -10,6 +10,7 @@ transformer's laws (``a + b log2 T``, ``a + b T^c``, ``b T^c``) against T.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.container import ErrorbarContainer
 from matplotlib.ticker import NullFormatter
 
 _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
@@ -122,55 +123,133 @@ def plot_residuals(res, ax):
         ax.legend(fontsize="small", loc="best")
 
 
-def plot_by_q(res, ax):
-    """Measured minimal widths (filled) and the floor's (open, dashed) against T, per q."""
-    law = res.law
-    for i, (curve, label) in enumerate(zip(res.curves, res.labels)):
+def _spread(curves, widths_of):
+    """``(Ts, median, min, max)`` of the widths of one curve over seeds, where any seed has one.
+
+    At each T the widths of the seeds that found one (a width of None is no
+    number to spread); Ts where no seed found one are left out.
+    """
+    rows = []
+    for T in curves[0].seq_lens:
+        found = [
+            w for c in curves for t, w in zip(c.seq_lens, widths_of(c)) if t == T and w is not None
+        ]
+        if found:
+            rows.append((T, float(np.median(found)), min(found), max(found)))
+    return tuple(np.array(column, float) for column in zip(*rows)) if rows else ((),) * 4
+
+
+def _widths(ax, curves, widths_of, fmt, *, always, **style):
+    """One seed's widths as ``ax.plot`` draws them; several seeds' as median, min-max bars.
+
+    With no width found, nothing is drawn unless ``always`` (then an empty
+    line keeps the legend entry).
+    """
+    if len(curves) == 1:
+        pairs = [(T, w) for T, w in zip(curves[0].seq_lens, widths_of(curves[0])) if w is not None]
+        if pairs or always:
+            Ts, ws = (np.array(column, float) for column in zip(*pairs)) if pairs else ([], [])
+            ax.plot(Ts, ws, fmt, **style)
+        return
+    Ts, med, lo, hi = _spread(curves, widths_of)
+    if not len(Ts):
+        if always:
+            ax.plot([], [], fmt, **style)
+    else:
+        ax.errorbar(Ts, med, yerr=[med - lo, hi - med], fmt=fmt, capsize=3, **style)
+
+
+def plot_by_q(results, ax):
+    """Measured minimal widths (filled) and the floor's (open, dashed) against T, per q.
+
+    ``results`` is a list of :class:`SeparationByQResult`, one per seed of
+    the same experiment: one draws its widths; several draw each width as
+    its median over the seeds with min-max error bars, every seed's lower
+    bounds, and the law ``w = a + b q log2 T`` fitted to every seed's
+    measured widths.
+    """
+    from ._separation import joint_law
+
+    first = results[0]
+    law = first.law
+    if len(results) > 1:
+        law = joint_law(
+            [c for r in results for c in r.curves], lambda c: c.minimal_width["transformer"]
+        )
+    for i, label in enumerate(first.labels):
+        curves = [r.curves[i] for r in results]
+        curve = curves[0]
         q, d = curve.config["n_selected"], curve.config["n_features"]
         color = f"C{i}"
-        Ts, ws = _points(curve, "transformer")
-        ax.plot(
-            Ts, ws, "o-", color=color, ms=8, zorder=3, label=f"q={q}, d={d}: measured ({label})"
+        _widths(
+            ax,
+            curves,
+            lambda c: c.minimal_width["transformer"],
+            "o-",
+            always=True,
+            color=color,
+            ms=8,
+            zorder=3,
+            label=f"q={q}, d={d}: measured ({label})",
         )
-        bounds = curve.lower_bound.get("transformer") or []
-        have = [(T, b) for T, b in zip(curve.seq_lens, bounds) if b is not None]
-        if have:
-            ax.plot(
-                *zip(*have),
-                "^",
-                color=color,
-                mfc="none",
-                ms=9,
-                label=f"q={q}: {_bound_text(curve, 'transformer')}",
-            )
-        floor = [(T, w) for T, w in zip(curve.seq_lens, curve.floor_width) if w is not None]
-        if floor:
-            ax.plot(
-                *zip(*floor),
-                "s--",
-                color=color,
-                mfc="none",
-                ms=11,
-                lw=1,
-                label=f"q={q}: the floor's minimal width (isotropic_floor)",
-            )
+        named = False  # every seed's lower bounds, named once in the legend
+        for one in curves:
+            bounds = one.lower_bound.get("transformer") or []
+            have = [(T, b) for T, b in zip(one.seq_lens, bounds) if b is not None]
+            if have:
+                ax.plot(
+                    *zip(*have),
+                    "^",
+                    color=color,
+                    mfc="none",
+                    ms=9,
+                    label="_nolegend_" if named else f"q={q}: {_bound_text(one, 'transformer')}",
+                )
+                named = True
+        _widths(
+            ax,
+            curves,
+            lambda c: c.floor_width,
+            "s--",
+            always=False,
+            color=color,
+            mfc="none",
+            ms=11,
+            lw=1,
+            label=f"q={q}: the floor's minimal width (isotropic_floor)",
+        )
         if law is not None:
             grid = np.geomspace(min(curve.seq_lens), max(curve.seq_lens), 100)
             fitted = law["intercept"] + law["slope"] * q * np.log2(grid)
             # On the log axis only where the law is a width (>= 1); the fit may dip below.
             ax.plot(grid, np.where(fitted >= 1, fitted, np.nan), ":", color=color)
     if law is not None:
+        every = "" if len(results) == 1 else ", over every seed's widths"
         ax.lines[-1].set_label(
             f"fit: w = {law['intercept']:.1f} + {law['slope']:.2f} q log$_2$ T "
-            f"(R$^2$ {law['r2']:.3f})"
+            f"(R$^2$ {law['r2']:.3f}{every})"
         )
-    seq_lens = sorted({T for c in res.curves for T in c.seq_lens})
+    seq_lens = sorted({T for c in first.curves for T in c.seq_lens})
     _log_t_axis(ax, seq_lens)
     ax.set_yscale("log", base=2)
-    target = res.curves[0].config["target_r2"]
+    target = first.curves[0].config["target_r2"]
     ax.set_ylabel(f"smallest width reaching $R^2 \\geq {target}$ (log scale)")
     ax.set_title("Transformer: measured minimal width beside the floor's, per q")
-    ax.legend(fontsize="x-small", loc="lower right")
+    # In the order drawn (matplotlib lists error bars after lines): as one seed's legend.
+    handles, labels = ax.get_legend_handles_labels()
+    children = ax.get_children()
+    order = sorted(range(len(labels)), key=lambda k: _drawn_at(handles[k], children))
+    ax.legend(
+        [handles[k] for k in order],
+        [labels[k] for k in order],
+        fontsize="x-small",
+        loc="lower right",
+    )
+
+
+def _drawn_at(handle, children):
+    """The place of a legend handle (a line, or error bars: their data line) in the drawing."""
+    return children.index(handle[0] if isinstance(handle, ErrorbarContainer) else handle)
 
 
 def plot_fcn_curves(res, ax):

@@ -1,0 +1,196 @@
+"""plot_bands of the experiments' results: the median of every seed's curve, its min-max band."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.collections import PolyCollection
+
+from stsq_learn.experiments import LengthGeneralizationResult
+from stsq_learn.experiments._convergence import ConvergenceResult, ConvergenceRun
+
+STEPS = [0, 1, 2, 3]
+
+
+def _run(name, label, seed, shift):
+    rng = np.random.default_rng(seed)
+    curve = lambda base: [float(v) for v in base + shift + rng.uniform(0, 0.1, len(STEPS))]  # noqa: E731
+    return ConvergenceRun(
+        name=name,
+        label=label,
+        token_block_rate=1.0,
+        token_block_rate_=1.0,
+        loss=curve(np.array([1.0, 0.5, 0.3, 0.2])),
+        cos=curve(np.array([0.0, 0.5, 0.8, 0.9])),
+        gamma=curve(np.array([0.0, 1.0, 2.0, 2.5])),
+        token_norm=curve(np.array([0.0, 0.1, 0.2, 0.2])),
+        test_r2=0.9,
+        positional_block=np.eye(3) * (seed + 1),
+        token_block=np.full((2, 3), 0.1 * seed),
+    )
+
+
+def _convergence(seed):
+    runs = {
+        "same_step": _run("same_step", "every block at the same step", seed, 0.0),
+        "preconditioned": _run("preconditioned", "token rows at 1/3 (ours)", seed + 100, 0.05),
+    }
+    return ConvergenceResult(config={"random_state": seed}, steps=list(STEPS), runs=runs)
+
+
+def _length(seed, floor=(0.9, 0.7)):
+    rng = np.random.default_rng(seed)
+    models = ["stochastic", "fixed"]
+    r2 = {
+        name: {m: [float(v) for v in rng.uniform(-0.3, 1.0, 2)] for m in models}
+        for name in ("val_128", "val_large")
+    }
+    config = {"seq_len": 4, "width": 8, "n_val_128": 128, "n_val_large": 200}
+    return LengthGeneralizationResult(
+        config={**config, "random_state": seed},
+        eval_lengths=[4, 8],
+        models=models,
+        r2=r2,
+        train_r2={"stochastic": 0.9, "fixed": 0.9},
+        floor_r2=list(floor),
+    )
+
+
+def _line(ax, label):
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
+    return line
+
+
+def _fills(ax):
+    """The fill_between bands of ``ax``, in the order drawn."""
+    return [c for c in ax.collections if isinstance(c, PolyCollection)]
+
+
+def _band(ax, index, xs):
+    """The low and high edges at ``xs`` of the ``index``-th band of ``ax``."""
+    vertices = _fills(ax)[index].get_paths()[0].vertices
+    at = [vertices[np.isclose(vertices[:, 0], x)][:, 1] for x in xs]
+    return np.array([v.min() for v in at]), np.array([v.max() for v in at])
+
+
+@pytest.mark.parametrize("n_seeds", [2, 3])
+def test_convergence_plot_bands_median_and_min_max_of_every_seed(n_seeds):
+    results = [_convergence(seed) for seed in range(n_seeds)]
+    one = results[0].plot()
+    fig = ConvergenceResult.plot_bands(results)
+    assert len(fig.axes) == len(one.axes) == 5  # four panels and W's colour bar
+    assert [ax.get_title() for ax in fig.axes[:3]] == [ax.get_title() for ax in one.axes[:3]]
+    for i in range(3):
+        assert (
+            fig.axes[i].get_legend_handles_labels()[1] == one.axes[i].get_legend_handles_labels()[1]
+        )
+    assert fig.get_suptitle() == f"Training dynamics, median over {n_seeds} seeds, band: min-max"
+    assert fig.axes[3].get_title().startswith("Final W (same_step, seed 0)")
+    ax_loss, ax_cos, ax_gamma = fig.axes[:3]
+    cases = [(ax_loss, "label", "loss"), (ax_cos, "short_label", "cos")]
+    for ax, label_key, key in cases:
+        for i, (name, run) in enumerate(results[0].runs.items()):
+            values = np.array([getattr(r.runs[name], key) for r in results])
+            line = _line(ax, getattr(run, label_key))
+            np.testing.assert_allclose(line.get_ydata(), np.median(values, axis=0))
+            lo, hi = _band(ax, i, STEPS)
+            np.testing.assert_allclose(lo, values.min(axis=0))
+            np.testing.assert_allclose(hi, values.max(axis=0))
+    assert len(_fills(ax_gamma)) == 4  # gamma and the token norm, per run
+    plt.close(fig)
+    plt.close(one)
+
+
+def test_convergence_plot_bands_of_one_result_is_plot():
+    res = _convergence(0)
+    one, bands = res.plot(), res.plot_bands([res])
+    for a, b in zip(one.axes, bands.axes):
+        assert [ln.get_label() for ln in a.get_lines()] == [ln.get_label() for ln in b.get_lines()]
+        for la, lb in zip(a.get_lines(), b.get_lines()):
+            np.testing.assert_array_equal(la.get_ydata(), lb.get_ydata())
+        assert a.get_title() == b.get_title() and not _fills(a) and not _fills(b)
+    assert one.get_suptitle() == ""
+    # plot() draws each run's own curves.
+    np.testing.assert_array_equal(
+        _line(one.axes[0], res.runs["same_step"].label).get_ydata(), res.runs["same_step"].loss
+    )
+    plt.close(one)
+    plt.close(bands)
+
+
+@pytest.mark.parametrize("n_seeds", [2, 3])
+def test_length_plot_bands_median_and_min_max_of_every_seed(n_seeds):
+    results = [_length(seed) for seed in range(n_seeds)]
+    one = results[0].plot()
+    fig = LengthGeneralizationResult.plot_bands(results)
+    assert len(fig.axes) == len(one.axes) == 2
+    assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in one.axes]
+    assert fig.legends[0].get_texts()[0].get_text().startswith("floor at T'")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        t.get_text() for t in one.legends[0].get_texts()
+    ]
+    assert (
+        fig.get_suptitle() == f"Length generalization, median over {n_seeds} seeds, band: min-max"
+    )
+    for ax, name in zip(fig.axes, ("val_128", "val_large")):
+        floor = next(ln for ln in ax.get_lines() if ln.get_label().startswith("floor"))
+        assert list(floor.get_ydata()) == [0.9, 0.7]
+        for i, model in enumerate(("stochastic", "fixed")):
+            values = np.array([r.r2[name][model] for r in results])
+            line = _line(ax, model)
+            np.testing.assert_allclose(line.get_ydata(), np.median(values, axis=0))
+            lo, hi = _band(ax, i, [4, 8])
+            np.testing.assert_allclose(lo, values.min(axis=0))
+            np.testing.assert_allclose(hi, values.max(axis=0))
+        assert ax.get_ylim()[0] == pytest.approx(
+            min(-0.1, min(v for r in results for vs in r.r2[name].values() for v in vs) - 0.05)
+        )
+    plt.close(fig)
+    plt.close(one)
+
+
+def test_length_plot_bands_of_one_result_is_plot():
+    res = _length(0)
+    one, bands = res.plot(), res.plot_bands([res])
+    for a, b in zip(one.axes, bands.axes):
+        assert [ln.get_label() for ln in a.get_lines()] == [ln.get_label() for ln in b.get_lines()]
+        for la, lb in zip(a.get_lines(), b.get_lines()):
+            np.testing.assert_array_equal(la.get_ydata(), lb.get_ydata())
+        assert a.get_ylim() == b.get_ylim() and not _fills(b)
+    np.testing.assert_array_equal(
+        _line(one.axes[1], "fixed").get_ydata(), res.r2["val_large"]["fixed"]
+    )
+    plt.close(one)
+    plt.close(bands)
+
+
+@pytest.mark.parametrize(
+    ("make", "cls"), [(_convergence, ConvergenceResult), (_length, LengthGeneralizationResult)]
+)
+def test_plot_bands_names_bad_results(make, cls):
+    with pytest.raises(
+        ValueError, match=f"results must hold at least one {cls.__name__}, got none"
+    ):
+        cls.plot_bands([])
+    with pytest.raises(TypeError, match=rf"got one {cls.__name__}: pass \[result\]"):
+        cls.plot_bands(make(0))
+    with pytest.raises(TypeError, match=rf"results\[1\] must be a {cls.__name__}, got dict"):
+        cls.plot_bands([make(0), {}])
+
+
+def test_plot_bands_refuses_seeds_of_different_experiments():
+    short = _convergence(1)
+    short.steps = [0, 1, 2]
+    with pytest.raises(ValueError, match=r"results\[1\]\.steps differs from results\[0\]\.steps"):
+        ConvergenceResult.plot_bands([_convergence(0), short])
+    lone = _convergence(1)
+    del lone.runs["preconditioned"]
+    with pytest.raises(ValueError, match=r"results\[1\] has the runs \['same_step'\]"):
+        ConvergenceResult.plot_bands([_convergence(0), lone])
+    other = _length(1)
+    other.eval_lengths = [4, 16]
+    with pytest.raises(ValueError, match=r"results\[1\]\.eval_lengths differs"):
+        LengthGeneralizationResult.plot_bands([_length(0), other])
