@@ -262,7 +262,7 @@ def test_check_passes_on_a_fresh_run_and_fails_naming_a_changed_setting(register
     ref = write_reference(first, tmp_path / "ref.json", command="the test")
     entry = ref["experiments"]["test_level"]["value"]
     spread = entry["max"] - entry["min"]
-    assert entry["tolerance"] == max(2 * spread, 0.05 * abs(entry["median"]), 1e-3)
+    assert entry["tolerance"] == max(3 * spread, 0.05 * abs(entry["median"]), 1e-3)
     assert list(ref["experiments"]) == ["test_level"]  # no headline: nothing to refer to
     assert ref["made"]["command"] == "the test" and ref["made"]["seeds"] == {
         "test_level": [0, 1, 2]
@@ -343,18 +343,34 @@ def test_write_reference_makes_its_directory(register, tmp_path):
 
 
 def test_numbers_that_move_in_steps_get_their_records_relative_tolerance(register):
-    stepped = dataclasses.replace(se.LEVEL, name="test_stepped", reference_rtol={"tw*": 0.5})
+    stepped = dataclasses.replace(
+        se.LEVEL, name="test_stepped", reference_rtol={"tw*": 0.5}, reference_atol={"v*": 0.3}
+    )
     register(stepped)
     run = reproduce("tiny", only="test_stepped", n_seeds=2, n_jobs=1, progress=False)
     ref = write_reference(run)["experiments"]["test_stepped"]
     assert ref["twice"]["tolerance"] == pytest.approx(0.5 * abs(ref["twice"]["median"]))
-    assert ref["value"]["tolerance"] < 0.1  # not matched: the spread or 5% of the median
+    assert ref["value"]["tolerance"] == 0.3  # not the spread (about 0.03) nor 5% of the median
     with pytest.raises(ValueError, match="reference_rtol maps number patterns"):
         dataclasses.replace(se.LEVEL, reference_rtol={"x": -1.0})
+    with pytest.raises(ValueError, match="reference_atol maps number patterns"):
+        dataclasses.replace(se.LEVEL, reference_atol={"x": True})
 
 
-def test_tolerance_is_twice_the_spread_or_a_floor():
-    assert tolerance({"min": 1.0, "median": 1.1, "max": 1.5}) == 1.0
+def test_seeds_run_inside_give_their_own_spread():
+    from stsq_learn.experiments._check import _inner_spread
+
+    def band(m):
+        return {"median": m, "min": m, "max": m, "values": [m]}
+
+    numbers = {"r2": band(0.5), "r2_min": band(0.4), "r2_max": band(0.7), "other": band(1.0)}
+    assert _inner_spread(numbers, "r2") == pytest.approx(0.3)
+    assert _inner_spread(numbers, "r2_max") == pytest.approx(0.3)
+    assert _inner_spread(numbers, "other") == 0.0
+
+
+def test_tolerance_is_three_times_the_spread_or_a_floor():
+    assert tolerance({"min": 1.0, "median": 1.1, "max": 1.5}) == 1.5
     assert tolerance({"min": 16.0, "median": 16.0, "max": 16.0}) == 0.8
     assert tolerance({"min": 0.0, "median": 0.0, "max": 0.0}) == 1e-3
 

@@ -165,6 +165,9 @@ class Experiment:
         whose neighbours are at most twice apart). Seeds that agree leave
         such a number no spread, and another machine's rounding can move it
         one step.
+    reference_atol : dict of str to float or None, default=None
+        As ``reference_rtol``, the least absolute tolerance: for a number
+        that moves in steps of a fixed size (a fraction of a few seeds).
     settings : type
         Set when the record is built: the experiment's settings class
         (:func:`settings_type` of ``function``), of which every preset is an
@@ -182,6 +185,7 @@ class Experiment:
     provenance: dict | None = None
     seeds_inside: bool = False
     reference_rtol: dict | None = None
+    reference_atol: dict | None = None
     settings: type | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -214,16 +218,16 @@ class Experiment:
                 f"experiment {self.name!r}: headline must be a callable or None, "
                 f"got {self.headline!r}."
             )
-        if self.reference_rtol is not None:
-            for pattern, rtol in dict(self.reference_rtol).items():
+        for option in ("reference_rtol", "reference_atol"):
+            for pattern, value in dict(getattr(self, option) or {}).items():
                 if (
                     not isinstance(pattern, str)
-                    or isinstance(rtol, bool)
-                    or not (isinstance(rtol, (int, float)) and rtol >= 0)
+                    or isinstance(value, bool)
+                    or not (isinstance(value, (int, float)) and value >= 0)
                 ):
                     raise ValueError(
-                        f"experiment {self.name!r}: reference_rtol maps number patterns to "
-                        f"non-negative fractions, got {pattern!r}: {rtol!r}."
+                        f"experiment {self.name!r}: {option} maps number patterns to "
+                        f"non-negative numbers, got {pattern!r}: {value!r}."
                     )
         if self.provenance is not None:
             if not isinstance(self.provenance, dict):

@@ -177,6 +177,8 @@ RECORD = Experiment(
     headline=headline,
     provenance=PROVENANCE,
     seeds_inside=True,
+    # Fractions of the seeds run per start and schedule (3 at --quick): one seed either way.
+    reference_atol={"reached_*": 0.34, "swapped_*": 0.34},
     aliases=("content",),
     result=SingleLocationResult,
 )
