@@ -284,7 +284,7 @@ def test_check_passes_on_a_fresh_run_and_fails_naming_a_changed_setting(register
     assert outcome.mismatches == ["test_level.value", "test_level.twice"]
     assert outcome.message().startswith(
         "2 of 2 numbers outside the reference of 'tiny': test_level.value (measured 1.316, "
-        "reference 1.016 +- 0.05081), test_level.twice (measured 2.632"
+        "reference 1.016 +- 0.06542), test_level.twice (measured 2.632"
     )
     assert "| NO |" in outcome.table()
 
