@@ -15,6 +15,11 @@ from stsq_learn.experiments._convergence import ConvergenceResult, ConvergenceRu
 STEPS = [0, 1, 2, 3]
 
 
+def _suptitle(fig):
+    """The figure's title ("" without one); ``Figure.get_suptitle`` is matplotlib >= 3.8."""
+    return fig._suptitle.get_text() if fig._suptitle is not None else ""
+
+
 def _run(name, label, seed, shift):
     rng = np.random.default_rng(seed)
     curve = lambda base: [float(v) for v in base + shift + rng.uniform(0, 0.1, len(STEPS))]  # noqa: E731
@@ -87,7 +92,7 @@ def test_convergence_plot_bands_median_and_min_max_of_every_seed(n_seeds):
         assert (
             fig.axes[i].get_legend_handles_labels()[1] == one.axes[i].get_legend_handles_labels()[1]
         )
-    assert fig.get_suptitle() == f"Training dynamics, median over {n_seeds} seeds, band: min-max"
+    assert _suptitle(fig) == f"Training dynamics, median over {n_seeds} seeds, band: min-max"
     assert fig.axes[3].get_title().startswith("Final W (same_step, seed 0)")
     ax_loss, ax_cos, ax_gamma = fig.axes[:3]
     cases = [(ax_loss, "label", "loss"), (ax_cos, "short_label", "cos")]
@@ -112,7 +117,7 @@ def test_convergence_plot_bands_of_one_result_is_plot():
         for la, lb in zip(a.get_lines(), b.get_lines()):
             np.testing.assert_array_equal(la.get_ydata(), lb.get_ydata())
         assert a.get_title() == b.get_title() and not _fills(a) and not _fills(b)
-    assert one.get_suptitle() == ""
+    assert _suptitle(one) == ""
     # plot() draws each run's own curves.
     np.testing.assert_array_equal(
         _line(one.axes[0], res.runs["same_step"].label).get_ydata(), res.runs["same_step"].loss
@@ -132,9 +137,7 @@ def test_length_plot_bands_median_and_min_max_of_every_seed(n_seeds):
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [
         t.get_text() for t in one.legends[0].get_texts()
     ]
-    assert (
-        fig.get_suptitle() == f"Length generalization, median over {n_seeds} seeds, band: min-max"
-    )
+    assert _suptitle(fig) == f"Length generalization, median over {n_seeds} seeds, band: min-max"
     for ax, name in zip(fig.axes, ("val_128", "val_large")):
         floor = next(ln for ln in ax.get_lines() if ln.get_label().startswith("floor"))
         assert list(floor.get_ydata()) == [0.9, 0.7]

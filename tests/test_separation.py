@@ -22,6 +22,11 @@ matplotlib.use("Agg")
 TINY = PRESETS["tiny"]["separation"]
 
 
+def _suptitle(fig):
+    """The figure's title ("" without one); ``Figure.get_suptitle`` is matplotlib >= 3.8."""
+    return fig._suptitle.get_text() if fig._suptitle is not None else ""
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
     before = torch.get_num_threads()
@@ -241,7 +246,7 @@ def test_separation_plot_bands_median_and_min_max_over_seeds(by_q):
     one = by_q.plot()
     fig = SeparationByQResult.plot_bands(results)
     assert len(fig.axes) == len(one.axes) == 2
-    assert fig.get_suptitle() == ("Width separation by q, median over 3 seeds, error bars: min-max")
+    assert _suptitle(fig) == ("Width separation by q, median over 3 seeds, error bars: min-max")
     assert fig.axes[1].get_title() == one.axes[1].get_title() + ", the first seed"
     ax = fig.axes[0]
     # q=2: widths (4, 8, 16) at T=4; (8, 16) at T=8, the second seed found none there.
@@ -276,7 +281,7 @@ def test_separation_plot_bands_of_one_result_is_plot(by_q):
             (ln.get_label(), list(ln.get_ydata())) for ln in b.get_lines()
         ]
         assert a.get_title() == b.get_title() and not b.containers
-    assert bands.get_suptitle() == ""
+    assert _suptitle(bands) == ""
     measured = one.axes[0].get_lines()[0]
     assert list(measured.get_ydata()) == by_q.curves[0].minimal_width["transformer"]
     matplotlib.pyplot.close(one)

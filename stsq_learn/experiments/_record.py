@@ -35,20 +35,43 @@ class Settings(Mapping):
     :func:`settings_type` makes one class per experiment, its fields the
     keyword arguments of the experiment's function (less ``RUN_OPTIONS``),
     with their defaults. A preset is an instance: a misspelt or missing
-    setting fails when the record is built, and ``function(**settings)``
-    runs it.
+    setting fails when the record is built. Every field is an attribute;
+    as a mapping, a preset holds the settings it was given (so
+    ``function(**preset, n_jobs=2)`` still sets what the preset leaves at
+    its default, and ``dict(preset)`` is the preset as written).
     """
 
+    def _given_keys(self):
+        return getattr(self, "_given", None) or tuple(self.__dataclass_fields__)
+
     def __getitem__(self, key):
-        if key not in self.__dataclass_fields__:
+        if key not in self._given_keys():
             raise KeyError(key)
         return getattr(self, key)
 
     def __iter__(self):
-        return iter(self.__dataclass_fields__)
+        return iter(self._given_keys())
 
     def __len__(self):
-        return len(self.__dataclass_fields__)
+        return len(self._given_keys())
+
+    @classmethod
+    def given(cls, settings):
+        """An instance from the mapping ``settings``, which remembers the keys it was given.
+
+        Parameters
+        ----------
+        settings : mapping
+            Setting name to value.
+
+        Returns
+        -------
+        Settings
+            The instance (its other fields at their defaults).
+        """
+        out = cls(**settings)
+        object.__setattr__(out, "_given", tuple(settings))
+        return out
 
 
 def settings_type(function, name):
@@ -79,7 +102,7 @@ def settings_type(function, name):
                 (param.name, object, field(default_factory=lambda d=default: copy.deepcopy(d)))
             )
     kind = dataclasses.make_dataclass(
-        name, fields, bases=(Settings,), frozen=True, kw_only=True, eq=True
+        name, fields, bases=(Settings,), frozen=True, kw_only=True, eq=False
     )
     kind.__module__ = function.__module__
     kind.__doc__ = f"The settings of :func:`{function.__name__}` (its keyword arguments)."
@@ -208,11 +231,15 @@ class Experiment:
                     f"{', '.join(kind.__dataclass_fields__)})."
                 )
             try:
-                presets[size] = kind(**preset)
+                presets[size] = kind.given(preset)
             except TypeError as exc:
                 raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
         object.__setattr__(self, "settings", kind)
-        object.__setattr__(self, "presets", presets)
+        if isinstance(self.presets, dict):
+            # In place: the record module's PRESETS and the record's are one object.
+            self.presets.update(presets)
+        else:
+            object.__setattr__(self, "presets", presets)
         if self.headline is not None and not callable(self.headline):
             raise TypeError(
                 f"experiment {self.name!r}: headline must be a callable or None, "
