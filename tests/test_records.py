@@ -153,3 +153,28 @@ def test_a_preset_naming_a_setting_its_function_lacks_fails_when_the_record_is_b
     # Settings are frozen: a preset is changed by making another.
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.presets["tiny"].n_steps = 1
+
+
+def test_plan_times_a_model_whose_first_steps_raise_its_loss():
+    """The full preset's plan stopped: a few timed steps at a large step "diverged"."""
+    from sklearn.base import clone
+
+    from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector
+    from stsq_learn.experiments._record import Work, estimate
+
+    # The full preset's model trained over lengths 8..32: twelve Adam steps raise its loss.
+    model = SparseTokenSelector(
+        128,
+        solver="adam",
+        learning_rate_init=0.01,
+        learning_rate="constant",
+        batch_size=256,
+        length_scale="floor",
+        random_state=0,
+    )
+    task = SparseTokenSelectionTask((8, 32), 16, 4)
+    with pytest.raises(ValueError, match="diverged"):
+        clone(model).fit_online(task, n_steps=12)
+    (row,) = estimate([Work("big step", 3, 100, model, task)], device="cpu")
+    assert row["fits"] == 3 and row["steps"] == 300 and row["seconds"] > 0
+    assert model.get_params()["on_divergence"] == "raise"  # the given model is not changed
