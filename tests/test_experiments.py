@@ -172,7 +172,15 @@ def test_training_dynamics_token_norm_under_the_papers_algorithm():
     est = SparseTokenSelector(
         64, solver="sgd", learning_rate_init=1.0, learning_rate="constant", batch_size=256
     )
-    res = training_dynamics(16, 8, 3, estimator=est, n_steps=300, n_test=200, random_state=0)
+    res = training_dynamics(
+        seq_len=16,
+        n_features=8,
+        n_selected=3,
+        estimator=est,
+        n_steps=300,
+        n_test=200,
+        random_state=0,
+    )
     same, pre = res.runs["same_step"].final, res.runs["preconditioned"].final
     assert same["token_norm"] == pytest.approx(0.535, abs=0.01)
     assert pre["token_norm"] == pytest.approx(0.067, abs=0.005)

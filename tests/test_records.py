@@ -47,7 +47,7 @@ def test_a_record_needs_every_size():
 @pytest.mark.parametrize("size", SIZES)
 def test_every_preset_plans_without_running(size):
     for name, record in RECORDS.items():
-        work = record.work(**record.presets[size])
+        work = record.planned_work(size)
         assert work and all(part.fits >= 1 and part.steps >= 1 for part in work), name
 
 
@@ -121,19 +121,72 @@ def test_plan_only_and_bad_arguments():
         plan("tiny", n_threads=0)
 
 
-def test_every_preset_is_an_instance_of_its_experiments_settings_type():
+# Experiments whose settings are still read from their function's keyword arguments.
+_BY_KEYWORDS = {
+    "length_generalization",
+    "separation",
+    "encodings",
+    "qsa",
+    "retrieval",
+    "single_location",
+    "classification",
+}
+
+
+def test_every_experiment_declares_its_settings_once():
     import inspect
 
+    from stsq_learn.experiments import Settings
+
     for name, record in RECORDS.items():
+        if name in _BY_KEYWORDS:
+            continue
+        assert issubclass(record.settings, Settings), name
+        fields = record.settings.field_names()
         params = inspect.signature(record.function).parameters
-        own = [p for p in params if p not in ("device", "random_state", "progress", "scheduler")]
-        assert list(record.settings.__dataclass_fields__) == own, name
+        # The function takes the settings and keyword changes; it does not repeat them.
+        assert next(iter(params)) == "settings", name
+        assert not set(params) & set(fields), name
+        assert list(inspect.signature(record.work).parameters) == ["settings"], name
         for size in SIZES:
             preset = record.presets[size]
-            assert isinstance(preset, record.settings), (name, size)
-            assert set(preset) <= set(own)  # as a mapping: the settings the preset gives
-            assert all(preset[k] == getattr(preset, k) for k in preset)
-    assert type(RECORDS["separation"].presets["quick"]).__name__ == "SeparationSettings"
+            assert type(preset) is record.settings, (name, size)
+            assert dict(preset) == {k: getattr(preset, k) for k in fields}
+        default = record.settings()
+        assert record.function.__doc__ and record.settings.__doc__
+        for field in fields:  # every setting is documented on its class
+            assert field in record.settings.__doc__, (name, field)
+        assert default == record.settings.resolve(None)
+    assert type(RECORDS["convergence"].presets["quick"]).__name__ == "ConvergenceSettings"
+
+
+def test_settings_resolve_changes_and_refuse_unknown_names():
+    import dataclasses
+
+    from stsq_learn.experiments import ConvergenceSettings, Settings, training_dynamics
+
+    base = ConvergenceSettings(seq_len=8, n_steps=30)
+    assert base.replace(n_steps=60) == ConvergenceSettings(seq_len=8, n_steps=60)
+    assert base.n_steps == 30  # replace makes a copy
+    assert ConvergenceSettings.resolve(base, {"n_test": 5}).n_test == 5
+    assert ConvergenceSettings.resolve({"seq_len": 8}).seq_len == 8
+    assert dict(base)["seq_len"] == 8 and len(base) == len(ConvergenceSettings.field_names())
+    assert base == {**dict(base)}  # compares with a mapping by its items
+    with pytest.raises(ValueError, match=r"\['n_step'\] are not settings of ConvergenceSettings"):
+        base.replace(n_step=1)
+    with pytest.raises(ValueError, match=r"\['bogus'\] are not settings of ConvergenceSettings"):
+        training_dynamics(bogus=1)
+
+    class OtherSettings(Settings):  # a subclass is a frozen keyword-only dataclass
+        width: int = 4
+
+    assert OtherSettings(width=2).width == 2 and dict(OtherSettings()) == {"width": 4}
+    with pytest.raises(TypeError, match="settings must be ConvergenceSettings"):
+        training_dynamics(OtherSettings())
+    with pytest.raises(TypeError, match="got int: 3"):
+        training_dynamics(3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        base.n_steps = 1
 
 
 def test_a_preset_naming_a_setting_its_function_lacks_fails_when_the_record_is_built():

@@ -22,19 +22,22 @@
   its content): projected gradient descent of the erf model beside the
   oracle, linear and softmax-attention baselines.
 
-Each returns a dataclass with ``to_dict()`` (JSON-ready) and ``plot()``
-(matplotlib). :func:`reproduce` runs every registered experiment (``EXPERIMENTS``,
-read from :mod:`stsq_learn.registry`) at a named size, writes one
-PNG per experiment and ``results.json``, and returns a Markdown summary; it
-is what ``stsq-learn reproduce`` calls. :func:`plan` estimates a size's
-time on this machine from a few timed steps. An experiment whose record has
-headline numbers runs over several seeds (on every core), and its numbers'
-bands (min, median, max) go to ``results.json`` and the summary;
-:func:`check_reference` compares a run with the reference numbers the
-package ships per size (``references/<preset>.json``), and
-:func:`write_reference` writes such a file from a run. Each experiment is one
-record (its function, presets, summary rows, work, and optionally its
-headline numbers and the provenance of its settings) in ``_records/``.
+Each takes its settings, one typed object (``ConvergenceSettings`` and so on,
+subclasses of :class:`Settings`; the presets of :data:`PRESETS` are
+instances), and keyword changes to them, and returns a dataclass with
+``to_dict()`` (JSON-ready) and ``plot()`` (matplotlib). :func:`reproduce` runs
+every registered experiment (``EXPERIMENTS``, read from
+:mod:`stsq_learn.registry`) at a named size, writes one PNG per experiment and
+``results.json``, and returns a Markdown summary; it is what ``stsq-learn
+reproduce`` calls. :func:`plan` estimates a size's time on this machine from a
+few timed steps. An experiment whose record has headline numbers runs over
+several seeds (on every core), and its numbers' bands (min, median, max) go to
+``results.json`` and the summary; :func:`check_reference` compares a run with
+the reference numbers the package ships per size
+(``references/<preset>.json``), and :func:`write_reference` writes such a file
+from a run. Each experiment is one record (its function, presets, summary
+rows, work, and optionally its headline numbers and the provenance of its
+settings) in ``_records/``.
 """
 
 from .._live_names import live_names
@@ -56,6 +59,7 @@ from ._reproduce import reproduce as reproduce
 from ._reproduce import summary_table as summary_table
 from ._separation import SeparationResult as SeparationResult
 from ._separation import width_separation as width_separation
+from ._settings import Settings as Settings
 
 
 def _from_records():
@@ -69,10 +73,12 @@ def _from_records():
         out[record.function.__name__] = record.function
         if record.result is not None:
             out[record.result.__name__] = record.result
+        if record.settings is not None:
+            out[record.settings.__name__] = record.settings
     return out
 
 
-_OWN = [  # and, in __all__, every registered experiment's function and result
+_OWN = [  # and, in __all__, every registered experiment's function, result and settings
     "EXPERIMENTS",
     "PRESETS",
     "ConvergenceResult",
@@ -82,6 +88,7 @@ _OWN = [  # and, in __all__, every registered experiment's function and result
     "ReferenceCheck",
     "ReproduceResults",
     "SeparationResult",
+    "Settings",
     "check_reference",
     "encoding_families",
     "length_generalization",

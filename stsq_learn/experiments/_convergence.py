@@ -25,6 +25,7 @@ from ._common import (
     seed_results,
     train_online,
 )
+from ._settings import Settings
 
 # The runs' names, by the token rows' step requested (``token_block_rate``).
 _RUN_NAMES = {1.0: "same_step", "auto": "preconditioned"}
@@ -362,20 +363,47 @@ def _checked_rates(token_block_rates):
     return tuple(rates)
 
 
-def training_dynamics(
-    seq_len=16,
-    n_features=8,
-    n_selected=3,
-    *,
-    estimator=None,
-    n_steps=400,
-    token_block_rates=(1.0, "auto"),
-    record_every=1,
-    n_test=1000,
-    device=None,
-    random_state=0,
-    progress=False,
-):
+class ConvergenceSettings(Settings):
+    """The settings of :func:`training_dynamics`: the task, the model and the runs.
+
+    Attributes
+    ----------
+    seq_len, n_features, n_selected : int, default=16, 8, 3
+        The task D_{T,q}: T tokens in R^d, q selected.
+    estimator : SparseTokenSelector or None, default=None
+        The model to train (cloned; its ``random_state``, ``token_block_rate``
+        and, if given, ``device`` are replaced by the run's). None is a
+        :class:`~stsq_learn.SparseTokenSelector` of width 64 with stochastic
+        encodings and ``solver="sgd"``, no momentum, at a constant
+        ``learning_rate_init=1.0``, batches of 256. Plain gradient descent
+        needs a large step: the loss gradient at W = 0 is small (scores are
+        uniform).
+    n_steps : int, default=400
+        Gradient steps, each on a fresh batch.
+    token_block_rates : tuple of (float or "auto"), or None, default=(1.0, "auto")
+        One run per value, in order, the first the headline: the step of
+        W's token rows as a multiple of the step (the estimator's
+        ``token_block_rate``). 1.0 steps every block alike (the paper's
+        algorithm); ``"auto"`` is the estimator's preconditioning
+        (``1 / width`` with SGD). None runs once with the estimator's own
+        ``token_block_rate``.
+    record_every : int, default=1
+        Record W every this many steps.
+    n_test : int, default=1000
+        Fresh rows for each run's final R^2.
+    """
+
+    seq_len: int = 16
+    n_features: int = 8
+    n_selected: int = 3
+    estimator: SparseTokenSelector | None = None
+    n_steps: int = 400
+    token_block_rates: tuple | None = (1.0, "auto")
+    record_every: int = 1
+    n_test: int = 1000
+
+
+def training_dynamics(settings=None, *, device=None, random_state=0, progress=False, **changes):
     """Train the SPE transformer online with plain gradient descent and record W.
 
     The paper's convergence claim: from W = 0, gradient descent on a fresh
@@ -404,26 +432,8 @@ def training_dynamics(
 
     Parameters
     ----------
-    seq_len, n_features, n_selected : int, default=16, 8, 3
-        The task D_{T,q}: T tokens in R^d, q selected.
-    estimator : SparseTokenSelector, default=None
-        The model to train (cloned; its ``random_state``, ``token_block_rate``
-        and, if given, ``device`` are replaced by the run's). None is the
-        default above. Plain gradient descent needs a large step: the loss
-        gradient at W = 0 is small (scores are uniform).
-    n_steps : int, default=400
-        Gradient steps, each on a fresh batch.
-    token_block_rates : sequence of (float or "auto"), or None, default=(1.0, "auto")
-        One run per value, in order, the first the headline: the step of
-        W's token rows as a multiple of the step (the estimator's
-        ``token_block_rate``). 1.0 steps every block alike (the paper's
-        algorithm); ``"auto"`` is the estimator's preconditioning
-        (``1 / width`` with SGD). None runs once with the estimator's own
-        ``token_block_rate``.
-    record_every : int, default=1
-        Record W every this many steps.
-    n_test : int, default=1000
-        Fresh rows for each run's final R^2.
+    settings : ConvergenceSettings, mapping or None, default=None
+        The task, the model and the runs (None: the defaults).
     device : str or None, default=None
         Training device; None keeps the estimator's.
     random_state : int, default=0
@@ -431,6 +441,9 @@ def training_dynamics(
         and encodings, the same for every run).
     progress : bool, default=False
         Show a tqdm progress bar over the steps.
+    **changes
+        Settings of :class:`ConvergenceSettings` to change
+        (``training_dynamics(n_steps=100)``).
 
     Returns
     -------
@@ -438,15 +451,16 @@ def training_dynamics(
         The recorded trajectory of W, the losses and the final test R^2 of
         every run.
     """
-    n_steps = check_positive_int(n_steps, "n_steps")
-    record_every = check_positive_int(record_every, "record_every")
-    n_test = check_positive_int(n_test, "n_test")
-    rates = _checked_rates(token_block_rates)
-    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
+    cfg = ConvergenceSettings.resolve(settings, changes)
+    n_steps = check_positive_int(cfg.n_steps, "n_steps")
+    record_every = check_positive_int(cfg.record_every, "record_every")
+    n_test = check_positive_int(cfg.n_test, "n_test")
+    rates = _checked_rates(cfg.token_block_rates)
+    task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
     d = task.n_features
 
     base = prepared(
-        estimator,
+        cfg.estimator,
         _DEFAULT,
         SparseTokenSelector,
         "estimator",

@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ._common import timing_run
+from ._settings import Settings
 
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
@@ -30,8 +31,8 @@ RUN_OPTIONS = ("device", "random_state", "progress", "scheduler")
 """Arguments of an experiment function that :func:`reproduce` gives, not its presets."""
 
 
-class Settings(Mapping):
-    """Base of an experiment's settings: a frozen dataclass, read like a mapping.
+class _SignatureSettings(Mapping):
+    """Base of settings made from a function's signature (:func:`settings_type`).
 
     :func:`settings_type` makes one class per experiment, its fields the
     keyword arguments of the experiment's function (less ``RUN_OPTIONS``),
@@ -88,7 +89,7 @@ def settings_type(function, name):
     Returns
     -------
     type
-        A frozen, keyword-only dataclass deriving from :class:`Settings`;
+        A frozen, keyword-only dataclass deriving from :class:`_SignatureSettings`;
         a field without a default is required.
     """
     fields = []
@@ -103,7 +104,7 @@ def settings_type(function, name):
                 (param.name, object, field(default_factory=lambda d=default: copy.deepcopy(d)))
             )
     kind = dataclasses.make_dataclass(
-        name, fields, bases=(Settings,), frozen=True, kw_only=True, eq=False
+        name, fields, bases=(_SignatureSettings,), frozen=True, kw_only=True, eq=False
     )
     kind.__module__ = function.__module__
     kind.__doc__ = f"The settings of :func:`{function.__name__}` (its keyword arguments)."
@@ -150,18 +151,23 @@ class Experiment:
     name : str
         Its name: a section of ``results.json`` and a value of ``only``.
     function : callable
-        Runs it: called with ``presets[size]`` and ``device``,
-        ``random_state`` and ``progress``; returns a result with
-        ``to_dict()`` and ``plot()``.
-    presets : dict of str to dict or Settings
-        The arguments of ``function`` at each size of ``SIZES``; each is made
-        an instance of :attr:`settings` when the record is built.
+        Runs it: ``function(settings, device=..., random_state=...,
+        progress=...)``, ``settings`` an instance of :attr:`settings`;
+        returns a result with ``to_dict()`` and ``plot()``.
+    presets : dict of str to Settings
+        The settings at each size of ``SIZES``, instances of
+        :attr:`settings` (a mapping is made one when the record is built).
     summary_rows : callable
         ``summary_rows(rows, result)`` appends the result's lines of the
         Markdown summary to the list ``rows``.
     work : callable
-        ``work(**presets[size])``: the list of :class:`Work` the run does,
+        ``work(presets[size])``: the list of :class:`Work` the run does,
         for :func:`~stsq_learn.experiments.plan`.
+    settings : type or None, default=None
+        The experiment's settings, a subclass of
+        :class:`~stsq_learn.experiments.Settings` declared beside its
+        function; None makes one from the function's keyword arguments
+        (an experiment registered before settings were typed).
     aliases : tuple of str, default=()
         Other names ``only`` accepts.
     result : type or None, default=None
@@ -192,10 +198,6 @@ class Experiment:
     reference_atol : dict of str to float or None, default=None
         As ``reference_rtol``, the least absolute tolerance: for a number
         that moves in steps of a fixed size (a fraction of a few seeds).
-    settings : type
-        Set when the record is built: the experiment's settings class
-        (:func:`settings_type` of ``function``), of which every preset is an
-        instance, so a preset naming a setting the function lacks fails then.
     """
 
     name: str
@@ -210,19 +212,33 @@ class Experiment:
     seeds_inside: bool = False
     reference_rtol: dict | None = None
     reference_atol: dict | None = None
-    settings: type | None = field(default=None, init=False, repr=False, compare=False)
+    settings: type | None = None
 
     def __post_init__(self):
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
         # The presets become instances of the experiment's settings type (a typo fails here).
+        typed = self.settings is not None and not (
+            isinstance(self.settings, type) and issubclass(self.settings, _SignatureSettings)
+        )
+        if typed and not (isinstance(self.settings, type) and issubclass(self.settings, Settings)):
+            raise TypeError(
+                f"experiment {self.name!r}: settings must be a subclass of Settings, "
+                f"got {self.settings!r}."
+            )
         title = "".join(part.title() for part in self.name.split("_")) + "Settings"
-        kind = settings_type(self.function, title)
+        kind = self.settings if typed else settings_type(self.function, title)
         presets = {}
         for size, preset in self.presets.items():
             if isinstance(preset, kind):
                 presets[size] = preset
+                continue
+            if typed:
+                try:
+                    presets[size] = kind.resolve(preset)
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
                 continue
             unknown = [k for k in preset if k not in kind.__dataclass_fields__]
             if unknown:
@@ -236,6 +252,7 @@ class Experiment:
             except TypeError as exc:
                 raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
         object.__setattr__(self, "settings", kind)
+        object.__setattr__(self, "_by_keywords", not typed)
         if isinstance(self.presets, dict):
             # In place: the record module's PRESETS and the record's are one object.
             self.presets.update(presets)
@@ -269,6 +286,42 @@ class Experiment:
                         f"experiment {self.name!r}: the provenance of {key!r} must start "
                         f"with 'paper:' or 'ours:', got {source!r}."
                     )
+
+    def arguments(self, size, **run_options):
+        """The keyword arguments of ``function`` that run the preset ``size``.
+
+        Parameters
+        ----------
+        size : str
+            One of ``SIZES``.
+        **run_options
+            ``device``, ``random_state``, ``progress`` and the like.
+
+        Returns
+        -------
+        dict
+            ``{"settings": presets[size], **run_options}``.
+        """
+        preset = self.presets[size]
+        if self._by_keywords:  # settings made from the signature: its keyword arguments
+            return {**preset, **run_options}
+        return {"settings": preset, **run_options}
+
+    def planned_work(self, size):
+        """The :class:`Work` of the preset ``size`` (``work(presets[size])``).
+
+        Parameters
+        ----------
+        size : str
+            One of ``SIZES``.
+
+        Returns
+        -------
+        list of Work
+            The run's parts.
+        """
+        preset = self.presets[size]
+        return self.work(**preset) if self._by_keywords else self.work(preset)
 
 
 def time_steps(estimator, task, *, device, probe_steps=(4, 12)):

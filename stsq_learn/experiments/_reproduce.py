@@ -317,12 +317,7 @@ def _run(
         local = bool(scheduler) and _takes_scheduler(name)
         extra = {"scheduler": scheduler} if local else {}
         for s in seeds[name]:
-            kwargs = {
-                **record.presets[preset],
-                "device": str(resolved),
-                "random_state": s,
-                **extra,
-            }
+            kwargs = record.arguments(preset, device=str(resolved), random_state=s, **extra)
             jobs.append(((name, s), record.function, kwargs, local))
     workers = _seeds.resolve_n_jobs(
         n_jobs, sum(1 for job in jobs if not job[3]), device=resolved.type
@@ -564,7 +559,7 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
         for name in names:
             record = RECORDS[name]
             k = len(_seeds.seeds_of(record, 0, seed_count))
-            parts = estimate(record.work(**record.presets[preset]), device=str(resolved))
+            parts = estimate(record.planned_work(preset), device=str(resolved))
             per_seed = round(sum(p["seconds"] for p in parts), 1)
             out[name] = {
                 "fits": k * sum(p["fits"] for p in parts),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...tasks import SparseTokenSelectionTask
 from ...tasks.selection.estimators import SparseTokenSelector
-from .._convergence import training_dynamics
+from .._convergence import ConvergenceSettings, training_dynamics
 from .._record import Experiment, Work
 from ._format import fmt
 
@@ -40,7 +40,7 @@ PROVENANCE = {
 """Each setting: ``"paper: ..."`` where the paper fixes it, else ``"ours: ..."``."""
 
 PRESETS = {
-    "tiny": dict(
+    "tiny": ConvergenceSettings(
         seq_len=8,
         n_features=2,
         n_selected=2,
@@ -49,7 +49,7 @@ PRESETS = {
         token_block_rates=_RATES,
         n_test=200,
     ),
-    "quick": dict(
+    "quick": ConvergenceSettings(
         seq_len=16,
         n_features=8,
         n_selected=3,
@@ -57,7 +57,7 @@ PRESETS = {
         n_steps=300,
         token_block_rates=_RATES,
     ),
-    "full": dict(
+    "full": ConvergenceSettings(
         seq_len=64,
         n_features=16,
         n_selected=4,
@@ -66,7 +66,7 @@ PRESETS = {
         token_block_rates=_RATES,
         record_every=10,
     ),
-    "gpu": dict(
+    "gpu": ConvergenceSettings(
         seq_len=64,
         n_features=16,
         n_selected=4,
@@ -78,13 +78,12 @@ PRESETS = {
 }
 
 
-def work(
-    seq_len, n_features, n_selected, estimator, n_steps, token_block_rates=_RATES, n_test=2000, **_
-):
+def work(settings):
     """One model per token rows' step, each trained ``n_steps`` steps, scored on ``n_test`` rows."""
-    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
-    fits = 1 if token_block_rates is None else len(token_block_rates)
-    return [Work("convergence", fits, n_steps, estimator, task, predict_rows=n_test)]
+    s = settings
+    task = SparseTokenSelectionTask(s.seq_len, s.n_features, s.n_selected)
+    fits = 1 if s.token_block_rates is None else len(s.token_block_rates)
+    return [Work("convergence", fits, s.n_steps, s.estimator, task, predict_rows=s.n_test)]
 
 
 def headline(result):
@@ -126,6 +125,7 @@ def summary_rows(rows, conv):
 RECORD = Experiment(
     name="convergence",
     function=training_dynamics,
+    settings=ConvergenceSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
