@@ -511,10 +511,12 @@ def assert_predicts_as_then(got, expected):
 def _streamed_predict(model, X):
     """The prediction of stsq-learn 0.1 to 0.3: streamed draws from the prediction seed."""
     module = model.net_.module_
+    device = next(module.parameters()).device  # the CPU generator's draws are moved there
     g = torch.Generator().manual_seed(model._predict_seed)
     with torch.inference_mode():
-        out = module(torch.as_tensor(X, dtype=torch.float32), g, 1, model.pe_sampling)
-    return out.numpy().astype(np.float64)
+        X = torch.as_tensor(X, dtype=torch.float32, device=device)
+        out = module(X, g, 1, model.pe_sampling)
+    return out.cpu().numpy().astype(np.float64)
 
 
 @pytest.mark.parametrize("version", ["0.1.0", "0.2.0", "0.3.0"])
