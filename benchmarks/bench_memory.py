@@ -177,7 +177,7 @@ def run(cfg, ctx):
         sizes = {k: cfg[k] for k in ("width", "batch_size", "n_samples")}
         sizes.update(common, seq_len=T, kind="fit")
         rows.append(_in_child(sizes, f"seq_len={T}", cfg["mmap_threshold"]))
-    rec = {"rows": rows, "malloc_mmap_threshold": cfg["mmap_threshold"]}
+    rec = {"device": device, "rows": rows, "malloc_mmap_threshold": cfg["mmap_threshold"]}
     by_T = {r["seq_len"]: r for r in rows}
     if 4096 in by_T and 16384 in by_T:
         for phase in ("fit", "predict"):

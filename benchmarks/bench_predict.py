@@ -72,12 +72,13 @@ def streamed_predict(model, X):
     draws = StreamedDraws(torch.Generator().manual_seed(model._predict_seed))
     T, d, m = X.shape[1], X.shape[2] - 1, module.width
     chunk = max(1, _PREDICT_ELEMENTS // (T * (d + 4) + m * (m + 4)))  # 0.3.0's chunks
+    device = next(module.parameters()).device  # the CPU generator's draws are moved there
     module.eval()
     out = []
     for start in range(0, len(X), chunk):
-        xb = torch.as_tensor(X[start : start + chunk], dtype=torch.float32)
+        xb = torch.as_tensor(X[start : start + chunk], dtype=torch.float32, device=device)
         out.append(module(xb, generator=draws, **kwargs))
-    return torch.cat(out).numpy().astype(np.float64)
+    return torch.cat(out).cpu().numpy().astype(np.float64)
 
 
 def train(cfg, seq_len):

@@ -425,7 +425,7 @@ def _run_reproduce(args):
         f"summary.md to {args.out} in {time.perf_counter() - start:.0f} s."
     )
     if args.write_reference is not None:
-        write_reference(results, args.write_reference, command=command_line())
+        write_reference(results, args.write_reference, command=command_line(args.argv))
         print(f"Wrote the reference numbers of --{preset} to {args.write_reference}.")
     if check:
         outcome = check_reference(results, reference)
@@ -647,6 +647,8 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    # What ran, for a reference's provenance: main(argv) names argv, not its caller's sys.argv.
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.command is None:
         parser.print_help(sys.stdout)
         return 0

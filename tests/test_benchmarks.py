@@ -225,7 +225,12 @@ def test_memory_entry_in_child_processes(bench):
     assert all(r["fit_peak_mib"] >= 0 for r in rec["rows"])
     assert [(r["width"], r["pe_sampling"]) for r in rec["online"]] == list(cfg["online_cases"])
     assert all(r["seq_len"] == 128 and r["fit_online_peak_mib"] >= 0 for r in rec["online"])
-    assert rec["online"][0]["method"].startswith("VmHWM - VmRSS")
+    # The measure of the device the children ran on (device="auto": CUDA where there is one).
+    assert rec["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    if rec["device"] == "cuda":
+        assert {r["method"] for r in rec["online"]} == {"torch.cuda.max_memory_allocated"}
+    else:
+        assert rec["online"][0]["method"].startswith("VmHWM - VmRSS")
     if rec["online"][0]["fit_online_peak_mib"] > 0:
         assert rec["online_width_ratio"]["widths"] == [4, 32]
         ratio = rec["online_width_ratio"]

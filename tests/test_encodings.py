@@ -242,3 +242,63 @@ def test_a_codebook_of_the_training_length_is_the_fixed_encodings():
     torch.testing.assert_close(module.codebook, fixed_encodings(10, 8, 4), rtol=0, atol=0)
     P = module.encodings(5, 10, torch.Generator().manual_seed(0))
     torch.testing.assert_close(P, fixed.fixed_pe.expand(5, 10, 8), rtol=0, atol=0)
+
+
+# -- a generator of another device than the draws ---------------------------------------
+def test_draws_are_made_on_the_generators_device():
+    """A torch.Generator draws only on its own device type: a CPU generator asked for
+    CUDA draws (the 0.3 streamed predictions of a CUDA model) draws on the CPU."""
+    cpu = torch.Generator()
+    assert _sampling._draw_device(cpu, "cuda") == torch.device("cpu")
+    assert _sampling._draw_device(cpu, torch.device("cuda", 1)) == torch.device("cpu")
+    assert _sampling._draw_device(cpu, "cpu") == torch.device("cpu")
+    assert _sampling._draw_device(None, "cuda:0") == torch.device("cuda", 0)
+    assert _sampling._draw_device(None, "cpu") == torch.device("cpu")
+
+
+def _cross_device_draws(generator, device):
+    """Every streamed draw of the encodings from ``generator``, on ``device``."""
+    f64 = torch.float64
+    return {
+        "sphere": sphere_encodings(5, 3, 4, generator=generator, device=device, dtype=f64),
+        "sphere-out": sphere_encodings(
+            5, 3, 4, generator=generator, out=torch.empty(5, 3, 4, device=device, dtype=f64)
+        ),
+        "coordinates": sphere_coordinates((5, 3), 6, generator=generator, device=device),
+        "signs": sphere_coordinates((5, 3), 1, generator=generator, device=device),
+        "projections": _sampling.sphere_projections(
+            (5, 3), 6, 2, generator=generator, device=device, dtype=f64
+        ),
+        "subsets": randomized_positions(5, 3, 8, generator=generator, device=device),
+    }
+
+
+def test_a_cpu_generator_draws_for_another_device():
+    """The meta device stands for CUDA here: the draws arrive there, with their shapes."""
+    got = _cross_device_draws(torch.Generator().manual_seed(0), "meta")
+    want = _cross_device_draws(torch.Generator().manual_seed(0), "cpu")
+    for name, value in got.items():
+        assert value.device.type == "meta", name
+        assert value.shape == want[name].shape and value.dtype == want[name].dtype, name
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_cpu_generator_draws_its_cpu_numbers_on_cuda():
+    got = _cross_device_draws(torch.Generator().manual_seed(0), "cuda")
+    want = _cross_device_draws(torch.Generator().manual_seed(0), "cpu")
+    for name, value in got.items():
+        assert value.device.type == "cuda", name
+        # Drawn on the CPU and moved; only the sphere's normalisation runs on CUDA.
+        torch.testing.assert_close(value.cpu(), want[name], rtol=1e-6, atol=1e-7, msg=name)
+    # The streamed (0.3) forward pass of a CUDA model with a CPU generator.
+    from stsq_learn import SparseTokenSelector, make_sparse_token_selection
+
+    X, y = make_sparse_token_selection(40, 6, 3, 2, random_state=0)
+    model = SparseTokenSelector(width=8, max_iter=2, device="cuda", random_state=0).fit(X, y)
+    module = model.net_.module_
+    X = torch.as_tensor(X, dtype=torch.float32)
+    with torch.no_grad():
+        on_cuda = module(X.cuda(), generator=torch.Generator().manual_seed(3)).cpu()
+        on_cpu = module.cpu()(X, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(on_cuda, on_cpu, rtol=1e-5, atol=1e-5)

@@ -179,6 +179,7 @@ def test_training_dynamics_token_norm_under_the_papers_algorithm():
         estimator=est,
         n_steps=300,
         n_test=200,
+        device="cpu",
         random_state=0,
     )
     same, pre = res.runs["same_step"].final, res.runs["preconditioned"].final
@@ -606,7 +607,9 @@ def test_encoding_families_refuses_the_wrong_estimator():
 
 
 def test_reproduce_encodings_section(tmp_path, encodings):
-    results = reproduce("tiny", out=tmp_path, only="encodings", progress=False, n_threads=1)
+    results = reproduce(
+        "tiny", out=tmp_path, only="encodings", device="cpu", progress=False, n_threads=1
+    )
     assert list(results) == ["encodings"]
     assert (tmp_path / "encodings.png").stat().st_size > 0
     payload = json.loads((tmp_path / "results.json").read_text())
@@ -646,7 +649,9 @@ def test_resolve_experiments():
 
 
 def test_reproduce_writes_results(tmp_path, convergence, length, separation_by_q, encodings):
-    results = reproduce("tiny", out=tmp_path, only="convergence", progress=False, n_threads=1)
+    results = reproduce(
+        "tiny", out=tmp_path, only="convergence", device="cpu", progress=False, n_threads=1
+    )
     assert list(results) == ["convergence"]
     assert (tmp_path / "convergence.png").stat().st_size > 0
     payload = json.loads((tmp_path / "results.json").read_text())
@@ -790,7 +795,9 @@ def test_sparse_averaging_rejects_bad_arguments(kwargs, error, match):
 
 
 def test_reproduce_qsa_section(tmp_path, qsa):
-    results = reproduce("tiny", out=tmp_path, only="averaging", progress=False, n_threads=1)
+    results = reproduce(
+        "tiny", out=tmp_path, only="averaging", device="cpu", progress=False, n_threads=1
+    )
     assert list(results) == ["qsa"]
     assert (tmp_path / "qsa.png").stat().st_size > 0
     payload = json.loads((tmp_path / "results.json").read_text())

@@ -119,7 +119,9 @@ def test_bad_arguments_are_refused_before_any_work(kwargs, error, match):
 
 
 def test_reproduce_retrieval_section(tmp_path, retrieval):
-    results = reproduce("tiny", out=tmp_path, only="retrieval", progress=False, n_threads=1)
+    results = reproduce(
+        "tiny", out=tmp_path, only="retrieval", device="cpu", progress=False, n_threads=1
+    )
     assert list(results) == ["retrieval"]
     assert (tmp_path / "retrieval.png").stat().st_size > 0
     payload = json.loads((tmp_path / "results.json").read_text())
@@ -170,10 +172,11 @@ def test_heads_part_records_its_budget_and_threshold(retrieval):
 
 def test_heads_estimator_trains_the_heads_part_alone(retrieval):
     # None is the estimator, with its seed: the same numbers as before it existed.
-    same = sparse_retrieval(**{**TINY, "heads_estimator": TINY["estimator"]}, random_state=0)
+    kwargs = {**TINY, "device": "cpu", "random_state": 0}  # the fixture's CPU numbers
+    same = sparse_retrieval(**kwargs, heads_estimator=TINY["estimator"])
     assert same.heads["relative_mse"] == retrieval.heads["relative_mse"]
     adam = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
-    res = sparse_retrieval(**{**TINY, "heads_estimator": adam}, random_state=0)
+    res = sparse_retrieval(**kwargs, heads_estimator=adam)
     assert (res.heads["solver"], res.heads["learning_rate_init"]) == ("adam", 0.05)
     assert res.config["heads_estimator"]["solver"] == "adam"
     assert res.heads["relative_mse"] != retrieval.heads["relative_mse"]
@@ -226,7 +229,7 @@ def test_quick_heads_part_shows_the_threshold_at_q():
     quick = PRESETS["quick"]["retrieval"]
     small = dict(seq_lens=(4,), widths={"transformer": (4,), "fcn": (8,)})
     small.update(n_steps={"transformer": 2, "fcn": 2}, length_steps=2, n_test=1000)
-    res = sparse_retrieval(**{**quick, **small, "q_values": (3,)}, random_state=0)
+    res = sparse_retrieval(**{**quick, **small, "q_values": (3,)}, device="cpu", random_state=0)
     errors = res.heads["relative_mse"]["3"]
     assert errors[2] < 1 / 6 < 0.3 < errors[1] < errors[0]
     assert res.heads["threshold"] == {"3": 3}

@@ -189,8 +189,10 @@ def test_keyed_and_streamed_predictions_have_the_same_accuracy():
     X, y = task.sample(4000, random_state=1)
     draws = StreamedDraws(torch.Generator().manual_seed(0))
     with torch.inference_mode():
-        streamed = model.net_.module_(torch.as_tensor(X, dtype=torch.float32), draws)
-    keyed_r2, streamed_r2 = r2_score(y, model.predict(X)), r2_score(y, streamed.numpy())
+        module = model.net_.module_
+        device = next(module.parameters()).device  # the CPU generator's draws are moved there
+        streamed = module(torch.as_tensor(X, dtype=torch.float32, device=device), draws)
+    keyed_r2, streamed_r2 = r2_score(y, model.predict(X)), r2_score(y, streamed.cpu().numpy())
     assert keyed_r2 > 0.6
     assert abs(keyed_r2 - streamed_r2) < 0.015, (keyed_r2, streamed_r2)
 

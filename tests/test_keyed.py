@@ -156,6 +156,69 @@ def _keyed(n_rows, seed=0, width=9):
     return KeyedDraws(seed).for_rows(X)
 
 
+def _normals_in_float64(words):
+    """The keyed normals of 64-bit ``words``, in NumPy float64 from their definition.
+
+    Radius from the high half's top 24 bits, angle from the low half's, each
+    read as an int32 shifted right and offset by 2^23 (the top bit flipped).
+    """
+    w = words.numpy().view(np.uint64)
+    k_r = ((w >> np.uint64(40)) ^ np.uint64(1 << 23)).astype(np.float64)
+    k_t = (((w & np.uint64(0xFFFFFFFF)) >> np.uint64(8)) ^ np.uint64(1 << 23)).astype(np.float64)
+    r, theta = np.sqrt(-2 * np.log((k_r + 1) / 2**24)), 2 * np.pi * k_t / 2**24
+    return np.stack([r * np.cos(theta), r * np.sin(theta)])
+
+
+def test_keyed_normals_are_computed_in_the_dtype_asked():
+    """Float64 normals are float64's (CPU and CUDA agreed to 3.5e-6 only in a float64
+    sphere, computed in float32); float32's log(k + 1) - 24 log 2 keeps ~2e-6 of a
+    logarithm near 0, so a small radius is off by up to ~1e-4 (kept for float32 models)."""
+    words = splitmix64(torch.arange(50), 400)
+    exact = _normals_in_float64(words)
+    f64 = normal_pairs(words, dtype=torch.float64)
+    assert f64.dtype == torch.float64
+    np.testing.assert_allclose(f64.numpy(), exact, rtol=0, atol=1e-14)
+    out = torch.empty(2, 50, 400, dtype=torch.float64)
+    assert normal_pairs(words, out=out) is out
+    torch.testing.assert_close(out, f64, rtol=0, atol=0)
+    f32 = normal_pairs(words)
+    assert f32.dtype == torch.float32
+    assert 1e-6 < np.abs(f32.double().numpy() - exact).max() < 1e-3
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 8, 32])
+def test_float64_keyed_draws_keep_float64_precision(width):
+    """A float64 model's draws are computed in float64; a float32 model's draws are
+    float32's, also asked in float64 (an overflowing chunk redone in float64)."""
+    X = torch.randn(300, 6, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    where = torch.arange(6).expand(300, 6)
+    f64 = KeyedDraws(3, dtype=torch.float64).for_rows(X)
+    asked = KeyedDraws(3).for_rows(X)  # no model dtype: the dtype asked decides
+    for source in (f64, asked):
+        P = source.sphere(where, width, "cpu", torch.float64)
+        assert P.dtype == torch.float64
+        torch.testing.assert_close(P.norm(dim=-1), torch.ones(300, 6, dtype=torch.float64))
+    n_words = -(-width // 2)
+    seeds = f64._seeds(where, 1, f64.keys.view(-1, 1))  # stream 1: the unit vectors
+    Z = np.moveaxis(_normals_in_float64(splitmix64(seeds, n_words)), 0, 2)
+    Z = Z.reshape(300, 6, 2 * n_words)[..., :width]
+    want = Z / np.linalg.norm(Z, axis=-1, keepdims=True)
+    np.testing.assert_allclose(f64.sphere(where, width, "cpu", torch.float64), want, atol=1e-13)
+    f32 = KeyedDraws(3, dtype=torch.float32).for_rows(X)
+    for draw in ("sphere", "coordinates"):
+        args = (where, width) if draw == "sphere" else (300, 6, width)
+        in_f32 = getattr(f32, draw)(*args, "cpu", torch.float32)
+        redone = getattr(f32, draw)(*args, "cpu", torch.float64)
+        # The float32 normals; a unit vector is normalised in the dtype asked.
+        tol = 1e-6 if draw == "sphere" else 0
+        torch.testing.assert_close(redone, in_f32.double(), rtol=0, atol=tol)
+        if width > 1:  # the same keys' draws in float64 differ from float32's in the last bits
+            own = getattr(asked, draw)(*args, "cpu", torch.float64)
+            single = getattr(asked, draw)(*args, "cpu", torch.float32).double()
+            assert not torch.equal(own, single)
+            torch.testing.assert_close(own, single, rtol=0, atol=1e-4)
+
+
 def test_keyed_normals_are_standard_normal_and_independent():
     words = splitmix64(torch.arange(50), 400)  # 20000 words: 40000 normals
     a, b = (z.flatten().double().numpy() for z in normal_pairs(words))
@@ -255,17 +318,26 @@ def test_cpu_and_cuda_compute_the_same_keyed_draws():
     torch.testing.assert_close(splitmix64(keys.cuda(), 300).cpu(), words, rtol=0, atol=0)
     cpu, gpu = KeyedDraws(11).for_rows(X), KeyedDraws(11).for_rows(X.cuda())
     where = torch.arange(3).expand(64, 3)
+    # Float64 draws are computed in float64 (they differed by 3.5e-6 when computed in
+    # float32): the devices' log, sin and cos agree to a few float64 ulps.
     torch.testing.assert_close(
         gpu.sphere(where.cuda(), 32, "cuda", torch.float64).cpu(),
         cpu.sphere(where, 32, "cpu", torch.float64),
-        rtol=1e-5,
-        atol=1e-6,
+        rtol=1e-9,
+        atol=1e-11,
     )
+    for width in (3, 32):
+        torch.testing.assert_close(
+            gpu.coordinates(64, 12, width, "cuda", torch.float64).cpu(),
+            cpu.coordinates(64, 12, width, "cpu", torch.float64),
+            rtol=1e-9,
+            atol=1e-11,
+        )
     torch.testing.assert_close(
-        gpu.coordinates(64, 12, 32, "cuda", torch.float64).cpu(),
-        cpu.coordinates(64, 12, 32, "cpu", torch.float64),
-        rtol=1e-5,
-        atol=1e-6,
+        gpu.joint_coordinates(64, 12, 16, 3, "cuda", torch.float64).cpu(),
+        cpu.joint_coordinates(64, 12, 16, 3, "cpu", torch.float64),
+        rtol=1e-9,
+        atol=1e-11,
     )
     torch.testing.assert_close(
         gpu.subsets(64, 12, 40, "cuda").cpu(), cpu.subsets(64, 12, 40, "cpu"), rtol=0, atol=0

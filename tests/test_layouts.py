@@ -288,7 +288,8 @@ def _fitted_numbers(est):
     """Everything a fit decides: weights, loss curve, fitted arrays."""
     out = {"loss_curve_": np.asarray(est.loss_curve_, dtype=np.float64)}
     if hasattr(est, "net_"):
-        out.update({k: v.numpy() for k, v in est.net_.module_.state_dict().items()})
+        # .cpu(): the weights of a fit on CUDA (device="auto" where there is one).
+        out.update({k: v.cpu().numpy() for k, v in est.net_.module_.state_dict().items()})
     for key, value in vars(est).items():
         if key.endswith("_") and isinstance(value, np.ndarray):
             out[key] = value

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from children import child_env
 from sklearn.base import clone
 
 from stsq_learn import (
@@ -143,7 +144,7 @@ def fresh_processes(models, data, tmp_path_factory):
     with open(tmp / "m.pkl", "wb") as fh:
         pickle.dump(est, fh)
     np.save(tmp / "X.npy", data[0])
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    env = child_env(PYTHONWARNINGS="ignore")
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _FRESH_PROCESS]
@@ -510,10 +511,12 @@ def assert_predicts_as_then(got, expected):
 def _streamed_predict(model, X):
     """The prediction of stsq-learn 0.1 to 0.3: streamed draws from the prediction seed."""
     module = model.net_.module_
+    device = next(module.parameters()).device  # the CPU generator's draws are moved there
     g = torch.Generator().manual_seed(model._predict_seed)
     with torch.inference_mode():
-        out = module(torch.as_tensor(X, dtype=torch.float32), g, 1, model.pe_sampling)
-    return out.numpy().astype(np.float64)
+        X = torch.as_tensor(X, dtype=torch.float32, device=device)
+        out = module(X, g, 1, model.pe_sampling)
+    return out.cpu().numpy().astype(np.float64)
 
 
 @pytest.mark.parametrize("version", ["0.1.0", "0.2.0", "0.3.0"])
@@ -776,7 +779,7 @@ def test_every_registered_estimator_round_trips_fitted_and_unfitted_in_a_fresh_p
     assert {c for c in registry.estimators()} <= {
         type(m) for m in expected.values() if not isinstance(m, np.ndarray)
     }
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    env = child_env(PYTHONWARNINGS="ignore")
     proc = subprocess.run(
         [sys.executable, "-c", _LOAD_ALL, json.dumps(jobs)],
         capture_output=True,
@@ -815,3 +818,27 @@ def test_files_written_by_0_5_predict_as_they_did(name):
     model = load_model(MODEL_FILES / f"{name}-0.5.0.stsq")
     assert_predicts_as_then(model.predict(expected[f"{name}_X"]), expected[name])
     assert model.n_iter_ == 3 and model.n_features_in_ == 3
+
+
+def test_a_child_process_imports_this_checkout_and_the_parents_path(tmp_path, monkeypatch):
+    """A child process finds stsq_learn here and the dependencies the parent's path holds
+    (on the GPU machine skorch came from a PYTHONPATH entry the child had lost)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_on_the_parents_path.py").write_text("WHERE = 'site'\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT)]))
+    env = child_env(PYTHONWARNINGS="ignore")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), str(site)]
+    assert env["PYTHONWARNINGS"] == "ignore" and env["PATH"] == os.environ["PATH"]
+    code = (
+        "import importlib.util, only_on_the_parents_path as m\n"
+        "print(m.WHERE, importlib.util.find_spec('stsq_learn').origin)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    where, origin = out.stdout.split()
+    assert where == "site" and Path(origin) == ROOT / "stsq_learn" / "__init__.py"
+    monkeypatch.delenv("PYTHONPATH")
+    assert child_env()["PYTHONPATH"] == str(ROOT)

@@ -565,9 +565,10 @@ def test_overflow_fallback_does_not_touch_normal_inputs(ctx):
     est = ctx["spe"]
     module = est.net_.module_
     X = ctx["X"]
-    gen = torch.Generator().manual_seed(7)
+    device = next(module.parameters()).device  # CUDA where device="auto" found one
+    gen = torch.Generator().manual_seed(7)  # a CPU generator: its draws are moved to device
     with torch.no_grad():
-        direct = module(torch.as_tensor(X, dtype=torch.float32), generator=gen)
+        direct = module(torch.as_tensor(X, dtype=torch.float32, device=device), generator=gen)
         gen.manual_seed(7)
         safe = finite_forward(module, X, gen, {})
     assert torch.equal(direct, safe)

@@ -403,17 +403,37 @@ def test_reference_errors_name_the_problem(register, tmp_path):
 # --- the command line --------------------------------------------------------------------
 
 
+def test_a_reference_names_the_command_main_ran(register, tmp_path, monkeypatch):
+    """Not the caller's sys.argv: main(argv) from pytest, or under xdist (sys.argv ["-c"])."""
+    from stsq_learn.experiments._check import command_line
+
+    register(se.LEVEL)
+    monkeypatch.setattr("sys.argv", ["-c"])
+    assert command_line() == "stsq-learn"
+    assert command_line(["reproduce", "--tiny"]) == "stsq-learn reproduce --tiny"
+    ref = tmp_path / "ref.json"
+    argv = ["reproduce", "--tiny", "--only", "test_level", "--no-progress", "--jobs", "1"]
+    argv += ["--out", str(tmp_path / "o"), "--write-reference", str(ref)]
+    assert main(argv) == 0
+    assert json.loads(ref.read_text())["made"]["command"] == "stsq-learn " + " ".join(argv)
+    monkeypatch.setattr("sys.argv", ["stsq-learn", *argv])  # the console script's own
+    assert main() == 0
+    assert json.loads(ref.read_text())["made"]["command"] == "stsq-learn " + " ".join(argv)
+    monkeypatch.setattr("sys.argv", [])
+    assert command_line() is None
+
+
 def test_cli_check_passes_then_fails_naming_the_number(register, tmp_path, capsys):
     register(se.LEVEL)
     ref = tmp_path / "ref.json"
     base = ["reproduce", "--tiny", "--only", "test_level", "--no-progress", "--jobs", "1"]
-    assert (
-        main([*base, "--seeds", "3", "--out", str(tmp_path / "a"), "--write-reference", str(ref)])
-        == 0
-    )
+    argv = [*base, "--seeds", "3", "--out", str(tmp_path / "a"), "--write-reference", str(ref)]
+    assert main(argv) == 0
     assert "Wrote the reference numbers of --tiny to" in capsys.readouterr().out
     made = json.loads(ref.read_text())["made"]
-    assert made["command"].startswith("stsq-learn ") and made["seeds"] == {"test_level": [0, 1, 2]}
+    # The command main ran, not the test runner's sys.argv (under xdist: "stsq-learn" alone).
+    assert made["command"] == "stsq-learn " + " ".join(argv)
+    assert made["seeds"] == {"test_level": [0, 1, 2]}
     assert main([*base, "--seeds", "3", "--out", str(tmp_path / "b"), "--reference", str(ref)]) == 0
     printed = capsys.readouterr().out
     assert "| number | reference | tolerance | measured | ok |" in printed
@@ -485,7 +505,9 @@ def test_a_fresh_tiny_run_matches_the_shipped_reference():
     ref = load_reference("tiny")
     names = list(ref["experiments"])
     assert names == [n for n in RECORDS if RECORDS[n].headline is not None]
-    outcome = check_reference(reproduce("tiny", only=names, n_jobs=2, progress=False))
+    # The shipped references are CPU numbers (a CUDA run rounds otherwise).
+    run = reproduce("tiny", only=names, device="cpu", n_jobs=2, progress=False)
+    outcome = check_reference(run)
     assert outcome.ok, outcome.message()
     assert not outcome.not_run and not outcome.not_referenced
 
@@ -495,7 +517,8 @@ def test_the_tiny_check_fails_naming_the_numbers_a_changed_setting_moves(monkeyp
     preset = dict(RECORDS["convergence"].presets["tiny"])
     preset["estimator"] = clone(preset["estimator"]).set_params(learning_rate_init=0.5)
     monkeypatch.setitem(RECORDS["convergence"].presets, "tiny", preset)
-    outcome = check_reference(reproduce("tiny", only="convergence", n_jobs=1, progress=False))
+    run = reproduce("tiny", only="convergence", device="cpu", n_jobs=1, progress=False)
+    outcome = check_reference(run)
     assert not outcome.ok
     assert "convergence.same_step.gamma" in outcome.mismatches
     assert all(name.startswith("convergence.") for name in outcome.mismatches)

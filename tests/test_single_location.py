@@ -8,11 +8,11 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from children import child_env
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression
 
@@ -696,8 +696,7 @@ def test_saved_models_predict_the_same_in_a_fresh_process(saved, data, tmp_path)
     for name, model in saved.items():
         paths.append(str(tmp_path / f"{name}.stsq"))
         save_model(model, paths[-1])
-    root = Path(__file__).resolve().parents[1]
-    env = {"PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    env = child_env(PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, "-c", _FRESH, str(tmp_path / "X.npy"), *paths],
         capture_output=True,

@@ -286,6 +286,10 @@ class KeyedDraws(_DrawSource):
 
     Notes
     -----
+    - The transforms of the integer words are computed in float32, in
+      float64 for a float64 model (``dtype``; without one, for draws asked
+      in float64), so that the draws keep the precision asked: CPU and
+      CUDA then agree to float64 rounding.
     - Unit vectors: a Philox block per (row, position) seeds SplitMix64,
       whose ``width / 2`` words give ``width`` normals (Box-Muller, two per
       word), then normalised.
@@ -342,18 +346,29 @@ class KeyedDraws(_DrawSource):
         w = self._words(position, stream, keys)
         return w[0] | (w[1] << 32)
 
+    def _computed_in(self, dtype):
+        """The dtype the draws are computed in: float64 for a float64 model, else float32.
+
+        The model's dtype (:attr:`dtype`) decides, so that a float64 redo of
+        a float32 model's chunk gets its float32 draws; without one, the
+        dtype asked.
+        """
+        model = self.dtype if self.dtype is not None else dtype
+        return torch.float64 if model == torch.float64 else torch.float32
+
     def sphere(self, positions, width, device, dtype, full=False):
         n, P = self.keys.shape[0], positions.shape[1]
         n_words = -(-width // 2)
         words = splitmix64(self._seeds(positions, _SPHERE, self.keys.view(-1, 1)), n_words)
-        Z = torch.empty(n, P, 2, n_words, device=device)
+        Z = torch.empty(n, P, 2, n_words, device=device, dtype=self._computed_in(dtype))
         normal_pairs(words, out=Z.movedim(2, 0))
         Z = Z.view(n, P, 2 * n_words)[..., :width].to(dtype)
         return Z.div_(torch.linalg.vector_norm(Z, dim=-1, keepdim=True))
 
     def coordinates(self, n, seq_len, width, device, dtype):
+        computed_in = self._computed_in(dtype)
         if width < 5:
-            return self._narrow_coordinates(n, seq_len, width, device).to(dtype)
+            return self._narrow_coordinates(n, seq_len, width, device, computed_in).to(dtype)
         k = (width - 3) / 2
         sigma = (2 * k) ** -0.5
         n_pairs = -(-seq_len // 2)
@@ -361,22 +376,22 @@ class KeyedDraws(_DrawSource):
         # Int32 halves of the two words of a pair of positions: lo0, hi0, lo1, hi1.
         # The low halves make a Box-Muller pair, the high ones the two uniforms.
         halves = words.view(torch.int32).view(n, n_pairs, 4)
-        x = torch.empty(n, n_pairs, 2, device=device)
+        x = torch.empty(n, n_pairs, 2, device=device, dtype=computed_in)
         normal_pair_of_halves(halves[..., 0], halves[..., 2], out=x.movedim(2, 0))
         c = x.view(n, 2 * n_pairs)[:, :seq_len].mul_(sigma)
-        u = uniform_halves(halves[..., 1::2]).view(n, 2 * n_pairs)[:, :seq_len]
+        u = uniform_halves(halves[..., 1::2], computed_in).view(n, 2 * n_pairs)[:, :seq_len]
         accept = _accept_coordinate(c, u, k)
         rows, cols = (~accept).nonzero(as_tuple=True)
         candidate = 1
         while rows.numel():
             w = self._words(cols, _COORDINATES, self.keys[rows], candidate)
-            value = box_muller(w[0], w[1])[0].mul_(sigma)
-            ok = _accept_coordinate(value, uniforms(w[2]), k)
+            value = box_muller(w[0], w[1], computed_in)[0].mul_(sigma)
+            ok = _accept_coordinate(value, uniforms(w[2], computed_in), k)
             c[rows[ok], cols[ok]] = value[ok]
             rows, cols, candidate = rows[~ok], cols[~ok], candidate + 1
         return c.to(dtype)
 
-    def _narrow_coordinates(self, n, seq_len, width, device):
+    def _narrow_coordinates(self, n, seq_len, width, device, computed_in):
         """Coordinates for widths 1 to 4: a sign, or ``z / sqrt(z^2 + 2 G)``, G by Marsaglia-Tsang.
 
         One Philox block per position: ``z`` and the first candidate's normal
@@ -386,7 +401,7 @@ class KeyedDraws(_DrawSource):
         keys = self.keys.view(-1, 1)
         position = torch.arange(seq_len, device=device)
         w = self._words(position, _COORDINATES, keys)
-        z, x = box_muller(w[0], w[1])
+        z, x = box_muller(w[0], w[1], computed_in)
         if width == 1:
             return torch.where(z >= 0, 1.0, -1.0)
         G = self._keyed_gamma(w, x, (width - 1) / 2, _COORDINATES)
@@ -398,9 +413,11 @@ class KeyedDraws(_DrawSource):
         keys = self.keys.view(-1, 1)
         position = torch.arange(seq_len, device=device)
         words = splitmix64(self._seeds(position, _PROJECTIONS, keys), -(-k // 2))
-        z = normal_pairs(words).movedim(0, -1).reshape(n, seq_len, -1)[..., :k]
+        computed_in = self._computed_in(dtype)
+        z = normal_pairs(words, dtype=computed_in).movedim(0, -1).reshape(n, seq_len, -1)[..., :k]
         w = self._words(position, _PROJECTION_GAMMA, keys)
-        G = self._keyed_gamma(w, box_muller(w[0], w[1])[0], (width - k) / 2, _PROJECTION_GAMMA)
+        x = box_muller(w[0], w[1], computed_in)[0]
+        G = self._keyed_gamma(w, x, (width - k) / 2, _PROJECTION_GAMMA)
         return z.mul_(G.mul_(2).add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1)).to(dtype)
 
     def _keyed_gamma(self, w, x, alpha, stream):
@@ -412,17 +429,17 @@ class KeyedDraws(_DrawSource):
         Rejected candidates are redrawn, a block each, keyed by their index.
         """
         boost, a, c = _sampling.gamma_constants(alpha)
-        G, accept = _sampling.marsaglia_tsang(x.mul_(c), uniforms(w[2]).log_(), a, c)
+        G, accept = _sampling.marsaglia_tsang(x.mul_(c), uniforms(w[2], x.dtype).log_(), a, c)
         rows, cols = (~accept).nonzero(as_tuple=True)
         candidate = 1
         while rows.numel():
             v = self._words(cols, stream, self.keys[rows], candidate)
-            cx = box_muller(v[0], v[1])[0].mul_(c)
-            value, ok = _sampling.marsaglia_tsang(cx, uniforms(v[2]).log_(), a, c)
+            cx = box_muller(v[0], v[1], G.dtype)[0].mul_(c)
+            value, ok = _sampling.marsaglia_tsang(cx, uniforms(v[2], G.dtype).log_(), a, c)
             G[rows[ok], cols[ok]] = value[ok]
             rows, cols, candidate = rows[~ok], cols[~ok], candidate + 1
         if boost:
-            G.mul_(uniforms(w[3]).pow_(1 / alpha))
+            G.mul_(uniforms(w[3], G.dtype).pow_(1 / alpha))
         return G
 
     def subsets(self, n, seq_len, max_positions, device):

@@ -16,7 +16,9 @@ integer rounds, so a row's numbers depend on nothing but the key:
   hence not on threads or devices), then
   SplitMix64's finalizer (:func:`mix64`) with the seed and the row's shape.
 - :func:`uniforms` and :func:`box_muller` turn 32-bit words into float32
-  uniforms on (0, 1) (24 bits each) and normals, two per pair of words.
+  uniforms on (0, 1) (24 bits each) and normals, two per pair of words
+  (float64 for a float64 model: the same uniforms, normals to float64's
+  precision).
 
 Integer arithmetic is exact, so a CPU and a CUDA device compute the same
 words; only the float transforms may round differently.
@@ -126,39 +128,43 @@ def _xor_masked(a, b, k, shape):
     return a.bitwise_and_(MASK32)
 
 
-def uniforms(words):
-    """Float32 uniforms on (0, 1] from 32-bit words: ``(k + 1) / 2^24``, k their top 24 bits.
+def uniforms(words, dtype=torch.float32):
+    """Uniforms on (0, 1] from 32-bit words: ``(k + 1) / 2^24``, k their top 24 bits.
 
     Parameters
     ----------
     words : Tensor of dtype int64
         Values in [0, 2^32).
+    dtype : torch.dtype, default=torch.float32
+        float32 or float64: the values are the same, exact in both.
 
     Returns
     -------
-    Tensor of dtype float32
+    Tensor of dtype ``dtype``
         Exact in float32, never 0 (their logarithm is finite).
     """
-    return (words >> 8).to(torch.float32).add_(1.0).mul_(_U24)
+    return (words >> 8).to(dtype).add_(1.0).mul_(_U24)
 
 
-def box_muller(words_r, words_theta):
+def box_muller(words_r, words_theta, dtype=torch.float32):
     """Two independent standard normals from two 32-bit words (Box and Muller, 1958).
 
     Parameters
     ----------
     words_r, words_theta : Tensor of dtype int64
         Values in [0, 2^32), of one shape: the radius's and the angle's words.
+    dtype : torch.dtype, default=torch.float32
+        The dtype the transform is computed in (float32 or float64).
 
     Returns
     -------
-    tuple of 2 Tensor of dtype float32
+    tuple of 2 Tensor of dtype ``dtype``
         ``r cos(theta)`` and ``r sin(theta)`` with ``r = sqrt(-2 log u1)``
         (``u1`` from :func:`uniforms`) and ``theta = 2 pi k / 2^24``, k the
         top 24 bits of ``words_theta``.
     """
-    r = uniforms(words_r).log_().mul_(-2.0).sqrt_()
-    theta = (words_theta >> 8).to(torch.float32).mul_(2 * math.pi * _U24)
+    r = uniforms(words_r, dtype).log_().mul_(-2.0).sqrt_()
+    theta = (words_theta >> 8).to(dtype).mul_(2 * math.pi * _U24)
     return r * theta.cos(), r.mul_(theta.sin_())
 
 
@@ -259,7 +265,7 @@ def splitmix64(seeds, n_words):
     return z
 
 
-def normal_pairs(words, out=None):
+def normal_pairs(words, out=None, dtype=torch.float32):
     """Two standard normals per 64-bit word: Box-Muller on its two 24-bit uniforms.
 
     The radius takes the top 24 bits of the word's high half, the angle those
@@ -270,49 +276,63 @@ def normal_pairs(words, out=None):
     ----------
     words : Tensor of dtype int64
         64-bit patterns, contiguous, any shape S.
-    out : Tensor of shape (2,) + S, dtype float32, or None, default=None
-        Where to write the normals (may be a strided view).
+    out : Tensor of shape (2,) + S, float32 or float64, or None, default=None
+        Where to write the normals (may be a strided view); they are
+        computed in its dtype.
+    dtype : torch.dtype, default=torch.float32
+        The dtype the normals are computed in when ``out`` is None.
 
     Returns
     -------
-    Tensor of shape (2,) + S, dtype float32
+    Tensor of shape (2,) + S
         ``r cos(theta)`` and ``r sin(theta)`` with ``r = sqrt(-2 log u1)``,
         ``theta = 2 pi u2``.
     """
     halves = words.view(torch.int32)
-    return normal_pair_of_halves(halves[..., 1::2], halves[..., 0::2], out)
+    return normal_pair_of_halves(halves[..., 1::2], halves[..., 0::2], out, dtype)
 
 
-def normal_pair_of_halves(radius, angle, out=None):
+def normal_pair_of_halves(radius, angle, out=None, dtype=torch.float32):
     """Box-Muller on int32 words: the normals of :func:`normal_pairs`, from given halves.
 
     Parameters
     ----------
     radius, angle : Tensor of dtype int32
         Words of one shape S (views allowed): the radius's and the angle's.
-    out : Tensor of shape (2,) + S, dtype float32, or None, default=None
-        Where to write the normals (may be a strided view).
+    out : Tensor of shape (2,) + S, float32 or float64, or None, default=None
+        Where to write the normals (may be a strided view); they are
+        computed in its dtype.
+    dtype : torch.dtype, default=torch.float32
+        The dtype the normals are computed in when ``out`` is None.
 
     Returns
     -------
-    Tensor of shape (2,) + S, dtype float32
+    Tensor of shape (2,) + S
         ``r cos(theta)`` and ``r sin(theta)``.
     """
-    theta = _top24(angle).mul_(2 * math.pi * _U24)
-    # u1 = (k + 1) / 2^24, so log u1 = log(k + 1) - 24 log 2 (k + 1 is exact in float32).
-    r = _top24(radius).add_(1.0).log_().sub_(24 * math.log(2)).mul_(-2.0).sqrt_()
+    dtype = dtype if out is None else out.dtype
+    theta = _top24(angle, dtype).mul_(2 * math.pi * _U24)
+    if dtype == torch.float32:
+        # u1 = (k + 1) / 2^24, so log u1 = log(k + 1) - 24 log 2 (k + 1 is exact in float32).
+        # The difference keeps ~2e-6 of log u1 near u1 = 1 (float32's spacing at log 2^24):
+        # a small radius takes the last bit of log(k + 1), which CPU and CUDA may round
+        # apart (up to ~1e-5 in a normal). Kept: float32 models draw what they drew.
+        r = _top24(radius, dtype).add_(1.0).log_().sub_(24 * math.log(2))
+    else:  # log u1 itself (u1 exact): no cancellation, every device's last bits agree
+        r = _top24(radius, dtype).add_(1.0).mul_(_U24).log_()
+    r = r.mul_(-2.0).sqrt_()
     if out is None:
-        out = torch.empty((2, *theta.shape), device=theta.device)
+        out = torch.empty((2, *theta.shape), device=theta.device, dtype=dtype)
     torch.cos(theta, out=out[0])
     torch.sin(theta, out=out[1])
     return out.mul_(r)
 
 
-def uniform_halves(halves):
-    """Float32 uniforms on (0, 1], ``(k + 1) / 2^24``, from the top 24 bits of int32 words."""
-    return _top24(halves).add_(1.0).mul_(_U24)
+def uniform_halves(halves, dtype=torch.float32):
+    """Uniforms on (0, 1], ``(k + 1) / 2^24``, from the top 24 bits of int32 words."""
+    return _top24(halves, dtype).add_(1.0).mul_(_U24)
 
 
-def _top24(halves):
-    """``k`` as float32, ``k`` in [0, 2^24) the top 24 bits of each int32 word (exact)."""
-    return (halves >> 8).to(torch.float32).add_(2**23)
+def _top24(halves, dtype=torch.float32):
+    """``k`` in ``dtype``, ``k`` in [0, 2^24) the top 24 bits of each int32 word (exact)."""
+    return (halves >> 8).to(dtype).add_(2**23)

@@ -29,6 +29,33 @@ def check_codebook_length(seq_len, max_positions):
         )
 
 
+def _draw_device(generator, device):
+    """The device the numbers of ``generator`` are drawn on, for a result on ``device``.
+
+    A ``torch.Generator`` draws only tensors of its own device type: a CPU
+    generator asked for draws on CUDA (or the other way round) draws them on
+    its own device, and the caller moves them to ``device``: the numbers of
+    a generator are then the same wherever the result goes. None (torch's
+    global generator of each device) draws on ``device``.
+
+    Parameters
+    ----------
+    generator : torch.Generator or None
+        Source of randomness.
+    device : str or torch.device
+        Device of the result.
+
+    Returns
+    -------
+    torch.device
+        ``device``, or the generator's device when it is of another type.
+    """
+    device = torch.device(device)
+    if generator is None or generator.device.type == device.type:
+        return device
+    return generator.device
+
+
 def gamma_constants(alpha):
     """``(boost, a, c)`` of Marsaglia and Tsang's method for the shape ``alpha``.
 
@@ -78,6 +105,8 @@ def sphere_encodings(
         Dimension m of an encoding.
     generator : torch.Generator or None, default=None
         Source of randomness; ``None`` uses torch's global generator.
+        A generator of another device type than ``device`` draws on its own
+        device; the result is moved (the same numbers on every device).
     device : str or torch.device, default="cpu"
         Device of the returned tensor.
     dtype : torch.dtype or None, default=None
@@ -94,7 +123,11 @@ def sphere_encodings(
         P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
     else:
         P = out
-    P.normal_(generator=generator)
+    where = _draw_device(generator, P.device)
+    if where == P.device:
+        P.normal_(generator=generator)
+    else:
+        P.copy_(torch.empty(P.shape, device=where, dtype=P.dtype).normal_(generator=generator))
     return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
 
 
@@ -115,6 +148,8 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
         Dimension m of the sphere's ambient space.
     generator : torch.Generator or None, default=None
         Source of randomness.
+        A generator of another device type than ``device`` draws on its own
+        device; the result is moved (the same numbers on every device).
     device : str or torch.device, default="cpu"
         Device of the result.
     dtype : torch.dtype or None, default=None
@@ -139,11 +174,12 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     1.0
     """
     width = check_positive_int(width, "width")  # the Gamma shape (width - 1) / 2 must be >= 0
-    z = torch.randn(shape, generator=generator, device=device, dtype=dtype)
+    where = _draw_device(generator, device)
+    z = torch.randn(shape, generator=generator, device=where, dtype=dtype)
     if width == 1:
-        return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
-    chi2 = _standard_gamma(z.shape, (width - 1) / 2, generator, z.device, z.dtype).mul_(2)
-    return chi2.addcmul_(z, z).rsqrt_().mul_(z)
+        return torch.where(z >= 0, 1.0, -1.0).to(device=device, dtype=z.dtype)
+    chi2 = _standard_gamma(z.shape, (width - 1) / 2, generator, where, z.dtype).mul_(2)
+    return chi2.addcmul_(z, z).rsqrt_().mul_(z).to(device)
 
 
 def sphere_projections(shape, width, k, *, generator=None, device="cpu", dtype=None):
@@ -164,6 +200,8 @@ def sphere_projections(shape, width, k, *, generator=None, device="cpu", dtype=N
         Number of coordinates.
     generator : torch.Generator or None, default=None
         Source of randomness.
+        A generator of another device type than ``device`` draws on its own
+        device; the result is moved (the same numbers on every device).
     device : str or torch.device, default="cpu"
         Device of the result.
     dtype : torch.dtype or None, default=None
@@ -178,9 +216,10 @@ def sphere_projections(shape, width, k, *, generator=None, device="cpu", dtype=N
         raise ValueError(
             f"need 1 <= k < width for k coordinates of a unit vector, got {k}, {width}."
         )
-    z = torch.randn((*shape, k), generator=generator, device=device, dtype=dtype)
-    chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generator, z.device, z.dtype).mul_(2)
-    return z.mul_(chi2.add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1))
+    where = _draw_device(generator, device)
+    z = torch.randn((*shape, k), generator=generator, device=where, dtype=dtype)
+    chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generator, where, z.dtype).mul_(2)
+    return z.mul_(chi2.add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1)).to(device)
 
 
 def _standard_gamma(shape, alpha, generator, device, dtype):
@@ -230,6 +269,8 @@ def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, d
         Size L of the codebook.
     generator : torch.Generator or None, default=None
         Source of randomness.
+        A generator of another device type than ``device`` draws on its own
+        device; the result is moved (the same numbers on every device).
     device : str or torch.device, default="cpu"
         Device of the result.
 
@@ -246,8 +287,9 @@ def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, d
     (torch.Size([2, 3]), True)
     """
     check_codebook_length(seq_len, max_positions)
-    keys = torch.rand(n_samples, max_positions, generator=generator, device=device)
-    return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values
+    where = _draw_device(generator, device)
+    keys = torch.rand(n_samples, max_positions, generator=generator, device=where)
+    return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values.to(device)
 
 
 _FIXED_BLOCK = 64  # positions drawn per seed block: keeps fixed encodings prefix-stable

@@ -518,6 +518,23 @@ def check_reference(results, reference=None):
     return ReferenceCheck(preset, rows, not_run, not_referenced, dict(ref.get("made", {})))
 
 
-def command_line():
-    """The command of this process, for a reference's provenance."""
-    return " ".join(["stsq-learn", *sys.argv[1:]]) if sys.argv else None
+def command_line(argv=None):
+    """The ``stsq-learn`` command that ran, for a reference's provenance.
+
+    Parameters
+    ----------
+    argv : list of str or None, default=None
+        The arguments :func:`stsq_learn.cli.main` parsed; None: this
+        process's ``sys.argv[1:]`` (the console script's).
+
+    Returns
+    -------
+    str or None
+        ``"stsq-learn "`` and the arguments; None when there are none to
+        name (no ``argv`` and an empty ``sys.argv``).
+    """
+    if argv is None:
+        if not sys.argv:
+            return None
+        argv = sys.argv[1:]
+    return " ".join(["stsq-learn", *argv])
