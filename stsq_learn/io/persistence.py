@@ -383,7 +383,8 @@ def load_model(path, *, device=None):
 def _read_json(raw, name, where):
     try:
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    # ValueError: also an integer of more digits than Python converts (4300)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"{where!r}: {name} is not valid JSON: {exc}") from None
 
 
