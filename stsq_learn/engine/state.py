@@ -141,14 +141,17 @@ def check_sizes(fitted, keys, weights):
     of one of their dimensions, so a file whose weights have no dimension as
     large holds another model's weights. The sizes' types and range are the
     schema's (:func:`check_fitted_state`); the exact shapes are compared by
-    :func:`check_weights` once the sizes are known to be the weights'.
+    :func:`check_weights` once the sizes are known to be the weights' (which
+    also names the missing tensors of a file that holds none).
     """
     if not isinstance(weights, dict):
         raise ValueError("the weights must be a dict of named tensors.")
     largest = max(
         (n for w in weights.values() if isinstance(w, torch.Tensor) for n in w.shape),
-        default=0,
+        default=None,
     )
+    if largest is None:  # no tensor: check_weights names the missing ones
+        return
     for key in keys:
         if fitted[key] > largest:
             raise ValueError(
