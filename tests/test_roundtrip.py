@@ -372,6 +372,8 @@ def _forge(name, version, kind, key, value):
 )
 @example(("ErfAttentionRegressor", persistence.FORMAT_VERSION, "set", "lambda_init", 2.5, True))
 @example(("SparseTokenSelector", persistence.FORMAT_VERSION, "set", "width", 2**40, True))
+# Found by --hypothesis-seed=9: a seed no fit draws (loaded as another model).
+@example(("SparseTokenSelector", 2, "set fitted", "predict_seed", 10**30, False))
 def test_a_forged_or_old_file_loads_as_its_model_or_is_one_value_error_naming_it(forgery):
     """Over format versions, every saved class and hyperparameters valid and invalid.
 
@@ -617,3 +619,13 @@ def test_every_erf_regressor_fit_loads_as_itself(params, how):
         assert loaded.lambda_ == model.lambda_
         np.testing.assert_array_equal(loaded.lambda_curve_, model.lambda_curve_)
         np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+@pytest.mark.parametrize("key", ["predict_seed", "module_seed"])
+@pytest.mark.parametrize("value", [2**31 - 1, 2**40, 10**30])
+def test_a_seed_no_fit_draws_is_refused(key, value):
+    """Seeds are drawn in [0, 2**31 - 1): a larger one loaded as another model."""
+    with pytest.raises(ValueError) as info:
+        _load_forged("SparseTokenRetriever", {("fitted", key): value})
+    expected = f"fitted {key} must be an integer from 0 to 2147483646 (a seed fit draws)"
+    assert f"{expected}, got {value}." in str(info.value)

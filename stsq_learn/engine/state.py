@@ -30,6 +30,15 @@ A forged larger one is refused before torch computes a shape from it.
 """
 
 
+SEED_MAX = 2**31 - 1
+"""Seeds a fit draws (prediction, encodings) are in ``[0, SEED_MAX)`` (int32's maximum)."""
+
+
+def _is_seed(value):
+    """A seed a fit could have drawn: another would be another model, not a saved one."""
+    return _is_int(value, 0) and value < SEED_MAX
+
+
 def _is_int(value, minimum):
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
@@ -66,10 +75,10 @@ FITTED_SCHEMA = {
     "n_iter_": (lambda v: _is_int(v, 0), "an integer >= 0"),
     "t_": (lambda v: _is_int(v, 0), "an integer >= 0"),
     "loss_curve_": (_is_number_list, "a list of numbers"),
-    "predict_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "predict_seed": (_is_seed, f"an integer from 0 to {SEED_MAX - 1} (a seed fit draws)"),
     "y_1d": (lambda v: isinstance(v, bool), "a boolean"),
     "device": (lambda v: isinstance(v, str), "a device string"),
-    "module_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "module_seed": (_is_seed, f"an integer from 0 to {SEED_MAX - 1} (a seed fit draws)"),
     "solver": (lambda v: v in ("sgd", "adam"), "'sgd' or 'adam'"),
     "learning_rate_init": (lambda v: _is_positive_number(v), "a number > 0"),
     "token_block_rate": (
