@@ -333,7 +333,13 @@ def test_save_and_load_round_trip(fitted, data, tmp_path):
         ("classes_", [1, 1], "fitted classes_ must be two distinct labels"),
         ("n_iter_", 7, r"loss_curve_ must hold n_iter_=7"),
         ("two_step_query_", [1.0], r"two_step_query_ must be None or 8 finite numbers"),
-        ("seq_len_", 0, "fitted seq_len_ must be an integer >= 1"),
+        ("seq_len_", 0, "fitted seq_len_ must be an integer from 1 to 2147483647, got 0"),
+        # A forged huge size: refused before a shape is computed (was torch's overflow error).
+        ("n_features_in_", 2**62, "fitted n_features_in_ must be an integer from 1 to "),
+        ("n_features_in_", 10**30, r"got 1000000000000000000000000000000\."),
+        ("n_features_in_", 10**6, r"n_features_in_=1000000 does not fit the weights.*is 8\."),
+        ("loss_curve_", [10**400], "fitted loss_curve_ must be a list of numbers"),
+        ("two_step_query_", [10**400] * 8, "fitted two_step_query_ must be None or a list"),
     ],
 )
 def test_a_bad_fitted_state_is_refused(fitted, key, value, match):

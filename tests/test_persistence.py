@@ -295,7 +295,7 @@ TAMPERED = [
         "fitted-wrong-type",
         "metadata.json",
         edit_metadata(_put("fitted", "seq_len_", "6")),
-        "seq_len_ must be an integer >= 1, got '6'",
+        "seq_len_ must be an integer from 1 to 2147483647, got '6'",
     ),
     (
         "fitted-nan-loss",

@@ -33,10 +33,10 @@ from . import progress
 from . import training as tr
 from .memory import check_fit_memory
 from .params import AtomicSetParams
-from .state import FittedState
+from .state import SEED_MAX, FittedState
 
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
-_SEED_MAX = np.iinfo(np.int32).max
+_SEED_MAX = SEED_MAX  # np.iinfo(np.int32).max: a saved seed is checked against it
 
 
 class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator):

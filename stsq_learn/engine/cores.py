@@ -285,6 +285,7 @@ class _FCNCore(_BaseEstimator):
         self.on_divergence = on_divergence
         self.callbacks = callbacks
 
+    _sizes_in_weights = ("n_features_in_", "seq_len_")  # the input layer: seq_len * (d + 1)
     _attention_sibling = "an attention estimator"
     """What accepts other lengths, for the message of :meth:`_check_predict_seq_len`."""
     _fixed_layers = "input layer has a fixed size"

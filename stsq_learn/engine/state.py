@@ -10,6 +10,7 @@ anything (a loaded file). A warm start continues the fitted module
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 from sklearn.utils.validation import check_is_fitted
@@ -19,37 +20,65 @@ from .._validation import check_callbacks, resolve_device
 from . import training as tr
 from .training import available_device
 
+MAX_SIZE = 2**31 - 1
+"""The largest size (a length, a token dimension) a model file may give.
+
+No model of this package has a larger one: a row of more tokens, or a token
+of more features, than int32 indices reach; and a weight as large as the
+token dimension would exceed the 1 GiB a model file's member may unpack to.
+A forged larger one is refused before torch computes a shape from it.
+"""
+
+
+SEED_MAX = 2**31 - 1
+"""Seeds a fit draws (prediction, encodings) are in ``[0, SEED_MAX)`` (int32's maximum)."""
+
+
+def _is_seed(value):
+    """A seed a fit could have drawn: another would be another model, not a saved one."""
+    return _is_int(value, 0) and value < SEED_MAX
+
 
 def _is_int(value, minimum):
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
+def _is_size(value, minimum):
+    """An integer in ``[minimum, MAX_SIZE]``: a size a model file may give."""
+    return _is_int(value, minimum) and value <= MAX_SIZE
+
+
+def size_check(minimum):
+    """The ``(check, description)`` of a fitted size, for a fitted-state schema."""
+    return (lambda v: _is_size(v, minimum), f"an integer from {minimum} to {MAX_SIZE}")
+
+
+def _is_number(value):
+    """An int or float (not a boolean) that a float64 holds: a JSON integer may be far larger."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, float) or abs(value) <= sys.float_info.max
+
+
 def _is_number_list(value):
-    return isinstance(value, list) and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
-    )
+    return isinstance(value, list) and all(_is_number(x) for x in value)
 
 
 def _is_positive_number(value):
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
+    return _is_number(value) and math.isfinite(value) and value > 0
 
 
 # What get_fitted_state returns under "fitted": name -> (check, description).
 FITTED_SCHEMA = {
-    "n_features_in_": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "seq_len_": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "n_features_in_": size_check(1),
+    "seq_len_": size_check(1),
     "n_iter_": (lambda v: _is_int(v, 0), "an integer >= 0"),
     "t_": (lambda v: _is_int(v, 0), "an integer >= 0"),
     "loss_curve_": (_is_number_list, "a list of numbers"),
-    "predict_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "predict_seed": (_is_seed, f"an integer from 0 to {SEED_MAX - 1} (a seed fit draws)"),
     "y_1d": (lambda v: isinstance(v, bool), "a boolean"),
     "device": (lambda v: isinstance(v, str), "a device string"),
-    "module_seed": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "module_seed": (_is_seed, f"an integer from 0 to {SEED_MAX - 1} (a seed fit draws)"),
     "solver": (lambda v: v in ("sgd", "adam"), "'sgd' or 'adam'"),
     "learning_rate_init": (lambda v: _is_positive_number(v), "a number > 0"),
     "token_block_rate": (
@@ -60,29 +89,104 @@ FITTED_SCHEMA = {
 }
 
 
-def check_state(state, task_keys=()):
-    """Raise ``ValueError`` unless ``state`` has the structure of ``get_fitted_state()``.
+def check_fitted_state(state, schema, *, known=None, records=False):
+    """Raise ``ValueError`` unless ``state`` has the structure of a ``get_fitted_state()``.
 
-    ``task_keys`` are the fitted keys of the estimator's task (its values are
-    checked when the task is rebuilt from them); a file without one means None.
+    What every estimator's ``set_fitted_state`` checks first, before it reads
+    a value: ``state`` is a dict of ``"fitted"``, ``"history"`` and
+    ``"weights"``; ``state["fitted"]`` a dict that holds every key of
+    ``schema`` (name -> ``(check, description)``), each passing its check
+    (the sizes: :func:`size_check`, at most :data:`MAX_SIZE`).
+
+    Parameters
+    ----------
+    state : object
+        The state read from a file.
+    schema : dict
+        The fitted fields every file holds: name -> ``(check, description)``.
+    known : iterable of str or None, default=None
+        The other fitted keys a file may hold; any other key is refused.
+        None: other keys are not checked.
+    records : bool, default=False
+        Whether the history must be a list of per-epoch records (dicts),
+        or any list.
     """
     if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
         raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
     fitted, history = state["fitted"], state["history"]
     if not isinstance(fitted, dict):
         raise ValueError(f"state['fitted'] must be a dict, got {fitted!r}.")
-    unknown = sorted(set(fitted) - set(FITTED_SCHEMA) - set(task_keys))
-    if unknown:
-        raise ValueError(f"unknown fitted attributes {unknown}.")
-    for key, (ok, what) in FITTED_SCHEMA.items():
+    if known is not None:
+        unknown = sorted(set(fitted) - set(schema) - set(known))
+        if unknown:
+            raise ValueError(f"unknown fitted attributes {unknown}.")
+    for key, (ok, what) in schema.items():
         if key not in fitted:
             raise ValueError(f"the fitted attribute {key!r} is missing.")
         if not ok(fitted[key]):
             raise ValueError(f"fitted {key} must be {what}, got {fitted[key]!r}.")
-    if not all(math.isfinite(v) for v in fitted["loss_curve_"]):
-        raise ValueError("fitted loss_curve_ holds NaN or infinity.")
-    if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
+    if records and not (isinstance(history, list) and all(isinstance(e, dict) for e in history)):
         raise ValueError("the history must be a list of per-epoch records (dicts).")
+    if not isinstance(history, list):
+        raise ValueError("the history must be a list.")
+
+
+def check_state(state, task_keys=()):
+    """Raise ``ValueError`` unless ``state`` has the structure of ``get_fitted_state()``.
+
+    ``task_keys`` are the fitted keys of the estimator's task (its values are
+    checked when the task is rebuilt from them); a file without one means None.
+    """
+    check_fitted_state(state, FITTED_SCHEMA, known=task_keys, records=True)
+    if not all(math.isfinite(v) for v in state["fitted"]["loss_curve_"]):
+        raise ValueError("fitted loss_curve_ holds NaN or infinity.")
+
+
+def check_sizes(fitted, keys, weights):
+    """Raise ``ValueError`` unless each fitted size of ``keys`` fits the weights' shapes.
+
+    Run before any module (or expected shape) is built from the sizes. A
+    size in ``keys`` fixes the model's weights: it is a summand or a factor
+    of one of their dimensions, so a file whose weights have no dimension as
+    large holds another model's weights. The sizes' types and range are the
+    schema's (:func:`check_fitted_state`); the exact shapes are compared by
+    :func:`check_weights` once the sizes are known to be the weights' (which
+    also names the missing tensors of a file that holds none).
+    """
+    if not isinstance(weights, dict):
+        raise ValueError("the weights must be a dict of named tensors.")
+    largest = max(
+        (n for w in weights.values() if isinstance(w, torch.Tensor) for n in w.shape),
+        default=None,
+    )
+    if largest is None:  # no tensor: check_weights names the missing ones
+        return
+    for key in keys:
+        if fitted[key] > largest:
+            raise ValueError(
+                f"fitted {key}={fitted[key]!r} does not fit the weights: a model of "
+                f"{key}={fitted[key]!r} has a weight dimension of at least {fitted[key]!r}, "
+                f"and the largest in this file is {largest}."
+            )
+
+
+def expected_weights(build, described_by):
+    """The ``state_dict`` of ``build()`` on the meta device: shapes only, nothing allocated.
+
+    Hyperparameters read from a file may still describe a model whose
+    shapes torch cannot compute (a forged ``width`` of 10**30): torch's
+    overflow error is then a ``ValueError`` naming ``described_by``.
+    """
+    try:
+        with torch.device("meta"):
+            return build().state_dict()
+    except (OverflowError, RuntimeError, TypeError) as exc:
+        if not isinstance(exc, OverflowError) and "overflow" not in str(exc).lower():
+            raise
+        raise ValueError(
+            f"the model of {described_by} is too large for torch to describe "
+            f"({str(exc).splitlines()[0]}): these are not the sizes of its weights."
+        ) from None
 
 
 def check_weights(weights, expected, described_by, dtype=None):
@@ -175,6 +279,9 @@ def architecture_changes(old, new):
 class FittedState:
     """``get_fitted_state`` / ``set_fitted_state`` and unpickling, for the estimators."""
 
+    _sizes_in_weights = ("n_features_in_",)
+    """The fitted sizes that fix the weights' shapes (:func:`check_sizes`)."""
+
     def get_fitted_state(self):
         """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
 
@@ -241,6 +348,7 @@ class FittedState:
         task_class = self._task_class()
         check_state(state, task_class.fitted_keys)
         fitted = state["fitted"]
+        check_sizes(fitted, self._sizes_in_weights, state["weights"])
         target = state_device(fitted["device"], device, type(self).__name__)
         T, d, seed = fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"]
         try:
@@ -259,14 +367,10 @@ class FittedState:
                 f"fitted y_1d is true (one output per row), but the model of its task "
                 f"predicts {outputs} outputs per row."
             )
-        with torch.device("meta"):  # shapes only: a tampered size allocates nothing
-            expected = self._make_module(task, seed).state_dict()
-        check_weights(
-            state["weights"],
-            expected,
-            f"seq_len_={T}, n_features_in_={d} and these hyperparameters",
-            dtype=tr.DTYPES[self.dtype],
-        )
+        described_by = f"seq_len_={T}, n_features_in_={d} and these hyperparameters"
+        # shapes only: a tampered size allocates nothing
+        expected = expected_weights(lambda: self._make_module(task, seed), described_by)
+        check_weights(state["weights"], expected, described_by, dtype=tr.DTYPES[self.dtype])
         module = self._make_module(task, seed).to(dtype=tr.DTYPES[self.dtype])
         module.load_state_dict(state["weights"])
         net = self._build_net(

@@ -333,7 +333,10 @@ def load_model(path, *, device=None):
         format version 4), a file that is not a zip archive, any failure of
         the zip layer, a missing member, bad JSON, an unknown class, unknown
         or invalid hyperparameters, a missing or ill-typed fitted attribute,
-        weights that are not plain tensors (e.g. a pickled code object), or
+        a fitted size out of range (above 2**31 - 1) or larger than the
+        weights it fixes, a fitted value its estimator's rules do not give
+        (the erf regressor's ``lambda_``), sizes whose model overflows
+        torch's shapes, weights that are not plain tensors (e.g. a pickled code object), or
         a missing, extra, misshapen or non-finite tensor.
 
     See Also
@@ -383,7 +386,8 @@ def load_model(path, *, device=None):
 def _read_json(raw, name, where):
     try:
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    # ValueError: also an integer of more digits than Python converts (4300)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"{where!r}: {name} is not valid JSON: {exc}") from None
 
 

@@ -32,7 +32,14 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._validation import as_tensor
 from ...engine.params import AtomicSetParams
-from ...engine.state import _is_int, _is_number_list, check_weights
+from ...engine.state import (
+    _is_int,
+    _is_number_list,
+    check_fitted_state,
+    check_sizes,
+    check_weights,
+    size_check,
+)
 from .task import SparseTokenClassificationTask, as_tokens
 
 __all__ = [
@@ -535,21 +542,9 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} computes in float64 on the CPU; device={device!r} "
                 "cannot hold it. Load it with device=None or 'cpu'."
             )
-        if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
-            raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
+        check_fitted_state(state, _FITTED_SCHEMA, known=())
         fitted = state["fitted"]
-        if not isinstance(fitted, dict):
-            raise ValueError(f"state['fitted'] must be a dict, got {fitted!r}.")
-        if not isinstance(state["history"], list):
-            raise ValueError("the history must be a list.")
-        unknown = sorted(set(fitted) - set(_FITTED_SCHEMA))
-        if unknown:
-            raise ValueError(f"unknown fitted attributes {unknown}.")
-        for key, (ok, what) in _FITTED_SCHEMA.items():
-            if key not in fitted:
-                raise ValueError(f"the fitted attribute {key!r} is missing.")
-            if not ok(fitted[key]):
-                raise ValueError(f"fitted {key} must be {what}, got {fitted[key]!r}.")
+        check_sizes(fitted, ("n_features_in_",), state["weights"])
         n_iter, d, L = fitted["n_iter_"], fitted["n_features_in_"], fitted["seq_len_"]
         losses = np.array(fitted["loss_curve_"], dtype=np.float64)
         if losses.shape != (n_iter,) or not np.isfinite(losses).all():
@@ -599,8 +594,8 @@ def _is_classes(value):
 
 
 _FITTED_SCHEMA = {
-    "n_features_in_": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "seq_len_": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "n_features_in_": size_check(1),
+    "seq_len_": size_check(1),
     "n_iter_": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "classes_": (_is_classes, "two distinct labels of one type, sorted"),
     "loss_curve_": (_is_number_list, "a list of numbers"),

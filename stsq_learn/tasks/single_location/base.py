@@ -43,7 +43,14 @@ from ...engine import progress
 from ...engine import training as tr
 from ...engine.base import _BaseEstimator
 from ...engine.memory import check_training_memory
-from ...engine.state import _is_int, _is_number_list, check_weights
+from ...engine.state import (
+    _is_int,
+    _is_number_list,
+    check_fitted_state,
+    check_sizes,
+    check_weights,
+    size_check,
+)
 
 _PROBE_ROWS = 4096  # rows the starting model's loss is measured on (as the other estimators)
 _CPU = torch.device("cpu")
@@ -414,18 +421,9 @@ class _SingleLocationModel(_BaseEstimator):
                     f"{type(self).__name__} computes in float64 on the CPU; device={device!r} "
                     "cannot hold it. Load it with device=None or 'cpu'."
                 )
-        if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
-            raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
+        check_fitted_state(state, _FITTED_SCHEMA)
         fitted = state["fitted"]
-        if not isinstance(fitted, dict):
-            raise ValueError(f"state['fitted'] must be a dict, got {fitted!r}.")
-        if not isinstance(state["history"], list):
-            raise ValueError("the history must be a list.")
-        for key, (ok, what) in _FITTED_SCHEMA.items():
-            if key not in fitted:
-                raise ValueError(f"the fitted attribute {key!r} is missing.")
-            if not ok(fitted[key]):
-                raise ValueError(f"fitted {key} must be {what}, got {fitted[key]!r}.")
+        check_sizes(fitted, self._sizes_in_weights, state["weights"])
         n_iter = fitted["n_iter_"]
         L, d = fitted["seq_len_"], fitted["n_features_in_"]
         losses = np.array(fitted["loss_curve_"], dtype=np.float64)
@@ -497,8 +495,8 @@ def _is_alignment(value):
 
 
 _FITTED_SCHEMA = {
-    "n_features_in_": (lambda v: _is_int(v, 2), "an integer >= 2"),
-    "seq_len_": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "n_features_in_": size_check(2),
+    "seq_len_": size_check(1),
     "n_iter_": (lambda v: _is_int(v, 1), "an integer >= 1"),
     "task": (lambda v: isinstance(v, dict), "a dict of the law's fields"),
     "loss_curve_": (_is_number_list, "a list of numbers"),

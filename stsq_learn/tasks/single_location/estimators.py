@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import StrOptions
 
-from ...engine.state import _is_number_list
+from ...engine.state import _is_number_list, _is_positive_number
 from .base import (
     _report,
     _SingleLocationModel,
@@ -218,11 +218,31 @@ class ErfAttentionRegressor(_SingleLocationModel):
         return {"lambda_": float(self.lambda_), "lambda_curve_": self.lambda_curve_.tolist()}
 
     def _set_extra_fitted(self, fitted, n_iter):
+        # The temperature is not a free number: the schedule of lambda_init, lambda_schedule
+        # and lambda_decay gives each step's (lambda_curve_) and the one predict uses
+        # (lambda_, after the last step). Any other lambda_ would be another model.
         lam, curve = fitted.get("lambda_"), fitted.get("lambda_curve_")
-        if not (isinstance(lam, (int, float)) and not isinstance(lam, bool) and lam > 0):
+        if not _is_positive_number(lam):
             raise ValueError(f"fitted lambda_ must be a number > 0, got {lam!r}.")
         if not _is_number_list(curve) or len(curve) != n_iter:
             raise ValueError(f"fitted lambda_curve_ must be a list of n_iter_={n_iter} numbers.")
+        schedule = (
+            f"lambda_init={self.lambda_init!r}, lambda_schedule={self.lambda_schedule!r} and "
+            f"lambda_decay={self.lambda_decay!r}"
+        )
+        after = self._lambda(n_iter)
+        if lam != after:
+            raise ValueError(
+                f"fitted lambda_={lam!r} is not the temperature of this model: {schedule} "
+                f"give lambda_={after!r} after n_iter_={n_iter} steps. (A model whose "
+                "temperature hyperparameters were set after fitting: restore them.)"
+            )
+        for t, value in enumerate(curve):
+            if value != self._lambda(t):
+                raise ValueError(
+                    f"fitted lambda_curve_ holds {value!r} at step {t}, but {schedule} give "
+                    f"{self._lambda(t)!r} there."
+                )
         return {"lambda_": float(lam), "lambda_curve_": np.array(curve, dtype=np.float64)}
 
     @staticmethod
