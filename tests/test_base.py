@@ -418,7 +418,12 @@ def test_fitted_state_round_trip_gives_the_same_model(tiny_data):
         (lambda s: s.pop("history"), "keys 'fitted', 'history' and 'weights'"),
         (lambda s: s["fitted"].update(extra=1), r"unknown fitted attributes \['extra'\]"),
         (lambda s: s["fitted"].update(t_=-1), "fitted t_ must be an integer >= 0"),
-        (lambda s: s["weights"].update(key_query=torch.zeros(2, 2)), "needs \\(9, 6\\)"),
+        (lambda s: s["weights"].update(key_query=torch.zeros(6, 9)), "needs \\(9, 6\\)"),
+        # Weights smaller than the fitted sizes: refused before any shape is built.
+        (
+            lambda s: s["weights"].update(key_query=torch.zeros(2, 2)),
+            "fitted n_features_in_=3 does not fit the weights",
+        ),
     ],
 )
 def test_set_fitted_state_refuses_a_bad_state_and_keeps_the_model(edit, match, tiny_data):
