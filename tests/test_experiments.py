@@ -18,6 +18,7 @@ from stsq_learn.experiments import (
     ConvergenceResult,
     EncodingsResult,
     LengthGeneralizationResult,
+    LengthGeneralizationSettings,
     SeparationResult,
     SparseAveragingResult,
     encoding_families,
@@ -277,6 +278,25 @@ def test_length_generalization_is_reproducible():
     first = length_generalization(**kwargs, device="cpu", random_state=3)
     again = length_generalization(**kwargs, device="cpu", random_state=3)
     assert again.r2 == first.r2
+
+
+def test_length_generalization_takes_its_settings_and_changes_to_them():
+    preset = TINY["length_generalization"]
+    assert type(preset) is LengthGeneralizationSettings
+    res = length_generalization(preset, n_steps=2, n_val_large=50, device="cpu")
+    assert res.config["n_steps"] == 2 and res.config["n_val_large"] == 50
+    # The rest is the preset's, which the change leaves as it was.
+    assert res.config["seq_len"] == 8 and res.config["factors"] == [1, 2]
+    assert res.config["train_range"] == [4, 8] and res.config["width"] == 8
+    assert preset.n_steps == 30 and preset.n_val_large == 200
+    with pytest.raises(
+        ValueError, match=r"\['n_step'\] are not settings of LengthGeneralizationSettings"
+    ):
+        length_generalization(preset, n_step=2)
+    with pytest.raises(ValueError, match=r"\['factor'\] are not settings"):
+        length_generalization(factor=(1, 2))
+    with pytest.raises(TypeError, match="got int: 16"):  # the old positional seq_len
+        length_generalization(16)
 
 
 def test_width_separation_structure(separation):

@@ -123,7 +123,6 @@ def test_plan_only_and_bad_arguments():
 
 # Experiments whose settings are still read from their function's keyword arguments.
 _BY_KEYWORDS = {
-    "length_generalization",
     "separation",
     "encodings",
     "qsa",
