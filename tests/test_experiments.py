@@ -17,6 +17,7 @@ from stsq_learn.experiments import (
     PRESETS,
     ConvergenceResult,
     EncodingsResult,
+    EncodingsSettings,
     LengthGeneralizationResult,
     LengthGeneralizationSettings,
     SeparationResult,
@@ -623,6 +624,28 @@ def test_encoding_families_rejects_bad_options(kwargs, match):
 def test_encoding_families_refuses_the_wrong_estimator():
     with pytest.raises(TypeError, match="estimator must be a SparseTokenSelector"):
         encoding_families(estimator=FCNSelector())
+
+
+def test_encoding_families_takes_its_settings_and_changes_to_them():
+    preset = TINY["encodings"]
+    assert type(preset) is EncodingsSettings
+    res = encoding_families(
+        preset, n_steps=2, n_seeds=1, n_val=50, codebook_factors=(1,), device="cpu"
+    )
+    assert res.config["n_steps"] == 2 and res.config["n_seeds"] == 1
+    assert res.config["n_val"] == 50 and res.codebook_sizes == [8]
+    # The rest is the preset's, which the change leaves as it was.
+    assert res.config["seq_len"] == 8 and res.eval_lengths == [8, 16]
+    assert res.config["max_positions"] == 16 and res.config["width"] == 8
+    assert preset.n_steps == 30 and preset.n_seeds == 2 and preset.codebook_factors == (1, 2, 4)
+    with pytest.raises(ValueError, match=r"\['n_seed'\] are not settings of EncodingsSettings"):
+        encoding_families(preset, n_seed=1)
+    with pytest.raises(ValueError, match=r"\['codebook_factor'\] are not settings"):
+        encoding_families(codebook_factor=(1,))
+    with pytest.raises(TypeError, match="settings must be EncodingsSettings"):
+        encoding_families(TINY["length_generalization"])
+    with pytest.raises(TypeError, match="got int: 16"):  # the old positional seq_len
+        encoding_families(16)
 
 
 def test_reproduce_encodings_section(tmp_path, encodings):

@@ -124,7 +124,6 @@ def test_plan_only_and_bad_arguments():
 # Experiments whose settings are still read from their function's keyword arguments.
 _BY_KEYWORDS = {
     "separation",
-    "encodings",
     "qsa",
     "retrieval",
     "single_location",
