@@ -16,12 +16,14 @@ from stsq_learn.experiments import (
     EXPERIMENTS,
     PRESETS,
     ConvergenceResult,
+    CurveSettings,
     EncodingsResult,
     EncodingsSettings,
     LengthGeneralizationResult,
     LengthGeneralizationSettings,
     SeparationResult,
     SparseAveragingResult,
+    WidthSeparationSettings,
     encoding_families,
     length_generalization,
     reproduce,
@@ -450,6 +452,32 @@ def test_fit_power_law_recovers_the_exponent():
 def test_width_separation_rejects_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         width_separation(**kwargs)
+
+
+def test_width_separation_takes_its_settings_and_changes_to_them():
+    settings = WidthSeparationSettings(**SEPARATION_CURVE)
+    assert isinstance(settings, CurveSettings) and settings.target_r2 == 0.5
+    res = width_separation(
+        settings,
+        seq_lens=(4,),
+        widths={"transformer": (4,), "fcn": (4,)},
+        n_steps={"transformer": 3, "fcn": 3},
+        n_val=50,
+        device="cpu",
+    )
+    assert res.seq_lens == [4] and res.config["n_val"] == 50
+    assert res.config["n_steps"] == {"transformer": 3, "fcn": 3}
+    assert res.config["target_r2"] == 0.5 and res.config["n_features"] == 2  # the settings'
+    assert settings.seq_lens == (4, 8) and settings.n_val == 200  # not changed
+    with pytest.raises(
+        ValueError, match=r"\['seq_len'\] are not settings of WidthSeparationSettings"
+    ):
+        width_separation(settings, seq_len=(4,))
+    # A curve of width_separation_by_q is not the whole search: its label is no setting.
+    with pytest.raises(TypeError, match="settings must be WidthSeparationSettings"):
+        width_separation(TINY["separation"].curves[0])
+    with pytest.raises(TypeError, match=r"got tuple: \(4, 8\)"):  # the old positional seq_lens
+        width_separation((4, 8))
 
 
 @pytest.mark.parametrize(
