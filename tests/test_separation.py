@@ -240,6 +240,27 @@ def test_width_separation_by_q_rejects_bad_curves(curves, match):
         SeparationSettings(curves=curves)
 
 
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"widths": {"transformer": (0, 8)}}, r"widths\['transformer'\]\[i\] must be"),
+        ({"seq_lens": ()}, "seq_lens must hold at least one length"),
+        ({"floor_rows": 0}, "floor_rows must be an integer >= 1, got 0"),
+    ],
+)
+def test_a_bad_curve_fails_before_any_curve_trains(monkeypatch, change, match):
+    from stsq_learn.experiments import _separation
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("a curve trained before every curve was checked")
+
+    monkeypatch.setattr(_separation, "_search_all", no_work)
+    monkeypatch.setattr(_separation, "floor_widths", no_work)
+    curves = (TINY.curves[0], TINY.curves[1].replace(**change))
+    with pytest.raises(ValueError, match=match):
+        width_separation_by_q(TINY, curves=curves)
+
+
 def test_a_curve_that_is_no_mapping_is_refused_by_type():
     with pytest.raises(
         TypeError, match=r"curves\[1\]: settings must be SeparationCurve.*got int: 3"

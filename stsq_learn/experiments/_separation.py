@@ -352,6 +352,15 @@ def width_separation(
         Scores of every width tried, the minimal widths and their growth laws.
     """
     cfg = WidthSeparationSettings.resolve(settings, changes)
+    checked = _checked_search(cfg, device=device, random_state=random_state)
+    return _run_search(*checked, progress=progress, scheduler=scheduler)
+
+
+def _checked_search(cfg, *, device, random_state):
+    """The lengths, tasks, estimators, plan and floor rows of one :func:`width_separation`.
+
+    Every setting of ``cfg`` is checked here, before any fit.
+    """
     search, regime, target_r2 = cfg.search, cfg.regime, cfg.target_r2
     if search not in ("bracket", "bisect"):
         raise ValueError(f"search must be 'bracket' or 'bisect', got {search!r}.")
@@ -369,7 +378,6 @@ def width_separation(
     n_train = check_positive_int(cfg.n_train, "n_train", minimum=10)
     n_val = check_positive_int(cfg.n_val, "n_val")
     tasks = [SparseTokenSelectionTask(T, cfg.n_features, cfg.n_selected) for T in seq_lens]
-    d = tasks[0].n_features
     base = {
         model: prepared(
             given,
@@ -398,15 +406,21 @@ def width_separation(
         bisect=search == "bisect",
         stop_fits=bool(cfg.stop_fits),
     )
+    return seq_lens, tasks, base, plan, floor_rows
+
+
+def _run_search(seq_lens, tasks, base, plan, floor_rows, *, progress, scheduler):
+    """The :class:`SeparationResult` of a checked search (:func:`_checked_search`)."""
+    d = tasks[0].n_features
     floors = []
     if plan.bisect:
         floors = floor_widths(
             seq_lens,
             tasks[0].n_selected,
-            grids["transformer"],
-            target_r2,
+            plan.widths["transformer"],
+            plan.target_r2,
             n_samples=floor_rows,
-            random_state=derived_seed(random_state, 8),
+            random_state=derived_seed(plan.random_state, 8),
         )
     steps_run = {}
     scores, minimal, bound, seconds = _search_all(
@@ -827,25 +841,23 @@ def width_separation_by_q(
     curves = cfg.curves  # SeparationCurve instances, checked when cfg was made
     shared = CurveSettings.field_names()
     start = time.perf_counter()
-    results, labels = [], []
-    for i, curve in enumerate(curves):
-        own = WidthSeparationSettings(
-            **{name: curve[name] for name in shared},
-            target_r2=cfg.target_r2,
-            n_val=cfg.n_val,
-            search="bisect",
-            stop_fits=True,
+    # Every curve's settings checked before the first curve trains.
+    checked = [
+        _checked_search(
+            WidthSeparationSettings(
+                **{name: curve[name] for name in shared},
+                target_r2=cfg.target_r2,
+                n_val=cfg.n_val,
+                search="bisect",
+                stop_fits=True,
+            ),
+            device=device,
+            random_state=derived_seed(random_state, 300 + i),
         )
-        results.append(
-            width_separation(
-                own,
-                device=device,
-                random_state=derived_seed(random_state, 300 + i),
-                progress=progress,
-                scheduler=scheduler,
-            )
-        )
-        labels.append(curve.label)
+        for i, curve in enumerate(curves)
+    ]
+    results = [_run_search(*c, progress=progress, scheduler=scheduler) for c in checked]
+    labels = [curve.label for curve in curves]
     return SeparationByQResult(
         curves=results,
         labels=labels,
