@@ -16,10 +16,14 @@ from stsq_learn.experiments import (
     EXPERIMENTS,
     PRESETS,
     ConvergenceResult,
+    CurveSettings,
     EncodingsResult,
+    EncodingsSettings,
     LengthGeneralizationResult,
+    LengthGeneralizationSettings,
     SeparationResult,
     SparseAveragingResult,
+    WidthSeparationSettings,
     encoding_families,
     length_generalization,
     reproduce,
@@ -280,6 +284,25 @@ def test_length_generalization_is_reproducible():
     assert again.r2 == first.r2
 
 
+def test_length_generalization_takes_its_settings_and_changes_to_them():
+    preset = TINY["length_generalization"]
+    assert type(preset) is LengthGeneralizationSettings
+    res = length_generalization(preset, n_steps=2, n_val_large=50, device="cpu")
+    assert res.config["n_steps"] == 2 and res.config["n_val_large"] == 50
+    # The rest is the preset's, which the change leaves as it was.
+    assert res.config["seq_len"] == 8 and res.config["factors"] == [1, 2]
+    assert res.config["train_range"] == [4, 8] and res.config["width"] == 8
+    assert preset.n_steps == 30 and preset.n_val_large == 200
+    with pytest.raises(
+        ValueError, match=r"\['n_step'\] are not settings of LengthGeneralizationSettings"
+    ):
+        length_generalization(preset, n_step=2)
+    with pytest.raises(ValueError, match=r"\['factor'\] are not settings"):
+        length_generalization(factor=(1, 2))
+    with pytest.raises(TypeError, match="got int: 16"):  # the old positional seq_len
+        length_generalization(16)
+
+
 def test_width_separation_structure(separation):
     res = separation
     assert isinstance(res, SeparationResult)
@@ -430,6 +453,32 @@ def test_fit_power_law_recovers_the_exponent():
 def test_width_separation_rejects_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         width_separation(**kwargs)
+
+
+def test_width_separation_takes_its_settings_and_changes_to_them():
+    settings = WidthSeparationSettings(**SEPARATION_CURVE)
+    assert isinstance(settings, CurveSettings) and settings.target_r2 == 0.5
+    res = width_separation(
+        settings,
+        seq_lens=(4,),
+        widths={"transformer": (4,), "fcn": (4,)},
+        n_steps={"transformer": 3, "fcn": 3},
+        n_val=50,
+        device="cpu",
+    )
+    assert res.seq_lens == [4] and res.config["n_val"] == 50
+    assert res.config["n_steps"] == {"transformer": 3, "fcn": 3}
+    assert res.config["target_r2"] == 0.5 and res.config["n_features"] == 2  # the settings'
+    assert settings.seq_lens == (4, 8) and settings.n_val == 200  # not changed
+    with pytest.raises(
+        ValueError, match=r"\['seq_len'\] are not settings of WidthSeparationSettings"
+    ):
+        width_separation(settings, seq_len=(4,))
+    # A curve of width_separation_by_q is not the whole search: its label is no setting.
+    with pytest.raises(TypeError, match="settings must be WidthSeparationSettings"):
+        width_separation(TINY["separation"].curves[0])
+    with pytest.raises(TypeError, match=r"got tuple: \(4, 8\)"):  # the old positional seq_lens
+        width_separation((4, 8))
 
 
 @pytest.mark.parametrize(
@@ -604,6 +653,28 @@ def test_encoding_families_rejects_bad_options(kwargs, match):
 def test_encoding_families_refuses_the_wrong_estimator():
     with pytest.raises(TypeError, match="estimator must be a SparseTokenSelector"):
         encoding_families(estimator=FCNSelector())
+
+
+def test_encoding_families_takes_its_settings_and_changes_to_them():
+    preset = TINY["encodings"]
+    assert type(preset) is EncodingsSettings
+    res = encoding_families(
+        preset, n_steps=2, n_seeds=1, n_val=50, codebook_factors=(1,), device="cpu"
+    )
+    assert res.config["n_steps"] == 2 and res.config["n_seeds"] == 1
+    assert res.config["n_val"] == 50 and res.codebook_sizes == [8]
+    # The rest is the preset's, which the change leaves as it was.
+    assert res.config["seq_len"] == 8 and res.eval_lengths == [8, 16]
+    assert res.config["max_positions"] == 16 and res.config["width"] == 8
+    assert preset.n_steps == 30 and preset.n_seeds == 2 and preset.codebook_factors == (1, 2, 4)
+    with pytest.raises(ValueError, match=r"\['n_seed'\] are not settings of EncodingsSettings"):
+        encoding_families(preset, n_seed=1)
+    with pytest.raises(ValueError, match=r"\['codebook_factor'\] are not settings"):
+        encoding_families(codebook_factor=(1,))
+    with pytest.raises(TypeError, match="settings must be EncodingsSettings"):
+        encoding_families(TINY["length_generalization"])
+    with pytest.raises(TypeError, match="got int: 16"):  # the old positional seq_len
+        encoding_families(16)
 
 
 def test_reproduce_encodings_section(tmp_path, encodings):

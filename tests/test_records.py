@@ -56,7 +56,7 @@ def test_separation_presets_set_solver_and_rates():
         for curve in PRESETS[size]["separation"]["curves"]:
             params = curve["transformer"].get_params()
             assert params["solver"] == "sgd" and params["learning_rate"] == "constant"
-            if "fcn" in curve:
+            if curve["fcn"] is not None:
                 params = curve["fcn"].get_params()
                 assert params["solver"] == "adam"
                 assert params["learning_rate"] in ("constant", "cosine")
@@ -123,9 +123,6 @@ def test_plan_only_and_bad_arguments():
 
 # Experiments whose settings are still read from their function's keyword arguments.
 _BY_KEYWORDS = {
-    "length_generalization",
-    "separation",
-    "encodings",
     "qsa",
     "retrieval",
     "single_location",
@@ -134,7 +131,9 @@ _BY_KEYWORDS = {
 
 
 def test_every_experiment_declares_its_settings_once():
+    import dataclasses
     import inspect
+    import re
 
     from stsq_learn.experiments import Settings
 
@@ -152,11 +151,20 @@ def test_every_experiment_declares_its_settings_once():
             preset = record.presets[size]
             assert type(preset) is record.settings, (name, size)
             assert dict(preset) == {k: getattr(preset, k) for k in fields}
-        default = record.settings()
         assert record.function.__doc__ and record.settings.__doc__
         for field in fields:  # every setting is documented on its class
             assert field in record.settings.__doc__, (name, field)
-        assert default == record.settings.resolve(None)
+        required = [
+            f.name
+            for f in dataclasses.fields(record.settings)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        if required:  # as the function's required arguments were: resolve names them
+            missing = re.escape(f"missing required settings {required}")
+            with pytest.raises(ValueError, match=missing):
+                record.settings.resolve(None)
+        else:
+            assert record.settings() == record.settings.resolve(None)
     assert type(RECORDS["convergence"].presets["quick"]).__name__ == "ConvergenceSettings"
 
 

@@ -11,7 +11,13 @@ import torch
 from sklearn.base import clone
 
 from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, isotropic_floor
-from stsq_learn.experiments import PRESETS, SeparationByQResult, width_separation_by_q
+from stsq_learn.experiments import (
+    PRESETS,
+    SeparationByQResult,
+    SeparationCurve,
+    SeparationSettings,
+    width_separation_by_q,
+)
 from stsq_learn.experiments import _width_search as ws
 from stsq_learn.experiments._records import separation as record
 from stsq_learn.experiments._separation import joint_law
@@ -198,7 +204,7 @@ def test_presets_train_the_transformer_as_labelled():
 
 
 def test_work_counts_the_bisections():
-    work = record.work(**TINY)
+    work = record.work(TINY)
     # Per curve: 3 + 2 transformer fits; the FCN's grid (4, 8) is below 4 T d at T=4 on
     # the first curve (its two top widths, then no search); no FCN on the second.
     assert sum(p.fits for p in work) == 12
@@ -213,12 +219,74 @@ def test_work_counts_the_bisections():
     [
         ((), "non-empty sequence"),
         ({"label": "x"}, "non-empty sequence"),
-        (({"seq_lens": (4,)},), r"curves\[0\] must be a dict with a str 'label'"),
+        ("curves", r"curves must be a non-empty sequence"),
+        (
+            ({"seq_lens": (4,)},),
+            r"curves\[0\]: SeparationCurve: missing required settings \['label'\]",
+        ),
+        (({"label": 3},), r"curves\[0\] must have a str 'label', got 3"),
+        (
+            (TINY.curves[0], {"label": "x", "seq_len": (4,)}),
+            r"curves\[1\]: \['seq_len'\] are not settings of SeparationCurve",
+        ),
+        # The target and the search are the experiment's, the same for every curve.
+        (({"label": "x", "target_r2": 0.5},), r"\['target_r2'\] are not settings of Separ"),
     ],
 )
 def test_width_separation_by_q_rejects_bad_curves(curves, match):
     with pytest.raises(ValueError, match=match):
-        width_separation_by_q(curves)
+        width_separation_by_q(curves=curves)
+    with pytest.raises(ValueError, match=match):  # where the settings are written
+        SeparationSettings(curves=curves)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"widths": {"transformer": (0, 8)}}, r"widths\['transformer'\]\[i\] must be"),
+        ({"seq_lens": ()}, "seq_lens must hold at least one length"),
+        ({"floor_rows": 0}, "floor_rows must be an integer >= 1, got 0"),
+    ],
+)
+def test_a_bad_curve_fails_before_any_curve_trains(monkeypatch, change, match):
+    from stsq_learn.experiments import _separation
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("a curve trained before every curve was checked")
+
+    monkeypatch.setattr(_separation, "_search_all", no_work)
+    monkeypatch.setattr(_separation, "floor_widths", no_work)
+    curves = (TINY.curves[0], TINY.curves[1].replace(**change))
+    with pytest.raises(ValueError, match=match):
+        width_separation_by_q(TINY, curves=curves)
+
+
+def test_a_curve_that_is_no_mapping_is_refused_by_type():
+    with pytest.raises(
+        TypeError, match=r"curves\[1\]: settings must be SeparationCurve.*got int: 3"
+    ):
+        SeparationSettings(curves=(TINY.curves[0], 3))
+    with pytest.raises(TypeError, match=r"curves\[0\]: settings must be SeparationCurve \(or a"):
+        SeparationSettings(curves=(TINY,))  # the experiment's settings, not a curve's
+
+
+def test_separation_takes_its_settings_and_changes_to_them():
+    assert type(TINY) is SeparationSettings
+    assert all(type(curve) is SeparationCurve for curve in TINY.curves)
+    # A curve given as a mapping is read as a SeparationCurve.
+    as_dict = TINY.replace(curves=(dict(TINY.curves[1]),))
+    assert as_dict.curves == (TINY.curves[1],) and type(as_dict.curves[0]) is SeparationCurve
+    one = TINY.curves[1].replace(seq_lens=(4,), widths={"transformer": (8,)})
+    res = width_separation_by_q(TINY, curves=(one,), n_val=50, device="cpu")
+    assert res.labels == [one.label] and res.curves[0].seq_lens == [4]
+    cfg = res.curves[0].config
+    assert cfg["n_val"] == 50 and cfg["target_r2"] == 0.5 and cfg["search"] == "bisect"
+    assert cfg["widths"]["transformer"] == [8] and cfg["stop_fits"] is True
+    assert TINY.n_val == 200 and len(TINY.curves) == 2  # the preset is as it was
+    with pytest.raises(ValueError, match=r"\['n_vals'\] are not settings of SeparationSettings"):
+        width_separation_by_q(TINY, n_vals=50)
+    with pytest.raises(TypeError, match="got tuple"):  # the old positional curves
+        width_separation_by_q(TINY.curves)
 
 
 def _seeds_of(by_q):

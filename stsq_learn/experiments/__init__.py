@@ -57,7 +57,10 @@ from ._reproduce import plan as plan
 from ._reproduce import plan_table as plan_table
 from ._reproduce import reproduce as reproduce
 from ._reproduce import summary_table as summary_table
+from ._separation import CurveSettings as CurveSettings
+from ._separation import SeparationCurve as SeparationCurve
 from ._separation import SeparationResult as SeparationResult
+from ._separation import WidthSeparationSettings as WidthSeparationSettings
 from ._separation import width_separation as width_separation
 from ._settings import Settings as Settings
 
@@ -83,12 +86,15 @@ _OWN = [  # and, in __all__, every registered experiment's function, result and 
     "PRESETS",
     "ConvergenceResult",
     "ConvergenceRun",
+    "CurveSettings",
     "EncodingsResult",
     "LengthGeneralizationResult",
     "ReferenceCheck",
     "ReproduceResults",
+    "SeparationCurve",
     "SeparationResult",
     "Settings",
+    "WidthSeparationSettings",
     "check_reference",
     "encoding_families",
     "length_generalization",

@@ -1,6 +1,6 @@
 """The runs of the encodings experiment: its checked settings, and the models' R^2.
 
-The arguments of :func:`~stsq_learn.experiments.encoding_families` are
+The settings of :func:`~stsq_learn.experiments.encoding_families` are
 checked into an :class:`EncodingsPlan`; every positional-encoding family,
 then the codebooks of the sweep that the families do not already hold, are
 trained online alike over several seeds and scored on one validation set
@@ -58,42 +58,34 @@ class EncodingsPlan:
         }
 
 
-def checked_arguments(
-    seq_len,
-    n_features,
-    n_selected,
-    *,
-    n_steps,
-    factors,
-    max_positions,
-    codebook_factors,
-    sweep_factor,
-    n_seeds,
-    n_val,
-    random_state,
-):
-    """The task and the plan of ``encoding_families``, every argument validated."""
-    n_steps = check_positive_int(n_steps, "n_steps")
-    n_seeds = check_positive_int(n_seeds, "n_seeds")
-    n_val = check_positive_int(n_val, "n_val")
-    factors = [check_positive_int(f, "factors[i]") for f in factors]
+def checked_arguments(settings, random_state):
+    """The task and the plan of ``encoding_families``, every setting validated.
+
+    ``settings`` is its :class:`~stsq_learn.experiments.EncodingsSettings`.
+    """
+    s = settings
+    n_steps = check_positive_int(s.n_steps, "n_steps")
+    n_seeds = check_positive_int(s.n_seeds, "n_seeds")
+    n_val = check_positive_int(s.n_val, "n_val")
+    factors = [check_positive_int(f, "factors[i]") for f in s.factors]
     if not factors:
         raise ValueError("factors must name at least one length multiple, got an empty sequence.")
     codebook_factors = sorted(
-        {check_positive_int(c, "codebook_factors[i]") for c in codebook_factors}
+        {check_positive_int(c, "codebook_factors[i]") for c in s.codebook_factors}
     )
     if not codebook_factors:
         raise ValueError(
             "codebook_factors must name at least one codebook size, got an empty sequence."
         )
-    sweep_factor = check_positive_int(sweep_factor, "sweep_factor")
+    sweep_factor = check_positive_int(s.sweep_factor, "sweep_factor")
     if sweep_factor not in factors:
         raise ValueError(
             f"sweep_factor={sweep_factor} must be one of factors={factors}: the sweep is "
             "compared with fixed and stochastic encodings at that length."
         )
-    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
+    task = SparseTokenSelectionTask(s.seq_len, s.n_features, s.n_selected)
     T = task.seq_len
+    max_positions = s.max_positions
     if max_positions is None:
         max_positions = max(factors) * T
     max_positions = check_positive_int(max_positions, "max_positions")

@@ -11,6 +11,7 @@ from ..encodings.families import POSITIONAL_ENCODINGS
 from ..tasks.selection.estimators import SparseTokenSelector
 from ._common import dataclass_dict, estimator_config, new_axes, prepared
 from ._encoding_runs import checked_arguments, train_and_score
+from ._settings import Settings
 
 _STYLES = {
     "stochastic": dict(color="C0", marker="o"),
@@ -276,23 +277,58 @@ class EncodingsResult:
         )
 
 
+class EncodingsSettings(Settings):
+    """The settings of :func:`encoding_families`: the task, the model, the lengths, the sweep.
+
+    Attributes
+    ----------
+    seq_len, n_features, n_selected : int, default=16, 8, 3
+        The training task D_{T,q}.
+    estimator : SparseTokenSelector or None, default=None
+        The model to train (cloned; its ``positional_encoding``,
+        ``max_positions``, ``random_state`` and, if given, ``device`` are
+        replaced). None is ``SparseTokenSelector(width=64)``: Adam at 0.01,
+        batches of 256.
+    n_steps : int, default=1500
+        Online training steps of every model.
+    factors : tuple of int, default=(1, 2, 4, 8)
+        Evaluation lengths as multiples of ``seq_len``.
+    max_positions : int or None, default=None
+        Codebook size of the ``"randomized"`` family; None is
+        ``max(factors) * seq_len``, so that it can be scored at every
+        evaluation length. At least ``seq_len``.
+    codebook_factors : tuple of int, default=(1, 2, 4, 8, 16)
+        Codebook sizes of the sweep as multiples of ``seq_len``.
+    sweep_factor : int, default=4
+        The sweep is plotted and summarised at T' = ``sweep_factor *
+        seq_len``; one of ``factors``.
+    n_seeds : int, default=3
+        Training seeds of every model (the spread of the results).
+    n_val : int, default=1000
+        Rows of the validation set.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import EncodingsSettings
+    >>> EncodingsSettings(seq_len=8, factors=(1, 2), sweep_factor=2).codebook_factors
+    (1, 2, 4, 8, 16)
+    """
+
+    seq_len: int = 16
+    n_features: int = 8
+    n_selected: int = 3
+    estimator: SparseTokenSelector | None = None
+    n_steps: int = 1500
+    factors: tuple = (1, 2, 4, 8)
+    max_positions: int | None = None
+    codebook_factors: tuple = (1, 2, 4, 8, 16)
+    sweep_factor: int = 4
+    n_seeds: int = 3
+    n_val: int = 1000
+
+
 def encoding_families(
-    seq_len=16,
-    n_features=8,
-    n_selected=3,
-    *,
-    estimator=None,
-    n_steps=1500,
-    factors=(1, 2, 4, 8),
-    max_positions=None,
-    codebook_factors=(1, 2, 4, 8, 16),
-    sweep_factor=4,
-    n_seeds=3,
-    n_val=1000,
-    device=None,
-    random_state=0,
-    progress=False,
-    n_jobs=None,
+    settings=None, *, device=None, random_state=0, progress=False, n_jobs=None, **changes
 ):
     """Train every positional-encoding family at length T; score at T' = factor * T.
 
@@ -319,30 +355,9 @@ def encoding_families(
 
     Parameters
     ----------
-    seq_len, n_features, n_selected : int, default=16, 8, 3
-        The training task D_{T,q}.
-    estimator : SparseTokenSelector, default=None
-        The model to train (cloned; its ``positional_encoding``,
-        ``max_positions``, ``random_state`` and, if given, ``device`` are
-        replaced). None is ``SparseTokenSelector(width=64)``: Adam at 0.01,
-        batches of 256.
-    n_steps : int, default=1500
-        Online training steps of every model.
-    factors : sequence of int, default=(1, 2, 4, 8)
-        Evaluation lengths as multiples of ``seq_len``.
-    max_positions : int, default=None
-        Codebook size of the ``"randomized"`` family; None is
-        ``max(factors) * seq_len``, so that it can be scored at every
-        evaluation length. At least ``seq_len``.
-    codebook_factors : sequence of int, default=(1, 2, 4, 8, 16)
-        Codebook sizes of the sweep as multiples of ``seq_len``.
-    sweep_factor : int, default=4
-        The sweep is plotted and summarised at T' = ``sweep_factor *
-        seq_len``; one of ``factors``.
-    n_seeds : int, default=3
-        Training seeds of every model (the spread of the results).
-    n_val : int, default=1000
-        Rows of the validation set.
+    settings : EncodingsSettings, mapping or None, default=None
+        The task, the model, the evaluation lengths and the codebook sweep
+        (None: the defaults).
     device : str or None, default=None
         Training device; None keeps the estimator's.
     random_state : int, default=0
@@ -353,6 +368,9 @@ def encoding_families(
         Worker processes the models train on (joblib's process backend,
         one PyTorch thread each); None is 1, -1 every core. The results do
         not depend on it.
+    **changes
+        Settings of :class:`EncodingsSettings` to change
+        (``encoding_families(n_seeds=1)``).
 
     Returns
     -------
@@ -370,21 +388,10 @@ def encoding_families(
     >>> res.config["max_positions"], res.sweep_length
     (16, 16)
     """
-    task, plan = checked_arguments(
-        seq_len,
-        n_features,
-        n_selected,
-        n_steps=n_steps,
-        factors=factors,
-        max_positions=max_positions,
-        codebook_factors=codebook_factors,
-        sweep_factor=sweep_factor,
-        n_seeds=n_seeds,
-        n_val=n_val,
-        random_state=random_state,
-    )
+    cfg = EncodingsSettings.resolve(settings, changes)
+    task, plan = checked_arguments(cfg, random_state)
     base = prepared(
-        estimator,
+        cfg.estimator,
         SparseTokenSelector(64),
         SparseTokenSelector,
         "estimator",

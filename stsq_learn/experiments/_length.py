@@ -33,6 +33,7 @@ from ._common import (
     seed_results,
     train_online,
 )
+from ._settings import Settings
 
 
 @dataclass
@@ -194,24 +195,62 @@ def _plot(results, axes):
     return fig
 
 
+class LengthGeneralizationSettings(Settings):
+    """The settings of :func:`length_generalization`: the task, the model, the lengths.
+
+    Attributes
+    ----------
+    seq_len, n_features, n_selected : int, default=16, 8, 3
+        The training task D_{T,q}.
+    estimator : SparseTokenSelector or None, default=None
+        The model to train (cloned; its ``positional_encoding``,
+        ``random_state`` and, if given, ``device`` are replaced). None is
+        ``SparseTokenSelector(width=64)``: Adam at 0.01, batches of 256.
+    n_steps : int, default=1500
+        Online training steps of each model (long enough for fixed encodings to
+        fit their positions, which is what keeps them from extrapolating).
+    factors : tuple of int, default=(1, 2, 4, 8)
+        Evaluation lengths as multiples of ``seq_len``.
+    n_pe_samples : int, default=16
+        Encoding draws averaged by the third curve (1 skips that curve).
+    n_val_large : int, default=1000
+        Rows of the larger validation set.
+    length_scales : tuple of {"log", "floor"}, default=("log", "floor")
+        Length scales the fitted stochastic model is also scored with (the
+        fixed one with the last of them); empty skips those curves.
+    train_range : tuple of (int, int) or None, default=None
+        A range of training lengths ``(T_min, T)`` for one more stochastic
+        model, trained with ``range_scale``; None skips it.
+    range_scale : {"log", "floor"}, default="log"
+        The length scale of the model trained over ``train_range``.
+    floor : bool, default=True
+        Compute the isotropic floor at each length (on 20,000 simulated rows,
+        the same the ``"floor"`` scale reads its gammas from).
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import LengthGeneralizationSettings
+    >>> preset = LengthGeneralizationSettings(seq_len=8, factors=(1, 2))
+    >>> preset.replace(n_steps=20).n_steps, preset.factors
+    (20, (1, 2))
+    """
+
+    seq_len: int = 16
+    n_features: int = 8
+    n_selected: int = 3
+    estimator: SparseTokenSelector | None = None
+    n_steps: int = 1500
+    factors: tuple = (1, 2, 4, 8)
+    n_pe_samples: int = 16
+    n_val_large: int = 1000
+    length_scales: tuple = ("log", "floor")
+    train_range: tuple | None = None
+    range_scale: str = "log"
+    floor: bool = True
+
+
 def length_generalization(
-    seq_len=16,
-    n_features=8,
-    n_selected=3,
-    *,
-    estimator=None,
-    n_steps=1500,
-    factors=(1, 2, 4, 8),
-    n_pe_samples=16,
-    n_val_large=1000,
-    length_scales=("log", "floor"),
-    train_range=None,
-    range_scale="log",
-    floor=True,
-    device=None,
-    random_state=0,
-    progress=False,
-    n_jobs=None,
+    settings=None, *, device=None, random_state=0, progress=False, n_jobs=None, **changes
 ):
     """Train SPE and fixed encodings at length T; score at T' = factor * T, against the floor.
 
@@ -234,32 +273,9 @@ def length_generalization(
 
     Parameters
     ----------
-    seq_len, n_features, n_selected : int, default=16, 8, 3
-        The training task D_{T,q}.
-    estimator : SparseTokenSelector, default=None
-        The model to train (cloned; its ``positional_encoding``,
-        ``random_state`` and, if given, ``device`` are replaced). None is
-        ``SparseTokenSelector(width=64)``: Adam at 0.01, batches of 256.
-    n_steps : int, default=1500
-        Online training steps of each model (long enough for fixed encodings to
-        fit their positions, which is what keeps them from extrapolating).
-    factors : sequence of int, default=(1, 2, 4, 8)
-        Evaluation lengths as multiples of ``seq_len``.
-    n_pe_samples : int, default=16
-        Encoding draws averaged by the third curve (1 skips that curve).
-    n_val_large : int, default=1000
-        Rows of the larger validation set.
-    length_scales : sequence of {"log", "floor"}, default=("log", "floor")
-        Length scales the fitted stochastic model is also scored with (the
-        fixed one with the last of them); empty skips those curves.
-    train_range : tuple of (int, int) or None, default=None
-        A range of training lengths ``(T_min, T)`` for one more stochastic
-        model, trained with ``range_scale``; None skips it.
-    range_scale : {"log", "floor"}, default="log"
-        The length scale of the model trained over ``train_range``.
-    floor : bool, default=True
-        Compute the isotropic floor at each length (on 20,000 simulated rows,
-        the same the ``"floor"`` scale reads its gammas from).
+    settings : LengthGeneralizationSettings, mapping or None, default=None
+        The task, the model, the evaluation lengths and the curves (None:
+        the defaults).
     device : str or None, default=None
         Training device; None keeps the estimator's.
     random_state : int, default=0
@@ -270,30 +286,34 @@ def length_generalization(
         Worker processes the models train on (joblib's process backend,
         one PyTorch thread each); None is 1, -1 every core. The results do
         not depend on it.
+    **changes
+        Settings of :class:`LengthGeneralizationSettings` to change
+        (``length_generalization(n_steps=500)``).
 
     Returns
     -------
     LengthGeneralizationResult
         R^2 of every model at every evaluation length, per validation set.
     """
-    n_steps = check_positive_int(n_steps, "n_steps")
-    n_pe_samples = check_positive_int(n_pe_samples, "n_pe_samples")
-    n_val_large = check_positive_int(n_val_large, "n_val_large")
-    factors = [check_positive_int(f, "factors[i]") for f in factors]
+    cfg = LengthGeneralizationSettings.resolve(settings, changes)
+    n_steps = check_positive_int(cfg.n_steps, "n_steps")
+    n_pe_samples = check_positive_int(cfg.n_pe_samples, "n_pe_samples")
+    n_val_large = check_positive_int(cfg.n_val_large, "n_val_large")
+    factors = [check_positive_int(f, "factors[i]") for f in cfg.factors]
     if not factors:
         raise ValueError("factors must name at least one length multiple, got an empty sequence.")
-    length_scales = [length_scale_rule(s).name for s in length_scales]
-    range_scale = length_scale_rule(range_scale).name
-    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
+    length_scales = [length_scale_rule(s).name for s in cfg.length_scales]
+    range_scale = length_scale_rule(cfg.range_scale).name
+    task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
     T = task.seq_len
-    range_task = _checked_range(train_range, T, n_features, n_selected)
+    range_task = _checked_range(cfg.train_range, T, cfg.n_features, cfg.n_selected)
     eval_lengths = sorted({f * T for f in factors})
     val = {
         "val_128": task.sample(128, random_state=derived_seed(random_state, 2)),
         "val_large": task.sample(n_val_large, random_state=derived_seed(random_state, 3)),
     }
     base = prepared(
-        estimator,
+        cfg.estimator,
         SparseTokenSelector(64),
         SparseTokenSelector,
         "estimator",
@@ -326,10 +346,10 @@ def length_generalization(
     fitted = dict(zip(keys, models))
     r2 = _score_variants(fitted, variants, val, eval_lengths, random_state, progress)
     floor_r2 = None
-    if floor:
+    if cfg.floor:
         floor_r2 = [
             # n_draws=1 written out: the key the "floor" scale computed these under.
-            1.0 - cached_floor(t, n_selected, base.width, 1).relative_mse
+            1.0 - cached_floor(t, cfg.n_selected, base.width, 1).relative_mse
             for t in eval_lengths
         ]
     X, y = val["val_large"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .._validation import check_positive_int
@@ -18,6 +19,7 @@ from ._common import (
     seed_results,
 )
 from ._separation_plots import plot_both_models, plot_residuals, plot_transformer_laws
+from ._settings import Settings
 from ._width_search import (
     MODELS,
     backend,
@@ -166,29 +168,120 @@ _DEFAULT_WIDTHS = {
 _DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
 
 
+class CurveSettings(Settings):
+    """The settings of one curve of the width separation: the task, the models, their grids.
+
+    The settings :func:`width_separation` and every curve of
+    :func:`width_separation_by_q` (:class:`SeparationCurve`) share; the
+    first adds how the widths are searched (:class:`WidthSeparationSettings`),
+    the second a label.
+
+    Attributes
+    ----------
+    seq_lens : tuple of int, default=(4, 8, 16)
+        The lengths T.
+    n_features, n_selected : int, default=2, 2
+        Token dimension d and subset size q. With q = 2 the two selected
+        scores tie exactly, so the transformer's error floor is about 0 and
+        the target is reachable at small width; keep d small so the FCN
+        reaches it within its grid.
+    transformer : SparseTokenSelector or None, default=None
+        The transformer to search over. None is
+        ``SparseTokenSelector(solver="adam", learning_rate_init=0.1, batch_size=256,
+        max_iter=30)``.
+    fcn : FCNSelector or None, default=None
+        The fully-connected baseline. None is
+        ``FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=1024, max_iter=30)``.
+    widths : dict or None, default=None
+        Width grid per model, ``{"transformer": (...), "fcn": (...)}`` (searched
+        in increasing order); a model left out keeps its default grid,
+        ``(2, 4, ..., 64)`` and ``(2, 4, ..., 256)``.
+    n_steps : dict or None, default=None
+        Online steps per width and model (``regime="online"``); defaults
+        ``{"transformer": 300, "fcn": 500}``.
+    max_seq_len : dict or None, default=None
+        Longest T searched per model, e.g. ``{"fcn": 128}``: longer lengths
+        are not searched for that model (minimal width and bound None); a
+        model left out is searched at every length.
+    floor_rows : int, default=4000
+        Rows each :func:`~stsq_learn.isotropic_floor` of ``floor_width``
+        simulates (``search="bisect"``).
+    """
+
+    seq_lens: tuple = (4, 8, 16)
+    n_features: int = 2
+    n_selected: int = 2
+    transformer: SparseTokenSelector | None = None
+    fcn: FCNSelector | None = None
+    widths: dict | None = None
+    n_steps: dict | None = None
+    max_seq_len: dict | None = None
+    floor_rows: int = 4000
+
+
+class WidthSeparationSettings(CurveSettings):
+    """The settings of :func:`width_separation`: those of :class:`CurveSettings` and the search.
+
+    Attributes
+    ----------
+    seq_lens, n_features, n_selected, transformer, fcn, widths, n_steps, \
+max_seq_len, floor_rows
+        The task, the models and their grids: see :class:`CurveSettings`.
+    target_r2 : float, default=0.9
+        The R^2 a width must reach.
+    regime : {"online", "gridsearch"}, default="online"
+        Training regime, see :func:`width_separation`.
+    n_train : int, default=20000
+        Rows of the finite training set (``regime="gridsearch"``).
+    n_val : int, default=2000
+        Held-out rows scoring each width (``regime="online"``).
+    stop_at_target : bool, default=True
+        Stop the search at a T once a width reaches the target (``"online"``).
+    monotone_search : bool, default=True
+        Bracket the search at each T around the previous T's minimal width
+        (``"online"`` with ``stop_at_target``).
+    search : {"bracket", "bisect"}, default="bracket"
+        The online search at each T (``regime="online"``). ``"bracket"``: as
+        ``stop_at_target`` and ``monotone_search`` say. ``"bisect"``
+        (:func:`~stsq_learn.experiments._width_search.search_bisect`):
+        the transformer starts at the floor's minimal width at that T
+        (``floor_width``), the FCN at the previous T's minimal width scaled
+        by the ratio of the lengths (at the first T, the first width
+        >= ``2 T d``); from there the grid is bracketed and bisected until
+        the minimal width passes and its neighbour below is trained and
+        fails. A length after one where the FCN reached no width is not
+        searched (it keeps the lower bound).
+    stop_fits : bool, default=False
+        With ``search="bisect"``: stop each fit once it reaches
+        ``target_r2`` on the ``n_val`` rows that score it (checked every 25
+        steps). A width that does not reach it trains all its steps.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import WidthSeparationSettings
+    >>> settings = WidthSeparationSettings(seq_lens=(4, 8), target_r2=0.5)
+    >>> settings.replace(search="bisect").search, settings.n_features
+    ('bisect', 2)
+    """
+
+    target_r2: float = 0.9
+    regime: str = "online"
+    n_train: int = 20000
+    n_val: int = 2000
+    stop_at_target: bool = True
+    monotone_search: bool = True
+    search: str = "bracket"
+    stop_fits: bool = False
+
+
 def width_separation(
-    seq_lens=(4, 8, 16),
-    n_features=2,
-    n_selected=2,
+    settings=None,
     *,
-    transformer=None,
-    fcn=None,
-    widths=None,
-    n_steps=None,
-    target_r2=0.9,
-    regime="online",
-    n_train=20000,
-    n_val=2000,
-    stop_at_target=True,
-    monotone_search=True,
-    max_seq_len=None,
     device=None,
     random_state=0,
     progress=False,
     scheduler=None,
-    search="bracket",
-    stop_fits=False,
-    floor_rows=4000,
+    **changes,
 ):
     """Measure the smallest width that reaches ``target_r2``, for both models, as T grows.
 
@@ -231,44 +324,9 @@ def width_separation(
 
     Parameters
     ----------
-    seq_lens : sequence of int, default=(4, 8, 16)
-        The lengths T.
-    n_features, n_selected : int, default=2, 2
-        Token dimension d and subset size q. With q = 2 the two selected
-        scores tie exactly, so the transformer's error floor is about 0 and
-        the target is reachable at small width; keep d small so the FCN
-        reaches it within its grid.
-    transformer : SparseTokenSelector, default=None
-        The transformer to search over. None is
-        ``SparseTokenSelector(solver="adam", learning_rate_init=0.1, batch_size=256,
-        max_iter=30)``.
-    fcn : FCNSelector, default=None
-        The fully-connected baseline. None is
-        ``FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=1024, max_iter=30)``.
-    widths : dict, default=None
-        Width grid per model, ``{"transformer": (...), "fcn": (...)}`` (searched
-        in increasing order); a model left out keeps its default grid,
-        ``(2, 4, ..., 64)`` and ``(2, 4, ..., 256)``.
-    n_steps : dict, default=None
-        Online steps per width and model (``regime="online"``); defaults
-        ``{"transformer": 300, "fcn": 500}``.
-    target_r2 : float, default=0.9
-        The R^2 a width must reach.
-    regime : {"online", "gridsearch"}, default="online"
-        Training regime, see above.
-    n_train : int, default=20000
-        Rows of the finite training set (``regime="gridsearch"``).
-    n_val : int, default=2000
-        Held-out rows scoring each width (``regime="online"``).
-    stop_at_target : bool, default=True
-        Stop the search at a T once a width reaches the target (``"online"``).
-    monotone_search : bool, default=True
-        Bracket the search at each T around the previous T's minimal width
-        (``"online"`` with ``stop_at_target``).
-    max_seq_len : dict, default=None
-        Longest T searched per model, e.g. ``{"fcn": 128}``: longer lengths
-        are not searched for that model (minimal width and bound None); a
-        model left out is searched at every length.
+    settings : WidthSeparationSettings, mapping or None, default=None
+        The task, the models, their grids and the search (None: the
+        defaults).
     device : str or None, default=None
         Training device; None keeps each estimator's.
     random_state : int, default=0
@@ -284,48 +342,42 @@ def width_separation(
         widths of a search side by side, as many as there are worker threads,
         and keeps only those up to the first that reaches the target, so the
         result is the sequential one. None (default) runs in this process.
-
-    search : {"bracket", "bisect"}, default="bracket"
-        The online search at each T (``regime="online"``). ``"bracket"``: as
-        ``stop_at_target`` and ``monotone_search`` say. ``"bisect"``
-        (:func:`~stsq_learn.experiments._width_search.search_bisect`):
-        the transformer starts at the floor's minimal width at that T
-        (``floor_width``), the FCN at the previous T's minimal width scaled
-        by the ratio of the lengths (at the first T, the first width
-        >= ``2 T d``); from there the grid is bracketed and bisected until
-        the minimal width passes and its neighbour below is trained and
-        fails. A length after one where the FCN reached no width is not
-        searched (it keeps the lower bound).
-    stop_fits : bool, default=False
-        With ``search="bisect"``: stop each fit once it reaches
-        ``target_r2`` on the ``n_val`` rows that score it (checked every 25
-        steps). A width that does not reach it trains all its steps.
-    floor_rows : int, default=4000
-        Rows each :func:`~stsq_learn.isotropic_floor` of ``floor_width``
-        simulates (``search="bisect"``).
+    **changes
+        Settings of :class:`WidthSeparationSettings` to change
+        (``width_separation(seq_lens=(4, 8), target_r2=0.5)``).
 
     Returns
     -------
     SeparationResult
         Scores of every width tried, the minimal widths and their growth laws.
     """
+    cfg = WidthSeparationSettings.resolve(settings, changes)
+    checked = _checked_search(cfg, device=device, random_state=random_state)
+    return _run_search(*checked, progress=progress, scheduler=scheduler)
+
+
+def _checked_search(cfg, *, device, random_state):
+    """The lengths, tasks, estimators, plan and floor rows of one :func:`width_separation`.
+
+    Every setting of ``cfg`` is checked here, before any fit.
+    """
+    search, regime, target_r2 = cfg.search, cfg.regime, cfg.target_r2
     if search not in ("bracket", "bisect"):
         raise ValueError(f"search must be 'bracket' or 'bisect', got {search!r}.")
     if search == "bisect" and regime != "online":
         raise ValueError(f"search='bisect' needs regime='online', got regime={regime!r}.")
-    floor_rows = check_positive_int(floor_rows, "floor_rows")
+    floor_rows = check_positive_int(cfg.floor_rows, "floor_rows")
     if regime not in ("online", "gridsearch"):
         raise ValueError(f"regime must be 'online' or 'gridsearch', got {regime!r}.")
     if not 0 < target_r2 < 1:
         raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
-    seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in seq_lens})
+    seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in cfg.seq_lens})
     if not seq_lens:
         raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
-    grids, steps = checked_grids(widths, n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
-    n_train = check_positive_int(n_train, "n_train", minimum=10)
-    n_val = check_positive_int(n_val, "n_val")
-    tasks = [SparseTokenSelectionTask(T, n_features, n_selected) for T in seq_lens]
-    d = tasks[0].n_features
+    grids, steps = checked_grids(cfg.widths, cfg.n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
+    n_train = check_positive_int(cfg.n_train, "n_train", minimum=10)
+    n_val = check_positive_int(cfg.n_val, "n_val")
+    tasks = [SparseTokenSelectionTask(T, cfg.n_features, cfg.n_selected) for T in seq_lens]
     base = {
         model: prepared(
             given,
@@ -336,8 +388,8 @@ def width_separation(
             random_state=derived_seed(random_state, seed),
         )
         for model, given, cls, seed in (
-            ("transformer", transformer, SparseTokenSelector, 6),
-            ("fcn", fcn, FCNSelector, 7),
+            ("transformer", cfg.transformer, SparseTokenSelector, 6),
+            ("fcn", cfg.fcn, FCNSelector, 7),
         )
     }
     plan = _SearchPlan(
@@ -347,22 +399,28 @@ def width_separation(
         n_steps=steps,
         n_train=n_train,
         n_val=n_val,
-        stop_at_target=bool(stop_at_target),
-        monotone_search=bool(stop_at_target and monotone_search),
+        stop_at_target=bool(cfg.stop_at_target),
+        monotone_search=bool(cfg.stop_at_target and cfg.monotone_search),
         random_state=random_state,
-        max_seq_len=_checked_max_seq_len(max_seq_len, seq_lens),
+        max_seq_len=_checked_max_seq_len(cfg.max_seq_len, seq_lens),
         bisect=search == "bisect",
-        stop_fits=bool(stop_fits),
+        stop_fits=bool(cfg.stop_fits),
     )
+    return seq_lens, tasks, base, plan, floor_rows
+
+
+def _run_search(seq_lens, tasks, base, plan, floor_rows, *, progress, scheduler):
+    """The :class:`SeparationResult` of a checked search (:func:`_checked_search`)."""
+    d = tasks[0].n_features
     floors = []
     if plan.bisect:
         floors = floor_widths(
             seq_lens,
             tasks[0].n_selected,
-            grids["transformer"],
-            target_r2,
+            plan.widths["transformer"],
+            plan.target_r2,
             n_samples=floor_rows,
-            random_state=derived_seed(random_state, 8),
+            random_state=derived_seed(plan.random_state, 8),
         )
     steps_run = {}
     scores, minimal, bound, seconds = _search_all(
@@ -676,15 +734,75 @@ def joint_law(curves, widths_of):
     return fit_growth_law(xs, ws)
 
 
+class SeparationCurve(CurveSettings):
+    """One curve of :func:`width_separation_by_q`: its :class:`CurveSettings` and a label.
+
+    Attributes
+    ----------
+    label : str
+        How its transformer is trained, in words, for the summary and the
+        figure (required).
+    seq_lens, n_features, n_selected, transformer, fcn, widths, n_steps, \
+max_seq_len, floor_rows
+        The task, the models and their grids: see :class:`CurveSettings`.
+        How the widths are searched is :func:`width_separation_by_q`'s
+        (bisection from the floor's minimal width, each fit stopped at the
+        target), the same for every curve.
+    """
+
+    label: str
+
+
+class SeparationSettings(Settings):
+    """The settings of :func:`width_separation_by_q`: the curves and their target.
+
+    Attributes
+    ----------
+    curves : tuple of SeparationCurve
+        The curves, in order (a mapping of a curve's settings, ``label``
+        among them, is read as a :class:`SeparationCurve` when the settings
+        are made, so a misspelt one fails there). Required.
+    target_r2 : float, default=0.9
+        The R^2 a width must reach, on every curve.
+    n_val : int, default=2000
+        Held-out rows scoring each width (and stopping its fit), on every curve.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import SeparationCurve, SeparationSettings
+    >>> curve = SeparationCurve(label="Adam", seq_lens=(4, 8), n_selected=2)
+    >>> settings = SeparationSettings(curves=(curve,), target_r2=0.5)
+    >>> settings.curves[0].seq_lens, settings.n_val
+    ((4, 8), 2000)
+    """
+
+    curves: tuple
+    target_r2: float = 0.9
+    n_val: int = 2000
+
+    def __post_init__(self):
+        # Each curve read as a SeparationCurve here: a misspelt setting fails where written.
+        object.__setattr__(self, "curves", _checked_curves(self.curves))
+
+
+def _checked_curves(curves):
+    """``curves`` as a tuple of :class:`SeparationCurve`, each read and named before any fit."""
+    if isinstance(curves, Mapping) or not isinstance(curves, (tuple, list)) or not curves:
+        raise ValueError(f"curves must be a non-empty sequence of SeparationCurve, got {curves!r}.")
+    out = []
+    for i, curve in enumerate(curves):
+        try:
+            curve = SeparationCurve.resolve(curve)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"curves[{i}]: {exc}") from None
+        if not isinstance(curve.label, str):
+            raise ValueError(f"curves[{i}] must have a str 'label', got {curve.label!r}.")
+        out.append(curve)
+    return tuple(out)
+
+
 def width_separation_by_q(
-    curves,
-    *,
-    target_r2=0.9,
-    n_val=2000,
-    device=None,
-    random_state=0,
-    progress=False,
-    scheduler=None,
+    settings=None, *, device=None, random_state=0, progress=False, scheduler=None, **changes
 ):
     """Minimal widths against T at several q, each beside the isotropic floor's.
 
@@ -698,16 +816,9 @@ def width_separation_by_q(
 
     Parameters
     ----------
-    curves : sequence of dict
-        One dict per curve: the arguments of :func:`width_separation`
-        (``seq_lens``, ``n_features``, ``n_selected``, ``transformer``,
-        ``fcn``, ``widths``, ``n_steps``, ``max_seq_len``, ``floor_rows``),
-        plus ``label`` (str, required): how its transformer is trained, in
-        words, for the summary and the figure.
-    target_r2 : float, default=0.9
-        The R^2 a width must reach.
-    n_val : int, default=2000
-        Held-out rows scoring each width (and stopping its fit).
+    settings : SeparationSettings or mapping
+        The curves (:class:`SeparationCurve`: each one's task, models,
+        grids and label), the target R^2 and the scoring rows.
     device : str or None, default=None
         Training device; None keeps each estimator's.
     random_state : int, default=0
@@ -716,6 +827,9 @@ def width_separation_by_q(
         Show tqdm progress bars.
     scheduler : str or distributed.Client, default=None
         As for :func:`width_separation`: every fit runs on the dask cluster.
+    **changes
+        Settings of :class:`SeparationSettings` to change
+        (``width_separation_by_q(preset, n_val=500)``).
 
     Returns
     -------
@@ -723,28 +837,27 @@ def width_separation_by_q(
         One :class:`SeparationResult` per curve, the floor's widths beside
         the measured ones, and the law ``w = a + b q log2 T`` fitted to both.
     """
-    if isinstance(curves, dict) or not curves:
-        raise ValueError(f"curves must be a non-empty sequence of dicts, got {curves!r}.")
+    cfg = SeparationSettings.resolve(settings, changes)
+    curves = cfg.curves  # SeparationCurve instances, checked when cfg was made
+    shared = CurveSettings.field_names()
     start = time.perf_counter()
-    results, labels = [], []
-    for i, curve in enumerate(curves):
-        if not isinstance(curve, dict) or not isinstance(curve.get("label"), str):
-            raise ValueError(f"curves[{i}] must be a dict with a str 'label', got {curve!r}.")
-        kwargs = {k: v for k, v in curve.items() if k != "label"}
-        results.append(
-            width_separation(
-                **kwargs,
-                target_r2=target_r2,
-                n_val=n_val,
-                device=device,
-                random_state=derived_seed(random_state, 300 + i),
-                progress=progress,
-                scheduler=scheduler,
+    # Every curve's settings checked before the first curve trains.
+    checked = [
+        _checked_search(
+            WidthSeparationSettings(
+                **{name: curve[name] for name in shared},
+                target_r2=cfg.target_r2,
+                n_val=cfg.n_val,
                 search="bisect",
                 stop_fits=True,
-            )
+            ),
+            device=device,
+            random_state=derived_seed(random_state, 300 + i),
         )
-        labels.append(curve["label"])
+        for i, curve in enumerate(curves)
+    ]
+    results = [_run_search(*c, progress=progress, scheduler=scheduler) for c in checked]
+    labels = [curve.label for curve in curves]
     return SeparationByQResult(
         curves=results,
         labels=labels,

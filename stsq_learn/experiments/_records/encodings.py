@@ -10,7 +10,7 @@ from ...encodings.families import POSITIONAL_ENCODINGS
 from ...tasks import SparseTokenSelectionTask
 from ...tasks.selection.estimators import SparseTokenSelector
 from .._encoding_runs import planned_runs
-from .._encodings import encoding_families
+from .._encodings import EncodingsSettings, encoding_families
 from .._record import Experiment, Work
 from ._format import finite, fmt, spread
 
@@ -18,7 +18,7 @@ from ._format import finite, fmt, spread
 _ADAM = dict(solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=256)
 
 PRESETS = {
-    "tiny": dict(
+    "tiny": EncodingsSettings(
         seq_len=8,
         n_features=2,
         n_selected=2,
@@ -32,7 +32,7 @@ PRESETS = {
     ),
     # 8 models per seed (4 families, 4 more codebooks), 500 steps each: about 35 s on
     # one core (1500 steps took 109 s and moved no curve's shape, only its level).
-    "quick": dict(
+    "quick": EncodingsSettings(
         seq_len=16,
         n_features=8,
         n_selected=3,
@@ -45,7 +45,7 @@ PRESETS = {
         n_seeds=3,
         n_val=1000,
     ),
-    "full": dict(
+    "full": EncodingsSettings(
         seq_len=32,
         n_features=16,
         n_selected=4,
@@ -58,7 +58,7 @@ PRESETS = {
         n_seeds=3,
         n_val=2000,
     ),
-    "gpu": dict(
+    "gpu": EncodingsSettings(
         seq_len=64,
         n_features=16,
         n_selected=4,
@@ -74,50 +74,40 @@ PRESETS = {
 }
 
 
-def work(
-    seq_len,
-    n_features,
-    n_selected,
-    estimator,
-    n_steps,
-    factors,
-    codebook_factors,
-    n_seeds,
-    n_val,
-    max_positions=None,
-    **_,
-):
+def work(settings):
     """Every family and extra codebook, ``n_seeds`` times; each scored at every length."""
-    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
-    max_positions = max_positions or seq_len * max(factors)
-    runs = planned_runs(max_positions, [c * seq_len for c in codebook_factors])
+    s = settings
+    task = SparseTokenSelectionTask(s.seq_len, s.n_features, s.n_selected)
+    longest = s.seq_len * max(s.factors)
+    max_positions = s.max_positions or longest
+    runs = planned_runs(max_positions, [c * s.seq_len for c in s.codebook_factors])
     families = [runs[family] for family in POSITIONAL_ENCODINGS]
     extra = len(runs) - len(families)
-    rows = int(n_val * sum(factors) / max(factors))  # about rows x length, at the longest
+    rows = int(s.n_val * sum(s.factors) / max(s.factors))  # about rows x length, at the longest
     out = [
         Work(
             f"encodings: {params['positional_encoding']}",
-            n_seeds,
-            n_steps,
-            clone(estimator).set_params(**params),
+            s.n_seeds,
+            s.n_steps,
+            clone(s.estimator).set_params(**params),
             task,
             predict_rows=rows,
-            predict_len=seq_len * max(factors),
+            predict_len=longest,
         )
         for params in families
     ]
     if extra:
         params = dict(positional_encoding="randomized", max_positions=max_positions)
-        est = clone(estimator).set_params(**params)
+        est = clone(s.estimator).set_params(**params)
         out.append(
             Work(
                 "encodings: codebook sweep",
-                n_seeds * extra,
-                n_steps,
+                s.n_seeds * extra,
+                s.n_steps,
                 est,
                 task,
                 rows,
-                seq_len * max(factors),
+                longest,
             )
         )
     return out
@@ -213,6 +203,7 @@ PROVENANCE = {
 RECORD = Experiment(
     name="encodings",
     function=encoding_families,
+    settings=EncodingsSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,

@@ -6,7 +6,7 @@ import math
 
 from ...tasks import SparseTokenSelectionTask
 from ...tasks.selection.estimators import SparseTokenSelector
-from .._length import length_generalization
+from .._length import LengthGeneralizationSettings, length_generalization
 from .._record import Experiment, Work
 from ._format import fmt
 
@@ -14,7 +14,7 @@ from ._format import fmt
 _ADAM = dict(solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=256)
 
 PRESETS = {
-    "tiny": dict(
+    "tiny": LengthGeneralizationSettings(
         seq_len=8,
         n_features=2,
         n_selected=2,
@@ -26,7 +26,7 @@ PRESETS = {
         train_range=(4, 8),
         floor=False,
     ),
-    "quick": dict(
+    "quick": LengthGeneralizationSettings(
         seq_len=16,
         n_features=8,
         n_selected=3,
@@ -37,7 +37,7 @@ PRESETS = {
         n_val_large=1000,
         train_range=(4, 16),
     ),
-    "full": dict(
+    "full": LengthGeneralizationSettings(
         seq_len=32,
         n_features=16,
         n_selected=4,
@@ -49,7 +49,7 @@ PRESETS = {
         train_range=(8, 32),
         range_scale="floor",
     ),
-    "gpu": dict(
+    "gpu": LengthGeneralizationSettings(
         seq_len=64,
         n_features=16,
         n_selected=4,
@@ -64,50 +64,38 @@ PRESETS = {
 }
 
 
-def work(
-    seq_len,
-    n_features,
-    n_selected,
-    estimator,
-    n_steps,
-    factors,
-    n_pe_samples=16,
-    n_val_large=10000,
-    length_scales=("log", "floor"),
-    train_range=None,
-    range_scale="log",
-    **_,
-):
+def work(settings):
     """Two models (stochastic, fixed), and one over a range, trained; each scored at every
     length, with its draws and scales."""
-    task = SparseTokenSelectionTask(seq_len, n_features, n_selected)
+    s = settings
+    task = SparseTokenSelectionTask(s.seq_len, s.n_features, s.n_selected)
     # Predicting costs about rows x length: all lengths as rows at the longest.
-    rows = int((128 + n_val_large) * sum(factors) / max(factors))
+    rows = int((128 + s.n_val_large) * sum(s.factors) / max(s.factors))
     out = []
-    scales = len(length_scales)
-    for pe, draws in (("stochastic", 1 + n_pe_samples + scales), ("fixed", 1 + min(scales, 1))):
+    scales = len(s.length_scales)
+    for pe, draws in (("stochastic", 1 + s.n_pe_samples + scales), ("fixed", 1 + min(scales, 1))):
         out.append(
             Work(
                 f"length: {pe}",
                 1,
-                n_steps,
-                _with_pe(estimator, pe),
+                s.n_steps,
+                _with_pe(s.estimator, pe),
                 task,
                 predict_rows=rows * draws,
-                predict_len=seq_len * max(factors),
+                predict_len=s.seq_len * max(s.factors),
             )
         )
-    if train_range is not None:
-        est = _with_pe(estimator, "stochastic").set_params(length_scale=range_scale)
+    if s.train_range is not None:
+        est = _with_pe(s.estimator, "stochastic").set_params(length_scale=s.range_scale)
         out.append(
             Work(
-                f"length: trained over {train_range[0]}..{train_range[1]}",
+                f"length: trained over {s.train_range[0]}..{s.train_range[1]}",
                 1,
-                n_steps,
+                s.n_steps,
                 est,
-                SparseTokenSelectionTask(tuple(train_range), n_features, n_selected),
+                SparseTokenSelectionTask(tuple(s.train_range), s.n_features, s.n_selected),
                 predict_rows=rows,
-                predict_len=seq_len * max(factors),
+                predict_len=s.seq_len * max(s.factors),
             )
         )
     return out
@@ -197,6 +185,7 @@ PROVENANCE = {
 RECORD = Experiment(
     name="length_generalization",
     function=length_generalization,
+    settings=LengthGeneralizationSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,

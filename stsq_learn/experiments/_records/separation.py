@@ -19,6 +19,8 @@ from .._separation import (
     _DEFAULT_STEPS,
     _DEFAULT_WIDTHS,
     SeparationByQResult,
+    SeparationCurve,
+    SeparationSettings,
     width_separation_by_q,
 )
 from .._width_search import checked_grids
@@ -57,15 +59,11 @@ _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 _NO_FCN = {"fcn": 1}  # no FCN search on this curve (its lengths are all above 1)
 
 
-def _curve(label, **kwargs):
-    return {"label": label, **kwargs}
-
-
 PRESETS = {
-    "tiny": dict(
+    "tiny": SeparationSettings(
         curves=(
-            _curve(
-                _PLAIN_GD_LABEL,
+            SeparationCurve(
+                label=_PLAIN_GD_LABEL,
                 seq_lens=(4, 8),
                 n_features=2,
                 n_selected=2,
@@ -75,8 +73,8 @@ PRESETS = {
                 n_steps={"transformer": 20, "fcn": 20},
                 floor_rows=500,
             ),
-            _curve(
-                _PACED_LABEL,
+            SeparationCurve(
+                label=_PACED_LABEL,
                 seq_lens=(4, 8),
                 n_features=4,
                 n_selected=3,
@@ -90,10 +88,10 @@ PRESETS = {
         target_r2=0.5,
         n_val=200,
     ),
-    "quick": dict(
+    "quick": SeparationSettings(
         curves=(
-            _curve(
-                _PLAIN_GD_LABEL,
+            SeparationCurve(
+                label=_PLAIN_GD_LABEL,
                 seq_lens=(4, 8, 16, 32),
                 n_features=2,
                 n_selected=2,
@@ -102,8 +100,8 @@ PRESETS = {
                 widths={"transformer": _Q2_GRID, "fcn": _FCN_GRID},
                 n_steps={"transformer": 400, "fcn": 500},
             ),
-            _curve(
-                _PACED_LABEL,
+            SeparationCurve(
+                label=_PACED_LABEL,
                 seq_lens=(16, 32, 64),
                 n_features=4,
                 n_selected=3,
@@ -116,10 +114,10 @@ PRESETS = {
         target_r2=0.9,
         n_val=1000,
     ),
-    "full": dict(
+    "full": SeparationSettings(
         curves=(
-            _curve(
-                _PLAIN_GD_LABEL,
+            SeparationCurve(
+                label=_PLAIN_GD_LABEL,
                 seq_lens=tuple(4 * 2**k for k in range(7)),
                 n_features=2,
                 n_selected=2,
@@ -129,8 +127,8 @@ PRESETS = {
                 n_steps={"transformer": 2000, "fcn": 2000},
                 max_seq_len={"fcn": 64},
             ),
-            _curve(
-                _PACED_LABEL,
+            SeparationCurve(
+                label=_PACED_LABEL,
                 seq_lens=(16, 32, 64, 128, 256),
                 n_features=4,
                 n_selected=3,
@@ -143,10 +141,10 @@ PRESETS = {
         target_r2=0.9,
         n_val=1000,
     ),
-    "gpu": dict(
+    "gpu": SeparationSettings(
         curves=(
-            _curve(
-                _PLAIN_GD_LABEL,
+            SeparationCurve(
+                label=_PLAIN_GD_LABEL,
                 seq_lens=tuple(4 * 2**k for k in range(9)),
                 n_features=2,
                 n_selected=2,
@@ -156,8 +154,8 @@ PRESETS = {
                 n_steps={"transformer": 4000, "fcn": 4000},
                 max_seq_len={"fcn": 128},
             ),
-            _curve(
-                _PACED_LABEL,
+            SeparationCurve(
+                label=_PACED_LABEL,
                 seq_lens=(16, 64, 256, 1024),
                 n_features=8,
                 n_selected=3,
@@ -240,19 +238,7 @@ def headline(result):
 _FITS_FIRST, _FITS_NEXT = 3, 2
 
 
-def _curve_work(
-    seq_lens,
-    n_features,
-    n_selected,
-    *,
-    widths=None,
-    n_steps=None,
-    n_val,
-    transformer=None,
-    fcn=None,
-    max_seq_len=None,
-    **_,
-):
+def _curve_work(curve, n_val):
     """Expected fits of one curve: 3 at the first T, then 2 per T; the FCN timed at ~4 T d.
 
     The transformer's step time barely depends on its width; the FCN's does, so
@@ -262,15 +248,16 @@ def _curve_work(
     target and stop there, about half-way through their steps in the quick
     run: every fit is counted at 3/4 of its steps.
     """
-    grids, steps = checked_grids(widths, n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
+    c = curve
+    grids, steps = checked_grids(c.widths, c.n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
     steps = {m: max(1, 3 * k // 4) for m, k in steps.items()}
-    models = {"transformer": transformer, "fcn": fcn}
+    models = {"transformer": c.transformer, "fcn": c.fcn}
     models = {m: _DEFAULT_ESTIMATORS[m] if e is None else e for m, e in models.items()}
-    limits = {"transformer": max(seq_lens), "fcn": max(seq_lens), **(max_seq_len or {})}
+    limits = {"transformer": max(c.seq_lens), "fcn": max(c.seq_lens), **(c.max_seq_len or {})}
     out, fcn_done = [], False
-    tag = f"separation q={n_selected}"
-    for i, T in enumerate(sorted(seq_lens)):
-        task = SparseTokenSelectionTask(T, n_features, n_selected)
+    tag = f"separation q={c.n_selected}"
+    for i, T in enumerate(sorted(c.seq_lens)):
+        task = SparseTokenSelectionTask(T, c.n_features, c.n_selected)
         fits = _FITS_FIRST if i == 0 else _FITS_NEXT
         grid = grids["transformer"]
         est = clone(models["transformer"]).set_params(width=grid[len(grid) // 2])
@@ -279,7 +266,7 @@ def _curve_work(
         if T > limits["fcn"] or fcn_done:
             continue
         grid = grids["fcn"]
-        expected = [w for w in grid if w >= 4 * T * n_features][:1]
+        expected = [w for w in grid if w >= 4 * T * c.n_features][:1]
         fcn_done = not expected  # past the grid: fails at its top widths, then skips
         for w in expected * fits or grid[-2:]:
             est = clone(models["fcn"]).set_params(width=w)
@@ -288,13 +275,9 @@ def _curve_work(
     return out
 
 
-def work(curves, *, n_val=2000, **_):
+def work(settings):
     """Expected work of every curve (:func:`_curve_work`)."""
-    out = []
-    for curve in curves:
-        kwargs = {k: v for k, v in curve.items() if k != "label"}
-        out.extend(_curve_work(**kwargs, n_val=n_val))
-    return out
+    return [part for curve in settings.curves for part in _curve_work(curve, settings.n_val)]
 
 
 def _law_text(law):
@@ -353,6 +336,7 @@ def summary_rows(rows, res):
 RECORD = Experiment(
     name="separation",
     function=width_separation_by_q,
+    settings=SeparationSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
