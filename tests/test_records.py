@@ -128,7 +128,6 @@ _BY_KEYWORDS = {
     "encodings",
     "qsa",
     "retrieval",
-    "classification",
 }
 
 
