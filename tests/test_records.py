@@ -127,7 +127,6 @@ _BY_KEYWORDS = {
     "separation",
     "encodings",
     "qsa",
-    "retrieval",
 }
 
 
