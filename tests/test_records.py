@@ -126,7 +126,6 @@ _BY_KEYWORDS = {
     "length_generalization",
     "separation",
     "encodings",
-    "qsa",
 }
 
 
