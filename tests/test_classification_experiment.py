@@ -33,7 +33,7 @@ def _one_thread():
 
 @pytest.fixture(scope="module")
 def tiny():
-    return sparse_token_classification(**record.PRESETS["tiny"], progress=False)
+    return sparse_token_classification(record.PRESETS["tiny"], progress=False)
 
 
 # -- the laws' fits --------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_tiny_run_has_every_part(tiny):
 
 
 def test_tiny_run_is_reproducible(tiny):
-    again = sparse_token_classification(**record.PRESETS["tiny"], progress=False)
+    again = sparse_token_classification(record.PRESETS["tiny"], progress=False)
     assert again.to_dict()["law"] == tiny.to_dict()["law"]
     assert again.alignment == tiny.alignment and again.error == tiny.error
 
@@ -202,3 +202,26 @@ def test_reproduce_tiny_only_classification():
     assert list(results) == ["classification"]
     assert isinstance(results["classification"], SparseTokenClassificationResult)
     assert "| classification two steps (L=8, theta=3) |" in summary_table(results)
+
+
+def test_settings_are_one_typed_object_presets_its_instances():
+    from stsq_learn.experiments import ConvergenceSettings, SparseTokenClassificationSettings
+
+    assert record.RECORD.settings is SparseTokenClassificationSettings
+    assert all(type(p) is SparseTokenClassificationSettings for p in record.PRESETS.values())
+    assert SparseTokenClassificationSettings().n_bisect == 5  # the function's former default
+    assert record.PRESETS["tiny"].attention.max_iter == 20
+    # A preset and keyword changes on top of it: the change is what runs.
+    res = sparse_token_classification(
+        record.PRESETS["tiny"], seq_lens=(4,), n_train=40, n_test=40, n_bisect=1,
+        alignment_features=(8,), alignment_ratios=(1.0,), error_signals=(2.0,), progress=False,
+    )  # fmt: skip
+    assert res.law["seq_lens"] == [4] and res.config["n_train"] == 40
+    assert res.config["n_features"] == 4 and res.config["attention"]["max_iter"] == 20
+    assert res.alignment["n_features"] == [8] and res.error["signals"] == [2.0]
+    assert record.PRESETS["tiny"].seq_lens == (4, 8, 16)  # the preset is not changed
+    misspelt = r"\['n_bisects'\] are not settings of SparseTokenClassificationSettings"
+    with pytest.raises(ValueError, match=misspelt):
+        sparse_token_classification(n_bisects=2)
+    with pytest.raises(TypeError, match="settings must be SparseTokenClassificationSettings"):
+        sparse_token_classification(ConvergenceSettings())

@@ -109,7 +109,7 @@ def test_shifted_rows_score_as_the_length_shift_scorer(lengths):
 
 def test_sparse_averaging_refuses_a_non_bool_stop_at_target():
     with pytest.raises(TypeError, match="stop_at_target must be True or False, got int: 1"):
-        sparse_averaging(**PRESETS["tiny"]["qsa"], stop_at_target=1)
+        sparse_averaging(PRESETS["tiny"]["qsa"], stop_at_target=1)
 
 
 @pytest.mark.parametrize("record", [enc_record, len_record, qsa_record])

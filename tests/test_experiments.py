@@ -91,7 +91,7 @@ def separation_by_q():
 
 @pytest.fixture(scope="module")
 def qsa():
-    return sparse_averaging(**TINY["qsa"], device="cpu", random_state=0)
+    return sparse_averaging(TINY["qsa"], device="cpu", random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -863,6 +863,30 @@ def test_floor_width_is_the_smallest_width_the_floor_allows():
 def test_sparse_averaging_rejects_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         sparse_averaging(**kwargs)
+
+
+def test_sparse_averaging_settings_are_one_typed_object_presets_its_instances(qsa):
+    from stsq_learn.experiments import ConvergenceSettings, SparseAveragingSettings
+    from stsq_learn.tasks.averaging import record
+
+    assert record.RECORD.settings is SparseAveragingSettings
+    assert all(type(p) is SparseAveragingSettings for p in record.PRESETS.values())
+    assert TINY["qsa"] is record.PRESETS["tiny"] and TINY["qsa"].q_seq_len == 8
+    assert SparseAveragingSettings().stop_at_target is True  # the function's former default
+    # A preset and keyword changes on top of it: the change is what runs (the same
+    # numbers as the preset where the change does not reach).
+    res = sparse_averaging(
+        TINY["qsa"], seq_lens=(4,), q_values=(1,), factors=(1,), device="cpu", random_state=0
+    )
+    assert res.by_length.seq_lens == [4] and res.by_q["q_values"] == [1]
+    assert res.length["eval_lengths"] == [8]
+    assert res.transfer["relative_mse"] == qsa.transfer["relative_mse"]
+    assert TINY["qsa"].seq_lens == (4, 8)  # the preset is not changed
+    misspelt = r"\['q_value'\] are not settings of SparseAveragingSettings"
+    with pytest.raises(ValueError, match=misspelt):
+        sparse_averaging(TINY["qsa"], q_value=(1,))
+    with pytest.raises(TypeError, match="settings must be SparseAveragingSettings"):
+        sparse_averaging(ConvergenceSettings())
 
 
 def test_reproduce_qsa_section(tmp_path, qsa):

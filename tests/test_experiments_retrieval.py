@@ -22,7 +22,7 @@ TINY = PRESETS["tiny"]["retrieval"]
 
 @pytest.fixture(scope="module")
 def retrieval():
-    return sparse_retrieval(**TINY, device="cpu", random_state=0)
+    return sparse_retrieval(TINY, device="cpu", random_state=0)
 
 
 def test_heads_part_tries_every_head_count_up_to_q_plus_one(retrieval):
@@ -37,7 +37,7 @@ def test_heads_part_tries_every_head_count_up_to_q_plus_one(retrieval):
 def test_heads_part_skips_more_than_q_plus_one_heads():
     small = dict(q_values=(1,), n_heads=(1, 2, 3), seq_lens=(4,))
     small["widths"] = {"transformer": (4,), "fcn": (8,)}
-    res = sparse_retrieval(**{**TINY, **small}, random_state=0)
+    res = sparse_retrieval(TINY, **small, random_state=0)
     assert res.heads["relative_mse"]["1"][2] is None
     assert all(e is not None for e in res.heads["relative_mse"]["1"][:2])
     assert res.heads["bound"]["1"] == [0.0, 0.0, 0.0]
@@ -172,11 +172,10 @@ def test_heads_part_records_its_budget_and_threshold(retrieval):
 
 def test_heads_estimator_trains_the_heads_part_alone(retrieval):
     # None is the estimator, with its seed: the same numbers as before it existed.
-    kwargs = {**TINY, "device": "cpu", "random_state": 0}  # the fixture's CPU numbers
-    same = sparse_retrieval(**kwargs, heads_estimator=TINY["estimator"])
+    same = sparse_retrieval(TINY, heads_estimator=TINY.estimator, device="cpu", random_state=0)
     assert same.heads["relative_mse"] == retrieval.heads["relative_mse"]
     adam = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
-    res = sparse_retrieval(**kwargs, heads_estimator=adam)
+    res = sparse_retrieval(TINY, heads_estimator=adam, device="cpu", random_state=0)
     assert (res.heads["solver"], res.heads["learning_rate_init"]) == ("adam", 0.05)
     assert res.config["heads_estimator"]["solver"] == "adam"
     assert res.heads["relative_mse"] != retrieval.heads["relative_mse"]
@@ -229,7 +228,27 @@ def test_quick_heads_part_shows_the_threshold_at_q():
     quick = PRESETS["quick"]["retrieval"]
     small = dict(seq_lens=(4,), widths={"transformer": (4,), "fcn": (8,)})
     small.update(n_steps={"transformer": 2, "fcn": 2}, length_steps=2, n_test=1000)
-    res = sparse_retrieval(**{**quick, **small, "q_values": (3,)}, device="cpu", random_state=0)
+    res = sparse_retrieval(quick, **small, q_values=(3,), device="cpu", random_state=0)
     errors = res.heads["relative_mse"]["3"]
     assert errors[2] < 1 / 6 < 0.3 < errors[1] < errors[0]
     assert res.heads["threshold"] == {"3": 3}
+
+
+def test_settings_are_one_typed_object_presets_its_instances(retrieval):
+    from stsq_learn.experiments import ConvergenceSettings, SparseRetrievalSettings
+
+    assert record.RECORD.settings is SparseRetrievalSettings
+    assert all(type(p) is SparseRetrievalSettings for p in record.PRESETS.values())
+    assert SparseRetrievalSettings().n_test == 4000  # the function's former default
+    assert TINY.heads_width == 8 and TINY.widths == {"transformer": (4, 8), "fcn": (8, 16)}
+    # A preset and keyword changes on top of it: the change is what runs (the same
+    # numbers as the preset where the change does not reach).
+    res = sparse_retrieval(TINY, seq_lens=(4,), factors=(1,), random_state=0)
+    assert res.by_length.seq_lens == [4] and res.length["eval_lengths"] == [6]
+    assert res.heads["relative_mse"] == retrieval.heads["relative_mse"]
+    assert TINY.factors == (1, 2)  # the preset is not changed
+    misspelt = r"\['n_head'\] are not settings of SparseRetrievalSettings"
+    with pytest.raises(ValueError, match=misspelt):
+        sparse_retrieval(TINY, n_head=(1,))
+    with pytest.raises(TypeError, match="settings must be SparseRetrievalSettings"):
+        sparse_retrieval(ConvergenceSettings())

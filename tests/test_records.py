@@ -121,15 +121,6 @@ def test_plan_only_and_bad_arguments():
         plan("tiny", n_threads=0)
 
 
-# Experiments whose settings are still read from their function's keyword arguments.
-_BY_KEYWORDS = {
-    "qsa",
-    "retrieval",
-    "single_location",
-    "classification",
-}
-
-
 def test_every_experiment_declares_its_settings_once():
     import dataclasses
     import inspect
@@ -138,8 +129,6 @@ def test_every_experiment_declares_its_settings_once():
     from stsq_learn.experiments import Settings
 
     for name, record in RECORDS.items():
-        if name in _BY_KEYWORDS:
-            continue
         assert issubclass(record.settings, Settings), name
         fields = record.settings.field_names()
         params = inspect.signature(record.function).parameters

@@ -259,3 +259,34 @@ def test_headline_is_flat_and_provenance_names_paper_or_ours():
     )
     assert record.PROVENANCE["gamma"].startswith("paper")
     assert record.PROVENANCE["update"].startswith("ours")
+
+
+def test_settings_are_one_typed_object_presets_its_instances():
+    from stsq_learn.experiments import SingleLocationSettings, single_location
+    from stsq_learn.tasks.single_location import record
+
+    assert record.RECORD.settings is SingleLocationSettings
+    assert all(type(p) is SingleLocationSettings for p in record.PRESETS.values())
+    assert record.PRESETS["tiny"].n_features == 20 and record.PRESETS["tiny"].n_linear is None
+    assert SingleLocationSettings().n_seeds == 2  # the function's former default
+    # A preset and keyword changes on top of it: the change is what runs.
+    res = single_location(
+        record.PRESETS["tiny"],
+        n_steps=3,
+        lambda_init=0.1,
+        lambda_decay=0.0,
+        n_softmax_steps=2,
+        n_test=40,
+        n_linear=30,
+        record_every=1,
+        progress=False,
+    )  # lambda 0.1 throughout: the swapped point is found in a second
+    assert res.config["n_steps"] == 3 and res.config["n_features"] == 20
+    assert res.config["lambda_init"] == 0.1 and len(res.runs) == 4
+    assert res.softmax["steps"] == 2 and res.baselines["linear_train_rows"] == 30
+    assert record.PRESETS["tiny"].n_steps == 200  # the preset is not changed
+    misspelt = r"\['n_step'\] are not settings of SingleLocationSettings"
+    with pytest.raises(ValueError, match=misspelt):
+        single_location(n_step=3)
+    with pytest.raises(ValueError, match="n_seeds"):
+        single_location(n_seeds=0)

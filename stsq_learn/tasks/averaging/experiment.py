@@ -20,6 +20,7 @@ from ...experiments._common import (
     prepared,
 )
 from ...experiments._separation import SeparationResult
+from ...experiments._settings import Settings
 from ...experiments._task_parts import (
     WidthSearchResult,
     checked_steps,
@@ -90,7 +91,7 @@ class SparseAveragingResult(WidthSearchResult):
     Examples
     --------
     >>> from stsq_learn.experiments import PRESETS, sparse_averaging
-    >>> res = sparse_averaging(**PRESETS["tiny"]["qsa"], random_state=0)
+    >>> res = sparse_averaging(PRESETS["tiny"]["qsa"], random_state=0)
     >>> sorted(res.transfer["relative_mse"])
     ['averager on qSA', 'selector on STS_q', 'selector on qSA']
     """
@@ -123,36 +124,110 @@ class SparseAveragingResult(WidthSearchResult):
         return fig
 
 
-def sparse_averaging(
-    seq_lens=(4, 8, 16, 32),
-    n_features=2,
-    n_selected=2,
-    *,
-    transformer=None,
-    fcn=None,
-    widths=None,
-    n_steps=None,
-    fcn_max_seq_len=8,
-    target_r2=0.9,
-    n_val=1000,
-    estimator=None,
-    q_values=(1, 2, 3),
-    q_seq_len=16,
-    q_widths=(4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128),
-    q_steps="auto",
-    transfer_task=(32, 8, 4),
-    transfer_width=64,
-    transfer_steps="auto",
-    length_task=(16, 8, 2),
-    length_width=32,
-    length_steps="auto",
-    factors=(1, 2, 4),
-    n_test=4000,
-    stop_at_target=True,
-    device=None,
-    random_state=0,
-    progress=False,
-):
+class SparseAveragingSettings(Settings):
+    """The settings of :func:`sparse_averaging`: the searches, the transfer and the length part.
+
+    Attributes
+    ----------
+    seq_lens : tuple of int, default=(4, 8, 16, 32)
+        The numbers of positions N of the width search.
+    n_features, n_selected : int, default=2, 2
+        Token dimension d and subset size q of the search against N. With
+        q = 2 the floor is about 0 at a few dozen widths; keep d small so the
+        FCN reaches the target within its grid.
+    transformer : SparseTokenAverager or None, default=None
+        The attention model of the search against N (cloned per width, its
+        ``width`` and ``random_state`` set). None is Adam at 0.1 decayed by a
+        cosine, ``batch_size="auto"`` (256 queries a step).
+    fcn : FCNAverager or None, default=None
+        The FCN of the search against N. None is Adam at 0.01, 1024 rows a step.
+    widths : dict or None, default=None
+        Width grids ``{"transformer": (...), "fcn": (...)}`` of the search
+        against N; a model left out keeps ``(4, 8, 16, 32, 64)`` /
+        ``(8, 32, 128, 512)``.
+    n_steps : dict or None, default=None
+        Online steps per width and model of the search against N; default
+        ``{"transformer": 300, "fcn": 500}``.
+    fcn_max_seq_len : int, default=8
+        Longest N the FCN is searched at.
+    target_r2 : float, default=0.9
+        The R^2 a width must reach.
+    n_val : int, default=1000
+        Held-out rows scoring each width (N queries each).
+    estimator : SparseTokenAverager or None, default=None
+        The attention model of the search against q, of the transfer (its
+        hyperparameters give the selector's too) and of the length part.
+        None is the estimators' width-following SGD (``solver="sgd"``,
+        ``learning_rate_init="auto"``, ``learning_rate="cooldown"``,
+        ``batch_size="auto"``).
+    q_values : tuple of int, default=(1, 2, 3)
+        Subset sizes q of the search against q.
+    q_seq_len : int, default=16
+        N of the search against q (``n_features`` tokens).
+    q_widths : tuple of int, default=(4, 6, ..., 128)
+        Its width grid.
+    q_steps : int or "auto", default="auto"
+        Its online steps per width; ``"auto"`` is the estimator's own plan,
+        which grows with the width.
+    transfer_task : tuple of 3 int, default=(32, 8, 4)
+        (N, d, q) of the transfer.
+    transfer_width : int, default=64
+        Width of both transfer models.
+    transfer_steps : int or "auto", default="auto"
+        Online steps of each transfer model.
+    length_task : tuple of 3 int, default=(16, 8, 2)
+        (N, d, q) the length part trains at.
+    length_width : int, default=32
+        Width of the length part's models.
+    length_steps : int or "auto", default="auto"
+        Online steps of each.
+    factors : tuple of int, default=(1, 2, 4)
+        Evaluation lengths of the length part, as multiples of its N.
+    n_test : int, default=4000
+        Held-out queries of the transfer and length parts: ``n_test`` rows of
+        sparse token selection, ``ceil(n_test / N)`` rows of qSA.
+    stop_at_target : bool, default=True
+        End each width's fit of the two searches (against N and against q)
+        once it meets ``target_r2`` on the search's validation rows, checked
+        every 25 steps (the separation's
+        :class:`~stsq_learn.experiments._width_search.StopAtTarget`): the
+        score at the stop is the width's score. A width that does not meet
+        it trains all its steps. False trains every width all its steps.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import SparseAveragingSettings
+    >>> SparseAveragingSettings(seq_lens=(4, 8)).replace(q_values=(1, 2)).q_values
+    (1, 2)
+    """
+
+    seq_lens: tuple = (4, 8, 16, 32)
+    n_features: int = 2
+    n_selected: int = 2
+    transformer: SparseTokenAverager | None = None
+    fcn: FCNAverager | None = None
+    widths: dict | None = None
+    n_steps: dict | None = None
+    fcn_max_seq_len: int = 8
+    target_r2: float = 0.9
+    n_val: int = 1000
+    estimator: SparseTokenAverager | None = None
+    q_values: tuple = (1, 2, 3)
+    q_seq_len: int = 16
+    q_widths: tuple = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+    q_steps: int | str = "auto"
+    transfer_task: tuple = (32, 8, 4)
+    transfer_width: int = 64
+    transfer_steps: int | str = "auto"
+    length_task: tuple = (16, 8, 2)
+    length_width: int = 32
+    length_steps: int | str = "auto"
+    factors: tuple = (1, 2, 4)
+    n_test: int = 4000
+    stop_at_target: bool = True
+
+
+def sparse_averaging(settings=None, *, device=None, random_state=0, progress=False, **changes):
     """Widths, zero-shot transfer and length generalization on q-sparse averaging.
 
     q-sparse averaging (Sanford, Hsu and Telgarsky, 2023) asks every position
@@ -186,82 +261,25 @@ def sparse_averaging(
 
     Parameters
     ----------
-    seq_lens : sequence of int, default=(4, 8, 16, 32)
-        The numbers of positions N of the width search.
-    n_features, n_selected : int, default=2, 2
-        Token dimension d and subset size q of the search against N. With
-        q = 2 the floor is about 0 at a few dozen widths; keep d small so the
-        FCN reaches the target within its grid.
-    transformer : SparseTokenAverager, default=None
-        The attention model of the search against N (cloned per width, its
-        ``width`` and ``random_state`` set). None is Adam at 0.1 decayed by a
-        cosine, ``batch_size="auto"`` (256 queries a step).
-    fcn : FCNAverager, default=None
-        The FCN of the search against N. None is Adam at 0.01, 1024 rows a step.
-    widths : dict, default=None
-        Width grids ``{"transformer": (...), "fcn": (...)}`` of the search
-        against N; a model left out keeps ``(4, 8, 16, 32, 64)`` /
-        ``(8, 32, 128, 512)``.
-    n_steps : dict, default=None
-        Online steps per width and model of the search against N; default
-        ``{"transformer": 300, "fcn": 500}``.
-    fcn_max_seq_len : int, default=8
-        Longest N the FCN is searched at.
-    target_r2 : float, default=0.9
-        The R^2 a width must reach.
-    n_val : int, default=1000
-        Held-out rows scoring each width (N queries each).
-    estimator : SparseTokenAverager, default=None
-        The attention model of the search against q, of the transfer (its
-        hyperparameters give the selector's too) and of the length part.
-        None is the estimators' width-following SGD (``solver="sgd"``,
-        ``learning_rate_init="auto"``, ``learning_rate="cooldown"``,
-        ``batch_size="auto"``).
-    q_values : sequence of int, default=(1, 2, 3)
-        Subset sizes q of the search against q.
-    q_seq_len : int, default=16
-        N of the search against q (``n_features`` tokens).
-    q_widths : sequence of int, default=(4, 6, ..., 128)
-        Its width grid.
-    q_steps : int or "auto", default="auto"
-        Its online steps per width; ``"auto"`` is the estimator's own plan,
-        which grows with the width.
-    transfer_task : tuple of 3 int, default=(32, 8, 4)
-        (N, d, q) of the transfer.
-    transfer_width : int, default=64
-        Width of both transfer models.
-    transfer_steps : int or "auto", default="auto"
-        Online steps of each transfer model.
-    length_task : tuple of 3 int, default=(16, 8, 2)
-        (N, d, q) the length part trains at.
-    length_width : int, default=32
-        Width of the length part's models.
-    length_steps : int or "auto", default="auto"
-        Online steps of each.
-    factors : sequence of int, default=(1, 2, 4)
-        Evaluation lengths of the length part, as multiples of its N.
-    n_test : int, default=4000
-        Held-out queries of the transfer and length parts: ``n_test`` rows of
-        sparse token selection, ``ceil(n_test / N)`` rows of qSA.
-    stop_at_target : bool, default=True
-        End each width's fit of the two searches (against N and against q)
-        once it meets ``target_r2`` on the search's validation rows, checked
-        every 25 steps (the separation's
-        :class:`~stsq_learn.experiments._width_search.StopAtTarget`): the
-        score at the stop is the width's score. A width that does not meet
-        it trains all its steps. False trains every width all its steps.
+    settings : SparseAveragingSettings, mapping or None, default=None
+        The three parts' settings (None: the defaults).
     device : str or None, default=None
         Training device; None keeps each estimator's.
     random_state : int, default=0
         Seed of the run.
     progress : bool, default=False
         Show tqdm progress bars.
+    **changes
+        Settings of :class:`SparseAveragingSettings` to change
+        (``sparse_averaging(q_values=(1, 2))``).
 
     Returns
     -------
     SparseAveragingResult
         The three parts' numbers.
     """
+    cfg = SparseAveragingSettings.resolve(settings, changes)
+    target_r2, stop_at_target = cfg.target_r2, cfg.stop_at_target
     if not 0 < target_r2 < 1:
         raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
     if not isinstance(stop_at_target, bool):
@@ -269,34 +287,34 @@ def sparse_averaging(
             f"stop_at_target must be True or False, got {type(stop_at_target).__name__}: "
             f"{stop_at_target!r}."
         )
-    seq_lens = sorted({check_positive_int(N, "seq_lens[i]") for N in seq_lens})
+    seq_lens = sorted({check_positive_int(N, "seq_lens[i]") for N in cfg.seq_lens})
     if not seq_lens:
         raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
-    grids, steps = checked_grids(widths, n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
-    fcn_max_seq_len = check_positive_int(fcn_max_seq_len, "fcn_max_seq_len")
-    n_val = check_positive_int(n_val, "n_val")
-    n_test = check_positive_int(n_test, "n_test")
-    q_values = sorted({check_positive_int(q, "q_values[i]") for q in q_values})
-    q_grid = sorted({check_positive_int(w, "q_widths[i]") for w in q_widths})
+    grids, steps = checked_grids(cfg.widths, cfg.n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
+    fcn_max_seq_len = check_positive_int(cfg.fcn_max_seq_len, "fcn_max_seq_len")
+    n_val = check_positive_int(cfg.n_val, "n_val")
+    n_test = check_positive_int(cfg.n_test, "n_test")
+    q_values = sorted({check_positive_int(q, "q_values[i]") for q in cfg.q_values})
+    q_grid = sorted({check_positive_int(w, "q_widths[i]") for w in cfg.q_widths})
     if not q_values or not q_grid:
         raise ValueError("q_values and q_widths must each hold at least one value.")
     q_steps, transfer_steps, length_steps = (
         checked_steps(s, name)
         for s, name in (
-            (q_steps, "q_steps"),
-            (transfer_steps, "transfer_steps"),
-            (length_steps, "length_steps"),
+            (cfg.q_steps, "q_steps"),
+            (cfg.transfer_steps, "transfer_steps"),
+            (cfg.length_steps, "length_steps"),
         )
     )
-    transfer_width = check_positive_int(transfer_width, "transfer_width")
-    length_width = check_positive_int(length_width, "length_width")
-    factors = sorted({check_positive_int(f, "factors[i]") for f in factors})
+    transfer_width = check_positive_int(cfg.transfer_width, "transfer_width")
+    length_width = check_positive_int(cfg.length_width, "length_width")
+    factors = sorted({check_positive_int(f, "factors[i]") for f in cfg.factors})
     if not factors:
         raise ValueError("factors must name at least one length multiple, got an empty sequence.")
-    tasks = [SparseAveragingTask(N, n_features, n_selected) for N in seq_lens]
-    q_tasks = [SparseAveragingTask(q_seq_len, n_features, q) for q in q_values]
-    transfer_task = SparseAveragingTask(*checked_triple(transfer_task, "transfer_task"))
-    length_task = SparseAveragingTask(*checked_triple(length_task, "length_task"))
+    tasks = [SparseAveragingTask(N, cfg.n_features, cfg.n_selected) for N in seq_lens]
+    q_tasks = [SparseAveragingTask(cfg.q_seq_len, cfg.n_features, q) for q in q_values]
+    transfer_task = SparseAveragingTask(*checked_triple(cfg.transfer_task, "transfer_task"))
+    length_task = SparseAveragingTask(*checked_triple(cfg.length_task, "length_task"))
     base = {
         name: prepared(
             given,
@@ -307,9 +325,9 @@ def sparse_averaging(
             random_state=derived_seed(random_state, seed),
         )
         for name, given, cls, seed in (
-            ("transformer", transformer, SparseTokenAverager, 16),
-            ("fcn", fcn, FCNAverager, 17),
-            ("estimator", estimator, SparseTokenAverager, 18),
+            ("transformer", cfg.transformer, SparseTokenAverager, 16),
+            ("fcn", cfg.fcn, FCNAverager, 17),
+            ("estimator", cfg.estimator, SparseTokenAverager, 18),
         )
     }
     seconds = {}

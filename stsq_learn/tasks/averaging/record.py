@@ -14,7 +14,7 @@ from ...experiments._task_parts import width_search_rows
 from .. import SparseAveragingTask, SparseTokenSelectionTask
 from ..selection.estimators import SparseTokenSelector
 from .estimators import FCNAverager, SparseTokenAverager
-from .experiment import SparseAveragingResult, sparse_averaging
+from .experiment import SparseAveragingResult, SparseAveragingSettings, sparse_averaging
 
 # The search against N (q = 2): Adam at 0.1 decayed by a cosine; 256 queries a step
 # (batch_size="auto": ceil(256 / N) rows). The FCN: the separation's, size for size.
@@ -36,7 +36,7 @@ _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
 PRESETS = {
-    "tiny": dict(
+    "tiny": SparseAveragingSettings(
         seq_lens=(4, 8),
         n_features=2,
         n_selected=2,
@@ -62,7 +62,7 @@ PRESETS = {
         n_test=400,
     ),
     # About 50 s on one core: N to 64 (the FCN to 8), q to 3 at N = 16, small transfer.
-    "quick": dict(
+    "quick": SparseAveragingSettings(
         seq_lens=(4, 8, 16, 32, 64),
         n_features=2,
         n_selected=2,
@@ -92,7 +92,7 @@ PRESETS = {
     ),
     # N = 4 ... 256 (the FCN to 32), q = 1, 2, 4, 8 at N = 32, the transfer at N = 64,
     # q = 4, width 256, the length part at N = 32.
-    "full": dict(
+    "full": SparseAveragingSettings(
         seq_lens=(4, 8, 16, 32, 64, 128, 256),
         n_features=2,
         n_selected=2,
@@ -117,7 +117,7 @@ PRESETS = {
         factors=(1, 2, 4),
         n_test=8000,
     ),
-    "gpu": dict(
+    "gpu": SparseAveragingSettings(
         seq_lens=(4, 8, 16, 32, 64, 128, 256, 512, 1024),
         n_features=2,
         n_selected=2,
@@ -149,33 +149,7 @@ PRESETS = {
 _FITS_FIRST, _FITS_NEXT = 3, 2
 
 
-def work(
-    seq_lens,
-    n_features,
-    n_selected,
-    *,
-    transformer,
-    fcn,
-    widths,
-    n_steps,
-    fcn_max_seq_len,
-    target_r2,
-    n_val,
-    estimator,
-    q_values,
-    q_seq_len,
-    q_widths,
-    q_steps,
-    transfer_task,
-    transfer_width,
-    transfer_steps,
-    length_task,
-    length_width,
-    length_steps,
-    factors,
-    n_test,
-    **_,
-):
+def work(settings):
     """Expected fits of each part.
 
     Against N: 3 fits at the first N, then 2 per N; the FCN timed at the
@@ -187,46 +161,50 @@ def work(
     """
     from ...experiments._width_search import floor_widths
 
+    s = settings
     out = []
     fcn_done = False
-    for i, N in enumerate(sorted(seq_lens)):
-        task = SparseAveragingTask(N, n_features, n_selected)
+    for i, N in enumerate(sorted(s.seq_lens)):
+        task = SparseAveragingTask(N, s.n_features, s.n_selected)
         fits = _FITS_FIRST if i == 0 else _FITS_NEXT
-        grid = sorted(widths["transformer"])
-        est = clone(transformer).set_params(width=grid[len(grid) // 3])
-        out.append(Work(f"qsa: attention N={N}", fits, n_steps["transformer"], est, task, n_val))
-        if N > fcn_max_seq_len or fcn_done:
+        grid = sorted(s.widths["transformer"])
+        est = clone(s.transformer).set_params(width=grid[len(grid) // 3])
+        out.append(
+            Work(f"qsa: attention N={N}", fits, s.n_steps["transformer"], est, task, s.n_val)
+        )
+        if N > s.fcn_max_seq_len or fcn_done:
             continue
-        grid = sorted(widths["fcn"])
+        grid = sorted(s.widths["fcn"])
         expected = [w for w in grid if w >= 2 * N**3][:1]
         fcn_done = not expected
         for w in expected * fits or grid[-_FITS_FIRST:]:
-            est = clone(fcn).set_params(width=w)
-            out.append(Work(f"qsa: fcn N={N} width={w}", 1, n_steps["fcn"], est, task, n_val))
-    grid = sorted(q_widths)
-    for q in sorted(q_values):
-        task = SparseAveragingTask(q_seq_len, n_features, q)
-        w = floor_widths([q_seq_len], q, grid, target_r2, n_samples=2000)[0] or grid[-1]
-        est = clone(estimator).set_params(width=w)
-        steps = planned_steps(est, q_steps)
-        out.append(Work(f"qsa: q={q} width={w}", _FITS_NEXT, steps, est, task, n_val))
-    N, d, q = transfer_task
-    est = clone(estimator).set_params(width=transfer_width)
+            est = clone(s.fcn).set_params(width=w)
+            out.append(Work(f"qsa: fcn N={N} width={w}", 1, s.n_steps["fcn"], est, task, s.n_val))
+    grid = sorted(s.q_widths)
+    for q in sorted(s.q_values):
+        task = SparseAveragingTask(s.q_seq_len, s.n_features, q)
+        w = floor_widths([s.q_seq_len], q, grid, s.target_r2, n_samples=2000)[0] or grid[-1]
+        est = clone(s.estimator).set_params(width=w)
+        steps = planned_steps(est, s.q_steps)
+        out.append(Work(f"qsa: q={q} width={w}", _FITS_NEXT, steps, est, task, s.n_val))
+    N, d, q = s.transfer_task
+    est = clone(s.estimator).set_params(width=s.transfer_width)
     sel = SparseTokenSelector(**est.get_params())
-    rows = -(-n_test // N)
+    rows = -(-s.n_test // N)
     sts = SparseTokenSelectionTask(N, d, q)
-    steps = planned_steps(est, transfer_steps)
-    out.append(Work("qsa: transfer, selector", 1, steps, sel, sts, n_test))
+    steps = planned_steps(est, s.transfer_steps)
+    out.append(Work("qsa: transfer, selector", 1, steps, sel, sts, s.n_test))
     qsa = SparseAveragingTask(N, d, q)
     out.append(Work("qsa: transfer, averager", 1, steps, est, qsa, 2 * rows))
-    N, d, q = length_task
+    N, d, q = s.length_task
     task = SparseAveragingTask(N, d, q)
-    steps = planned_steps(clone(estimator).set_params(width=length_width), length_steps)
-    rows = -(-n_test // N) * sum(factors) // max(factors)  # all lengths as rows at the longest
+    steps = planned_steps(clone(s.estimator).set_params(width=s.length_width), s.length_steps)
+    # All lengths as rows at the longest.
+    rows = -(-s.n_test // N) * sum(s.factors) // max(s.factors)
     for pe in ("stochastic", "fixed"):
-        est = clone(estimator).set_params(width=length_width, positional_encoding=pe)
+        est = clone(s.estimator).set_params(width=s.length_width, positional_encoding=pe)
         out.append(
-            Work(f"qsa: length, {pe}", 1, steps, est, task, rows, predict_len=N * max(factors))
+            Work(f"qsa: length, {pe}", 1, steps, est, task, rows, predict_len=N * max(s.factors))
         )
     return out
 
@@ -352,6 +330,7 @@ PROVENANCE = {
 RECORD = Experiment(
     name="qsa",
     function=sparse_averaging,
+    settings=SparseAveragingSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,

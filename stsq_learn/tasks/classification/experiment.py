@@ -29,6 +29,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..._validation import check_positive_int
 from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes, progress_bar
+from ...experiments._settings import Settings
 from .estimators import SparseTokenClassifier, make_flat_logistic, make_pooled_logistic
 from .task import SparseTokenClassificationTask
 from .theory import (
@@ -260,69 +261,87 @@ def _bisect(errors, model, target, low, high, steps):
     return float(np.sqrt(low * high)), [low, high]
 
 
+class SparseTokenClassificationSettings(Settings):
+    """The settings of :func:`sparse_token_classification`: the law, the alignment, the error.
+
+    Attributes
+    ----------
+    seq_lens : tuple of int, default=(8, 16, 32, 64, 128)
+        The lengths L of the law (at least 3 for the fits).
+    n_features : int, default=8
+        d of the law and of the error part.
+    target_error : float, default=0.2
+        The test error that defines a threshold.
+    n_train, n_test : int, default=300, 1000
+        Training and test rows at each fit.
+    attention : SparseTokenClassifier or None, default=None
+        The attention classifier of the law and the error part (None:
+        80 Adam steps at 0.1).
+    signal_bounds : dict of str to (float, float), or (float, float), or None, default=None
+        The bisection's bracket of theta, per classifier or for all three
+        (None: ``(2, 8)`` for attention, ``(2, 64)`` for the linear ones).
+    n_bisect : int, default=5
+        Halvings of the bracket (in ``log theta``).
+    alignment_features : tuple of int, default=(16, 64)
+        The token dimensions d of the alignment part.
+    alignment_ratios : tuple of float, default=(1.0, 2.0, 4.0, 8.0)
+        The ratios n/d of the alignment part.
+    alignment_seq_len : int, default=8
+        L of the alignment part.
+    alignment_signal : float, default=3.0
+        theta of the alignment part.
+    alignment_learning_rate : float, default=0.1
+        Step size of the two steps.
+    n_seeds : int, default=2
+        Draws of the rows per (d, n/d) of the alignment part.
+    error_seq_len : int, default=32
+        L of the error part.
+    error_signals : tuple of float, default=(1.0, 2.0, 4.0, 8.0, 16.0)
+        The thetas of the error part.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import SparseTokenClassificationSettings
+    >>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16)).replace(n_bisect=2).n_bisect
+    2
+    """
+
+    seq_lens: tuple = (8, 16, 32, 64, 128)
+    n_features: int = 8
+    target_error: float = 0.2
+    n_train: int = 300
+    n_test: int = 1000
+    attention: SparseTokenClassifier | None = None
+    signal_bounds: dict | tuple | None = None
+    n_bisect: int = 5
+    alignment_features: tuple = (16, 64)
+    alignment_ratios: tuple = (1.0, 2.0, 4.0, 8.0)
+    alignment_seq_len: int = 8
+    alignment_signal: float = 3.0
+    alignment_learning_rate: float = 0.1
+    n_seeds: int = 2
+    error_seq_len: int = 32
+    error_signals: tuple = (1.0, 2.0, 4.0, 8.0, 16.0)
+
+
 def sparse_token_classification(
-    seq_lens=(8, 16, 32, 64, 128),
-    n_features=8,
-    target_error=0.2,
-    n_train=300,
-    n_test=1000,
-    attention=None,
-    signal_bounds=None,
-    n_bisect=5,
-    alignment_features=(16, 64),
-    alignment_ratios=(1.0, 2.0, 4.0, 8.0),
-    alignment_seq_len=8,
-    alignment_signal=3.0,
-    alignment_learning_rate=0.1,
-    n_seeds=2,
-    error_seq_len=32,
-    error_signals=(1.0, 2.0, 4.0, 8.0, 16.0),
-    device="cpu",
-    random_state=0,
-    progress=True,
+    settings=None, *, device="cpu", random_state=0, progress=True, **changes
 ):
     """The log L against sqrt L law, the two-step alignment and error against theta.
 
     Parameters
     ----------
-    seq_lens : sequence of int
-        The lengths L of the law (at least 3 for the fits).
-    n_features : int
-        d of the law and of the error part.
-    target_error : float
-        The test error that defines a threshold.
-    n_train, n_test : int
-        Training and test rows at each fit.
-    attention : SparseTokenClassifier or None
-        The attention classifier of the law and the error part (None:
-        80 Adam steps at 0.1).
-    signal_bounds : dict of str to (float, float), or (float, float), or None
-        The bisection's bracket of theta, per classifier or for all three
-        (None: ``(2, 8)`` for attention, ``(2, 64)`` for the linear ones).
-    n_bisect : int
-        Halvings of the bracket (in ``log theta``).
-    alignment_features : sequence of int
-        The token dimensions d of the alignment part.
-    alignment_ratios : sequence of float
-        The ratios n/d of the alignment part.
-    alignment_seq_len : int
-        L of the alignment part.
-    alignment_signal : float
-        theta of the alignment part.
-    alignment_learning_rate : float
-        Step size of the two steps.
-    n_seeds : int
-        Draws of the rows per (d, n/d) of the alignment part.
-    error_seq_len : int
-        L of the error part.
-    error_signals : sequence of float
-        The thetas of the error part.
+    settings : SparseTokenClassificationSettings, mapping or None, default=None
+        The three parts' settings (None: the defaults).
     device : str
         Unused (the classifiers run on the CPU); accepted as every experiment does.
     random_state : int
         Seed of the rows and of the attention's initialisation.
     progress : bool
         Show a progress bar.
+    **changes
+        Settings of :class:`SparseTokenClassificationSettings` to change
+        (``sparse_token_classification(n_bisect=3)``).
 
     Returns
     -------
@@ -330,29 +349,30 @@ def sparse_token_classification(
         The thresholds and their fitted laws, the alignments, and the errors
         against theta, with ``to_dict()`` and ``plot()``.
     """
+    cfg = SparseTokenClassificationSettings.resolve(settings, changes)
     for name, value in (
-        ("n_features", n_features),
-        ("n_train", n_train),
-        ("n_test", n_test),
-        ("n_bisect", n_bisect),
-        ("alignment_seq_len", alignment_seq_len),
-        ("n_seeds", n_seeds),
-        ("error_seq_len", error_seq_len),
+        ("n_features", cfg.n_features),
+        ("n_train", cfg.n_train),
+        ("n_test", cfg.n_test),
+        ("n_bisect", cfg.n_bisect),
+        ("alignment_seq_len", cfg.alignment_seq_len),
+        ("n_seeds", cfg.n_seeds),
+        ("error_seq_len", cfg.error_seq_len),
     ):
         check_positive_int(value, name)
-    if not 0 < target_error < 0.5:
-        raise ValueError(f"target_error must be in (0, 0.5), got {target_error!r}.")
-    bounds = _bounds(signal_bounds)
-    attention = _ATTENTION if attention is None else attention
+    if not 0 < cfg.target_error < 0.5:
+        raise ValueError(f"target_error must be in (0, 0.5), got {cfg.target_error!r}.")
+    bounds = _bounds(cfg.signal_bounds)
+    attention = _ATTENTION if cfg.attention is None else cfg.attention
     if not isinstance(attention, SparseTokenClassifier):
         raise TypeError(
             f"attention must be a SparseTokenClassifier, got {type(attention).__name__}."
         )
-    seq_lens = tuple(int(L) for L in seq_lens)
+    seq_lens = tuple(int(L) for L in cfg.seq_lens)
     total = (
         len(seq_lens) * len(CLASSIFIERS)
-        + len(alignment_features) * len(alignment_ratios)
-        + len(error_signals)
+        + len(cfg.alignment_features) * len(cfg.alignment_ratios)
+        + len(cfg.error_signals)
     )
     bar = progress_bar(total, "classification", enabled=progress)
     seconds = {}
@@ -363,22 +383,28 @@ def sparse_token_classification(
     brackets = {name: [] for name in CLASSIFIERS}
     fits = 0
     for i, L in enumerate(seq_lens):
-        errors = _Errors(L, n_features, n_train, n_test, derived_seed(random_state, 10 + i))
+        errors = _Errors(
+            L, cfg.n_features, cfg.n_train, cfg.n_test, derived_seed(random_state, 10 + i)
+        )
         models = _classifiers(attention, derived_seed(random_state, 100 + i))
         for name in CLASSIFIERS:
             low, high = bounds[name]
-            found, bracket = _bisect(errors, models[name], target_error, low, high, n_bisect)
+            found, bracket = _bisect(
+                errors, models[name], cfg.target_error, low, high, cfg.n_bisect
+            )
             thresholds[name].append(found)
             brackets[name].append(bracket)
             bar.update()
         fits += errors.fits
     law = {
         "seq_lens": list(seq_lens),
-        "target_error": target_error,
+        "target_error": cfg.target_error,
         "thresholds": thresholds,
         "brackets": brackets,
         "fits": {name: fit_laws(seq_lens, thresholds[name]) for name in CLASSIFIERS},
-        "pooled_oracle": pooled_threshold(np.array(seq_lens), target_error=target_error).tolist(),
+        "pooled_oracle": pooled_threshold(
+            np.array(seq_lens), target_error=cfg.target_error
+        ).tolist(),
         "fits_done": fits,
     }
     seconds["law"] = time.perf_counter() - start
@@ -386,21 +412,21 @@ def sparse_token_classification(
     # -- alignment: the query after two steps against n/d ---------------------------------
     start = time.perf_counter()
     cosines, means = {}, {}
-    for d in alignment_features:
-        xi = SparseTokenClassificationTask(alignment_seq_len, d).signal_direction
-        task = SparseTokenClassificationTask(alignment_seq_len, d, signal=alignment_signal)
+    for d in cfg.alignment_features:
+        xi = SparseTokenClassificationTask(cfg.alignment_seq_len, d).signal_direction
+        task = SparseTokenClassificationTask(cfg.alignment_seq_len, d, signal=cfg.alignment_signal)
         per_ratio = []
-        for j, ratio in enumerate(alignment_ratios):
+        for j, ratio in enumerate(cfg.alignment_ratios):
             n = max(8, round(ratio * d))
             draws = []
-            for seed in range(n_seeds):
+            for seed in range(cfg.n_seeds):
                 X, y = task.sample(
                     n, random_state=derived_seed(random_state, 1000 * d + 10 * j + seed)
                 )
                 if len(np.unique(y)) < 2:  # a draw of one class: no gradient to align
                     continue
                 model = SparseTokenClassifier(
-                    solver="two_step", learning_rate_init=alignment_learning_rate, max_iter=1
+                    solver="two_step", learning_rate_init=cfg.alignment_learning_rate, max_iter=1
                 ).fit(X, y)
                 q = model.two_step_query_
                 norm = float(np.linalg.norm(q))
@@ -410,13 +436,13 @@ def sparse_token_classification(
         cosines[str(d)] = per_ratio
         means[str(d)] = [float(np.mean(c)) if c else None for c in per_ratio]
     readout, query = two_step_alignment(
-        alignment_signal, alignment_seq_len, np.array(alignment_ratios, float)
+        cfg.alignment_signal, cfg.alignment_seq_len, np.array(cfg.alignment_ratios, float)
     )
     alignment = {
-        "seq_len": alignment_seq_len,
-        "signal": alignment_signal,
-        "n_features": list(alignment_features),
-        "ratios": list(alignment_ratios),
+        "seq_len": cfg.alignment_seq_len,
+        "signal": cfg.alignment_signal,
+        "n_features": list(cfg.alignment_features),
+        "ratios": list(cfg.alignment_ratios),
         "cosine": cosines,
         "mean": means,
         "theory": np.atleast_1d(query).tolist(),
@@ -426,11 +452,13 @@ def sparse_token_classification(
 
     # -- error against theta at one length ------------------------------------------------
     start = time.perf_counter()
-    errors = _Errors(error_seq_len, n_features, n_train, n_test, derived_seed(random_state, 5))
-    xi = SparseTokenClassificationTask(error_seq_len, n_features).signal_direction
+    errors = _Errors(
+        cfg.error_seq_len, cfg.n_features, cfg.n_train, cfg.n_test, derived_seed(random_state, 5)
+    )
+    xi = SparseTokenClassificationTask(cfg.error_seq_len, cfg.n_features).signal_direction
     test_error = {name: [] for name in CLASSIFIERS}
     along = []
-    for k, theta in enumerate(error_signals):
+    for k, theta in enumerate(cfg.error_signals):
         models = _classifiers(attention, derived_seed(random_state, 200 + k))
         for name in CLASSIFIERS:
             err, model = errors(models[name], float(theta))
@@ -441,31 +469,31 @@ def sparse_token_classification(
     bar.close()
     betas = [b for b in along if b > 0]
     share = [
-        float(attention_signal_share(t, error_seq_len, query_norm=b)) if b > 0 else None
-        for t, b in zip(error_signals, along)
+        float(attention_signal_share(t, cfg.error_seq_len, query_norm=b)) if b > 0 else None
+        for t, b in zip(cfg.error_signals, along)
     ]
     error = {
-        "seq_len": error_seq_len,
-        "signals": [float(t) for t in error_signals],
+        "seq_len": cfg.error_seq_len,
+        "signals": [float(t) for t in cfg.error_signals],
         "test_error": test_error,
         "pooled_oracle": np.atleast_1d(
-            pooled_error(np.array(error_signals, float), error_seq_len)
+            pooled_error(np.array(cfg.error_signals, float), cfg.error_seq_len)
         ).tolist(),
         "query_along_xi": along,
         "share": share,
         "attention_threshold": (
-            float(attention_threshold(error_seq_len, query_norm=float(np.median(betas))))
-            if betas and error_seq_len > 1
+            float(attention_threshold(cfg.error_seq_len, query_norm=float(np.median(betas))))
+            if betas and cfg.error_seq_len > 1
             else None
         ),
     }
     seconds["error"] = time.perf_counter() - start
     config = {
         "seq_lens": list(seq_lens),
-        "n_features": n_features,
-        "target_error": target_error,
-        "n_train": n_train,
-        "n_test": n_test,
+        "n_features": cfg.n_features,
+        "target_error": cfg.target_error,
+        "n_train": cfg.n_train,
+        "n_test": cfg.n_test,
         "attention": {
             k: v
             for k, v in attention.get_params().items()
@@ -473,9 +501,9 @@ def sparse_token_classification(
         },
         "baselines": "LogisticRegression(max_iter=1000) after FlattenTokens / MeanPoolTokens",
         "signal_bounds": {name: list(b) for name, b in bounds.items()},
-        "n_bisect": n_bisect,
-        "alignment_learning_rate": alignment_learning_rate,
-        "n_seeds": n_seeds,
+        "n_bisect": cfg.n_bisect,
+        "alignment_learning_rate": cfg.alignment_learning_rate,
+        "n_seeds": cfg.n_seeds,
         "seed": random_state,
     }
     return SparseTokenClassificationResult(

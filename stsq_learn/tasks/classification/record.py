@@ -19,6 +19,7 @@ from .experiment import (
     _ATTENTION,
     CLASSIFIERS,
     SparseTokenClassificationResult,
+    SparseTokenClassificationSettings,
     sparse_token_classification,
 )
 from .task import SparseTokenClassificationTask
@@ -49,7 +50,7 @@ PROVENANCE = {
 """Each setting: ``"paper: ..."`` where the paper fixes it, else ``"ours: ..."``."""
 
 PRESETS = {
-    "tiny": dict(
+    "tiny": SparseTokenClassificationSettings(
         seq_lens=(4, 8, 16),
         n_features=4,
         n_train=100,
@@ -63,7 +64,7 @@ PRESETS = {
         error_signals=(2.0, 8.0),
     ),
     # About 12 s on one core: L = 8 ... 128 (16x), 6 halvings of each bracket.
-    "quick": dict(
+    "quick": SparseTokenClassificationSettings(
         seq_lens=(8, 16, 32, 64, 128),
         n_features=8,
         n_train=300,
@@ -77,7 +78,7 @@ PRESETS = {
         error_signals=(1.0, 2.0, 4.0, 8.0, 16.0),
     ),
     # L = 8 ... 1024 (128x), more rows, 7 halvings, 5 draws per alignment point.
-    "full": dict(
+    "full": SparseTokenClassificationSettings(
         seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024),
         n_features=8,
         n_train=1000,
@@ -92,7 +93,7 @@ PRESETS = {
         error_signals=(1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0),
     ),
 }
-PRESETS["gpu"] = dict(PRESETS["full"])  # CPU float64 models: the same work on any machine
+PRESETS["gpu"] = PRESETS["full"]  # CPU float64 models: the same work on any machine
 
 
 class _FitsOnRows(BaseEstimator):
@@ -120,50 +121,37 @@ class _FitsOnRows(BaseEstimator):
         return self.model_.predict(X)
 
 
-def work(
-    seq_lens,
-    n_features,
-    n_train,
-    n_bisect,
-    alignment_features,
-    alignment_ratios,
-    n_seeds,
-    error_seq_len,
-    error_signals,
-    attention=None,
-    n_test=1000,
-    alignment_seq_len=8,
-    **_,
-):
+def work(settings):
     """The fits of each part: ``n_bisect`` (plus one where a bracket fails) per classifier and L.
 
     A linear baseline's step is one L-BFGS iteration (about 30 per fit
     expected); the two-step fits are timed as one readout iteration.
     """
-    attention = _ATTENTION if attention is None else attention
+    s = settings
+    attention = _ATTENTION if s.attention is None else s.attention
     steps = attention.get_params()["max_iter"]
     out = []
     linear = {"flat": make_flat_logistic(), "pooled": make_pooled_logistic()}
-    for L in seq_lens:
-        task = SparseTokenClassificationTask(L, n_features, signal=4.0)
-        est = _FitsOnRows(attention, n_train)
-        out.append(Work(f"classification: attention L={L}", n_bisect, steps, est, task, n_test))
+    for L in s.seq_lens:
+        task = SparseTokenClassificationTask(L, s.n_features, signal=4.0)
+        est = _FitsOnRows(attention, s.n_train)
+        out.append(Work(f"classification: attention L={L}", s.n_bisect, steps, est, task, s.n_test))
         for name in CLASSIFIERS[1:]:
-            est = _FitsOnRows(linear[name], n_train, "logisticregression__max_iter")
-            out.append(Work(f"classification: {name} L={L}", n_bisect, 30, est, task, n_test))
-    for d in alignment_features:
-        task = SparseTokenClassificationTask(alignment_seq_len, d, signal=3.0)
-        n = max(8, round(max(alignment_ratios) * d))
+            est = _FitsOnRows(linear[name], s.n_train, "logisticregression__max_iter")
+            out.append(Work(f"classification: {name} L={L}", s.n_bisect, 30, est, task, s.n_test))
+    for d in s.alignment_features:
+        task = SparseTokenClassificationTask(s.alignment_seq_len, d, signal=3.0)
+        n = max(8, round(max(s.alignment_ratios) * d))
         est = _FitsOnRows(SparseTokenClassifier(solver="two_step"), n)
-        fits = len(alignment_ratios) * n_seeds
+        fits = len(s.alignment_ratios) * s.n_seeds
         out.append(Work(f"classification: two steps d={d}", fits, 1, est, task))
-    task = SparseTokenClassificationTask(error_seq_len, n_features, signal=4.0)
-    fits = len(error_signals)
-    est = _FitsOnRows(attention, n_train)
-    out.append(Work("classification: error, attention", fits, steps, est, task, n_test))
+    task = SparseTokenClassificationTask(s.error_seq_len, s.n_features, signal=4.0)
+    fits = len(s.error_signals)
+    est = _FitsOnRows(attention, s.n_train)
+    out.append(Work("classification: error, attention", fits, steps, est, task, s.n_test))
     for name in CLASSIFIERS[1:]:
-        est = _FitsOnRows(linear[name], n_train, "logisticregression__max_iter")
-        out.append(Work(f"classification: error, {name}", fits, 30, est, task, n_test))
+        est = _FitsOnRows(linear[name], s.n_train, "logisticregression__max_iter")
+        out.append(Work(f"classification: error, {name}", fits, 30, est, task, s.n_test))
     return out
 
 
@@ -237,6 +225,7 @@ def summary_rows(rows, res):
 RECORD = Experiment(
     name="classification",
     function=sparse_token_classification,
+    settings=SparseTokenClassificationSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,

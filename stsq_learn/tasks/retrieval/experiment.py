@@ -25,6 +25,7 @@ from ...experiments._common import (
     train_online,
 )
 from ...experiments._separation import SeparationResult
+from ...experiments._settings import Settings
 from ...experiments._task_parts import (
     WidthSearchResult,
     checked_steps,
@@ -90,7 +91,7 @@ class SparseRetrievalResult(WidthSearchResult):
     Examples
     --------
     >>> from stsq_learn.experiments import PRESETS, sparse_retrieval
-    >>> res = sparse_retrieval(**PRESETS["tiny"]["retrieval"], random_state=0)
+    >>> res = sparse_retrieval(PRESETS["tiny"]["retrieval"], random_state=0)
     >>> res.heads["n_heads"]
     [1, 2]
     """
@@ -121,34 +122,99 @@ class SparseRetrievalResult(WidthSearchResult):
         return fig
 
 
-def sparse_retrieval(
-    seq_len=16,
-    n_features=4,
-    *,
-    q_values=(1, 2, 3, 4),
-    n_heads=(1, 2, 3, 4),
-    heads_width=64,
-    heads_steps="auto",
-    seq_lens=(8, 16, 32, 64),
-    n_selected=2,
-    transformer=None,
-    fcn=None,
-    widths=None,
-    n_steps=None,
-    fcn_max_seq_len=16,
-    target_r2=0.9,
-    n_val=1000,
-    estimator=None,
-    heads_estimator=None,
-    length_task=(16, 4, 2),
-    length_width=64,
-    length_steps="auto",
-    factors=(1, 2, 4),
-    n_test=4000,
-    device=None,
-    random_state=0,
-    progress=False,
-):
+class SparseRetrievalSettings(Settings):
+    """The settings of :func:`sparse_retrieval`: the heads, widths and length parts.
+
+    Attributes
+    ----------
+    seq_len, n_features : int, default=16, 4
+        T and d of the heads part.
+    q_values : tuple of int, default=(1, 2, 3, 4)
+        The numbers of named positions q of the heads part.
+    n_heads : tuple of int, default=(1, 2, 3, 4)
+        The head counts H tried at each q (those up to q + 1).
+    heads_width : int, default=64
+        Width of the heads part's models.
+    heads_steps : int or "auto", default="auto"
+        Online steps of each (``"auto"``: the estimator's plan).
+    seq_lens : tuple of int, default=(8, 16, 32, 64)
+        The lengths T of the width search.
+    n_selected : int, default=2
+        q (and H) of the width search; its tokens have ``n_features`` d.
+    transformer : SparseTokenRetriever or None, default=None
+        The attention model of the width search (cloned per width, its
+        ``width``, ``n_heads`` and ``random_state`` set). None is Adam at
+        0.05 decayed by a cosine.
+    fcn : FCNRetriever or None, default=None
+        The FCN of the width search. None is Adam at 0.01, 1024 rows a step.
+    widths : dict or None, default=None
+        Width grids ``{"transformer": (...), "fcn": (...)}``; a model left
+        out keeps ``(4, 8, 16, 32, 64)`` / ``(8, 32, 128, 512)``.
+    n_steps : dict or None, default=None
+        Online steps per width and model; default
+        ``{"transformer": 300, "fcn": 500}``.
+    fcn_max_seq_len : int, default=16
+        Longest T the FCN is searched at.
+    target_r2 : float, default=0.9
+        The R^2 a width must reach.
+    n_val : int, default=1000
+        Held-out rows scoring each width.
+    estimator : SparseTokenRetriever or None, default=None
+        The attention model of the heads and length parts (its ``n_heads``
+        and ``width`` are set per model). None is the estimators'
+        width-following SGD (``solver="sgd"``, ``learning_rate_init="auto"``,
+        ``learning_rate="cooldown"``, ``batch_size="auto"``).
+    heads_estimator : SparseTokenRetriever or None, default=None
+        The attention model of the heads part alone (its ``n_heads`` and
+        ``width`` set per model); None is ``estimator``. Over a short
+        budget the width-following SGD does not reach the threshold at
+        q = 3 (relative MSE 0.88 / 0.62 / 0.51 at H = 1 / 2 / 3, T=16,
+        d=4, width 32, 200 steps), Adam at 0.05 decayed by a cosine does
+        (0.69 / 0.36 / 0.05 in 150 steps): the quick preset gives it here.
+    length_task : tuple of 3 int, default=(16, 4, 2)
+        (T, d, q) the length part trains at, with q heads.
+    length_width : int, default=64
+        Width of the length part's models.
+    length_steps : int or "auto", default="auto"
+        Online steps of each.
+    factors : tuple of int, default=(1, 2, 4)
+        Evaluation lengths of the length part, as multiples of its T.
+    n_test : int, default=4000
+        Held-out rows of the heads and length parts (a row is one query, of
+        q slots).
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import SparseRetrievalSettings
+    >>> SparseRetrievalSettings(q_values=(2,)).replace(n_heads=(1, 2)).n_heads
+    (1, 2)
+    """
+
+    seq_len: int = 16
+    n_features: int = 4
+    q_values: tuple = (1, 2, 3, 4)
+    n_heads: tuple = (1, 2, 3, 4)
+    heads_width: int = 64
+    heads_steps: int | str = "auto"
+    seq_lens: tuple = (8, 16, 32, 64)
+    n_selected: int = 2
+    transformer: SparseTokenRetriever | None = None
+    fcn: FCNRetriever | None = None
+    widths: dict | None = None
+    n_steps: dict | None = None
+    fcn_max_seq_len: int = 16
+    target_r2: float = 0.9
+    n_val: int = 1000
+    estimator: SparseTokenRetriever | None = None
+    heads_estimator: SparseTokenRetriever | None = None
+    length_task: tuple = (16, 4, 2)
+    length_width: int = 64
+    length_steps: int | str = "auto"
+    factors: tuple = (1, 2, 4)
+    n_test: int = 4000
+
+
+def sparse_retrieval(settings=None, *, device=None, random_state=0, progress=False, **changes):
     """Heads, widths and length generalization on q-sparse token retrieval.
 
     q-sparse token retrieval (Mousavi-Hosseini, Sanford, Wu and Erdogdu,
@@ -179,97 +245,49 @@ def sparse_retrieval(
 
     Parameters
     ----------
-    seq_len, n_features : int, default=16, 4
-        T and d of the heads part.
-    q_values : sequence of int, default=(1, 2, 3, 4)
-        The numbers of named positions q of the heads part.
-    n_heads : sequence of int, default=(1, 2, 3, 4)
-        The head counts H tried at each q (those up to q + 1).
-    heads_width : int, default=64
-        Width of the heads part's models.
-    heads_steps : int or "auto", default="auto"
-        Online steps of each (``"auto"``: the estimator's plan).
-    seq_lens : sequence of int, default=(8, 16, 32, 64)
-        The lengths T of the width search.
-    n_selected : int, default=2
-        q (and H) of the width search; its tokens have ``n_features`` d.
-    transformer : SparseTokenRetriever, default=None
-        The attention model of the width search (cloned per width, its
-        ``width``, ``n_heads`` and ``random_state`` set). None is Adam at
-        0.05 decayed by a cosine.
-    fcn : FCNRetriever, default=None
-        The FCN of the width search. None is Adam at 0.01, 1024 rows a step.
-    widths : dict, default=None
-        Width grids ``{"transformer": (...), "fcn": (...)}``; a model left
-        out keeps ``(4, 8, 16, 32, 64)`` / ``(8, 32, 128, 512)``.
-    n_steps : dict, default=None
-        Online steps per width and model; default
-        ``{"transformer": 300, "fcn": 500}``.
-    fcn_max_seq_len : int, default=16
-        Longest T the FCN is searched at.
-    target_r2 : float, default=0.9
-        The R^2 a width must reach.
-    n_val : int, default=1000
-        Held-out rows scoring each width.
-    estimator : SparseTokenRetriever, default=None
-        The attention model of the heads and length parts (its ``n_heads``
-        and ``width`` are set per model). None is the estimators'
-        width-following SGD (``solver="sgd"``, ``learning_rate_init="auto"``,
-        ``learning_rate="cooldown"``, ``batch_size="auto"``).
-    heads_estimator : SparseTokenRetriever, default=None
-        The attention model of the heads part alone (its ``n_heads`` and
-        ``width`` set per model); None is ``estimator``. Over a short
-        budget the width-following SGD does not reach the threshold at
-        q = 3 (relative MSE 0.88 / 0.62 / 0.51 at H = 1 / 2 / 3, T=16,
-        d=4, width 32, 200 steps), Adam at 0.05 decayed by a cosine does
-        (0.69 / 0.36 / 0.05 in 150 steps): the quick preset gives it here.
-    length_task : tuple of 3 int, default=(16, 4, 2)
-        (T, d, q) the length part trains at, with q heads.
-    length_width : int, default=64
-        Width of the length part's models.
-    length_steps : int or "auto", default="auto"
-        Online steps of each.
-    factors : sequence of int, default=(1, 2, 4)
-        Evaluation lengths of the length part, as multiples of its T.
-    n_test : int, default=4000
-        Held-out rows of the heads and length parts (a row is one query, of
-        q slots).
+    settings : SparseRetrievalSettings, mapping or None, default=None
+        The three parts' settings (None: the defaults).
     device : str or None, default=None
         Training device; None keeps each estimator's.
     random_state : int, default=0
         Seed of the run.
     progress : bool, default=False
         Show tqdm progress bars.
+    **changes
+        Settings of :class:`SparseRetrievalSettings` to change
+        (``sparse_retrieval(q_values=(2,))``).
 
     Returns
     -------
     SparseRetrievalResult
         The three parts' numbers.
     """
+    cfg = SparseRetrievalSettings.resolve(settings, changes)
+    target_r2 = cfg.target_r2
     if not 0 < target_r2 < 1:
         raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
-    seq_len = check_positive_int(seq_len, "seq_len")
-    n_features = check_positive_int(n_features, "n_features")
-    q_values = sorted({check_positive_int(q, "q_values[i]") for q in q_values})
-    heads = sorted({check_positive_int(h, "n_heads[i]") for h in n_heads})
-    seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in seq_lens})
+    seq_len = check_positive_int(cfg.seq_len, "seq_len")
+    n_features = check_positive_int(cfg.n_features, "n_features")
+    q_values = sorted({check_positive_int(q, "q_values[i]") for q in cfg.q_values})
+    heads = sorted({check_positive_int(h, "n_heads[i]") for h in cfg.n_heads})
+    seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in cfg.seq_lens})
     if not q_values or not heads or not seq_lens:
         raise ValueError("q_values, n_heads and seq_lens must each hold at least one value.")
     if max(q_values) > seq_len:
         raise ValueError(f"q_values name up to {max(q_values)} positions of seq_len={seq_len}.")
-    n_selected = check_positive_int(n_selected, "n_selected")
-    grids, steps = checked_grids(widths, n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
-    fcn_max_seq_len = check_positive_int(fcn_max_seq_len, "fcn_max_seq_len")
-    n_val = check_positive_int(n_val, "n_val")
-    n_test = check_positive_int(n_test, "n_test")
-    heads_width = check_positive_int(heads_width, "heads_width")
-    length_width = check_positive_int(length_width, "length_width")
-    heads_steps = checked_steps(heads_steps, "heads_steps")
-    length_steps = checked_steps(length_steps, "length_steps")
-    factors = sorted({check_positive_int(f, "factors[i]") for f in factors})
+    n_selected = check_positive_int(cfg.n_selected, "n_selected")
+    grids, steps = checked_grids(cfg.widths, cfg.n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
+    fcn_max_seq_len = check_positive_int(cfg.fcn_max_seq_len, "fcn_max_seq_len")
+    n_val = check_positive_int(cfg.n_val, "n_val")
+    n_test = check_positive_int(cfg.n_test, "n_test")
+    heads_width = check_positive_int(cfg.heads_width, "heads_width")
+    length_width = check_positive_int(cfg.length_width, "length_width")
+    heads_steps = checked_steps(cfg.heads_steps, "heads_steps")
+    length_steps = checked_steps(cfg.length_steps, "length_steps")
+    factors = sorted({check_positive_int(f, "factors[i]") for f in cfg.factors})
     if not factors:
         raise ValueError("factors must name at least one length multiple, got an empty sequence.")
-    length_task = SparseRetrievalTask(*checked_triple(length_task, "length_task"))
+    length_task = SparseRetrievalTask(*checked_triple(cfg.length_task, "length_task"))
     base = {
         name: prepared(
             given,
@@ -280,14 +298,14 @@ def sparse_retrieval(
             random_state=derived_seed(random_state, seed),
         )
         for name, given, cls, seed in (
-            ("transformer", transformer, SparseTokenRetriever, 40),
-            ("fcn", fcn, FCNRetriever, 41),
-            ("estimator", estimator, SparseTokenRetriever, 42),
+            ("transformer", cfg.transformer, SparseTokenRetriever, 40),
+            ("fcn", cfg.fcn, FCNRetriever, 41),
+            ("estimator", cfg.estimator, SparseTokenRetriever, 42),
         )
     }
     # The heads part's model: the same seed as ``estimator``'s (None: that model).
     base["heads"] = prepared(
-        base["estimator"] if heads_estimator is None else heads_estimator,
+        base["estimator"] if cfg.heads_estimator is None else cfg.heads_estimator,
         _DEFAULT_MODELS["estimator"],
         SparseTokenRetriever,
         "heads_estimator",

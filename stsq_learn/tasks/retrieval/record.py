@@ -16,7 +16,7 @@ from ...experiments._records._format import fmt
 from ...experiments._task_parts import width_search_rows
 from .. import SparseRetrievalTask
 from .estimators import FCNRetriever, SparseTokenRetriever
-from .experiment import SparseRetrievalResult, sparse_retrieval
+from .experiment import SparseRetrievalResult, SparseRetrievalSettings, sparse_retrieval
 
 PROVENANCE = {
     "task": "paper: q-sparse token retrieval as Mousavi-Hosseini, Sanford, Wu and Erdogdu "
@@ -63,7 +63,7 @@ _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 
 _FCN_GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
 PRESETS = {
-    "tiny": dict(
+    "tiny": SparseRetrievalSettings(
         seq_len=6,
         n_features=2,
         q_values=(2,),
@@ -89,7 +89,7 @@ PRESETS = {
     # q = 2, 3 and H to 3 at T=16. The heads part trains Adam at 0.05 decayed by a
     # cosine: the width-following SGD's 200 steps at width 32 gave 0.88 / 0.62 / 0.51 at
     # q = 3 (no threshold), Adam's 150 give 0.69 / 0.36 / 0.05 at about the same time.
-    "quick": dict(
+    "quick": SparseRetrievalSettings(
         seq_len=16,
         n_features=4,
         q_values=(2, 3),
@@ -118,7 +118,7 @@ PRESETS = {
     ),
     # The issue's sizes: q and H to 4 at T=16, d=4, width 64 with the planned steps; the
     # search T = 8 ... 256 (the FCN to 32); the length part at T=16, width 64.
-    "full": dict(
+    "full": SparseRetrievalSettings(
         seq_len=16,
         n_features=4,
         q_values=(1, 2, 3, 4),
@@ -141,7 +141,7 @@ PRESETS = {
         factors=(1, 2, 4, 8),
         n_test=8000,
     ),
-    "gpu": dict(
+    "gpu": SparseRetrievalSettings(
         seq_len=32,
         n_features=4,
         q_values=(1, 2, 3, 4, 6),
@@ -171,31 +171,7 @@ PRESETS = {
 _FITS_FIRST, _FITS_NEXT = 3, 2
 
 
-def work(
-    seq_len,
-    n_features,
-    *,
-    q_values,
-    n_heads,
-    heads_width,
-    heads_steps,
-    seq_lens,
-    n_selected,
-    transformer,
-    fcn,
-    widths,
-    n_steps,
-    fcn_max_seq_len,
-    estimator,
-    length_task,
-    length_width,
-    length_steps,
-    factors,
-    n_test,
-    n_val,
-    heads_estimator=None,
-    **_,
-):
+def work(settings):
     """Expected fits of each part.
 
     Heads: one fit per (q, H) with H <= q + 1 (of ``heads_estimator``, else
@@ -203,38 +179,47 @@ def work(
     T, then 2 per T, for both models (the FCN up to ``fcn_max_seq_len``, at
     its grid's middle width). Length: two fits.
     """
+    s = settings
     out = []
-    for q in q_values:
-        task = SparseRetrievalTask(seq_len, n_features, q)
-        for h in n_heads:
+    for q in s.q_values:
+        task = SparseRetrievalTask(s.seq_len, s.n_features, q)
+        for h in s.n_heads:
             if h <= q + 1:
-                model = estimator if heads_estimator is None else heads_estimator
-                est = clone(model).set_params(width=heads_width, n_heads=h)
-                steps = planned_steps(est, heads_steps)
-                out.append(Work(f"retrieval: q={q} H={h}", 1, steps, est, task, n_test))
-    for i, T in enumerate(sorted(seq_lens)):
-        task = SparseRetrievalTask(T, n_features, n_selected)
+                model = s.estimator if s.heads_estimator is None else s.heads_estimator
+                est = clone(model).set_params(width=s.heads_width, n_heads=h)
+                steps = planned_steps(est, s.heads_steps)
+                out.append(Work(f"retrieval: q={q} H={h}", 1, steps, est, task, s.n_test))
+    for i, T in enumerate(sorted(s.seq_lens)):
+        task = SparseRetrievalTask(T, s.n_features, s.n_selected)
         fits = _FITS_FIRST if i == 0 else _FITS_NEXT
         for model, base, limit in (
-            ("transformer", transformer, max(seq_lens)),
-            ("fcn", fcn, fcn_max_seq_len),
+            ("transformer", s.transformer, max(s.seq_lens)),
+            ("fcn", s.fcn, s.fcn_max_seq_len),
         ):
             if T > limit:
                 continue
-            grid = sorted(widths[model])
+            grid = sorted(s.widths[model])
             est = clone(base).set_params(width=grid[len(grid) // 3])
             if model == "transformer":
-                est.set_params(n_heads=n_selected)
-            out.append(Work(f"retrieval: {model} T={T}", fits, n_steps[model], est, task, n_val))
-    T, d, q = length_task
+                est.set_params(n_heads=s.n_selected)
+            out.append(
+                Work(f"retrieval: {model} T={T}", fits, s.n_steps[model], est, task, s.n_val)
+            )
+    T, d, q = s.length_task
     task = SparseRetrievalTask(T, d, q)
-    rows = n_test * sum(factors) // max(factors)  # all lengths as rows at the longest
+    rows = s.n_test * sum(s.factors) // max(s.factors)  # all lengths as rows at the longest
     for pe in ("stochastic", "fixed"):
-        est = clone(estimator).set_params(width=length_width, n_heads=q, positional_encoding=pe)
-        steps = planned_steps(est, length_steps)
+        est = clone(s.estimator).set_params(width=s.length_width, n_heads=q, positional_encoding=pe)
+        steps = planned_steps(est, s.length_steps)
         out.append(
             Work(
-                f"retrieval: length, {pe}", 1, steps, est, task, rows, predict_len=T * max(factors)
+                f"retrieval: length, {pe}",
+                1,
+                steps,
+                est,
+                task,
+                rows,
+                predict_len=T * max(s.factors),
             )
         )
     return out
@@ -305,6 +290,7 @@ def summary_rows(rows, res):
 RECORD = Experiment(
     name="retrieval",
     function=sparse_retrieval,
+    settings=SparseRetrievalSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,

@@ -23,6 +23,7 @@ from sklearn.linear_model import LinearRegression
 
 from ..._validation import check_positive_int
 from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes
+from ...experiments._settings import Settings
 from .. import SingleLocationTask
 from .batch import fit_online_batch
 from .estimators import ErfAttentionRegressor, SoftmaxAttentionRegressor
@@ -226,66 +227,82 @@ def _swapped(task, final_lambda):
     return {s: points[final_lambda[s]] for s in SCHEDULES}
 
 
-def single_location(
-    seq_len=5,
-    n_features=50,
-    gamma=_GAMMA,
-    noise=0.0,
-    n_steps=3000,
-    n_seeds=2,
-    learning_rate=0.02,
-    lambda_init=1.0,
-    lambda_decay=3e-3,
-    constant_lambda=0.1,
-    n_softmax_steps=300,
-    softmax_learning_rate=0.02,
-    n_test=5000,
-    n_linear=None,
-    record_every=10,
-    rtol=1e-3,
-    alignment=0.999,
-    device="cpu",
-    random_state=0,
-    progress=True,
-):
+class SingleLocationSettings(Settings):
+    """The settings of :func:`single_location`: the task, the erf runs and the baselines.
+
+    Attributes
+    ----------
+    seq_len, n_features : int, default=5, 50
+        L and d of the task.
+    gamma, noise : float, default=sqrt(1/2), 0.0
+        The relevant token's spread and the target's noise.
+    n_steps : int, default=3000
+        Projected gradient steps of each run.
+    n_seeds : int, default=2
+        Runs per (initialisation, schedule).
+    learning_rate : float, default=0.02
+        Step size of projected gradient descent.
+    lambda_init, lambda_decay : float, default=1.0, 3e-3
+        The decaying temperature ``lambda_init / (1 + lambda_decay t)``.
+    constant_lambda : float, default=0.1
+        The constant temperature of the other schedule.
+    n_softmax_steps : int, default=300
+        Online Adam steps of softmax attention (batches of 200 rows).
+    softmax_learning_rate : float, default=0.02
+        Its step size.
+    n_test : int, default=5000
+        Rows of the Monte Carlo Bayes risk and of the test sets.
+    n_linear : int or None, default=None
+        Training rows of the fitted linear regression; None: ``10 L d``.
+    record_every : int, default=10
+        Steps between recorded points of the curves.
+    rtol, alignment : float, default=1e-3, 0.999
+        A run reaches the oracle when its final risk is within ``rtol``
+        (relative) of the oracle's at its final temperature and both
+        ``|<k, k*>|`` and ``|<v, v*>|`` are at least ``alignment``.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import SingleLocationSettings
+    >>> SingleLocationSettings(n_features=20).replace(n_seeds=1).n_seeds
+    1
+    """
+
+    seq_len: int = 5
+    n_features: int = 50
+    gamma: float = _GAMMA
+    noise: float = 0.0
+    n_steps: int = 3000
+    n_seeds: int = 2
+    learning_rate: float = 0.02
+    lambda_init: float = 1.0
+    lambda_decay: float = 3e-3
+    constant_lambda: float = 0.1
+    n_softmax_steps: int = 300
+    softmax_learning_rate: float = 0.02
+    n_test: int = 5000
+    n_linear: int | None = None
+    record_every: int = 10
+    rtol: float = 1e-3
+    alignment: float = 0.999
+
+
+def single_location(settings=None, *, device="cpu", random_state=0, progress=True, **changes):
     """Projected gradient descent on single-location regression, beside the baselines.
 
     Parameters
     ----------
-    seq_len, n_features : int
-        L and d of the task.
-    gamma, noise : float
-        The relevant token's spread and the target's noise.
-    n_steps : int
-        Projected gradient steps of each run.
-    n_seeds : int
-        Runs per (initialisation, schedule).
-    learning_rate : float
-        Step size of projected gradient descent.
-    lambda_init, lambda_decay : float
-        The decaying temperature ``lambda_init / (1 + lambda_decay t)``.
-    constant_lambda : float
-        The constant temperature of the other schedule.
-    n_softmax_steps : int
-        Online Adam steps of softmax attention (batches of 200 rows).
-    softmax_learning_rate : float
-        Its step size.
-    n_test : int
-        Rows of the Monte Carlo Bayes risk and of the test sets.
-    n_linear : int or None
-        Training rows of the fitted linear regression; None: ``10 L d``.
-    record_every : int
-        Steps between recorded points of the curves.
-    rtol, alignment : float
-        A run reaches the oracle when its final risk is within ``rtol``
-        (relative) of the oracle's at its final temperature and both
-        ``|<k, k*>|`` and ``|<v, v*>|`` are at least ``alignment``.
+    settings : SingleLocationSettings, mapping or None, default=None
+        The task, the runs and the baselines (None: the defaults).
     device : str
         Unused (the runs are NumPy); accepted as every experiment does.
     random_state : int
         Seed of the runs and rows.
     progress : bool
         Show a progress bar.
+    **changes
+        Settings of :class:`SingleLocationSettings` to change
+        (``single_location(n_seeds=1)``).
 
     Returns
     -------
@@ -293,31 +310,32 @@ def single_location(
         The curves of every run, the baselines' risks and the fraction of
         runs that reached the oracle.
     """
+    cfg = SingleLocationSettings.resolve(settings, changes)
     for name, value in (
-        ("n_steps", n_steps),
-        ("n_seeds", n_seeds),
-        ("n_softmax_steps", n_softmax_steps),
-        ("n_test", n_test),
-        ("record_every", record_every),
+        ("n_steps", cfg.n_steps),
+        ("n_seeds", cfg.n_seeds),
+        ("n_softmax_steps", cfg.n_softmax_steps),
+        ("n_test", cfg.n_test),
+        ("record_every", cfg.record_every),
     ):
         check_positive_int(value, name)
-    task = SingleLocationTask(seq_len, n_features, gamma=gamma, noise=noise)
-    constants = {"rtol": rtol, "alignment": alignment}
+    task = SingleLocationTask(cfg.seq_len, cfg.n_features, gamma=cfg.gamma, noise=cfg.noise)
+    constants = {"rtol": cfg.rtol, "alignment": cfg.alignment}
     keys, models = [], []
     for init in INITS:
         for schedule in SCHEDULES:
-            for seed in range(n_seeds):
-                lam = lambda_init if schedule == "decay" else constant_lambda
+            for seed in range(cfg.n_seeds):
+                lam = cfg.lambda_init if schedule == "decay" else cfg.constant_lambda
                 keys.append({"init": init, "schedule": schedule, "seed": seed})
                 models.append(
                     ErfAttentionRegressor(
                         solver="pgd",
                         lambda_init=lam,
                         lambda_schedule=schedule,
-                        lambda_decay=lambda_decay,
+                        lambda_decay=cfg.lambda_decay,
                         init=init,
-                        learning_rate_init=learning_rate,
-                        max_iter=n_steps,
+                        learning_rate_init=cfg.learning_rate,
+                        max_iter=cfg.n_steps,
                         random_state=derived_seed(random_state, seed),
                         verbose=int(bool(progress)),
                     )
@@ -327,20 +345,19 @@ def single_location(
     fit_online_batch(models, task)
     wall = (time.perf_counter() - start) / len(models)
     runs = [
-        {**key, **_run(task, model, record_every, constants, wall)}
+        {**key, **_run(task, model, cfg.record_every, constants, wall)}
         for key, model in zip(keys, models)
     ]
     final_lambda = {
-        "decay": lambda_init / (1 + lambda_decay * (n_steps - 1)),
-        "constant": constant_lambda,
+        "decay": cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1)),
+        "constant": cfg.constant_lambda,
     }
-    X, y = task.sample(
-        n_linear or 10 * seq_len * n_features, random_state=derived_seed(random_state, 101)
-    )
-    X_test, y_test = task.sample(n_test, random_state=derived_seed(random_state, 102))
+    n_linear = cfg.n_linear or 10 * cfg.seq_len * cfg.n_features
+    X, y = task.sample(n_linear, random_state=derived_seed(random_state, 101))
+    X_test, y_test = task.sample(cfg.n_test, random_state=derived_seed(random_state, 102))
     fitted = LinearRegression().fit(X.reshape(len(X), -1), y)
-    linear_fitted = float(np.mean((y_test - fitted.predict(X_test.reshape(n_test, -1))) ** 2))
-    bayes, bayes_se = bayes_risk(task, n_test, random_state=derived_seed(random_state, 103))
+    linear_fitted = float(np.mean((y_test - fitted.predict(X_test.reshape(cfg.n_test, -1))) ** 2))
+    bayes, bayes_se = bayes_risk(task, cfg.n_test, random_state=derived_seed(random_state, 103))
     baselines = {
         "zero": task.trivial_mse,
         "linear": linear_risk(task),
@@ -352,34 +369,34 @@ def single_location(
         "swapped": _swapped(task, final_lambda),
     }
     soft = SoftmaxAttentionRegressor(
-        learning_rate_init=softmax_learning_rate,
-        max_iter=n_softmax_steps,
+        learning_rate_init=cfg.softmax_learning_rate,
+        max_iter=cfg.n_softmax_steps,
         random_state=derived_seed(random_state, 104),
     )
     start = time.perf_counter()
     soft.fit_online(task)
     softmax = {
-        "steps": n_softmax_steps,
-        "loss": soft.loss_curve_[::record_every].tolist(),
+        "steps": cfg.n_softmax_steps,
+        "loss": soft.loss_curve_[:: cfg.record_every].tolist(),
         "test_mse": float(np.mean((y_test - soft.predict(X_test)) ** 2)),
         "query_cosine": float(soft.alignment_curve_[-1, 0]),
         "value_cosine": float(soft.alignment_curve_[-1, 1]),
         "seconds": time.perf_counter() - start,
     }
     config = {
-        "seq_len": seq_len,
-        "n_features": n_features,
-        "gamma": gamma,
-        "noise": noise,
-        "n_steps": n_steps,
-        "n_seeds": n_seeds,
-        "learning_rate": learning_rate,
-        "lambda_init": lambda_init,
-        "lambda_decay": lambda_decay,
-        "constant_lambda": constant_lambda,
-        "rtol": rtol,
-        "alignment": alignment,
-        "n_softmax_steps": n_softmax_steps,
+        "seq_len": cfg.seq_len,
+        "n_features": cfg.n_features,
+        "gamma": cfg.gamma,
+        "noise": cfg.noise,
+        "n_steps": cfg.n_steps,
+        "n_seeds": cfg.n_seeds,
+        "learning_rate": cfg.learning_rate,
+        "lambda_init": cfg.lambda_init,
+        "lambda_decay": cfg.lambda_decay,
+        "constant_lambda": cfg.constant_lambda,
+        "rtol": cfg.rtol,
+        "alignment": cfg.alignment,
+        "n_softmax_steps": cfg.n_softmax_steps,
         "seed": random_state,
     }
     return SingleLocationResult(config, runs, baselines, softmax)

@@ -16,7 +16,13 @@ from ...experiments._record import Experiment, Work
 from ...experiments._records._format import fmt
 from .. import SingleLocationTask
 from .estimators import ErfAttentionRegressor, SoftmaxAttentionRegressor
-from .experiment import INITS, SCHEDULES, SingleLocationResult, single_location
+from .experiment import (
+    INITS,
+    SCHEDULES,
+    SingleLocationResult,
+    SingleLocationSettings,
+    single_location,
+)
 
 PROVENANCE = {
     "task": "paper: y = <x_J0, v*>, the relevant token N(sqrt(d/2) k*, gamma^2 I) at a uniform "
@@ -99,8 +105,10 @@ def headline(result):
 
 
 PRESETS = {
-    "tiny": dict(seq_len=5, n_features=20, n_steps=200, n_seeds=1, n_softmax_steps=20, n_test=500),
-    "quick": dict(
+    "tiny": SingleLocationSettings(
+        seq_len=5, n_features=20, n_steps=200, n_seeds=1, n_softmax_steps=20, n_test=500
+    ),
+    "quick": SingleLocationSettings(
         seq_len=5,
         n_features=50,
         n_steps=3000,
@@ -111,7 +119,7 @@ PRESETS = {
         n_test=5000,
     ),
     # The paper's sizes: d = 400, L = 10, gamma^2 = 1/2, 120k steps from lambda_0 = 1.
-    "full": dict(
+    "full": SingleLocationSettings(
         seq_len=10,
         n_features=400,
         n_steps=120_000,
@@ -124,16 +132,17 @@ PRESETS = {
         record_every=100,
     ),
 }
-PRESETS["gpu"] = dict(PRESETS["full"])  # NumPy runs: the same work on any machine
+PRESETS["gpu"] = PRESETS["full"]  # NumPy runs: the same work on any machine
 
 
-def work(seq_len, n_features, n_steps, n_seeds, n_softmax_steps, **_):
+def work(settings):
     """The erf runs (2 initialisations x 2 schedules x seeds), then the softmax model."""
-    task = SingleLocationTask(seq_len, n_features)
-    runs = len(INITS) * len(SCHEDULES) * n_seeds
+    s = settings
+    task = SingleLocationTask(s.seq_len, s.n_features)
+    runs = len(INITS) * len(SCHEDULES) * s.n_seeds
     return [
-        Work("single_location: erf, projected GD", runs, n_steps, ErfAttentionRegressor(), task),
-        Work("single_location: softmax", 1, n_softmax_steps, SoftmaxAttentionRegressor(), task),
+        Work("single_location: erf, projected GD", runs, s.n_steps, ErfAttentionRegressor(), task),
+        Work("single_location: softmax", 1, s.n_softmax_steps, SoftmaxAttentionRegressor(), task),
     ]
 
 
@@ -171,6 +180,7 @@ def summary_rows(rows, res):
 RECORD = Experiment(
     name="single_location",
     function=single_location,
+    settings=SingleLocationSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
