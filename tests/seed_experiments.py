@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stsq_learn import SparseTokenSelector
+from stsq_learn.experiments import Settings
 from stsq_learn.experiments._record import SIZES, Experiment, Work
 from stsq_learn.tasks import SparseTokenSelectionTask
 
@@ -31,8 +32,21 @@ class LevelResult:
         return fig
 
 
-def level_study(*, level, device="auto", random_state=0, progress=False):
+class LevelSettings(Settings):
+    """The settings of :func:`level_study`.
+
+    Attributes
+    ----------
+    level : float
+        The number the result is near.
+    """
+
+    level: float = 1.0
+
+
+def level_study(settings=None, *, device="auto", random_state=0, progress=False, **changes):
     """``level`` plus noise of scale 0.01 drawn with ``random_state`` (no training)."""
+    level = LevelSettings.resolve(settings, changes).level
     noise = np.random.RandomState(random_state).standard_normal()
     return LevelResult(float(level), float(level + 0.01 * noise))
 
@@ -41,7 +55,7 @@ def level_headline(result):
     return {"value": result.value, "twice": 2 * result.value}
 
 
-def _work(**_):
+def _work(settings):
     task = SparseTokenSelectionTask(8, 2, 2)
     return [Work("level", 1, 10, SparseTokenSelector(8), task)]
 
@@ -49,7 +63,8 @@ def _work(**_):
 LEVEL = Experiment(
     name="test_level",
     function=level_study,
-    presets={size: {"level": 1.0} for size in SIZES},
+    settings=LevelSettings,
+    presets={size: LevelSettings(level=1.0) for size in SIZES},
     summary_rows=lambda rows, res: rows.append(f"| level | value | {res.value:.3f} |"),
     work=_work,
     headline=level_headline,
@@ -59,6 +74,7 @@ LEVEL = Experiment(
 PLAIN = Experiment(
     name="test_plain",
     function=level_study,
+    settings=LevelSettings,
     presets={size: {"level": 5.0} for size in SIZES},
     summary_rows=lambda rows, res: rows.append(f"| plain | value | {res.value:.3f} |"),
     work=_work,
@@ -91,8 +107,21 @@ class FitResult:
         return fig
 
 
-def fit_study(*, n_steps, device="auto", random_state=0, progress=False):
+class FitSettings(Settings):
+    """The settings of :func:`fit_study`.
+
+    Attributes
+    ----------
+    n_steps : int
+        Online steps.
+    """
+
+    n_steps: int
+
+
+def fit_study(settings=None, *, device="auto", random_state=0, progress=False, **changes):
     """A selector of width 8 trained ``n_steps`` steps at T = 8, d = 2, q = 2, scored."""
+    n_steps = FitSettings.resolve(settings, changes).n_steps
     task = SparseTokenSelectionTask(8, 2, 2)
     model = SparseTokenSelector(8, random_state=random_state, device=device)
     model.fit_online(task, n_steps)
@@ -103,6 +132,7 @@ def fit_study(*, n_steps, device="auto", random_state=0, progress=False):
 FIT = Experiment(
     name="test_fit",
     function=fit_study,
+    settings=FitSettings,
     presets={size: {"n_steps": 20} for size in SIZES},
     summary_rows=lambda rows, res: rows.append(f"| fit | R^2 | {res.r2:.3f} |"),
     work=_work,

@@ -41,6 +41,7 @@ def test_a_record_needs_every_size():
             presets={size: {} for size in SIZES[:-1]},
             summary_rows=record.summary_rows,
             work=record.work,
+            settings=record.settings,
         )
 
 

@@ -25,6 +25,7 @@ import stsq_learn
 import stsq_learn.datasets
 import stsq_learn.experiments
 from stsq_learn import AttentionRegressor, FCNRegressor, load_model, registry, save_model
+from stsq_learn.experiments import Settings
 from stsq_learn.experiments._record import SIZES, Experiment
 
 matplotlib.use("Agg")
@@ -60,8 +61,21 @@ class PairMeanResult:
         return fig
 
 
-def pair_mean_study(*, n_steps, device="auto", random_state=0, progress=False):
+class PairMeanSettings(Settings):
+    """The settings of :func:`pair_mean_study`.
+
+    Attributes
+    ----------
+    n_steps : int
+        Online steps.
+    """
+
+    n_steps: int
+
+
+def pair_mean_study(settings=None, *, device="auto", random_state=0, progress=False, **changes):
     """Train the attention model on the task and score it (the throwaway experiment)."""
+    n_steps = PairMeanSettings.resolve(settings, changes).n_steps
     task = PairMeanTask(6, 3)
     model = PairMeanAttention(width=16, random_state=random_state, device=device)
     model.fit_online(task, n_steps)
@@ -72,9 +86,10 @@ def pair_mean_study(*, n_steps, device="auto", random_state=0, progress=False):
 RECORD = Experiment(
     name="test_pair_mean_study",
     function=pair_mean_study,
-    presets={size: {"n_steps": 40} for size in SIZES},
+    settings=PairMeanSettings,
+    presets={size: PairMeanSettings(n_steps=40) for size in SIZES},
     summary_rows=lambda rows, res: rows.append(f"| pair mean | R^2 | {res.r2:.3f} |"),
-    work=lambda **kw: [],
+    work=lambda settings: [],
     aliases=("pair",),
     result=PairMeanResult,
 )

@@ -2,20 +2,18 @@
 
 An :class:`Experiment` holds everything :func:`~stsq_learn.experiments.reproduce`
 needs to know about one experiment: its name and aliases, the function that
-runs it, its arguments at each size, the rows it adds to the summary, and
-the work an estimate times (:class:`Work`). The records live one module per
-experiment in ``_records/``.
+runs it, its settings (one typed object, :mod:`._settings`) and their
+instance at each size, the rows it adds to the summary, and the work an
+estimate times (:class:`Work`). The records live one module per experiment,
+in ``_records/`` or in the experiment's task's home (``record.py``).
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import inspect
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,86 +27,6 @@ SIZES = ("tiny", "quick", "full", "gpu")
 
 RUN_OPTIONS = ("device", "random_state", "progress", "scheduler")
 """Arguments of an experiment function that :func:`reproduce` gives, not its presets."""
-
-
-class _SignatureSettings(Mapping):
-    """Base of settings made from a function's signature (:func:`settings_type`).
-
-    :func:`settings_type` makes one class per experiment, its fields the
-    keyword arguments of the experiment's function (less ``RUN_OPTIONS``),
-    with their defaults. A preset is an instance: a misspelt or missing
-    setting fails when the record is built. Every field is an attribute;
-    as a mapping, a preset holds the settings it was given (so
-    ``function(**preset, n_jobs=2)`` still sets what the preset leaves at
-    its default, and ``dict(preset)`` is the preset as written).
-    """
-
-    def _given_keys(self):
-        return getattr(self, "_given", None) or tuple(self.__dataclass_fields__)
-
-    def __getitem__(self, key):
-        if key not in self._given_keys():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self):
-        return iter(self._given_keys())
-
-    def __len__(self):
-        return len(self._given_keys())
-
-    @classmethod
-    def given(cls, settings):
-        """An instance from the mapping ``settings``, which remembers the keys it was given.
-
-        Parameters
-        ----------
-        settings : mapping
-            Setting name to value.
-
-        Returns
-        -------
-        Settings
-            The instance (its other fields at their defaults).
-        """
-        out = cls(**settings)
-        object.__setattr__(out, "_given", tuple(settings))
-        return out
-
-
-def settings_type(function, name):
-    """The settings class of an experiment function: its keyword arguments as frozen fields.
-
-    Parameters
-    ----------
-    function : callable
-        The experiment's function.
-    name : str
-        The class's name.
-
-    Returns
-    -------
-    type
-        A frozen, keyword-only dataclass deriving from :class:`_SignatureSettings`;
-        a field without a default is required.
-    """
-    fields = []
-    for param in inspect.signature(function).parameters.values():
-        if param.name in RUN_OPTIONS or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        if param.default is param.empty:
-            fields.append((param.name, object))
-        else:
-            default = param.default
-            fields.append(
-                (param.name, object, field(default_factory=lambda d=default: copy.deepcopy(d)))
-            )
-    kind = dataclasses.make_dataclass(
-        name, fields, bases=(_SignatureSettings,), frozen=True, kw_only=True, eq=False
-    )
-    kind.__module__ = function.__module__
-    kind.__doc__ = f"The settings of :func:`{function.__name__}` (its keyword arguments)."
-    return kind
 
 
 @dataclass(frozen=True)
@@ -163,11 +81,10 @@ class Experiment:
     work : callable
         ``work(presets[size])``: the list of :class:`Work` the run does,
         for :func:`~stsq_learn.experiments.plan`.
-    settings : type or None, default=None
+    settings : type
         The experiment's settings, a subclass of
         :class:`~stsq_learn.experiments.Settings` declared beside its
-        function; None makes one from the function's keyword arguments
-        (an experiment registered before settings were typed).
+        function, of which every preset is an instance.
     aliases : tuple of str, default=()
         Other names ``only`` accepts.
     result : type or None, default=None
@@ -205,6 +122,7 @@ class Experiment:
     presets: dict
     summary_rows: Callable
     work: Callable
+    settings: type
     aliases: tuple = field(default=())
     result: type | None = None
     headline: Callable | None = None
@@ -212,47 +130,23 @@ class Experiment:
     seeds_inside: bool = False
     reference_rtol: dict | None = None
     reference_atol: dict | None = None
-    settings: type | None = None
 
     def __post_init__(self):
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
-        # The presets become instances of the experiment's settings type (a typo fails here).
-        typed = self.settings is not None and not (
-            isinstance(self.settings, type) and issubclass(self.settings, _SignatureSettings)
-        )
-        if typed and not (isinstance(self.settings, type) and issubclass(self.settings, Settings)):
+        # The presets become instances of the experiment's settings (a typo fails here).
+        if not (isinstance(self.settings, type) and issubclass(self.settings, Settings)):
             raise TypeError(
-                f"experiment {self.name!r}: settings must be a subclass of Settings, "
-                f"got {self.settings!r}."
+                f"experiment {self.name!r}: settings must be a subclass of "
+                f"stsq_learn.experiments.Settings, got {self.settings!r}."
             )
-        title = "".join(part.title() for part in self.name.split("_")) + "Settings"
-        kind = self.settings if typed else settings_type(self.function, title)
         presets = {}
         for size, preset in self.presets.items():
-            if isinstance(preset, kind):
-                presets[size] = preset
-                continue
-            if typed:
-                try:
-                    presets[size] = kind.resolve(preset)
-                except (TypeError, ValueError) as exc:
-                    raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
-                continue
-            unknown = [k for k in preset if k not in kind.__dataclass_fields__]
-            if unknown:
-                raise ValueError(
-                    f"experiment {self.name!r}, preset {size!r}: {unknown} are not settings of "
-                    f"{self.function.__name__} (its settings: "
-                    f"{', '.join(kind.__dataclass_fields__)})."
-                )
             try:
-                presets[size] = kind.given(preset)
-            except TypeError as exc:
+                presets[size] = self.settings.resolve(preset)
+            except (TypeError, ValueError) as exc:
                 raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
-        object.__setattr__(self, "settings", kind)
-        object.__setattr__(self, "_by_keywords", not typed)
         if isinstance(self.presets, dict):
             # In place: the record module's PRESETS and the record's are one object.
             self.presets.update(presets)
@@ -302,10 +196,7 @@ class Experiment:
         dict
             ``{"settings": presets[size], **run_options}``.
         """
-        preset = self.presets[size]
-        if self._by_keywords:  # settings made from the signature: its keyword arguments
-            return {**preset, **run_options}
-        return {"settings": preset, **run_options}
+        return {"settings": self.presets[size], **run_options}
 
     def planned_work(self, size):
         """The :class:`Work` of the preset ``size`` (``work(presets[size])``).
@@ -320,8 +211,7 @@ class Experiment:
         list of Work
             The run's parts.
         """
-        preset = self.presets[size]
-        return self.work(**preset) if self._by_keywords else self.work(preset)
+        return self.work(self.presets[size])
 
 
 def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
