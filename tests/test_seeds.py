@@ -126,6 +126,34 @@ def test_record_provenance_and_headline_are_checked():
 # --- seeds and bands --------------------------------------------------------------------
 
 
+def test_each_figure_is_drawn_once_its_experiment_is_done(register, tmp_path, monkeypatch):
+    """The figures are drawn while the other runs go on, not all at the end."""
+    from stsq_learn.experiments import _reproduce
+
+    register(se.LEVEL, se.PLAIN)
+    events = []
+    save = _reproduce._save_figure
+
+    def saving(fig, path):
+        events.append(f"figure {path.name}")
+        save(fig, path)
+
+    monkeypatch.setattr(_reproduce, "_save_figure", saving)
+    reproduce(
+        "tiny", only=["test_level", "test_plain"], n_seeds=2, n_jobs=1, out=tmp_path,
+        progress=False, log=lambda line: events.append(line.split(":")[0]),
+    )  # fmt: skip
+    assert events == [
+        "test_level (seed 0)",
+        "test_level (seed 1)",
+        "figure test_level.png",
+        "test_plain (seed 0)",
+        "figure test_plain.png",
+        "figure bands.png",
+    ]
+    assert {p.name for p in tmp_path.iterdir()} >= {"test_level.png", "test_plain.png"}
+
+
 def test_seeds_give_bands_in_results_json_summary_and_figures(register, tmp_path):
     register(se.LEVEL, se.PLAIN)
     out = tmp_path / "run"

@@ -322,8 +322,28 @@ def _run(
     workers = _seeds.resolve_n_jobs(
         n_jobs, sum(1 for job in jobs if not job[3]), device=resolved.type
     )
+    # An experiment's figure is drawn as soon as its last seed is done, while the
+    # other runs go on (the drawing fills the cores the last runs leave idle).
+    finished = {name: {} for name in names}
+
+    def when_done(key, result):
+        name, s = key
+        finished[name][s] = result
+        if out_dir is not None and len(finished[name]) == len(seeds[name]):
+            results_of = [finished[name][s] for s in seeds[name]]
+            _check_section(name, results_of[0])
+            _use_agg()
+            _save_figure(_figure(results_of), out_dir / f"{name}.png")
+
     start = time.perf_counter()
-    done = _seeds.run_all(jobs, n_jobs=workers, n_threads=n_threads, progress=progress, log=log)
+    done = _seeds.run_all(
+        jobs,
+        n_jobs=workers,
+        n_threads=n_threads,
+        progress=progress,
+        log=log,
+        when_done=when_done,
+    )
     wall = round(time.perf_counter() - start, 1)
     runs = {name: [done[(name, s)][0] for s in seeds[name]] for name in names}
     timings = {name: round(sum(done[(name, s)][1] for s in seeds[name]), 1) for name in names}
@@ -362,22 +382,26 @@ def _run(
     if out_dir is not None:
         payload = {"meta": meta}
         for name in names:
-            section = runs[name][0].to_dict()
-            clash = {"seeds", "headline"} & set(section)
-            if clash:
-                raise ValueError(
-                    f"the result of experiment {name!r} has its own {sorted(clash)} in "
-                    "to_dict(), which results.json keeps for the seeds and their bands: "
-                    "rename them in the result."
-                )
+            section = _check_section(name, runs[name][0])
             payload[name] = {**section, "seeds": seeds[name], "headline": bands[name]}
         _use_agg()
-        for name in names:
-            _save_figure(_figure(runs[name]), out_dir / f"{name}.png")
         _save_figure(_seeds.plot_bands(bands), out_dir / "bands.png")
         (out_dir / "results.json").write_text(json.dumps(payload, indent=2) + "\n")
         (out_dir / "summary.md").write_text(summary_table(results) + "\n")
     return results
+
+
+def _check_section(name, result):
+    """``result.to_dict()``, or raise if it holds the keys results.json adds to it."""
+    section = result.to_dict()
+    clash = {"seeds", "headline"} & set(section)
+    if clash:
+        raise ValueError(
+            f"the result of experiment {name!r} has its own {sorted(clash)} in "
+            "to_dict(), which results.json keeps for the seeds and their bands: "
+            "rename them in the result."
+        )
+    return section
 
 
 def _figure(results):

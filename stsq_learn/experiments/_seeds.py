@@ -113,7 +113,7 @@ def run_one(function, kwargs, n_threads):
         torch.set_num_threads(before)
 
 
-def run_all(jobs, *, n_jobs, n_threads, progress, log):
+def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
     """Run every job; ``{key: (result, seconds)}``.
 
     Parameters
@@ -130,6 +130,9 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log):
         runs when they are spread.
     log : callable or None
         Called with a line after each run.
+    when_done : callable or None, default=None
+        Called with the key and result of each run as it finishes (in this
+        process, while the other runs go on).
     """
     done = {}
     spread = [job for job in jobs if not job[3]] if n_jobs > 1 else []
@@ -139,6 +142,8 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log):
         done[key] = (result, seconds)
         if log is not None:
             log(f"{key[0]} (seed {key[1]}): done in {seconds:.1f} s")
+        if when_done is not None:
+            when_done(key, result)
 
     if spread:
         from joblib import Parallel, delayed, parallel_config

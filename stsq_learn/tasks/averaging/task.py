@@ -58,8 +58,14 @@ def _subsets_torch(generator, n, N, q, device):
     out = torch.empty(n, N, q, dtype=torch.int64, device=device)
     for k, j in enumerate(range(N - q, N)):
         t = torch.randint(0, j + 1, (n, N), generator=generator, device=device)
-        taken = (out[..., :k] == t[..., None]).any(dim=-1)
+        if k == 0:  # nothing is taken yet
+            out[..., 0] = t
+            continue
+        taken = out[..., 0] == t if k == 1 else (out[..., :k] == t[..., None]).any(dim=-1)
         out[..., k] = torch.where(taken, j, t)
+    if q == 2:  # a sort of two: their minimum and maximum (the same numbers, faster)
+        a, b = out[..., 0], out[..., 1]
+        return torch.stack((torch.minimum(a, b), torch.maximum(a, b)), dim=-1)
     return out.sort(dim=-1).values
 
 
@@ -79,13 +85,23 @@ def subset_means(tokens, index):
         The q-sparse averages; one gather per subset member, so no
         ``(n, N, q, d)`` array is formed.
     """
-    rows = np.arange(len(tokens))[:, None]
-    if isinstance(tokens, torch.Tensor):
-        rows = torch.as_tensor(rows, device=tokens.device)
     q = index.shape[-1]
-    y = tokens[rows, index[..., 0]]
+    if isinstance(tokens, torch.Tensor):
+        # A gather along the positions (3-5x faster than indexing, the same numbers).
+        d = tokens.shape[-1]
+
+        def member(k):
+            return torch.gather(tokens, 1, index[..., k].unsqueeze(-1).expand(-1, -1, d))
+
+    else:
+        rows = np.arange(len(tokens))[:, None]
+
+        def member(k):
+            return tokens[rows, index[..., k]]
+
+    y = member(0)
     for k in range(1, q):
-        y = y + tokens[rows, index[..., k]]
+        y = y + member(k)
     return y / q
 
 
