@@ -274,6 +274,7 @@ def _register_builtins():
     from .tasks.averaging import estimators as qsa
     from .tasks.averaging import modules
     from .tasks.averaging import task as qsa_law
+    from .tasks.classification import baselines as stc_baselines
     from .tasks.classification import estimators as stc
     from .tasks.classification import task as stc_law
     from .tasks.classification import theory as stc_theory
@@ -323,10 +324,10 @@ def _register_builtins():
         make=stc_law.make_sparse_token_classification,
         experiments=("stsq_learn.tasks.classification.record",),
         exports=(
-            stc.FlattenTokens,
-            stc.MeanPoolTokens,
-            stc.make_flat_logistic,
-            stc.make_pooled_logistic,
+            stc_baselines.FlattenTokens,
+            stc_baselines.MeanPoolTokens,
+            stc_baselines.make_flat_logistic,
+            stc_baselines.make_pooled_logistic,
             *stc_theory.PUBLIC,
         ),
     )

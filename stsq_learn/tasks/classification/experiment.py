@@ -30,7 +30,8 @@ from sklearn.exceptions import ConvergenceWarning
 from ..._validation import check_positive_int
 from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes, progress_bar
 from ...experiments._settings import Settings
-from .estimators import SparseTokenClassifier, make_flat_logistic, make_pooled_logistic
+from .baselines import make_flat_logistic, make_pooled_logistic
+from .estimators import SparseTokenClassifier
 from .task import SparseTokenClassificationTask
 from .theory import (
     attention_signal_share,

@@ -14,7 +14,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ...experiments._record import Experiment, Work
 from ...experiments._records._format import fmt
-from .estimators import SparseTokenClassifier, make_flat_logistic, make_pooled_logistic
+from .baselines import make_flat_logistic, make_pooled_logistic
+from .estimators import SparseTokenClassifier
 from .experiment import (
     _ATTENTION,
     CLASSIFIERS,
