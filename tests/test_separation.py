@@ -365,3 +365,21 @@ def test_separation_plot_bands_refuses_other_experiments(by_q):
         SeparationByQResult.plot_bands([by_q, other])
     with pytest.raises(TypeError, match=r"got one SeparationByQResult: pass \[result\]"):
         SeparationByQResult.plot_bands(by_q)
+
+
+def test_floor_widths_are_computed_once_per_process_and_the_same():
+    from stsq_learn import isotropic_floor
+    from stsq_learn.experiments import _width_search as ws
+
+    ws._FLOORS.clear()
+    first = ws.floor_widths((8, 16), 2, (4, 8, 16, 32), 0.9, n_samples=500)
+    assert len(ws._FLOORS) >= 2
+    cached = dict(ws._FLOORS)
+    assert ws.floor_widths((8, 16), 2, (4, 8, 16, 32), 0.9, n_samples=500) == first
+    assert ws._FLOORS == cached  # nothing recomputed
+    for (T, q, w, n, seed), value in cached.items():
+        assert value == isotropic_floor(T, q, w, n_samples=n, random_state=seed).relative_mse
+    # A seed that is not an integer draws afresh: not cached.
+    ws._FLOORS.clear()
+    ws.floor_widths((8,), 2, (4, 8), 0.9, n_samples=200, random_state=None)
+    assert ws._FLOORS == {}

@@ -158,6 +158,30 @@ def growth_laws(seq_lens, minimal, n_features):
     return laws
 
 
+_FLOORS = {}  # (T, q, width, n_samples, random_state) -> the floor's relative MSE
+
+
+def _floor_relative_mse(seq_len, n_selected, width, n_samples, random_state):
+    """:func:`~stsq_learn.isotropic_floor`'s relative MSE, computed once per process.
+
+    The floor is a function of its arguments (its seed included): the seeds
+    of an experiment that a worker process runs one after another share it.
+    """
+    from ..encodings.floor import isotropic_floor
+
+    def compute():
+        return isotropic_floor(
+            seq_len, n_selected, width, n_samples=n_samples, random_state=random_state
+        ).relative_mse
+
+    if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
+        return compute()  # a generator or None: fresh draws every time
+    key = (int(seq_len), int(n_selected), int(width), int(n_samples), int(random_state))
+    if key not in _FLOORS:
+        _FLOORS[key] = compute()
+    return _FLOORS[key]
+
+
 def floor_widths(seq_lens, n_selected, widths, target, *, n_samples=4000, random_state=0):
     """Per T, the smallest of ``widths`` whose isotropic floor allows R^2 >= ``target``.
 
@@ -166,16 +190,12 @@ def floor_widths(seq_lens, n_selected, widths, target, *, n_samples=4000, random
     ``n_samples`` simulated rows. None at a T where even the grid's largest
     width's floor is above ``1 - target``.
     """
-    from ..encodings.floor import isotropic_floor
-
     out = []
     for T in seq_lens:
 
         def allows(w, T=T):
-            floor = isotropic_floor(
-                T, n_selected, w, n_samples=n_samples, random_state=random_state
-            )
-            return 1.0 - floor.relative_mse >= target
+            floor = _floor_relative_mse(T, n_selected, w, n_samples, random_state)
+            return 1.0 - floor >= target
 
         lo, hi = -1, len(widths) - 1
         if not allows(widths[hi]):
