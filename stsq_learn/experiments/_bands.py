@@ -13,7 +13,6 @@ left out where none has.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from matplotlib.container import ErrorbarContainer
@@ -135,6 +134,19 @@ def nan_extreme(values, pick):
     return float(pick(found)) if found else float("nan")
 
 
+def empty_log_range(ax, grid):
+    """Give a y axis that nothing finite was drawn on the range of ``grid`` (a width grid).
+
+    A log axis autoscaled with no data cannot place its ticks; where no
+    seed found a width or a bound, the axis spans the widths searched
+    (1 to 64 without a grid).
+    """
+    if np.isfinite(ax.dataLim.y0) and np.isfinite(ax.dataLim.y1):
+        return
+    widths = [w for w in map(finite, grid or []) if w is not None and w > 0]
+    ax.set_ylim(min(widths) / 1.5, max(widths) * 1.5) if widths else ax.set_ylim(1, 64)
+
+
 def plot_both_models_bands(seps, ax):
     """Both models' minimal widths against T over seeds (``seps``: SeparationResults).
 
@@ -177,11 +189,11 @@ def plot_both_models_bands(seps, ax):
         if law is not None:
             found = max(T for T, _ in pairs)
             span = grid if model == "transformer" else grid[grid <= 2 * found]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                ax.plot(span, np.clip(_law_values(law, name, span), 0.5, None), "-", color=color)
+            ax.plot(span, np.clip(_law_values(law, name, span), 0.5, None), "-", color=color)
             ax.lines[-1].set_label(f"fit, every seed's widths: {_law_text(law, name)}")
     _log_t_axis(ax, Ts)
+    grids = (first.config.get("widths") or {}).values()
+    empty_log_range(ax, [w for grid in grids for w in grid])
     ax.set_yscale("log", base=2)
     ax.set_ylabel("smallest width (log scale)")
     d, q = first.config["n_features"], first.config["n_selected"]

@@ -18,6 +18,7 @@ from matplotlib.ticker import NullFormatter
 
 from ...experiments._bands import (
     bars,
+    empty_log_range,
     every_bound,
     finite,
     legend_in_order,
@@ -76,6 +77,8 @@ def plot_q(results, ax):
     ax.set_xscale("log", base=2)
     ax.set_xticks(qs, [str(int(q)) for q in qs])
     ax.xaxis.set_minor_formatter(NullFormatter())
+    if len(results) > 1:
+        empty_log_range(ax, by_q.get("widths"))
     ax.set_yscale("log", base=2)
     ax.set_xlabel("subset size q (log scale)")
     ax.set_ylabel(f"smallest width reaching $R^2 \\geq {res.config['target_r2']}$")
