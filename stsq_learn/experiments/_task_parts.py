@@ -218,14 +218,31 @@ def plot_length_part(ln, ax, *, symbol, xlabel, ylabel, title):
 
     ``symbol`` names the training length in the legend (``"N"``, ``"T"``).
     """
+    plot_length_parts([ln], ax, symbol=symbol, xlabel=xlabel, ylabel=ylabel, title=title)
+
+
+def plot_length_parts(lns, ax, *, symbol, xlabel, ylabel, title):
+    """:func:`plot_length_part` over seeds (``lns``: one length part per seed).
+
+    One draws each encoding's R^2; several draw its median over the seeds
+    with the min-max shaded (a value that is no finite number is left out).
+    """
+    import numpy as np
     from matplotlib.ticker import NullFormatter
 
+    from ._bands import band, nan_extreme
+
+    ln = lns[0]
     styles = {
         "stochastic": dict(color="C0", marker="o"),
         "fixed": dict(color="C3", marker="s", ls="--"),
     }
     for pe, values in ln["r2"].items():
-        ax.plot(ln["eval_lengths"], values, label=pe, **styles.get(pe, {}))
+        if len(lns) == 1:
+            ax.plot(ln["eval_lengths"], values, label=pe, **styles.get(pe, {}))
+        else:
+            columns = [one["r2"][pe] for one in lns]
+            band(ax, ln["eval_lengths"], columns, label=pe, **styles.get(pe, {}))
     label = f"training {symbol}={ln['seq_len']}"
     ax.axvline(ln["seq_len"], color="gray", ls=":", lw=1, label=label)
     ax.axhline(0.0, color="k", lw=0.5)
@@ -234,7 +251,11 @@ def plot_length_part(ln, ax, *, symbol, xlabel, ylabel, title):
     ax.xaxis.set_minor_formatter(NullFormatter())  # only the lengths are labelled
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    low = min(min(v) for v in ln["r2"].values())
+    if len(lns) == 1:
+        low = min(min(v) for v in ln["r2"].values())
+    else:
+        low = nan_extreme([r for one in lns for v in one["r2"].values() for r in v], np.min)
+        low = 0.0 if np.isnan(low) else low
     ax.set_ylim(min(-0.1, low - 0.05), 1.02)
     ax.set_title(title)
     ax.legend(fontsize="small", loc="lower left")

@@ -13,11 +13,13 @@ import time
 from dataclasses import dataclass, field
 
 from ..._validation import check_positive_int
+from ...experiments._bands import bars_title, check_same
 from ...experiments._common import (
     derived_seed,
     estimator_config,
     new_axes,
     prepared,
+    seed_results,
 )
 from ...experiments._separation import SeparationResult
 from ...experiments._settings import Settings
@@ -116,12 +118,56 @@ class SparseAveragingResult(WidthSearchResult):
         fig : matplotlib.figure.Figure
             The figure holding the axes.
         """
-        fig, axes = new_axes(axes, 4, figsize=(22, 4.8))
-        plot_widths(self, axes[0])
-        plot_q(self, axes[1])
-        plot_transfer(self, axes[2])
-        plot_lengths(self, axes[3])
-        return fig
+        return _plot([self], axes)
+
+    @staticmethod
+    def plot_bands(results, axes=None):
+        """The figure of :meth:`plot` over seeds: medians with min-max bands and error bars.
+
+        Parameters
+        ----------
+        results : sequence of SparseAveragingResult
+            One per seed, with the same lengths, q, transfer models and
+            evaluation lengths (the experiment at several ``random_state``).
+        axes : sequence of 4 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure with one row of 4 axes.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The panels and labels of :meth:`plot`. Minimal widths (against
+            N, against q, and the floor's against q) are their median over
+            the seeds that found one, with min-max error bars, beside every
+            seed's lower bounds; the laws against N are fitted to every
+            seed's widths (named so in the legend). The transfer's bars are
+            medians with min-max error bars, the floor line the median
+            floor; the length part's R^2 curves are medians with the
+            min-max shaded. One result draws :meth:`plot`'s figure.
+        """
+        results = seed_results(results, SparseAveragingResult, ())
+        check_same(
+            results,
+            {
+                "by_length.seq_lens": lambda r: r.by_length.seq_lens,
+                "by_q['q_values']": lambda r: r.by_q["q_values"],
+                "list(transfer['relative_mse'])": lambda r: list(r.transfer["relative_mse"]),
+                "length['eval_lengths']": lambda r: r.length["eval_lengths"],
+                "list(length['r2'])": lambda r: list(r.length["r2"]),
+            },
+        )
+        return _plot(results, axes)
+
+
+def _plot(results, axes):
+    """The figure of :meth:`SparseAveragingResult.plot` over one result or several seeds'."""
+    fig, axes = new_axes(axes, 4, figsize=(22, 4.8))
+    plot_widths(results, axes[0])
+    plot_q(results, axes[1])
+    plot_transfer(results, axes[2])
+    plot_lengths(results, axes[3])
+    if len(results) > 1:
+        fig.suptitle(bars_title("q-sparse averaging", len(results)))
+    return fig
 
 
 class SparseAveragingSettings(Settings):

@@ -28,7 +28,15 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from ..._validation import check_positive_int
-from ...experiments._common import dataclass_dict, derived_seed, jsonable, new_axes, progress_bar
+from ...experiments._bands import bars_title, check_same
+from ...experiments._common import (
+    dataclass_dict,
+    derived_seed,
+    jsonable,
+    new_axes,
+    progress_bar,
+    seed_results,
+)
 from ...experiments._settings import Settings
 from .baselines import make_flat_logistic, make_pooled_logistic
 from .estimators import SparseTokenClassifier
@@ -159,13 +167,60 @@ class SparseTokenClassificationResult:
         fig : matplotlib.figure.Figure
             The figure of the three panels.
         """
-        from .experiment_plots import plot_alignment, plot_error, plot_law
+        return _plot([self], axes)
 
-        fig, (ax_l, ax_a, ax_e) = new_axes(axes, 3, figsize=(16, 4.5))
-        plot_law(self, ax_l)
-        plot_alignment(self, ax_a)
-        plot_error(self, ax_e)
-        return fig
+    @staticmethod
+    def plot_bands(results, axes=None):
+        """The figure of :meth:`plot` over seeds: medians with min-max bands and error bars.
+
+        Parameters
+        ----------
+        results : sequence of SparseTokenClassificationResult
+            One per seed, with the same lengths, classifiers, dimensions,
+            ratios and signals (the experiment at several ``random_state``).
+        axes : sequence of 3 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The panels and labels of :meth:`plot`. Each classifier's
+            minimal theta is its median over the seeds that found one, with
+            min-max error bars, and both laws are fitted to every seed's
+            thresholds (named so in the legend); each d's cosine is the
+            median of the seeds' means with the min-max of every seed's
+            draws shaded; each classifier's test error is its median with
+            the min-max shaded, the informative share's line at the seeds'
+            median. The theory (the pooled oracle, the limit of the
+            cosine) is the first result's: it depends on no seed. One
+            result draws :meth:`plot`'s figure.
+        """
+        results = seed_results(results, SparseTokenClassificationResult, ())
+        check_same(
+            results,
+            {
+                "law['seq_lens']": lambda r: r.law["seq_lens"],
+                "list(law['thresholds'])": lambda r: list(r.law["thresholds"]),
+                "alignment['n_features']": lambda r: r.alignment["n_features"],
+                "alignment['ratios']": lambda r: r.alignment["ratios"],
+                "error['signals']": lambda r: r.error["signals"],
+                "list(error['test_error'])": lambda r: list(r.error["test_error"]),
+            },
+        )
+        return _plot(results, axes)
+
+
+def _plot(results, axes):
+    """The figure of :meth:`SparseTokenClassificationResult.plot` over one or several seeds."""
+    from .experiment_plots import plot_alignment, plot_error, plot_law
+
+    fig, (ax_l, ax_a, ax_e) = new_axes(axes, 3, figsize=(16, 4.5))
+    plot_law(results, ax_l)
+    plot_alignment(results, ax_a)
+    plot_error(results, ax_e)
+    if len(results) > 1:
+        fig.suptitle(bars_title("Sparse-token classification", len(results)))
+    return fig
 
 
 def _classifiers(attention, seed):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sklearn.base import clone
 
 from ..._validation import check_positive_int
+from ...experiments._bands import bars_title, check_same
 from ...experiments._common import (
     derived_seed,
     estimator_config,
@@ -22,6 +23,7 @@ from ...experiments._common import (
     planned_steps,
     prepared,
     progress_bar,
+    seed_results,
     train_online,
 )
 from ...experiments._separation import SeparationResult
@@ -115,11 +117,57 @@ class SparseRetrievalResult(WidthSearchResult):
         fig : matplotlib.figure.Figure
             The figure holding the axes.
         """
-        fig, axes = new_axes(axes, 3, figsize=(17, 4.8))
-        plot_heads(self, axes[0])
-        plot_widths(self, axes[1])
-        plot_lengths(self, axes[2])
-        return fig
+        return _plot([self], axes)
+
+    @staticmethod
+    def plot_bands(results, axes=None):
+        """The figure of :meth:`plot` over seeds: medians with min-max bands and error bars.
+
+        Parameters
+        ----------
+        results : sequence of SparseRetrievalResult
+            One per seed, with the same q, head counts, lengths and
+            evaluation lengths (the experiment at several ``random_state``).
+        axes : sequence of 3 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure with one row of 3 axes.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The panels and labels of :meth:`plot`. Each q's relative MSE
+            against H is its median over the seeds with the min-max shaded
+            (the bound ``1 - H/q`` and the threshold levels as before; the
+            note names a q that missed its threshold in any seed, and in
+            how many); the minimal widths against T are their median over
+            the seeds that found one, with min-max error bars, beside every
+            seed's lower bounds, the laws fitted to every seed's widths
+            (named so in the legend); the length part's R^2 curves are
+            medians with the min-max shaded. One result draws
+            :meth:`plot`'s figure.
+        """
+        results = seed_results(results, SparseRetrievalResult, ())
+        check_same(
+            results,
+            {
+                "heads['q_values']": lambda r: r.heads["q_values"],
+                "heads['n_heads']": lambda r: r.heads["n_heads"],
+                "by_length.seq_lens": lambda r: r.by_length.seq_lens,
+                "length['eval_lengths']": lambda r: r.length["eval_lengths"],
+                "list(length['r2'])": lambda r: list(r.length["r2"]),
+            },
+        )
+        return _plot(results, axes)
+
+
+def _plot(results, axes):
+    """The figure of :meth:`SparseRetrievalResult.plot` over one result or several seeds'."""
+    fig, axes = new_axes(axes, 3, figsize=(17, 4.8))
+    plot_heads(results, axes[0])
+    plot_widths(results, axes[1])
+    plot_lengths(results, axes[2])
+    if len(results) > 1:
+        fig.suptitle(bars_title("q-sparse retrieval", len(results)))
+    return fig
 
 
 class SparseRetrievalSettings(Settings):

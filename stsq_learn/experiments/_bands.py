@@ -1,0 +1,201 @@
+"""Drawing a task experiment's numbers over seeds: medians with min-max bands or error bars.
+
+The pieces the ``plot_bands`` of the task experiments (q-sparse averaging,
+retrieval, sparse-token classification) share: a curve's median over the
+seeds with its min-max band, discrete points' median with min-max error
+bars, every seed's lower bounds, and both models' minimal widths against the
+length with the law fitted to every seed's widths. A value that is None,
+NaN or infinite (a width no grid width reached, a threshold not found) is
+no number to spread: each point is drawn from the seeds that have one, and
+left out where none has.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from matplotlib.container import ErrorbarContainer
+
+from ._common import band_title
+
+
+def bars_title(name, n_seeds):
+    """A figure's title over seeds: its name, :func:`band_title`, ``error bars: min-max``."""
+    return f"{name}, {band_title(n_seeds)}, error bars: min-max"
+
+
+def finite(value):
+    """``value`` as a float, or None where it is None, NaN, infinite or no number."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def check_same(results, parts):
+    """Raise unless every result agrees with the first on each part (``{name: getter}``).
+
+    The check of a ``plot_bands(results)`` whose seeds must share nested
+    parts (the lengths searched, the q tried): the message names the result
+    and the part.
+    """
+    for name, get in parts.items():
+        want = get(results[0])
+        for i, res in enumerate(results[1:], start=1):
+            got = get(res)
+            if got != want:
+                raise ValueError(
+                    f"results[{i}].{name} differs from results[0].{name} ({got!r} != "
+                    f"{want!r}): the seeds of one experiment share it."
+                )
+
+
+def spread(xs, columns):
+    """``(xs, median, min, max)`` over the seeds' values at each x, where any seed has one.
+
+    ``columns[s][i]`` is seed s's value at ``xs[i]``; values that are not
+    finite numbers (:func:`finite`) are left out, and an x where no seed has
+    one is left out.
+    """
+    rows = []
+    for i, x in enumerate(xs):
+        found = [v for v in (finite(col[i]) for col in columns if i < len(col)) if v is not None]
+        if found:
+            rows.append((float(x), float(np.median(found)), min(found), max(found)))
+    if not rows:
+        return tuple(np.array([], float) for _ in range(4))
+    return tuple(np.array(column, float) for column in zip(*rows))
+
+
+def band(ax, xs, columns, *fmt, **style):
+    """Several seeds' curves: their median at each x and the min-max shaded in its colour.
+
+    Each x from the seeds that have a value there (:func:`spread`); the
+    band is unlabelled (the legend names the line). Returns the median's
+    line.
+    """
+    x, med, lo, hi = spread(xs, columns)
+    (line,) = ax.plot(x, med, *fmt, **style)
+    ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+    return line
+
+
+def bars(ax, xs, columns, fmt, *, always=False, **style):
+    """Several seeds' points: their median at each x with min-max error bars.
+
+    Where no seed has a value nothing is drawn, unless ``always`` (then an
+    empty line keeps the legend entry).
+    """
+    x, med, lo, hi = spread(xs, columns)
+    if len(x):
+        return ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt=fmt, capsize=3, **style)
+    if always:
+        return ax.plot([], [], fmt, **style)
+    return None
+
+
+def every_bound(ax, xs, columns, label, **style):
+    """Every seed's lower bounds at ``xs`` as open triangles, named once in the legend."""
+    named = False
+    for col in columns:
+        have = [(x, b) for x, b in zip(xs, (finite(v) for v in col)) if b is not None]
+        if have:
+            ax.plot(
+                *zip(*have),
+                "^",
+                mfc="none",
+                ms=9,
+                label="_nolegend_" if named else label,
+                **style,
+            )
+            named = True
+
+
+def legend_in_order(ax, **kwargs):
+    """``ax.legend`` with its entries in the order drawn (matplotlib lists error bars last)."""
+    handles, labels = ax.get_legend_handles_labels()
+    children = ax.get_children()
+
+    def drawn_at(k):
+        handle = handles[k]
+        return children.index(handle[0] if isinstance(handle, ErrorbarContainer) else handle)
+
+    order = sorted(range(len(labels)), key=drawn_at)
+    return ax.legend([handles[k] for k in order], [labels[k] for k in order], **kwargs)
+
+
+def nan_extreme(values, pick):
+    """``pick`` (np.nanmin, np.nanmax) of every finite value, or NaN where none is."""
+    found = [v for v in (finite(x) for x in values) if v is not None]
+    return float(pick(found)) if found else float("nan")
+
+
+def empty_log_range(ax, grid):
+    """Give a y axis that nothing finite was drawn on the range of ``grid`` (a width grid).
+
+    A log axis autoscaled with no data cannot place its ticks; where no
+    seed found a width or a bound, the axis spans the widths searched
+    (1 to 64 without a grid).
+    """
+    if np.isfinite(ax.dataLim.y0) and np.isfinite(ax.dataLim.y1):
+        return
+    widths = [w for w in map(finite, grid or []) if w is not None and w > 0]
+    ax.set_ylim(min(widths) / 1.5, max(widths) * 1.5) if widths else ax.set_ylim(1, 64)
+
+
+def plot_both_models_bands(seps, ax):
+    """Both models' minimal widths against T over seeds (``seps``: SeparationResults).
+
+    One result is :func:`~._separation_plots.plot_both_models`. Several: each
+    model's minimal widths as their median over the seeds that found one,
+    with min-max error bars; every seed's lower bounds; the law (``a + b
+    log2 T`` for the transformer, ``b T^c`` for the FCN) fitted to every
+    seed's widths, where they span as many lengths as one seed's law needs.
+    """
+    from ._separation_plots import _LABELS, _bound_text, _law_text, _law_values, _log_t_axis
+    from ._width_search import fit_growth_law, fit_power_law
+
+    first = seps[0]
+    if len(seps) == 1:
+        from ._separation_plots import plot_both_models
+
+        return plot_both_models(first, ax)
+    Ts = first.seq_lens
+    grid = np.geomspace(min(Ts), max(Ts), 200)
+    for i, model in enumerate(("transformer", "fcn")):
+        color = f"C{i}"
+        columns = [s.minimal_width[model] for s in seps]
+        style = dict(color=color, ms=7, zorder=3)
+        bars(ax, Ts, columns, "os"[i], always=True, label=_LABELS[model], **style)
+        every_bound(
+            ax,
+            Ts,
+            [s.lower_bound.get(model) or [] for s in seps],
+            f"{_LABELS[model]}: {_bound_text(first, model)}",
+            color=color,
+        )
+        pairs = [(T, w) for col in columns for T, w in zip(Ts, map(finite, col)) if w is not None]
+        if len({T for T, _ in pairs}) < 3:
+            continue  # one seed's law needs three lengths: so does every seed's
+        xs, ws = [T for T, _ in pairs], [w for _, w in pairs]
+        if model == "transformer":
+            name, law = "log_T", fit_growth_law(np.log2(xs), ws)
+        else:
+            name, law = "power_0", fit_power_law(xs, ws, offset=False)
+        if law is not None:
+            found = max(T for T, _ in pairs)
+            span = grid if model == "transformer" else grid[grid <= 2 * found]
+            ax.plot(span, np.clip(_law_values(law, name, span), 0.5, None), "-", color=color)
+            ax.lines[-1].set_label(f"fit, every seed's widths: {_law_text(law, name)}")
+    _log_t_axis(ax, Ts)
+    grids = (first.config.get("widths") or {}).values()
+    empty_log_range(ax, [w for grid in grids for w in grid])
+    ax.set_yscale("log", base=2)
+    ax.set_ylabel("smallest width (log scale)")
+    d, q = first.config["n_features"], first.config["n_selected"]
+    ax.set_title(f"Width separation (d={d}, q={q})")
+    legend_in_order(ax, fontsize="small", loc="center right")
