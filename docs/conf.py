@@ -82,6 +82,11 @@ numpydoc_validation_exclude = {
     r"^stsq_learn\.experiments\.ReproduceResults\.(clear|copy|fromkeys|get|items|keys|pop|popitem|setdefault|update|values)$",
     # The result of isotropic_floor, likewise.
     r"^stsq_learn\.IsotropicFloor$",
+    # The experiments' settings: frozen dataclasses whose fields are documented as
+    # Attributes (their constructor is made by dataclasses, with no source), and the
+    # mapping methods they inherit, documented by Python.
+    r"^stsq_learn\.experiments\.(\w+Settings|SeparationCurve)$",
+    r"^stsq_learn\.experiments\.(\w*Settings|SeparationCurve)\.(get|items|keys|values)$",
 }
 
 # -- sphinx-gallery ---------------------------------------------------------
