@@ -37,7 +37,9 @@ PRESETS = {
         n_features=8,
         n_selected=3,
         estimator=SparseTokenSelector(64, **_ADAM),
-        n_steps=400,  # 500 gave the same curves (300 put the randomized codebook above stochastic)
+        # 500 steps left stochastic and the randomized codebook level at 4T and 8T; at 400 they
+        # are within 0.04 of each other, far above fixed and sinusoidal.
+        n_steps=400,
         factors=(1, 2, 4, 8),
         max_positions=128,
         codebook_factors=(1, 4, 16),  # fixed (L = T) to stochastic-like (L = 16 T)
