@@ -136,10 +136,11 @@ def _plot_transfer_bands(results, ax):
     med = np.array([_median(col) for col in columns])
     lo = np.array([nan_extreme(col, np.min) for col in columns])
     hi = np.array([nan_extreme(col, np.max) for col in columns])
+    # No seed's value: an empty bar without error bar (NaN ones make older matplotlib warn).
     bars_ = ax.bar(
         range(len(names)),
-        med,
-        yerr=[med - lo, hi - med],
+        np.nan_to_num(med),
+        yerr=np.nan_to_num(np.array([med - lo, hi - med])),
         capsize=4,
         color=["C1", "C0", "C2"][: len(names)],
     )
