@@ -325,13 +325,14 @@ def _run(
     # An experiment's figure is drawn as soon as its last seed is done, while the
     # other runs go on (the drawing fills the cores the last runs leave idle).
     finished = {name: {} for name in names}
+    sections = {}  # experiment name -> its first seed's to_dict(), once its seeds are done
 
     def when_done(key, result):
         name, s = key
         finished[name][s] = result
         if out_dir is not None and len(finished[name]) == len(seeds[name]):
             results_of = [finished[name][s] for s in seeds[name]]
-            _check_section(name, results_of[0])
+            sections[name] = _check_section(name, results_of[0])
             _use_agg()
             _save_figure(_figure(results_of), out_dir / f"{name}.png")
 
@@ -382,8 +383,7 @@ def _run(
     if out_dir is not None:
         payload = {"meta": meta}
         for name in names:
-            section = _check_section(name, runs[name][0])
-            payload[name] = {**section, "seeds": seeds[name], "headline": bands[name]}
+            payload[name] = {**sections[name], "seeds": seeds[name], "headline": bands[name]}
         _use_agg()
         _save_figure(_seeds.plot_bands(bands), out_dir / "bands.png")
         (out_dir / "results.json").write_text(json.dumps(payload, indent=2) + "\n")
