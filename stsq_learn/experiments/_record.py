@@ -25,9 +25,6 @@ from ._settings import Settings
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
 
-RUN_OPTIONS = ("device", "random_state", "progress", "scheduler")
-"""Arguments of an experiment function that :func:`reproduce` gives, not its presets."""
-
 
 @dataclass(frozen=True)
 class Work:
