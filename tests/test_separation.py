@@ -371,15 +371,18 @@ def test_floor_widths_are_computed_once_per_process_and_the_same():
     from stsq_learn import isotropic_floor
     from stsq_learn.experiments import _width_search as ws
 
-    ws._FLOORS.clear()
+    ws._seeded_floor.cache_clear()
     first = ws.floor_widths((8, 16), 2, (4, 8, 16, 32), 0.9, n_samples=500)
-    assert len(ws._FLOORS) >= 2
-    cached = dict(ws._FLOORS)
+    computed = ws._seeded_floor.cache_info()
+    assert computed.currsize >= 2
     assert ws.floor_widths((8, 16), 2, (4, 8, 16, 32), 0.9, n_samples=500) == first
-    assert ws._FLOORS == cached  # nothing recomputed
-    for (T, q, w, n, seed), value in cached.items():
-        assert value == isotropic_floor(T, q, w, n_samples=n, random_state=seed).relative_mse
+    again = ws._seeded_floor.cache_info()
+    assert again.misses == computed.misses and again.currsize == computed.currsize  # none redone
+    for T in (8, 16):
+        for w in (4, 8, 16, 32):
+            expected = isotropic_floor(T, 2, w, n_samples=500, random_state=0).relative_mse
+            assert ws._floor_relative_mse(T, 2, w, 500, 0) == expected
     # A seed that is not an integer draws afresh: not cached.
-    ws._FLOORS.clear()
+    ws._seeded_floor.cache_clear()
     ws.floor_widths((8,), 2, (4, 8), 0.9, n_samples=200, random_state=None)
-    assert ws._FLOORS == {}
+    assert ws._seeded_floor.cache_info().currsize == 0

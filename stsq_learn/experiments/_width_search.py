@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import math
 
 import numpy as np
@@ -158,7 +159,14 @@ def growth_laws(seq_lens, minimal, n_features):
     return laws
 
 
-_FLOORS = {}  # (T, q, width, n_samples, random_state) -> the floor's relative MSE
+@functools.cache
+def _seeded_floor(seq_len, n_selected, width, n_samples, random_state):
+    """:func:`_floor_relative_mse` for an integer seed, computed once per process."""
+    from ..encodings.floor import isotropic_floor
+
+    return isotropic_floor(
+        seq_len, n_selected, width, n_samples=n_samples, random_state=random_state
+    ).relative_mse
 
 
 def _floor_relative_mse(seq_len, n_selected, width, n_samples, random_state):
@@ -166,20 +174,13 @@ def _floor_relative_mse(seq_len, n_selected, width, n_samples, random_state):
 
     The floor is a function of its arguments (its seed included): the seeds
     of an experiment that a worker process runs one after another share it.
+    A seed that is no integer (a generator, None) draws afresh every time.
     """
-    from ..encodings.floor import isotropic_floor
-
-    def compute():
-        return isotropic_floor(
-            seq_len, n_selected, width, n_samples=n_samples, random_state=random_state
-        ).relative_mse
-
     if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
-        return compute()  # a generator or None: fresh draws every time
-    key = (int(seq_len), int(n_selected), int(width), int(n_samples), int(random_state))
-    if key not in _FLOORS:
-        _FLOORS[key] = compute()
-    return _FLOORS[key]
+        return _seeded_floor.__wrapped__(seq_len, n_selected, width, n_samples, random_state)
+    return _seeded_floor(
+        int(seq_len), int(n_selected), int(width), int(n_samples), int(random_state)
+    )
 
 
 def floor_widths(seq_lens, n_selected, widths, target, *, n_samples=4000, random_state=0):
