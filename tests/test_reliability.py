@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 import stsq_learn.engine.base as base
 from stsq_learn import (
@@ -86,6 +87,35 @@ def test_impossible_sizes_are_refused_before_any_work(data, make, match, monkeyp
     monkeypatch.setattr("stsq_learn.engine.memory.available_bytes", lambda device: 8 * 2**30)
     with pytest.raises(ValueError, match=match):
         make(*data)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: SparseTokenSelector(width=2**31), r"width=2147483648, seq_len=8 is too large"),
+        (
+            lambda: SparseTokenSelector(width=2**40, n_heads=2),
+            r"n_heads=2, width=1099511627776, seq_len=8 is too large",
+        ),
+        (lambda: FCNSelector(width=2**62), r"width=4611686018427387904, seq_len=8 is too large"),
+    ],
+)
+@pytest.mark.parametrize("how", ["fit", "fit_online"])
+def test_sizes_whose_bytes_overflow_are_a_value_error_and_leave_the_model(data, make, match, how):
+    """A width whose weights' byte count overflows raised torch's RuntimeError from fit."""
+    X, y = data
+    model = make()
+    fitted = clone(model).set_params(width=4, max_iter=2, random_state=0).fit(X, y)
+    before, pred = fitted.get_params()["width"], fitted.predict(X)
+    fitted.set_params(width=model.width)
+    with pytest.raises(ValueError, match=match):
+        if how == "fit":
+            fitted.fit(X, y)
+        else:
+            fitted.fit_online(SparseTokenSelectionTask(8, 3, 2), n_steps=2)
+    assert fitted.n_features_in_ == 3 and fitted.net_.module_ is not None
+    fitted.set_params(width=before)
+    np.testing.assert_array_equal(fitted.predict(X), pred)
 
 
 def test_booleans_are_not_integers(data):

@@ -51,12 +51,18 @@ def check_fit_memory(estimator, task, batch_size, device, n_read):
     """
     from .training import DTYPES
 
-    with torch.device("meta"):  # shapes only: nothing is allocated
-        module = estimator._make_module(task, 0)
-    kwargs = estimator._fit_forward_kwargs()
-    T = task.reference_length
-    per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=n_read)
     params = [f"{k}={v}" for k, v in estimator.get_params().items() if k in _SIZE_PARAMETERS]
+    T = task.reference_length
+    try:
+        with torch.device("meta"):  # shapes only: nothing is allocated
+            module = estimator._make_module(task, 0)
+    except RuntimeError as exc:  # a shape whose byte count overflows torch's sizes
+        raise ValueError(
+            f"{type(estimator).__name__} with {', '.join([*params, f'seq_len={T}'])} is too "
+            f"large to build: its weights' sizes overflow ({exc}). Lower the sizes named."
+        ) from None
+    kwargs = estimator._fit_forward_kwargs()
+    per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=n_read)
     check_training_memory(
         module,
         per_row * kwargs.get("n_pe_samples", 1),
