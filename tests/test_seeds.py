@@ -349,6 +349,32 @@ def test_check_names_missing_numbers_and_experiments_not_run(register, tmp_path)
     assert not nothing.ok and "no number compared" in nothing.message()
 
 
+def test_check_says_where_the_run_was_made_otherwise_than_the_reference(register):
+    register(se.LEVEL)
+    run = reproduce("tiny", only="test_level", n_seeds=2, n_jobs=1, progress=False)
+    ref = write_reference(run)
+    same = check_reference(run, ref)
+    assert same.ok and same.differences == [] and "otherwise" not in same.table()
+    ref["made"]["device"] = "cuda:0"
+    ref["made"]["seeds"] = {"test_level": [3, 4]}
+    ref["experiments"]["test_level"]["value"]["median"] += 1.0
+    outcome = check_reference(run, ref)
+    assert outcome.differences == [
+        "the run trained on cpu, the reference on cuda:0 (float arithmetic differs between "
+        "devices, and so may a number near its tolerance)",
+        "other seeds: test_level [0, 1] (reference [3, 4])",
+    ]
+    assert outcome.message().endswith(
+        "The run was made otherwise than the reference: other seeds: test_level [0, 1] "
+        "(reference [3, 4])."
+    )
+    assert "Made otherwise than the reference: the run trained on cpu" in outcome.table()
+    assert outcome.to_dict()["differences"] == outcome.differences
+    ref["made"]["device"] = "cpu"  # only the kind of device counts: cuda:0 and cuda:1 are alike
+    ref["made"].pop("seeds")  # a reference without seeds: none compared
+    assert check_reference(run, ref).differences == []
+
+
 def test_non_finite_numbers_match_only_themselves(register, tmp_path):
     register(se.LEVEL)
     run = reproduce("tiny", only="test_level", n_jobs=1, progress=False)

@@ -368,6 +368,10 @@ class ReferenceCheck:
         ``experiment.number`` the run measured and the reference has not.
     made : dict
         The reference's provenance.
+    differences : list of str
+        How the run was made otherwise than the reference (another kind of
+        device, other seeds): where a number is outside its tolerance, the
+        first place to look.
     """
 
     preset: str
@@ -375,6 +379,7 @@ class ReferenceCheck:
     not_run: list = field(default_factory=list)
     not_referenced: list = field(default_factory=list)
     made: dict = field(default_factory=dict)
+    differences: list = field(default_factory=list)
 
     @property
     def ok(self):
@@ -404,6 +409,8 @@ class ReferenceCheck:
             lines.append(f"\nMeasured, not in the reference: {', '.join(self.not_referenced)}.")
         if not self.rows:
             lines.append("\nNo number compared: the run has none of the reference's experiments.")
+        for difference in self.differences:
+            lines.append(f"\nMade otherwise than the reference: {difference}.")
         return "\n".join(lines)
 
     def message(self):
@@ -424,9 +431,12 @@ class ReferenceCheck:
             f"{_num(r['reference'])} +- {_num(r['tolerance'])})"
             for r in bad
         ]
+        otherwise = "".join(
+            f" The run was made otherwise than the reference: {d}." for d in self.differences
+        )
         return (
             f"{len(bad)} of {len(self.rows)} numbers outside the reference of "
-            f"{self.preset!r}: {', '.join(parts)}."
+            f"{self.preset!r}: {', '.join(parts)}.{otherwise}"
         )
 
     def to_dict(self):
@@ -439,6 +449,7 @@ class ReferenceCheck:
             "not_run": self.not_run,
             "not_referenced": self.not_referenced,
             "made": self.made,
+            "differences": self.differences,
         }
 
 
@@ -484,7 +495,7 @@ def check_reference(results, reference=None):
     >>> check_reference(reproduce("tiny", only="convergence", progress=False)).ok  # doctest: +SKIP
     True
     """
-    preset, _, bands, _ = _read_run(results)
+    preset, meta, bands, seeds = _read_run(results)
     ref = load_reference(preset if reference is None else reference)
     if ref["preset"] != preset:
         raise ValueError(
@@ -515,7 +526,40 @@ def check_reference(results, reference=None):
         for number in numbers or {}:
             if number not in ref["experiments"].get(name, {}):
                 not_referenced.append(f"{name}.{number}")
-    return ReferenceCheck(preset, rows, not_run, not_referenced, dict(ref.get("made", {})))
+    made = dict(ref.get("made", {}))
+    differences = _differences(meta, seeds, made, [r["experiment"] for r in rows])
+    return ReferenceCheck(preset, rows, not_run, not_referenced, made, differences)
+
+
+def _device_kind(device):
+    """``"cpu"``, ``"cuda"``, ...: the kind of a recorded device (None when not recorded)."""
+    return None if device is None else str(device).split(":")[0]
+
+
+def _differences(meta, seeds, made, compared):
+    """How a run (its ``meta`` and ``seeds``) was made otherwise than a reference (``made``).
+
+    The kind of device (float arithmetic differs between a CPU and a GPU),
+    and the seeds of each compared experiment.
+    """
+    out = []
+    run_device, ref_device = _device_kind(meta.get("device")), _device_kind(made.get("device"))
+    if run_device and ref_device and run_device != ref_device:
+        out.append(
+            f"the run trained on {meta.get('device')}, the reference on {made.get('device')} "
+            "(float arithmetic differs between devices, and so may a number near its tolerance)"
+        )
+    ref_seeds = made.get("seeds") or {}
+    other = [
+        f"{name} {list(seeds[name])} (reference {list(ref_seeds[name])})"
+        for name in dict.fromkeys(compared)
+        if seeds.get(name) is not None
+        and ref_seeds.get(name) is not None
+        and list(seeds[name]) != list(ref_seeds[name])
+    ]
+    if other:
+        out.append(f"other seeds: {', '.join(other)}")
+    return out
 
 
 def command_line(argv=None):
