@@ -1,7 +1,8 @@
-"""Drawing a task experiment's numbers over seeds: medians with min-max bands or error bars.
+"""Drawing an experiment's numbers over seeds: medians with min-max bands or error bars.
 
-The pieces the ``plot_bands`` of the task experiments (q-sparse averaging,
-retrieval, sparse-token classification) share: a curve's median over the
+The pieces the figures over seeds share (the convergence and length curves,
+and the ``plot_bands`` of q-sparse averaging, retrieval and sparse-token
+classification): a curve's median over the
 seeds with its min-max band, discrete points' median with min-max error
 bars, every seed's lower bounds, and both models' minimal widths against the
 length with the law fitted to every seed's widths. A value that is None,
@@ -82,6 +83,18 @@ def band(ax, xs, columns, *fmt, **style):
     (line,) = ax.plot(x, med, *fmt, **style)
     ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
     return line
+
+
+def plot_band(ax, xs, curves, *fmt, **style):
+    """One curve as it is, or several seeds' curves as their :func:`band`.
+
+    ``ax.plot(xs, curves[0], *fmt, **style)`` for one curve (a one-seed
+    figure is drawn as it always was); for several, their median with the
+    min-max shaded. Returns the lines drawn.
+    """
+    if len(curves) == 1:
+        return ax.plot(xs, curves[0], *fmt, **style)
+    return [band(ax, xs, curves, *fmt, **style)]
 
 
 def bars(ax, xs, columns, fmt, *, always=False, **style):

@@ -286,21 +286,3 @@ def seed_results(results, result_type, same):
 def band_title(n_seeds):
     """The words a figure of several seeds carries: ``median over N seeds, band: min-max``."""
     return f"median over {n_seeds} seeds, band: min-max"
-
-
-def plot_band(ax, x, curves, *fmt, **kwargs):
-    """One curve, or the median of several with their min-max shaded.
-
-    ``ax.plot(x, curves[0], *fmt, **kwargs)`` for one curve (a one-seed
-    figure is drawn as it always was); for several, the pointwise median
-    drawn that way and the min-max between them filled in its colour
-    (unlabelled: the legend names the line).
-    """
-    values = np.asarray(curves, dtype=float)
-    if len(values) == 1:
-        return ax.plot(x, curves[0], *fmt, **kwargs)
-    lines = ax.plot(x, np.median(values, axis=0), *fmt, **kwargs)
-    ax.fill_between(
-        x, values.min(axis=0), values.max(axis=0), color=lines[0].get_color(), alpha=0.2, lw=0
-    )
-    return lines

@@ -13,6 +13,7 @@ from .._validation import check_positive_int
 from ..nn import positional_alignment
 from ..tasks import SparseTokenSelectionTask
 from ..tasks.selection.estimators import SparseTokenSelector
+from ._bands import plot_band
 from ._common import (
     band_title,
     dataclass_dict,
@@ -20,7 +21,6 @@ from ._common import (
     estimator_config,
     jsonable,
     new_axes,
-    plot_band,
     prepared,
     seed_results,
     train_online,

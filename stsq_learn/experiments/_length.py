@@ -18,6 +18,7 @@ from .._validation import check_positive_int
 from ..encodings.length_scale import cached_floor, length_scale_rule
 from ..tasks import SparseTokenSelectionTask
 from ..tasks.selection.estimators import SparseTokenSelector
+from ._bands import plot_band
 from ._common import (
     ShiftedRows,
     band_title,
@@ -26,7 +27,6 @@ from ._common import (
     estimator_config,
     n_workers,
     new_axes,
-    plot_band,
     prepared,
     progress_bar,
     run_jobs,
