@@ -135,6 +135,13 @@ def check_positive_int(value, name, *, minimum=1):
     return int(value)
 
 
+def check_bool(value, name):
+    """Return ``value`` if it is True or False, or raise ``TypeError`` naming it."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__}: {value!r}.")
+    return value
+
+
 def check_n_selected(n_selected, seq_len):
     """Check a subset size q (an int or an inclusive range) against seq_len."""
     if isinstance(n_selected, (tuple, list, np.ndarray)):

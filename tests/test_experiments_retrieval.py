@@ -111,6 +111,7 @@ def test_width_growth():
         (dict(heads_width=0), ValueError, "heads_width"),
         (dict(transformer=SparseTokenSelector()), TypeError, "transformer must be a SparseTokenRe"),
         (dict(fcn=FCNSelector()), TypeError, "fcn must be a FCNRetriever"),
+        (dict(stop_at_target=1), TypeError, "stop_at_target must be True or False, got int: 1"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_work(kwargs, error, match):
@@ -252,3 +253,38 @@ def test_settings_are_one_typed_object_presets_its_instances(retrieval):
         sparse_retrieval(TINY, n_head=(1,))
     with pytest.raises(TypeError, match="settings must be SparseRetrievalSettings"):
         sparse_retrieval(ConvergenceSettings())
+
+
+def test_width_search_fits_stop_at_the_target_unless_told_not_to(monkeypatch):
+    # Widths that reach the target within their budget stop at the first check (every
+    # 25 steps) that meets it; those that do not run every step. Same minimal widths.
+    from stsq_learn.experiments import _width_search
+
+    ran = []
+    original = _width_search.fit_and_score
+
+    def spy(estimator, width, *args, **kwargs):
+        score, steps = original(estimator, width, *args, **kwargs)
+        ran.append((type(estimator).__name__, width, score, steps))
+        return score, steps
+
+    monkeypatch.setattr(_width_search, "fit_and_score", spy)
+    small = dict(
+        q_values=(2,),
+        n_heads=(2,),
+        seq_lens=(4,),
+        fcn_max_seq_len=4,
+        target_r2=0.6,
+        widths={"transformer": (4, 8), "fcn": (8, 32)},
+        n_steps={"transformer": 100, "fcn": 100},
+    )
+    stopped = sparse_retrieval(TINY, **small, random_state=0)
+    with_stops = list(ran)
+    ran.clear()
+    full = sparse_retrieval(TINY, **small, stop_at_target=False, random_state=0)
+    assert stopped.config["stop_at_target"] is True and full.config["stop_at_target"] is False
+    assert all(steps == 100 for *_, steps in ran)
+    assert any(score >= 0.6 and steps < 100 for _, _, score, steps in with_stops)
+    for _, _, score, steps in with_stops:
+        assert (steps < 100) == (score >= 0.6) or (steps == 100 and score >= 0.6)
+    assert stopped.by_length.minimal_width == full.by_length.minimal_width

@@ -252,9 +252,9 @@ max_seq_len, floor_rows
         fails. A length after one where the FCN reached no width is not
         searched (it keeps the lower bound).
     stop_fits : bool, default=False
-        With ``search="bisect"``: stop each fit once it reaches
-        ``target_r2`` on the ``n_val`` rows that score it (checked every 25
-        steps). A width that does not reach it trains all its steps.
+        Stop each fit of an online search (bisected or scanned) once it
+        reaches ``target_r2`` on the ``n_val`` rows that score it (checked
+        every 25 steps). A width that does not reach it trains all its steps.
 
     Examples
     --------
@@ -567,7 +567,16 @@ def _search_online(task, model, estimator, plan, minimal, progress, parallel):
             stop_fits=plan.stop_fits,
         )
     return search_online(
-        estimator, task, grid, *args, plan.stop_at_target, seed, progress, desc, parallel=parallel
+        estimator,
+        task,
+        grid,
+        *args,
+        plan.stop_at_target,
+        seed,
+        progress,
+        desc,
+        parallel=parallel,
+        stop_fits=plan.stop_fits,
     )
 
 

@@ -212,12 +212,6 @@ def floor_widths(seq_lens, n_selected, widths, target, *, n_samples=4000, random
     return out
 
 
-def _fit_score_online(estimator, width, task, n_steps, X_val, y_val):
-    """One width of an online search, as a task for a worker."""
-    model = clone(estimator).set_params(width=width).fit_online(task, n_steps=n_steps)
-    return float(model.score(X_val, y_val))
-
-
 class StopAtTarget(Callback):
     """A skorch callback that ends an online fit once it reaches ``target`` R^2 on ``X``, ``y``.
 
@@ -327,34 +321,59 @@ def fit_and_score(
 
 
 def search_online(
-    estimator, task, widths, n_steps, n_val, target, stop, seed, progress, desc, parallel=False
+    estimator,
+    task,
+    widths,
+    n_steps,
+    n_val,
+    target,
+    stop,
+    seed,
+    progress,
+    desc,
+    parallel=False,
+    *,
+    stop_fits=False,
 ):
     """Train each width online and score it on fresh rows; ``{width: R^2}``.
 
-    With ``parallel``, the widths go to joblib's active backend in batches of
-    its worker count; widths past the first that reaches the target are
-    dropped, so the result is the sequential one.
+    With ``stop``, the widths past the first that reaches the target are not
+    trained. With ``parallel``, the widths go to joblib's active backend in
+    batches of its worker count; widths past the first that reaches the
+    target are dropped, so the result is the sequential one. With
+    ``stop_fits``, every fit stops once it reaches ``target`` on the
+    held-out rows that score it (:class:`StopAtTarget`), as in
+    :func:`search_bracket`.
     """
     X_val, y_val = task.sample(n_val, random_state=seed)
+    goal = target if stop_fits else None
     found = {}
-    if parallel:
-        batch = max(1, effective_n_jobs())
-        for start in range(0, len(widths), batch):
-            chunk = widths[start : start + batch]
+    batch = max(1, effective_n_jobs()) if parallel else 1
+    for start in range(0, len(widths), batch):
+        chunk = widths[start : start + batch]
+        if parallel:
             got = Parallel()(
-                delayed(_fit_score_online)(estimator, w, task, n_steps, X_val, y_val) for w in chunk
+                delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal)
+                for w in chunk
             )
-            for w, score in zip(chunk, got):
-                found[w] = score
-                if stop and score >= target:
-                    return found
-        return found
-    for w in widths:
-        model = clone(estimator).set_params(width=w)
-        train_online(model, task, n_steps, desc=f"{desc} width={w}", progress=progress)
-        found[w] = float(model.score(X_val, y_val))
-        if stop and found[w] >= target:
-            break
+        else:
+            got = [
+                fit_and_score(
+                    estimator,
+                    chunk[0],
+                    task,
+                    n_steps,
+                    X_val,
+                    y_val,
+                    goal,
+                    desc=desc,
+                    progress=progress,
+                )
+            ]
+        for w, (score, _) in zip(chunk, got):
+            found[w] = score
+            if stop and score >= target:
+                return found
     return found
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..._validation import check_positive_int
+from ..._validation import check_bool, check_positive_int
 from ...experiments._bands import bars_title, check_same
 from ...experiments._common import (
     derived_seed,
@@ -328,11 +328,7 @@ def sparse_averaging(settings=None, *, device=None, random_state=0, progress=Fal
     target_r2, stop_at_target = cfg.target_r2, cfg.stop_at_target
     if not 0 < target_r2 < 1:
         raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
-    if not isinstance(stop_at_target, bool):
-        raise TypeError(
-            f"stop_at_target must be True or False, got {type(stop_at_target).__name__}: "
-            f"{stop_at_target!r}."
-        )
+    check_bool(stop_at_target, "stop_at_target")
     seq_lens = sorted({check_positive_int(N, "seq_lens[i]") for N in cfg.seq_lens})
     if not seq_lens:
         raise ValueError("seq_lens must hold at least one length, got an empty sequence.")

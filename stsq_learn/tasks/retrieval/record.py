@@ -37,6 +37,8 @@ PROVENANCE = {
     "transformer, fcn, estimator": "ours: the optimisers and step sizes (Adam for the "
     "search; the estimators' width-following SGD for the length part)",
     "target_r2": "ours: R^2 >= 0.9 defines a width's success",
+    "stop_at_target": "ours: a fit of the width search ends once it meets the target on "
+    "the search's validation rows",
     "length_task, length_width, length_steps, factors": "ours: the length part's sizes, "
     "budget and test lengths",
     "n_val, n_test": "ours: held-out rows scoring each width and each model",
