@@ -320,6 +320,22 @@ def fit_and_score(
     return float(model.score(X_val, y_val)), int(model.n_iter_)
 
 
+def fit_widths(estimator, widths, task, n_steps, X_val, y_val, goal, *, parallel, desc, progress):
+    """:func:`fit_and_score` at each of ``widths``: a list of ``(R^2, steps run)``.
+
+    With ``parallel``, the fits go to joblib's active backend at once (no
+    progress bars there); otherwise they run here, one after another.
+    """
+    if parallel:
+        return Parallel()(
+            delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal) for w in widths
+        )
+    return [
+        fit_and_score(estimator, w, task, n_steps, X_val, y_val, goal, desc=desc, progress=progress)
+        for w in widths
+    ]
+
+
 def search_online(
     estimator,
     task,
@@ -351,25 +367,18 @@ def search_online(
     batch = max(1, effective_n_jobs()) if parallel else 1
     for start in range(0, len(widths), batch):
         chunk = widths[start : start + batch]
-        if parallel:
-            got = Parallel()(
-                delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal)
-                for w in chunk
-            )
-        else:
-            got = [
-                fit_and_score(
-                    estimator,
-                    chunk[0],
-                    task,
-                    n_steps,
-                    X_val,
-                    y_val,
-                    goal,
-                    desc=desc,
-                    progress=progress,
-                )
-            ]
+        got = fit_widths(
+            estimator,
+            chunk,
+            task,
+            n_steps,
+            X_val,
+            y_val,
+            goal,
+            parallel=parallel,
+            desc=desc,
+            progress=progress,
+        )
         for w, (score, _) in zip(chunk, got):
             found[w] = score
             if stop and score >= target:
@@ -411,16 +420,19 @@ def search_bracket(
     goal = target if stop_fits else None
 
     def scores(chunk):
-        if parallel:
-            got = Parallel()(
-                delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal)
-                for w in chunk
-            )
-            return [score for score, _ in got]
-        score, _ = fit_and_score(
-            estimator, chunk[0], task, n_steps, X_val, y_val, goal, desc=desc, progress=progress
+        got = fit_widths(
+            estimator,
+            chunk,
+            task,
+            n_steps,
+            X_val,
+            y_val,
+            goal,
+            parallel=parallel,
+            desc=desc,
+            progress=progress,
         )
-        return [score]
+        return [score for score, _ in got]
 
     found[widths[start]] = scores([widths[start]])[0]
     reached = found[widths[start]] >= target
@@ -478,14 +490,18 @@ def search_bisect(
 
     def passes(i):
         w = widths[i]
-        if parallel:
-            got = Parallel()(
-                [delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal)]
-            )[0]
-        else:
-            got = fit_and_score(
-                estimator, w, task, n_steps, X_val, y_val, goal, desc=desc, progress=progress
-            )
+        (got,) = fit_widths(
+            estimator,
+            [w],
+            task,
+            n_steps,
+            X_val,
+            y_val,
+            goal,
+            parallel=parallel,
+            desc=desc,
+            progress=progress,
+        )
         scores[w], steps[w] = got
         return got[0] >= target
 
