@@ -4,6 +4,7 @@ import copy
 import json
 import warnings
 
+import joblib
 import matplotlib
 import numpy as np
 import pytest
@@ -125,6 +126,25 @@ def test_search_bisect_confirms_the_bracket(monkeypatch, threshold, start):
     else:
         assert not passed and grid[-1] in scores  # the grid's top tried: a lower bound
     assert len(tried) <= 2 * int(np.ceil(np.log2(len(grid)))) + 1
+
+
+@pytest.mark.parametrize("search", ["online", "bracket", "bisect"])
+def test_searches_on_joblibs_backend_give_the_sequential_result(search):
+    # The widths go to the active backend (here two threads) in batches; those past the
+    # stopping one are dropped, so the scores found are the sequential search's.
+    task = SparseTokenSelectionTask(4, 2, 2)
+    est = SparseTokenSelector(solver="adam", learning_rate_init=0.1, random_state=0)
+    grid = [2, 4, 8, 16]
+
+    def run(parallel):
+        if search == "online":
+            return ws.search_online(est, task, grid, 30, 200, 0.5, True, 0, False, "t", parallel)
+        if search == "bracket":
+            return ws.search_bracket(est, task, grid, 1, 30, 200, 0.5, 0, False, "t", parallel)
+        return ws.search_bisect(est, task, grid, 1, 30, 200, 0.5, 0, False, "t", parallel=parallel)
+
+    with joblib.parallel_config(backend="threading", n_jobs=2):
+        assert run(True) == run(False)
 
 
 def test_floor_widths_is_the_smallest_width_of_the_grid_the_floor_allows():
