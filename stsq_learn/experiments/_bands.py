@@ -1,19 +1,19 @@
 """Drawing an experiment's numbers over seeds: medians with min-max bands or error bars.
 
 The pieces the figures over seeds share (the convergence and length curves,
-and the ``plot_bands`` of q-sparse averaging, retrieval and sparse-token
-classification): a curve's median over the
-seeds with its min-max band, discrete points' median with min-max error
-bars, every seed's lower bounds, and both models' minimal widths against the
-length with the law fitted to every seed's widths. A value that is None,
-NaN or infinite (a width no grid width reached, a threshold not found) is
-no number to spread: each point is drawn from the seeds that have one, and
-left out where none has.
+the separation's panels, and the ``plot_bands`` of q-sparse averaging,
+retrieval and sparse-token classification): a curve's median over the seeds
+with its min-max band, discrete points' median with min-max error bars,
+every seed's lower bounds, and a legend in the order drawn. A value that is
+None, NaN or infinite (a width no grid width reached, a threshold not found)
+is no number to spread: each point is drawn from the seeds that have one,
+and left out where none has.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 from matplotlib.container import ErrorbarContainer
@@ -128,8 +128,13 @@ def every_bound(ax, xs, columns, label, **style):
             named = True
 
 
-def legend_in_order(ax, **kwargs):
-    """``ax.legend`` with its entries in the order drawn (matplotlib lists error bars last)."""
+def legend_in_order(ax, *, wrap=None, **kwargs):
+    """``ax.legend`` with its entries in the order drawn (matplotlib lists error bars last).
+
+    With ``wrap``, each label is wrapped to lines of at most ``wrap``
+    characters, so that a legend of long labels (a lower bound's meaning, a
+    law with its fit) stays within a narrow panel.
+    """
     handles, labels = ax.get_legend_handles_labels()
     children = ax.get_children()
 
@@ -138,7 +143,8 @@ def legend_in_order(ax, **kwargs):
         return children.index(handle[0] if isinstance(handle, ErrorbarContainer) else handle)
 
     order = sorted(range(len(labels)), key=drawn_at)
-    return ax.legend([handles[k] for k in order], [labels[k] for k in order], **kwargs)
+    labels = [labels[k] if wrap is None else textwrap.fill(labels[k], wrap) for k in order]
+    return ax.legend([handles[k] for k in order], labels, **kwargs)
 
 
 def nan_extreme(values, pick):
@@ -158,57 +164,3 @@ def empty_log_range(ax, grid):
         return
     widths = [w for w in map(finite, grid or []) if w is not None and w > 0]
     ax.set_ylim(min(widths) / 1.5, max(widths) * 1.5) if widths else ax.set_ylim(1, 64)
-
-
-def plot_both_models_bands(seps, ax):
-    """Both models' minimal widths against T over seeds (``seps``: SeparationResults).
-
-    One result is :func:`~._separation_plots.plot_both_models`. Several: each
-    model's minimal widths as their median over the seeds that found one,
-    with min-max error bars; every seed's lower bounds; the law (``a + b
-    log2 T`` for the transformer, ``b T^c`` for the FCN) fitted to every
-    seed's widths, where they span as many lengths as one seed's law needs.
-    """
-    from ._separation_plots import _LABELS, _bound_text, _law_text, _law_values, _log_t_axis
-    from ._width_search import fit_growth_law, fit_power_law
-
-    first = seps[0]
-    if len(seps) == 1:
-        from ._separation_plots import plot_both_models
-
-        return plot_both_models(first, ax)
-    Ts = first.seq_lens
-    grid = np.geomspace(min(Ts), max(Ts), 200)
-    for i, model in enumerate(("transformer", "fcn")):
-        color = f"C{i}"
-        columns = [s.minimal_width[model] for s in seps]
-        style = dict(color=color, ms=7, zorder=3)
-        bars(ax, Ts, columns, "os"[i], always=True, label=_LABELS[model], **style)
-        every_bound(
-            ax,
-            Ts,
-            [s.lower_bound.get(model) or [] for s in seps],
-            f"{_LABELS[model]}: {_bound_text(first, model)}",
-            color=color,
-        )
-        pairs = [(T, w) for col in columns for T, w in zip(Ts, map(finite, col)) if w is not None]
-        if len({T for T, _ in pairs}) < 3:
-            continue  # one seed's law needs three lengths: so does every seed's
-        xs, ws = [T for T, _ in pairs], [w for _, w in pairs]
-        if model == "transformer":
-            name, law = "log_T", fit_growth_law(np.log2(xs), ws)
-        else:
-            name, law = "power_0", fit_power_law(xs, ws, offset=False)
-        if law is not None:
-            found = max(T for T, _ in pairs)
-            span = grid if model == "transformer" else grid[grid <= 2 * found]
-            ax.plot(span, np.clip(_law_values(law, name, span), 0.5, None), "-", color=color)
-            ax.lines[-1].set_label(f"fit, every seed's widths: {_law_text(law, name)}")
-    _log_t_axis(ax, Ts)
-    grids = (first.config.get("widths") or {}).values()
-    empty_log_range(ax, [w for grid in grids for w in grid])
-    ax.set_yscale("log", base=2)
-    ax.set_ylabel("smallest width (log scale)")
-    d, q = first.config["n_features"], first.config["n_selected"]
-    ax.set_title(f"Width separation (d={d}, q={q})")
-    legend_in_order(ax, fontsize="small", loc="center right")

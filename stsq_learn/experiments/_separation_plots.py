@@ -3,17 +3,22 @@
 Three panels of :meth:`SeparationResult.plot`: the transformer's minimal
 widths on a log-T axis with a linear width axis, where ``a + b log2 T`` is a
 straight line and a power ``b T^c`` bends upwards; both models on log-log axes,
-with the FCN's lower bounds and its ``b T^c`` law; the residuals of the
-transformer's laws (``a + b log2 T``, ``a + b T^c``, ``b T^c``) against T.
+with the FCN's lower bounds and its ``b T^c`` law (one result, or several
+seeds' medians with their error bars: the width panels of q-sparse averaging
+and retrieval draw it too); the residuals of the transformer's laws
+(``a + b log2 T``, ``a + b T^c``, ``b T^c``) against T.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.container import ErrorbarContainer
 from matplotlib.ticker import NullFormatter
 
+from ._bands import bars, empty_log_range, every_bound, finite, legend_in_order
+
 _LABELS = {"transformer": "transformer (SPE)", "fcn": "FCN"}
+LEGEND_WRAP = 44
+"""Characters a legend line of the both-models panel holds (its labels are wrapped)."""
 # The transformer's laws drawn: the logarithm, a shifted power (whose c -> 0 is the
 # logarithm again) and a pure power.
 _TRANSFORMER_LAWS = (("log_T", "-"), ("power", "--"), ("power_0", ":"))
@@ -104,8 +109,9 @@ def plot_both_models(res, ax):
     ax.set_ylabel("smallest width (log scale)")
     d, q = res.config["n_features"], res.config["n_selected"]
     ax.set_title(f"Width separation (d={d}, q={q})")
-    # Clear of the FCN's points (top left) and of the transformer's (bottom).
-    ax.legend(fontsize="small", loc="center right")
+    # Clear of the FCN's points (top left) and of the transformer's (bottom), its long
+    # labels wrapped to stay within the panel.
+    legend_in_order(ax, wrap=LEGEND_WRAP, fontsize="small", loc="center right")
 
 
 def plot_residuals(res, ax):
@@ -235,21 +241,58 @@ def plot_by_q(results, ax):
     target = first.curves[0].config["target_r2"]
     ax.set_ylabel(f"smallest width reaching $R^2 \\geq {target}$ (log scale)")
     ax.set_title("Transformer: measured minimal width beside the floor's, per q")
-    # In the order drawn (matplotlib lists error bars after lines): as one seed's legend.
-    handles, labels = ax.get_legend_handles_labels()
-    children = ax.get_children()
-    order = sorted(range(len(labels)), key=lambda k: _drawn_at(handles[k], children))
-    ax.legend(
-        [handles[k] for k in order],
-        [labels[k] for k in order],
-        fontsize="x-small",
-        loc="lower right",
-    )
+    legend_in_order(ax, fontsize="x-small", loc="lower right")
 
 
-def _drawn_at(handle, children):
-    """The place of a legend handle (a line, or error bars: their data line) in the drawing."""
-    return children.index(handle[0] if isinstance(handle, ErrorbarContainer) else handle)
+def plot_both_models_bands(seps, ax):
+    """Both models' minimal widths against T over seeds (``seps``: SeparationResults).
+
+    One result is :func:`plot_both_models`. Several: each
+    model's minimal widths as their median over the seeds that found one,
+    with min-max error bars; every seed's lower bounds; the law (``a + b
+    log2 T`` for the transformer, ``b T^c`` for the FCN) fitted to every
+    seed's widths, where they span as many lengths as one seed's law needs.
+    """
+    from ._width_search import fit_growth_law, fit_power_law
+
+    first = seps[0]
+    if len(seps) == 1:
+        return plot_both_models(first, ax)
+    Ts = first.seq_lens
+    grid = np.geomspace(min(Ts), max(Ts), 200)
+    for i, model in enumerate(("transformer", "fcn")):
+        color = f"C{i}"
+        columns = [s.minimal_width[model] for s in seps]
+        style = dict(color=color, ms=7, zorder=3)
+        bars(ax, Ts, columns, "os"[i], always=True, label=_LABELS[model], **style)
+        every_bound(
+            ax,
+            Ts,
+            [s.lower_bound.get(model) or [] for s in seps],
+            f"{_LABELS[model]}: {_bound_text(first, model)}",
+            color=color,
+        )
+        pairs = [(T, w) for col in columns for T, w in zip(Ts, map(finite, col)) if w is not None]
+        if len({T for T, _ in pairs}) < 3:
+            continue  # one seed's law needs three lengths: so does every seed's
+        xs, ws = [T for T, _ in pairs], [w for _, w in pairs]
+        if model == "transformer":
+            name, law = "log_T", fit_growth_law(np.log2(xs), ws)
+        else:
+            name, law = "power_0", fit_power_law(xs, ws, offset=False)
+        if law is not None:
+            found = max(T for T, _ in pairs)
+            span = grid if model == "transformer" else grid[grid <= 2 * found]
+            ax.plot(span, np.clip(_law_values(law, name, span), 0.5, None), "-", color=color)
+            ax.lines[-1].set_label(f"fit, every seed's widths: {_law_text(law, name)}")
+    _log_t_axis(ax, Ts)
+    grids = (first.config.get("widths") or {}).values()
+    empty_log_range(ax, [w for grid in grids for w in grid])
+    ax.set_yscale("log", base=2)
+    ax.set_ylabel("smallest width (log scale)")
+    d, q = first.config["n_features"], first.config["n_selected"]
+    ax.set_title(f"Width separation (d={d}, q={q})")
+    legend_in_order(ax, wrap=LEGEND_WRAP, fontsize="small", loc="center right")
 
 
 def plot_fcn_curves(res, ax):

@@ -23,8 +23,8 @@ from ...experiments._bands import (
     finite,
     legend_in_order,
     nan_extreme,
-    plot_both_models_bands,
 )
+from ...experiments._separation_plots import plot_both_models_bands
 from ...experiments._task_parts import plot_length_parts
 
 

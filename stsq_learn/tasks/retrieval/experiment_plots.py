@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...experiments._bands import band, plot_both_models_bands
+from ...experiments._bands import band
+from ...experiments._separation_plots import plot_both_models_bands
 from ...experiments._task_parts import plot_length_parts
 
 
