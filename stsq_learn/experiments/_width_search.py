@@ -320,20 +320,28 @@ def fit_and_score(
     return float(model.score(X_val, y_val)), int(model.n_iter_)
 
 
-def fit_widths(estimator, widths, task, n_steps, X_val, y_val, goal, *, parallel, desc, progress):
-    """:func:`fit_and_score` at each of ``widths``: a list of ``(R^2, steps run)``.
+def widths_fitter(estimator, task, n_steps, X_val, y_val, goal, parallel, desc, progress):
+    """A function fitting a list of widths: :func:`fit_and_score` at each, ``[(R^2, steps)]``.
 
-    With ``parallel``, the fits go to joblib's active backend at once (no
-    progress bars there); otherwise they run here, one after another.
+    With ``parallel``, the fits of a list go to joblib's active backend at
+    once (no progress bars there); otherwise they run here, one after
+    another.
     """
-    if parallel:
-        return Parallel()(
-            delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal) for w in widths
-        )
-    return [
-        fit_and_score(estimator, w, task, n_steps, X_val, y_val, goal, desc=desc, progress=progress)
-        for w in widths
-    ]
+
+    def fit(widths):
+        if parallel:
+            return Parallel()(
+                delayed(fit_and_score)(estimator, w, task, n_steps, X_val, y_val, goal)
+                for w in widths
+            )
+        return [
+            fit_and_score(
+                estimator, w, task, n_steps, X_val, y_val, goal, desc=desc, progress=progress
+            )
+            for w in widths
+        ]
+
+    return fit
 
 
 def search_online(
@@ -363,23 +371,12 @@ def search_online(
     """
     X_val, y_val = task.sample(n_val, random_state=seed)
     goal = target if stop_fits else None
+    fit = widths_fitter(estimator, task, n_steps, X_val, y_val, goal, parallel, desc, progress)
     found = {}
     batch = max(1, effective_n_jobs()) if parallel else 1
     for start in range(0, len(widths), batch):
         chunk = widths[start : start + batch]
-        got = fit_widths(
-            estimator,
-            chunk,
-            task,
-            n_steps,
-            X_val,
-            y_val,
-            goal,
-            parallel=parallel,
-            desc=desc,
-            progress=progress,
-        )
-        for w, (score, _) in zip(chunk, got):
+        for w, (score, _) in zip(chunk, fit(chunk)):
             found[w] = score
             if stop and score >= target:
                 return found
@@ -418,21 +415,10 @@ def search_bracket(
     found = {}
     batch = max(1, effective_n_jobs()) if parallel else 1
     goal = target if stop_fits else None
+    fit = widths_fitter(estimator, task, n_steps, X_val, y_val, goal, parallel, desc, progress)
 
     def scores(chunk):
-        got = fit_widths(
-            estimator,
-            chunk,
-            task,
-            n_steps,
-            X_val,
-            y_val,
-            goal,
-            parallel=parallel,
-            desc=desc,
-            progress=progress,
-        )
-        return [score for score, _ in got]
+        return [score for score, _ in fit(chunk)]
 
     found[widths[start]] = scores([widths[start]])[0]
     reached = found[widths[start]] >= target
@@ -487,21 +473,11 @@ def search_bisect(
     X_val, y_val = task.sample(n_val, random_state=seed)
     scores, steps = {}, {}
     goal = target if stop_fits else None
+    fit = widths_fitter(estimator, task, n_steps, X_val, y_val, goal, parallel, desc, progress)
 
     def passes(i):
         w = widths[i]
-        (got,) = fit_widths(
-            estimator,
-            [w],
-            task,
-            n_steps,
-            X_val,
-            y_val,
-            goal,
-            parallel=parallel,
-            desc=desc,
-            progress=progress,
-        )
+        (got,) = fit([w])
         scores[w], steps[w] = got
         return got[0] >= target
 
