@@ -4,20 +4,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import figure_parts as fp
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from matplotlib.collections import PolyCollection
 
 from stsq_learn.experiments import LengthGeneralizationResult
 from stsq_learn.experiments._convergence import ConvergenceResult, ConvergenceRun
 
 STEPS = [0, 1, 2, 3]
-
-
-def _suptitle(fig):
-    """The figure's title ("" without one); ``Figure.get_suptitle`` is matplotlib >= 3.8."""
-    return fig._suptitle.get_text() if fig._suptitle is not None else ""
 
 
 def _run(name, label, seed, shift):
@@ -64,23 +59,6 @@ def _length(seed, floor=(0.9, 0.7)):
     )
 
 
-def _line(ax, label):
-    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
-    return line
-
-
-def _fills(ax):
-    """The fill_between bands of ``ax``, in the order drawn."""
-    return [c for c in ax.collections if isinstance(c, PolyCollection)]
-
-
-def _band(ax, index, xs):
-    """The low and high edges at ``xs`` of the ``index``-th band of ``ax``."""
-    vertices = _fills(ax)[index].get_paths()[0].vertices
-    at = [vertices[np.isclose(vertices[:, 0], x)][:, 1] for x in xs]
-    return np.array([v.min() for v in at]), np.array([v.max() for v in at])
-
-
 @pytest.mark.parametrize("n_seeds", [2, 3])
 def test_convergence_plot_bands_median_and_min_max_of_every_seed(n_seeds):
     results = [_convergence(seed) for seed in range(n_seeds)]
@@ -92,19 +70,19 @@ def test_convergence_plot_bands_median_and_min_max_of_every_seed(n_seeds):
         assert (
             fig.axes[i].get_legend_handles_labels()[1] == one.axes[i].get_legend_handles_labels()[1]
         )
-    assert _suptitle(fig) == f"Training dynamics, median over {n_seeds} seeds, band: min-max"
+    assert fp.suptitle(fig) == f"Training dynamics, median over {n_seeds} seeds, band: min-max"
     assert fig.axes[3].get_title().startswith("Final W (same_step, seed 0)")
     ax_loss, ax_cos, ax_gamma = fig.axes[:3]
     cases = [(ax_loss, "label", "loss"), (ax_cos, "short_label", "cos")]
     for ax, label_key, key in cases:
         for i, (name, run) in enumerate(results[0].runs.items()):
             values = np.array([getattr(r.runs[name], key) for r in results])
-            line = _line(ax, getattr(run, label_key))
+            line = fp.line(ax, getattr(run, label_key))
             np.testing.assert_allclose(line.get_ydata(), np.median(values, axis=0))
-            lo, hi = _band(ax, i, STEPS)
+            lo, hi = fp.band(fp.fills(ax)[i], STEPS)
             np.testing.assert_allclose(lo, values.min(axis=0))
             np.testing.assert_allclose(hi, values.max(axis=0))
-    assert len(_fills(ax_gamma)) == 4  # gamma and the token norm, per run
+    assert len(fp.fills(ax_gamma)) == 4  # gamma and the token norm, per run
     plt.close(fig)
     plt.close(one)
 
@@ -116,11 +94,11 @@ def test_convergence_plot_bands_of_one_result_is_plot():
         assert [ln.get_label() for ln in a.get_lines()] == [ln.get_label() for ln in b.get_lines()]
         for la, lb in zip(a.get_lines(), b.get_lines()):
             np.testing.assert_array_equal(la.get_ydata(), lb.get_ydata())
-        assert a.get_title() == b.get_title() and not _fills(a) and not _fills(b)
-    assert _suptitle(one) == ""
+        assert a.get_title() == b.get_title() and not fp.fills(a) and not fp.fills(b)
+    assert fp.suptitle(one) == ""
     # plot() draws each run's own curves.
     np.testing.assert_array_equal(
-        _line(one.axes[0], res.runs["same_step"].label).get_ydata(), res.runs["same_step"].loss
+        fp.line(one.axes[0], res.runs["same_step"].label).get_ydata(), res.runs["same_step"].loss
     )
     plt.close(one)
     plt.close(bands)
@@ -137,15 +115,15 @@ def test_length_plot_bands_median_and_min_max_of_every_seed(n_seeds):
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [
         t.get_text() for t in one.legends[0].get_texts()
     ]
-    assert _suptitle(fig) == f"Length generalization, median over {n_seeds} seeds, band: min-max"
+    assert fp.suptitle(fig) == f"Length generalization, median over {n_seeds} seeds, band: min-max"
     for ax, name in zip(fig.axes, ("val_128", "val_large")):
         floor = next(ln for ln in ax.get_lines() if ln.get_label().startswith("floor"))
         assert list(floor.get_ydata()) == [0.9, 0.7]
         for i, model in enumerate(("stochastic", "fixed")):
             values = np.array([r.r2[name][model] for r in results])
-            line = _line(ax, model)
+            line = fp.line(ax, model)
             np.testing.assert_allclose(line.get_ydata(), np.median(values, axis=0))
-            lo, hi = _band(ax, i, [4, 8])
+            lo, hi = fp.band(fp.fills(ax)[i], [4, 8])
             np.testing.assert_allclose(lo, values.min(axis=0))
             np.testing.assert_allclose(hi, values.max(axis=0))
         assert ax.get_ylim()[0] == pytest.approx(
@@ -162,9 +140,9 @@ def test_length_plot_bands_of_one_result_is_plot():
         assert [ln.get_label() for ln in a.get_lines()] == [ln.get_label() for ln in b.get_lines()]
         for la, lb in zip(a.get_lines(), b.get_lines()):
             np.testing.assert_array_equal(la.get_ydata(), lb.get_ydata())
-        assert a.get_ylim() == b.get_ylim() and not _fills(b)
+        assert a.get_ylim() == b.get_ylim() and not fp.fills(b)
     np.testing.assert_array_equal(
-        _line(one.axes[1], "fixed").get_ydata(), res.r2["val_large"]["fixed"]
+        fp.line(one.axes[1], "fixed").get_ydata(), res.r2["val_large"]["fixed"]
     )
     plt.close(one)
     plt.close(bands)
@@ -174,14 +152,7 @@ def test_length_plot_bands_of_one_result_is_plot():
     ("make", "cls"), [(_convergence, ConvergenceResult), (_length, LengthGeneralizationResult)]
 )
 def test_plot_bands_names_bad_results(make, cls):
-    with pytest.raises(
-        ValueError, match=f"results must hold at least one {cls.__name__}, got none"
-    ):
-        cls.plot_bands([])
-    with pytest.raises(TypeError, match=rf"got one {cls.__name__}: pass \[result\]"):
-        cls.plot_bands(make(0))
-    with pytest.raises(TypeError, match=rf"results\[1\] must be a {cls.__name__}, got dict"):
-        cls.plot_bands([make(0), {}])
+    fp.check_plot_bands_names_bad_results(cls, make(0))
 
 
 def test_plot_bands_refuses_seeds_of_different_experiments():

@@ -12,10 +12,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import figure_parts as fp
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer, ErrorbarContainer
 
@@ -59,11 +59,6 @@ TRANSFER = {  # relative MSE of the three models, the floor
     2: ([0.31, 0.38, 0.29], 0.26),
 }
 MODELS = ["selector on STS_q", "selector on qSA", "averager on qSA"]
-
-
-def _suptitle(fig):
-    """The figure's title ("" without one); ``Figure.get_suptitle`` is matplotlib >= 3.8."""
-    return fig._suptitle.get_text() if fig._suptitle is not None else ""
 
 
 def _by_length(seed, task="q-sparse averaging"):
@@ -203,36 +198,9 @@ def _classification(seed):
     )
 
 
-def _fills(ax):
-    """The fill_between bands of ``ax``, in the order drawn."""
-    return [c for c in ax.collections if isinstance(c, PolyCollection)]
-
-
-def _band(fill, xs):
-    """The low and high edges at ``xs`` of a fill_between band."""
-    vertices = fill.get_paths()[0].vertices
-    at = [vertices[np.isclose(vertices[:, 0], x)][:, 1] for x in xs]
-    return np.array([v.min() for v in at]), np.array([v.max() for v in at])
-
-
 def _banded(ax):
     """Whether ``ax`` holds a band or error bars (a figure over seeds does, one seed's not)."""
-    return bool(_fills(ax)) or any(isinstance(c, ErrorbarContainer) for c in ax.containers)
-
-
-def _line(ax, label):
-    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
-    return line
-
-
-def _bars(ax, label):
-    """``{x: (median, low, high)}`` of the errorbar labelled ``label`` on ``ax``."""
-    (bar,) = [c for c in ax.containers if c.get_label() == label]
-    line, _, (cols,) = bar.lines
-    return {
-        float(x): (float(y), float(seg[0][1]), float(seg[1][1]))
-        for x, y, seg in zip(line.get_xdata(), line.get_ydata(), cols.get_segments())
-    }
+    return bool(fp.fills(ax)) or any(isinstance(c, ErrorbarContainer) for c in ax.containers)
 
 
 def _bounds(ax, color):
@@ -284,7 +252,7 @@ def _elements(fig):
                 else None,
             }
         )
-    return out, _suptitle(fig)
+    return out, fp.suptitle(fig)
 
 
 # -- q-sparse averaging ----------------------------------------------------------------------
@@ -292,19 +260,19 @@ def test_averaging_plot_bands_median_and_min_max_over_seeds():
     results = [_averaging(seed) for seed in range(3)]
     one = results[0].plot()
     fig = SparseAveragingResult.plot_bands(results)
-    assert _suptitle(fig) == (
+    assert fp.suptitle(fig) == (
         "q-sparse averaging, median over 3 seeds, band: min-max, error bars: min-max"
     )
     assert len(fig.axes) == len(one.axes) == 4
     assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in one.axes]
     ax_n, ax_q, ax_tr, ax_len = fig.axes
     # Widths against N: each from the seeds that found one (None, NaN left out).
-    assert _bars(ax_n, "transformer (SPE)") == {
+    assert fp.bars(ax_n, "transformer (SPE)") == {
         4.0: (4.0, 4.0, 8.0),
         8.0: (8.0, 8.0, 8.0),
         16.0: (12.0, 8.0, 16.0),
     }
-    assert _bars(ax_n, "FCN") == {4.0: (8.0, 8.0, 16.0), 8.0: (32.0, 32.0, 64.0)}
+    assert fp.bars(ax_n, "FCN") == {4.0: (8.0, 8.0, 16.0), 8.0: (32.0, 32.0, 64.0)}
     # Every seed's finite lower bounds (the infinite one left out), named once each model.
     assert _bounds(ax_n, "C0") == [([8], [16])]
     assert _bounds(ax_n, "C1") == [([16], [512])] * 3
@@ -322,12 +290,12 @@ def test_averaging_plot_bands_median_and_min_max_over_seeds():
     assert text.startswith(f"fit, every seed's widths: {law['intercept']:.1f} + ")
     assert "log$_2$ N" in text  # the averaging's names
     # Widths against q, and the widths the floor allows.
-    assert _bars(ax_q, "trained: smallest width reaching") == {
+    assert fp.bars(ax_q, "trained: smallest width reaching") == {
         1.0: (4.0, 4.0, 6.0),
         2.0: (12.0, 8.0, 16.0),
         4.0: (32.0, 32.0, 32.0),
     }
-    assert _bars(ax_q, "isotropic floor allows") == {
+    assert fp.bars(ax_q, "isotropic floor allows") == {
         1.0: (4.0, 4.0, 4.0),
         2.0: (4.0, 4.0, 8.0),
         4.0: (8.0, 8.0, 16.0),
@@ -346,7 +314,7 @@ def test_averaging_plot_bands_median_and_min_max_over_seeds():
     (segments,) = container.errorbar.lines[2]
     ends = np.array([[seg[0][1], seg[1][1]] for seg in segments.get_segments()])
     np.testing.assert_allclose(ends, np.c_[errors.min(axis=0), errors.max(axis=0)])
-    floor = _line(ax_tr, "isotropic floor 0.260 (median)")
+    floor = fp.line(ax_tr, "isotropic floor 0.260 (median)")
     assert list(floor.get_ydata()) == [0.26, 0.26]
     ratios = np.median(errors / np.array([[TRANSFER[s][1]] for s in range(3)]), axis=0)
     assert [t.get_text() for t in ax_tr.texts] == [
@@ -355,8 +323,8 @@ def test_averaging_plot_bands_median_and_min_max_over_seeds():
     # Length part: the median R^2 from the seeds that have one, their min-max shaded.
     for k, pe in enumerate(("stochastic", "fixed")):
         values = np.array([R2[s][pe] for s in range(3)])
-        np.testing.assert_allclose(_line(ax_len, pe).get_ydata(), np.nanmedian(values, axis=0))
-        lo, hi = _band(_fills(ax_len)[k], [8, 16])
+        np.testing.assert_allclose(fp.line(ax_len, pe).get_ydata(), np.nanmedian(values, axis=0))
+        lo, hi = fp.band(fp.fills(ax_len)[k], [8, 16])
         np.testing.assert_allclose(lo, np.nanmin(values, axis=0))
         np.testing.assert_allclose(hi, np.nanmax(values, axis=0))
     assert ax_len.get_ylim()[0] == pytest.approx(-0.55)
@@ -368,13 +336,13 @@ def test_averaging_plot_bands_of_one_result_is_plot():
     res = _averaging(1)
     one, bands = res.plot(), SparseAveragingResult.plot_bands([res])
     assert _elements(one) == _elements(bands)
-    assert _suptitle(one) == "" and not any(map(_banded, one.axes))
+    assert fp.suptitle(one) == "" and not any(map(_banded, one.axes))
     # plot() draws the result's own numbers.
     ax_n, ax_q, ax_tr, ax_len = one.axes
-    assert list(_line(ax_n, "transformer (SPE)").get_ydata()) == [4, 16]
-    assert list(_line(ax_q, "trained: smallest width reaching").get_ydata()) == [4, 16, 32]
+    assert list(fp.line(ax_n, "transformer (SPE)").get_ydata()) == [4, 16]
+    assert list(fp.line(ax_q, "trained: smallest width reaching").get_ydata()) == [4, 16, 32]
     assert [p.get_height() for p in ax_tr.patches] == TRANSFER[1][0]
-    assert list(_line(ax_len, "fixed").get_ydata()) == R2[1]["fixed"]
+    assert list(fp.line(ax_len, "fixed").get_ydata()) == R2[1]["fixed"]
     plt.close(one)
     plt.close(bands)
 
@@ -388,7 +356,7 @@ def test_averaging_plot_bands_with_no_width_found_in_any_seed():
     fig = SparseAveragingResult.plot_bands(results)
     ax_n, ax_q = fig.axes[:2]
     # The legend keeps both models (an empty line each), no law, no floor.
-    assert list(_line(ax_n, "transformer (SPE)").get_ydata()) == []
+    assert list(fp.line(ax_n, "transformer (SPE)").get_ydata()) == []
     assert not ax_n.containers and not any(ln.get_label().startswith("fit") for ln in ax_n.lines)
     assert not ax_q.containers
     assert [t.get_text() for t in ax_q.get_legend().get_texts()] == ["lower bound"]
@@ -443,7 +411,7 @@ def test_retrieval_plot_bands_median_and_min_max_over_seeds():
     results = [_retrieval(seed) for seed in range(3)]
     one = results[0].plot()
     fig = SparseRetrievalResult.plot_bands(results)
-    assert _suptitle(fig) == (
+    assert fp.suptitle(fig) == (
         "q-sparse retrieval, median over 3 seeds, band: min-max, error bars: min-max"
     )
     assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in one.axes]
@@ -451,22 +419,22 @@ def test_retrieval_plot_bands_median_and_min_max_over_seeds():
     assert [t.get_text() for t in ax_h.get_legend().get_texts()] == [
         t.get_text() for t in one.axes[0].get_legend().get_texts()
     ]
-    fills = _fills(ax_h)
+    fills = fp.fills(ax_h)
     # q=1: H=3 was tried by no seed (left out); q=2: seed 2's NaN at H=2 left out.
-    np.testing.assert_allclose(_line(ax_h, "q=1").get_xdata(), [1, 2])
-    np.testing.assert_allclose(_line(ax_h, "q=1").get_ydata(), [0.05, 0.02])
-    np.testing.assert_allclose(_band(fills[0], [1, 2]), [[0.03, 0.01], [0.08, 0.04]])
-    np.testing.assert_allclose(_line(ax_h, "q=2").get_ydata(), [0.6, 0.2, 0.05])
-    np.testing.assert_allclose(_band(fills[1], [1, 2, 3]), [[0.55, 0.1, 0.02], [0.7, 0.3, 0.08]])
+    np.testing.assert_allclose(fp.line(ax_h, "q=1").get_xdata(), [1, 2])
+    np.testing.assert_allclose(fp.line(ax_h, "q=1").get_ydata(), [0.05, 0.02])
+    np.testing.assert_allclose(fp.band(fills[0], [1, 2]), [[0.03, 0.01], [0.08, 0.04]])
+    np.testing.assert_allclose(fp.line(ax_h, "q=2").get_ydata(), [0.6, 0.2, 0.05])
+    np.testing.assert_allclose(fp.band(fills[1], [1, 2, 3]), [[0.55, 0.1, 0.02], [0.7, 0.3, 0.08]])
     # q=2 missed its threshold at H = 2 in two of the three seeds.
     (note,) = ax_h.texts
     assert note.get_text().startswith("no threshold at H = q for q=2 (2 of 3 seeds) within")
     assert not one.axes[0].texts  # the first seed found both thresholds
     # Widths against T at H = q, as the averaging's (both from _by_length).
-    assert _bars(ax_w, "transformer (SPE)")[16.0] == (12.0, 8.0, 16.0)
+    assert fp.bars(ax_w, "transformer (SPE)")[16.0] == (12.0, 8.0, 16.0)
     assert ax_w.get_title() == "Retrieval: width against T (d=2, q=H=2)"
     values = np.array([R2[s]["fixed"] for s in range(3)])
-    np.testing.assert_allclose(_line(ax_len, "fixed").get_ydata(), np.median(values, axis=0))
+    np.testing.assert_allclose(fp.line(ax_len, "fixed").get_ydata(), np.median(values, axis=0))
     plt.close(fig)
     plt.close(one)
 
@@ -476,9 +444,9 @@ def test_retrieval_plot_bands_of_one_result_is_plot():
         res = _retrieval(seed)
         one, bands = res.plot(), SparseRetrievalResult.plot_bands([res])
         assert _elements(one) == _elements(bands)
-        assert _suptitle(one) == "" and not any(map(_banded, one.axes))
+        assert fp.suptitle(one) == "" and not any(map(_banded, one.axes))
         errors = HEADS[seed][0]["2"]
-        assert _data(_line(one.axes[0], "q=2").get_ydata()) == _data(errors)
+        assert _data(fp.line(one.axes[0], "q=2").get_ydata()) == _data(errors)
         assert one.axes[0].texts[0].get_text().startswith("no threshold at H = q for q=2 within")
         plt.close(one)
         plt.close(bands)
@@ -489,7 +457,7 @@ def test_classification_plot_bands_median_and_min_max_over_seeds():
     results = [_classification(seed) for seed in range(3)]
     one = results[0].plot()
     fig = SparseTokenClassificationResult.plot_bands(results)
-    assert _suptitle(fig) == (
+    assert fp.suptitle(fig) == (
         "Sparse-token classification, median over 3 seeds, band: min-max, error bars: min-max"
     )
     assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in one.axes]
@@ -499,7 +467,7 @@ def test_classification_plot_bands_median_and_min_max_over_seeds():
     pooled = [(L, t) for L, t in pooled if t is not None and not math.isnan(t)]
     fit = fit_laws([L for L, _ in pooled], [t for _, t in pooled])
     label = f"attention (every seed's: R$^2$ log {fit['log_r2']:.2f}, sqrt {fit['sqrt_r2']:.2f})"
-    got = _bars(ax_l, label)
+    got = fp.bars(ax_l, label)
     assert list(got) == [4.0, 8.0, 16.0]
     np.testing.assert_allclose(
         list(got.values()), [(2.0, 1.8, 2.2), (2.6, 2.5, 2.7), (3.2, 3.0, 3.4)]
@@ -508,25 +476,25 @@ def test_classification_plot_bands_median_and_min_max_over_seeds():
     log_line = next(ln for ln in ax_l.get_lines() if ln.get_linestyle() == "-")
     np.testing.assert_allclose(log_line.get_ydata(), fit["log_a"] + fit["log_b"] * np.log(grid))
     # The flat classifier's thresholds span two lengths: no law, its points with no R^2.
-    assert _bars(ax_l, "flattened logistic") == {4.0: (3.5, 3.0, 4.0), 8.0: (7.0, 6.0, 8.0)}
-    assert list(_line(ax_l, "pooled oracle (theory)").get_ydata()) == [3.3, 4.7, 6.7]
+    assert fp.bars(ax_l, "flattened logistic") == {4.0: (3.5, 3.0, 4.0), 8.0: (7.0, 6.0, 8.0)}
+    assert list(fp.line(ax_l, "pooled oracle (theory)").get_ydata()) == [3.3, 4.7, 6.7]
     # Cosines: the median of the seeds' means, every seed's draws' min-max shaded.
-    d8 = _line(ax_a, "two steps, d=8")
+    d8 = fp.line(ax_a, "two steps, d=8")
     np.testing.assert_allclose(d8.get_ydata(), [0.3, 0.775])
-    np.testing.assert_allclose(_band(_fills(ax_a)[0], [1.0, 4.0]), [[0.1, 0.6], [0.5, 0.95]])
+    np.testing.assert_allclose(fp.band(fp.fills(ax_a)[0], [1.0, 4.0]), [[0.1, 0.6], [0.5, 0.95]])
     # d=16 at n/d=4: seed 1 drew none there (left out of the median and the band).
-    np.testing.assert_allclose(_line(ax_a, "two steps, d=16").get_ydata(), [0.2, 0.675])
-    np.testing.assert_allclose(_band(_fills(ax_a)[1], [1.0, 4.0]), [[0.0, 0.5], [0.6, 0.9]])
-    assert list(_line(ax_a, "theory (d, n -> inf)").get_ydata()) == [0.55, 0.88]
+    np.testing.assert_allclose(fp.line(ax_a, "two steps, d=16").get_ydata(), [0.2, 0.675])
+    np.testing.assert_allclose(fp.band(fp.fills(ax_a)[1], [1.0, 4.0]), [[0.0, 0.5], [0.6, 0.9]])
+    assert list(fp.line(ax_a, "theory (d, n -> inf)").get_ydata()) == [0.55, 0.88]
     # Test error: the median with the min-max shaded; the share's line at the median.
     values = np.array([ERRORS[s][0]["attention"] for s in range(3)])
-    np.testing.assert_allclose(_line(ax_e, "attention").get_ydata(), np.median(values, axis=0))
+    np.testing.assert_allclose(fp.line(ax_e, "attention").get_ydata(), np.median(values, axis=0))
     np.testing.assert_allclose(
-        _band(_fills(ax_e)[0], [1, 2, 4]), [values.min(axis=0), values.max(axis=0)]
+        fp.band(fp.fills(ax_e)[0], [1, 2, 4]), [values.min(axis=0), values.max(axis=0)]
     )
-    share = _line(ax_e, "informative share 1/2 (theory, fitted query; median over seeds)")
+    share = fp.line(ax_e, "informative share 1/2 (theory, fitted query; median over seeds)")
     assert list(share.get_xdata()) == [2.3, 2.3]
-    oracle = _line(ax_e, "pooled oracle (exact)")
+    oracle = fp.line(ax_e, "pooled oracle (exact)")
     np.testing.assert_allclose(oracle.get_ydata(), pooled_error(oracle.get_xdata(), 8))
     plt.close(fig)
     plt.close(one)
@@ -537,10 +505,10 @@ def test_classification_plot_bands_of_one_result_is_plot():
         res = _classification(seed)
         one, bands = res.plot(), SparseTokenClassificationResult.plot_bands([res])
         assert _elements(one) == _elements(bands)
-        assert _suptitle(one) == "" and not any(ax.containers for ax in one.axes)
+        assert fp.suptitle(one) == "" and not any(ax.containers for ax in one.axes)
         flat = THRESHOLDS[seed]["flat"]
         label = [t.get_text() for t in one.axes[0].get_legend().get_texts()][1]
-        assert list(_line(one.axes[0], label).get_ydata()) == flat[:2]
+        assert list(fp.line(one.axes[0], label).get_ydata()) == flat[:2]
         plt.close(one)
         plt.close(bands)
 
@@ -555,14 +523,7 @@ CASES = [
 
 @pytest.mark.parametrize(("make", "cls"), CASES)
 def test_task_plot_bands_names_bad_results(make, cls):
-    with pytest.raises(
-        ValueError, match=f"results must hold at least one {cls.__name__}, got none"
-    ):
-        cls.plot_bands([])
-    with pytest.raises(TypeError, match=rf"got one {cls.__name__}: pass \[result\]"):
-        cls.plot_bands(make(0))
-    with pytest.raises(TypeError, match=rf"results\[1\] must be a {cls.__name__}, got dict"):
-        cls.plot_bands([make(0), {}])
+    fp.check_plot_bands_names_bad_results(cls, make(0))
 
 
 def test_task_plot_bands_refuses_seeds_of_different_experiments():

@@ -4,6 +4,7 @@ import copy
 import json
 import warnings
 
+import figure_parts as fp
 import joblib
 import matplotlib
 import numpy as np
@@ -27,11 +28,6 @@ from stsq_learn.experiments._width_search import StopAtTarget, floor_widths, sea
 matplotlib.use("Agg")
 
 TINY = PRESETS["tiny"]["separation"]
-
-
-def _suptitle(fig):
-    """The figure's title ("" without one); ``Figure.get_suptitle`` is matplotlib >= 3.8."""
-    return fig._suptitle.get_text() if fig._suptitle is not None else ""
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -321,28 +317,18 @@ def _seeds_of(by_q):
     return [by_q, second, third]
 
 
-def _bars(ax, label):
-    """``{T: (median, low, high)}`` of the errorbar labelled ``label`` on ``ax``."""
-    (bar,) = [c for c in ax.containers if c.get_label() == label]
-    line, _, (cols,) = bar.lines
-    return {
-        float(x): (float(y), float(seg[0][1]), float(seg[1][1]))
-        for x, y, seg in zip(line.get_xdata(), line.get_ydata(), cols.get_segments())
-    }
-
-
 def test_separation_plot_bands_median_and_min_max_over_seeds(by_q):
     results = _seeds_of(by_q)
     one = by_q.plot()
     fig = SeparationByQResult.plot_bands(results)
     assert len(fig.axes) == len(one.axes) == 2
-    assert _suptitle(fig) == ("Width separation by q, median over 3 seeds, error bars: min-max")
+    assert fp.suptitle(fig) == ("Width separation by q, median over 3 seeds, error bars: min-max")
     assert fig.axes[1].get_title() == one.axes[1].get_title() + ", the first seed"
     ax = fig.axes[0]
     # q=2: widths (4, 8, 16) at T=4; (8, 16) at T=8, the second seed found none there.
-    measured = _bars(ax, f"q=2, d=2: measured ({by_q.labels[0]})")
+    measured = fp.bars(ax, f"q=2, d=2: measured ({by_q.labels[0]})")
     assert measured == {4.0: (8.0, 4.0, 16.0), 8.0: (12.0, 8.0, 16.0)}
-    assert _bars(ax, "q=3: the floor's minimal width (isotropic_floor)") == {
+    assert fp.bars(ax, "q=3: the floor's minimal width (isotropic_floor)") == {
         4.0: (8.0, 4.0, 8.0),
         8.0: (8.0, 8.0, 16.0),
     }
@@ -371,7 +357,7 @@ def test_separation_plot_bands_of_one_result_is_plot(by_q):
             (ln.get_label(), list(ln.get_ydata())) for ln in b.get_lines()
         ]
         assert a.get_title() == b.get_title() and not b.containers
-    assert _suptitle(bands) == ""
+    assert fp.suptitle(bands) == ""
     measured = one.axes[0].get_lines()[0]
     assert list(measured.get_ydata()) == by_q.curves[0].minimal_width["transformer"]
     matplotlib.pyplot.close(one)
