@@ -283,6 +283,9 @@ def test_width_search_fits_stop_at_the_target_unless_told_not_to(monkeypatch):
     ran.clear()
     full = sparse_retrieval(TINY, **small, stop_at_target=False, random_state=0)
     assert stopped.config["stop_at_target"] is True and full.config["stop_at_target"] is False
+    # The width search's own record says so too.
+    assert stopped.by_length.config["stop_fits"] is True
+    assert full.by_length.config["stop_fits"] is False
     assert all(steps == 100 for *_, steps in ran)
     assert any(score >= 0.6 and steps < 100 for _, _, score, steps in with_stops)
     for _, _, score, steps in with_stops:

@@ -479,6 +479,7 @@ class _SearchPlan:
         elif self.regime == "online":
             out.update(n_steps=self.n_steps, n_val=self.n_val)
             out.update(stop_at_target=self.stop_at_target, monotone_search=self.monotone_search)
+            out.update(stop_fits=self.stop_fits)
         else:
             out.update(n_train=self.n_train, validation="one 20% hold-out split")
         return out
