@@ -99,15 +99,20 @@ def run_one(function, kwargs, n_threads):
     """Run ``function(**kwargs)`` with ``n_threads`` torch threads; ``(result, seconds)``.
 
     The function a worker process runs (and this process, when the runs are
-    not spread): the thread count is restored afterwards.
+    not spread): the thread count is restored afterwards. The run's fits
+    draw each batch stream once (:func:`~stsq_learn.engine.batch_reuse.reuse_batches`:
+    a width search's fits of one task and seed read the same batches).
     """
     import torch
+
+    from ..engine.batch_reuse import reuse_batches
 
     before = torch.get_num_threads()
     torch.set_num_threads(n_threads)
     try:
         start = time.perf_counter()
-        result = function(**kwargs)
+        with reuse_batches():
+            result = function(**kwargs)
         return result, time.perf_counter() - start
     finally:
         torch.set_num_threads(before)
