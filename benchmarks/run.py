@@ -24,6 +24,9 @@ The entries (``--only`` picks some, repeatable):
   at the large-width recipe against the floor, and the forward law of both;
 * ``defaults``: the defaults' error against the floor as the width grows,
   with ``fit`` and ``fit_online``, and their time against 0.3.0's defaults;
+* ``reuse``: a width search's fits and the encodings comparison's models with
+  their batch stream drawn once (``reuse_batches``, as ``reproduce`` runs
+  them) against each fit drawing its own, checked to end with the same weights;
 * ``single_location``: projected GD on single-location regression over 1
   and 10 seeds, batched and one after another, against the authors' update
   vmapped in JAX (skipped without jax and quadax);
@@ -71,6 +74,7 @@ ENTRIES = [
     "parity",
     "defaults",
     "averaging",
+    "reuse",
     "single_location",
     "gpu",
     "distributed",

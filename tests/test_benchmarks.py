@@ -62,6 +62,7 @@ def test_registry_and_configs(bench):
         "parity",
         "defaults",
         "averaging",
+        "reuse",
         "single_location",
         "gpu",
         "distributed",
@@ -153,6 +154,21 @@ def test_fit_and_online_entries_compare_with_their_peers(bench, tmp_path):
     assert saved["machine"]["threads"] == 1 and saved["results"]["fit"]["config"]["epochs"] == 2
     assert "stsq-learn (full W) / skorch" in messages[-2]
     assert "stsq-learn (full draws) / plain torch loop" in messages[-2]
+
+
+def test_reuse_entry_times_both_workloads_and_checks_their_weights(bench):
+    cfg = bench.harness.merge_config(
+        bench.reuse,
+        overrides=dict(seq_len=8, widths=(4, 8), fcn_widths=(8,), n_steps=4, models_seq_len=8)
+        | dict(models_n_features=2, models_width=8, repeats=2),
+    )
+    rec = bench.reuse.run(cfg, None)
+    assert set(rec) == {"search", "models"}
+    assert rec["search"]["runners"]["reused"]["fits"] == 3
+    assert rec["models"]["runners"]["drawn"]["fits"] == 4
+    for r in rec.values():
+        assert r["same_weights"] and r["comparisons"][0]["time_ratio"] > 0
+    assert len(bench.reuse.table(rec)) == 2
 
 
 def test_fcn_entry_names_mlpregressor(bench):
