@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from stsq_learn import (
     SparseAveragingTask,
+    SparseRetrievalTask,
     SparseTokenAverager,
+    SparseTokenRetriever,
     SparseTokenSelectionTask,
     SparseTokenSelector,
 )
@@ -37,6 +39,10 @@ def _fits():
         out.append(_weights(model.fit_online(sts, n_steps=steps)))
     out.append(_weights(FCNSelector(32, random_state=3).fit_online(sts, n_steps=10)))
     out.append(_weights(SparseTokenAverager(8, random_state=3).fit_online(qsa, n_steps=10)))
+    retrieval = SparseRetrievalTask(seq_len=8, n_features=2, n_selected=2)
+    for width in (8, 12):
+        model = SparseTokenRetriever(width, random_state=3)
+        out.append(_weights(model.fit_online(retrieval, n_steps=6)))
     return out
 
 

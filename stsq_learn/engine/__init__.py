@@ -5,6 +5,7 @@
 - :mod:`.cores`: the attention and fully-connected model cores over a task;
 - :mod:`.rates`: step sizes that follow the width;
 - :mod:`.training`: data streams, callbacks and the skorch net;
+- :mod:`.batch_reuse`: one online batch stream drawn once for the fits that read it;
 - :mod:`.progress`: how a run went (its losses and the divergence verdict);
 - :mod:`.memory`: what a fit or a predict would allocate, checked first;
 - :mod:`.state`: the fitted state (one record: train, save, load, warm start).
