@@ -19,6 +19,7 @@ bit for bit, or the entry fails.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -79,7 +80,7 @@ def _runner(build, cfg, reuse):
 
     def run(seed):
         task, models = build(cfg)
-        context = reuse_batches() if reuse else _nothing()
+        context = reuse_batches() if reuse else contextlib.nullcontext()
         t0 = time.perf_counter()
         with context:
             for model in models:
@@ -90,14 +91,6 @@ def _runner(build, cfg, reuse):
 
     run.weights = weights
     return run
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _same(a, b):
