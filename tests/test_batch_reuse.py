@@ -162,3 +162,40 @@ def test_each_run_of_reproduce_reuses_its_batches():
     seen = []
     _seeds.run_one(lambda: seen.append(active_reuse()), {}, 1)
     assert isinstance(seen[0], BatchReuse) and active_reuse() is None
+
+
+def test_an_experiment_called_directly_reuses_its_streams(monkeypatch):
+    # The experiments open a context of their own when none is active (as reproduce's
+    # runs do), and keep the one that is.
+    from stsq_learn.engine import training
+    from stsq_learn.experiments import PRESETS, encoding_families
+
+    seen = []
+    batches = training.OnlineData.batches
+
+    def spy(self, batch_size, generator, seed=None):
+        seen.append(active_reuse())
+        return batches(self, batch_size, generator, seed)
+
+    monkeypatch.setattr(training.OnlineData, "batches", spy)
+    encoding_families(PRESETS["tiny"]["encodings"])
+    assert seen and all(isinstance(r, BatchReuse) for r in seen)
+    assert len({id(r) for r in seen}) == 1 and active_reuse() is None
+    seen.clear()
+    with reuse_batches() as outer:
+        encoding_families(PRESETS["tiny"]["encodings"])
+    assert seen and all(r is outer for r in seen)
+
+
+def test_reusing_batches_keeps_the_function_and_its_signature():
+    import inspect
+
+    from stsq_learn.engine.batch_reuse import reusing_batches
+
+    @reusing_batches
+    def experiment(settings=None, *, random_state=0):
+        """Doc."""
+        return active_reuse()
+
+    assert experiment.__doc__ == "Doc." and "random_state" in str(inspect.signature(experiment))
+    assert isinstance(experiment(), BatchReuse) and active_reuse() is None

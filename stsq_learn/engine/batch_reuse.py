@@ -20,12 +20,13 @@ rest afresh at every fit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections import OrderedDict
 
 import torch
 
-__all__ = ["active_reuse", "reuse_batches"]
+__all__ = ["active_reuse", "reuse_batches", "reusing_batches"]
 
 DEFAULT_MAX_BYTES = 2**28
 """Batches kept by default per :func:`reuse_batches` context (256 MiB)."""
@@ -132,8 +133,9 @@ def reuse_batches(max_bytes=DEFAULT_MAX_BYTES):
     ``fit_online`` of any estimator inside the context replays the batches
     an earlier fit of the same task, batch size, seed, device and dtype
     drew, and draws the rest from where they end: the same numbers as
-    without it, without drawing them again. The experiments' runs each go
-    in one context (a width search fits one stream at several widths).
+    without it, without drawing them again. The experiments open one
+    (:func:`reusing_batches`) where none is active, and ``reproduce`` one
+    per run: a width search fits one stream at several widths.
 
     Parameters
     ----------
@@ -165,3 +167,22 @@ def reuse_batches(max_bytes=DEFAULT_MAX_BYTES):
         yield _ACTIVE
     finally:
         _ACTIVE = outer
+
+
+def reusing_batches(function):
+    """Decorate an experiment: its fits run inside :func:`reuse_batches`.
+
+    Unless a context is already active (``reproduce`` opens one per run,
+    whose bound then holds), ``function`` runs in a fresh one, closed when
+    it returns: the experiments called directly reuse their streams as
+    ``reproduce`` does.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        if _ACTIVE is not None:
+            return function(*args, **kwargs)
+        with reuse_batches():
+            return function(*args, **kwargs)
+
+    return wrapper

@@ -10,6 +10,7 @@ from sklearn.base import clone
 from skorch.callbacks import Callback
 
 from .._validation import check_positive_int
+from ..engine.batch_reuse import reusing_batches
 from ..nn import positional_alignment
 from ..tasks import SparseTokenSelectionTask
 from ..tasks.selection.estimators import SparseTokenSelector
@@ -403,6 +404,7 @@ class ConvergenceSettings(Settings):
     n_test: int = 1000
 
 
+@reusing_batches
 def training_dynamics(settings=None, *, device=None, random_state=0, progress=False, **changes):
     """Train the SPE transformer online with plain gradient descent and record W.
 

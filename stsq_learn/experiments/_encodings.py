@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..encodings.families import POSITIONAL_ENCODINGS
+from ..engine.batch_reuse import reusing_batches
 from ..tasks.selection.estimators import SparseTokenSelector
 from ._common import dataclass_dict, estimator_config, new_axes, prepared
 from ._encoding_runs import checked_arguments, train_and_score
@@ -327,6 +328,7 @@ class EncodingsSettings(Settings):
     n_val: int = 1000
 
 
+@reusing_batches
 def encoding_families(
     settings=None, *, device=None, random_state=0, progress=False, n_jobs=None, **changes
 ):

@@ -16,6 +16,7 @@ from sklearn.base import clone
 
 from .._validation import check_positive_int
 from ..encodings.length_scale import cached_floor, length_scale_rule
+from ..engine.batch_reuse import reusing_batches
 from ..tasks import SparseTokenSelectionTask
 from ..tasks.selection.estimators import SparseTokenSelector
 from ._bands import plot_band
@@ -249,6 +250,7 @@ class LengthGeneralizationSettings(Settings):
     floor: bool = True
 
 
+@reusing_batches
 def length_generalization(
     settings=None, *, device=None, random_state=0, progress=False, n_jobs=None, **changes
 ):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .._validation import check_positive_int
+from ..engine.batch_reuse import reusing_batches
 from ..tasks import SparseTokenSelectionTask
 from ..tasks.selection.estimators import FCNSelector, SparseTokenSelector
 from ._common import (
@@ -274,6 +275,7 @@ max_seq_len, floor_rows
     stop_fits: bool = False
 
 
+@reusing_batches
 def width_separation(
     settings=None,
     *,
@@ -811,6 +813,7 @@ def _checked_curves(curves):
     return tuple(out)
 
 
+@reusing_batches
 def width_separation_by_q(
     settings=None, *, device=None, random_state=0, progress=False, scheduler=None, **changes
 ):

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..._validation import check_bool, check_positive_int
+from ...engine.batch_reuse import reusing_batches
 from ...experiments._bands import bars_title, check_same
 from ...experiments._common import (
     derived_seed,
@@ -273,6 +274,7 @@ class SparseAveragingSettings(Settings):
     stop_at_target: bool = True
 
 
+@reusing_batches
 def sparse_averaging(settings=None, *, device=None, random_state=0, progress=False, **changes):
     """Widths, zero-shot transfer and length generalization on q-sparse averaging.
 

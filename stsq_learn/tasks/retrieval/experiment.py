@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sklearn.base import clone
 
 from ..._validation import check_bool, check_positive_int
+from ...engine.batch_reuse import reusing_batches
 from ...experiments._bands import bars_title, check_same
 from ...experiments._common import (
     derived_seed,
@@ -271,6 +272,7 @@ class SparseRetrievalSettings(Settings):
     n_test: int = 4000
 
 
+@reusing_batches
 def sparse_retrieval(settings=None, *, device=None, random_state=0, progress=False, **changes):
     """Heads, widths and length generalization on q-sparse token retrieval.
 
