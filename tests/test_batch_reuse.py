@@ -173,9 +173,9 @@ def test_an_experiment_called_directly_reuses_its_streams(monkeypatch):
     seen = []
     batches = training.OnlineData.batches
 
-    def spy(self, batch_size, generator, seed=None):
+    def spy(self, batch_size, generator):
         seen.append(active_reuse())
-        return batches(self, batch_size, generator, seed)
+        return batches(self, batch_size, generator)
 
     monkeypatch.setattr(training.OnlineData, "batches", spy)
     encoding_families(PRESETS["tiny"]["encodings"])

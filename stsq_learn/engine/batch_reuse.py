@@ -1,8 +1,9 @@
 """Drawing an online batch stream once for the fits that read it: :func:`reuse_batches`.
 
 An online fit's batches depend only on the task (a frozen dataclass, equal
-by value), the batch size, the seed of the batch draws, the device and the
-dtype: every fit with the same five reads the same stream, whatever its
+by value), the batch size, the state of the generator they are drawn from
+(its seed), the device and the dtype: every fit with the same five reads
+the same stream, whatever its
 width, its encodings or its optimiser. A width search fits one task at
 several widths from one seed, and an experiment trains several models on
 one task and seed; inside :func:`reuse_batches`, the first such fit draws
@@ -131,8 +132,8 @@ def reuse_batches(max_bytes=DEFAULT_MAX_BYTES):
     """Draw each online batch stream once for every fit inside the context.
 
     ``fit_online`` of any estimator inside the context replays the batches
-    an earlier fit of the same task, batch size, seed, device and dtype
-    drew, and draws the rest from where they end: the same numbers as
+    an earlier fit of the same task, batch size, batch seed, device and
+    dtype drew, and draws the rest from where they end: the same numbers as
     without it, without drawing them again. The experiments open one
     (:func:`reusing_batches`) where none is active, and ``reproduce`` one
     per run: a width search fits one stream at several widths.

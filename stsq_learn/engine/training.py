@@ -112,16 +112,18 @@ class OnlineData(torch.utils.data.Dataset):
                 min(chunk, n - start), generator=generator, device=self.device, dtype=self.dtype
             )
 
-    def batches(self, batch_size, generator, seed=None):
-        """The ``n_steps`` batches from ``generator`` (seeded with ``seed``, not drawn from).
+    def batches(self, batch_size, generator):
+        """The ``n_steps`` batches drawn from ``generator``.
 
         Inside :func:`~.batch_reuse.reuse_batches`, a stream an earlier fit
-        drew (same task, batch size, seed, device and dtype) is replayed.
+        drew (same task, batch size, generator state, device and dtype) is
+        replayed.
         """
-        reuse = None if seed is None else active_reuse()
+        reuse = active_reuse()
         if reuse is None:
             return (self.draw(batch_size, generator) for _ in range(self.n_steps))
-        key = (self.task, batch_size, seed, str(self.device), self.dtype)
+        start = generator.get_state().numpy().tobytes()  # the seed, and anything drawn since
+        key = (self.task, batch_size, start, str(self.device), self.dtype)
         return reuse.stream(key, self.n_steps, generator, lambda g: self.draw(batch_size, g))
 
     def draw(self, batch_size, generator):
@@ -135,12 +137,10 @@ class BatchIterator:
     """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset."""
 
     def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
-        self.dataset, self.batch_size, self.seed = dataset, batch_size, int(seed)
-        self.generator = torch.Generator(device=device).manual_seed(self.seed)
+        self.dataset, self.batch_size = dataset, batch_size
+        self.generator = torch.Generator(device=device).manual_seed(int(seed))
 
     def __iter__(self):
-        if isinstance(self.dataset, OnlineData):
-            return self.dataset.batches(self.batch_size, self.generator, self.seed)
         return self.dataset.batches(self.batch_size, self.generator)
 
     def __len__(self):
