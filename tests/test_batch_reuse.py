@@ -1,5 +1,6 @@
 """reuse_batches: a batch stream drawn once for the fits that read it, the numbers unchanged."""
 
+import re
 import threading
 import warnings
 
@@ -151,11 +152,21 @@ def test_contexts_nest_and_restore():
     assert active_reuse() is None
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "1", True, None])
-def test_a_bad_bound_is_refused_naming_it(bad):
-    with pytest.raises(ValueError, match=f"max_bytes must be a non-negative integer, got {bad!r}"):
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (-1, ValueError, "max_bytes must be an integer >= 0, got -1."),
+        (1.5, TypeError, "max_bytes must be an integer, got 1.5 of type float."),
+        ("1", TypeError, "max_bytes must be an integer, got '1' of type str."),
+        (True, TypeError, "max_bytes must be an integer, got True of type bool."),
+        (None, TypeError, "max_bytes must be an integer, got None of type NoneType."),
+    ],
+)
+def test_a_bad_bound_is_refused_naming_it(bad, error, message):
+    with pytest.raises(error, match=re.escape(message)):
         with reuse_batches(max_bytes=bad):
             pass
+    assert active_reuse() is None
 
 
 def test_each_run_of_reproduce_reuses_its_batches():

@@ -27,6 +27,8 @@ from collections import OrderedDict
 
 import torch
 
+from .._validation import check_positive_int
+
 __all__ = ["active_reuse", "reuse_batches", "reusing_batches"]
 
 DEFAULT_MAX_BYTES = 2**28
@@ -161,8 +163,7 @@ def reuse_batches(max_bytes=DEFAULT_MAX_BYTES):
     1
     """
     global _ACTIVE
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
-        raise ValueError(f"max_bytes must be a non-negative integer, got {max_bytes!r}.")
+    max_bytes = check_positive_int(max_bytes, "max_bytes", minimum=0)
     outer, _ACTIVE = _ACTIVE, BatchReuse(max_bytes)
     try:
         yield _ACTIVE
