@@ -77,6 +77,15 @@ def test_experiments_functions_are_in_the_api_page():
     assert not missing, f"docs/api.rst lacks entries for stsq_learn.experiments.{missing}"
 
 
+def test_batch_reuse_names_are_in_the_api_page():
+    from stsq_learn.engine import batch_reuse
+
+    entries = _autosummary_entries(_api_text())
+    prefix = "stsq_learn.engine.batch_reuse"
+    missing = [n for n in batch_reuse.__all__ if f"{prefix}.{n}" not in entries]
+    assert not missing, f"docs/api.rst lacks entries for stsq_learn.engine.batch_reuse.{missing}"
+
+
 def test_version_is_mentioned():
     assert "stsq_learn.__version__" in API.read_text()
 

@@ -125,7 +125,22 @@ def _generator_at(state, device):
 
 
 def active_reuse():
-    """The :class:`BatchReuse` of the innermost :func:`reuse_batches` context, or None."""
+    """The kept streams of the innermost :func:`reuse_batches` context, or None.
+
+    Returns
+    -------
+    BatchReuse or None
+        What the active context keeps; None outside every context.
+
+    Examples
+    --------
+    >>> from stsq_learn.engine.batch_reuse import active_reuse, reuse_batches
+    >>> with reuse_batches() as kept:
+    ...     active_reuse() is kept
+    True
+    >>> active_reuse() is None
+    True
+    """
     return _ACTIVE
 
 
@@ -178,6 +193,28 @@ def reusing_batches(function):
     whose bound then holds), ``function`` runs in a fresh one, closed when
     it returns: the experiments called directly reuse their streams as
     ``reproduce`` does.
+
+    Parameters
+    ----------
+    function : callable
+        The experiment (any function whose fits should share their streams).
+
+    Returns
+    -------
+    callable
+        ``function`` with the same name, docstring and signature.
+
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector
+    >>> from stsq_learn.engine.batch_reuse import active_reuse, reusing_batches
+    >>> @reusing_batches
+    ... def two_widths(task):
+    ...     for width in (8, 16):
+    ...         SparseTokenSelector(width, random_state=0).fit_online(task, n_steps=5)
+    ...     return len(active_reuse())
+    >>> two_widths(SparseTokenSelectionTask(seq_len=8, n_features=2, n_selected=2))
+    1
     """
 
     @functools.wraps(function)
