@@ -77,13 +77,14 @@ def test_experiments_functions_are_in_the_api_page():
     assert not missing, f"docs/api.rst lacks entries for stsq_learn.experiments.{missing}"
 
 
-def test_batch_reuse_names_are_in_the_api_page():
-    from stsq_learn.engine import batch_reuse
+@pytest.mark.parametrize("module", ["stsq_learn.engine.batch_reuse", "stsq_learn.studies"])
+def test_module_names_are_in_the_api_page(module):
+    import importlib
 
+    names = [n for n in importlib.import_module(module).__all__ if not n.isupper()]
     entries = _autosummary_entries(_api_text())
-    prefix = "stsq_learn.engine.batch_reuse"
-    missing = [n for n in batch_reuse.__all__ if f"{prefix}.{n}" not in entries]
-    assert not missing, f"docs/api.rst lacks entries for stsq_learn.engine.batch_reuse.{missing}"
+    missing = [n for n in names if f"{module}.{n}" not in entries]
+    assert not missing, f"docs/api.rst lacks entries for {module}.{missing}"
 
 
 def test_version_is_mentioned():

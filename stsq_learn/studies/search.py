@@ -1,0 +1,726 @@
+"""Threshold searches: the least value of a monotone parameter that reaches a target score.
+
+The theory's separations are thresholds: the smallest width with which a
+model reaches an R^2 (against the length), the fewest heads that retrieve
+every token, the weakest signal a classifier detects. :func:`search_threshold`
+finds such a value per model, grid point and seed, with the methods the
+built-in experiments use, all assuming the score grows with the value:
+
+- ``"scan"``: the grid's values upwards from the start, until one passes;
+- ``"bracket"``: the start first; if it passes, downwards until one fails,
+  else upwards until one passes (from the grid's first value this is the
+  scan; from the previous point's threshold, the fewest fits when the
+  threshold moves little);
+- ``"bisect"``: from the start, 1, 2, 4, ... grid steps until the threshold
+  is bracketed, then bisection, until a passing value's neighbour below
+  has failed (the threshold is confirmed by two fits, not inferred);
+- ``"geometric"``: for a continuous value (a signal strength): bisection
+  in log scale between ``(low, high)`` for ``n_iter`` fits; the threshold is
+  the final bracket's geometric mean.
+
+The grid's first name is the axis along which a threshold is followed (the
+length, usually): a start policy may read the previous point's threshold
+(``start="previous"``, or a callable), and a point after one whose search
+reached nothing is not searched (``skip_after_miss``: the threshold is
+assumed not to fall as that axis grows), its lower bound carried over.
+:func:`minimal_width` is the search over ``width``.
+
+Every seed's search is its own; with ``n_jobs``, the fits that the searches
+ask for at the same time run at once, and the numbers do not depend on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from sklearn.base import clone
+from skorch.callbacks import Callback
+from tqdm.auto import tqdm
+
+from ..engine.training import STOP_REASON
+from .fits import (
+    Point,
+    check_count,
+    check_error_score,
+    check_n_jobs,
+    execute,
+    fit_and_measure,
+    models_of,
+    points_of,
+    prepare,
+    scorers_of,
+    task_fields,
+    test_rows,
+    warn_failures,
+)
+from .plan import StudyPlan, Work, active_plan, planned_steps, planning
+from .seeds import check_seeds
+from .sweep import fitted_view
+from .table import StudyTable
+
+__all__ = ["METHODS", "StopAtTarget", "minimal_width", "search_threshold"]
+
+
+# -- the methods: generators that yield a candidate and receive whether it passed -------------
+def _scan(n, start):
+    for i in range(start, n):
+        if (yield i):
+            return
+
+
+def _bracket(n, start):
+    reached = yield start
+    order = range(start - 1, -1, -1) if reached else range(start + 1, n)
+    for i in order:
+        if (yield i) != reached:
+            return
+
+
+def _bisect(n, start):
+    lo, hi = -1, n  # values[lo] fails, values[hi] passes (-1, n: not known)
+    gap = 1
+    if (yield start):
+        hi = start
+        while hi > 0 and lo < 0:
+            i = max(hi - gap, 0)
+            if (yield i):
+                hi = i
+            else:
+                lo = i
+            gap *= 2
+    else:
+        lo = start
+        while lo < n - 1 and hi == n:
+            i = min(lo + gap, n - 1)
+            if (yield i):
+                hi = i
+            else:
+                lo = i
+            gap *= 2
+    while hi < n and hi - lo > 1:
+        mid = (lo + hi) // 2
+        if (yield mid):
+            hi = mid
+        else:
+            lo = mid
+
+
+def _geometric(low, high, n_iter):
+    """Yields values; returns the threshold (the final bracket's geometric mean) or None."""
+    reached = False
+    for _ in range(n_iter):
+        mid = float(np.sqrt(low * high))
+        if (yield mid):
+            high, reached = mid, True
+        else:
+            low = mid
+    if not reached and not (yield high):
+        return None
+    return float(np.sqrt(low * high))
+
+
+METHODS = ("scan", "bracket", "bisect", "geometric")
+"""The search methods, by name."""
+
+_GRID_METHODS = {"scan": _scan, "bracket": _bracket, "bisect": _bisect}
+
+
+# -- stopping a fit at the target ------------------------------------------------------------
+class StopAtTarget(Callback):
+    """A skorch callback that ends an online fit once it reaches ``target`` on held-out rows.
+
+    Every ``every`` steps the model being trained is scored on ``X, y`` by
+    ``scorer`` through the estimator's own prediction path (the draws the
+    fitted model's would use), so the score at the stop is what the fitted
+    model scores. It stops the fit as the package's early stopping does
+    (the reason ``"target_reached"`` in the net's history). A fit that never
+    reaches the target runs all its steps, as without the callback.
+
+    Parameters
+    ----------
+    template : estimator
+        An unfitted copy of the estimator being trained (an int ``random_state``).
+    task : Task
+        The task it trains on.
+    X, y : ndarray
+        The held-out rows and their targets.
+    target : float
+        The score that ends the fit.
+    scorer : callable, default=None
+        ``scorer(estimator, X, y)``; None is the estimator's ``score``.
+    greater_is_better : bool, default=True
+        Whether the target is reached from below.
+    every : int, default=25
+        Steps between two checks.
+
+    Attributes
+    ----------
+    checks_ : list of (int, float)
+        ``(step, score)`` of every check of the last fit.
+    stopped_at_ : int or None
+        The step at which the last fit reached the target.
+    """
+
+    def __init__(self, template, task, X, y, target, scorer=None, greater_is_better=True, every=25):
+        self.template = template
+        self.task = task
+        self.X = X
+        self.y = y
+        self.target = target
+        self.scorer = scorer
+        self.greater_is_better = greater_is_better
+        self.every = every
+
+    def initialize(self):
+        if not isinstance(self.template.random_state, (int, np.integer)):
+            raise ValueError(
+                "StopAtTarget needs an estimator with an integer random_state (its prediction "
+                f"draws follow from it), got random_state={self.template.random_state!r}."
+            )
+        self.every = check_count(self.every, "every")
+        self.checks_ = []
+        self.stopped_at_ = None
+        return self
+
+    def score_module(self, net):
+        """The score of the model ``net`` holds now on the held-out rows."""
+        view = fitted_view(self.template, net, self.task)
+        was_training = net.module_.training
+        try:
+            if self.scorer is None:
+                return float(view.score(self.X, self.y))
+            return float(self.scorer(view, self.X, self.y))
+        finally:
+            net.module_.train(was_training)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if not training:
+            return
+        step = len(net.history[-1]["batches"])
+        if step % self.every:
+            return
+        score = self.score_module(net)
+        self.checks_.append((step, score))
+        if _passes(score, self.target, self.greater_is_better):
+            self.stopped_at_ = step
+            net.history.record(STOP_REASON, "target_reached")
+            raise KeyboardInterrupt  # how skorch stops a fit (as its EarlyStopping does)
+
+
+class _Stopper:
+    """Makes the :class:`StopAtTarget` of a seed's estimator (picklable, for workers)."""
+
+    def __init__(self, target, scorer, greater_is_better, n_test):
+        self.target, self.scorer = target, scorer
+        self.greater_is_better, self.n_test = greater_is_better, n_test
+
+    def __call__(self, est, task):
+        X, y = test_rows(task, est.random_state, self.n_test)
+        return StopAtTarget(
+            clone(est), task, X, y, self.target, self.scorer, self.greater_is_better
+        )
+
+
+def _passes(score, target, greater_is_better):
+    if not math.isfinite(score):
+        return False
+    return score >= target if greater_is_better else score <= target
+
+
+# -- start policies --------------------------------------------------------------------------
+def _start_value(start, params, previous):
+    """The value a point's search starts from (None: the method's default)."""
+    if start is None:
+        return None
+    if isinstance(start, str):  # "previous"
+        return previous["value"] if previous is not None and previous["reached"] else None
+    if callable(start):
+        return start(params, previous)
+    return float(start)
+
+
+def _start_index(values, value, method):
+    if value is None or not math.isfinite(value):
+        return len(values) // 2 if method == "bisect" else 0
+    return next((i for i, v in enumerate(values) if v >= value), len(values) - 1)
+
+
+# -- the search ------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Search:
+    """The settings of :func:`search_threshold`, checked."""
+
+    param: str
+    values: tuple
+    method: str
+    target: float
+    greater_is_better: bool
+    start: object
+    skip_after_miss: bool
+    n_iter: int
+    in_task: bool
+
+    def candidate(self, point, value):
+        """The point with the searched parameter at ``value`` (and its estimator changes)."""
+        if self.in_task:
+            task = dataclasses.replace(point.task, **{self.param: value})
+            return Point(point.values, task, point.changes), None
+        return point, {self.param: value}
+
+    def chain(self, points):
+        """A generator over one (model, seed) line: yields ``(point, value)`` to fit, receives
+        the score; returns the result of each point."""
+        results = []
+        previous = None
+        for point in points:
+            if self.skip_after_miss and previous is not None and not previous["reached"]:
+                result = {"value": None, "bound": previous["bound"], "tried": {}, "skipped": True}
+            else:
+                result = yield from self._one(point, previous)
+            result["reached"] = result["value"] is not None
+            results.append((point, result))
+            previous = {**result, "params": point.params}
+        return results
+
+    def _one(self, point, previous):
+        tried = {}
+        start = _start_value(self.start, point.params, previous)
+        if self.method == "geometric":
+            gen = _geometric(self.values[0], self.values[1], self.n_iter)
+            to_value = float
+        else:
+            gen = _GRID_METHODS[self.method](
+                len(self.values), _start_index(self.values, start, self.method)
+            )
+            to_value = self.values.__getitem__
+        found = None
+        try:
+            cand = to_value(next(gen))
+            while True:
+                score = yield point, cand
+                tried[cand] = score
+                cand = to_value(gen.send(_passes(score, self.target, self.greater_is_better)))
+        except StopIteration as stop:
+            found = stop.value
+        passing = [v for v, s in tried.items() if _passes(s, self.target, self.greater_is_better)]
+        failing = [v for v, s in tried.items() if v not in passing]
+        if self.method != "geometric":
+            found = min(passing) if passing else None
+        bound = None if found is not None else max(failing, default=None)
+        return {"value": found, "bound": bound, "tried": tried, "skipped": False}
+
+    def expected_fits(self, first):
+        if self.method == "geometric":
+            return self.n_iter
+        if self.method == "bisect":
+            return math.ceil(math.log2(max(len(self.values), 2))) + 2
+        return 3 if first else 2
+
+
+def _lines(points, grid_names):
+    """The points grouped into lines along the grid's first name, each in grid order."""
+    lines = {}
+    for point in points:
+        key = tuple((k, repr(v)) for k, v in point.values if k != grid_names[0])
+        lines.setdefault(key, []).append(point)
+    return list(lines.values())
+
+
+def _check_search(task, param, values, method, target, n_iter, models):
+    if not isinstance(param, str) or not param:
+        raise TypeError(f"param must be the name of a parameter or task field, got {param!r}.")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}.")
+    if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, float, np.number)):
+        raise TypeError(f"target must be a number, got {target!r}.")
+    if not math.isfinite(float(target)):
+        raise ValueError(f"target must be a finite number, got {target!r}.")
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"values must be a sequence of values of {param!r}, got {values!r}.")
+    values = list(values)
+    if method == "geometric":
+        if len(values) != 2 or not all(isinstance(v, (int, float, np.number)) for v in values):
+            raise ValueError(
+                f"the geometric search takes values=(low, high), two numbers, got {values!r}."
+            )
+        low, high = (float(v) for v in values)
+        if not 0 < low < high < math.inf:
+            raise ValueError(f"values=(low, high) must satisfy 0 < low < high, got {values!r}.")
+        values = (low, high)
+    else:
+        if not values:
+            raise ValueError(f"values is empty: give the grid of {param!r} to search.")
+        if sorted(values) != values or len(set(values)) != len(values):
+            raise ValueError(f"values must be increasing, each once, got {values!r}.")
+        values = tuple(values)
+    in_task = param in task_fields(task)
+    probe = (values[0], values[-1])
+    for v in probe:  # the candidates are checked before any fit
+        if in_task:
+            try:
+                dataclasses.replace(task, **{param: v})
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{param}={v!r}: {exc}") from None
+        else:
+            for label, est in models.items():
+                point = Point((), task, ())
+                prepare(est, point, None, label=label, extra={param: v})
+    return values, in_task, check_count(n_iter, "n_iter")
+
+
+def search_threshold(
+    estimators,
+    task,
+    param,
+    values,
+    *,
+    target,
+    grid=None,
+    method="bracket",
+    start="previous",
+    skip_after_miss=True,
+    greater_is_better=True,
+    n_iter=5,
+    stop_at_target=False,
+    seeds=3,
+    n_steps="auto",
+    n_train=None,
+    n_test=2000,
+    scoring=None,
+    error_score=np.nan,
+    n_jobs=None,
+    device=None,
+    progress=False,
+    return_trials=False,
+    dry_run=False,
+):
+    """The least value of ``param`` with which each model reaches ``target``, per point and seed.
+
+    Parameters
+    ----------
+    estimators : estimator or dict of str to estimator
+        The models.
+    task : Task
+        The task (its fields at the grid's points replaced).
+    param : str
+        The searched parameter: an estimator's (``width``, ``n_heads``) or
+        a field of the task (a signal strength).
+    values : sequence
+        The increasing grid of candidates; for ``method="geometric"``, the
+        range ``(low, high)``.
+    target : float
+        The score a value must reach (see ``greater_is_better``).
+    grid : dict, list of dict or None, default=None
+        The points to search at, as in :func:`~stsq_learn.studies.sweep`;
+        the first name is the axis a threshold is followed along.
+    method : {"scan", "bracket", "bisect", "geometric"}, default="bracket"
+        How the candidates are visited (see the module's description).
+    start : "previous", None, number or callable, default="previous"
+        Where a point's search starts: the previous point's threshold
+        (``"previous"``; the grid's first value where there is none), the
+        method's default (None: the first value, the middle for
+        ``"bisect"``), a value, or ``start(params, previous) -> value``
+        where ``params`` are the point's grid values and ``previous`` the
+        previous point's result (``value``, ``bound``, ``reached``,
+        ``params``) or None. The search starts at the first candidate at
+        or above the value.
+    skip_after_miss : bool, default=True
+        After a point whose search reached no value, do not search the
+        next points of its line; their lower bound is carried over.
+    greater_is_better : bool, default=True
+        A value passes when its score is at least ``target`` (False: at most).
+    n_iter : int, default=5
+        Fits of the geometric search.
+    stop_at_target : bool, default=False
+        End each online fit once it reaches the target on its held-out rows
+        (checked every 25 steps, :class:`StopAtTarget`): the score at the
+        stop is the fit's score.
+    seeds, n_steps, n_train, n_test, error_score, n_jobs, device, progress, dry_run
+        As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
+    scoring : None, str or callable, default=None
+        The score compared with ``target`` (None: the estimator's ``score``).
+    return_trials : bool, default=False
+        Also return the table of every fit the searches made.
+
+    Returns
+    -------
+    table : StudyTable or StudyPlan
+        One row per (model, point, seed): ``model``, ``seed``, ``param_*``
+        (the grid), ``value`` (the threshold; NaN where not reached),
+        ``bound`` (where not reached, the largest value tried that failed,
+        or carried over from a skipped point: the threshold lies above it),
+        ``reached``, ``skipped``, ``n_fits``, ``n_iter`` (steps or epochs
+        of all its fits) and ``seconds``.
+    trials : StudyTable
+        With ``return_trials``: one row per fit, ``model``, ``seed``,
+        ``param_*`` (the grid's, then the searched one's), ``score``,
+        ``n_iter``, ``seconds`` and ``error``.
+
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
+    >>> from stsq_learn.studies import search_threshold
+    >>> table = search_threshold(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
+    ...                          "width", [2, 4, 8, 16], target=0.5, grid={"seq_len": [4, 8]},
+    ...                          seeds=2, n_steps=60, n_test=300)
+    >>> table.columns[:4], len(table)
+    (('model', 'seed', 'param_seq_len', 'value'), 4)
+    """
+    models = models_of(estimators)
+    seeds = check_seeds(seeds)
+    n_steps = check_count(n_steps, "n_steps", allow_auto=True)
+    n_train = check_count(n_train, "n_train", allow_none=True)
+    n_test = check_count(n_test, "n_test")
+    if isinstance(scoring, dict):
+        raise TypeError("scoring of a search is one scorer (the score compared with target).")
+    scorer = scorers_of(scoring)["score"]
+    error_score = check_error_score(error_score)
+    n_jobs = check_n_jobs(n_jobs)
+    if not (start is None or start == "previous" or callable(start)):
+        if isinstance(start, str) or not isinstance(start, (int, float, np.number)):
+            raise ValueError(
+                f'start must be "previous", None, a number or a callable, got {start!r}.'
+            )
+    values, in_task, n_iter = _check_search(task, param, values, method, target, n_iter, models)
+    points = points_of(task, grid, models)
+    grid_names = [name for name, _ in points[0].values]
+    if param in grid_names:
+        raise ValueError(f"{param!r} is both searched and a name of the grid.")
+    search = _Search(
+        param,
+        values,
+        method,
+        float(target),
+        bool(greater_is_better),
+        start,
+        bool(skip_after_miss),
+        n_iter,
+        in_task,
+    )
+    if n_train is None:
+        for label, est in models.items():
+            if not hasattr(est, "fit_online"):
+                raise TypeError(
+                    f"{label} ({type(est).__name__}) has no fit_online: give n_train to fit it "
+                    "on rows drawn from the task."
+                )
+    if stop_at_target and n_train is not None:
+        raise ValueError("stop_at_target stops online fits; it does not apply with n_train.")
+    lines = _lines(points, grid_names) if grid_names else [points]
+    meta = {
+        "study": "search_threshold",
+        "param": param,
+        "values": list(values),
+        "method": method,
+        "target": float(target),
+        "greater_is_better": bool(greater_is_better),
+        "start": start if start is None or isinstance(start, (str, float, int)) else "callable",
+        "skip_after_miss": bool(skip_after_miss),
+        "stop_at_target": bool(stop_at_target),
+        "seeds": list(seeds),
+        "grid": grid_names,
+        "n_steps": n_steps,
+        "n_train": n_train,
+        "n_test": n_test,
+        "models": {label: type(est).__name__ for label, est in models.items()},
+    }
+    work = []
+    for label, est in models.items():
+        for line in lines:
+            for k, point in enumerate(line):
+                model = prepare(est, point, seeds[0], label=label, device=device)
+                steps = 0 if n_train is not None else planned_steps(model, n_steps)
+                where = ", ".join(f"{name}={v}" for name, v in point.values)
+                work.append(
+                    Work(
+                        f"search {param}: {label}" + (f" {where}" if where else ""),
+                        len(seeds) * search.expected_fits(k == 0),
+                        steps,
+                        model,
+                        point.task,
+                        n_test,
+                        None,
+                        n_train,
+                    )
+                )
+    columns = ["model", "seed", *(f"param_{n}" for n in grid_names)]
+    result_columns = [
+        *columns,
+        "value",
+        "bound",
+        "reached",
+        "skipped",
+        "n_fits",
+        "n_iter",
+        "seconds",
+    ]
+    trial_columns = [*columns, f"param_{param}", "score", "n_iter", "seconds", "error"]
+    if dry_run:
+        with planning() as plan:
+            active_plan().extend(work)
+        return StudyPlan(plan)
+    if active_plan() is not None:
+        active_plan().extend(work)
+        empty = StudyTable({c: [] for c in result_columns}, meta=meta)
+        return (
+            (empty, StudyTable({c: [] for c in trial_columns}, meta=meta))
+            if return_trials
+            else empty
+        )
+
+    callbacks = []
+    if stop_at_target:
+        own = None if scoring is None else scorer
+        callbacks.append(_Stopper(float(target), own, greater_is_better, n_test))
+    settings = dict(
+        n_steps=n_steps,
+        n_train=n_train,
+        n_test=n_test,
+        scorers={"score": scorer},
+        error_score=error_score,
+        device=device,
+        callbacks=callbacks,
+    )
+    chains = {}
+    for label in models:
+        for li, line in enumerate(lines):
+            for seed in seeds:
+                chains[(label, li, seed)] = search.chain(line)
+    pending = {key: next(gen) for key, gen in chains.items()}
+    outcomes, trials = {}, []
+    desc = f"search {param}: {len(models)} models x {len(points)} points x {len(seeds)} seeds"
+    with tqdm(desc=desc, disable=not progress, unit="fit", dynamic_ncols=True) as bar:
+        while pending:
+            groups = {}
+            for key, (point, value) in pending.items():
+                label = key[0]
+                groups.setdefault((label, id(point), value), (point, value, []))[2].append(key)
+            calls = []
+            for (label, _, _), (point, value, keys) in groups.items():
+                at, extra = search.candidate(point, value)
+                calls.append(
+                    (
+                        fit_and_measure,
+                        dict(
+                            estimator=models[label],
+                            point=at,
+                            seeds=[key[2] for key in keys],
+                            label=label,
+                            extra=extra,
+                            **settings,
+                        ),
+                    )
+                )
+            results = execute(calls, n_jobs=n_jobs, bar=bar)
+            for (point, value, keys), records in zip(groups.values(), results):
+                for key, record in zip(keys, records):
+                    trials.append((key[0], point, value, record))
+                    try:
+                        pending[key] = chains[key].send(record["scores"]["score"])
+                    except StopIteration as stop:
+                        outcomes[key] = stop.value
+                        del pending[key]
+    warn_failures([t[3] for t in trials], f"search_threshold over {param}")
+
+    trial_table = {c: [] for c in trial_columns}
+    spent = {}
+    for label, point, value, record in trials:
+        row = {"model": label, "seed": record["seed"]}
+        row.update({f"param_{k}": v for k, v in point.values})
+        row.update(
+            {
+                f"param_{param}": value,
+                "score": record["scores"]["score"],
+                "n_iter": record["n_iter"],
+                "seconds": record["seconds"],
+                "error": record["error"],
+            }
+        )
+        for name in trial_columns:
+            trial_table[name].append(row[name])
+        used = spent.setdefault((label, id(point), record["seed"]), [0, 0, 0.0])
+        used[0] += 1
+        used[1] += record["n_iter"]
+        used[2] += record["seconds"]
+    table = {c: [] for c in result_columns}
+    for label in models:
+        for li in range(len(lines)):
+            for seed in seeds:
+                for point, result in outcomes[(label, li, seed)]:
+                    fits, steps, seconds = spent.get((label, id(point), seed), (0, 0, 0.0))
+                    row = {"model": label, "seed": seed}
+                    row.update({f"param_{k}": v for k, v in point.values})
+                    row.update(
+                        {
+                            "value": result["value"],
+                            "bound": result["bound"],
+                            "reached": result["reached"],
+                            "skipped": result["skipped"],
+                            "n_fits": fits,
+                            "n_iter": steps,
+                            "seconds": seconds,
+                        }
+                    )
+                    for name in result_columns:
+                        table[name].append(row[name])
+    for name in ("value", "bound"):
+        table[name] = [np.nan if v is None else float(v) for v in table[name]]
+    out = StudyTable(table, meta=meta)
+    if return_trials:
+        return out, StudyTable(trial_table, meta=meta)
+    return out
+
+
+def minimal_width(
+    estimators, task, widths, *, target=0.9, grid=None, method="bracket", start="previous", **kwargs
+):
+    """The smallest width with which each model reaches ``target`` R^2, per point and seed.
+
+    :func:`search_threshold` over ``width`` (see it for every option).
+
+    Parameters
+    ----------
+    estimators : estimator or dict of str to estimator
+        The models (each with a ``width``).
+    task : Task
+        The task.
+    widths : sequence of int
+        The increasing grid of widths.
+    target : float, default=0.9
+        The score (R^2 by default) a width must reach.
+    grid : dict, list of dict or None, default=None
+        The points, e.g. ``{"seq_len": [8, 16, 32]}``.
+    method : {"scan", "bracket", "bisect"}, default="bracket"
+        How the widths are visited.
+    start : "previous", None, number or callable, default="previous"
+        Where each point's search starts.
+    **kwargs
+        Any other option of :func:`search_threshold`.
+
+    Returns
+    -------
+    StudyTable or StudyPlan
+        As :func:`search_threshold`, the minimal width in ``value``.
+
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
+    >>> from stsq_learn.studies import minimal_width
+    >>> table = minimal_width(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
+    ...                       [2, 4, 8, 16], target=0.5, seeds=1, n_steps=60, n_test=300)
+    >>> bool(table["reached"][0]), float(table["value"][0]) in (2.0, 4.0, 8.0, 16.0)
+    (True, True)
+    """
+    return search_threshold(
+        estimators,
+        task,
+        "width",
+        widths,
+        target=target,
+        grid=grid,
+        method=method,
+        start=start,
+        **kwargs,
+    )

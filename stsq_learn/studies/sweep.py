@@ -1,0 +1,561 @@
+"""Studies over every point of a grid: sweep, length_curve and training_curve.
+
+Each fits every model at every point of the grid for every seed, and
+measures the fitted model: on held-out rows of its seed (:func:`sweep`),
+on those rows moved to other lengths by the task's own shift
+(:func:`length_curve`), or along its training (:func:`training_curve`).
+The result is a :class:`~stsq_learn.studies.StudyTable`, one row per run.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from sklearn.base import clone
+from skorch.callbacks import Callback
+from tqdm.auto import tqdm
+
+from .fits import (
+    check_count,
+    check_error_score,
+    check_n_jobs,
+    execute,
+    fit_and_measure,
+    models_of,
+    points_of,
+    prepare,
+    scorers_of,
+    warn_failures,
+)
+from .plan import StudyPlan, Work, active_plan, planned_steps, planning
+from .seeds import check_seeds
+from .table import StudyTable
+
+__all__ = ["length_curve", "sweep", "training_curve"]
+
+
+class _Study:
+    """What :func:`sweep`, :func:`length_curve` and :func:`training_curve` share, checked."""
+
+    def __init__(
+        self,
+        kind,
+        estimators,
+        task,
+        grid,
+        *,
+        seeds,
+        n_steps,
+        n_train,
+        n_test,
+        scoring,
+        error_score,
+        n_jobs,
+        device,
+    ):
+        self.kind = kind
+        self.models = models_of(estimators)
+        self.seeds = check_seeds(seeds)
+        self.n_steps = check_count(n_steps, "n_steps", allow_auto=True)
+        self.n_train = check_count(n_train, "n_train", allow_none=True)
+        self.n_test = check_count(n_test, "n_test")
+        self.scorers = scorers_of(scoring)
+        self.error_score = check_error_score(error_score)
+        self.n_jobs = check_n_jobs(n_jobs)
+        self.device = device
+        self.points = points_of(task, grid, self.models)
+        self.grid_names = [name for name, _ in self.points[0].values] if self.points else []
+        if self.n_train is None:
+            for label, est in self.models.items():
+                if not hasattr(est, "fit_online"):
+                    raise TypeError(
+                        f"{label} ({type(est).__name__}) has no fit_online: give n_train to fit "
+                        "it on rows drawn from the task."
+                    )
+
+    def work(self, predict_rows, predict_len=None, label=None):
+        """The :class:`Work` of every (model, point)."""
+        out = []
+        for name, est in self.models.items():
+            for point in self.points:
+                model = prepare(est, point, self.seeds[0], label=name, device=self.device)
+                steps = 0 if self.n_train is not None else planned_steps(model, self.n_steps)
+                where = ", ".join(f"{k}={v}" for k, v in point.values)
+                out.append(
+                    Work(
+                        f"{label or self.kind}: {name}" + (f" {where}" if where else ""),
+                        len(self.seeds),
+                        steps,
+                        model,
+                        point.task,
+                        predict_rows,
+                        predict_len,
+                        self.n_train,
+                    )
+                )
+        return out
+
+    def bar(self, progress):
+        fits = len(self.models) * len(self.points) * len(self.seeds)
+        desc = (
+            f"{self.kind}: {fits} fits ({len(self.models)} models x {len(self.points)} points x "
+            f"{len(self.seeds)} seeds)"
+        )
+        return tqdm(total=fits, desc=desc, disable=not progress, dynamic_ncols=True)
+
+    def calls(self, scorers=None, **measure):
+        """One :func:`fit_and_measure` call per (model, point), in row order."""
+        scorers = self.scorers if scorers is None else scorers
+        return [
+            (
+                fit_and_measure,
+                dict(
+                    estimator=est,
+                    point=point,
+                    seeds=self.seeds,
+                    n_steps=self.n_steps,
+                    n_train=self.n_train,
+                    n_test=self.n_test,
+                    scorers=scorers,
+                    error_score=self.error_score,
+                    device=self.device,
+                    label=label,
+                    **measure,
+                ),
+            )
+            for label, est in self.models.items()
+            for point in self.points
+        ]
+
+    def keys(self):
+        """``(label, point)`` of every call, in the order of :meth:`calls`."""
+        return [(label, point) for label in self.models for point in self.points]
+
+    def columns(self, *extra):
+        names = ["model", "seed", *(f"param_{n}" for n in self.grid_names), *extra]
+        return {name: [] for name in names}
+
+    def meta(self, **more):
+        return {
+            "study": self.kind,
+            "seeds": list(self.seeds),
+            "grid": self.grid_names,
+            "n_steps": self.n_steps,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "models": {label: type(est).__name__ for label, est in self.models.items()},
+            **more,
+        }
+
+
+def _run(study, progress, dry_run, work, measure, rows_of, columns):
+    """Plan or run ``study``: its table (empty while planning) or its plan (``dry_run``)."""
+    if dry_run:
+        with planning() as plan:
+            active_plan().extend(work)
+        return StudyPlan(plan)
+    plan = active_plan()
+    if plan is not None:
+        plan.extend(work)
+        return StudyTable(study.columns(*columns), meta=study.meta())
+    with study.bar(progress) as bar:
+        results = execute(study.calls(**measure), n_jobs=study.n_jobs, bar=bar)
+    table = study.columns(*columns)
+    for (label, point), records in zip(study.keys(), results):
+        for record in records:
+            for row in rows_of(record):
+                base = {"model": label, "seed": record["seed"]}
+                base.update({f"param_{k}": v for k, v in point.values})
+                for name, value in {**base, **row}.items():
+                    table[name].append(value)
+    warn_failures([r for rs in results for r in rs], study.kind)
+    return StudyTable(table, meta=study.meta())
+
+
+def _record_columns(record):
+    return {"n_iter": record["n_iter"], "seconds": record["seconds"], "error": record["error"]}
+
+
+def sweep(
+    estimators,
+    task,
+    grid=None,
+    *,
+    seeds=3,
+    n_steps="auto",
+    n_train=None,
+    n_test=2000,
+    scoring=None,
+    error_score=np.nan,
+    n_jobs=None,
+    device=None,
+    progress=False,
+    dry_run=False,
+):
+    """Fit every model at every point of a grid for every seed, and score it.
+
+    The grid's names that are fields of the task (``seq_len``,
+    ``n_selected``, a signal, ...) change the task; the others are the
+    estimators' parameters (``width``, ``n_heads``, ...). Each fit of seed
+    ``s`` has ``random_state=s`` and is scored on held-out rows of that
+    seed (:mod:`stsq_learn.studies.seeds`): the models of a seed are
+    compared on the same rows.
+
+    Parameters
+    ----------
+    estimators : estimator or dict of str to estimator
+        The models: one (labelled by its class name) or several by label.
+    task : Task
+        The task (its fields at the grid's points replaced).
+    grid : dict of str to sequence, list of dict, or None, default=None
+        The points: every combination of the values (the first name varies
+        fastest), or the points of several such dicts. None is one point.
+    seeds : int or sequence of int, default=3
+        ``n`` (the seeds ``0 .. n-1``) or the seeds.
+    n_steps : int or "auto", default="auto"
+        Online steps of each fit (``"auto"``: the estimator's planned steps).
+    n_train : int or None, default=None
+        Fit on this many rows drawn from the task per seed (``fit``), for
+        models without ``fit_online``; None trains online (``fit_online``).
+    n_test : int, default=2000
+        Held-out rows each fit is scored on.
+    scoring : None, str, callable or dict, default=None
+        None: the estimator's ``score`` (R^2 for the regressors) in the
+        column ``score``; a scorer name of scikit-learn or a callable
+        ``scorer(estimator, X, y)``; a dict of them, one column each.
+    error_score : "raise" or float, default=np.nan
+        The score recorded for a fit that fails (its error in the column
+        ``error``, and a ``FitFailedWarning``); ``"raise"`` raises it.
+    n_jobs : int or None, default=None
+        Fits at once on joblib's active backend (loky processes, or a Dask
+        cluster inside ``joblib.parallel_backend("dask")``). The numbers do
+        not depend on it.
+    device : str or None, default=None
+        The fits' device (None: each estimator's own).
+    progress : bool, default=False
+        A progress bar over the fits, which says the study's size first.
+    dry_run : bool, default=False
+        Return the study's :class:`~stsq_learn.studies.StudyPlan` instead of
+        running it.
+
+    Returns
+    -------
+    StudyTable or StudyPlan
+        One row per (model, point, seed): ``model``, ``seed``, ``param_*``,
+        the score columns, ``n_iter`` (steps or epochs run), ``seconds``
+        and ``error`` (empty when the fit went well).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad argument or grid value (naming it), before any fit.
+
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
+    >>> from stsq_learn.studies import sweep
+    >>> table = sweep(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
+    ...               {"width": [4, 16]}, seeds=2, n_steps=40, n_test=200)
+    >>> table.columns
+    ('model', 'seed', 'param_width', 'score', 'n_iter', 'seconds', 'error')
+    >>> len(table), table.unique("param_width")
+    (4, [4, 16])
+    """
+    study = _Study(
+        "sweep",
+        estimators,
+        task,
+        grid,
+        seeds=seeds,
+        n_steps=n_steps,
+        n_train=n_train,
+        n_test=n_test,
+        scoring=scoring,
+        error_score=error_score,
+        n_jobs=n_jobs,
+        device=device,
+    )
+    columns = (*study.scorers, "n_iter", "seconds", "error")
+    return _run(
+        study,
+        progress,
+        dry_run,
+        study.work(study.n_test),
+        {},
+        lambda r: [{**r["scores"], **_record_columns(r)}],
+        columns,
+    )
+
+
+def _check_lengths(lengths):
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+        raise TypeError(f"lengths must be a sequence of ints, got {lengths!r}.")
+    out = [check_count(v, f"lengths[{i}]") for i, v in enumerate(lengths)]
+    if not out:
+        raise ValueError("lengths is empty: give at least one evaluation length.")
+    return out
+
+
+def length_curve(
+    estimators,
+    task,
+    lengths,
+    *,
+    grid=None,
+    seeds=3,
+    n_steps="auto",
+    n_train=None,
+    n_test=2000,
+    scoring=None,
+    error_score=np.nan,
+    n_jobs=None,
+    device=None,
+    progress=False,
+    dry_run=False,
+):
+    """Fit once per (model, point, seed), score at every evaluation length.
+
+    The held-out rows of each seed are drawn at the training length and
+    moved to each of ``lengths`` by the task's own length shift
+    (:meth:`~stsq_learn.Task.shift`: the targets stay the same), as
+    :class:`~stsq_learn.LengthShiftScorer` does; the models of a seed are
+    scored on the same moved rows. A model that cannot predict at a length
+    (a fully-connected net off its training length) scores ``error_score``
+    there, its error in the column ``error``.
+
+    Parameters
+    ----------
+    estimators : estimator or dict of str to estimator
+        The models.
+    task : Task
+        The task the models train on.
+    lengths : sequence of int
+        The evaluation lengths (the task's ``seq_len`` at each).
+    grid : dict, list of dict or None, default=None
+        Points to fit at, as in :func:`sweep`.
+    seeds, n_steps, n_train, n_test, scoring, error_score, n_jobs, device, progress, dry_run
+        As in :func:`sweep`.
+
+    Returns
+    -------
+    StudyTable or StudyPlan
+        One row per (model, point, seed, length): ``model``, ``seed``,
+        ``param_*``, ``eval_seq_len``, the score columns, ``n_iter``,
+        ``seconds`` (of the fit) and ``error``.
+
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
+    >>> from stsq_learn.studies import length_curve
+    >>> table = length_curve(SparseTokenSelector(width=16), SparseTokenSelectionTask(8, 2, 2),
+    ...                      [8, 16, 32], seeds=2, n_steps=40, n_test=200)
+    >>> len(table), table.unique("eval_seq_len")
+    (6, [8, 16, 32])
+    """
+    lengths = _check_lengths(lengths)
+    study = _Study(
+        "length_curve",
+        estimators,
+        task,
+        grid,
+        seeds=seeds,
+        n_steps=n_steps,
+        n_train=n_train,
+        n_test=n_test,
+        scoring=scoring,
+        error_score=error_score,
+        n_jobs=n_jobs,
+        device=device,
+    )
+    columns = ("eval_seq_len", *study.scorers, "n_iter", "seconds", "error")
+
+    def rows_of(record):
+        return [
+            {
+                "eval_seq_len": L,
+                **record["scores"][L],
+                **_record_columns(record),
+                "error": record["errors"][L],
+            }
+            for L in lengths
+        ]
+
+    work = study.work(study.n_test * len(lengths), max(lengths))
+    return _run(study, progress, dry_run, work, {"lengths": lengths}, rows_of, columns)
+
+
+class Trace(Callback):
+    """A skorch callback measuring the model as it trains: at the start and every ``every`` steps.
+
+    Each measure is called with a view of the estimator as if its fit had
+    ended at that step (its fitted attributes read the weights of the
+    moment), so measures read public attributes (``key_query_``, ...).
+
+    Parameters
+    ----------
+    template : estimator
+        An unfitted copy of the estimator being trained (same parameters).
+    task : Task
+        The task it trains on.
+    measures : dict of str to callable
+        Name to ``measure(estimator) -> float``.
+    every : int
+        Steps between two measurements.
+
+    Attributes
+    ----------
+    records_ : list of dict
+        ``{"step": k, name: value, ...}`` of every measurement.
+    """
+
+    def __init__(self, template, task, measures, every):
+        self.template = template
+        self.task = task
+        self.measures = measures
+        self.every = every
+
+    def initialize(self):
+        self.records_ = []
+        return self
+
+    def _measure(self, net, step):
+        view = fitted_view(self.template, net, self.task)
+        was_training = net.module_.training
+        try:
+            values = {name: float(fn(view)) for name, fn in self.measures.items()}
+        finally:
+            net.module_.train(was_training)
+        self.records_.append({"step": step, **values})
+
+    def on_train_begin(self, net, **kwargs):
+        self._measure(net, 0)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            step = sum(len(h["batches"]) for h in net.history)
+            if step % self.every == 0:
+                self._measure(net, step)
+
+
+def fitted_view(template, net, task):
+    """``template`` as if its fit had ended now: its fitted attributes read ``net``'s weights.
+
+    A shallow copy; the skorch net is shared, not copied, so the view's
+    predictions and fitted attributes follow the training.
+    """
+    view = copy.copy(template)
+    view.task_ = type(task).from_fitted(task.reference_length, task.n_features, task.fitted_state())
+    view.net_ = net
+    view.seq_len_ = view.task_.seq_len
+    view.n_features_in_ = view.task_.n_features
+    view._y_1d = task.targets_1d
+    view._predict_seed = template._seeds(False)[3]
+    return view
+
+
+def training_curve(
+    estimators,
+    task,
+    measures,
+    *,
+    every=10,
+    grid=None,
+    seeds=3,
+    n_steps="auto",
+    error_score=np.nan,
+    n_jobs=None,
+    device=None,
+    progress=False,
+    dry_run=False,
+):
+    """Measure each model along its online training: at the start and every ``every`` steps.
+
+    Parameters
+    ----------
+    estimators : estimator or dict of str to estimator
+        The models (trained online).
+    task : Task
+        The task they train on.
+    measures : dict of str to callable
+        Name to ``measure(estimator) -> float``, called with the estimator
+        as it stands at the step (its fitted attributes, ``predict`` and
+        ``score`` read the weights of the moment).
+    every : int, default=10
+        Steps between two measurements.
+    grid, seeds, n_steps, error_score, n_jobs, device, progress, dry_run
+        As in :func:`sweep`.
+
+    Returns
+    -------
+    StudyTable or StudyPlan
+        One row per (model, point, seed, step): ``model``, ``seed``,
+        ``param_*``, ``step``, one column per measure, ``loss`` (the
+        training loss of that step; NaN at step 0), ``error``.
+
+    Examples
+    --------
+    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
+    >>> from stsq_learn.nn import positional_alignment
+    >>> from stsq_learn.studies import training_curve
+    >>> def gamma(est):
+    ...     return positional_alignment(est.key_query_, est.n_features_in_)["gamma"]
+    >>> table = training_curve(SparseTokenSelector(width=16), SparseTokenSelectionTask(8, 2, 2),
+    ...                        {"gamma": gamma}, every=20, seeds=1, n_steps=40)
+    >>> table["step"].tolist(), bool(table["gamma"][0] == 0.0)
+    ([0, 20, 40], True)
+    """
+    if not isinstance(measures, dict) or not measures:
+        raise TypeError(
+            f"measures must be a non-empty dict of name to measure(estimator), got {measures!r}."
+        )
+    for name, fn in measures.items():
+        if not callable(fn):
+            raise TypeError(f"measures[{name!r}] must be callable, got {fn!r}.")
+    every = check_count(every, "every")
+    study = _Study(
+        "training_curve",
+        estimators,
+        task,
+        grid,
+        seeds=seeds,
+        n_steps=n_steps,
+        n_train=None,
+        n_test=1,
+        scoring=None,
+        error_score=error_score,
+        n_jobs=n_jobs,
+        device=device,
+    )
+    columns = ("step", *measures, "loss", "error")
+
+    def rows_of(record):
+        (trace,) = record["callbacks"]
+        curve = record["loss_curve"]
+        out = []
+        for r in trace.records_:
+            k = r["step"]
+            loss = curve[k - 1] if 0 < k <= len(curve) else np.nan
+            out.append({**r, "loss": loss, "error": record["error"]})
+        return out
+
+    return _run(
+        study,
+        progress,
+        dry_run,
+        study.work(0),
+        {"callbacks": [_Tracer(measures, every)], "scorers": {}},
+        rows_of,
+        columns,
+    )
+
+
+class _Tracer:
+    """Makes the :class:`Trace` of a seed's estimator (picklable, for worker processes)."""
+
+    def __init__(self, measures, every):
+        self.measures = measures
+        self.every = every
+
+    def __call__(self, est, task):
+        return Trace(clone(est), task, self.measures, self.every)
