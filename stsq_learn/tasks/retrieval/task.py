@@ -125,7 +125,7 @@ class SparseRetrievalTask(Task):
     readout_required = True
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
         if isinstance(self.n_selected, (tuple, list, np.ndarray)):
             raise TypeError(
                 "n_selected of q-sparse token retrieval must be one int (the number of "

@@ -73,7 +73,7 @@ class SparseTokenSelectionTask(Task):
     isotropic_floor_applies = True
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
         lo, hi = check_n_selected(self.n_selected, self.length_range[0])
         if not isinstance(self.n_selected, int) or isinstance(self.n_selected, bool):
             object.__setattr__(
