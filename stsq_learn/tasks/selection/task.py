@@ -143,13 +143,7 @@ class SparseTokenSelectionTask(Task):
         return cls(seq_len, n_features, (1, seq_len))
 
     def check_rows(self, X, owner="the model"):
-        X = check_sequences(X)
-        if X.shape[2] - 1 != self.n_features:
-            raise ValueError(
-                f"X has {X.shape[2] - 1} token features per token, but {owner} "
-                f"was fitted with n_features={self.n_features}."
-            )
-        return X
+        return check_sequences(X, n_features=self.n_features, owner=owner)
 
     def check_targets(self, y, X):
         y, _ = check_targets(y, X.shape[0], X.shape[2] - 1)
