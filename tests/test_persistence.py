@@ -14,6 +14,7 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pytest
 import torch
@@ -389,6 +390,42 @@ def test_not_a_model_file(tmp_path):
         load_model(path)
     with pytest.raises(FileNotFoundError):
         load_model(tmp_path / "missing.stsq")
+
+
+@pytest.mark.parametrize(
+    "write, says",
+    [
+        (lambda m, p: p.write_bytes(pickle.dumps(m)), "it is a pickle file"),
+        (lambda m, p: joblib.dump(m, p), "it is a pickle file"),
+        (lambda m, p: joblib.dump(m, p, compress=3), "it is a zlib-compressed file"),
+        (lambda m, p: joblib.dump(m, p, compress=("gzip", 3)), "it is a gzip-compressed file"),
+    ],
+    ids=["pickle", "joblib", "joblib-zlib", "joblib-gzip"],
+)
+def test_a_joblib_or_pickle_file_is_named_with_how_to_load_it(models, tmp_path, write, says):
+    path = tmp_path / "model.joblib"
+    write(models["fcn"], path)
+    with pytest.raises(ValueError) as info:
+        load_model(path)
+    message = str(info.value)
+    assert message.startswith(f"{str(path)!r} is not an stsq-learn model file (not a zip archive)")
+    assert says in message and "joblib.load" in message and "unpickling runs code" in message
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_model_file_has_the_mode_open_gives_it(models, tmp_path, umask):
+    """0o666 less the umask, as open() gives a new file, also when it replaces one."""
+    path = tmp_path / "model.stsq"
+    before = os.umask(umask)
+    try:
+        save_model(models["fcn"], path)
+        first = os.stat(path).st_mode & 0o777
+        save_model(models["fcn"], path)  # replaced atomically: the same mode
+        second = os.stat(path).st_mode & 0o777
+    finally:
+        os.umask(before)
+    assert first == second == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["model.stsq"]  # no temporary file left
 
 
 # -- devices and odd hyperparameters ---------------------------------------------
