@@ -4,6 +4,7 @@ import sys
 
 import pytest
 import torch
+from children import child_env
 
 from stsq_learn import __version__
 from stsq_learn.cli import main
@@ -35,10 +36,22 @@ def _exit_code(argv, capsys):
     return exc.value.code, capsys.readouterr().err
 
 
-def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
+@pytest.mark.slow
+def test_reproduce_tiny_writes_figures_and_json_and_no_warning(tmp_path):
+    """The console script on two worker processes (loky): its files, and a stderr of no warning."""
     out = tmp_path / "rq"
-    assert main(["reproduce", "--tiny", "--out", str(out), "--no-progress", "--seed", "1"]) == 0
-    printed = capsys.readouterr().out
+    argv = ["reproduce", "--tiny", "--out", str(out), "--no-progress", "--seed", "1", "--jobs", "2"]
+    run = subprocess.run(
+        [sys.executable, "-m", "stsq_learn", *argv],
+        capture_output=True,
+        text=True,
+        env=child_env(OMP_NUM_THREADS="1"),
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "warning" not in run.stderr.lower(), run.stderr
+    assert "(seed 1): done in" in run.stderr
+    printed = run.stdout
     assert "| experiment |" in printed and "minimal width, transformer" in printed
     assert sorted(p.name for p in out.glob("*.png")) == [
         "bands.png",
