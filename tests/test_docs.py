@@ -147,7 +147,7 @@ _INDEX_INSTALL = re.compile(r"""pip3? install\s+(?:-\S+\s+)*\\?["']?stsq[-_]lear
 
 
 def _pages():
-    """The text a user reads: README, CONTRIBUTING, the docs, the gallery, the package's messages."""
+    """What a user reads: README, CONTRIBUTING, the docs, the gallery, the package's messages."""
     paths = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *DOCS.rglob("*.rst")]
     paths += [*(ROOT / "examples").glob("*.py"), *(ROOT / "stsq_learn").rglob("*.py")]
     return {path: path.read_text(encoding="utf-8") for path in paths if path.exists()}
