@@ -178,15 +178,16 @@ def check_seq_len(seq_len, name="seq_len"):
     return check_positive_int(seq_len, name)
 
 
-def check_marker_channel(X, n_features, owner, marker):
+def check_marker_channel(X, n_features, owner, marker, is_marker):
     """Refuse rows that are not ``n_features`` token features then one ``marker`` channel.
 
     For ``predict`` of a model fitted with ``n_features``: rows of exactly
-    ``n_features`` channels are the tokens without their marker (the
-    ``marker`` channel looks missing), and are said to be so.
+    ``n_features`` channels whose last channel is no marker channel
+    (``is_marker(X[..., -1])`` is false) are the tokens without their marker,
+    and are said to be so; with a marker last, they lack a token feature.
     """
     c = X.shape[2]
-    if c == n_features:
+    if c == n_features and not is_marker(X[..., -1]):
         raise ValueError(
             f"X has {c} channels, as many as the token features {owner} was fitted with "
             f"(n_features={n_features}), and no {marker} after them: the {marker} looks "
@@ -215,6 +216,10 @@ def missing_marker_hint(any_valid, name, marker):
     )
 
 
+def _is_binary(values):
+    return bool(np.isin(values, (0.0, 1.0)).all())
+
+
 def check_sequences(X, *, name="X", n_features=None, owner="the model"):
     """Validate a batch of sequences against the data contract.
 
@@ -238,7 +243,7 @@ def check_sequences(X, *, name="X", n_features=None, owner="the model"):
             "and the selection indicator (n_features + 1 >= 2)."
         )
     if n_features is not None:
-        check_marker_channel(arr, n_features, owner, "selection indicator channel")
+        check_marker_channel(arr, n_features, owner, "selection indicator channel", _is_binary)
     arr = finite_floats(arr, name)
     mask = arr[..., -1]
     not_binary = (mask != 0.0) & (mask != 1.0)

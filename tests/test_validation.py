@@ -240,6 +240,9 @@ def test_a_missing_marker_channel_is_said_to_look_missing():
         model.predict(bad)
     with pytest.raises(ValueError, match=r"X has 1 token features per token.*n_features=3"):
         model.predict(X[..., 2:])
+    # As many channels as token features, the last an indicator: a token feature is missing.
+    with pytest.raises(ValueError, match=r"^X has 2 token features per token.*n_features=3"):
+        model.predict(np.concatenate([X[..., :2], X[..., -1:]], axis=-1))
 
     Xr, yr = make_sparse_retrieval(30, 6, 2, 2, random_state=0)
     retriever = FCNRetriever(4, max_iter=1, random_state=0).fit(Xr, yr)

@@ -64,6 +64,10 @@ def _check_roles(X, n_selected, *, name="X"):
     return arr
 
 
+def _are_roles(values):
+    return bool(((values >= 0) & (values == np.round(values))).all())
+
+
 def _as_rows(X):
     """``X`` as a 3-D non-empty real array with a role channel and at least one feature."""
     arr = as_real_array(X, "X", f"{_SHAPE} for X")
@@ -183,7 +187,7 @@ class SparseRetrievalTask(Task):
 
     def check_rows(self, X, owner="the model"):
         X = _as_rows(X)
-        check_marker_channel(X, self.n_features, owner, "role channel")
+        check_marker_channel(X, self.n_features, owner, "role channel", _are_roles)
         return _check_roles(X, self.n_selected)
 
     def output_shape(self, n_samples, seq_len):
