@@ -359,12 +359,14 @@ def _add_fit(sub):
     model.add_argument(
         "--learning-rate-init",
         type=float,
-        help="initial step size (default: the transformer's 'auto', from the width)",
+        help="initial step size (default: 'auto', the transformer's from the width, the FCN's "
+        "from its layers' sizes and the steps)",
     )
     model.add_argument(
         "--learning-rate",
-        help="schedule of the step size: cooldown (the transformer's default), constant (the "
-        "FCN's), invscaling, adaptive (--n-train rows only) or cosine",
+        help="schedule of the step size: cooldown (the transformer's default), auto (the FCN's: "
+        "cooldown with its 'auto' step, else constant), constant, invscaling, adaptive "
+        "(--n-train rows only) or cosine",
     )
     model.add_argument(
         "--max-iter",

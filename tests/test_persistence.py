@@ -26,6 +26,7 @@ from stsq_learn import (
     SparseTokenRetriever,
     SparseTokenSelector,
     load_model,
+    make_sparse_averaging,
     make_sparse_retrieval,
     make_sparse_token_selection,
     save_model,
@@ -855,6 +856,36 @@ def test_files_written_by_0_5_predict_as_they_did(name):
     model = load_model(MODEL_FILES / f"{name}-0.5.0.stsq")
     assert_predicts_as_then(model.predict(expected[f"{name}_X"]), expected[name])
     assert model.n_iter_ == 3 and model.n_features_in_ == 3
+
+
+FILES_0_6 = ["fcn", "fcn_averager", "fcn_retriever", "fcn_regressor"]
+
+
+@pytest.mark.parametrize("name", FILES_0_6)
+def test_fcn_files_written_by_0_6_predict_and_refit_as_they_did(name):
+    """Real files of stsq-learn 0.6.0's FCNs (Adam at 0.001, a constant rate, its defaults
+    then): they load with those values, predict as they did, and a refit trains as 0.6 did
+    (0.7's "auto" step is for models that leave the step unset)."""
+    expected = np.load(MODEL_FILES / "predictions-0.6.0.npz")
+    model = load_model(MODEL_FILES / f"{name}-0.6.0.stsq")
+    params = model.get_params()
+    assert (params["learning_rate_init"], params["learning_rate"]) == (0.001, "constant")
+    assert model.learning_rate_init_ == 0.001
+    X = expected[f"{name}_X"]
+    assert_predicts_as_then(model.predict(X), expected[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refit = clone(model).set_params(random_state=1)
+        refit.fit(*_FILES_0_6_DATA[name]())
+    assert_predicts_as_then(refit.predict(X), expected[f"{name}_refit"])
+
+
+_FILES_0_6_DATA = {  # the rows the 0.6 models were fitted on
+    "fcn": lambda: make_sparse_token_selection(60, 6, 3, 2, random_state=0),
+    "fcn_averager": lambda: make_sparse_averaging(60, 6, 3, 2, random_state=0),
+    "fcn_retriever": lambda: make_sparse_retrieval(60, 6, 3, 2, random_state=0),
+    "fcn_regressor": lambda: make_sparse_averaging(60, 6, 3, 2, random_state=0),
+}
 
 
 def test_a_child_process_imports_this_checkout_and_the_parents_path(tmp_path, monkeypatch):
