@@ -57,14 +57,16 @@ def as_tensor(array, dtype, device="cpu"):
     read-only and memory-mapped arrays, either byte order. The tensor is
     C-contiguous and holds exactly the values a contiguous copy would give, so
     the layout never changes a result. It shares the array's memory on the CPU
-    when the array already is C-contiguous in the tensor's dtype and native byte
-    order; otherwise the cast and the reordering are one copy.
+    when the array already is C-contiguous, aligned, in the tensor's dtype and
+    native byte order; otherwise the cast and the reordering are one copy.
     """
     array = np.asarray(array)
     target = torch.empty(0, dtype=dtype).numpy().dtype  # native byte order
     # NumPy calls an array with a negative stride on an axis of length 1 C-contiguous;
-    # torch refuses any negative stride.
-    if array.dtype != target or not array.flags.c_contiguous or min(array.strides) < 0:
+    # torch refuses any negative stride. A misaligned array (a byte off its elements'
+    # alignment) is copied too: torch's kernels round otherwise on it.
+    copy = not (array.flags.c_contiguous and array.flags.aligned) or min(array.strides) < 0
+    if array.dtype != target or copy:
         array = np.array(array, dtype=target, order="C")
     with warnings.catch_warnings():  # torch warns that a read-only array is shared
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
