@@ -52,7 +52,15 @@ def _search_fits(cfg):
     task = SparseTokenSelectionTask(cfg["seq_len"], cfg["n_features"], cfg["n_selected"])
     models = [SparseTokenSelector(w, random_state=0, **_ADAM) for w in cfg["widths"]]
     models += [
-        FCNSelector(w, solver="adam", batch_size=1024, random_state=0) for w in cfg["fcn_widths"]
+        FCNSelector(
+            w,
+            solver="adam",
+            learning_rate_init=0.001,
+            learning_rate="constant",
+            batch_size=1024,
+            random_state=0,
+        )
+        for w in cfg["fcn_widths"]
     ]
     return task, models
 

@@ -24,6 +24,9 @@ The entries (``--only`` picks some, repeatable):
   at the large-width recipe against the floor, and the forward law of both;
 * ``defaults``: the defaults' error against the floor as the width grows,
   with ``fit`` and ``fit_online``, and their time against 0.3.0's defaults;
+* ``baseline_defaults``: the baselines' defaults against a sweep: each FCN's
+  R^2 with its default step and with 5 step sizes, at 3 lengths and 3 budgets,
+  and the linear classifiers' accuracy with C=1 and with 5 values of C;
 * ``reuse``: a width search's fits and the encodings comparison's models with
   their batch stream drawn once (``reuse_batches``, as ``reproduce`` runs
   them) against each fit drawing its own, checked to end with the same weights;
@@ -73,6 +76,7 @@ ENTRIES = [
     "accuracy",
     "parity",
     "defaults",
+    "baseline_defaults",
     "averaging",
     "reuse",
     "single_location",
@@ -83,7 +87,7 @@ ENTRIES = [
 #: Entries that measure what a model learns: a fit there that ends worse than
 #: predicting 0 is news, and its warning is shown. The others time short runs,
 #: which are not there to learn: their "worse than no model" warning is silenced.
-LEARNING_ENTRIES = {"accuracy", "parity", "defaults"}
+LEARNING_ENTRIES = {"accuracy", "parity", "defaults", "baseline_defaults"}
 
 
 def load(name):

@@ -26,7 +26,7 @@ import torch
 from sklearn.model_selection import GridSearchCV
 
 from stsq_learn import AttentionRegressor, LengthShiftScorer, Task, load_model, save_model
-from stsq_learn.nn.queries import Slots
+from stsq_learn.queries import Slots
 from stsq_learn.tasks import register_task
 
 
@@ -44,7 +44,7 @@ class DifferenceTask(Task):
     n_slots = 2
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
 
     @property
     def trivial_mse(self):  # E||x_a - x_b||^2

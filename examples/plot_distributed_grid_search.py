@@ -12,7 +12,8 @@ scheduler of our own. This example runs a small search over ``width`` x
 then plots how each candidate scores at the training length and at four
 times that length.
 
-It needs the ``distributed`` extra: ``pip install "stsq-learn[distributed]"``.
+It needs the ``distributed`` extra: ``pip install ".[distributed]"`` from the
+repository root.
 """
 
 # %%

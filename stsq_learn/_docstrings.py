@@ -81,7 +81,18 @@ SOLVER = """\
 
 def schedule(default):
     """The entries learning_rate (its default: ``default``), power_t and batch_size."""
-    return _SCHEDULE.replace("DEFAULT", default)
+    text = _SCHEDULE.replace("DEFAULT", default)
+    if default == "auto":  # the fully-connected baselines': the schedule their step needs
+        text = replace_once(text, '{"constant",', '{"auto", "constant",')
+        text = replace_once(text, '        - ``"constant"``:', _AUTO_SCHEDULE)
+    return text
+
+
+_AUTO_SCHEDULE = """        - ``"auto"``: with the step ``learning_rate_init="auto"`` resolves
+          for Adam, ``"cooldown"`` in :meth:`fit_online` and ``"adaptive"``
+          in :meth:`fit`; else ``"constant"`` (an explicit step, and plain
+          SGD, run as in 0.6).
+        - ``"constant"``:"""
 
 
 _SCHEDULE = """\

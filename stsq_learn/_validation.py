@@ -57,14 +57,16 @@ def as_tensor(array, dtype, device="cpu"):
     read-only and memory-mapped arrays, either byte order. The tensor is
     C-contiguous and holds exactly the values a contiguous copy would give, so
     the layout never changes a result. It shares the array's memory on the CPU
-    when the array already is C-contiguous in the tensor's dtype and native byte
-    order; otherwise the cast and the reordering are one copy.
+    when the array already is C-contiguous, aligned, in the tensor's dtype and
+    native byte order; otherwise the cast and the reordering are one copy.
     """
     array = np.asarray(array)
     target = torch.empty(0, dtype=dtype).numpy().dtype  # native byte order
     # NumPy calls an array with a negative stride on an axis of length 1 C-contiguous;
-    # torch refuses any negative stride.
-    if array.dtype != target or not array.flags.c_contiguous or min(array.strides) < 0:
+    # torch refuses any negative stride. A misaligned array (a byte off its elements'
+    # alignment) is copied too: torch's kernels round otherwise on it.
+    copy = not (array.flags.c_contiguous and array.flags.aligned) or min(array.strides) < 0
+    if array.dtype != target or copy:
         array = np.array(array, dtype=target, order="C")
     with warnings.catch_warnings():  # torch warns that a read-only array is shared
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -178,11 +180,55 @@ def check_seq_len(seq_len, name="seq_len"):
     return check_positive_int(seq_len, name)
 
 
-def check_sequences(X, *, name="X"):
+def check_marker_channel(X, n_features, owner, marker, is_marker):
+    """Refuse rows that are not ``n_features`` token features then one ``marker`` channel.
+
+    For ``predict`` of a model fitted with ``n_features``: rows of exactly
+    ``n_features`` channels whose last channel is no marker channel
+    (``is_marker(X[..., -1])`` is false) are the tokens without their marker,
+    and are said to be so; with a marker last, they lack a token feature.
+    """
+    c = X.shape[2]
+    if c == n_features and not is_marker(X[..., -1]):
+        raise ValueError(
+            f"X has {c} channels, as many as the token features {owner} was fitted with "
+            f"(n_features={n_features}), and no {marker} after them: the {marker} looks "
+            f"missing. Rows are (n_samples, seq_len, n_features + 1), the {marker} last."
+        )
+    if c - 1 != n_features:
+        raise ValueError(
+            f"X has {c - 1} token features per token, but {owner} "
+            f"was fitted with n_features={n_features}."
+        )
+
+
+def missing_marker_hint(any_valid, name, marker):
+    """The end of a bad-marker message: a hint unless ``any_valid`` (a value was a marker).
+
+    A marker channel none of whose values is a marker (a Gaussian token has
+    no 0.0 and no 1.0) is most likely a token feature: the rows lack the
+    marker channel. Otherwise the empty string.
+    """
+    if any_valid:
+        return ""
+    return (
+        f" None of its values is one: it looks like a token feature, as if the {marker} "
+        f"were missing ({name} must have shape (n_samples, seq_len, n_features + 1), the "
+        f"{marker} last)."
+    )
+
+
+def _is_binary(values):
+    return bool(np.isin(values, (0.0, 1.0)).all())
+
+
+def check_sequences(X, *, name="X", n_features=None, owner="the model"):
     """Validate a batch of sequences against the data contract.
 
     Returns a floating NumPy array of shape (n_samples, seq_len, n_features + 1)
-    (the input itself when it already is one; never modified).
+    (the input itself when it already is one; never modified). With
+    ``n_features`` (a fitted model's, named ``owner``), the channels are
+    checked against it first (:func:`check_marker_channel`).
     """
     arr = as_real_array(X, name, f"(n_samples, seq_len, n_features + 1) for {name}")
     if arr.ndim != 3:
@@ -198,14 +244,17 @@ def check_sequences(X, *, name="X"):
             f"{name} has {c} channel(s) on its last axis; need the token features "
             "and the selection indicator (n_features + 1 >= 2)."
         )
+    if n_features is not None:
+        check_marker_channel(arr, n_features, owner, "selection indicator channel", _is_binary)
     arr = finite_floats(arr, name)
     mask = arr[..., -1]
     not_binary = (mask != 0.0) & (mask != 1.0)
     if not_binary.any():
         i, t = np.argwhere(not_binary)[0]
+        hint = missing_marker_hint(not not_binary.all(), name, "selection indicator channel")
         raise ValueError(
             f"The selection indicator {name}[..., -1] must be exactly 0.0 or 1.0; "
-            f"{name}[{i}, {t}, -1] = {mask[i, t]!r}."
+            f"{name}[{i}, {t}, -1] = {mask[i, t]!r}.{hint}"
         )
     empty = mask.sum(axis=1) == 0
     if empty.any():

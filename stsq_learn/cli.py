@@ -5,14 +5,18 @@ claims, a comparison of positional encodings, and each task's own study) and
 writes figures, ``results.json`` and a Markdown summary; ``stsq-learn fit``
 trains one model on any registered task and prints its R^2 at several
 sequence lengths. The lists of experiments and tasks in the help texts and
-choices are read from the registry (:mod:`stsq_learn.registry`).
+choices are read from the registry (:mod:`stsq_learn.registry`), after the
+modules named by ``--import`` (which register a user's tasks and
+experiments) are imported.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import json
+import os
 import sys
 import time
 
@@ -57,6 +61,76 @@ def _assignment(text):
     except (ValueError, SyntaxError):
         value = raw.strip()
     return key.strip(), value
+
+
+_IMPORT_HELP = (
+    "import this module first: a dotted name (found from the current directory or the "
+    "installed packages) or the path of a .py file, whose import registers tasks or "
+    "experiments of one's own (stsq_learn.tasks.register_task, stsq_learn.registry."
+    "register), which the other options then take by name; repeatable"
+)
+
+
+def _imported_names(argv):
+    """The value of every ``--import`` in ``argv``, read before the parser is built."""
+    pre = _Parser(prog="stsq-learn", add_help=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[])
+    return pre.parse_known_args(argv)[0].imports
+
+
+def import_user_module(name):
+    """Import the module ``--import NAME`` names: a dotted name or the path of a ``.py`` file.
+
+    A dotted name is imported as ``import`` would from the current
+    directory (appended to ``sys.path``) or the installed packages. A path
+    is imported as the module named by its file name, from its directory
+    (put first on ``sys.path``, so that the worker processes of
+    ``reproduce`` import it by that name too).
+
+    Parameters
+    ----------
+    name : str
+        ``package.module`` or ``path/to/file.py``.
+
+    Returns
+    -------
+    module
+        The imported module.
+
+    Raises
+    ------
+    ValueError
+        If a path is not a ``.py`` file, or its name is not a module name or
+        is another module's already.
+    ImportError
+        If the module cannot be found, naming it.
+    """
+    if name.endswith(".py") or os.sep in name or (os.altsep and os.altsep in name):
+        path = os.path.abspath(name)
+        stem, ext = os.path.splitext(os.path.basename(path))
+        if not os.path.isfile(path):
+            raise ValueError(f"--import {name}: no such file ({path}).")
+        if ext != ".py":
+            raise ValueError(f"--import {name}: not a .py file.")
+        if not stem.isidentifier():
+            raise ValueError(f"--import {name}: {stem!r} is not a module name; rename the file.")
+        directory = os.path.dirname(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+        module = importlib.import_module(stem)
+        found = getattr(module, "__file__", None)
+        if found is None or os.path.abspath(found) != path:
+            raise ValueError(
+                f"--import {name}: the module name {stem!r} is already that of {found or module}; "
+                "rename the file."
+            )
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise ImportError(f"--import {name}: {exc}.") from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -216,7 +290,20 @@ def _add_reproduce(sub):
         "(needs the distributed extra; default: this process)",
     )
     rep.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    _add_import(rep)
     rep.set_defaults(handler=_run_reproduce, subparser=rep)
+
+
+def _add_import(parser):
+    """The ``--import`` option (read before parsing, by :func:`main`)."""
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE_OR_PATH",
+        help=_IMPORT_HELP,
+    )
 
 
 def _add_fit(sub):
@@ -234,7 +321,9 @@ def _add_fit(sub):
         "--task",
         default="selection",
         choices=list(TASKS),
-        help="a registered task by name: " + ", ".join(TASKS) + " (default: selection)",
+        help="a registered task by name: "
+        + ", ".join(TASKS)
+        + " (default: selection), or one of one's own that --import registers",
     )
     fit.add_argument("--seq-len", type=int, default=16, help="training length T")
     fit.add_argument("--n-features", type=int, default=8, help="token dimension d")
@@ -270,12 +359,14 @@ def _add_fit(sub):
     model.add_argument(
         "--learning-rate-init",
         type=float,
-        help="initial step size (default: the transformer's 'auto', from the width)",
+        help="initial step size (default: 'auto', the transformer's from the width, the FCN's "
+        "from its layers' sizes and the steps)",
     )
     model.add_argument(
         "--learning-rate",
-        help="schedule of the step size: cooldown (the transformer's default), constant (the "
-        "FCN's), invscaling, adaptive (--n-train rows only) or cosine",
+        help="schedule of the step size: cooldown (the transformer's default), auto (the FCN's: "
+        "cooldown with its 'auto' step, else constant), constant, invscaling, adaptive "
+        "(--n-train rows only) or cosine",
     )
     model.add_argument(
         "--max-iter",
@@ -312,6 +403,7 @@ def _add_fit(sub):
     fit.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     fit.add_argument("--threads", type=int, default=1, help="PyTorch CPU threads")
     fit.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _add_import(fit)
     fit.set_defaults(handler=_run_fit, subparser=fit)
 
 
@@ -640,15 +732,23 @@ def _run_fit(args):
 def main(argv=None):
     """Entry point of the ``stsq-learn`` console script; returns the exit status.
 
-    The library validates every value; its ``ValueError`` or ``TypeError``,
-    the ``ImportError`` of a missing extra, or an ``OSError`` (a file that
-    cannot be read or written) is reported as a usage error of the
-    subcommand: one line on stderr, exit status 2, no traceback.
+    The modules of ``--import`` are imported first, so that the tasks and
+    experiments they register are among the choices. The library validates
+    every value; its ``ValueError`` or ``TypeError``, the ``ImportError`` of a
+    missing extra or module, or an ``OSError`` (a file that cannot be read or
+    written) is reported as a usage error of the subcommand: one line on
+    stderr, exit status 2, no traceback.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for name in _imported_names(argv):
+        try:
+            import_user_module(name)
+        except (ValueError, TypeError, ImportError, OSError) as exc:
+            build_parser().error(str(exc))
     parser = build_parser()
     args = parser.parse_args(argv)
     # What ran, for a reference's provenance: main(argv) names argv, not its caller's sys.argv.
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.argv = argv
     if args.command is None:
         parser.print_help(sys.stdout)
         return 0

@@ -21,7 +21,8 @@ search therefore gives the same scores on a cluster as in one process, as
 long as each fit runs with the same number of torch threads (the reductions
 inside torch may round differently with another thread count).
 
-It needs the ``distributed`` extra: ``pip install "stsq-learn[distributed]"``.
+It needs the ``distributed`` extra: ``pip install ".[distributed]"`` from the
+repository's root.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "stsq_learn.distributed needs dask.distributed: install it with "
-        "'pip install \"stsq-learn[distributed]\"' (or 'pip install distributed')."
+        "'pip install \".[distributed]\"' from the repository's root (or 'pip install "
+        "distributed')."
     ) from exc
 
 from ._validation import check_positive_int, check_scheduler

@@ -6,6 +6,10 @@ from stsq_learn import make_sparse_token_selection
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
+# Importing it registers a task and an experiment (what `stsq-learn --import` loads in
+# test_cli): --doctest-modules must not import it, and so register them, for every test.
+collect_ignore = ["cli_user_task.py"]
+
 
 @pytest.fixture(scope="session")
 def small_data():

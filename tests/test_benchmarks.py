@@ -61,6 +61,7 @@ def test_registry_and_configs(bench):
         "accuracy",
         "parity",
         "defaults",
+        "baseline_defaults",
         "averaging",
         "reuse",
         "single_location",
@@ -425,6 +426,39 @@ def test_defaults_entry_scores_new_and_0_3_defaults_against_the_floor(bench):
     assert o["planned_steps"] == 960 and o["epochs"] == 960  # n_iter_ counts the steps online
     lines = dict(bench.defaults.table(rec))
     assert "fit T=6 q=2 width 4" in lines and "fit_online T=8 q=2 width 4" in lines
+
+
+def test_baseline_defaults_entry_sweeps_every_fcn_and_classifier(bench):
+    cfg = bench.harness.merge_config(
+        bench.baseline_defaults,
+        overrides=dict(seq_lens=(4,), budgets=(3,), steps=(0.001, 0.1), seeds=(0, 1))
+        | dict(n_test=40, classifiers=("pooled",), classifier_seq_lens=(4,), n_train=(30,))
+        | dict(cs=(0.1, 10.0), fit_widths=(8,), fit_seq_len=4, fit_rows=60),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = bench.baseline_defaults.run(cfg, bench.harness.Context(log=lambda m: None))
+    from stsq_learn.engine.rates import fcn_adam_rate
+
+    assert [r["estimator"] for r in rec["fcn"]] == list(cfg["estimators"])
+    sizes = {"FCNSelector": (20, 4), "FCNAverager": (32, 16), "FCNRetriever": (24, 8)}
+    sizes["FCNRegressor"] = (16, 1)  # single-location rows: T d inputs, one output
+    for r in [*rec["fcn"], *rec["classifiers"]]:
+        assert set(r["sweep"]) == {
+            str(v) for v in (cfg["steps"] if "estimator" in r else cfg["cs"])
+        }
+        assert r["best"] == max(r["sweep"].values()) and r["sweep"][str(r["best_at"])] == r["best"]
+        assert r["gap"] == pytest.approx(r["best"] - r["default"])
+        assert r["ok"] == (r["gap"] <= 0.03)
+    for r in rec["fcn"]:
+        n_in, n_out = sizes[r["estimator"]]
+        assert r["default_step"] == pytest.approx(fcn_adam_rate(256, n_in, n_out, 3))
+    assert rec["classifiers"][0]["signal"] == 2.0  # sqrt(L)
+    lines = dict(bench.baseline_defaults.table(rec))
+    assert "FCNAverager T=4 3 steps" in lines and "pooled logistic L=4 n=30" in lines
+    (fit,) = rec["fit"]
+    assert fit["width"] == 8 and fit["default_step"] == pytest.approx(fcn_adam_rate(8, 12, 2, 600))
+    assert "0.6's" in lines["FCNSelector.fit width 8"]
 
 
 def test_averaging_entry_times_steps_of_equal_queries_and_scores_the_floor(bench):

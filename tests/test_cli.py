@@ -1,9 +1,11 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+from children import child_env
 
 from stsq_learn import __version__
 from stsq_learn.cli import main
@@ -35,10 +37,22 @@ def _exit_code(argv, capsys):
     return exc.value.code, capsys.readouterr().err
 
 
-def test_reproduce_tiny_writes_figures_and_json(tmp_path, capsys):
+@pytest.mark.slow
+def test_reproduce_tiny_writes_figures_and_json_and_no_warning(tmp_path):
+    """The console script on two worker processes (loky): its files, and a stderr of no warning."""
     out = tmp_path / "rq"
-    assert main(["reproduce", "--tiny", "--out", str(out), "--no-progress", "--seed", "1"]) == 0
-    printed = capsys.readouterr().out
+    argv = ["reproduce", "--tiny", "--out", str(out), "--no-progress", "--seed", "1", "--jobs", "2"]
+    run = subprocess.run(
+        [sys.executable, "-m", "stsq_learn", *argv],
+        capture_output=True,
+        text=True,
+        env=child_env(OMP_NUM_THREADS="1"),
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "warning" not in run.stderr.lower(), run.stderr
+    assert "(seed 1): done in" in run.stderr
+    printed = run.stdout
     assert "| experiment |" in printed and "minimal width, transformer" in printed
     assert sorted(p.name for p in out.glob("*.png")) == [
         "bands.png",
@@ -314,6 +328,87 @@ def test_fit_names_an_unknown_task_and_a_length_its_shift_refuses(capsys):
     argv = ["fit", "--task", "averaging", "--seq-len", "8", "--eval-lengths", "4"]
     code, err = _exit_code(argv, capsys)
     assert code == 2 and "can only be lengthened" in err
+
+
+USER_MODULE = Path(__file__).with_name("cli_user_task.py")
+
+
+@pytest.fixture
+def restored_registry(monkeypatch):
+    """Let a test --import the module that registers a task; restore everything afterwards."""
+    import stsq_learn
+    from stsq_learn import registry
+    from stsq_learn.tasks import TASKS
+
+    saved = (dict(registry._REGISTRATIONS), dict(TASKS), list(stsq_learn.__all__))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    registry._REGISTRATIONS.clear()
+    registry._REGISTRATIONS.update(saved[0])
+    TASKS.clear()
+    TASKS.update(saved[1])
+    for name in set(stsq_learn.__all__) - set(saved[2]):
+        delattr(stsq_learn, name)
+    stsq_learn.__all__[:] = saved[2]
+    sys.modules.pop("cli_user_task", None)
+
+
+@pytest.mark.parametrize("spelling", ["path", "module", "path, after the task"])
+def test_fit_imports_the_module_that_registers_a_users_task(
+    restored_registry, capsys, monkeypatch, spelling
+):
+    """--import (a .py path or a dotted name, anywhere on the line) before --task is resolved."""
+    argv = ["fit", "--task", "test_pair_mean", "--seq-len", "6", "--n-features", "3"]
+    argv += ["--width", "8", "--online-steps", "30", "--n-eval", "50", "--json"]
+    if spelling == "module":  # found from the current directory, as python -m finds it
+        monkeypatch.chdir(USER_MODULE.parent)
+        monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(USER_MODULE.parent)])
+        argv[1:1] = ["--import", "cli_user_task"]
+    elif spelling == "path":
+        argv[1:1] = ["--import", str(USER_MODULE)]
+    else:
+        argv += [f"--import={USER_MODULE}"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"] == "AttentionRegressor" and report["task"] == "test_pair_mean"
+    assert set(report["r2"]) == {"6", "12", "24"}  # the task's own length shift
+    assert sys.modules["cli_user_task"].__file__ == str(USER_MODULE)
+
+
+def test_reproduce_imports_the_module_that_registers_an_experiment(
+    restored_registry, capsys, tmp_path
+):
+    """The experiment the module registers runs, on two worker processes that import it too."""
+    out = tmp_path / "level"
+    argv = ["reproduce", "--import", str(USER_MODULE), "--tiny", "--only", "test_level"]
+    assert main([*argv, "--seeds", "2", "--jobs", "2", "--out", str(out), "--no-progress"]) == 0
+    assert "| test_level | value |" in capsys.readouterr().out
+    assert json.loads((out / "results.json").read_text())["test_level"]["seeds"] == [0, 1]
+
+
+def test_a_bad_import_is_a_usage_error(restored_registry, capsys, tmp_path):
+    text = tmp_path / "tasks.txt"
+    text.write_text("")
+    bad_name = tmp_path / "my-tasks.py"
+    bad_name.write_text("")
+    for value, message in [
+        ("no_such_module_here", "--import no_such_module_here: No module named"),
+        (str(tmp_path / "missing.py"), "missing.py: no such file"),
+        (str(text), "tasks.txt: not a .py file"),
+        (str(bad_name), "'my-tasks' is not a module name"),
+    ]:
+        code, err = _exit_code(["fit", "--import", value], capsys)
+        assert code == 2 and err.startswith("stsq-learn: error: ") and message in err, err
+    code, err = _exit_code(["fit", "--task", "test_pair_mean"], capsys)  # not imported
+    assert code == 2 and "invalid choice: 'test_pair_mean'" in err
+
+
+def test_import_is_in_the_help_of_fit_and_reproduce(capsys):
+    for command in ("fit", "reproduce"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--import MODULE_OR_PATH" in text and "a dotted name" in text
 
 
 def test_reproduce_help_lists_options(capsys):

@@ -140,3 +140,41 @@ def test_a_docstring_piece_that_does_not_apply_fails():
     for text in ("a c", "b b"):
         with pytest.raises(ValueError, match="occurs"):
             replace_once(text, "b", "B")
+
+
+ROOT = DOCS.parent
+_INDEX_INSTALL = re.compile(r"""pip3? install\s+(?:-\S+\s+)*\\?["']?stsq[-_]learn\b""")
+"""``pip install "stsq-learn[...]"``: an install from a package index the project is not on."""
+
+
+def _pages():
+    """What a user reads: README, CONTRIBUTING, the docs, the gallery, the package's messages."""
+    paths = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *DOCS.rglob("*.rst")]
+    paths += [*(ROOT / "examples").glob("*.py"), *(ROOT / "stsq_learn").rglob("*.py")]
+    return {path: path.read_text(encoding="utf-8") for path in paths if path.exists()}
+
+
+def test_no_page_installs_the_package_from_an_index():
+    assert _INDEX_INSTALL.search('pip install "stsq-learn[distributed]"')
+    assert _INDEX_INSTALL.search("pip install -U stsq_learn")
+    assert _INDEX_INSTALL.search("'pip install \\\"stsq-learn[ray]\\\"'")
+    assert not _INDEX_INSTALL.search('pip install ".[distributed]"')
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path, text in _pages().items()
+        for match in _INDEX_INSTALL.finditer(text)
+    ]
+    assert not found, "the package is installed from a checkout (pip install .): " + str(found)
+
+
+def test_the_readme_and_the_install_page_tell_one_story():
+    """The same install command, extras and set-up check in both."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = (DOCS / "install.rst").read_text(encoding="utf-8")
+    for text in (readme, install):
+        words = " ".join(text.split())
+        assert 'pip install ".[test,docs,distributed]"' in words
+        assert "stsq-learn reproduce --quick python -m pytest" in words
+        assert 'pip install ".[ray]"' in words and "not published on a package index" in words
+        for extra in ("test", "docs", "distributed", "ray"):
+            assert re.search(rf"``{extra}``|`{extra}` \(", words), extra

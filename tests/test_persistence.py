@@ -14,6 +14,7 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pytest
 import torch
@@ -25,6 +26,7 @@ from stsq_learn import (
     SparseTokenRetriever,
     SparseTokenSelector,
     load_model,
+    make_sparse_averaging,
     make_sparse_retrieval,
     make_sparse_token_selection,
     save_model,
@@ -389,6 +391,42 @@ def test_not_a_model_file(tmp_path):
         load_model(path)
     with pytest.raises(FileNotFoundError):
         load_model(tmp_path / "missing.stsq")
+
+
+@pytest.mark.parametrize(
+    "write, says",
+    [
+        (lambda m, p: p.write_bytes(pickle.dumps(m)), "it is a pickle file"),
+        (lambda m, p: joblib.dump(m, p), "it is a pickle file"),
+        (lambda m, p: joblib.dump(m, p, compress=3), "it is a zlib-compressed file"),
+        (lambda m, p: joblib.dump(m, p, compress=("gzip", 3)), "it is a gzip-compressed file"),
+    ],
+    ids=["pickle", "joblib", "joblib-zlib", "joblib-gzip"],
+)
+def test_a_joblib_or_pickle_file_is_named_with_how_to_load_it(models, tmp_path, write, says):
+    path = tmp_path / "model.joblib"
+    write(models["fcn"], path)
+    with pytest.raises(ValueError) as info:
+        load_model(path)
+    message = str(info.value)
+    assert message.startswith(f"{str(path)!r} is not an stsq-learn model file (not a zip archive)")
+    assert says in message and "joblib.load" in message and "unpickling runs code" in message
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_model_file_has_the_mode_open_gives_it(models, tmp_path, umask):
+    """0o666 less the umask, as open() gives a new file, also when it replaces one."""
+    path = tmp_path / "model.stsq"
+    before = os.umask(umask)
+    try:
+        save_model(models["fcn"], path)
+        first = os.stat(path).st_mode & 0o777
+        save_model(models["fcn"], path)  # replaced atomically: the same mode
+        second = os.stat(path).st_mode & 0o777
+    finally:
+        os.umask(before)
+    assert first == second == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["model.stsq"]  # no temporary file left
 
 
 # -- devices and odd hyperparameters ---------------------------------------------
@@ -818,6 +856,36 @@ def test_files_written_by_0_5_predict_as_they_did(name):
     model = load_model(MODEL_FILES / f"{name}-0.5.0.stsq")
     assert_predicts_as_then(model.predict(expected[f"{name}_X"]), expected[name])
     assert model.n_iter_ == 3 and model.n_features_in_ == 3
+
+
+FILES_0_6 = ["fcn", "fcn_averager", "fcn_retriever", "fcn_regressor"]
+
+
+@pytest.mark.parametrize("name", FILES_0_6)
+def test_fcn_files_written_by_0_6_predict_and_refit_as_they_did(name):
+    """Real files of stsq-learn 0.6.0's FCNs (Adam at 0.001, a constant rate, its defaults
+    then): they load with those values, predict as they did, and a refit trains as 0.6 did
+    (0.7's "auto" step is for models that leave the step unset)."""
+    expected = np.load(MODEL_FILES / "predictions-0.6.0.npz")
+    model = load_model(MODEL_FILES / f"{name}-0.6.0.stsq")
+    params = model.get_params()
+    assert (params["learning_rate_init"], params["learning_rate"]) == (0.001, "constant")
+    assert model.learning_rate_init_ == 0.001
+    X = expected[f"{name}_X"]
+    assert_predicts_as_then(model.predict(X), expected[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refit = clone(model).set_params(random_state=1)
+        refit.fit(*_FILES_0_6_DATA[name]())
+    assert_predicts_as_then(refit.predict(X), expected[f"{name}_refit"])
+
+
+_FILES_0_6_DATA = {  # the rows the 0.6 models were fitted on
+    "fcn": lambda: make_sparse_token_selection(60, 6, 3, 2, random_state=0),
+    "fcn_averager": lambda: make_sparse_averaging(60, 6, 3, 2, random_state=0),
+    "fcn_retriever": lambda: make_sparse_retrieval(60, 6, 3, 2, random_state=0),
+    "fcn_regressor": lambda: make_sparse_averaging(60, 6, 3, 2, random_state=0),
+}
 
 
 def test_a_child_process_imports_this_checkout_and_the_parents_path(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
 """Step sizes that follow the width: "auto" resolved, per-block rates, stopping, failures."""
 
+import itertools
 import warnings
 
 import numpy as np
@@ -93,15 +94,79 @@ def test_fit_online_runs_the_planned_steps():
     )
 
 
-def test_fcn_keeps_its_defaults(data):
+def test_fcn_auto_step_follows_its_size_and_plan_with_a_cooldown_online(data):
+    task = SparseTokenSelectionTask(8, 3, 2)  # 32 inputs, 3 outputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = FCNSelector(width=64, batch_size=16, random_state=0).fit_online(task, 10)
+    expected = rates.FCN_ADAM_SCALE / 32 * np.sqrt(256 / 64) * (10 / 600) ** 0.3
+    assert (model.solver_, model.planned_steps_) == ("adam", 10)
+    assert model.learning_rate_init_ == pytest.approx(expected)
+    lrs = [b["event_lr"] for b in model.net_.history[-1]["batches"]]
+    np.testing.assert_allclose(lrs, expected * np.array([1] * 9 + [0.5]))  # the cooldown
+    assert not hasattr(model, "token_block_rate_")
+    with pytest.raises(ValueError, match="solver"):
+        FCNSelector(solver="auto").fit_online(task, 10)
+
+
+def test_fcn_auto_step_in_fit_is_the_reference_plans_made_adaptive(data):
+    """fit's epochs end where the loss stalls: the step of 600 steps, divided by 5 at a stall."""
+    X, y = data  # 32 inputs, 3 outputs; 120 rows: one step an epoch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = FCNSelector(width=256, max_iter=300, n_iter_no_change=2, random_state=0)
+        model.fit(X, y)
+    expected = rates.FCN_ADAM_SCALE / 32
+    assert model.learning_rate_init_ == pytest.approx(expected)
+    lrs = [e["batches"][-1]["event_lr"] for e in model.net_.history]
+    assert lrs[0] == pytest.approx(expected) and min(lrs) < expected / 4  # divided at stalls
+    ratios = {round(b / a, 6) for a, b in itertools.pairwise(lrs)}
+    assert ratios <= {1.0, 0.2}
+
+
+def test_fcn_auto_rule_in_each_size():
+    """1 / fan-in, 1 / sqrt(width), 1 / sqrt(outputs) above 8, (steps / 600) ** 0.3, a cap."""
+    base = rates.fcn_adam_rate(256, 400, 4, 600)
+    assert base == pytest.approx(rates.FCN_ADAM_SCALE / 400)
+    assert rates.fcn_adam_rate(1024, 400, 4, 600) == pytest.approx(base / 2)
+    assert rates.fcn_adam_rate(256, 800, 4, 600) == pytest.approx(base / 2)
+    assert rates.fcn_adam_rate(256, 400, 1, 600) == rates.fcn_adam_rate(256, 400, 8, 600) == base
+    assert rates.fcn_adam_rate(256, 400, 32, 600) == pytest.approx(base / 2)
+    assert rates.fcn_adam_rate(256, 400, 4, 600 * 2**10) == pytest.approx(base * 2**3)
+    assert rates.fcn_adam_rate(8, 4, 1, 10**6) == rates.FCN_MAX_RATE == 0.05
+
+
+@pytest.mark.parametrize("params", [{"learning_rate_init": 0.001}, {"solver": "sgd"}])
+def test_fcn_explicit_step_and_sgd_keep_0_6s_constant_rate(params, data):
+    """An explicit step, and plain SGD's "auto" (0.001), run at a constant rate, as in 0.6."""
     X, y = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = FCNSelector(width=8, max_iter=2, random_state=0).fit(X, y)
-    assert (model.solver_, model.learning_rate_init_, model.planned_steps_) == ("adam", 0.001, 2)
-    assert not hasattr(model, "token_block_rate_")
-    with pytest.raises(ValueError, match="solver"):
-        FCNSelector(solver="auto").fit(X, y)
+        model = FCNSelector(width=8, max_iter=3, random_state=0, **params).fit(X, y)
+        same = FCNSelector(
+            width=8,
+            max_iter=3,
+            random_state=0,
+            learning_rate="constant",
+            **{"learning_rate_init": 0.001, **params},
+        ).fit(X, y)
+    assert model.learning_rate_init_ == 0.001
+    assert "event_lr" not in model.net_.history[-1]["batches"][-1]  # no schedule ran
+    np.testing.assert_array_equal(model.predict(X), same.predict(X))
+
+
+@pytest.mark.slow
+def test_fcn_default_is_fair_where_0_6s_was_not():
+    """The issue's case: FCNSelector(width=256) at T=16, 600 online steps (0.6: R^2 0.54)."""
+    task = SparseTokenSelectionTask(16, 4, 2)
+    X, y = task.sample(2000, random_state=1)
+    scores = {
+        step: FCNSelector(learning_rate_init=step, random_state=0)
+        .fit_online(task, n_steps=600)
+        .score(X, y)
+        for step in ("auto", 0.001)
+    }
+    assert scores[0.001] < 0.6 and scores["auto"] > 0.9
 
 
 # -- per-block rates ------------------------------------------------------------------

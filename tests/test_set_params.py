@@ -1,6 +1,7 @@
 """set_params checks every key before it sets any: a failed call leaves the model as it was."""
 
 import copy
+import inspect
 import re
 import warnings
 
@@ -27,6 +28,7 @@ from stsq_learn import (
     make_sparse_averaging,
     make_sparse_retrieval,
     make_sparse_token_selection,
+    registry,
 )
 from stsq_learn.engine.params import check_param_keys
 
@@ -222,3 +224,29 @@ def test_clone_and_grid_search_still_work():
     with pytest.raises(ValueError, match="Invalid parameter 'bogus'"):
         GridSearchCV(base, {"bogus": [1, 2]}, cv=2, error_score="raise").fit(X, y)
     assert base.get_params() == FCNSelector(4, **_SMALL).get_params()
+
+
+@pytest.mark.parametrize("cls", registry.estimators(), ids=lambda c: c.__name__)
+def test_a_misspelt_parameter_names_the_public_class_and_the_valid_ones(cls):
+    """``Cls(widht=3)``: a TypeError naming ``Cls`` (not its private core) and its parameters."""
+    valid = repr(cls._get_param_names())
+    with pytest.raises(TypeError) as info:
+        cls(widht=3)
+    assert str(info.value) == (
+        f"{cls.__name__}() got an unexpected keyword argument 'widht'. "
+        f"Valid parameters are: {valid}."
+    )
+    positional = [
+        p for p in inspect.signature(cls).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD
+    ]
+    with pytest.raises(TypeError, match=rf"^{cls.__name__}\(\) takes at most {len(positional)} "):
+        cls(*[p.default for p in positional], 0)
+    if positional:
+        name = positional[0].name
+        with pytest.raises(
+            TypeError, match=rf"^{cls.__name__}\(\) got multiple values for argument '{name}'"
+        ):
+            cls(positional[0].default, **{name: positional[0].default})
+    # A valid call is unchanged, and the signature scikit-learn reads is the estimator's.
+    assert cls().get_params() == cls(**cls().get_params()).get_params()
+    assert cls.__init__.__wrapped__.__name__ == "__init__"

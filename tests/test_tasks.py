@@ -36,7 +36,7 @@ class DifferenceTask(Task):
     readout_required = True
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
 
     n_slots = 2  # the two roles' encodings side by side
 
@@ -78,6 +78,22 @@ class DifferenceTask(Task):
     @property
     def n_outputs(self):
         return self.n_features
+
+
+def test_check_sizes_is_public_and_the_old_name_still_works():
+    """A subclass validates its sizes with Task.check_sizes; 0.6's _check_sizes still does."""
+    assert DifferenceTask((8, 8), np.int64(2)) == DifferenceTask(8, 2)
+    with pytest.raises(ValueError, match=r"^n_features must be an integer >= 1, got 0\.$"):
+        DifferenceTask(8, 0)
+
+    @dataclass(frozen=True)
+    class OldStyle(DifferenceTask):
+        def __post_init__(self):
+            self._check_sizes()
+
+    assert OldStyle((5, 5), 2).seq_len == 5
+    with pytest.raises(ValueError, match="seq_len"):
+        OldStyle(0, 2)
 
 
 def test_the_registry_names_the_three_tasks_and_resolves_names_classes_objects():

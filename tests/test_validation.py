@@ -210,3 +210,43 @@ def test_float_range_is_checked_against_the_compute_dtype():
 def test_bad_devices(device, exc, match):
     with pytest.raises(exc, match=match):
         resolve_device(device)
+
+
+def test_a_missing_marker_channel_is_said_to_look_missing():
+    """Rows without their indicator or role channel: said so, in fit and in predict."""
+    from stsq_learn import (
+        FCNRetriever,
+        SparseTokenSelector,
+        make_sparse_retrieval,
+        make_sparse_token_selection,
+    )
+
+    X, y = make_sparse_token_selection(30, 6, 3, 2, random_state=0)
+    tokens = X[..., :3]
+    with pytest.raises(ValueError, match=r"None of its values is one: .* as if the selection "):
+        SparseTokenSelector(4, max_iter=1).fit(tokens, y)
+    model = SparseTokenSelector(4, max_iter=1, random_state=0).fit(X, y)
+    with pytest.raises(
+        ValueError,
+        match=r"^X has 3 channels, as many as the token features SparseTokenSelector was "
+        r"fitted with \(n_features=3\), and no selection indicator channel after them: the "
+        r"selection indicator channel looks missing\.",
+    ):
+        model.predict(tokens)
+    # A bad indicator value in a real indicator is still reported as a bad value.
+    bad = X.copy()
+    bad[0, 0, -1] = 2.0
+    with pytest.raises(ValueError, match=r"= np\.float64\(2\.0\)\.$"):
+        model.predict(bad)
+    with pytest.raises(ValueError, match=r"X has 1 token features per token.*n_features=3"):
+        model.predict(X[..., 2:])
+    # As many channels as token features, the last an indicator: a token feature is missing.
+    with pytest.raises(ValueError, match=r"^X has 2 token features per token.*n_features=3"):
+        model.predict(np.concatenate([X[..., :2], X[..., -1:]], axis=-1))
+
+    Xr, yr = make_sparse_retrieval(30, 6, 2, 2, random_state=0)
+    retriever = FCNRetriever(4, max_iter=1, random_state=0).fit(Xr, yr)
+    with pytest.raises(ValueError, match=r"no role channel after them: the role channel looks"):
+        retriever.predict(Xr[..., :2])
+    with pytest.raises(ValueError, match=r"as if the role channel were missing"):
+        FCNRetriever(4, max_iter=1).fit(Xr[..., :2], yr)

@@ -23,7 +23,7 @@ class PairMeanTask(Task):
     structure = Selection
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
 
     @property
     def trivial_mse(self):

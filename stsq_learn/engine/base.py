@@ -113,15 +113,21 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         """Optimiser steps of ``max_iter="auto"`` and ``fit_online(n_steps="auto")``."""
         return 1000
 
-    def _resolve_optimiser(self, zero_loss, planned_steps):
+    def _resolve_optimiser(self, zero_loss, planned_steps, module, online):
         """``(solver, learning_rate_init, token_block_rate, paces)`` of this run.
 
-        ``zero_loss`` is the training loss of predicting 0 and ``planned_steps``
-        the optimiser steps the run is planned for; ``token_block_rate`` is
-        None where the model has no separately paced block; ``paces`` are the
-        callbacks that give parts of the model steps of their own.
+        ``zero_loss`` is the training loss of predicting 0, ``planned_steps``
+        the optimiser steps the run is planned for, ``module`` the module it
+        trains and ``online`` whether it is :meth:`fit_online`;
+        ``token_block_rate`` is None where the model has no separately paced
+        block; ``paces`` are the callbacks that give parts of the model steps
+        of their own.
         """
         return self.solver, float(self.learning_rate_init), None, []
+
+    def _schedule(self, online):
+        """The schedule of a run: ``learning_rate``, for a core that resolves none."""
+        return self.learning_rate
 
     # -- public API ---------------------------------------------------------
     @Substitution(fit_raises=FIT_RAISES)
@@ -339,7 +345,9 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         rows_before = self.t_ if warm else 0
         planned = data.n_steps if online else epochs
         n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
-        solver, rate, token_rate, paces = self._resolve_optimiser(zero_loss, n_steps)
+        solver, rate, token_rate, paces = self._resolve_optimiser(
+            zero_loss, n_steps, module, online
+        )
         callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
         callbacks[1:1] = paces
         net = self._build_net(
@@ -401,7 +409,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         """The package's callbacks (guard, rate schedule, early stopping), then the user's."""
         callbacks = [tr.TrainingGuard()]
         schedule = tr.rate_schedule(
-            self.learning_rate,
+            self._schedule(online),
             power_t=self.power_t,
             n_steps=n_steps,
             batch_size=batch_size,
@@ -412,7 +420,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         )
         if schedule is not None:
             callbacks.append(schedule)
-        if self._watched(online) and self.learning_rate != "adaptive":
+        if self._watched(online) and self._schedule(online) != "adaptive":
             callbacks.append(tr.EarlyStop(self.n_iter_no_change, self.tol))
         return [*callbacks, *check_callbacks(self.callbacks)]
 
@@ -422,7 +430,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         Without one, a run is a plan (``max_iter`` epochs along its schedule)
         and running all of it is no ``ConvergenceWarning``.
         """
-        watched = self.learning_rate == "adaptive" or self.n_iter_no_change is not None
+        watched = self._schedule(online) == "adaptive" or self.n_iter_no_change is not None
         return not online and watched
 
     def _build_net(self, module, device, *, solver, learning_rate_init, **training):

@@ -154,7 +154,7 @@ class _AttentionCore(_BaseEstimator):
     def _auto_steps(self):
         return _rates.auto_steps()
 
-    def _resolve_optimiser(self, zero_loss, planned_steps):
+    def _resolve_optimiser(self, zero_loss, planned_steps, module, online):
         solver = "sgd" if self.solver == "auto" else self.solver
         rate, identity_rate = self.learning_rate_init, 1.0
         if rate == "auto":
@@ -240,6 +240,13 @@ class _FCNCore(_BaseEstimator):
     _parameter_constraints: dict = {
         **_BaseEstimator._parameter_constraints,
         "extra_hidden_layers": [tuple, list],
+        "learning_rate_init": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
+        "learning_rate": [
+            StrOptions({"auto", "constant", "invscaling", "adaptive", "cosine", "cooldown"})
+        ],
     }
 
     def __init__(
@@ -248,8 +255,8 @@ class _FCNCore(_BaseEstimator):
         *,
         extra_hidden_layers=(),
         solver="adam",
-        learning_rate_init=0.001,
-        learning_rate="constant",
+        learning_rate_init="auto",
+        learning_rate="auto",
         power_t=0.5,
         batch_size="auto",
         max_iter=200,
@@ -300,6 +307,35 @@ class _FCNCore(_BaseEstimator):
         return FullyConnected(
             task.seq_len, task.n_features, self.width, tuple(self.extra_hidden_layers), task=task
         )
+
+    def _auto_rate(self):
+        """Whether the step is Adam's ``"auto"`` step (:func:`~.rates.fcn_adam_rate`)."""
+        return self.learning_rate_init == "auto" and self.solver == "adam"
+
+    def _resolve_optimiser(self, zero_loss, planned_steps, module, online):
+        if self._auto_rate():
+            # fit's epochs end when the loss stalls, not at a plan: the step of the reference
+            # plan, lowered by the adaptive schedule (_schedule).
+            steps = planned_steps if online else _rates.FCN_REFERENCE_STEPS
+            layers = module.layers
+            rate = _rates.fcn_adam_rate(
+                self.width, layers[0].in_features, layers[-1].out_features, steps
+            )
+        elif self.learning_rate_init == "auto":  # plain SGD: 0.6's step, for every solver then
+            rate = _rates.FCN_SGD_RATE
+        else:
+            rate = self.learning_rate_init
+        return self.solver, float(rate), None, []
+
+    def _schedule(self, online):
+        # "auto": with Adam's "auto" step, the cooldown of a planned online run, and in fit the
+        # adaptive rate (divided by 5 where the epoch loss stalls); an explicit step (and
+        # SGD's) keeps 0.6's constant rate.
+        if self.learning_rate != "auto":
+            return self.learning_rate
+        if not self._auto_rate():
+            return "constant"
+        return "cooldown" if online else "adaptive"
 
     def _check_train_length(self, task):
         lo, hi = task.length_range

@@ -1,4 +1,5 @@
-"""``set_params`` that checks every key before it sets any: a failed call changes nothing.
+"""Parameters checked by name: ``set_params`` that checks every key before it sets any, and
+constructors that name the public class when a keyword is not one of its parameters.
 
 scikit-learn's :meth:`~sklearn.base.BaseEstimator.set_params` sets the keys
 of a call one by one and raises at the first unknown one, so
@@ -7,9 +8,20 @@ of a call one by one and raises at the first unknown one, so
 ``component__parameter`` keys the scikit-learn way included, then hands the
 call to scikit-learn unchanged: a valid call behaves exactly as
 ``BaseEstimator.set_params`` (values are still validated in ``fit``).
+
+An estimator inherits its ``__init__`` from a private core
+(``SparseTokenSelector`` from ``_AttentionCore``), so Python's own message for
+a misspelt keyword, ``_AttentionCore.__init__() got an unexpected keyword
+argument 'widht'``, names a class the user never wrote. Every ``__init__``
+defined under :class:`AtomicSetParams` is wrapped (:func:`named_init`) to
+raise a ``TypeError`` that names the class called and lists its parameters,
+as ``set_params`` does.
 """
 
 from __future__ import annotations
+
+import functools
+import inspect
 
 
 def check_param_keys(estimator, params):
@@ -54,8 +66,78 @@ def check_param_keys(estimator, params):
         check_param_keys(component, sub_params)
 
 
+def named_init(init):
+    """``init``, refusing an unknown keyword or an extra positional argument by the class's name.
+
+    The check runs before ``init``: a call ``Cls(widht=3)`` raises
+    ``TypeError: Cls() got an unexpected keyword argument 'widht'. Valid
+    parameters are: [...]``, naming the class called (``type(self)``, not
+    the one that defined ``init``) and its parameters. A valid call runs
+    ``init`` unchanged; ``inspect.signature`` (and so scikit-learn's
+    ``get_params``) still reads ``init``'s signature.
+
+    Parameters
+    ----------
+    init : function
+        An estimator's ``__init__`` (its arguments after ``self`` are its
+        parameters).
+
+    Returns
+    -------
+    function
+        The checking ``__init__``.
+    """
+    if getattr(init, "_names_its_class", False):
+        return init
+    params = list(inspect.signature(init).parameters.values())[1:]
+    kinds = inspect.Parameter
+    if any(p.kind in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD) for p in params):
+        return init  # not a scikit-learn estimator's __init__: Python's message stands
+    positional = [p.name for p in params if p.kind == kinds.POSITIONAL_OR_KEYWORD]
+    names = frozenset(p.name for p in params)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        problem = _call_problem(args, kwargs, positional, names)
+        if problem is not None:
+            cls = type(self)
+            raise TypeError(
+                f"{cls.__name__}() {problem}. Valid parameters are: {cls._get_param_names()!r}."
+            )
+        init(self, *args, **kwargs)
+
+    __init__._names_its_class = True
+    return __init__
+
+
+def _call_problem(args, kwargs, positional, names):
+    """What Python would refuse in a call ``(*args, **kwargs)``, as its message ends; or None."""
+    for key in kwargs:
+        if key not in names:
+            return f"got an unexpected keyword argument {key!r}"
+    if len(args) > len(positional):
+        return (
+            f"takes at most {len(positional)} positional argument(s) but {len(args)} were "
+            "given (the others are keyword-only)"
+        )
+    for name in positional[: len(args)]:
+        if name in kwargs:
+            return f"got multiple values for argument {name!r}"
+    return None
+
+
 class AtomicSetParams:
-    """Mixin: ``set_params`` checks every key before it sets any (a failed call changes nothing)."""
+    """Mixin: ``set_params`` checks every key before it sets any (a failed call changes nothing).
+
+    Every ``__init__`` a subclass defines is wrapped by :func:`named_init`:
+    an unknown keyword raises a ``TypeError`` naming the class called and
+    its parameters.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            cls.__init__ = named_init(vars(cls)["__init__"])
 
     def set_params(self, **params):
         """Set the parameters of this estimator.

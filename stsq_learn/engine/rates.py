@@ -66,6 +66,21 @@ is the error of predicting 0, ``d / q``).
    width 64, 4000 rows, the planned 960 steps): relative MSE 0.005 at
    H = q = 2 and 0.006 at H = q = 3, against 0.006 and 0.008 for Adam.
 
+7. *The fully-connected baseline* (Adam, its default solver). Adam moves
+   every weight by about its step whatever the gradient's scale; a hidden
+   unit reads ``n_inputs`` numbers, so its input moves by about the step
+   times ``n_inputs``: the step falls like ``1 / n_inputs``, the first
+   layer's fan-in (as in muP's rule for Adam), and, measured, like
+   ``1 / sqrt(width)`` and like ``1 / sqrt(n_outputs)`` above 8 outputs
+   (q-sparse averaging's ``N d``). A longer plan takes a larger step,
+   ``(planned_steps / 600) ** 0.3``, whose noise the cooldown settles; the
+   step is at most :data:`FCN_MAX_RATE`. ``fit``'s epochs over finite data
+   end when the loss stalls, not at a plan: there the step is that of 600
+   steps, divided by 5 each time the epoch loss stalls (``"adaptive"``).
+   :data:`FCN_ADAM_SCALE` was chosen by a sweep (the benchmark entry
+   ``baseline_defaults``: every FCN on its task, d = 4, q = 2, at T = 8, 16,
+   32 and 300, 600, 2000 online steps).
+
 The three constants were measured at T=16 and 64 (q=3 and 4, d=8, 8000
 rows, batches of 200) at widths 64 to 1024 and are the same for every case:
 the width and ``L0`` carry all the dependence. The two rates were measured
@@ -87,6 +102,7 @@ __all__ = [
     "IdentityRate",
     "ReadoutRate",
     "auto_steps",
+    "fcn_adam_rate",
     "noise_rate",
     "sgd_rates",
 ]
@@ -102,6 +118,33 @@ ADAM_RATE = 0.01
 READOUT_RATE = 0.1
 """Plain-SGD step of the heads' linear readout (item 6): its curvature is that of a least-
 squares fit on the heads' outputs, about 2 per direction, whatever the width."""
+
+
+FCN_ADAM_SCALE = 1.2
+"""Adam's step of the fully-connected baseline times its first layer's fan-in (item 7)."""
+FCN_REFERENCE_STEPS = 600
+"""The plan of the ``"auto"`` step in ``fit``, whose epochs end when the loss stalls."""
+FCN_MAX_RATE = 0.05
+"""The largest ``"auto"`` step of the fully-connected baseline: Adam overshot above it."""
+FCN_SGD_RATE = 0.001
+"""``learning_rate_init="auto"`` of the fully-connected baseline with plain SGD: 0.6's step."""
+
+
+def fcn_adam_rate(width, n_inputs, n_outputs, planned_steps):
+    """Adam's ``"auto"`` step of the fully-connected baseline (item 7).
+
+    ``FCN_ADAM_SCALE / n_inputs * sqrt(256 / width) * sqrt(min(1, 8 / n_outputs))
+    * (planned_steps / 600) ** 0.3``, at most ``FCN_MAX_RATE``, run with the
+    ``"cooldown"`` schedule.
+    """
+    rate = (
+        FCN_ADAM_SCALE
+        / n_inputs
+        * math.sqrt(256 / width)
+        * math.sqrt(min(1.0, 8 / n_outputs))
+        * (planned_steps / FCN_REFERENCE_STEPS) ** 0.3
+    )
+    return min(rate, FCN_MAX_RATE)
 
 
 def noise_rate(width):

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import struct
-import tempfile
 import zipfile
 import zlib
 
@@ -40,6 +40,39 @@ _ZIP_ERRORS = (
     OverflowError,
     ValueError,
 )
+
+
+_COMPRESSED = {  # the first bytes of the compressed files joblib.dump(..., compress=...) writes
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bz2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x5d\x00\x00": "lzma",
+    b"\x04\x22\x4d\x18": "lz4",
+    b"\x78\x01": "zlib",
+    b"\x78\x5e": "zlib",
+    b"\x78\x9c": "zlib",
+    b"\x78\xda": "zlib",
+}
+_TRUST = (
+    ", and only from a source you trust: unpickling runs code. save_model writes the files "
+    "load_model reads."
+)
+
+
+def _what_else(head):
+    """The end of the message for a file that is not a zip archive: what its first bytes say."""
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # PROTO 2-5: a pickle
+        return (
+            ": it is a pickle file, as joblib.dump and pickle.dump write; load it with "
+            f"joblib.load (or pickle.load){_TRUST}"
+        )
+    for magic, kind in _COMPRESSED.items():
+        if head.startswith(magic):
+            return (
+                f": it is a {kind}-compressed file, as joblib.dump(..., compress=...) writes; "
+                f"if joblib wrote it, load it with joblib.load{_TRUST}"
+            )
+    return "."
 
 
 class FileError(ValueError):
@@ -78,8 +111,29 @@ def check_destination(path):
         raise ValueError(f"Cannot save a model to {path!r}: {directory!r} is not writable.")
 
 
+def _create_beside(path):
+    """A new temporary file beside ``path``, open for writing: ``(fd, name)``.
+
+    It gets the mode :func:`open` gives a new file (0o666 less the umask),
+    as the model file that replaces ``path`` should; ``tempfile.mkstemp``
+    makes it 0o600 whatever the umask.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        name = os.path.join(directory, f".stsq-{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:  # pragma: no cover - 64 random bits taken: draw again
+            continue
+
+
 def write(path, members):
     """Write ``members`` (name -> bytes) as a sealed zip at ``path``, atomically.
+
+    The file is written beside ``path`` and renamed over it; it has the
+    mode a new file gets from :func:`open` (0o666 less the umask), whether
+    or not ``path`` existed.
 
     Parameters
     ----------
@@ -97,9 +151,7 @@ def write(path, members):
     check_destination(path)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=".stsq-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path))
-        )
+        fd, tmp = _create_beside(path)
         with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
             for name, blob in members.items():
                 zf.writestr(name, blob)
@@ -202,8 +254,10 @@ def read(path, names, max_bytes):
             raise
         except zipfile.BadZipFile as exc:
             if "File is not a zip file" in str(exc):
+                fh.seek(0)
                 raise FileError(
-                    f"{path!r} is not an stsq-learn model file (not a zip archive)."
+                    f"{path!r} is not an stsq-learn model file (not a zip archive)"
+                    f"{_what_else(fh.read(8))}"
                 ) from None
             raise FileError(f"{path!r} is a corrupted model file: {exc}.") from None
         except _ZIP_ERRORS as exc:

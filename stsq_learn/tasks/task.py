@@ -105,10 +105,42 @@ class Task(ModelReading, abc.ABC):
         """
         return dataclasses.replace(self, seq_len=seq_len)
 
-    def _check_sizes(self):
-        """Validate ``seq_len`` (an int or an inclusive range) and ``n_features``."""
+    def check_sizes(self):
+        """Validate ``seq_len`` and ``n_features``; a subclass calls it in ``__post_init__``.
+
+        ``seq_len`` must be an int >= 1 or an inclusive range ``(shortest,
+        longest)`` of them (a range of one length becomes that int),
+        ``n_features`` an int >= 1; NumPy integers become ints. The fields
+        are set in place (the dataclass is frozen, so through
+        ``object.__setattr__``), so that equal laws compare equal.
+
+        Raises
+        ------
+        TypeError, ValueError
+            Naming the field and the offending value.
+
+        Examples
+        --------
+        >>> from dataclasses import dataclass
+        >>> from stsq_learn import Task
+        >>> @dataclass(frozen=True)
+        ... class Sized(Task):
+        ...     seq_len: int
+        ...     n_features: int
+        ...     def __post_init__(self):
+        ...         self.check_sizes()
+        ...     _sample = from_data = check_rows = shift = None  # the rest, left out here
+        >>> Sized((8, 8), 2).seq_len
+        8
+        >>> Sized(8, 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: n_features must be an integer >= 1, got 0.
+        """
         object.__setattr__(self, "seq_len", check_seq_len(self.seq_len))
         object.__setattr__(self, "n_features", check_positive_int(self.n_features, "n_features"))
+
+    _check_sizes = check_sizes  # the name of 0.6 and earlier, which subclasses may still call
 
     # -- the law ---------------------------------------------------------------------
     def sample(self, n_samples, random_state=None):

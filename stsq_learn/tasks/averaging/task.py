@@ -223,7 +223,7 @@ class SparseAveragingTask(Task):
     isotropic_floor_applies = True
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
         if isinstance(self.n_selected, (tuple, list, np.ndarray)):
             raise TypeError(
                 "n_selected of q-sparse averaging must be one int (every subset has the same "

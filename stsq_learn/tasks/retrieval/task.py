@@ -24,10 +24,12 @@ import torch
 
 from ..._validation import (
     as_real_array,
+    check_marker_channel,
     check_n_selected,
     check_target_shape,
     finite_floats,
     finite_targets,
+    missing_marker_hint,
 )
 from ...nn.queries import Slots
 from .._shift import move_marked_rows
@@ -45,10 +47,11 @@ def _check_roles(X, n_selected, *, name="X"):
     bad = (roles != np.round(roles)) | (roles < 0) | (roles > n_selected)
     if bad.any():
         i, t = np.argwhere(bad)[0]
+        hint = missing_marker_hint((roles == np.round(roles)).any(), name, "role channel")
         raise ValueError(
             f"The role channel {name}[..., -1] must hold integers in [0, n_selected="
             f"{n_selected}] (0: not named, j: the position of role j); "
-            f"{name}[{i}, {t}, -1] = {float(roles[i, t])!r}."
+            f"{name}[{i}, {t}, -1] = {float(roles[i, t])!r}.{hint}"
         )
     counts = np.stack([(roles == j).sum(axis=1) for j in range(1, n_selected + 1)], axis=1)
     wrong = counts != 1
@@ -59,6 +62,10 @@ def _check_roles(X, n_selected, *, name="X"):
             f"names role {j + 1} {counts[i, j]} times."
         )
     return arr
+
+
+def _are_roles(values):
+    return bool(((values >= 0) & (values == np.round(values))).all())
 
 
 def _as_rows(X):
@@ -125,7 +132,7 @@ class SparseRetrievalTask(Task):
     readout_required = True
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
         if isinstance(self.n_selected, (tuple, list, np.ndarray)):
             raise TypeError(
                 "n_selected of q-sparse token retrieval must be one int (the number of "
@@ -180,11 +187,7 @@ class SparseRetrievalTask(Task):
 
     def check_rows(self, X, owner="the model"):
         X = _as_rows(X)
-        if X.shape[2] - 1 != self.n_features:
-            raise ValueError(
-                f"X has {X.shape[2] - 1} token features per token, but {owner} "
-                f"was fitted with n_features={self.n_features}."
-            )
+        check_marker_channel(X, self.n_features, owner, "role channel", _are_roles)
         return _check_roles(X, self.n_selected)
 
     def output_shape(self, n_samples, seq_len):

@@ -199,7 +199,7 @@ class SparseTokenSelector(_AttentionCore):
 
 @Substitution(
     solver=SOLVER,
-    schedule=schedule("constant"),
+    schedule=schedule("auto"),
     stopping=STOPPING,
     training=TRAINING,
     attributes=ATTRIBUTES,
@@ -220,8 +220,19 @@ class FCNSelector(_FCNCore):
     extra_hidden_layers : tuple of int, default=()
         Sizes of further ReLU hidden layers after the first.
     {solver}
-    learning_rate_init : float, default=0.001
-        Initial step size of the optimiser.
+    learning_rate_init : float or "auto", default="auto"
+        Initial step size of the optimiser. A number is used as it is (at a
+        constant rate unless ``learning_rate`` says otherwise, as in 0.6).
+        ``"auto"``, resolved in :meth:`fit` as ``learning_rate_init_``: with
+        Adam, ``1.2 / n_inputs * sqrt(256 / width) * sqrt(min(1, 8 /
+        n_outputs)) * (planned_steps / 600) ** 0.3``, at most 0.05, where
+        ``n_inputs`` and ``n_outputs`` are the sizes of the net's input and
+        output layers and ``planned_steps`` the ``n_steps`` of
+        :meth:`fit_online` (run with the ``"cooldown"`` schedule) and 600 in
+        :meth:`fit` (whose epochs end where the loss stalls; run with the
+        ``"adaptive"`` schedule): a sweep of step sizes chose it, for every
+        fully-connected estimator at several lengths and budgets (the user
+        guide's "The baselines' defaults"). With ``solver="sgd"``, 0.001.
     {schedule}
     {stopping}
     {training}
@@ -232,7 +243,7 @@ class FCNSelector(_FCNCore):
     solver_ : str
         The solver the last fit ran.
     learning_rate_init_ : float
-        The initial step size the last fit ran.
+        The initial step size the last fit ran (``"auto"`` resolved).
     planned_steps_ : int or None
         Optimiser steps the last fit was planned for; None for models loaded
         from files of stsq-learn 0.3 or earlier.

@@ -73,7 +73,7 @@ class SparseTokenSelectionTask(Task):
     isotropic_floor_applies = True
 
     def __post_init__(self):
-        self._check_sizes()
+        self.check_sizes()
         lo, hi = check_n_selected(self.n_selected, self.length_range[0])
         if not isinstance(self.n_selected, int) or isinstance(self.n_selected, bool):
             object.__setattr__(
@@ -143,13 +143,7 @@ class SparseTokenSelectionTask(Task):
         return cls(seq_len, n_features, (1, seq_len))
 
     def check_rows(self, X, owner="the model"):
-        X = check_sequences(X)
-        if X.shape[2] - 1 != self.n_features:
-            raise ValueError(
-                f"X has {X.shape[2] - 1} token features per token, but {owner} "
-                f"was fitted with n_features={self.n_features}."
-            )
-        return X
+        return check_sequences(X, n_features=self.n_features, owner=owner)
 
     def check_targets(self, y, X):
         y, _ = check_targets(y, X.shape[0], X.shape[2] - 1)

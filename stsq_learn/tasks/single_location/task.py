@@ -114,7 +114,7 @@ class SingleLocationTask(TokenRowsTask):
             raise TypeError(
                 f"seq_len of single-location regression must be one int, got {self.seq_len!r}."
             )
-        self._check_sizes()
+        self.check_sizes()
         if self.n_features < 2:
             raise ValueError(
                 f"n_features must be at least 2 (k* and v* are orthonormal), got {self.n_features}."
