@@ -134,17 +134,43 @@ class OnlineData(torch.utils.data.Dataset):
 
 
 class BatchIterator:
-    """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset."""
+    """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset.
+
+    ``seed`` is the batch seed of one fit, or a list of them: the members of
+    a batched fit, each drawing its batches from its own generator (the
+    batches of its single fit), a step's batches joined by
+    :func:`member_batch`.
+    """
 
     def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
         self.dataset, self.batch_size = dataset, batch_size
-        self.generator = torch.Generator(device=device).manual_seed(int(seed))
+        seeds = seed if isinstance(seed, list) else [seed]
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.generator = None if isinstance(seed, list) else self.generators[0]
 
     def __iter__(self):
-        return self.dataset.batches(self.batch_size, self.generator)
+        if self.generator is not None:
+            return self.dataset.batches(self.batch_size, self.generator)
+        streams = [self.dataset.batches(self.batch_size, g) for g in self.generators]
+        return (member_batch(batches) for batches in zip(*streams))
 
     def __len__(self):
         return -(-len(self.dataset) // self.batch_size)
+
+
+def member_batch(batches):
+    """The members' batches ``[(X, y), ...]`` as one: rows member-major, or lists.
+
+    Batches of one shape are concatenated (member s's rows are the s-th
+    block); where the shapes differ (a range of lengths), ``X`` and ``y``
+    are the lists of the members' own (:func:`stsq_learn.nn.members.forward_groups`).
+    """
+    if len(batches) == 1:
+        return batches[0]
+    Xs, ys = zip(*batches)
+    if len({X.shape for X in Xs}) == 1 and len({y.shape for y in ys}) == 1:
+        return torch.cat(Xs), torch.cat(ys)
+    return list(Xs), list(ys)
 
 
 # -- callbacks ---------------------------------------------------------------------------
