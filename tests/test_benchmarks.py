@@ -63,6 +63,7 @@ def test_registry_and_configs(bench):
         "defaults",
         "averaging",
         "reuse",
+        "seeds",
         "single_location",
         "gpu",
         "distributed",

@@ -280,10 +280,11 @@ class StreamedDraws(_DrawSource):
             out = torch.empty(n, P, width, device=device, dtype=dtype)
         S = len(self._generators)
         rows = n // S
-        # Each member's rows as its own fit draws them: padded only to its own largest query.
-        counts = [P] * S if read is None else (read != 0).view(S, rows, P).sum(2).amax(1).tolist()
-        if all(k == P for k in counts):
+        # Each member's rows as its own fit draws them: padded only to its own largest query
+        # (a member reads its last position if one of its rows does: positions come first).
+        if read is None or bool((read[:, -1] != 0).view(S, rows).any(1).all()):
             return _sampling.normalise(_sampling.fill_normals(out, self._generators))
+        counts = (read != 0).view(S, rows, P).sum(2).amax(1).tolist()
         for s, (generator, k) in enumerate(zip(self._generators, counts)):
             block = out[s * rows : (s + 1) * rows]
             block[:, k:] = 1.0  # padding of this member: never read, any finite vector

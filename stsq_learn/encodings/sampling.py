@@ -18,6 +18,8 @@ the plain sampler.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -157,16 +159,31 @@ def normalise(P):
     return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
 
 
-def _from_each(draw, generators, counts=None):
-    """``draw(count, generator)`` of every generator, concatenated (one: its draw itself).
+def _from_each(kind, generators, shape, device, dtype, counts=None):
+    """``torch.randn`` (``kind="normal"``) or ``torch.rand`` of ``shape`` from each generator.
 
-    ``counts`` (None: ``None`` for each) is what each member draws; a member
-    with a count of 0 draws nothing, as a single sampler with nothing left
-    to draw makes no call.
+    The draws are one tensor, each generator's block in turn on the first
+    axis (``counts[s]`` rows for generator s, where given); a block holds
+    the numbers that call gives alone. A count of 0 draws nothing, as a
+    single sampler with nothing left to draw makes no call. One generator:
+    the call itself.
     """
-    counts = [None] * len(generators) if counts is None else counts
-    parts = [draw(k, g) for k, g in zip(counts, generators) if k is None or k > 0]
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
+    if len(generators) == 1:
+        size = shape if counts is None else (counts[0], *shape[1:])
+        sample = torch.randn if kind == "normal" else torch.rand
+        return sample(size, generator=generators[0], device=device, dtype=dtype)
+    counts = [shape[0]] * len(generators) if counts is None else counts
+    out = torch.empty((sum(counts), *shape[1:]), device=device, dtype=dtype)
+    start = 0
+    for k, generator in zip(counts, generators):
+        if k:
+            block = out[start : start + k]
+            if kind == "normal":
+                block.normal_(generator=generator)
+            else:
+                block.uniform_(generator=generator)
+            start += k
+    return out
 
 
 def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None):
@@ -218,9 +235,8 @@ def coordinates_from(generators, shape, width, device="cpu", dtype=None):
     """:func:`sphere_coordinates` of ``shape`` from each generator, concatenated (first axis)."""
     width = check_positive_int(width, "width")  # the Gamma shape (width - 1) / 2 must be >= 0
     where = _draw_device(generators[0], device)
-    z = _from_each(
-        lambda _, g: torch.randn(shape, generator=g, device=where, dtype=dtype), generators
-    )
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    z = _from_each("normal", generators, shape, where, dtype)
     if width == 1:
         return torch.where(z >= 0, 1.0, -1.0).to(device=device, dtype=z.dtype)
     block = z.shape if len(generators) == 1 else (z.shape[0] // len(generators), *z.shape[1:])
@@ -268,9 +284,7 @@ def projections_from(generators, shape, width, k, device="cpu", dtype=None):
             f"need 1 <= k < width for k coordinates of a unit vector, got {k}, {width}."
         )
     where = _draw_device(generators[0], device)
-    z = _from_each(
-        lambda _, g: torch.randn((*shape, k), generator=g, device=where, dtype=dtype), generators
-    )
+    z = _from_each("normal", generators, (*shape, k), where, dtype)
     chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generators, where, z.dtype).mul_(2)
     return z.mul_(chi2.add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1)).to(device)
 
@@ -300,12 +314,8 @@ def _standard_gamma(shape, alpha, generator, device, dtype):
             counts = [pending.numel()]
         else:  # pending is increasing: each block's candidates, in turn
             counts = torch.bincount(pending // n, minlength=S).tolist()
-        cx = _from_each(
-            lambda k, g: torch.randn(k, generator=g, device=device, dtype=dtype), generators, counts
-        ).mul_(c)
-        log_u = _from_each(
-            lambda k, g: torch.rand(k, generator=g, device=device, dtype=dtype), generators, counts
-        ).log_()
+        cx = _from_each("normal", generators, (n,), device, dtype, counts).mul_(c)
+        log_u = _from_each("uniform", generators, (n,), device, dtype, counts).log_()
         value, accept = marsaglia_tsang(cx, log_u, a, c)
         if pending is None:
             out.copy_(value)
@@ -314,9 +324,7 @@ def _standard_gamma(shape, alpha, generator, device, dtype):
             out[pending[accept]] = value[accept]
             pending = pending[~accept]
     if boost:
-        u = _from_each(
-            lambda _, g: torch.rand(n, generator=g, device=device, dtype=dtype), generators
-        )
+        u = _from_each("uniform", generators, (n,), device, dtype)
         out.mul_(u.pow_(1 / alpha))
     return out.view(S * shape[0], *shape[1:]) if shape else out.view(())
 
@@ -362,9 +370,7 @@ def positions_from(generators, n_samples, seq_len, max_positions, device="cpu"):
     """:func:`randomized_positions` of ``n_samples`` rows from each generator, concatenated."""
     check_codebook_length(seq_len, max_positions)
     where = _draw_device(generators[0], device)
-    keys = _from_each(
-        lambda _, g: torch.rand(n_samples, max_positions, generator=g, device=where), generators
-    )
+    keys = _from_each("uniform", generators, (n_samples, max_positions), where, None)
     return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values.to(device)
 
 
