@@ -1,5 +1,6 @@
 """The documentation cannot forget a public name: every one is on the API page."""
 
+import importlib
 import re
 from pathlib import Path
 
@@ -77,13 +78,13 @@ def test_experiments_functions_are_in_the_api_page():
     assert not missing, f"docs/api.rst lacks entries for stsq_learn.experiments.{missing}"
 
 
-def test_batch_reuse_names_are_in_the_api_page():
-    from stsq_learn.engine import batch_reuse
-
+@pytest.mark.parametrize("module", ["batch_reuse", "members"])
+def test_engine_module_names_are_in_the_api_page(module):
+    names = importlib.import_module(f"stsq_learn.engine.{module}").__all__
     entries = _autosummary_entries(_api_text())
-    prefix = "stsq_learn.engine.batch_reuse"
-    missing = [n for n in batch_reuse.__all__ if f"{prefix}.{n}" not in entries]
-    assert not missing, f"docs/api.rst lacks entries for stsq_learn.engine.batch_reuse.{missing}"
+    prefix = f"stsq_learn.engine.{module}"
+    missing = [n for n in names if f"{prefix}.{n}" not in entries]
+    assert not missing, f"docs/api.rst lacks entries for {prefix}.{missing}"
 
 
 def test_version_is_mentioned():

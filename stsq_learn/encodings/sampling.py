@@ -159,8 +159,11 @@ def normalise(P):
     return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
 
 
-def _from_each(kind, generators, shape, device, dtype, counts=None):
+def draws_of_each(kind, generators, shape, device, dtype, counts=None):
     """``torch.randn`` (``kind="normal"``) or ``torch.rand`` of ``shape`` from each generator.
+
+    The members of a batched fit draw so (their encodings here, their
+    batches in a task's ``_sample_torch_members``).
 
     The draws are one tensor, each generator's block in turn on the first
     axis (``counts[s]`` rows for generator s, where given); a block holds
@@ -236,7 +239,7 @@ def coordinates_from(generators, shape, width, device="cpu", dtype=None):
     width = check_positive_int(width, "width")  # the Gamma shape (width - 1) / 2 must be >= 0
     where = _draw_device(generators[0], device)
     shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
-    z = _from_each("normal", generators, shape, where, dtype)
+    z = draws_of_each("normal", generators, shape, where, dtype)
     if width == 1:
         return torch.where(z >= 0, 1.0, -1.0).to(device=device, dtype=z.dtype)
     block = z.shape if len(generators) == 1 else (z.shape[0] // len(generators), *z.shape[1:])
@@ -284,7 +287,7 @@ def projections_from(generators, shape, width, k, device="cpu", dtype=None):
             f"need 1 <= k < width for k coordinates of a unit vector, got {k}, {width}."
         )
     where = _draw_device(generators[0], device)
-    z = _from_each("normal", generators, (*shape, k), where, dtype)
+    z = draws_of_each("normal", generators, (*shape, k), where, dtype)
     chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generators, where, z.dtype).mul_(2)
     return z.mul_(chi2.add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1)).to(device)
 
@@ -314,8 +317,8 @@ def _standard_gamma(shape, alpha, generator, device, dtype):
             counts = [pending.numel()]
         else:  # pending is increasing: each block's candidates, in turn
             counts = torch.bincount(pending // n, minlength=S).tolist()
-        cx = _from_each("normal", generators, (n,), device, dtype, counts).mul_(c)
-        log_u = _from_each("uniform", generators, (n,), device, dtype, counts).log_()
+        cx = draws_of_each("normal", generators, (n,), device, dtype, counts).mul_(c)
+        log_u = draws_of_each("uniform", generators, (n,), device, dtype, counts).log_()
         value, accept = marsaglia_tsang(cx, log_u, a, c)
         if pending is None:
             out.copy_(value)
@@ -324,7 +327,7 @@ def _standard_gamma(shape, alpha, generator, device, dtype):
             out[pending[accept]] = value[accept]
             pending = pending[~accept]
     if boost:
-        u = _from_each("uniform", generators, (n,), device, dtype)
+        u = draws_of_each("uniform", generators, (n,), device, dtype)
         out.mul_(u.pow_(1 / alpha))
     return out.view(S * shape[0], *shape[1:]) if shape else out.view(())
 
@@ -370,7 +373,7 @@ def positions_from(generators, n_samples, seq_len, max_positions, device="cpu"):
     """:func:`randomized_positions` of ``n_samples`` rows from each generator, concatenated."""
     check_codebook_length(seq_len, max_positions)
     where = _draw_device(generators[0], device)
-    keys = _from_each("uniform", generators, (n_samples, max_positions), where, None)
+    keys = draws_of_each("uniform", generators, (n_samples, max_positions), where, None)
     return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values.to(device)
 
 

@@ -81,9 +81,16 @@ class TensorData(torch.utils.data.Dataset):
             yield X[start : start + chunk], y[start : start + chunk]
 
     def batches(self, batch_size, generator):
-        perm = torch.randperm(len(self.X), generator=generator, device=self.X.device)
-        for start in range(0, len(perm), batch_size):
-            idx = perm[start : start + batch_size]
+        """Shuffled batches: each epoch a permutation drawn from ``generator``.
+
+        A list of generators gives the members of a batched fit their own
+        permutations, and a batch is every member's rows in turn.
+        """
+        generators = generator if isinstance(generator, list) else [generator]
+        n = len(self.X)
+        perms = [torch.randperm(n, generator=g, device=self.X.device) for g in generators]
+        for start in range(0, n, batch_size):
+            idx = torch.cat([perm[start : start + batch_size] for perm in perms])
             yield self.X[idx], self.y[idx]
 
 
@@ -117,20 +124,30 @@ class OnlineData(torch.utils.data.Dataset):
 
         Inside :func:`~.batch_reuse.reuse_batches`, a stream an earlier fit
         drew (same task, batch size, generator state, device and dtype) is
-        replayed.
+        replayed. A list of generators gives the members of a batched fit
+        their own streams (each replayed as its fit's would be), a batch
+        being every member's rows in turn (:func:`member_batch`).
         """
         reuse = active_reuse()
         if reuse is None:
             return (self.draw(batch_size, generator) for _ in range(self.n_steps))
+        if isinstance(generator, list):
+            streams = [self.batches(batch_size, g) for g in generator]
+            return (member_batch(batches) for batches in zip(*streams))
         start = generator.get_state().numpy().tobytes()  # the seed, and anything drawn since
         key = (self.task, batch_size, start, str(self.device), self.dtype)
         return reuse.stream(key, self.n_steps, generator, lambda g: self.draw(batch_size, g))
 
     def draw(self, batch_size, generator):
-        """One batch of ``batch_size`` fresh rows."""
-        return self.task.sample_torch(
-            batch_size, generator=generator, device=self.device, dtype=self.dtype
-        )
+        """One batch of ``batch_size`` fresh rows (of each generator of a list, in turn)."""
+        if not isinstance(generator, list):
+            return self.task.sample_torch(
+                batch_size, generator=generator, device=self.device, dtype=self.dtype
+            )
+        lo, hi = self.task.length_range
+        if hi > lo:  # each member draws its own length: its own batch
+            return member_batch([self.draw(batch_size, g) for g in generator])
+        return self.task._sample_torch_members(batch_size, generator, self.device, self.dtype)
 
 
 class BatchIterator:
@@ -138,8 +155,7 @@ class BatchIterator:
 
     ``seed`` is the batch seed of one fit, or a list of them: the members of
     a batched fit, each drawing its batches from its own generator (the
-    batches of its single fit), a step's batches joined by
-    :func:`member_batch`.
+    batches of its single fit; the dataset joins a step's batches).
     """
 
     def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
@@ -149,10 +165,8 @@ class BatchIterator:
         self.generator = None if isinstance(seed, list) else self.generators[0]
 
     def __iter__(self):
-        if self.generator is not None:
-            return self.dataset.batches(self.batch_size, self.generator)
-        streams = [self.dataset.batches(self.batch_size, g) for g in self.generators]
-        return (member_batch(batches) for batches in zip(*streams))
+        generator = self.generators if self.generator is None else self.generator
+        return self.dataset.batches(self.batch_size, generator)
 
     def __len__(self):
         return -(-len(self.dataset) // self.batch_size)

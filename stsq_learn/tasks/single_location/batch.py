@@ -49,7 +49,7 @@ from .estimators import ErfAttentionRegressor
 from .task import SingleLocationTask
 from .theory import _risk_gradient_coords, _task_constants
 
-__all__ = ["fit_members", "fit_online_batch", "fit_online_seeds"]
+__all__ = ["fit_online_batch", "fit_online_seeds"]
 
 
 def _check_task(task):
