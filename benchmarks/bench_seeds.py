@@ -91,7 +91,8 @@ def run(cfg, ctx):
                 c = rec["comparisons"][0]
                 ctx.log(
                     f"  {model}, S={n_seeds}: batched {c['ours_seconds']:.2f} s, sequential "
-                    f"{c['peer_seconds']:.2f} s: x{c['time_ratio']:.3f} (CPU x{rec['cpu_ratio']:.3f})"
+                    f"{c['peer_seconds']:.2f} s: x{c['time_ratio']:.3f} "
+                    f"(CPU x{rec['cpu_ratio']:.3f})"
                 )
     return {"target": cfg["target"], "cases": out}
 

@@ -155,6 +155,33 @@ def test_every_member_of_a_fit_on_rows_is_its_own_fit(est):
         _assert_same_fit(member, clone(est).set_params(random_state=seed).fit(X, y), X)
 
 
+@pytest.mark.parametrize(
+    "est, batched",
+    [
+        (FCNSelector(8, max_iter=30, **SMALL), True),
+        (SparseTokenSelector(8, max_iter=10, **SMALL), False),
+    ],
+    ids=["one step size: batched", "step sizes following each member's rows: one by one"],
+)
+def test_members_with_rows_of_their_own_are_their_own_fits(est, batched, monkeypatch):
+    rows = [STS.sample(40, random_state=10 + s) for s in SEEDS]
+    stacked = []
+    monkeypatch.setattr(Attention, "stacked", lambda ms: stacked.append(ms) or _stack(ms))
+    monkeypatch.setattr(FullyConnected, "stacked", lambda ms: stacked.append(ms) or _stack(ms))
+    members = fit_members(_clones(est), [X for X, _ in rows], [y for _, y in rows])
+    assert bool(stacked) == batched
+    for seed, member, (X, y) in zip(SEEDS, members, rows):
+        _assert_same_fit(member, clone(est).set_params(random_state=seed).fit(X, y), X)
+    with pytest.raises(ValueError, match="y must be a list of as many target arrays"):
+        fit_members(_clones(est), [X for X, _ in rows], rows[0][1])
+
+
+def _stack(modules):
+    from stsq_learn.nn.members import stack
+
+    return stack(modules)
+
+
 def test_early_stopping_freezes_each_member_at_its_own_epoch():
     X, y = STS.sample(48, random_state=0)
     est = FCNSelector(16, max_iter=200, n_iter_no_change=3, tol=1e-2, **SMALL)

@@ -379,8 +379,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         module = self._initial_module(task, init_seed, warm)
         module = module.to(device=device, dtype=tr.DTYPES[self.dtype])
         rows_before = self.t_ if warm else 0
-        planned = data.n_steps if online else epochs
-        n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
+        planned, n_steps = self._planned_steps(data, epochs, batch_size)
         solver, rate, token_rate, paces = self._resolve_optimiser(zero_loss, n_steps)
         callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
         callbacks[1:1] = paces
@@ -410,6 +409,13 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
             device=device,
             y_1d=y_1d,
         )
+
+    @staticmethod
+    def _planned_steps(data, epochs, batch_size):
+        """``(planned, n_steps)``: the run's planned steps (online) or epochs, and its steps."""
+        if isinstance(data, tr.OnlineData):
+            return data.n_steps, data.n_steps
+        return epochs, epochs * -(-len(data) // batch_size)
 
     def _judge_run(self, run, net, start):
         """The completed losses of a finished run, after refusing one that diverged.
@@ -451,17 +457,18 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         self._y_1d = run.y_1d
 
     @classmethod
-    def _fit_members(cls, estimators, method, args, errors):
+    def _fit_members(cls, estimators, method, calls, errors):
         """Fit ``estimators``, checked seeds of one estimator, together (:mod:`.members`).
 
-        ``method`` is ``"fit"`` or ``"fit_online"`` and ``args`` its
-        arguments; returns the estimators (or, with ``errors="return"``, a
-        failed member's exception in its place). A model class with loops of
-        its own overrides it.
+        ``method`` is ``"fit"`` or ``"fit_online"`` and ``calls`` each
+        member's arguments (one tuple object for all where they are shared);
+        returns the estimators (or, with ``errors="return"``, a failed
+        member's exception in its place). A model class with loops of its
+        own overrides it.
         """
         from .members import fit_stacked
 
-        return fit_stacked(estimators, method, args, errors)
+        return fit_stacked(estimators, method, calls, errors)
 
     def _seeds(self, warm):
         """Seeds of initialisation, batch order, training encodings and prediction draws."""

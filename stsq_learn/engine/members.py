@@ -79,6 +79,7 @@ import copy
 import math
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 from skorch.callbacks import Callback, LRScheduler
 
@@ -108,10 +109,12 @@ def fit_members(estimators, X, y, *, errors="raise"):
         Estimators of one class whose parameters are equal except
         ``random_state`` (e.g. ``[clone(est).set_params(random_state=s) for s
         in seeds]``), fitted or not.
-    X : array-like of shape (n_samples, seq_len, n_channels)
-        Rows of the estimators' task.
-    y : array-like
-        Targets.
+    X : array-like of shape (n_samples, seq_len, n_channels), or list of them
+        Rows of the estimators' task; a list of ``len(estimators)`` arrays
+        gives each member its own rows (of one size), each shuffled by its
+        member as its fit would.
+    y : array-like, or list of them
+        Targets (a list: each member's own, with its rows).
     errors : {"raise", "return"}, default="raise"
         What a member whose fit fails (a training loss that is not finite, a
         run that diverged with ``on_divergence="raise"``) does to the call:
@@ -141,7 +144,9 @@ def fit_members(estimators, X, y, *, errors="raise"):
     Where the settings cannot move in lockstep the estimators are fitted one
     after another, with the same guarantees (a single estimator,
     ``warm_start=True`` on a fitted one, ``learning_rate="adaptive"``, user
-    ``callbacks``, ``verbose > 0``, an estimator without a batched path).
+    ``callbacks``, ``verbose > 0``, an estimator without a batched path;
+    with rows of their own, members of other sizes or other step sizes:
+    ``learning_rate_init="auto"`` follows each member's loss of predicting 0).
 
     Examples
     --------
@@ -155,7 +160,25 @@ def fit_members(estimators, X, y, *, errors="raise"):
     >>> bool(abs(one.predict(X) - fitted[2].predict(X)).max() < 1e-9)
     True
     """
+    if _per_member(X, estimators):
+        if not isinstance(y, (list, tuple)) or len(y) != len(X):
+            raise ValueError(
+                f"X is a list of {len(X)} arrays, one per estimator: y must be a list of as "
+                f"many target arrays, got {type(y).__name__}"
+                + (f" of {len(y)}." if isinstance(y, (list, tuple)) else ".")
+            )
+        return _fit(estimators, "fit", list(zip(X, y)), errors)
     return _fit(estimators, "fit", (X, y), errors)
+
+
+def _per_member(X, estimators):
+    """Whether ``X`` is the members' own rows: a list of one whole array per estimator."""
+    return (
+        isinstance(X, (list, tuple))
+        and isinstance(estimators, (list, tuple))
+        and len(X) == len(estimators)
+        and all(isinstance(x, (np.ndarray, torch.Tensor)) and x.ndim >= 3 for x in X)
+    )
 
 
 def fit_online_members(estimators, task, n_steps="auto", *, errors="raise"):
@@ -205,13 +228,15 @@ def fit_online_members(estimators, task, n_steps="auto", *, errors="raise"):
 
 
 def _fit(estimators, method, args, errors):
+    """Check, then fit: ``args`` the call's arguments, or a list of each member's."""
     if errors not in ERRORS:
         raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}.")
     estimators = check_members(estimators)
+    calls = args if isinstance(args, list) else [args] * len(estimators)
     hook = getattr(type(estimators[0]), "_fit_members", None)
     if hook is None:
-        return fit_one_by_one(estimators, method, args, errors)
-    return hook(estimators, method, args, errors)
+        return fit_one_by_one(estimators, method, calls, errors)
+    return hook(estimators, method, calls, errors)
 
 
 def check_members(estimators):
@@ -274,8 +299,8 @@ def _same(a, b):
         return False
 
 
-def fit_one_by_one(estimators, method, args, errors):
-    """``getattr(est, method)(*args)`` for each estimator in turn: the exact sequential fits.
+def fit_one_by_one(estimators, method, calls, errors):
+    """``getattr(est, method)(*call)`` for each estimator in turn: the exact sequential fits.
 
     With ``errors="raise"`` a failure restores every estimator fitted before
     it (a failed call changes none); with ``"return"`` a member whose fit
@@ -288,8 +313,8 @@ def fit_one_by_one(estimators, method, args, errors):
         The checked members.
     method : {"fit", "fit_online"}
         The fit to call.
-    args : tuple
-        Its positional arguments.
+    calls : list of tuple
+        Each member's positional arguments.
     errors : {"raise", "return"}
         As in :func:`fit_members`.
 
@@ -301,7 +326,7 @@ def fit_one_by_one(estimators, method, args, errors):
     """
     saved = [dict(est.__dict__) for est in estimators]
     results = []
-    for est, state in zip(estimators, saved):
+    for est, state, args in zip(estimators, saved, calls):
         try:
             getattr(est, method)(*args)
         except ValueError as exc:
@@ -352,7 +377,7 @@ def fallback_reason(estimators):
     return None
 
 
-def fit_stacked(estimators, method, args, errors):
+def fit_stacked(estimators, method, calls, errors):
     """The engine's batched fit (``_BaseEstimator._fit_members``): one stacked module.
 
     Parameters
@@ -361,8 +386,9 @@ def fit_stacked(estimators, method, args, errors):
         Checked members of one engine estimator class.
     method : {"fit", "fit_online"}
         The fit they make.
-    args : tuple
-        Its arguments: ``(X, y)`` or ``(task, n_steps)``.
+    calls : list of tuple
+        Each member's arguments: ``(X, y)`` or ``(task, n_steps)`` (one
+        tuple for all where the rows are shared).
     errors : {"raise", "return"}
         As in :func:`fit_members`.
 
@@ -374,19 +400,29 @@ def fit_stacked(estimators, method, args, errors):
     for est in estimators:  # every member's hyperparameters, before any work
         est._validate_params()
         check_callbacks(est.callbacks)
-    first = estimators[0]
-    inputs = first._fit_inputs(*args) if method == "fit" else first._online_inputs(*args)
-    fitted_task = first._fitted_task(inputs["task"])
+    first, S = estimators[0], len(estimators)
+    shared = all(call is calls[0] for call in calls)
+    parts = [e._fit_inputs if method == "fit" else e._online_inputs for e in estimators]
+    inputs = [parts[0](*calls[0])] * S if shared else [p(*c) for p, c in zip(parts, calls)]
+    fitted_task = first._fitted_task(inputs[0]["task"])
     with torch.device("meta"):
         stackable = hasattr(first._make_module(fitted_task, 0), "stacked")
-    if fallback_reason(estimators) is not None or not stackable:
-        return fit_one_by_one(estimators, method, args, errors)
-    S = len(estimators)
-    data, device, batch_size = inputs["data"], inputs["device"], inputs["batch_size"]
-    epochs = inputs["epochs"]
-    check_fit_memory(first, fitted_task, batch_size, device, inputs["n_read"], members=S)
-    plan = {k: inputs[k] for k in ("epochs", "zero_loss", "n_read", "y_1d")}
-    runs = [est._plan(data, fitted_task, device, batch_size, **plan) for est in estimators]
+    if fallback_reason(estimators) is not None or not stackable or not _lockstep(inputs):
+        return fit_one_by_one(estimators, method, calls, errors)
+    device, batch_size, epochs = (inputs[0][k] for k in ("device", "batch_size", "epochs"))
+    n_steps = first._planned_steps(inputs[0]["data"], epochs, batch_size)[1]
+    steps = [
+        _steps(e._resolve_optimiser(i["zero_loss"], n_steps)) for e, i in zip(estimators, inputs)
+    ]
+    if any(s != steps[0] for s in steps):  # a step size following each member's own rows
+        return fit_one_by_one(estimators, method, calls, errors)
+    n_read = max((i["n_read"] for i in inputs), key=lambda q: -1 if q is None else q)
+    check_fit_memory(first, fitted_task, batch_size, device, n_read, members=S)
+    runs = [  # each member's seeds, drawn in list order as its fit draws them, and module
+        est._plan(i["data"], fitted_task, device, batch_size, epochs, *_own(i))
+        for est, i in zip(estimators, inputs)
+    ]
+    data = inputs[0]["data"] if shared else tr.MemberRows([i["data"] for i in inputs])
     run0 = runs[0]
     stacked = type(run0.module).stacked([run.module for run in runs])
     nets = []
@@ -405,7 +441,7 @@ def fit_stacked(estimators, method, args, errors):
         nets.append(tr.initialize_net(net))
     # The stacked net: the members' paces and rate schedule (the same for all), then the
     # members' own bookkeeping, last (after the optimiser, the paces and the schedule).
-    paces = first._resolve_optimiser(inputs["zero_loss"], run0.n_steps)[3]
+    paces = first._resolve_optimiser(inputs[0]["zero_loss"], run0.n_steps)[3]
     schedule = [c for c in run0.callbacks if isinstance(c, LRScheduler)]
     schedule = copy.deepcopy(schedule)  # a fresh instance: run0's belongs to member 0's net
     members = _Members(nets, data)
@@ -441,6 +477,31 @@ def fit_stacked(estimators, method, args, errors):
         if not isinstance(result, BaseException):
             est._assign_fitted(run, net, curve)
     return results
+
+
+def _own(inputs):
+    """What a member's plan takes from its own inputs: its loss of predicting 0, queries, y."""
+    return inputs["zero_loss"], inputs["n_read"], inputs["y_1d"]
+
+
+def _lockstep(inputs):
+    """Whether the members' fits have one task, batch size, epochs and number of rows."""
+    keys = ("batch_size", "epochs", "y_1d", "device")
+    first = inputs[0]
+    return all(
+        all(i[k] == first[k] for k in keys)
+        and i["task"].fitted_state() == first["task"].fitted_state()
+        and (i["task"].reference_length, i["task"].n_features)
+        == (first["task"].reference_length, first["task"].n_features)
+        and len(i["data"]) == len(first["data"])
+        for i in inputs
+    )
+
+
+def _steps(optimiser):
+    """A resolved ``(solver, rate, token_rate, paces)`` as comparable values."""
+    solver, rate, token_rate, paces = optimiser
+    return solver, rate, token_rate, [(type(p).__name__, p.rate) for p in paces]
 
 
 def _judge(estimators, runs, nets, stacked_net, starts, failed):

@@ -33,21 +33,18 @@ def start_loss(module, data, generator, kwargs, chunk):
     """
     from ..encodings.draws import StreamedDraws
     from ..nn.members import member_parts
-    from .training import member_batch
 
-    generators = generator if isinstance(generator, list) else [generator]
+    S = len(generator) if isinstance(generator, list) else 1
     draws = StreamedDraws(generator)
-    losses = [[] for _ in generators]
+    losses = [[] for _ in range(S)]
     with torch.no_grad():
-        for parts in zip(*(data.probe(g, chunk) for g in generators)):
-            X, y = member_batch(parts)
+        for X, y in data.probe(generator, chunk):
             out = module(X, generator=draws, **kwargs)
-            S = len(generators)
             for own, out_s, y_s in zip(losses, member_parts(out, S), member_parts(y, S)):
                 # The loss of SquaredError, outside the criterion (no training step is evaluated).
                 err = (out_s - y_s).square()  # one number per output row (a 1-D target: per row)
                 own.append(err.sum(-1).reshape(-1) if err.dim() > 1 else err)
-            del X, y, out, parts, out_s, y_s  # the next chunk is drawn while these would be held
+            del X, y, out, out_s, y_s  # the next chunk is drawn while these would be held
     means = [float(torch.cat(own).mean()) for own in losses]
     return means if isinstance(generator, list) else means[0]
 

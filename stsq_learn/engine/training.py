@@ -75,10 +75,16 @@ class TensorData(torch.utils.data.Dataset):
         return self.X[i], self.y[i]
 
     def probe(self, generator, chunk):
-        """Rows to measure the starting model's loss on: the first 4096, ``chunk`` at a time."""
+        """Rows to measure the starting model's loss on: the first 4096, ``chunk`` at a time.
+
+        A list of generators (the members of a batched fit) gets them once
+        per member, in turn.
+        """
         X, y = self.X[:_PROBE_ROWS], self.y[:_PROBE_ROWS]
+        copies = len(generator) if isinstance(generator, list) else 1
         for start in range(0, len(X), chunk):
-            yield X[start : start + chunk], y[start : start + chunk]
+            X_chunk, y_chunk = X[start : start + chunk], y[start : start + chunk]
+            yield member_batch([(X_chunk, y_chunk)] * copies)
 
     def batches(self, batch_size, generator):
         """Shuffled batches: each epoch a permutation drawn from ``generator``.
@@ -92,6 +98,33 @@ class TensorData(torch.utils.data.Dataset):
         for start in range(0, n, batch_size):
             idx = torch.cat([perm[start : start + batch_size] for perm in perms])
             yield self.X[idx], self.y[idx]
+
+
+class MemberRows(torch.utils.data.Dataset):
+    """The fixed rows of the members of a batched fit, one :class:`TensorData` each, one size.
+
+    Member s reads only its own rows, shuffled by its own generator (its
+    fit's batches); a batch is every member's in turn.
+    """
+
+    def __init__(self, members):
+        self.members = list(members)
+
+    def __len__(self):
+        return len(self.members[0])
+
+    def __getitem__(self, i):
+        raise TypeError("the members' rows are read in batches, not rows")
+
+    def probe(self, generator, chunk):
+        """Every member's probe rows (:meth:`TensorData.probe`), joined chunk by chunk."""
+        probes = [m.probe(g, chunk) for m, g in zip(self.members, generator)]
+        return (member_batch(parts) for parts in zip(*probes))
+
+    def batches(self, batch_size, generator):
+        """Every member's batches from its own generator, joined step by step."""
+        streams = [m.batches(batch_size, g) for m, g in zip(self.members, generator)]
+        return (member_batch(parts) for parts in zip(*streams))
 
 
 class OnlineData(torch.utils.data.Dataset):
@@ -111,8 +144,16 @@ class OnlineData(torch.utils.data.Dataset):
         """Rows, from their own generator, to measure the starting model's loss on.
 
         ``max(batch_size, 1024)`` rows (at most 4096), drawn ``chunk`` at a
-        time: one draw of them all when they fit in one chunk.
+        time: one draw of them all when they fit in one chunk. A list of
+        generators (the members of a batched fit) draws each member's,
+        joined chunk by chunk.
         """
+        if isinstance(generator, list):
+            probes = [self.probe(g, chunk) for g in generator]
+            return (member_batch(parts) for parts in zip(*probes))
+        return self._probe(generator, chunk)
+
+    def _probe(self, generator, chunk):
         n = min(max(self.batch_size, 1024), _PROBE_ROWS)
         for start in range(0, n, chunk):
             yield self.task.sample_torch(

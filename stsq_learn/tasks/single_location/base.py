@@ -115,11 +115,11 @@ class _SingleLocationModel(_BaseEstimator):
         return self.max_iter
 
     @classmethod
-    def _fit_members(cls, estimators, method, args, errors):
+    def _fit_members(cls, estimators, method, calls, errors):
         """Seeds fitted together, by loops of their own (:func:`.batch.fit_members`)."""
         from .batch import fit_members
 
-        return fit_members(estimators, method, args, errors)
+        return fit_members(estimators, method, calls, errors)
 
     # -- fitting ---------------------------------------------------------------------
     def fit(self, X, y):

@@ -277,7 +277,7 @@ def _train(estimators, task, n_steps):
 
 
 # -- every solver: the batched fits of engine.members ----------------------------------
-def fit_members(estimators, method, args, errors):
+def fit_members(estimators, method, calls, errors):
     """Seeds of one single-location estimator fitted together (their ``_fit_members``).
 
     What :func:`stsq_learn.engine.members.fit_members` and
@@ -299,8 +299,9 @@ def fit_members(estimators, method, args, errors):
         Checked members (one class, equal parameters but ``random_state``).
     method : {"fit", "fit_online"}
         The fit.
-    args : tuple
-        Its arguments.
+    calls : list of tuple
+        Each member's arguments (one tuple object for all where shared;
+        members with rows of their own are fitted one after another).
     errors : {"raise", "return"}
         As in :func:`stsq_learn.engine.members.fit_members`.
 
@@ -313,11 +314,13 @@ def fit_members(estimators, method, args, errors):
     for est in estimators:
         est._validate_params()
     first, S = estimators[0], len(estimators)
+    if any(call is not calls[0] for call in calls):
+        return fit_one_by_one(estimators, method, calls, errors)
     parts = first._fit_run if method == "fit" else first._online_run
-    run = parts(*args, members=S)
+    run = parts(*calls[0], members=S)
     population = run.law is not None and first._population_steps()
     if S == 1 or first.verbose or (not population and _shared_randomness(estimators)):
-        return fit_one_by_one(estimators, method, args, errors)
+        return fit_one_by_one(estimators, method, calls, errors)
     if population:
         states, failed = _train(estimators, run.task, run.n_steps)
     else:
