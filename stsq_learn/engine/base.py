@@ -341,17 +341,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         fitted_task = self._fitted_task(task)
         check_fit_memory(self, fitted_task, batch_size, device, n_read)
         run = self._plan(data, fitted_task, device, batch_size, epochs, zero_loss, n_read, y_1d)
-        net = self._build_net(
-            run.module,
-            device,
-            solver=run.solver,
-            learning_rate_init=run.rate,
-            callbacks=run.callbacks,
-            max_epochs=epochs,
-            batch_size=batch_size,
-            order_seed=run.order_seed,
-            step_progress=run.online,
-        )
+        net = self._run_net(run)
         probe = torch.Generator(device=device).manual_seed(run.pe_seed + 1)
         start = progress.start_loss(run.module, data, probe, run.kwargs, run.chunk)
         generator = torch.Generator(device=device).manual_seed(run.pe_seed)
@@ -390,6 +380,8 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         return types.SimpleNamespace(
             online=online,
             warm=warm,
+            epochs=epochs,
+            batch_size=batch_size,
             task=task,
             module=module,
             order_seed=order_seed,
@@ -408,6 +400,20 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
             zero_loss=zero_loss,
             device=device,
             y_1d=y_1d,
+        )
+
+    def _run_net(self, run):
+        """The skorch net that trains a planned run's module (and holds it after)."""
+        return self._build_net(
+            run.module,
+            run.device,
+            solver=run.solver,
+            learning_rate_init=run.rate,
+            callbacks=run.callbacks,
+            max_epochs=run.epochs,
+            batch_size=run.batch_size,
+            order_seed=run.order_seed,
+            step_progress=run.online,
         )
 
     @staticmethod

@@ -5,7 +5,10 @@ class and settings that differ only in ``random_state`` (the seeds of a
 study) at once. Each ends as the estimator ``est.fit(X, y)`` /
 ``est.fit_online(task, n_steps)`` gives, up to float rounding (the sums of a
 batched product run in another order: in float64 the weights agree to about
-1e-10), with the same checks, warnings and errors, judged per member.
+1e-15 after 200 steps), with the same checks, warnings and errors, judged
+per member. (One case agrees in law only: several heads that start
+identical, a readout at their average, with the marginal sampler, whose
+triangular factor turns rounding into a gradient's direction.)
 
 How the engine batches them
 ---------------------------
@@ -41,7 +44,10 @@ one after another (exactly the sequential fits): a single estimator;
 (each member would lower its own rate); user ``callbacks`` (they act on one
 net); ``verbose > 0`` (each fit prints its own progress); an estimator
 class without a batched path (:meth:`_fit_members`), or a module class
-without :meth:`stacked`.
+without :meth:`stacked`; members with rows of their own (``fit_members``
+given one array per member) of other sizes, or whose resolved step sizes
+differ (``learning_rate_init="auto"`` with SGD follows each member's loss of
+predicting 0). The decision is made before any seed is drawn.
 
 Supporting members in a new model (developer note)
 --------------------------------------------------
@@ -68,9 +74,13 @@ gets batched seeds from its module class, which must provide:
 - parameters the step-size paces read (``key_query``, ``readout``) keep
   their single layout after the member axis.
 
-An estimator with loops of its own (single-location regression) overrides
-the classmethod ``_fit_members(estimators, method, args, errors)``; one that
-is not on the engine is fitted one estimator after another.
+The estimator's ``fit`` and ``fit_online`` must do their work through the
+engine's named steps (``_fit_inputs`` / ``_online_inputs``, ``_plan``,
+``_judge_run``, ``_assign_fitted``), which the batched path calls for each
+member. An estimator with loops of its own (single-location regression)
+overrides the classmethod ``_fit_members(estimators, method, calls,
+errors)`` (``calls``: each member's arguments); one that is not on the
+engine is fitted one estimator after another.
 """
 
 from __future__ import annotations
@@ -425,20 +435,7 @@ def fit_stacked(estimators, method, calls, errors):
     data = inputs[0]["data"] if shared else tr.MemberRows([i["data"] for i in inputs])
     run0 = runs[0]
     stacked = type(run0.module).stacked([run.module for run in runs])
-    nets = []
-    for est, run in zip(estimators, runs):
-        net = est._build_net(
-            run.module,
-            device,
-            solver=run.solver,
-            learning_rate_init=run.rate,
-            callbacks=run.callbacks,
-            max_epochs=epochs,
-            batch_size=batch_size,
-            order_seed=run.order_seed,
-            step_progress=run.online,
-        )
-        nets.append(tr.initialize_net(net))
+    nets = [tr.initialize_net(est._run_net(run)) for est, run in zip(estimators, runs)]
     # The stacked net: the members' paces and rate schedule (the same for all), then the
     # members' own bookkeeping, last (after the optimiser, the paces and the schedule).
     paces = first._resolve_optimiser(inputs[0]["zero_loss"], run0.n_steps)[3]
@@ -466,17 +463,32 @@ def fit_stacked(estimators, method, calls, errors):
     for net in nets:
         net.notify("on_train_end", X=data, y=None)
     results, losses = _judge(estimators, runs, nets, stacked_net, starts, members.failed)
-    failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
-    if failed and errors == "raise":
-        states = ", ".join(f"random_state={estimators[i].random_state!r}" for i in failed)
-        raise ValueError(
-            f"{len(failed)} of the {S} members failed ({states}); no estimator was changed. "
-            f"The first: {results[failed[0]]}"
-        ) from results[failed[0]]
+    raise_failures(estimators, results, errors)
     for est, run, net, result, curve in zip(estimators, runs, nets, results, losses):
         if not isinstance(result, BaseException):
             est._assign_fitted(run, net, curve)
     return results
+
+
+def raise_failures(estimators, results, errors):
+    """With ``errors="raise"``, one ``ValueError`` for the failed members (before any is set).
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        The members.
+    results : list
+        Each member's estimator, or its ``ValueError``.
+    errors : {"raise", "return"}
+        As in :func:`fit_members`.
+    """
+    failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
+    if failed and errors == "raise":
+        states = ", ".join(f"random_state={estimators[i].random_state!r}" for i in failed)
+        raise ValueError(
+            f"{len(failed)} of the {len(estimators)} members failed ({states}); no estimator "
+            f"was changed. The first: {results[failed[0]]}"
+        ) from results[failed[0]]
 
 
 def _own(inputs):

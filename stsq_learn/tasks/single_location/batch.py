@@ -42,7 +42,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ..._validation import check_positive_int
-from ...engine.members import fit_one_by_one
+from ...engine.members import fit_one_by_one, raise_failures
 from ...engine.memory import check_training_memory
 from .base import _CPU, _Footprint, _Guard, _report, _steps
 from .estimators import ErfAttentionRegressor
@@ -336,13 +336,7 @@ def fit_members(estimators, method, calls, errors):
             results.append(exc)
         else:
             results.append(est)
-    bad = [i for i, r in enumerate(results) if isinstance(r, ValueError)]
-    if bad and errors == "raise":
-        states_ = ", ".join(f"random_state={estimators[i].random_state!r}" for i in bad)
-        raise ValueError(
-            f"{len(bad)} of the {S} runs failed ({states_}); no estimator was changed. "
-            f"The first: {results[bad[0]]}"
-        ) from results[bad[0]]
+    raise_failures(estimators, results, errors)
     for est, state, result in zip(estimators, states, results):
         if result is est:
             est._set_fitted(run.fitted_task, state)
