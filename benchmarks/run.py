@@ -30,6 +30,9 @@ The entries (``--only`` picks some, repeatable):
 * ``reuse``: a width search's fits and the encodings comparison's models with
   their batch stream drawn once (``reuse_batches``, as ``reproduce`` runs
   them) against each fit drawing its own, checked to end with the same weights;
+* ``seeds``: S seeds of ``SparseTokenSelector`` and ``FCNSelector`` trained as
+  one batched model (``fit_online_members``) against the same fits one after
+  another, at S = 3 and 8;
 * ``single_location``: projected GD on single-location regression over 1
   and 10 seeds, batched and one after another, against the authors' update
   vmapped in JAX (skipped without jax and quadax);
@@ -79,6 +82,7 @@ ENTRIES = [
     "baseline_defaults",
     "averaging",
     "reuse",
+    "seeds",
     "single_location",
     "gpu",
     "distributed",

@@ -64,6 +64,7 @@ def test_registry_and_configs(bench):
         "baseline_defaults",
         "averaging",
         "reuse",
+        "seeds",
         "single_location",
         "gpu",
         "distributed",

@@ -1,5 +1,6 @@
 """The documentation cannot forget a public name: every one is on the API page."""
 
+import importlib
 import re
 from pathlib import Path
 
@@ -77,10 +78,10 @@ def test_experiments_functions_are_in_the_api_page():
     assert not missing, f"docs/api.rst lacks entries for stsq_learn.experiments.{missing}"
 
 
-@pytest.mark.parametrize("module", ["stsq_learn.engine.batch_reuse", "stsq_learn.studies"])
+@pytest.mark.parametrize(
+    "module", ["stsq_learn.engine.batch_reuse", "stsq_learn.engine.members", "stsq_learn.studies"]
+)
 def test_module_names_are_in_the_api_page(module):
-    import importlib
-
     names = [n for n in importlib.import_module(module).__all__ if not n.isupper()]
     entries = _autosummary_entries(_api_text())
     missing = [n for n in names if f"{module}.{n}" not in entries]

@@ -100,7 +100,7 @@ class _DrawSource:
         """
         raise NotImplementedError
 
-    def sphere(self, positions, width, device, dtype, full=False):
+    def sphere(self, positions, width, device, dtype, full=False, read=None):
         """Unit vectors, uniform on the sphere, for given positions of every row.
 
         Parameters
@@ -116,6 +116,12 @@ class _DrawSource:
         full : bool, default=False
             Whether these are all the positions of full stochastic encodings
             (a stream made with ``reuse=True`` then draws into its buffer).
+        read : Tensor of shape (n, P) or None, default=None
+            The weight of each position in its row's query: a 0 marks
+            padding (positions after a row's own, up to the batch's most),
+            whose vector is never read. None: every position is read. A
+            stream of several members pads each member's rows only up to
+            that member's most, as its own fit would.
 
         Returns
         -------
@@ -197,12 +203,17 @@ class _DrawSource:
 
 @inherit_docstrings(_DrawSource)
 class StreamedDraws(_DrawSource):
-    """Draws taken in turn from a ``torch.Generator``.
+    """Draws taken in turn from a ``torch.Generator``, or from one per member of a batched fit.
 
     Parameters
     ----------
-    generator : torch.Generator or None, default=None
-        Source of the numbers; None is torch's global generator.
+    generator : torch.Generator, list of torch.Generator or None, default=None
+        Source of the numbers; None is torch's global generator. A list
+        gives the members of a batched fit (:mod:`stsq_learn.engine.members`)
+        their own: rows come in equal blocks, one per member in turn, and
+        each block gets the numbers the member's generator gives it alone,
+        by the same calls in the same order (what a single fit of the
+        member draws).
     reuse : bool, default=False
         Whether full stochastic encodings are drawn into one buffer kept
         across calls (each call overwrites the previous call's encodings:
@@ -215,6 +226,7 @@ class StreamedDraws(_DrawSource):
         self.generator = generator
         self.reuse = reuse
         self._buffer = None
+        self._generators = list(generator) if isinstance(generator, list) else [generator]
 
     def for_rows(self, X):
         return self
@@ -227,14 +239,32 @@ class StreamedDraws(_DrawSource):
             return self
         return StreamedDraws(self.generator)
 
+    def members(self, index):
+        """The stream of the members ``index`` (a list of member numbers), in that order.
+
+        Parameters
+        ----------
+        index : list of int
+            Members of this stream (its generators' positions).
+
+        Returns
+        -------
+        StreamedDraws
+            Their generators, with a buffer of its own.
+        """
+        return StreamedDraws([self._generators[i] for i in index], self.reuse)
+
     def get_state(self):
-        return None if self.generator is None else self.generator.get_state()
+        states = [None if g is None else g.get_state() for g in self._generators]
+        return states if isinstance(self.generator, list) else states[0]
 
     def set_state(self, state):
-        if self.generator is not None:
-            self.generator.set_state(state)
+        states = state if isinstance(self.generator, list) else [state]
+        for generator, value in zip(self._generators, states):
+            if generator is not None:
+                generator.set_state(value)
 
-    def sphere(self, positions, width, device, dtype, full=False):
+    def sphere(self, positions, width, device, dtype, full=False, read=None):
         n, P = positions.shape
         out = None
         if full and self.reuse:
@@ -242,24 +272,49 @@ class StreamedDraws(_DrawSource):
             if buf is None or buf.shape[0] < n or buf.shape[1:] != (P, width) or buf.dtype != dtype:
                 buf = self._buffer = torch.empty(n, P, width, device=device, dtype=dtype)
             out = buf[:n]
-        return _sampling.sphere_encodings(
-            n, P, width, generator=self.generator, device=device, dtype=dtype, out=out
-        )
+        if len(self._generators) == 1:
+            return _sampling.sphere_encodings(
+                n, P, width, generator=self._generators[0], device=device, dtype=dtype, out=out
+            )
+        if out is None:
+            out = torch.empty(n, P, width, device=device, dtype=dtype)
+        S = len(self._generators)
+        rows = n // S
+        # Each member's rows as its own fit draws them: padded only to its own largest query
+        # (a member reads its last position if one of its rows does: positions come first).
+        if read is None or bool((read[:, -1] != 0).view(S, rows).any(1).all()):
+            return _sampling.normalise(_sampling.fill_normals(out, self._generators))
+        counts = (read != 0).view(S, rows, P).sum(2).amax(1).tolist()
+        for s, (generator, k) in enumerate(zip(self._generators, counts)):
+            block = out[s * rows : (s + 1) * rows]
+            block[:, k:] = 1.0  # padding of this member: never read, any finite vector
+            own = torch.empty(rows, k, width, device=device, dtype=dtype)
+            block[:, :k] = _sampling.fill_normals(own, [generator])
+        return _sampling.normalise(out)
 
     def coordinates(self, n, seq_len, width, device, dtype):
-        return _sampling.sphere_coordinates(
-            (n, seq_len), width, generator=self.generator, device=device, dtype=dtype
-        )
+        if len(self._generators) == 1:
+            return _sampling.sphere_coordinates(
+                (n, seq_len), width, generator=self._generators[0], device=device, dtype=dtype
+            )
+        shape = (n // len(self._generators), seq_len)
+        return _sampling.coordinates_from(self._generators, shape, width, device, dtype)
 
     def joint_coordinates(self, n, seq_len, width, k, device, dtype):
-        return _sampling.sphere_projections(
-            (n, seq_len), width, k, generator=self.generator, device=device, dtype=dtype
-        )
+        if len(self._generators) == 1:
+            return _sampling.sphere_projections(
+                (n, seq_len), width, k, generator=self._generators[0], device=device, dtype=dtype
+            )
+        shape = (n // len(self._generators), seq_len)
+        return _sampling.projections_from(self._generators, shape, width, k, device, dtype)
 
     def subsets(self, n, seq_len, max_positions, device):
-        return _sampling.randomized_positions(
-            n, seq_len, max_positions, generator=self.generator, device=device
-        )
+        if len(self._generators) == 1:
+            return _sampling.randomized_positions(
+                n, seq_len, max_positions, generator=self._generators[0], device=device
+            )
+        rows = n // len(self._generators)
+        return _sampling.positions_from(self._generators, rows, seq_len, max_positions, device)
 
 
 @inherit_docstrings(_DrawSource)
@@ -356,7 +411,7 @@ class KeyedDraws(_DrawSource):
         model = self.dtype if self.dtype is not None else dtype
         return torch.float64 if model == torch.float64 else torch.float32
 
-    def sphere(self, positions, width, device, dtype, full=False):
+    def sphere(self, positions, width, device, dtype, full=False, read=None):
         n, P = self.keys.shape[0], positions.shape[1]
         n_words = -(-width // 2)
         words = splitmix64(self._seeds(positions, _SPHERE, self.keys.view(-1, 1)), n_words)

@@ -117,6 +117,10 @@ class _Family:
     def encodings(self, n_samples, seq_len, draws, table, device, dtype):  # pragma: no cover
         """The encodings of a batch: per row if drawn, else one table shared by all rows.
 
+        A ``table`` with a leading member axis (S, ...) is the tables of the
+        members of a batched fit, whose rows come in S equal blocks: each
+        block reads its member's table (the encodings are then per row).
+
         Parameters
         ----------
         n_samples : int
@@ -126,7 +130,7 @@ class _Family:
         draws : StreamedDraws or KeyedDraws
             Source of the draws (ignored by the deterministic families).
         table : Tensor or None
-            The module's buffer named :attr:`table_name`.
+            The module's buffer named :attr:`table_name` (S, ...) with members.
         device : str or torch.device
             Device of the result.
         dtype : torch.dtype
@@ -225,6 +229,8 @@ class FixedEncoding(_Family):
         return _table(seq_len, self.width, self.seed)
 
     def encodings(self, n_samples, seq_len, draws, table, device, dtype):
+        if table.dim() == 3:  # members of a batched fit, a table each: per row
+            return table[:, :seq_len].repeat_interleave(n_samples // table.shape[0], dim=0)
         if seq_len <= table.shape[0]:
             return table[:seq_len]
         return fixed_encodings(seq_len, self.width, self.seed, device=device, dtype=dtype)
@@ -266,7 +272,12 @@ class RandomizedEncoding(_Family):
         check_codebook_length(seq_len, self.max_length)
 
     def encodings(self, n_samples, seq_len, draws, table, device, dtype):
-        return table[draws.subsets(n_samples, seq_len, self.max_length, device)]
+        positions = draws.subsets(n_samples, seq_len, self.max_length, device)
+        if table.dim() == 3:  # members of a batched fit: each member's rows read its codebook
+            S = table.shape[0]
+            member = torch.arange(S, device=positions.device).repeat_interleave(n_samples // S)
+            return table[member[:, None], positions]
+        return table[positions]
 
 
 @inherit_docstrings(_Family)

@@ -6,9 +6,19 @@ random subsets), and the two pieces the keyed draws share with them: the
 Marsaglia-Tsang acceptance test (:func:`marsaglia_tsang`) and the codebook
 length check (:func:`check_codebook_length`); and the deterministic vectors
 of the fixed and sinusoidal families.
+
+Each drawn sampler is written for several generators at once (the
+``*_from`` functions): members of a batched fit
+(:mod:`stsq_learn.engine.members`) draw their rows in equal blocks, each
+block from its member's generator with exactly the calls a single fit makes,
+in the same order (the rejection steps of the Gamma draws included), and the
+arithmetic on the raw numbers is done once on all of them. One generator is
+the plain sampler.
 """
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 import torch
@@ -123,12 +133,60 @@ def sphere_encodings(
         P = torch.empty(n_samples, seq_len, width, device=device, dtype=dtype)
     else:
         P = out
-    where = _draw_device(generator, P.device)
-    if where == P.device:
-        P.normal_(generator=generator)
-    else:
-        P.copy_(torch.empty(P.shape, device=where, dtype=P.dtype).normal_(generator=generator))
+    return normalise(fill_normals(P, [generator]))
+
+
+def fill_normals(out, generators):
+    """Fill ``out`` with standard normals: its equal blocks of rows, one per generator, in turn.
+
+    A block gets the numbers ``normal_`` gives a tensor of its shape from
+    its generator (one generator: all of ``out``). Returns ``out``.
+    """
+    rows = out.shape[0] // len(generators)
+    for s, generator in enumerate(generators):
+        block = out if len(generators) == 1 else out[s * rows : (s + 1) * rows]
+        where = _draw_device(generator, block.device)
+        if where == block.device:
+            block.normal_(generator=generator)
+        else:
+            normals = torch.empty(block.shape, device=where, dtype=block.dtype)
+            block.copy_(normals.normal_(generator=generator))
+    return out
+
+
+def normalise(P):
+    """Divide every vector (the last axis) of ``P`` by its norm, in place; returns ``P``."""
     return P.div_(torch.linalg.vector_norm(P, dim=-1, keepdim=True))
+
+
+def draws_of_each(kind, generators, shape, device, dtype, counts=None):
+    """``torch.randn`` (``kind="normal"``) or ``torch.rand`` of ``shape`` from each generator.
+
+    The members of a batched fit draw so (their encodings here, their
+    batches in a task's ``_sample_torch_members``).
+
+    The draws are one tensor, each generator's block in turn on the first
+    axis (``counts[s]`` rows for generator s, where given); a block holds
+    the numbers that call gives alone. A count of 0 draws nothing, as a
+    single sampler with nothing left to draw makes no call. One generator:
+    the call itself.
+    """
+    if len(generators) == 1:
+        size = shape if counts is None else (counts[0], *shape[1:])
+        sample = torch.randn if kind == "normal" else torch.rand
+        return sample(size, generator=generators[0], device=device, dtype=dtype)
+    counts = [shape[0]] * len(generators) if counts is None else counts
+    out = torch.empty((sum(counts), *shape[1:]), device=device, dtype=dtype)
+    start = 0
+    for k, generator in zip(counts, generators):
+        if k:
+            block = out[start : start + k]
+            if kind == "normal":
+                block.normal_(generator=generator)
+            else:
+                block.uniform_(generator=generator)
+            start += k
+    return out
 
 
 def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None):
@@ -173,12 +231,19 @@ def sphere_coordinates(shape, width, *, generator=None, device="cpu", dtype=None
     >>> round(float(c.var()) * 16, 1)
     1.0
     """
+    return coordinates_from([generator], shape, width, device, dtype)
+
+
+def coordinates_from(generators, shape, width, device="cpu", dtype=None):
+    """:func:`sphere_coordinates` of ``shape`` from each generator, concatenated (first axis)."""
     width = check_positive_int(width, "width")  # the Gamma shape (width - 1) / 2 must be >= 0
-    where = _draw_device(generator, device)
-    z = torch.randn(shape, generator=generator, device=where, dtype=dtype)
+    where = _draw_device(generators[0], device)
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    z = draws_of_each("normal", generators, shape, where, dtype)
     if width == 1:
         return torch.where(z >= 0, 1.0, -1.0).to(device=device, dtype=z.dtype)
-    chi2 = _standard_gamma(z.shape, (width - 1) / 2, generator, where, z.dtype).mul_(2)
+    block = z.shape if len(generators) == 1 else (z.shape[0] // len(generators), *z.shape[1:])
+    chi2 = _standard_gamma(tuple(block), (width - 1) / 2, generators, where, z.dtype).mul_(2)
     return chi2.addcmul_(z, z).rsqrt_().mul_(z).to(device)
 
 
@@ -212,13 +277,18 @@ def sphere_projections(shape, width, k, *, generator=None, device="cpu", dtype=N
     Tensor of shape ``shape + (k,)``
         Rows of norm below 1, rotation invariant, covariance ``I / width``.
     """
+    return projections_from([generator], shape, width, k, device, dtype)
+
+
+def projections_from(generators, shape, width, k, device="cpu", dtype=None):
+    """:func:`sphere_projections` of ``shape`` from each generator, concatenated (first axis)."""
     if not 1 <= k < width:
         raise ValueError(
             f"need 1 <= k < width for k coordinates of a unit vector, got {k}, {width}."
         )
-    where = _draw_device(generator, device)
-    z = torch.randn((*shape, k), generator=generator, device=where, dtype=dtype)
-    chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generator, where, z.dtype).mul_(2)
+    where = _draw_device(generators[0], device)
+    z = draws_of_each("normal", generators, (*shape, k), where, dtype)
+    chi2 = _standard_gamma(tuple(shape), (width - k) / 2, generators, where, z.dtype).mul_(2)
     return z.mul_(chi2.add_(z.square().sum(-1)).rsqrt_().unsqueeze(-1)).to(device)
 
 
@@ -229,16 +299,26 @@ def _standard_gamma(shape, alpha, generator, device, dtype):
     0.95 (:func:`marsaglia_tsang`); the rejected ones are redrawn until all
     are accepted. For ``alpha < 1``, ``Gamma(alpha + 1)`` times
     ``U^(1 / alpha)``. Whole-tensor operations, a few times faster on a CPU
-    than torch's element-by-element ``_standard_gamma``.
+    than torch's element-by-element ``_standard_gamma``. A list of
+    generators draws ``shape`` from each (its block of the result, on the
+    first axis): every round draws each block's pending candidates from its
+    own generator, and tests all of them at once.
     """
-    n = int(np.prod(shape, dtype=np.int64))
+    generators = generator if isinstance(generator, list) else [generator]
+    S = len(generators)
+    n = int(np.prod(shape, dtype=np.int64))  # draws of each generator
     boost, a, c = gamma_constants(alpha)
-    out = torch.empty(n, device=device, dtype=dtype)
+    out = torch.empty(S * n, device=device, dtype=dtype)
     pending = None  # indices of out still to draw (None: all of them)
     while pending is None or pending.numel():
-        m = n if pending is None else pending.numel()
-        cx = torch.randn(m, generator=generator, device=device, dtype=dtype).mul_(c)
-        log_u = torch.rand(m, generator=generator, device=device, dtype=dtype).log_()
+        if pending is None:
+            counts = [n] * S
+        elif S == 1:
+            counts = [pending.numel()]
+        else:  # pending is increasing: each block's candidates, in turn
+            counts = torch.bincount(pending // n, minlength=S).tolist()
+        cx = draws_of_each("normal", generators, (n,), device, dtype, counts).mul_(c)
+        log_u = draws_of_each("uniform", generators, (n,), device, dtype, counts).log_()
         value, accept = marsaglia_tsang(cx, log_u, a, c)
         if pending is None:
             out.copy_(value)
@@ -247,9 +327,9 @@ def _standard_gamma(shape, alpha, generator, device, dtype):
             out[pending[accept]] = value[accept]
             pending = pending[~accept]
     if boost:
-        u = torch.rand(n, generator=generator, device=device, dtype=dtype)
+        u = draws_of_each("uniform", generators, (n,), device, dtype)
         out.mul_(u.pow_(1 / alpha))
-    return out.view(shape)
+    return out.view(S * shape[0], *shape[1:]) if shape else out.view(())
 
 
 def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, device="cpu"):
@@ -286,9 +366,14 @@ def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, d
     >>> idx.shape, bool((idx.diff(dim=1) > 0).all())
     (torch.Size([2, 3]), True)
     """
+    return positions_from([generator], n_samples, seq_len, max_positions, device)
+
+
+def positions_from(generators, n_samples, seq_len, max_positions, device="cpu"):
+    """:func:`randomized_positions` of ``n_samples`` rows from each generator, concatenated."""
     check_codebook_length(seq_len, max_positions)
-    where = _draw_device(generator, device)
-    keys = torch.rand(n_samples, max_positions, generator=generator, device=where)
+    where = _draw_device(generators[0], device)
+    keys = draws_of_each("uniform", generators, (n_samples, max_positions), where, None)
     return keys.topk(seq_len, dim=1, sorted=False).indices.sort(dim=1).values.to(device)
 
 

@@ -13,6 +13,7 @@ task (:mod:`stsq_learn.tasks`) says what the data mean.
 
 from __future__ import annotations
 
+import types
 import warnings
 from numbers import Integral, Real
 
@@ -155,6 +156,15 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         and ``loss_curve_`` and ``n_iter_`` describe the completed epochs (``t_``
         also counts the batches of an epoch cut short).
         """
+        self._train(**self._fit_inputs(X, y))
+        return self
+
+    def _fit_inputs(self, X, y):
+        """:meth:`fit`'s checks (hyperparameters, the data contract), then what it trains on.
+
+        Returns the keyword arguments of :meth:`_train`; nothing is trained
+        or assigned.
+        """
         self._validate_params()
         check_callbacks(self.callbacks)
         task, X, y_checked = self._task_class().from_data(X, y)
@@ -176,17 +186,16 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
             epochs = -(-self._auto_steps() // steps_per_epoch)
         zero_loss = float(np.square(y).sum(axis=-1).mean())  # the loss of predicting 0
         data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
-        self._train(
-            data,
-            task,
-            device,
-            batch_size,
-            epochs=epochs,
-            zero_loss=zero_loss,
-            n_read=task.largest_query(X),
-        )
-        self._y_1d = y_1d
-        return self
+        return {
+            "data": data,
+            "task": task,
+            "device": device,
+            "batch_size": batch_size,
+            "epochs": epochs,
+            "zero_loss": zero_loss,
+            "n_read": task.largest_query(X),
+            "y_1d": y_1d,
+        }
 
     @Substitution(fit_raises=FIT_RAISES)
     def fit_online(self, task, n_steps="auto"):
@@ -221,6 +230,11 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         the model keeps the weights reached so far, a ``UserWarning`` says so,
         and ``loss_curve_``, ``n_iter_`` and ``t_`` describe the completed steps.
         """
+        self._train(**self._online_inputs(task, n_steps))
+        return self
+
+    def _online_inputs(self, task, n_steps):
+        """:meth:`fit_online`'s checks, then what it trains on (:meth:`_train`'s arguments)."""
         self._validate_params()
         check_callbacks(self.callbacks)
         task_class = self._task_class()
@@ -243,18 +257,16 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
                 "or 'cosine'."
             )
         device = resolve_device(self.device)
-        data = tr.OnlineData(task, n_steps, batch_size, device, tr.DTYPES[self.dtype])
-        self._train(
-            data,
-            task,
-            device,
-            batch_size,
-            epochs=1,
-            zero_loss=task.trivial_mse,
-            n_read=task.largest_query_of_law,
-        )
-        self._y_1d = task.targets_1d
-        return self
+        return {
+            "data": tr.OnlineData(task, n_steps, batch_size, device, tr.DTYPES[self.dtype]),
+            "task": task,
+            "device": device,
+            "batch_size": batch_size,
+            "epochs": 1,
+            "zero_loss": task.trivial_mse,
+            "n_read": task.largest_query_of_law,
+            "y_1d": task.targets_1d,
+        }
 
     def predict(self, X):
         """Predict the mean of the selected tokens.
@@ -331,71 +343,146 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         return tags
 
     # -- the training loop, in named steps ----------------------------------
-    def _train(self, data, task, device, batch_size, *, epochs, zero_loss, n_read):
+    def _train(self, data, task, device, batch_size, *, epochs, zero_loss, n_read, y_1d):
+        fitted_task = self._fitted_task(task)
+        check_fit_memory(self, fitted_task, batch_size, device, n_read)
+        run = self._plan(data, fitted_task, device, batch_size, epochs, zero_loss, n_read, y_1d)
+        net = self._run_net(run)
+        probe = torch.Generator(device=device).manual_seed(run.pe_seed + 1)
+        start = progress.start_loss(run.module, data, probe, run.kwargs, run.chunk)
+        generator = torch.Generator(device=device).manual_seed(run.pe_seed)
+        # Streamed draws, with one encodings buffer for the whole fit: every step
+        # overwrites the previous step's encodings after its backward.
+        self._run(net, data, StreamedDraws(generator, reuse=True))
+        losses = self._judge_run(run, net, start)
+        self._assign_fitted(run, net, losses)
+
+    @staticmethod
+    def _fitted_task(task):
+        """The contract the fitted model keeps: the task at its (longest) training length."""
+        return type(task).from_fitted(task.reference_length, task.n_features, task.fitted_state())
+
+    def _plan(self, data, task, device, batch_size, epochs, zero_loss, n_read, y_1d):
+        """Everything a run is made of, before any step: seeds, module, optimiser, callbacks.
+
+        ``task`` is the fitted task (:meth:`_fitted_task`). Draws the four
+        seeds from ``random_state`` and builds the module (of a warm start:
+        the fitted one's weights); nothing is assigned.
+        """
         online = isinstance(data, tr.OnlineData)
         warm = self.warm_start and hasattr(self, "net_")
-        # The contract the fitted model keeps: the task at its (longest) training length.
-        fitted_task = type(task).from_fitted(
-            task.reference_length, task.n_features, task.fitted_state()
-        )
-        check_fit_memory(self, fitted_task, batch_size, device, n_read)
         init_seed, order_seed, pe_seed, predict_seed = self._seeds(warm)
-        module = self._initial_module(fitted_task, init_seed, warm)
+        module = self._initial_module(task, init_seed, warm)
         module = module.to(device=device, dtype=tr.DTYPES[self.dtype])
         rows_before = self.t_ if warm else 0
-        planned = data.n_steps if online else epochs
-        n_steps = data.n_steps if online else epochs * -(-len(data) // batch_size)
+        planned, n_steps = self._planned_steps(data, epochs, batch_size)
         solver, rate, token_rate, paces = self._resolve_optimiser(
             zero_loss, n_steps, module, online
         )
         callbacks = self._training_callbacks(online, n_steps, batch_size, len(data), rows_before)
         callbacks[1:1] = paces
-        net = self._build_net(
-            module,
-            device,
-            solver=solver,
-            learning_rate_init=rate,
-            callbacks=callbacks,
-            max_epochs=epochs,
-            batch_size=batch_size,
-            order_seed=order_seed,
-            step_progress=online,
-        )
-        probe = torch.Generator(device=device).manual_seed(pe_seed + 1)
         kwargs = self._fit_forward_kwargs()
         chunk = tr.probe_chunk(
-            module, fitted_task.reference_length, kwargs.get("pe_sampling"), n_read, batch_size
+            module, task.reference_length, kwargs.get("pe_sampling"), n_read, batch_size
         )
-        start = progress.start_loss(module, data, probe, kwargs, chunk)
-        self._run(net, data, torch.Generator(device=device).manual_seed(pe_seed))
+        return types.SimpleNamespace(
+            online=online,
+            warm=warm,
+            epochs=epochs,
+            batch_size=batch_size,
+            task=task,
+            module=module,
+            order_seed=order_seed,
+            pe_seed=pe_seed,
+            predict_seed=predict_seed,
+            rows_before=rows_before,
+            planned=planned,
+            n_steps=n_steps,
+            solver=solver,
+            rate=rate,
+            token_rate=token_rate,
+            paces=paces,
+            callbacks=callbacks,
+            kwargs=kwargs,
+            chunk=chunk,
+            zero_loss=zero_loss,
+            device=device,
+            y_1d=y_1d,
+        )
+
+    def _run_net(self, run):
+        """The skorch net that trains a planned run's module (and holds it after)."""
+        return self._build_net(
+            run.module,
+            run.device,
+            solver=run.solver,
+            learning_rate_init=run.rate,
+            callbacks=run.callbacks,
+            max_epochs=run.epochs,
+            batch_size=run.batch_size,
+            order_seed=run.order_seed,
+            step_progress=run.online,
+        )
+
+    @staticmethod
+    def _planned_steps(data, epochs, batch_size):
+        """``(planned, n_steps)``: the run's planned steps (online) or epochs, and its steps."""
+        if isinstance(data, tr.OnlineData):
+            return data.n_steps, data.n_steps
+        return epochs, epochs * -(-len(data) // batch_size)
+
+    def _judge_run(self, run, net, start):
+        """The completed losses of a finished run, after refusing one that diverged.
+
+        Raises ``ValueError`` for non-finite weights or (``on_divergence``
+        deciding) a final loss clearly above ``start``, the starting model's.
+        """
         tr.check_finite_weights(net)
         owner = type(self).__name__
         losses = progress.completed_losses(
-            net, online, planned, owner, early_stopping=self._watched(online)
+            net, run.online, run.planned, owner, early_stopping=self._watched(run.online)
         )
         progress.check_progress(
             net,
             losses,
-            zero_loss=zero_loss,
+            zero_loss=run.zero_loss,
             start_loss=start,
-            online=online,
+            online=run.online,
             owner=owner,
             keep=self.on_divergence == "warn",
         )
+        return losses
+
+    def _assign_fitted(self, run, net, losses):
+        """Assign the fitted state of a judged run (only now: a failed fit leaves the model)."""
         rows = int(sum(b.get("train_batch_size", 0) for e in net.history for b in e["batches"]))
-        # Fitted state is assigned only now: a failed fit leaves a fitted model as it was.
-        self.n_iter_ = len(losses) + (self.n_iter_ if warm else 0)
-        self.loss_curve_ = [*self.loss_curve_, *losses] if warm else losses
+        self.n_iter_ = len(losses) + (self.n_iter_ if run.warm else 0)
+        self.loss_curve_ = [*self.loss_curve_, *losses] if run.warm else losses
         self.net_ = net
-        self.device_ = device
-        self.task_ = fitted_task
-        self.n_features_in_ = fitted_task.n_features
-        self.seq_len_ = fitted_task.seq_len
-        self.t_ = rows_before + rows
-        self.solver_, self.learning_rate_init_ = solver, rate
-        self.planned_steps_ = n_steps
-        self._token_block_rate = token_rate
-        self._predict_seed = predict_seed
+        self.device_ = run.device
+        self.task_ = run.task
+        self.n_features_in_ = run.task.n_features
+        self.seq_len_ = run.task.seq_len
+        self.t_ = run.rows_before + rows
+        self.solver_, self.learning_rate_init_ = run.solver, run.rate
+        self.planned_steps_ = run.n_steps
+        self._token_block_rate = run.token_rate
+        self._predict_seed = run.predict_seed
+        self._y_1d = run.y_1d
+
+    @classmethod
+    def _fit_members(cls, estimators, method, calls, errors):
+        """Fit ``estimators``, checked seeds of one estimator, together (:mod:`.members`).
+
+        ``method`` is ``"fit"`` or ``"fit_online"`` and ``calls`` each
+        member's arguments (one tuple object for all where they are shared);
+        returns the estimators (or, with ``errors="return"``, a failed
+        member's exception in its place). A model class with loops of its
+        own overrides it.
+        """
+        from .members import fit_stacked
+
+        return fit_stacked(estimators, method, calls, errors)
 
     def _seeds(self, warm):
         """Seeds of initialisation, batch order, training encodings and prediction draws."""
@@ -446,14 +533,11 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
             **training,
         )
 
-    def _run(self, net, data, generator):
-        """Train ``net`` on ``data``; encodings are drawn from ``generator``."""
+    def _run(self, net, data, draws):
+        """Train ``net`` on ``data``; encodings are drawn from ``draws``."""
         # The owned net's fit parameter (the draws) is ours, not the
         # user's metadata: keep scikit-learn's metadata routing out of it.
         with warnings.catch_warnings(), sklearn.config_context(enable_metadata_routing=False):
             # skorch warns that the module is an instance it will re-use: intended.
             warnings.filterwarnings("ignore", message=".*already initialized.*")
-            # Streamed draws, with one encodings buffer for the whole fit: every step
-            # overwrites the previous step's encodings after its backward.
-            draws = StreamedDraws(generator, reuse=True)
             net.fit(data, None, generator=draws, **self._fit_forward_kwargs())

@@ -42,16 +42,20 @@ def _gib(n_bytes):
     return f"{n_bytes / 2**30:.3g} GiB"
 
 
-def check_fit_memory(estimator, task, batch_size, device, n_read):
+def check_fit_memory(estimator, task, batch_size, device, n_read, members=1):
     """Refuse, before any work, a fit whose model or steps would not fit in memory.
 
     ``task`` is the fitted task (its training length), ``n_read`` the most
     positions a query of the training rows reads (None: unknown, bounded by
-    the width).
+    the width); ``members`` fits trained together as one model
+    (:mod:`stsq_learn.engine.members`) hold ``members`` times the model and
+    the step.
     """
     from .training import DTYPES
 
     params = [f"{k}={v}" for k, v in estimator.get_params().items() if k in _SIZE_PARAMETERS]
+    if members > 1:
+        params.insert(0, f"{members} members trained together")
     T = task.reference_length
     try:
         with torch.device("meta"):  # shapes only: nothing is allocated
@@ -71,6 +75,7 @@ def check_fit_memory(estimator, task, batch_size, device, n_read):
         device,
         type(estimator).__name__,
         ", ".join([*params, f"batch_size={batch_size}", f"seq_len={T}"]),
+        members=members,
     )
 
 
@@ -83,6 +88,7 @@ def check_training_memory(
     owner,
     params,
     advice="Lower the width or the batch size.",
+    members=1,
 ):
     """Raise ``ValueError`` if training ``module`` would need more memory than ``device`` has.
 
@@ -104,10 +110,13 @@ def check_training_memory(
         The hyperparameters that set the sizes, as ``name=value`` text.
     advice : str, default="Lower the width or the batch size."
         What to change, the message's last sentence.
+    members : int, default=1
+        Copies of the model and its steps trained together (the members of
+        a batched fit).
     """
     numel = sum(t.numel() for t in itertools.chain(module.parameters(), module.buffers()))
-    model = _TRAINING_COPIES * numel * element_size
-    step = _STEP_COPIES * batch_size * per_row * element_size
+    model = _TRAINING_COPIES * numel * element_size * members
+    step = _STEP_COPIES * batch_size * per_row * element_size * members
     limit = available_bytes(device)
     if limit is None or model + step <= limit:
         return

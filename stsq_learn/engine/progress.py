@@ -26,20 +26,27 @@ def start_loss(module, data, generator, kwargs, chunk):
     ``generator`` is the probe's own, so the run's batches and draws are
     those it would have without the probe. The rows go through the model
     ``chunk`` at a time (:func:`stsq_learn.engine.training.probe_chunk`), so the
-    probe holds no more than that many rows' forward pass.
+    probe holds no more than that many rows' forward pass. A list of
+    generators measures the members of a batched fit (``module`` stacked:
+    :mod:`stsq_learn.nn.members`), each on its own probe rows and draws, and
+    gives a list of losses.
     """
     from ..encodings.draws import StreamedDraws
+    from ..nn.members import member_parts
 
+    S = len(generator) if isinstance(generator, list) else 1
     draws = StreamedDraws(generator)
-    losses = []
+    losses = [[] for _ in range(S)]
     with torch.no_grad():
         for X, y in data.probe(generator, chunk):
             out = module(X, generator=draws, **kwargs)
-            # The loss of SquaredError, outside the criterion (no training step is evaluated).
-            err = (out - y).square()  # one number per output row (a 1-D target: per row)
-            losses.append(err.sum(-1).reshape(-1) if err.dim() > 1 else err)
-            del X, y, out  # the next chunk is drawn while these would still be held
-    return float(torch.cat(losses).mean())
+            for own, out_s, y_s in zip(losses, member_parts(out, S), member_parts(y, S)):
+                # The loss of SquaredError, outside the criterion (no training step is evaluated).
+                err = (out_s - y_s).square()  # one number per output row (a 1-D target: per row)
+                own.append(err.sum(-1).reshape(-1) if err.dim() > 1 else err)
+            del X, y, out, out_s, y_s  # the next chunk is drawn while these would be held
+    means = [float(torch.cat(own).mean()) for own in losses]
+    return means if isinstance(generator, list) else means[0]
 
 
 def completed_losses(net, online, planned, owner, *, early_stopping):

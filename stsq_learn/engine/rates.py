@@ -263,8 +263,9 @@ class IdentityRate(_StepPace):
     ``key_query``), ``tr(delta W_pp) / m`` times I, is scaled by ``rate``: a
     step size of its own for gamma, for any optimiser. With several heads,
     or a query of several slots, every head's and slot's m x m block is
-    paced along its own identity. The traces are recorded before the step,
-    in ``on_grad_computed``: one number a block.
+    paced along its own identity (and every member's, for the stacked
+    members of a batched fit). The traces are recorded before the step, in
+    ``on_grad_computed``: one number a block.
     """
 
     def _before(self, module):
@@ -283,8 +284,13 @@ class IdentityRate(_StepPace):
 
 
 def _block_diagonals(W, d):
-    """The diagonals of every head's and slot's m x m positional block: a view (H, S, m)."""
-    heads = W if W.dim() == 3 else W.unsqueeze(0)
+    """The diagonals of every head's and slot's m x m positional block: a view (H, S, m).
+
+    The members of a batched fit (a leading member axis: one 3-D W of one
+    head each, or a 4-D W of several) pace every member's blocks: their
+    heads come member after member.
+    """
+    heads = W.flatten(0, 1) if W.dim() == 4 else W if W.dim() == 3 else W.unsqueeze(0)
     rows, cols = heads.shape[1:]
     m = rows - d
     blocks = heads[:, d:].unflatten(2, (cols // m, m))  # (H, m, S, m)

@@ -75,16 +75,56 @@ class TensorData(torch.utils.data.Dataset):
         return self.X[i], self.y[i]
 
     def probe(self, generator, chunk):
-        """Rows to measure the starting model's loss on: the first 4096, ``chunk`` at a time."""
+        """Rows to measure the starting model's loss on: the first 4096, ``chunk`` at a time.
+
+        A list of generators (the members of a batched fit) gets them once
+        per member, in turn.
+        """
         X, y = self.X[:_PROBE_ROWS], self.y[:_PROBE_ROWS]
+        copies = len(generator) if isinstance(generator, list) else 1
         for start in range(0, len(X), chunk):
-            yield X[start : start + chunk], y[start : start + chunk]
+            X_chunk, y_chunk = X[start : start + chunk], y[start : start + chunk]
+            yield member_batch([(X_chunk, y_chunk)] * copies)
 
     def batches(self, batch_size, generator):
-        perm = torch.randperm(len(self.X), generator=generator, device=self.X.device)
-        for start in range(0, len(perm), batch_size):
-            idx = perm[start : start + batch_size]
+        """Shuffled batches: each epoch a permutation drawn from ``generator``.
+
+        A list of generators gives the members of a batched fit their own
+        permutations, and a batch is every member's rows in turn.
+        """
+        generators = generator if isinstance(generator, list) else [generator]
+        n = len(self.X)
+        perms = [torch.randperm(n, generator=g, device=self.X.device) for g in generators]
+        for start in range(0, n, batch_size):
+            idx = torch.cat([perm[start : start + batch_size] for perm in perms])
             yield self.X[idx], self.y[idx]
+
+
+class MemberRows(torch.utils.data.Dataset):
+    """The fixed rows of the members of a batched fit, one :class:`TensorData` each, one size.
+
+    Member s reads only its own rows, shuffled by its own generator (its
+    fit's batches); a batch is every member's in turn.
+    """
+
+    def __init__(self, members):
+        self.members = list(members)
+
+    def __len__(self):
+        return len(self.members[0])
+
+    def __getitem__(self, i):
+        raise TypeError("the members' rows are read in batches, not rows")
+
+    def probe(self, generator, chunk):
+        """Every member's probe rows (:meth:`TensorData.probe`), joined chunk by chunk."""
+        probes = [m.probe(g, chunk) for m, g in zip(self.members, generator)]
+        return (member_batch(parts) for parts in zip(*probes))
+
+    def batches(self, batch_size, generator):
+        """Every member's batches from its own generator, joined step by step."""
+        streams = [m.batches(batch_size, g) for m, g in zip(self.members, generator)]
+        return (member_batch(parts) for parts in zip(*streams))
 
 
 class OnlineData(torch.utils.data.Dataset):
@@ -104,8 +144,16 @@ class OnlineData(torch.utils.data.Dataset):
         """Rows, from their own generator, to measure the starting model's loss on.
 
         ``max(batch_size, 1024)`` rows (at most 4096), drawn ``chunk`` at a
-        time: one draw of them all when they fit in one chunk.
+        time: one draw of them all when they fit in one chunk. A list of
+        generators (the members of a batched fit) draws each member's,
+        joined chunk by chunk.
         """
+        if isinstance(generator, list):
+            probes = [self.probe(g, chunk) for g in generator]
+            return (member_batch(parts) for parts in zip(*probes))
+        return self._probe(generator, chunk)
+
+    def _probe(self, generator, chunk):
         n = min(max(self.batch_size, 1024), _PROBE_ROWS)
         for start in range(0, n, chunk):
             yield self.task.sample_torch(
@@ -117,34 +165,67 @@ class OnlineData(torch.utils.data.Dataset):
 
         Inside :func:`~.batch_reuse.reuse_batches`, a stream an earlier fit
         drew (same task, batch size, generator state, device and dtype) is
-        replayed.
+        replayed. A list of generators gives the members of a batched fit
+        their own streams (each replayed as its fit's would be), a batch
+        being every member's rows in turn (:func:`member_batch`).
         """
         reuse = active_reuse()
         if reuse is None:
             return (self.draw(batch_size, generator) for _ in range(self.n_steps))
+        if isinstance(generator, list):
+            streams = [self.batches(batch_size, g) for g in generator]
+            return (member_batch(batches) for batches in zip(*streams))
         start = generator.get_state().numpy().tobytes()  # the seed, and anything drawn since
         key = (self.task, batch_size, start, str(self.device), self.dtype)
         return reuse.stream(key, self.n_steps, generator, lambda g: self.draw(batch_size, g))
 
     def draw(self, batch_size, generator):
-        """One batch of ``batch_size`` fresh rows."""
-        return self.task.sample_torch(
-            batch_size, generator=generator, device=self.device, dtype=self.dtype
-        )
+        """One batch of ``batch_size`` fresh rows (of each generator of a list, in turn)."""
+        if not isinstance(generator, list):
+            return self.task.sample_torch(
+                batch_size, generator=generator, device=self.device, dtype=self.dtype
+            )
+        lo, hi = self.task.length_range
+        if hi > lo:  # each member draws its own length: its own batch
+            return member_batch([self.draw(batch_size, g) for g in generator])
+        return self.task._sample_torch_members(batch_size, generator, self.device, self.dtype)
 
 
 class BatchIterator:
-    """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset."""
+    """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset.
+
+    ``seed`` is the batch seed of one fit, or a list of them: the members of
+    a batched fit, each drawing its batches from its own generator (the
+    batches of its single fit; the dataset joins a step's batches).
+    """
 
     def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
         self.dataset, self.batch_size = dataset, batch_size
-        self.generator = torch.Generator(device=device).manual_seed(int(seed))
+        seeds = seed if isinstance(seed, list) else [seed]
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.generator = None if isinstance(seed, list) else self.generators[0]
 
     def __iter__(self):
-        return self.dataset.batches(self.batch_size, self.generator)
+        generator = self.generators if self.generator is None else self.generator
+        return self.dataset.batches(self.batch_size, generator)
 
     def __len__(self):
         return -(-len(self.dataset) // self.batch_size)
+
+
+def member_batch(batches):
+    """The members' batches ``[(X, y), ...]`` as one: rows member-major, or lists.
+
+    Batches of one shape are concatenated (member s's rows are the s-th
+    block); where the shapes differ (a range of lengths), ``X`` and ``y``
+    are the lists of the members' own (:func:`stsq_learn.nn.members.forward_groups`).
+    """
+    if len(batches) == 1:
+        return batches[0]
+    Xs, ys = zip(*batches)
+    if len({X.shape for X in Xs}) == 1 and len({y.shape for y in ys}) == 1:
+        return torch.cat(Xs), torch.cat(ys)
+    return list(Xs), list(ys)
 
 
 # -- callbacks ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ importable from here too.
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from .._live_names import live_names
@@ -45,7 +46,20 @@ __getattr__, __dir__ = live_names(__name__, _task_modules, own=_OWN)
 
 
 class SquaredError(nn.Module):
-    """Mean over output rows of the squared Euclidean error ``||y_hat - y||^2``."""
+    """Mean over output rows of the squared Euclidean error ``||y_hat - y||^2``.
+
+    Parameters
+    ----------
+    n_members : int or None, default=None
+        For the S members of a batched fit (rows member-major, or a list of
+        each member's rows): the loss is the sum of the members' means, so
+        that each member's gradient is its own fit's; the members' losses
+        are kept as ``member_losses_``.
+    """
+
+    def __init__(self, n_members=None):
+        super().__init__()
+        self.n_members = n_members
 
     def forward(self, y_pred, y_true):
         """Return the loss of a batch.
@@ -53,7 +67,8 @@ class SquaredError(nn.Module):
         Parameters
         ----------
         y_pred : Tensor of shape (n, ..., n_outputs)
-            Predictions.
+            Predictions (members: a list of each member's, where their
+            shapes differ).
         y_true : Tensor of the same shape
             Targets.
 
@@ -61,7 +76,20 @@ class SquaredError(nn.Module):
         -------
         Tensor of shape ()
             ``mean ||y_pred[i] - y_true[i]||^2`` over the output rows (a 1-D
-            target, one number per row: the mean of the squared errors).
+            target, one number per row: the mean of the squared errors);
+            with members, the sum of every member's.
         """
-        err = (y_pred - y_true).square()
-        return (err.sum(-1) if err.dim() > 1 else err).mean()
+        if self.n_members is None:
+            return _row_errors(y_pred, y_true).mean()
+        if isinstance(y_pred, list):
+            losses = torch.stack([_row_errors(p, t).mean() for p, t in zip(y_pred, y_true)])
+        else:
+            losses = _row_errors(y_pred, y_true).reshape(self.n_members, -1).mean(1)
+        self.member_losses_ = losses.detach()
+        return losses.sum()
+
+
+def _row_errors(y_pred, y_true):
+    """``||y_pred[i] - y_true[i]||^2`` of every output row (a 1-D target: every number)."""
+    err = (y_pred - y_true).square()
+    return err.sum(-1) if err.dim() > 1 else err

@@ -20,6 +20,7 @@ from torch import nn
 from ..encodings.draws import as_draws
 from ..encodings.families import encoding_family
 from ..encodings.length_scale import length_scale_rule
+from . import members
 
 __all__ = ["Attention", "positional_alignment"]
 
@@ -63,12 +64,16 @@ class Attention(nn.Module):
     encoding : StochasticEncoding, FixedEncoding, RandomizedEncoding or SinusoidalEncoding
         The encoding family; its vectors, if any, are the buffer named
         ``encoding.table_name`` (``fixed_pe`` or ``codebook``).
+    n_members : int or None
+        None; S for the members of a batched fit stacked by :meth:`stacked`
+        (every parameter and buffer then has a leading axis S).
     """
 
     # Defaults for modules pickled before these options existed.
     learn_token_block = True
     max_positions = None
     n_heads = 1
+    n_members = None
 
     def __init__(
         self,
@@ -113,6 +118,25 @@ class Attention(nn.Module):
             readout.normal_(0.0, 0.1)
         return readout
 
+    @classmethod
+    def stacked(cls, modules):
+        """The members of a batched fit as one module (:func:`stsq_learn.nn.members.stack`).
+
+        Parameters
+        ----------
+        modules : list of Attention
+            Modules of one architecture, one per member.
+
+        Returns
+        -------
+        Attention
+            Its ``key_query``, ``readout`` and encoding table with a leading
+            member axis; each member's rows (member-major) are scored with
+            its own (the encoding family's settings are the first member's:
+            a member's seed enters only through its table).
+        """
+        return members.stack(modules)
+
     def __setstate__(self, state):
         super().__setstate__(state)
         if "encoding" not in self.__dict__:  # pickled by stsq-learn 0.3 or earlier
@@ -152,12 +176,15 @@ class Attention(nn.Module):
         return W if W.dim() == 3 else W.unsqueeze(0)
 
     def _score_rows(self):
-        """``(d, [rows of each W the scores read])``: all, or (0, the positional rows) if frozen."""
+        """``(d, [rows of each W the scores read])``: all, or (0, the positional rows) if frozen.
+
+        Each W is ``(d + m, n_slots * m)``, or ``(S, d + m, n_slots * m)``
+        for stacked members.
+        """
         d = self.n_features if self.learn_token_block else 0
         W = self.key_query
-        if W.dim() == 2:
-            return d, [W if d else W[self.n_features :]]
-        return d, [W[h] if d else W[h, self.n_features :] for h in range(W.shape[0])]
+        heads = [W] if self.n_heads == 1 else W.unbind(0 if self.n_members is None else 1)
+        return d, [h if d else h[..., self.n_features :, :] for h in heads]
 
     def forward(self, X, generator=None, n_pe_samples=1, pe_sampling="marginal", length_scale=None):
         """The model's output for a batch ``X`` of the task's rows.
@@ -193,6 +220,15 @@ class Attention(nn.Module):
             The attention-weighted averages of the tokens (through the
             readout where there is one).
         """
+        if isinstance(X, list):  # stacked members whose batches differ in length
+            return members.forward_groups(
+                self,
+                X,
+                generator,
+                n_pe_samples=n_pe_samples,
+                pe_sampling=pe_sampling,
+                length_scale=length_scale,
+            )
         # The query structures read the tokens in X itself (its marker channels get
         # weight 0 in the scores): copying the tokens out of X cost up to a tenth of a step.
         X = X.contiguous()
@@ -203,7 +239,7 @@ class Attention(nn.Module):
         outputs = [structure.read(a) for a in attention]
         if self.readout is None:
             return outputs[0]
-        return torch.cat(outputs, dim=-1) @ self.readout.T
+        return members.linear(torch.cat(outputs, dim=-1), self.readout)
 
     def attention_weights(
         self, X, generator=None, n_pe_samples=1, pe_sampling="marginal", length_scale=None

@@ -8,6 +8,7 @@ import numpy as np
 from torch import nn
 
 from ..tasks.selection.task import SparseTokenSelectionTask
+from . import members
 
 __all__ = ["FullyConnected"]
 
@@ -46,6 +47,26 @@ class FullyConnected(nn.Module):
         self.seq_len, self.n_features, self.width = seq_len, n_features, width
         n_out = int(np.prod(task.fcn_output_shape(1)[1:]))
         self.layers = _relu_layers(task.fcn_input_size(), (width, *extra_hidden_layers), n_out)
+
+    n_members = None  # S for the members of a batched fit, stacked by :meth:`stacked`
+
+    @classmethod
+    def stacked(cls, modules):
+        """The members of a batched fit as one module (:func:`stsq_learn.nn.members.stack`).
+
+        Parameters
+        ----------
+        modules : list of FullyConnected
+            Modules of one architecture, one per member.
+
+        Returns
+        -------
+        FullyConnected
+            Its layers grouped (:class:`~stsq_learn.nn.members.GroupedLinear`:
+            the same parameter names, with a leading member axis); member s's
+            rows (member-major) go through member s's layers.
+        """
+        return members.stack(modules)
 
     def forward(self, X, generator=None, n_pe_samples=1, pe_sampling=None):
         """Predict from the flattened batch ``X``.

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .members import linear
+
 __all__ = ["Selection", "Slots", "Subsets", "query_scores"]
 
 
@@ -53,7 +55,7 @@ def _mask_sum(mask, P):
 
 def _head_scores(s, W, d, P):
     """``(u, pos)`` of one head from its query ``s``, (n, m') or (n, 1, m'), and encodings ``P``."""
-    u = s @ W.T
+    u = linear(s, W)
     if u.dim() == 3 and P.dim() == 2:
         u = u.squeeze(1)
     if u.dim() == 2:
@@ -141,7 +143,9 @@ class _OneQuery:
         Parameters
         ----------
         Ws : list of Tensor of shape (d + m, n_slots * m)
-            The rows of each head's key-query matrix the scores read.
+            The rows of each head's key-query matrix the scores read; with a
+            leading member axis S for stacked members (rows member-major:
+            :mod:`stsq_learn.nn.members`).
         d : int
             Token rows in each of ``Ws`` (0 when the token block is frozen).
         family : encoding family
@@ -183,9 +187,9 @@ class _OneQuery:
         """Draw only the read encodings; the other positions' scores by their law."""
         where, weights = self._read_positions()
         W0 = Ws[0]
-        P_read = draws.sphere(where, width, W0.device, W0.dtype)
+        P_read = draws.sphere(where, width, W0.device, W0.dtype, read=weights)
         s = self._query(P_read, weights)
-        us = [s @ W.T for W in Ws]  # (n, 1, d + m) each
+        us = [linear(s, W) for W in Ws]  # (n, 1, d + m) each
         U_p = torch.cat([u[:, :, d:] for u in us], dim=1)  # (n, H, m)
         pos_all = _unread_scores(U_p, draws, n, T, width, W0.device, W0.dtype)
         out = []
@@ -392,7 +396,8 @@ class Subsets:
         Parameters
         ----------
         Ws : list of Tensor of shape (d + m, m)
-            The rows of each head's key-query matrix the scores read.
+            The rows of each head's key-query matrix the scores read (with a
+            leading member axis for stacked members).
         d : int
             Token rows in each of ``Ws`` (0 when the token block is frozen).
         family : encoding family
@@ -428,7 +433,7 @@ class Subsets:
             P_t = P.transpose(1, 2)
         out = []
         for W in Ws:
-            u = s @ W.T  # (n, N, d + m): one query per position
+            u = linear(s, W)  # (n, N, d + m): one query per position
             scores = u[..., d:] @ P_t
             if d:
                 scores = scores + u[..., :d] @ self.tokens.transpose(1, 2)

@@ -216,6 +216,17 @@ class Task(ModelReading, abc.ABC):
             task = self.at_length(T)
         return task._sample_torch(n_samples, generator, device, dtype)
 
+    def _sample_torch_members(self, n_samples, generators, device, dtype):
+        """``n_samples`` rows of :meth:`_sample_torch` from each generator, concatenated.
+
+        The batches of the members of a batched fit (this task at one
+        length): block s is what ``generators[s]`` alone gives. The default
+        calls :meth:`_sample_torch` for each; a task may draw every block's
+        numbers from its generator and do the arithmetic once.
+        """
+        Xs, ys = zip(*(self._sample_torch(n_samples, g, device, dtype) for g in generators))
+        return torch.cat(Xs), torch.cat(ys)
+
     def _sample_torch(self, n_samples, generator, device, dtype):
         """:meth:`sample_torch` at one length. The default draws with NumPy from a seed
         taken from ``generator``; tasks override it to draw on the device."""

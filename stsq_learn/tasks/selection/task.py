@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..._validation import check_n_selected, check_sequences, check_targets
+from ...encodings.sampling import draws_of_each
 from ...nn.queries import Selection
 from .._shift import move_marked_rows
 from ..task import Task
@@ -104,21 +105,31 @@ class SparseTokenSelectionTask(Task):
         return X, y
 
     def _sample_torch(self, n_samples, generator, device, dtype):
+        return self._sample_torch_members(n_samples, [generator], device, dtype)
+
+    def _sample_torch_members(self, n_samples, generators, device, dtype):
         T, d = self.seq_len, self.n_features
         lo, hi = self.q_range
+        n = n_samples * len(generators)
         # Whole-batch tensor ops only. The tokens are drawn in place in X, one
         # Gaussian per channel (the last is then overwritten by the selection):
         # a 1/(d + 1) larger draw, but no copy of the tokens into X, which cost
-        # more. One top-k (or sort) chooses the subsets.
-        X = torch.randn(n_samples, T, d + 1, generator=generator, device=device, dtype=dtype)
-        keys = torch.rand(n_samples, T, device=device, generator=generator)
-        mask = torch.zeros(n_samples, T, device=device, dtype=dtype)
+        # more. One top-k (or sort) chooses the subsets. Several generators (the
+        # members of a batched fit) draw their blocks in turn, as alone.
+        X = draws_of_each("normal", generators, (n_samples, T, d + 1), device, dtype)
+        keys = draws_of_each("uniform", generators, (n_samples, T), device, None)
+        mask = torch.zeros(n, T, device=device, dtype=dtype)
         if hi > lo:
             order = keys.argsort(1)
-            q = torch.randint(lo, hi + 1, (n_samples, 1), device=device, generator=generator)
+            q = torch.cat(
+                [
+                    torch.randint(lo, hi + 1, (n_samples, 1), device=device, generator=g)
+                    for g in generators
+                ]
+            )
             # rank of each position in the random order; the q first are selected
             rank = torch.empty_like(order).scatter_(
-                1, order, torch.arange(T, device=device).expand(n_samples, T)
+                1, order, torch.arange(T, device=device).expand(n, T)
             )
             mask.masked_fill_(rank < q, 1.0)
             q = q.to(dtype)

@@ -114,6 +114,13 @@ class _SingleLocationModel(_BaseEstimator):
         """Steps of ``fit_online(n_steps="auto")``: ``max_iter``, the steps of :meth:`fit`."""
         return self.max_iter
 
+    @classmethod
+    def _fit_members(cls, estimators, method, calls, errors):
+        """Seeds fitted together, by loops of their own (:func:`.batch.fit_members`)."""
+        from .batch import fit_members
+
+        return fit_members(estimators, method, calls, errors)
+
     # -- fitting ---------------------------------------------------------------------
     def fit(self, X, y):
         """Fit on rows ``X`` and targets ``y``.
@@ -139,17 +146,30 @@ class _SingleLocationModel(_BaseEstimator):
             memory, before any work; for a run that diverged (see
             ``on_divergence``). A failed call leaves the model as it was.
         """
+        self._train_run(self._fit_run(X, y))
+        return self
+
+    def _fit_run(self, X, y, members=1):
+        """:meth:`fit`'s checks (``members`` runs' memory), then what it trains on.
+
+        Returns a namespace: ``task``, ``batches(rng)`` (the batch stream of
+        a run drawing from ``rng`` after its initialisation), ``law``,
+        ``n_steps``, ``probe``, ``scale``, ``zero_loss()`` (the loss of
+        predicting 0), ``noisy`` and ``fitted_task``. Nothing is drawn or
+        assigned.
+        """
         self._validate_params()
         task, X, y = self._task_class().from_data(X, y)
         n = len(X)
         full = self.solver == "pgd"
         size = n if full else min(self.batch_size, n)
-        self._check_memory(task, self.max_iter, size, online=False, copies_rows=not full)
+        self._check_memory(
+            task, self.max_iter, size, online=False, copies_rows=not full, members=members
+        )
         zero_loss = self._zero_loss(y)
         Xt, yt = tr.as_tensor(X, torch.float64, _CPU), tr.as_tensor(y, torch.float64, _CPU)
-        rng = check_random_state(self.random_state)
 
-        def batches():
+        def batches(rng):
             if full:
                 while True:
                     yield Xt, yt
@@ -160,15 +180,28 @@ class _SingleLocationModel(_BaseEstimator):
                     yield Xt[idx], yt[idx]
 
         noisy = size < n  # minibatch losses: judged on the mean of the last steps
-        probe = (Xt[:_PROBE_ROWS], yt[:_PROBE_ROWS]) if noisy else None
-        scale = (
-            f"X holds values up to {_peak(X):.3g} and y up to {_peak(y):.3g} in absolute "
-            "value. Rescale X and y."
+        return types.SimpleNamespace(
+            task=task,
+            batches=batches,
+            law=None,
+            n_steps=self.max_iter,
+            probe=(Xt[:_PROBE_ROWS], yt[:_PROBE_ROWS]) if noisy else None,
+            scale=(
+                f"X holds values up to {_peak(X):.3g} and y up to {_peak(y):.3g} in absolute "
+                "value. Rescale X and y."
+            ),
+            zero_loss=lambda: zero_loss,
+            noisy=noisy,
+            fitted_task=task,
         )
-        state = self._run(task, batches(), None, self.max_iter, rng, probe, scale)
-        self._judge(state, zero_loss=zero_loss, noisy=noisy, owner=type(self).__name__)
-        self._set_fitted(task, state)
-        return self
+
+    def _train_run(self, run):
+        """One run of :meth:`_fit_run` or :meth:`_online_run`: train, judge, then assign."""
+        rng = check_random_state(self.random_state)
+        batches = run.batches(rng)
+        state = self._run(run.task, batches, run.law, run.n_steps, rng, run.probe, run.scale)
+        self._judge(state, zero_loss=run.zero_loss(), noisy=run.noisy, owner=type(self).__name__)
+        self._set_fitted(run.fitted_task, state)
 
     def fit_online(self, task, n_steps="auto"):
         """Fit on the law ``task``: its population risk or fresh batches from it.
@@ -193,6 +226,11 @@ class _SingleLocationModel(_BaseEstimator):
             memory, before any work; for a run that diverged (see
             ``on_divergence``). A failed call leaves the model as it was.
         """
+        self._train_run(self._online_run(task, n_steps))
+        return self
+
+    def _online_run(self, task, n_steps, members=1):
+        """:meth:`fit_online`'s checks, then what it trains on (as :meth:`_fit_run`)."""
         self._validate_params()
         task_class = self._task_class()
         if not isinstance(task, task_class):
@@ -204,7 +242,7 @@ class _SingleLocationModel(_BaseEstimator):
                 "fit_online(n_steps=None) is deprecated and will be removed in a future "
                 "release; use n_steps='auto' (the default), which means max_iter as None did.",
                 FutureWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             n_steps = "auto"
         if isinstance(n_steps, str) and n_steps == "auto":
@@ -212,10 +250,9 @@ class _SingleLocationModel(_BaseEstimator):
         n_steps = check_positive_int(n_steps, "n_steps")
         population = self._population_steps()
         size = 0 if population else self.batch_size
-        self._check_memory(task, n_steps, size, online=True, copies_rows=True)
-        rng = check_random_state(self.random_state)
+        self._check_memory(task, n_steps, size, online=True, copies_rows=True, members=members)
 
-        def batches():  # drawn from after the initialisation: fit's start is fit_online's
+        def batches(rng):  # drawn from after the initialisation: fit's start is fit_online's
             draws = np.random.RandomState(rng.randint(2**31 - 1))
             while True:
                 X, y = task.sample(self.batch_size, random_state=draws)
@@ -226,12 +263,17 @@ class _SingleLocationModel(_BaseEstimator):
             n_probe = min(max(self.batch_size, 1024), _PROBE_ROWS)
             Xp, yp = task.sample(n_probe, random_state=0)
             probe = (torch.as_tensor(Xp), torch.as_tensor(yp))
-        scale = f"the rows of {task!r} are too large. Draw from a law of smaller scale."
-        state = self._run(task, batches(), task, n_steps, rng, probe, scale)
-        owner = type(self).__name__
-        self._judge(state, zero_loss=task.trivial_mse, noisy=not population, owner=owner)
-        self._set_fitted(task.at_length(task.seq_len), state)
-        return self
+        return types.SimpleNamespace(
+            task=task,
+            batches=batches,
+            law=task,
+            n_steps=n_steps,
+            probe=probe,
+            scale=f"the rows of {task!r} are too large. Draw from a law of smaller scale.",
+            zero_loss=lambda: task.trivial_mse,  # after the run: it may overflow
+            noisy=not population,
+            fitted_task=task.at_length(task.seq_len),
+        )
 
     def _population_steps(self):
         """Whether ``fit_online`` steps on the population risk (no batches)."""
@@ -249,8 +291,8 @@ class _SingleLocationModel(_BaseEstimator):
             )
         return zero_loss
 
-    def _check_memory(self, task, n_steps, rows_per_step, *, online, copies_rows):
-        """Refuse, before any allocation, a run whose curves or steps exceed the memory."""
+    def _check_memory(self, task, n_steps, rows_per_step, *, online, copies_rows, members=1):
+        """Refuse, before any allocation, a run (``members`` runs) exceeding the memory."""
         L, d = task.seq_len, task.n_features
         n_curve_values = self._curves_per_step * n_steps + (2 * (n_steps + 1) if online else 0)
         per_row = (L * d if copies_rows else 0) + 6 * L  # a step's rows and activations
@@ -260,6 +302,8 @@ class _SingleLocationModel(_BaseEstimator):
             params[1] = f"n_samples={rows_per_step} (solver='pgd' steps on all of them)"
         elif not rows_per_step:
             params.pop(1)
+        if members > 1:
+            params.insert(0, f"{members} runs trained together")
         check_training_memory(
             _Footprint(d, n_curve_values),
             per_row,
@@ -269,6 +313,7 @@ class _SingleLocationModel(_BaseEstimator):
             type(self).__name__,
             ", ".join([*params, f"n_features={d}"]),
             advice="Lower max_iter (n_steps: a loss is kept for every step) or the batch size.",
+            members=members,
         )
 
     def _run(self, task, batches, law, n_steps, rng, probe, scale):

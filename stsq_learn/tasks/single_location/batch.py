@@ -37,10 +37,12 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import torch
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ..._validation import check_positive_int
+from ...engine.members import fit_one_by_one, raise_failures
 from ...engine.memory import check_training_memory
 from .base import _CPU, _Footprint, _Guard, _report, _steps
 from .estimators import ErfAttentionRegressor
@@ -142,7 +144,9 @@ def fit_online_batch(estimators, task, n_steps="auto"):
         f"{runs} runs, n_steps={n_steps}, seq_len={task.seq_len}, n_features={d}",
         advice="Fit fewer runs at a time, or lower n_steps (a loss is kept for every step).",
     )
-    states = _train(estimators, task, n_steps)
+    states, failed = _train(estimators, task, n_steps)
+    if failed:  # the first failure in time, as the runs one after another would meet it
+        raise min(failed.values(), key=lambda f: f[0])[1]
     for est, state in zip(estimators, states):  # judged all before any is set
         est._judge(state, zero_loss=task.trivial_mse, noisy=False, owner=type(est).__name__)
     fitted_task = task.at_length(task.seq_len)
@@ -203,8 +207,14 @@ def _lambdas(est, n_steps):
 
 
 def _train(estimators, task, n_steps):
-    """The steps of every run together; one state per run as ``_train`` returns it."""
+    """The steps of every run together: ``(states, failed)``.
+
+    ``states`` holds one state per run as the estimator's ``_train`` returns
+    it; ``failed`` maps a run whose risk stopped being finite to ``(step,
+    its fit's ValueError)`` (the run is frozen from that step on).
+    """
     runs = len(estimators)
+    failed = {}
     k_star, v_star = task.directions
     constants = _task_constants(task)
     d = task.n_features
@@ -229,11 +239,18 @@ def _train(estimators, task, n_steps):
                 risk, grad, kk, vv = _risk_gradient_coords(W, lam_steps[t], stars, constants)
                 aligned[t, 0], aligned[t, 1] = kk, vv
                 losses[t] = risk
-                if not np.isfinite(risk).all():
-                    bad = int(np.flatnonzero(~np.isfinite(risk))[0])
-                    _Guard(float(lr[bad]), scale)(float(risk[bad]), t)
-                W = W - lr2 * grad
-                W /= np.sqrt(np.einsum("ij,ij->i", W, W))[:, None]
+                for bad in np.flatnonzero(~np.isfinite(risk)).tolist():
+                    if bad not in failed:  # its fit stops here: the run is frozen
+                        try:
+                            _Guard(float(lr[bad]), scale)(float(risk[bad]), t)
+                        except ValueError as exc:
+                            failed[bad] = (t, exc)
+                stepped = W - lr2 * grad
+                stepped /= np.sqrt(np.einsum("ij,ij->i", stepped, stepped))[:, None]
+                if failed:
+                    frozen = [*failed, *(runs + i for i in failed)]
+                    stepped[frozen] = W[frozen]
+                W = stepped
                 _report(steps, t, n_steps, loss=float(np.median(risk)))
     finally:
         if hasattr(steps, "close"):
@@ -256,4 +273,238 @@ def _train(estimators, task, n_steps):
                 "start_loss": curve[0],
             }
         )
-    return states
+    return states, failed
+
+
+# -- every solver: the batched fits of engine.members ----------------------------------
+def fit_members(estimators, method, calls, errors):
+    """Seeds of one single-location estimator fitted together (their ``_fit_members``).
+
+    What :func:`stsq_learn.engine.members.fit_members` and
+    :func:`~stsq_learn.engine.members.fit_online_members` run for
+    :class:`ErfAttentionRegressor` and :class:`SoftmaxAttentionRegressor`:
+    ``solver="pgd"`` online steps on the population risk (:func:`_train`);
+    every other run (minibatches, or all rows of ``fit``) steps on the
+    members' own batches, drawn from each member's ``random_state`` as its
+    fit draws them, with one batched gradient a step (and, for softmax
+    attention, one optimiser over the stacked vectors). Each member is
+    judged as its fit (non-finite losses, divergence, ``on_divergence``).
+    Runs whose randomness is shared (a ``random_state`` of None, or one
+    ``RandomState`` in several estimators, drawn from all along a run), a
+    single estimator and ``verbose`` fall back to the fits one after another.
+
+    Parameters
+    ----------
+    estimators : list of ErfAttentionRegressor or SoftmaxAttentionRegressor
+        Checked members (one class, equal parameters but ``random_state``).
+    method : {"fit", "fit_online"}
+        The fit.
+    calls : list of tuple
+        Each member's arguments (one tuple object for all where shared;
+        members with rows of their own are fitted one after another).
+    errors : {"raise", "return"}
+        As in :func:`stsq_learn.engine.members.fit_members`.
+
+    Returns
+    -------
+    list
+        The fitted estimators (with ``"return"``, a failed member's
+        ``ValueError`` in its place).
+    """
+    for est in estimators:
+        est._validate_params()
+    first, S = estimators[0], len(estimators)
+    if any(call is not calls[0] for call in calls):
+        return fit_one_by_one(estimators, method, calls, errors)
+    parts = first._fit_run if method == "fit" else first._online_run
+    run = parts(*calls[0], members=S)
+    population = run.law is not None and first._population_steps()
+    if S == 1 or first.verbose or (not population and _shared_randomness(estimators)):
+        return fit_one_by_one(estimators, method, calls, errors)
+    if population:
+        states, failed = _train(estimators, run.task, run.n_steps)
+    else:
+        states, failed = _train_batches(estimators, run)
+    results = []
+    for i, (est, state) in enumerate(zip(estimators, states)):
+        if i in failed:
+            results.append(failed[i][1])
+            continue
+        try:
+            est._judge(state, zero_loss=run.zero_loss(), noisy=run.noisy, owner=type(est).__name__)
+        except ValueError as exc:
+            results.append(exc)
+        else:
+            results.append(est)
+    raise_failures(estimators, results, errors)
+    for est, state, result in zip(estimators, states, results):
+        if result is est:
+            est._set_fitted(run.fitted_task, state)
+    return results
+
+
+def _shared_randomness(estimators):
+    """Whether the runs draw from one source of randomness (their batches would interleave)."""
+    sources = [e.random_state for e in estimators]
+    if any(r is None for r in sources):
+        return True  # numpy's global RandomState
+    instances = [id(r) for r in sources if isinstance(r, np.random.RandomState)]
+    return len(set(instances)) < len(instances)
+
+
+def _train_batches(estimators, run):
+    """Every member's minibatch (or all-rows) steps together: ``(states, failed)``."""
+    first, S = estimators[0], len(estimators)
+    d = run.task.n_features
+    rngs = [check_random_state(e.random_state) for e in estimators]
+    erf = isinstance(first, ErfAttentionRegressor)
+    if erf:
+        starts = [np.stack(e._initial(d, rng, run.law)) for e, rng in zip(estimators, rngs)]
+    else:
+        starts = [rng.standard_normal((2, d)) / np.sqrt(d) for rng in rngs]
+    starts = np.stack(starts)  # (S, 2, d): each member's start, as its fit draws it
+    batches = [run.batches(rng) for rng in rngs]  # each drawn from its rng after the start
+    directions = run.law.directions if run.law is not None else None
+    n_steps, lr = run.n_steps, float(first.learning_rate_init)
+    guard = _Guard(lr, run.scale)
+    losses = np.empty((S, n_steps))
+    lambdas = np.array([first._lambda(t) for t in range(n_steps + 1)]) if erf else None
+    aligned = np.empty((S, n_steps + 1, 2)) if directions is not None else None
+    starts_loss = np.empty(S)
+    failed = {}
+    if run.probe is not None:  # minibatches: each starting model's loss, as its fit measures it
+        for i, start in enumerate(starts):
+            params = tuple(start) if erf else tuple(torch.as_tensor(p) for p in start)
+            lam0 = lambdas[0] if erf else None
+            with torch.no_grad():
+                starts_loss[i] = first._loss(params, lam0, *run.probe)
+            try:
+                guard(starts_loss[i], None)
+            except ValueError as exc:
+                failed[i] = (-1, exc)
+    step = _ErfSteps(starts, lr) if erf else _SoftmaxSteps(starts, first.solver, lr)
+    for t in range(n_steps):
+        if directions is not None:
+            aligned[:, t] = step.alignment(directions)
+        Xs, ys = zip(*(next(b) for b in batches))
+        lam = lambdas[t] if erf else None
+        losses[:, t] = step.losses(Xs, ys, lam)
+        for i in np.flatnonzero(~np.isfinite(losses[:, t])).tolist():
+            if i not in failed:  # its fit stops here with this error; the run is frozen
+                try:
+                    guard(float(losses[i, t]), t)
+                except ValueError as exc:
+                    failed[i] = (t, exc)
+        step.step(frozen=list(failed))
+    if directions is not None:
+        aligned[:, n_steps] = step.alignment(directions)
+    states = []
+    for i in range(S):
+        state = step.fitted(i)
+        state.update(
+            n_iter_=n_steps,
+            loss_curve_=np.ascontiguousarray(losses[i]),
+            alignment_curve_=None if aligned is None else np.ascontiguousarray(aligned[i]),
+            start_loss=losses[i, 0] if run.probe is None else starts_loss[i],
+        )
+        if erf:
+            state.update(
+                lambda_=float(lambdas[n_steps]),
+                lambda_curve_=np.ascontiguousarray(lambdas[:n_steps]),
+            )
+        states.append(state)
+    return states, failed
+
+
+def _members_rows(Xs):
+    """The members' rows (S, n, ...) as one tensor, or one shared (n, ...) if they are one."""
+    if all(X is Xs[0] for X in Xs):
+        return Xs[0], "n"
+    return torch.stack([X.to(torch.float64) for X in Xs]), "sn"
+
+
+class _ErfSteps:
+    """Projected gradient steps of the erf predictor, every member's ``(k, v)`` at once."""
+
+    def __init__(self, starts, lr):
+        self.K, self.V = starts[:, 0].copy(), starts[:, 1].copy()
+        self.lr = lr
+
+    def alignment(self, directions):
+        return np.stack([self.K @ directions[0], self.V @ directions[1]], axis=1)
+
+    def losses(self, Xs, ys, lam):
+        X, rows = _members_rows(Xs)
+        y = torch.stack([y_.to(torch.float64) for y_ in ys])
+        K = torch.tensor(self.K, requires_grad=True)
+        V = torch.tensor(self.V, requires_grad=True)
+        keys = torch.einsum(f"{rows}ld,sd->snl", X, K)
+        values = torch.einsum(f"{rows}ld,sd->snl", X, V)
+        pred = torch.sum(torch.erf(lam * keys) * values, dim=-1)
+        losses = torch.mean((y - pred) ** 2, dim=-1)  # each member's mean: its own gradient
+        gK, gV = torch.autograd.grad(losses.sum(), (K, V))
+        self.gK, self.gV = gK.numpy(), gV.numpy()
+        return losses.detach().numpy()
+
+    def step(self, frozen):
+        K, V = self.K - self.lr * self.gK, self.V - self.lr * self.gV
+        K /= np.linalg.norm(K, axis=1, keepdims=True)
+        V /= np.linalg.norm(V, axis=1, keepdims=True)
+        if frozen:
+            K[frozen], V[frozen] = self.K[frozen], self.V[frozen]
+        self.K, self.V = K, V
+
+    def fitted(self, i):
+        return {"k_": self.K[i].copy(), "v_": self.V[i].copy()}
+
+
+class _SoftmaxSteps:
+    """Optimiser steps of softmax attention, every member's ``(q, v)`` stacked in one optimiser."""
+
+    def __init__(self, starts, solver, lr):
+        self.Q = torch.tensor(starts[:, 0], requires_grad=True)
+        self.V = torch.tensor(starts[:, 1], requires_grad=True)
+        opt_class = torch.optim.Adam if solver == "adam" else torch.optim.SGD
+        self.opt = opt_class([self.Q, self.V], lr=lr)  # elementwise: each member's own steps
+        self.kept = {}
+
+    def alignment(self, directions):
+        Q, V = self.Q.detach().numpy(), self.V.detach().numpy()
+        Q = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+        V = V / np.linalg.norm(V, axis=1, keepdims=True)
+        return np.stack([Q @ directions[0], V @ directions[1]], axis=1)
+
+    def losses(self, Xs, ys, lam):
+        X, rows = _members_rows(Xs)
+        y = torch.stack([y_.to(torch.float64) for y_ in ys])
+        weights = torch.softmax(torch.einsum(f"{rows}ld,sd->snl", X, self.Q), dim=-1)
+        pred = torch.sum(weights * torch.einsum(f"{rows}ld,sd->snl", X, self.V), dim=-1)
+        self.loss = torch.mean((y - pred) ** 2, dim=-1)
+        return self.loss.detach().numpy()
+
+    def step(self, frozen):
+        with torch.no_grad():
+            for i in frozen:  # a failed member is kept as it was before the step it failed at
+                if i not in self.kept:
+                    self.kept[i] = {
+                        p: (p[i].clone(), {k: v[i].clone() for k, v in self._moments(p)})
+                        for p in (self.Q, self.V)
+                    }
+        self.opt.zero_grad()
+        self.loss.sum().backward()
+        self.opt.step()
+        with torch.no_grad():
+            for i, kept in self.kept.items():
+                for p, (value, moments) in kept.items():
+                    p[i] = value
+                    state = self.opt.state[p]
+                    for k, v in moments.items():
+                        state[k][i] = v
+
+    def _moments(self, p):
+        state = self.opt.state.get(p, {})
+        return [(k, v) for k, v in state.items() if torch.is_tensor(v) and v.shape == p.shape]
+
+    def fitted(self, i):
+        query, value = self.Q[i].detach().numpy(), self.V[i].detach().numpy()
+        return {"query_": query.copy(), "v_": value.copy()}

@@ -1,0 +1,653 @@
+"""Seeds of one estimator trained together as one model, then split back into fitted estimators.
+
+:func:`fit_members` and :func:`fit_online_members` fit S estimators of one
+class and settings that differ only in ``random_state`` (the seeds of a
+study) at once. Each ends as the estimator ``est.fit(X, y)`` /
+``est.fit_online(task, n_steps)`` gives, up to float rounding (the sums of a
+batched product run in another order: in float64 the weights agree to about
+1e-15 after 200 steps), with the same checks, warnings and errors, judged
+per member. (One case agrees in law only: several heads that start
+identical, a readout at their average, with the marginal sampler, whose
+triangular factor turns rounding into a gradient's direction.)
+
+How the engine batches them
+---------------------------
+A fit draws four seeds from ``random_state`` (initial weights, batch order or
+stream, training encodings, prediction draws); every member draws its own,
+in list order, exactly as its single fit (a ``RandomState`` shared by
+several is consumed as by fitting them one after another), and its module
+is made as its single fit makes it. The S modules are stacked into one
+module of the same class with a leading member axis on every parameter and
+buffer (:mod:`stsq_learn.nn.members`). A step reads each member's batch from
+its own generator (its fit's batches; :func:`~.batch_reuse.reuse_batches`
+replays a member's stream as it would its fit's), joins them member-major,
+and draws the encodings of member s's rows from member s's generator, by
+the calls its fit makes (:class:`~stsq_learn.encodings.StreamedDraws` with a
+list of generators). The loss is the sum of the members' mean losses, so
+each member's gradient is its fit's; the optimisers (SGD with momentum and
+weight decay, Adam) act elementwise, so each member steps as its fit does;
+the step-size paces (:mod:`.rates`) pace each member's blocks, and the
+rate schedule is the same for all. Every member keeps its own history (the
+loss of each of its batches), and the rules its fit applies are applied to
+it alone: a loss that is not finite fails that member (its parameters and
+optimiser state are then set to 0 and frozen; the others go on), early
+stopping freezes a member (parameters and optimiser state left as they
+are) when its own epoch loss stops improving, and training ends when no
+member is left. After the run each member's weights are loaded into its own
+single module, its own skorch net holds it (built as its fit builds it),
+and it is judged as its fit would be (non-finite weights, divergence,
+``on_divergence``) before any fitted state is assigned.
+
+Settings that do not move in lockstep fall back to fitting the estimators
+one after another (exactly the sequential fits): a single estimator;
+``warm_start=True`` on a fitted estimator; ``learning_rate="adaptive"``
+(each member would lower its own rate); user ``callbacks`` (they act on one
+net); ``verbose > 0`` (each fit prints its own progress); an estimator
+class without a batched path (:meth:`_fit_members`), or a module class
+without :meth:`stacked`; members with rows of their own (``fit_members``
+given one array per member) of other sizes, or whose resolved step sizes
+differ (``learning_rate_init="auto"`` with SGD follows each member's loss of
+predicting 0). The decision is made before any seed is drawn.
+
+Supporting members in a new model (developer note)
+--------------------------------------------------
+An estimator on the engine (:class:`~stsq_learn.engine.base._BaseEstimator`)
+gets batched seeds from its module class, which must provide:
+
+- a classmethod ``stacked(modules)`` returning one module of the class whose
+  every parameter and buffer has a leading member axis S and the single
+  module's name (:func:`stsq_learn.nn.members.stack` does it for any module
+  whose parameters are plain tensors and whose ``nn.Linear`` layers may
+  become :class:`~stsq_learn.nn.members.GroupedLinear`), with ``n_members``
+  set to S;
+- a ``forward`` that serves both: every product with a parameter through
+  :func:`stsq_learn.nn.members.linear` (``x @ W.T``, grouped over members
+  when W has a member axis) or a grouped layer, every row-wise operation
+  unchanged (rows come member-major: S blocks of n), and encoding draws
+  only through its ``generator`` argument (a stream of several generators
+  splits every request into the members' blocks); where a shape depends on
+  the batch (padding to the batch's largest query), the draw source must be
+  told which entries are padding (``read=`` of ``sphere``) so that each
+  member draws only what its own batch needs;
+- a list ``X`` (members whose batches differ in shape, e.g. a range of
+  lengths) handed to :func:`stsq_learn.nn.members.forward_groups`;
+- parameters the step-size paces read (``key_query``, ``readout``) keep
+  their single layout after the member axis.
+
+The estimator's ``fit`` and ``fit_online`` must do their work through the
+engine's named steps (``_fit_inputs`` / ``_online_inputs``, ``_plan``,
+``_judge_run``, ``_assign_fitted``), which the batched path calls for each
+member. An estimator with loops of its own (single-location regression)
+overrides the classmethod ``_fit_members(estimators, method, calls,
+errors)`` (``calls``: each member's arguments); one that is not on the
+engine is fitted one estimator after another.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+from skorch.callbacks import Callback, LRScheduler
+
+from .._validation import check_callbacks
+from ..encodings.draws import StreamedDraws
+from ..nn.members import member_weights
+from . import progress
+from . import training as tr
+from .memory import check_fit_memory
+
+__all__ = ["fit_members", "fit_online_members"]
+
+ERRORS = ("raise", "return")
+
+
+def fit_members(estimators, X, y, *, errors="raise"):
+    """Fit several seeds of one estimator on ``(X, y)`` together, as one model.
+
+    The same as ``[est.fit(X, y) for est in estimators]`` up to float
+    rounding, in one batched training run: every estimator keeps its own
+    initialisation, batch order and encoding draws (those of its own fit),
+    its own early stopping and its own verdict.
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        Estimators of one class whose parameters are equal except
+        ``random_state`` (e.g. ``[clone(est).set_params(random_state=s) for s
+        in seeds]``), fitted or not.
+    X : array-like of shape (n_samples, seq_len, n_channels), or list of them
+        Rows of the estimators' task; a list of ``len(estimators)`` arrays
+        gives each member its own rows (of one size), each shuffled by its
+        member as its fit would.
+    y : array-like, or list of them
+        Targets (a list: each member's own, with its rows).
+    errors : {"raise", "return"}, default="raise"
+        What a member whose fit fails (a training loss that is not finite, a
+        run that diverged with ``on_divergence="raise"``) does to the call:
+        ``"raise"``: a ``ValueError`` naming the failed members'
+        ``random_state`` (chained to the first one's error), and no
+        estimator is changed; ``"return"``: the other members are fitted,
+        the failed one is left as it was and its ``ValueError`` takes its
+        place in the returned list.
+
+    Returns
+    -------
+    list
+        The same estimator objects, fitted, in order (with
+        ``errors="return"``, a failed member's exception in its place).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For estimators that are not of one class, that differ in a
+        parameter other than ``random_state`` (named), that hold one object
+        twice, or an invalid hyperparameter, input or size (as ``fit``
+        checks them, and the memory of all members together), before any
+        work; for failed members, with ``errors="raise"``.
+
+    Notes
+    -----
+    Where the settings cannot move in lockstep the estimators are fitted one
+    after another, with the same guarantees (a single estimator,
+    ``warm_start=True`` on a fitted one, ``learning_rate="adaptive"``, user
+    ``callbacks``, ``verbose > 0``, an estimator without a batched path;
+    with rows of their own, members of other sizes or other step sizes:
+    ``learning_rate_init="auto"`` follows each member's loss of predicting 0).
+
+    Examples
+    --------
+    >>> from sklearn.base import clone
+    >>> from stsq_learn import FCNSelector, make_sparse_token_selection
+    >>> from stsq_learn.engine.members import fit_members
+    >>> X, y = make_sparse_token_selection(200, seq_len=8, n_features=2, random_state=0)
+    >>> est = FCNSelector(16, max_iter=20, dtype="float64")
+    >>> fitted = fit_members([clone(est).set_params(random_state=s) for s in range(3)], X, y)
+    >>> one = clone(est).set_params(random_state=2).fit(X, y)
+    >>> bool(abs(one.predict(X) - fitted[2].predict(X)).max() < 1e-9)
+    True
+    """
+    if _per_member(X, estimators):
+        if not isinstance(y, (list, tuple)) or len(y) != len(X):
+            raise ValueError(
+                f"X is a list of {len(X)} arrays, one per estimator: y must be a list of as "
+                f"many target arrays, got {type(y).__name__}"
+                + (f" of {len(y)}." if isinstance(y, (list, tuple)) else ".")
+            )
+        return _fit(estimators, "fit", list(zip(X, y)), errors)
+    return _fit(estimators, "fit", (X, y), errors)
+
+
+def _per_member(X, estimators):
+    """Whether ``X`` is the members' own rows: a list of one whole array per estimator."""
+    return (
+        isinstance(X, (list, tuple))
+        and isinstance(estimators, (list, tuple))
+        and len(X) == len(estimators)
+        and all(isinstance(x, (np.ndarray, torch.Tensor)) and x.ndim >= 3 for x in X)
+    )
+
+
+def fit_online_members(estimators, task, n_steps="auto", *, errors="raise"):
+    """Fit several seeds of one estimator online on ``task`` together, as one model.
+
+    The same as ``[est.fit_online(task, n_steps) for est in estimators]``
+    up to float rounding, in one batched training run: every estimator
+    draws its own batches and encodings (those of its own fit).
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        Estimators of one class whose parameters are equal except
+        ``random_state``, fitted or not.
+    task : Task
+        The law to draw batches from.
+    n_steps : int or "auto", default="auto"
+        Steps of every member (``"auto"``: the estimators' own).
+    errors : {"raise", "return"}, default="raise"
+        What a failed member does to the call (as in :func:`fit_members`).
+
+    Returns
+    -------
+    list
+        The same estimator objects, fitted, in order (with
+        ``errors="return"``, a failed member's exception in its place).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`fit_members`.
+
+    Examples
+    --------
+    >>> from sklearn.base import clone
+    >>> from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector
+    >>> from stsq_learn.engine.members import fit_online_members
+    >>> task = SparseTokenSelectionTask(seq_len=8, n_features=2, n_selected=2)
+    >>> est = SparseTokenSelector(16, dtype="float64")
+    >>> models = [clone(est).set_params(random_state=s) for s in range(3)]
+    >>> models = fit_online_members(models, task, n_steps=50)
+    >>> one = clone(est).set_params(random_state=1).fit_online(task, n_steps=50)
+    >>> bool(abs(one.key_query_ - models[1].key_query_).max() < 1e-9)
+    True
+    """
+    return _fit(estimators, "fit_online", (task, n_steps), errors)
+
+
+def _fit(estimators, method, args, errors):
+    """Check, then fit: ``args`` the call's arguments, or a list of each member's."""
+    if errors not in ERRORS:
+        raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}.")
+    estimators = check_members(estimators)
+    calls = args if isinstance(args, list) else [args] * len(estimators)
+    hook = getattr(type(estimators[0]), "_fit_members", None)
+    if hook is None:
+        return fit_one_by_one(estimators, method, calls, errors)
+    return hook(estimators, method, calls, errors)
+
+
+def check_members(estimators):
+    """``estimators`` as a list, checked to be seeds of one estimator.
+
+    Parameters
+    ----------
+    estimators : iterable of estimator
+        The members.
+
+    Returns
+    -------
+    list
+        The estimators.
+
+    Raises
+    ------
+    TypeError
+        If ``estimators`` is not an iterable of estimators of one class.
+    ValueError
+        If it is empty, holds one object twice, or two of its estimators
+        differ in a parameter other than ``random_state`` (named).
+    """
+    if isinstance(estimators, (str, bytes)) or not isinstance(estimators, Iterable):
+        raise TypeError(
+            f"estimators must be a list of estimators, got {type(estimators).__name__}."
+        )
+    estimators = list(estimators)
+    if not estimators:
+        raise ValueError("estimators is empty: give at least one estimator.")
+    first = estimators[0]
+    for i, est in enumerate(estimators):
+        if not hasattr(est, "get_params") or not hasattr(est, "fit"):
+            raise TypeError(f"estimators[{i}] is not an estimator: {est!r}.")
+        if type(est) is not type(first):
+            raise TypeError(
+                f"estimators[{i}] is a {type(est).__name__} and estimators[0] a "
+                f"{type(first).__name__}: the members are seeds of one estimator."
+            )
+    if len({id(e) for e in estimators}) < len(estimators):
+        raise ValueError("estimators holds the same object twice; clone it for each seed.")
+    reference = first.get_params(deep=False)
+    for i, est in enumerate(estimators[1:], start=1):
+        for key, value in est.get_params(deep=False).items():
+            if key != "random_state" and not _same(value, reference[key]):
+                raise ValueError(
+                    f"estimators[{i}] has {key}={value!r} and estimators[0] {key}="
+                    f"{reference[key]!r}: the members of a batched fit differ only in "
+                    "random_state."
+                )
+    return estimators
+
+
+def _same(a, b):
+    if a is b:
+        return True
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except (TypeError, ValueError):  # arrays and the like: only the same object
+        return False
+
+
+def fit_one_by_one(estimators, method, calls, errors):
+    """``getattr(est, method)(*call)`` for each estimator in turn: the exact sequential fits.
+
+    With ``errors="raise"`` a failure restores every estimator fitted before
+    it (a failed call changes none); with ``"return"`` a member whose fit
+    raises ``ValueError`` is left as it was and its exception is returned in
+    its place.
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        The checked members.
+    method : {"fit", "fit_online"}
+        The fit to call.
+    calls : list of tuple
+        Each member's positional arguments.
+    errors : {"raise", "return"}
+        As in :func:`fit_members`.
+
+    Returns
+    -------
+    list
+        The fitted estimators (with ``"return"``, exceptions in place of the
+        failed ones).
+    """
+    saved = [dict(est.__dict__) for est in estimators]
+    results = []
+    for est, state, args in zip(estimators, saved, calls):
+        try:
+            getattr(est, method)(*args)
+        except ValueError as exc:
+            _restore(est, state)
+            if errors == "raise":
+                for other, other_state in zip(estimators, saved):
+                    _restore(other, other_state)
+                raise
+            results.append(exc)
+        except BaseException:
+            for other, other_state in zip(estimators, saved):
+                _restore(other, other_state)
+            raise
+        else:
+            results.append(est)
+    return results
+
+
+def _restore(est, state):
+    est.__dict__.clear()
+    est.__dict__.update(state)
+
+
+def fallback_reason(estimators, online=True):
+    """Why the engine's estimators fit one after another (None: they train as one model).
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        Checked members (:func:`check_members`) of an estimator on the engine.
+    online : bool, default=True
+        Whether they fit online (``fit_online``) or on rows (``fit``): the
+        schedule a setting resolves to may depend on it.
+
+    Returns
+    -------
+    str or None
+        The setting that does not move in lockstep.
+    """
+    first = estimators[0]
+    if len(estimators) == 1:
+        return "a single estimator"
+    if any(e.warm_start and hasattr(e, "net_") for e in estimators):
+        return "warm_start=True on a fitted estimator continues its own run"
+    if first._schedule(online) == "adaptive":
+        return "learning_rate='adaptive' lowers each member's rate on its own"
+    if first.callbacks:
+        return "callbacks act on one net"
+    if first.verbose:
+        return "verbose > 0 shows each fit's own progress"
+    return None
+
+
+def fit_stacked(estimators, method, calls, errors):
+    """The engine's batched fit (``_BaseEstimator._fit_members``): one stacked module.
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        Checked members of one engine estimator class.
+    method : {"fit", "fit_online"}
+        The fit they make.
+    calls : list of tuple
+        Each member's arguments: ``(X, y)`` or ``(task, n_steps)`` (one
+        tuple for all where the rows are shared).
+    errors : {"raise", "return"}
+        As in :func:`fit_members`.
+
+    Returns
+    -------
+    list
+        As :func:`fit_members`.
+    """
+    for est in estimators:  # every member's hyperparameters, before any work
+        est._validate_params()
+        check_callbacks(est.callbacks)
+    first, S = estimators[0], len(estimators)
+    shared = all(call is calls[0] for call in calls)
+    parts = [e._fit_inputs if method == "fit" else e._online_inputs for e in estimators]
+    inputs = [parts[0](*calls[0])] * S if shared else [p(*c) for p, c in zip(parts, calls)]
+    fitted_task = first._fitted_task(inputs[0]["task"])
+    online = method == "fit_online"
+    with torch.device("meta"):
+        meta = first._make_module(fitted_task, 0)
+    stackable = hasattr(meta, "stacked")
+    if fallback_reason(estimators, online) is not None or not stackable or not _lockstep(inputs):
+        return fit_one_by_one(estimators, method, calls, errors)
+    device, batch_size, epochs = (inputs[0][k] for k in ("device", "batch_size", "epochs"))
+    n_steps = first._planned_steps(inputs[0]["data"], epochs, batch_size)[1]
+    steps = [
+        _steps(e._resolve_optimiser(i["zero_loss"], n_steps, meta, online))
+        for e, i in zip(estimators, inputs)
+    ]
+    if any(s != steps[0] for s in steps):  # a step size following each member's own rows
+        return fit_one_by_one(estimators, method, calls, errors)
+    n_read = max((i["n_read"] for i in inputs), key=lambda q: -1 if q is None else q)
+    check_fit_memory(first, fitted_task, batch_size, device, n_read, members=S)
+    runs = [  # each member's seeds, drawn in list order as its fit draws them, and module
+        est._plan(i["data"], fitted_task, device, batch_size, epochs, *_own(i))
+        for est, i in zip(estimators, inputs)
+    ]
+    data = inputs[0]["data"] if shared else tr.MemberRows([i["data"] for i in inputs])
+    run0 = runs[0]
+    stacked = type(run0.module).stacked([run.module for run in runs])
+    nets = [tr.initialize_net(est._run_net(run)) for est, run in zip(estimators, runs)]
+    # The stacked net: the members' paces and rate schedule (the same for all), then the
+    # members' own bookkeeping, last (after the optimiser, the paces and the schedule).
+    paces = first._resolve_optimiser(inputs[0]["zero_loss"], run0.n_steps, meta, online)[3]
+    schedule = [c for c in run0.callbacks if isinstance(c, LRScheduler)]
+    schedule = copy.deepcopy(schedule)  # a fresh instance: run0's belongs to member 0's net
+    members = _Members(nets, data)
+    stacked_net = first._build_net(
+        stacked,
+        device,
+        solver=run0.solver,
+        learning_rate_init=run0.rate,
+        callbacks=[*paces, *schedule, members],
+        max_epochs=epochs,
+        batch_size=batch_size,
+        order_seed=[run.order_seed for run in runs],
+        step_progress=False,
+    )
+    stacked_net.set_params(criterion__n_members=S)
+    probes = [torch.Generator(device=device).manual_seed(run.pe_seed + 1) for run in runs]
+    starts = progress.start_loss(stacked, data, probes, run0.kwargs, run0.chunk)
+    generators = [torch.Generator(device=device).manual_seed(run.pe_seed) for run in runs]
+    for net in nets:
+        net.notify("on_train_begin", X=data, y=None)
+    first._run(stacked_net, data, StreamedDraws(generators, reuse=True))
+    for net in nets:
+        net.notify("on_train_end", X=data, y=None)
+    results, losses = _judge(estimators, runs, nets, stacked_net, starts, members.failed)
+    raise_failures(estimators, results, errors)
+    for est, run, net, result, curve in zip(estimators, runs, nets, results, losses):
+        if not isinstance(result, BaseException):
+            est._assign_fitted(run, net, curve)
+    return results
+
+
+def raise_failures(estimators, results, errors):
+    """With ``errors="raise"``, one ``ValueError`` for the failed members (before any is set).
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        The members.
+    results : list
+        Each member's estimator, or its ``ValueError``.
+    errors : {"raise", "return"}
+        As in :func:`fit_members`.
+    """
+    failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
+    if failed and errors == "raise":
+        states = ", ".join(f"random_state={estimators[i].random_state!r}" for i in failed)
+        raise ValueError(
+            f"{len(failed)} of the {len(estimators)} members failed ({states}); no estimator "
+            f"was changed. The first: {results[failed[0]]}"
+        ) from results[failed[0]]
+
+
+def _own(inputs):
+    """What a member's plan takes from its own inputs: its loss of predicting 0, queries, y."""
+    return inputs["zero_loss"], inputs["n_read"], inputs["y_1d"]
+
+
+def _lockstep(inputs):
+    """Whether the members' fits have one task, batch size, epochs and number of rows."""
+    keys = ("batch_size", "epochs", "y_1d", "device")
+    first = inputs[0]
+    return all(
+        all(i[k] == first[k] for k in keys)
+        and i["task"].fitted_state() == first["task"].fitted_state()
+        and (i["task"].reference_length, i["task"].n_features)
+        == (first["task"].reference_length, first["task"].n_features)
+        and len(i["data"]) == len(first["data"])
+        for i in inputs
+    )
+
+
+def _steps(optimiser):
+    """A resolved ``(solver, rate, token_rate, paces)`` as comparable values."""
+    solver, rate, token_rate, paces = optimiser
+    return solver, rate, token_rate, [(type(p).__name__, p.rate) for p in paces]
+
+
+def _judge(estimators, runs, nets, stacked_net, starts, failed):
+    """Load every member's weights into its net and judge it; ``(results, loss curves)``."""
+    results, curves = [], []
+    stacked = stacked_net.module_
+    for s, (est, run, net, start) in enumerate(zip(estimators, runs, nets, starts)):
+        if s in failed:
+            results.append(failed[s])
+            curves.append(None)
+            continue
+        net.module_.load_state_dict(member_weights(stacked, s))
+        _copy_optimizer_state(stacked_net.optimizer_, stacked, net.optimizer_, net.module_, s)
+        try:
+            curves.append(est._judge_run(run, net, start))
+        except ValueError as exc:
+            results.append(exc)
+            curves.append(None)
+        else:
+            results.append(est)
+    return results, curves
+
+
+def _copy_optimizer_state(optimizer, stacked, own, module, member):
+    """Member ``member``'s optimiser state (moments, step counts, rates) into its own optimiser."""
+    mine = dict(module.named_parameters())
+    for name, param in stacked.named_parameters():
+        state = optimizer.state.get(param)
+        if not state:
+            continue
+        own.state[mine[name]] = {
+            k: (v[member] if v.dim() and v.shape == param.shape else v).detach().clone()
+            if torch.is_tensor(v)
+            else v
+            for k, v in state.items()
+        }
+    for group, own_group in zip(optimizer.param_groups, own.param_groups):
+        own_group.update({k: v for k, v in group.items() if k != "params"})
+
+
+class _Members(Callback):
+    """The members' own bookkeeping in the stacked run: history, guard, early stopping, freezing.
+
+    Each member's net (built as its fit builds it, holding its single
+    module) keeps the history its fit would: the member's loss of every
+    batch, and at every epoch's end its own epoch loss, best flag and early
+    stopping, by its own callbacks (``on_epoch_begin``/``on_epoch_end``). A
+    member whose batch loss is not finite fails with its fit's error; a
+    member that stops is frozen: after every later step its slices of the
+    parameters and of the optimiser state are put back.
+    """
+
+    def __init__(self, nets, data):
+        self.nets = nets
+        self.data = data
+
+    def initialize(self):
+        self.active_ = list(range(len(self.nets)))
+        self.failed = {}  # member -> its ValueError
+        self.frozen_ = {}  # member -> {param: (value, {state key: value})}
+        return self
+
+    def on_epoch_begin(self, net, **kwargs):
+        self.epochs_ = {}
+        for s in self.active_:
+            member = self.nets[s]
+            member.notify("on_epoch_begin", dataset_train=self.data, dataset_valid=None)
+            self.epochs_[s] = list.__getitem__(member.history, -1)  # its epoch's record
+
+    def on_batch_end(self, net, batch=None, training=False, **kwargs):
+        if not training:
+            return
+        losses = net.criterion_.member_losses_.tolist()
+        record = net.history[-1]["batches"][-1]  # the step's: its rate, with the batch's size
+        X = batch[0]
+        rows = len(X[0]) if isinstance(X, list) else len(X) // len(self.nets)
+        for s in list(self.active_):
+            # The record its fit makes (keys in the same order), with its own loss.
+            batch_record = {**record, "train_loss": losses[s], "train_batch_size": rows}
+            self.epochs_[s]["batches"].append(batch_record)
+            if math.isfinite(losses[s]):
+                continue
+            try:
+                tr.TrainingGuard().on_batch_end(self.nets[s], training=True)
+            except ValueError as exc:  # its fit would stop here with this error
+                self.failed[s] = exc
+                self._freeze(net, s, zero=True)
+        self._restore(net)
+        if not self.active_:
+            raise KeyboardInterrupt  # no member left: skorch ends the run
+
+    def on_epoch_end(self, net, **kwargs):
+        count = net.history[-1].get("train_batch_count")
+        for s in list(self.active_):
+            member = self.nets[s]
+            member.history.record("train_batch_count", count)
+            try:
+                member.notify("on_epoch_end", dataset_train=self.data, dataset_valid=None)
+            except KeyboardInterrupt:  # its early stopping, which recorded why
+                self._freeze(net, s)
+        if not self.active_:
+            raise KeyboardInterrupt
+
+    def _freeze(self, net, member, zero=False):
+        """Keep member ``member``'s parameters and optimiser state as they are (or at 0)."""
+        self.active_.remove(member)
+        kept = {}
+        with torch.no_grad():
+            for param in net.module_.parameters():
+                value = param[member].detach().clone()
+                state = net.optimizer_.state.get(param, {})
+                moments = {
+                    k: v[member].clone()
+                    for k, v in state.items()
+                    if torch.is_tensor(v) and v.dim() and v.shape == param.shape
+                }
+                if zero:
+                    value.zero_()
+                    for v in moments.values():
+                        v.zero_()
+                kept[param] = (value, moments)
+        self.frozen_[member] = kept
+
+    def _restore(self, net):
+        with torch.no_grad():
+            for member, kept in self.frozen_.items():
+                for param, (value, moments) in kept.items():
+                    param[member].copy_(value)
+                    state = net.optimizer_.state.get(param, {})
+                    for k, v in moments.items():
+                        state[k][member].copy_(v)
