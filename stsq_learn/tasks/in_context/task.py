@@ -483,20 +483,27 @@ class InContextRegressionTask(TokenRowsTask):
 
 
 def _draw(task, n, normal, xp, **where):
-    """``n`` prompts of ``task`` from ``normal(shape)``, in NumPy or torch (``xp``)."""
+    """``n`` prompts of ``task`` from ``normal(shape)``, in NumPy or torch (``xp``).
+
+    Every token's covariates are drawn at once and the prompt is one
+    concatenation: on the CPU this costs what drawing the numbers costs.
+    """
     M, d = task.seq_len - 1, task.n_features
     examples, query = task._factors
     w = normal((n, d))
-    x = _apply(examples, normal((n, M, d)), xp, where)
-    xq = _apply(query, normal((n, d)), xp, where)
-    labels = xp.einsum("nmd,nd->nm", x, w)
+    z = normal((n, M + 1, d))
+    if task.query_covariance is None:
+        x = _apply(examples, z, xp, where)
+    else:
+        x = xp.concatenate(
+            [_apply(examples, z[:, :M], xp, where), _apply(query, z[:, M:], xp, where)], axis=1
+        )
+    labels = (x[:, :M] * w[:, None, :]).sum(-1)
     if task.noise > 0:
         labels = labels + task.noise * normal((n, M))
-    X = xp.zeros((n, M + 1, d + 1), **where) if xp is torch else np.zeros((n, M + 1, d + 1))
-    X[:, :M, :d] = x
-    X[:, :M, d] = labels
-    X[:, M, :d] = xq
-    return X, xp.einsum("nd,nd->n", xq, w)
+    zero = xp.zeros((n, 1), **where) if xp is torch else np.zeros((n, 1))
+    labels = xp.concatenate([labels, zero], axis=1)  # the query's label slot
+    return xp.concatenate([x, labels[..., None]], axis=-1), (x[:, M] * w).sum(-1)
 
 
 def make_in_context_regression(
