@@ -427,3 +427,12 @@ def test_fcn_reads_the_flat_prompt_and_softmax_attention_does_not_apply(prompts)
         fcn.predict(X_long)
     with pytest.raises(ValueError, match=r"has none.*structure is None"):
         AttentionRegressor(task="in_context").fit(X, y)
+
+
+def test_memory_is_checked_before_work_and_progress_is_shown(capsys):
+    task = InContextRegressionTask(1001, 100)
+    with pytest.raises(ValueError, match=r"LinearAttentionRegressor with batch_size=\d+.*GiB"):
+        LinearAttentionRegressor(batch_size=10**9).fit_online(task, 1)
+    LinearAttentionRegressor(batch_size=8, verbose=1).fit_online(InContextRegressionTask(4, 2), 2)
+    out = capsys.readouterr()
+    assert "train_loss" in out.out and "0/2" in out.err  # the epoch table and the step bar

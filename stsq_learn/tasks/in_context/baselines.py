@@ -29,13 +29,22 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ...engine.params import AtomicSetParams
+from ..._docstrings import Substitution
+from ...engine.params import AtomicSetParams, refuse_booleans
 from ...engine.state import _is_number, check_fitted_state, size_check
-from .task import InContextRegressionTask
+from .task import InContextRegressionTask, least_squares
 
 __all__ = ["PromptGradientStep", "PromptRidge"]
 
 _CHUNK = 1 << 22  # numbers of X a batched solve holds at once (32 MiB in float64)
+
+_ATTRIBUTES = """\
+task_ : InContextRegressionTask
+    The data contract (the sizes of the prompts seen in fit).
+n_features_in_ : int
+    Dimension d of the covariates.
+seq_len_ : int
+    Tokens per prompt seen in fit, ``n_examples + 1``."""
 
 
 class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
@@ -50,12 +59,8 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
 
     def _validate_params(self):
         super()._validate_params()
+        refuse_booleans(self)
         for name, value in self.get_params(deep=False).items():
-            if isinstance(value, (bool, np.bool_)):
-                raise TypeError(
-                    f"The {name!r} parameter of {type(self).__name__} must be a real number, "
-                    f"got the boolean {value!r}."
-                )
             if isinstance(value, Real) and not math.isfinite(value):
                 raise ValueError(
                     f"The {name!r} parameter of {type(self).__name__} must be finite, "
@@ -85,7 +90,7 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
         """
         self._validate_params()
         task, X, y = InContextRegressionTask.from_data(X, y)
-        fitted = self._fit_prompts(X, y)
+        fitted = self._fit_prompts(_contiguous(X), y)
         for key, value in fitted.items():
             setattr(self, key, value)
         self.task_ = task
@@ -106,7 +111,7 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
         y_pred : ndarray of shape (n_prompts,)
         """
         check_is_fitted(self)
-        return self._predict_prompts(self.task_.check_rows(X, type(self).__name__))
+        return self._predict_prompts(_contiguous(self.task_.check_rows(X, type(self).__name__)))
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R^2 of the prediction.
@@ -127,7 +132,7 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = self.task_.check_rows(X, type(self).__name__)
         y = self.task_.check_targets(y, X)
-        return self.task_.score(y, self._predict_prompts(X), sample_weight)
+        return self.task_.score(y, self._predict_prompts(_contiguous(X)), sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -184,22 +189,32 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
             self._validate_params()
         except (ValueError, TypeError) as exc:
             raise ValueError(f"invalid hyperparameter: {exc}") from None
-        schema = {"n_features_in_": size_check(1), "seq_len_": size_check(2), **self._FITTED}
+        schema = {"n_features_in_": size_check(1), "seq_len_": size_check(1), **self._FITTED}
         check_fitted_state(state, schema, known=())
         if state["weights"] or state["history"]:
             raise ValueError(f"a {type(self).__name__} holds no weights and no history.")
         fitted = state["fitted"]
-        self.task_ = InContextRegressionTask(fitted["seq_len_"], fitted["n_features_in_"])
+        try:
+            task = InContextRegressionTask(fitted["seq_len_"], fitted["n_features_in_"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the fitted sizes are invalid: {exc}") from None
+        self.task_ = task
         for key in self._FITTED:
             setattr(self, key, float(fitted[key]))
         self.n_features_in_, self.seq_len_ = fitted["n_features_in_"], fitted["seq_len_"]
         return self
 
 
+def _contiguous(X):
+    """Checked prompts as C-contiguous float64: the memory layout never changes a result."""
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
 def _finite_number(value):
     return _is_number(value) and math.isfinite(value)
 
 
+@Substitution(attributes=_ATTRIBUTES)
 class PromptRidge(_PromptBaseline):
     """Least squares on each prompt's examples, evaluated at its query.
 
@@ -219,12 +234,7 @@ class PromptRidge(_PromptBaseline):
 
     Attributes
     ----------
-    task_ : InContextRegressionTask
-        The data contract (the sizes of the prompts seen in fit).
-    n_features_in_ : int
-        Dimension d of the covariates.
-    seq_len_ : int
-        Tokens per prompt seen in fit, ``n_examples + 1``.
+    {attributes}
 
     See Also
     --------
@@ -250,21 +260,13 @@ class PromptRidge(_PromptBaseline):
 
     def _predict_prompts(self, X):
         out = np.empty(len(X))
-        alpha = float(self.alpha)
         for rows in self._chunks(X):
-            x = X[rows, :-1, :-1].astype(np.float64)
-            labels = X[rows, :-1, -1].astype(np.float64)
-            u, s, vt = np.linalg.svd(x, full_matrices=False)
-            if alpha > 0:
-                inverse = s / (s * s + alpha)
-            else:  # the pseudo-inverse: singular values below NumPy's pinv cutoff count as 0
-                cutoff = 1e-15 * max(x.shape[1:]) * s[:, :1]
-                inverse = np.divide(1.0, s, out=np.zeros_like(s), where=s > cutoff)
-            coef = np.einsum("nkd,nk->nd", vt, inverse * np.einsum("nmk,nm->nk", u, labels))
-            out[rows] = np.einsum("nd,nd->n", coef, X[rows, -1, :-1])
+            w, _ = least_squares(X[rows, :-1, :-1], X[rows, :-1, -1], self.alpha)
+            out[rows] = np.einsum("nd,nd->n", w, X[rows, -1, :-1])
         return out
 
 
+@Substitution(attributes=_ATTRIBUTES)
 class PromptGradientStep(_PromptBaseline):
     """One gradient step from 0 on each prompt: ``y_hat = eta x_q^T (1/M) sum_i y_i x_i``.
 
@@ -288,12 +290,7 @@ class PromptGradientStep(_PromptBaseline):
     ----------
     step_ : float
         The step the model predicts with.
-    task_ : InContextRegressionTask
-        The data contract (the sizes of the prompts seen in fit).
-    n_features_in_ : int
-        Dimension d of the covariates.
-    seq_len_ : int
-        Tokens per prompt seen in fit, ``n_examples + 1``.
+    {attributes}
 
     See Also
     --------

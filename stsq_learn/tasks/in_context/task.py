@@ -28,7 +28,12 @@ from sklearn.utils._param_validation import validate_parameter_constraints
 from ..._validation import as_real_array, check_positive_int, finite_floats
 from .._token_rows import TokenRowsTask, as_row_targets, check_scale
 
-__all__ = ["InContextRegressionTask", "check_covariance", "make_in_context_regression"]
+__all__ = [
+    "InContextRegressionTask",
+    "check_covariance",
+    "least_squares",
+    "make_in_context_regression",
+]
 
 SHAPE = "(n_prompts, n_examples + 1, n_features + 1)"
 _TITLE = "in-context regression"
@@ -112,7 +117,7 @@ def _as_field(covariance, name, n_features):
 
 def _factor(matrix):
     """``F`` with ``F F^T = matrix``: None for the identity, a vector for a diagonal matrix,
-    else the symmetric square root."""
+    else V diag(sqrt(eigenvalues)) of its eigendecomposition."""
     diagonal = np.diag(matrix)
     if np.count_nonzero(matrix - np.diag(diagonal)) == 0:
         return None if np.all(diagonal == 1) else np.sqrt(diagonal)
@@ -126,6 +131,38 @@ def _apply(factor, z, xp, where):
         return z
     factor = xp.asarray(factor, **where) if xp is torch else factor
     return z * factor if factor.ndim == 1 else z @ factor.T
+
+
+def least_squares(x, labels, alpha=0.0):
+    """Each prompt's ``argmin_w ||labels - x w||^2 + alpha ||w||^2``, batched over prompts.
+
+    One SVD of every prompt's examples: the minimum-norm solution at
+    ``alpha=0`` (singular values below NumPy's ``pinv`` cutoff,
+    ``1e-15 * max(M, d)`` times the largest, count as 0), ridge otherwise.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n, M, d)
+        The examples' covariates.
+    labels : ndarray of shape (n, M)
+        Their labels.
+    alpha : float, default=0.0
+        The ridge penalty.
+
+    Returns
+    -------
+    w : ndarray of shape (n, d)
+        The weights.
+    singular_values : ndarray of shape (n, min(M, d))
+        Of each prompt's ``x``, largest first.
+    """
+    u, s, vt = np.linalg.svd(x, full_matrices=False)
+    if alpha > 0:
+        inverse = s / (s * s + alpha)
+    else:
+        cutoff = 1e-15 * max(x.shape[1:]) * s[:, :1]
+        inverse = np.divide(1.0, s, out=np.zeros_like(s), where=s > cutoff)
+    return np.einsum("nkd,nk->nd", vt, inverse * np.einsum("nmk,nm->nk", u, labels)), s
 
 
 def as_prompts(X, name="X"):
@@ -461,15 +498,13 @@ class InContextRegressionTask(TokenRowsTask):
                 f"prompts of {M} examples in d={d} dimensions cannot be lengthened: fewer "
                 "than d examples do not determine w. Draw longer prompts from the law instead."
             )
-        u, s, vt = np.linalg.svd(x, full_matrices=False)
-        tol = np.finfo(X.dtype).eps * max(M, d) * s[:, :1]
-        low = np.flatnonzero((s <= tol).any(axis=1))
+        w, s = least_squares(x, labels)
+        low = np.flatnonzero((s <= np.finfo(X.dtype).eps * max(M, d) * s[:, :1]).any(axis=1))
         if low.size:
             raise ValueError(
                 f"prompt {low[0]} of X does not determine its w: its examples span fewer than "
                 f"d={d} dimensions, so it cannot be lengthened."
             )
-        w = np.einsum("nkd,nk->nd", vt, np.einsum("nmk,nm->nk", u, labels) / s)
         residual = np.linalg.norm(np.einsum("nmd,nd->nm", x, w) - labels, axis=1)
         scale = np.linalg.norm(labels, axis=1) + np.finfo(np.float64).tiny
         bad = np.flatnonzero(residual > np.sqrt(np.finfo(X.dtype).eps) * scale)

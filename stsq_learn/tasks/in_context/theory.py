@@ -64,12 +64,15 @@ def _count(value, name):
     return 1.0 / int(value)
 
 
-def _moments(covariance, query_covariance):
-    """``(L, S)``: the prompts' covariance and the query's second moment, checked."""
+def _law(covariance, query_covariance=None, noise=0.0):
+    """``(L, S, sigma^2)``: the prompts' covariance, the query's, the label noise's variance."""
     L = check_covariance(covariance)
-    if query_covariance is None:
-        return L, L
-    return L, check_covariance(query_covariance, "query_covariance", len(L))
+    S = (
+        L
+        if query_covariance is None
+        else check_covariance(query_covariance, "query_covariance", len(L))
+    )
+    return L, S, check_scale(noise, "noise", positive=False) ** 2
 
 
 def _gamma(L, inv_n, sigma2=0.0):
@@ -122,8 +125,8 @@ def in_context_preconditioner(n_examples, covariance, *, noise=0.0):
     (0.7692307692307692, 0.7692307692307692)
     """
     inv_n = _count(n_examples, "n_examples")
-    sigma = check_scale(noise, "noise", positive=False)
-    return _minimum(check_covariance(covariance), inv_n, sigma**2)
+    L, _, sigma2 = _law(covariance, noise=noise)
+    return _minimum(L, inv_n, sigma2)
 
 
 def in_context_risk(
@@ -184,8 +187,7 @@ def in_context_risk(
     21.6
     """
     inv_m = _count(n_test, "n_test")
-    L, S = _moments(covariance, query_covariance)
-    sigma2 = check_scale(noise, "noise", positive=False) ** 2
+    L, S, sigma2 = _law(covariance, query_covariance, noise)
     if preconditioner is None:
         A = _minimum(L, _count(n_train, "n_train"))
     else:
@@ -250,8 +252,7 @@ def in_context_gd_step(n_examples, covariance, *, noise=0.0, query_covariance=No
     (0.625, 1.875)
     """
     inv_m = _count(n_examples, "n_examples")
-    L, S = _moments(covariance, query_covariance)
-    sigma2 = check_scale(noise, "noise", positive=False) ** 2
+    L, S, sigma2 = _law(covariance, query_covariance, noise)
     SL = S @ L
     curvature = (1 + inv_m) * np.trace(SL @ L) + (np.trace(L) + sigma2) * inv_m * np.trace(SL)
     return float(np.trace(SL) / curvature)
@@ -300,8 +301,7 @@ def in_context_least_squares_risk(n_test, covariance, *, noise=0.0, query_covari
     (2.0, 0.0)
     """
     inv_m = _count(n_test, "n_test")
-    L, S = _moments(covariance, query_covariance)
-    sigma2 = check_scale(noise, "noise", positive=False) ** 2
+    L, S, sigma2 = _law(covariance, query_covariance, noise)
     d = len(L)
     if inv_m == 0:
         return 0.0
@@ -366,7 +366,7 @@ def in_context_slope(n_train, covariance, *, query_covariance=None, precondition
     >>> round(in_context_slope(20, 9 * np.ones(5), preconditioner=A), 4)   # c = 3: 9 / g
     6.9231
     """
-    L, S = _moments(covariance, query_covariance)
+    L, S, _ = _law(covariance, query_covariance)
     if preconditioner is None:
         A = _minimum(L, _count(n_train, "n_train"))
     else:
@@ -412,8 +412,7 @@ def in_context_best_train_length(n_test, covariance, *, noise=0.0, query_covaria
     34.286
     """
     inv_m = _count(n_test, "n_test")
-    L, S = _moments(covariance, query_covariance)
-    sigma2 = check_scale(noise, "noise", positive=False) ** 2
+    L, S, sigma2 = _law(covariance, query_covariance, noise)
 
     if sigma2 == 0 or inv_m == 0:  # Gamma(M)^{-1} minimises the risk at M over every A
         return float(np.inf) if inv_m == 0 else 1 / inv_m
