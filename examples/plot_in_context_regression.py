@@ -91,8 +91,10 @@ ax1.set(title="preconditioner_  |  Gamma^-1", xticks=[], yticks=[])
 ax2.loglog(fine, formula, color="C0", label="layer, formula")
 ax2.loglog(fine, tuned, color="C1", linestyle="--", label="GD step tuned to M, formula")
 for (name, values), marker, color in zip(measured.items(), "o^s", ("C0", "C1", "C2"), strict=True):
-    shown = np.maximum(values, 1e-6)  # least squares is 0 (to rounding) from M = d
-    ax2.loglog(lengths, shown, marker, color=color, label=f"{name}, measured")
+    values = np.array(values)
+    shown = values > 1e-6  # least squares is 0 (to rounding) from M = d
+    ax2.loglog(lengths[shown], values[shown], marker, color=color, label=f"{name}, measured")
+ax2.text(0.03, 0.04, "least squares: 0 from M = d = 5", transform=ax2.transAxes, color="C2")
 ax2.axvline(20, color="grey", linestyle=":")
 ax2.set(xlabel="examples M in the test prompt", ylabel="mean squared error", title="Error vs M")
 ax2.legend(fontsize=7)

@@ -109,6 +109,7 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
         Returns
         -------
         y_pred : ndarray of shape (n_prompts,)
+            The predicted labels, as float64.
         """
         check_is_fitted(self)
         return self._predict_prompts(_contiguous(self.task_.check_rows(X, type(self).__name__)))
@@ -128,6 +129,7 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
         Returns
         -------
         float
+            R^2 of ``self.predict(X)`` with respect to ``y``.
         """
         check_is_fitted(self)
         X = self.task_.check_rows(X, type(self).__name__)

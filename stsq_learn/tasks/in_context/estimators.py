@@ -132,7 +132,7 @@ class LinearAttentionRegressor(_BaseEstimator):
         which sets ``init_scale="auto"`` and the covariates of
         :meth:`~InContextRegressionTask.shift`'s new examples.
     {attributes}
-    preconditioner_ : ndarray of shape (n_features_in_, n_features_in_)
+    preconditioner_ : ndarray of shape (d, d)
         ``A = u U^T``, the matrix of ``y_hat = x_q^T A (1/M) sum_i y_i x_i``
         (the paper writes ``u U``; only the product is identified, and at
         the global minimum both are ``Gamma^{-1}``, symmetric).

@@ -92,6 +92,7 @@ class LinearSelfAttention(nn.Module):
         Returns
         -------
         Tensor of shape (n,)
+            The predictions.
         """
         d = self.n_features
         m = X.shape[1] - 1
@@ -113,6 +114,7 @@ class LinearSelfAttention(nn.Module):
         Returns
         -------
         Tensor of shape (d, d)
+            The preconditioner.
         """
         return self.value[-1] * self.key_query[: self.n_features].T
 
@@ -122,6 +124,7 @@ class LinearSelfAttention(nn.Module):
         Returns
         -------
         tuple of Tensor
+            ``W^PV`` and ``W^KQ``.
         """
         d = self.n_features
         pv = self.value.new_zeros(d + 1, d + 1)

@@ -318,6 +318,7 @@ class InContextRegressionTask(TokenRowsTask):
         Returns
         -------
         task : InContextRegressionTask
+            The law at ``seq_len = n_examples + 1``, every other field kept.
         """
         return self.at_length(check_positive_int(n_examples, "n_examples") + 1)
 
@@ -351,6 +352,7 @@ class InContextRegressionTask(TokenRowsTask):
         Returns
         -------
         task : InContextRegressionTask
+            The shifted law.
         """
         c2 = check_scale(scale, "scale", positive=True) ** 2
         fields = {"covariance": c2 * self.covariance_matrix}

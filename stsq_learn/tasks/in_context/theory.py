@@ -357,6 +357,7 @@ def in_context_slope(n_train, covariance, *, query_covariance=None, precondition
     Returns
     -------
     float
+        The slope (1 for a prediction right on average).
 
     Examples
     --------
