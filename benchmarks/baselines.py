@@ -12,6 +12,10 @@
   loss and its standard ``DataLoader`` over the same NumPy rows.
 * :func:`mlp_fit`: scikit-learn's ``MLPRegressor`` on the flattened rows,
   the peer of ``FCNSelector``.
+* :func:`plain_lsa_online`: the linear self-attention layer of in-context
+  regression written the short way (the value scalar and the key-query
+  block, fresh prompts drawn at every step, ``einsum``, Adam with the same
+  schedule), the yardstick of ``LinearAttentionRegressor.fit_online``.
 
 Every function returns the fitted thing and the seconds its training took,
 measured around the whole call a user would make (data conversion included).
@@ -167,3 +171,53 @@ def mlp_fit(X, y, *, width, epochs, lr, batch_size, seed):
     )
     model.fit(X.reshape(len(X), -1), y)
     return model, time.perf_counter() - t0
+
+
+# -- in-context regression: the linear self-attention layer, the plain way ----------------
+def plain_lsa_forward(u, U, x, labels, xq):
+    """``u x_q^T U^T h`` with ``h = (1/N) sum_i y_i x_i``: the layer, from the prompt's parts."""
+    h = torch.einsum("nm,nmd->nd", labels, x) / x.shape[1]
+    return u[0] * torch.einsum("ne,ed,nd->n", h, U, xq)
+
+
+def plain_lsa_online(*, n_examples, n_features, batch_size, n_steps, lr, init_scale, seed, target):
+    """Train ``y_hat = u x_q^T U^T (1/N) sum_i y_i x_i`` on fresh prompts (``w``, ``x`` standard).
+
+    The paper's initialisation (``u = s``, ``U = s T T^T / ||T T^T||_F``),
+    Adam at ``lr``, constant for four fifths of the steps then linearly to 0
+    (the package's ``"cooldown"``), the mean squared error against the
+    query's label. After every step the relative Frobenius distance of
+    ``u U^T`` to ``target`` is taken, and the time since the call began.
+
+    Returns
+    -------
+    dict
+        ``A`` (the final ``u U^T``), ``seconds`` (the whole call),
+        ``errors`` and ``times`` (after each step).
+    """
+    t0 = time.perf_counter()
+    d, m = n_features, n_examples
+    g = torch.Generator().manual_seed(seed)
+    theta = torch.randn(d, d, generator=g)
+    block = theta @ theta.T
+    U = (init_scale * block / block.norm()).requires_grad_()
+    u = torch.tensor([init_scale], requires_grad=True)
+    opt = torch.optim.Adam([u, U], lr=lr)
+    cool = 0.8 * n_steps
+    norm = float(np.linalg.norm(target))
+    errors, times = [], []
+    for step in range(n_steps):
+        for group in opt.param_groups:
+            group["lr"] = lr * (1.0 if step < cool else (n_steps - step) / (n_steps - cool))
+        w = torch.randn(batch_size, d, generator=g)
+        x = torch.randn(batch_size, m, d, generator=g)
+        xq = torch.randn(batch_size, d, generator=g)
+        labels = torch.einsum("nmd,nd->nm", x, w)
+        loss = (plain_lsa_forward(u, U, x, labels, xq) - (xq * w).sum(1)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        A = (u[0] * U.T).detach().numpy()
+        errors.append(float(np.linalg.norm(A - target)) / norm)
+        times.append(time.perf_counter() - t0)
+    return {"A": A, "seconds": time.perf_counter() - t0, "errors": errors, "times": times}

@@ -36,6 +36,10 @@ The entries (``--only`` picks some, repeatable):
 * ``single_location``: projected GD on single-location regression over 1
   and 10 seeds, batched and one after another, against the authors' update
   vmapped in JAX (skipped without jax and quadax);
+* ``in_context``: ``LinearAttentionRegressor.fit_online`` at d=20, N=40 against a
+  plain PyTorch loop of the same layer: time per step and time until its
+  ``preconditioner_`` is within 5% of ``Gamma^{-1}`` (the peer code, a GPT-2
+  on a GPU, is not runnable here);
 * ``gpu``: online throughput on CUDA with both samplers (skipped without it);
 * ``distributed``: a grid search on 1 and 2 dask workers (skipped without
   the ``distributed`` extra).
@@ -84,6 +88,7 @@ ENTRIES = [
     "reuse",
     "seeds",
     "single_location",
+    "in_context",
     "gpu",
     "distributed",
 ]

@@ -278,6 +278,11 @@ def _register_builtins():
     from .tasks.classification import estimators as stc
     from .tasks.classification import task as stc_law
     from .tasks.classification import theory as stc_theory
+    from .tasks.in_context import baselines as icl_baselines
+    from .tasks.in_context import estimators as icl
+    from .tasks.in_context import modules as icl_modules
+    from .tasks.in_context import task as icl_law
+    from .tasks.in_context import theory as icl_theory
     from .tasks.retrieval import estimators as ret
     from .tasks.retrieval import task as ret_law
     from .tasks.selection import estimators as sts
@@ -330,6 +335,17 @@ def _register_builtins():
             stc_baselines.make_pooled_logistic,
             *stc_theory.PUBLIC,
         ),
+    )
+    register(
+        icl_law.InContextRegressionTask,
+        estimators=(
+            icl.LinearAttentionRegressor,
+            icl_baselines.PromptRidge,
+            icl_baselines.PromptGradientStep,
+        ),
+        make=icl_law.make_in_context_regression,
+        exports=icl_theory.PUBLIC,
+        modules=(icl_modules.LinearSelfAttention,),
     )
     register_estimators(AttentionRegressor, FCNRegressor)
 

@@ -66,6 +66,7 @@ def test_registry_and_configs(bench):
         "reuse",
         "seeds",
         "single_location",
+        "in_context",
         "gpu",
         "distributed",
     ]
@@ -604,3 +605,28 @@ def test_single_location_entry_times_ours_and_skips_jax_cleanly(bench, monkeypat
         assert set(runners) == {"ours batched", "ours one by one"}
         assert runners["ours batched"]["seconds_per_step"] > 0
     assert ("jax vmap", f"skipped: {rec['jax_skipped']}") in module.table(rec)
+
+
+def test_in_context_entry_times_both_layers_to_the_target(bench):
+    module = bench.run.load("in_context")
+    small = dict(n_features=3, n_examples=12, batch_size=64, n_steps=80, lr=0.03, repeats=2)
+    rec = module.run(bench.harness.merge_config(module, overrides=small), None)
+    for r in rec["runners"].values():
+        assert r["seconds_per_step"] > 0 and len(r["all_seconds"]) == 2
+        assert r["final_distance"] < 0.2
+        assert r["steps_to_target"] is None or 1 <= r["steps_to_target"] <= 80
+    assert rec["comparisons"][0]["time_ratio"] > 0
+    assert [label for label, _ in module.table(rec)][-1] == "stsq-learn / plain torch loop"
+
+
+def test_plain_lsa_loop_is_the_package_layer(bench):
+    """The yardstick computes the function of LinearSelfAttention (reduced) on the same prompts."""
+    from stsq_learn import InContextRegressionTask
+    from stsq_learn.tasks.in_context.modules import LinearSelfAttention
+
+    X, _ = InContextRegressionTask(9, 3).sample_torch(6, generator=torch.Generator().manual_seed(0))
+    module = LinearSelfAttention(3, init_scale=0.7)
+    plain = bench.baselines.plain_lsa_forward(
+        module.value, module.key_query, X[:, :-1, :-1], X[:, :-1, -1], X[:, -1, :-1]
+    )
+    torch.testing.assert_close(plain, module(X))

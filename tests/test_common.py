@@ -37,6 +37,9 @@ from stsq_learn import (
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    LinearAttentionRegressor,
+    PromptGradientStep,
+    PromptRidge,
     SoftmaxAttentionRegressor,
     SparseTokenAverager,
     SparseTokenClassifier,
@@ -123,6 +126,16 @@ CLS_ESTIMATORS = [
 ]
 CLS_IDS = ["cls-adam", "cls-two-step"]
 CLS_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in CLS_ESTIMATORS]
+
+# In-context regression: prompts of labelled examples, one target per prompt.
+ICL_ESTIMATORS = [
+    LinearAttentionRegressor(max_iter=5),
+    LinearAttentionRegressor("full", solver="sgd", max_iter=5),
+    PromptRidge(),
+    PromptGradientStep(),
+]
+ICL_IDS = ["lsa", "lsa-full-sgd", "prompt-ridge", "prompt-gd"]
+ICL_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in ICL_ESTIMATORS]
 
 
 class _ReadsRowsAsSequences:
@@ -232,6 +245,35 @@ class SequenceSoftmaxAttentionRegressor(_ReadsRowsAsTokens, SoftmaxAttentionRegr
     """:class:`SoftmaxAttentionRegressor` on the 3-D lift of scikit-learn's 2-D rows."""
 
 
+class _ReadsRowsAsPrompts:
+    """Read a 2-D row of k numbers as a prompt: k examples ``[x_t; x_t]``, the query ``[1; 0]``."""
+
+    @staticmethod
+    def _lift(X):
+        X = np.asarray(X, dtype=np.float64)
+        examples = np.stack([X, X], axis=-1)
+        query = np.broadcast_to([[[1.0, 0.0]]], (len(X), 1, 2))
+        return np.concatenate([examples, query], axis=1)
+
+    def fit(self, X, y):
+        return super().fit(self._lift(X), y)
+
+    def predict(self, X):
+        return super().predict(self._lift(X))
+
+
+class SequenceLinearAttentionRegressor(_ReadsRowsAsPrompts, LinearAttentionRegressor):
+    """:class:`LinearAttentionRegressor` on prompts lifted from scikit-learn's 2-D rows."""
+
+
+class SequencePromptRidge(_ReadsRowsAsPrompts, PromptRidge):
+    """:class:`PromptRidge` on prompts lifted from scikit-learn's 2-D rows."""
+
+
+class SequencePromptGradientStep(_ReadsRowsAsPrompts, PromptGradientStep):
+    """:class:`PromptGradientStep` on prompts lifted from scikit-learn's 2-D rows."""
+
+
 class SequenceSparseTokenClassifier(SparseTokenClassifier):
     """:class:`SparseTokenClassifier` on the 3-D lift of scikit-learn's 2-D rows.
 
@@ -261,12 +303,15 @@ _SEQUENCE = {
     ErfAttentionRegressor: SequenceErfAttentionRegressor,
     SoftmaxAttentionRegressor: SequenceSoftmaxAttentionRegressor,
     SparseTokenClassifier: SequenceSparseTokenClassifier,
+    LinearAttentionRegressor: SequenceLinearAttentionRegressor,
+    PromptRidge: SequencePromptRidge,
+    PromptGradientStep: SequencePromptGradientStep,
 }
 
 
 def test_every_registered_estimator_is_checked():
     """The checks run on every estimator the registry lists, whatever its task."""
-    checked = {type(est) for est in ESTIMATORS + SL_ESTIMATORS + CLS_ESTIMATORS}
+    checked = {type(est) for est in ESTIMATORS + SL_ESTIMATORS + CLS_ESTIMATORS + ICL_ESTIMATORS}
     assert checked == set(registry.estimators()) == set(_CHECKED)
     assert set(_SEQUENCE) == set(registry.estimators())
 
@@ -274,7 +319,7 @@ def test_every_registered_estimator_is_checked():
 def _on_3d_data(estimator):
     public = next(c for c in type(estimator).__mro__ if c in _SEQUENCE)
     sequence = _SEQUENCE[public](**estimator.get_params())
-    if "dtype" not in sequence.get_params():  # single-location models compute in float64
+    if "dtype" not in sequence.get_params():  # single-location models, baselines: float64
         return sequence
     return sequence.set_params(dtype="float64")
 
@@ -405,6 +450,11 @@ _SL_LISTED = {
     ),
 }
 SL_EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _SL_LISTED.items()}
+# The per-prompt baselines of in-context regression train nothing (no max_iter): the
+# check of n_iter_ passes for them.
+_BASELINE_LISTED = {
+    k: v for k, v in _SL_LISTED.items() if k != "check_non_transformer_estimators_n_iter"
+}
 # The classifier's own checks fit 2-D X too; the 3-D equivalents are in
 # tests/test_classification.py.
 _CLS_LISTED = {
@@ -440,7 +490,10 @@ CLS_EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _CLS_LISTED.
 def _listed_for(estimator):
     if isinstance(estimator, tuple(map(type, CLS_CHECKED))):
         return _CLS_LISTED
-    return _SL_LISTED if isinstance(estimator, tuple(map(type, SL_CHECKED))) else _LISTED
+    if "max_iter" not in estimator.get_params():
+        return _BASELINE_LISTED
+    one_target = tuple(map(type, SL_CHECKED + ICL_CHECKED))
+    return _SL_LISTED if isinstance(estimator, one_target) else _LISTED
 
 
 def _check_name(check):
@@ -458,6 +511,7 @@ def _checks(listed):
         *zip(CHECKED_ESTIMATORS, IDS, strict=True),
         *zip(SL_CHECKED, SL_IDS, strict=True),
         *zip(CLS_CHECKED, CLS_IDS, strict=True),
+        *zip(ICL_CHECKED, ICL_IDS, strict=True),
     ]
     for est, est_id in pairs:
         for _, check in estimator_checks_generator(est, legacy=True):
@@ -505,8 +559,8 @@ def test_checked_classes_differ_only_in_the_2d_tag(estimator):
     assert checked.get_params() == estimator.get_params()
 
 
-@pytest.mark.parametrize("estimator", SL_ESTIMATORS, ids=SL_IDS)
-def test_single_location_checked_classes_and_tags(estimator):
+@pytest.mark.parametrize("estimator", SL_ESTIMATORS + ICL_ESTIMATORS, ids=SL_IDS + ICL_IDS)
+def test_one_target_checked_classes_and_tags(estimator):
     checked = _CHECKED[type(estimator)](**estimator.get_params())
     tags, checked_tags = estimator.__sklearn_tags__(), checked.__sklearn_tags__()
     assert checked_tags.input_tags.two_d_array and not tags.input_tags.two_d_array

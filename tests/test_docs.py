@@ -111,6 +111,7 @@ def test_every_example_has_a_title_and_prose():
         stsq_learn.FCNSelector,
         stsq_learn.SparseTokenAverager,
         stsq_learn.FCNAverager,
+        stsq_learn.LinearAttentionRegressor,
     ],
 )
 def test_every_hyperparameter_is_documented_once(cls):

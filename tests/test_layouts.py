@@ -31,12 +31,16 @@ from stsq_learn import (
     FCNRetriever,
     FCNSelector,
     LengthShiftScorer,
+    LinearAttentionRegressor,
+    PromptGradientStep,
+    PromptRidge,
     SoftmaxAttentionRegressor,
     SparseTokenAverager,
     SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
     length_shift_scoring,
+    make_in_context_regression,
     make_single_location,
     make_sparse_averaging,
     make_sparse_retrieval,
@@ -55,6 +59,7 @@ _DATA = {
     "classification": lambda: make_sparse_token_classification(
         40, seq_len=6, n_features=4, signal=3.0, random_state=0
     ),
+    "in_context": lambda: make_in_context_regression(40, 5, 3, random_state=0),
 }
 
 # Every public estimator, on its own task; the options that change the forward pass
@@ -75,7 +80,18 @@ ESTIMATORS = {
     "erf": (ErfAttentionRegressor(max_iter=3), "single_location"),
     "softmax": (SoftmaxAttentionRegressor(max_iter=3, batch_size=16), "single_location"),
     "classifier": (SparseTokenClassifier(max_iter=3, random_state=0), "classification"),
+    "lsa-full": (LinearAttentionRegressor("full", max_iter=2), "in_context"),
+    "prompt-ridge": (PromptRidge(alpha=0.1), "in_context"),
+    "prompt-gd": (PromptGradientStep(), "in_context"),
 }
+
+
+def _seeded(est):
+    """A clone of ``est`` with ``random_state=0`` where it has one (the baselines draw nothing)."""
+    est = clone(est)
+    return est.set_params(random_state=0) if "random_state" in est.get_params() else est
+
+
 IDS = list(ESTIMATORS)
 
 
@@ -139,6 +155,7 @@ def _misaligned(a):
 
 def _tensor(a):
     """A torch tensor with non-contiguous strides (swapped like :func:`_swapped`)."""
+    a = a.astype(a.dtype.newbyteorder("="))  # torch holds native byte order only
     if a.ndim < 2:
         return torch.from_numpy(np.repeat(a, 2))[::2]  # (np.repeat copies)
     return torch.from_numpy(a.swapaxes(0, 1).copy()).transpose(0, 1)
@@ -232,7 +249,7 @@ def fitted():
         warnings.simplefilter("ignore")
         for name, (est, task) in ESTIMATORS.items():
             X, y = _DATA[task]()
-            out[name] = clone(est).set_params(random_state=0).fit(X, y), X, y
+            out[name] = _seeded(est).fit(X, y), X, y
     return out
 
 
@@ -286,7 +303,7 @@ def test_the_scorers_are_not_all_errors(fitted):
 
 def _fitted_numbers(est):
     """Everything a fit decides: weights, loss curve, fitted arrays."""
-    out = {"loss_curve_": np.asarray(est.loss_curve_, dtype=np.float64)}
+    out = {"loss_curve_": np.asarray(getattr(est, "loss_curve_", []), dtype=np.float64)}
     if hasattr(est, "net_"):
         # .cpu(): the weights of a fit on CUDA (device="auto" where there is one).
         out.update({k: v.cpu().numpy() for k, v in est.net_.module_.state_dict().items()})
@@ -304,10 +321,8 @@ def test_fit_reads_any_layout(layouts, name, layout):
     Xl, yl = layouts[layout](X), layouts[layout](y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        on_layout = clone(est).set_params(random_state=0).fit(Xl, yl)
-        on_copy = (
-            clone(est).set_params(random_state=0).fit(_contiguous_copy(Xl), _contiguous_copy(yl))
-        )
+        on_layout = _seeded(est).fit(Xl, yl)
+        on_copy = _seeded(est).fit(_contiguous_copy(Xl), _contiguous_copy(yl))
     got, expected = _fitted_numbers(on_layout), _fitted_numbers(on_copy)
     assert got.keys() == expected.keys()
     for key in expected:
@@ -323,8 +338,8 @@ def test_fit_reads_a_non_contiguous_tensor(name):
     X, y = _DATA[task]()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        on_tensor = clone(est).set_params(random_state=0).fit(_tensor(X), _tensor(y))
-        on_copy = clone(est).set_params(random_state=0).fit(X, y)
+        on_tensor = _seeded(est).fit(_tensor(X), _tensor(y))
+        on_copy = _seeded(est).fit(X, y)
     np.testing.assert_array_equal(on_tensor.predict(_tensor(X)), on_copy.predict(X))
 
 

@@ -790,8 +790,11 @@ def test_every_registered_estimator_round_trips_fitted_and_unfitted_in_a_fresh_p
     jobs, expected = [], {}
     for reg in registry.registrations():
         sizes = {"seq_len": 6, "n_features": 4}
-        if "n_selected" in inspect.signature(reg.make).parameters:
+        signature = inspect.signature(reg.make).parameters
+        if "n_selected" in signature:
             sizes["n_selected"] = 2
+        if "n_examples" in signature:  # in-context prompts: 5 examples, then the query
+            sizes["n_examples"] = sizes.pop("seq_len") - 1
         X, y = reg.make(60, random_state=0, **sizes)
         np.save(tmp_path / f"{reg.task.name}.npy", X)
         classes = [(cls, {}) for cls in reg.estimators]
@@ -799,8 +802,9 @@ def test_every_registered_estimator_round_trips_fitted_and_unfitted_in_a_fresh_p
         for cls, extra in classes:
             if reg.task.structure is None and "n_heads" in cls().get_params():
                 continue  # the attention core needs a query structure
-            params = {k: v for k, v in dict(width=8, max_iter=3).items() if k in cls().get_params()}
-            model = cls(**extra, **params, random_state=0)
+            defaults = dict(width=8, max_iter=3, random_state=0)
+            params = {k: v for k, v in defaults.items() if k in cls().get_params()}
+            model = cls(**extra, **params)
             name = f"{cls.__name__}-{reg.task.name}"
             save_model(model, tmp_path / f"{name}-unfitted.stsq")
             with warnings.catch_warnings():
@@ -813,7 +817,7 @@ def test_every_registered_estimator_round_trips_fitted_and_unfitted_in_a_fresh_p
                 (name, str(tmp_path / f"{name}.stsq"), X_path, True),
                 (name + "-unfitted", str(tmp_path / f"{name}-unfitted.stsq"), X_path, False),
             ]
-            expected[name + "-unfitted"] = cls(**extra, **params, random_state=0)
+            expected[name + "-unfitted"] = cls(**extra, **params)
     assert {c for c in registry.estimators()} <= {
         type(m) for m in expected.values() if not isinstance(m, np.ndarray)
     }

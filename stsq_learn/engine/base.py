@@ -33,7 +33,7 @@ from ..tasks.checks import check_task, check_task_class
 from . import progress
 from . import training as tr
 from .memory import check_fit_memory
-from .params import AtomicSetParams
+from .params import AtomicSetParams, refuse_booleans
 from .state import SEED_MAX, FittedState
 
 _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
@@ -72,17 +72,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
 
     def _validate_params(self):
         super()._validate_params()
-        # scikit-learn's Interval(Integral) and Interval(Real) let True and False pass as
-        # 1 and 0; a boolean is neither an integer nor a real number here.
-        params = self.get_params(deep=False)
-        for name, constraints in self._parameter_constraints.items():
-            kinds = {c.type for c in constraints if isinstance(c, Interval)}
-            if kinds and isinstance(params.get(name), (bool, np.bool_)):
-                kind = "an integer" if Integral in kinds else "a real number"
-                raise TypeError(
-                    f"The {name!r} parameter of {type(self).__name__} must be {kind}, "
-                    f"got the boolean {params[name]!r}."
-                )
+        refuse_booleans(self)
 
     def _task_class(self):
         """The task class this estimator trains on, checked against the protocol."""

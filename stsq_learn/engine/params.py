@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils._param_validation import Interval
 
 
 def check_param_keys(estimator, params):
@@ -124,6 +128,32 @@ def _call_problem(args, kwargs, positional, names):
         if name in kwargs:
             return f"got multiple values for argument {name!r}"
     return None
+def refuse_booleans(estimator):
+    """Raise ``TypeError`` for a boolean where a parameter's constraints ask for a number.
+
+    scikit-learn's ``Interval(Integral)`` and ``Interval(Real)`` let True and
+    False pass as 1 and 0; here a boolean is neither an integer nor a real
+    number. Run after scikit-learn's ``_validate_params``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        An estimator with ``_parameter_constraints``.
+
+    Raises
+    ------
+    TypeError
+        Naming the parameter, the estimator and the kind of number asked for.
+    """
+    params = estimator.get_params(deep=False)
+    for name, constraints in estimator._parameter_constraints.items():
+        kinds = {c.type for c in constraints if isinstance(c, Interval)}
+        if kinds and isinstance(params.get(name), (bool, np.bool_)):
+            kind = "an integer" if Integral in kinds else "a real number"
+            raise TypeError(
+                f"The {name!r} parameter of {type(estimator).__name__} must be {kind}, "
+                f"got the boolean {params[name]!r}."
+            )
 
 
 class AtomicSetParams:

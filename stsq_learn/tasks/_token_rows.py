@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import as_real_array, check_positive_int, finite_floats
+from .._validation import as_real_array, check_positive_int, finite_floats, finite_targets
 from .task import Task
 
 SHAPE = "(n_samples, seq_len, n_features)"
@@ -47,6 +47,58 @@ def as_tokens(X, name="X", title="this task"):
     if 0 in arr.shape:
         raise ValueError(f"{name} is empty: shape {arr.shape}; need a row, a token, a feature.")
     return finite_floats(arr, name)
+
+
+def as_row_targets(y, n):
+    """``y`` as finite floats of shape ``(n,)``, one per row (a column ``(n, 1)`` reads as 1-D).
+
+    Parameters
+    ----------
+    y : array-like of shape (n,) or (n, 1)
+        The targets.
+    n : int
+        The number of rows they belong to.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        Finite floats, in C order.
+    """
+    arr = as_real_array(y, "y", f"({n},) for y")
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.shape != (n,):
+        raise ValueError(
+            f"y must have shape (n_samples,) = ({n},) to match X (one number per row; a "
+            f"column ({n}, 1) is read as one), got shape {arr.shape}."
+        )
+    return finite_targets(arr, "y")
+
+
+def check_scale(value, name, *, positive):
+    """A scale of a law (a noise level, a standard deviation): a finite real >= 0, or > 0.
+
+    Parameters
+    ----------
+    value : object
+        The value given.
+    name : str
+        The argument's name, for the messages.
+    positive : bool
+        Whether 0 is refused too.
+
+    Returns
+    -------
+    float
+        The value.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}.")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
+    return value
 
 
 def check_law_seed(value, name, of):
@@ -128,6 +180,23 @@ class TokenRowsTask(Task):
                 f"n_features={self.n_features}."
             )
         return X
+
+    def check_targets(self, y, X):
+        """``y`` as finite floats of shape ``(len(X),)``, as :meth:`from_data` reads it.
+
+        Parameters
+        ----------
+        y : array-like of shape (n_samples,) or (n_samples, 1)
+            Targets, one number per row.
+        X : ndarray
+            The checked rows.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+            As floats.
+        """
+        return as_row_targets(y, len(X))
 
     def output_shape(self, n_samples, seq_len):
         """``(n_samples,)``: one target per row.

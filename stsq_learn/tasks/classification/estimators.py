@@ -26,7 +26,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._validation import as_tensor
-from ...engine.params import AtomicSetParams
+from ...engine.params import AtomicSetParams, refuse_booleans
 from ...engine.state import (
     _is_int,
     _is_number_list,
@@ -206,16 +206,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
 
     def _validate_params(self):
         super()._validate_params()
-        # scikit-learn's Interval lets True and False pass as 1 and 0: refused here.
-        for name, constraints in self._parameter_constraints.items():
-            value = getattr(self, name)
-            kinds = {c.type for c in constraints if isinstance(c, Interval)}
-            if kinds and isinstance(value, (bool, np.bool_)):
-                kind = "an integer" if Integral in kinds else "a real number"
-                raise TypeError(
-                    f"The {name!r} parameter of {type(self).__name__} must be {kind}, "
-                    f"got the boolean {value!r}."
-                )
+        refuse_booleans(self)
         for name in ("learning_rate_init", "alpha", "query_norm"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):

@@ -19,35 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.utils._param_validation import validate_parameter_constraints
 
-from ..._validation import as_real_array, finite_targets
-from .._token_rows import TokenRowsTask, as_tokens, check_law_seed
+from .._token_rows import TokenRowsTask, as_row_targets, as_tokens, check_law_seed, check_scale
 
 __all__ = ["SingleLocationTask", "make_single_location"]
 
 _GAMMA = float(np.sqrt(0.5))  # the paper's gamma^2 = 1/2
-
-
-def _as_targets(y, n):
-    """``y`` as finite floats of shape ``(n,)``; a column ``(n, 1)`` is read as 1-D."""
-    arr = as_real_array(y, "y", f"({n},) for y")
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.shape != (n,):
-        raise ValueError(
-            f"y must have shape (n_samples,) = ({n},) to match X (one number per row; a "
-            f"column ({n}, 1) is read as one), got shape {arr.shape}."
-        )
-    return finite_targets(arr, "y")
-
-
-def _check_scale(value, name, *, positive):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}.")
-    value = float(value)
-    if not np.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
-    return value
 
 
 @dataclass(frozen=True)
@@ -119,8 +95,8 @@ class SingleLocationTask(TokenRowsTask):
             raise ValueError(
                 f"n_features must be at least 2 (k* and v* are orthonormal), got {self.n_features}."
             )
-        object.__setattr__(self, "gamma", _check_scale(self.gamma, "gamma", positive=True))
-        object.__setattr__(self, "noise", _check_scale(self.noise, "noise", positive=False))
+        object.__setattr__(self, "gamma", check_scale(self.gamma, "gamma", positive=True))
+        object.__setattr__(self, "noise", check_scale(self.noise, "noise", positive=False))
         if self.position is not None:
             if isinstance(self.position, (bool, np.bool_)) or not isinstance(
                 self.position, numbers.Integral
@@ -198,27 +174,10 @@ class SingleLocationTask(TokenRowsTask):
         """
         X = as_tokens(X, title=cls.title)
         n, L, d = X.shape
-        y = _as_targets(y, n)
+        y = as_row_targets(y, n)
         if d < 2:
             raise ValueError(f"X has {d} feature(s) per token; single-location needs >= 2.")
         return cls(L, d), X, y
-
-    def check_targets(self, y, X):
-        """``y`` as finite floats of shape ``(len(X),)``, as :meth:`from_data` reads it.
-
-        Parameters
-        ----------
-        y : array-like of shape (n_samples,) or (n_samples, 1)
-            Targets, one number per row.
-        X : ndarray
-            The checked rows.
-
-        Returns
-        -------
-        y : ndarray of shape (n_samples,)
-            As floats.
-        """
-        return _as_targets(y, len(X))
 
     # -- the length shift -----------------------------------------------------------
 
