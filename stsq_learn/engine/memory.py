@@ -9,37 +9,16 @@ swapping, halfway through a fit.
 from __future__ import annotations
 
 import itertools
-import os
 
 import torch
+
+from .._resources import available_bytes, gib
 
 _TRAINING_COPIES = 4
 """Copies of the weights a fit holds: the weights, their gradients, Adam's two moments."""
 _STEP_COPIES = 3
 """A step's activations: the forward pass, its saved tensors, the backward pass."""
 _SIZE_PARAMETERS = ("width", "n_heads", "max_positions", "extra_hidden_layers")
-
-
-def available_bytes(device):
-    """Memory a fit may take on ``device``: free CUDA memory, or the RAM the OS calls available."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
-        return None
-
-
-def _gib(n_bytes):
-    return f"{n_bytes / 2**30:.3g} GiB"
 
 
 def check_fit_memory(estimator, task, batch_size, device, n_read):
@@ -112,7 +91,7 @@ def check_training_memory(
     if limit is None or model + step <= limit:
         return
     raise ValueError(
-        f"{owner} with {params} would need about {_gib(model + step)} to train "
-        f"({_gib(model)} for the model and its training state, {_gib(step)} for a step), "
-        f"more than the {_gib(limit)} available on {device}. {advice}"
+        f"{owner} with {params} would need about {gib(model + step)} to train "
+        f"({gib(model)} for the model and its training state, {gib(step)} for a step), "
+        f"more than the {gib(limit)} available on {device}. {advice}"
     )

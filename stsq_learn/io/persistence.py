@@ -36,6 +36,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._version import __version__
 from ..registry import View
 from ..tasks import TASKS, Task, get_task
 from . import archive as _archive
@@ -272,8 +273,6 @@ def save_model(estimator, path):
     else:
         state = estimator.get_fitted_state()
     params = {k: _json_param(k, v) for k, v in estimator.get_params(deep=False).items()}
-    from .. import __version__
-
     metadata = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,

@@ -17,31 +17,28 @@ positional part matter, so ``W_h`` is stored as ``(d + m, n_slots * m)``
 layers. :class:`AttentionSelector` is the module of sparse token selection
 built from its sizes; a task's own modules (q-sparse averaging's
 :class:`AttentionAverager` and :class:`FullyConnectedAverager`) live in its
-home and are registered with it (:mod:`stsq_learn.registry`): they are
-importable from here too.
+home and are registered with it: the registry (:mod:`stsq_learn.registry`)
+adds them here, so they are importable from here too.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from .._live_names import live_names
 from .attention import Attention as Attention
 from .attention import positional_alignment as positional_alignment
 from .fully_connected import FullyConnected as FullyConnected
 from .task_attention import AttentionSelector as AttentionSelector
 
-_OWN = ["Attention", "AttentionSelector", "FullyConnected", "SquaredError", "positional_alignment"]
-
-
-def _task_modules():
-    """The torch modules the registered tasks export from here, by name."""
-    from .. import registry
-
-    return {m.__name__: m for reg in registry.registrations() for m in reg.modules}
-
-
-__getattr__, __dir__ = live_names(__name__, _task_modules, own=_OWN)
+__all__ = [
+    "Attention",
+    "AttentionSelector",
+    "FullyConnected",
+    "SquaredError",
+    "positional_alignment",
+]
+# The registry (stsq_learn.registry) adds each registered task's modules to this
+# module and to __all__: nn itself imports nothing above it.
 
 
 class SquaredError(nn.Module):
