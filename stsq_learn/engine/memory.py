@@ -21,12 +21,34 @@ _STEP_COPIES = 3
 _SIZE_PARAMETERS = ("width", "n_heads", "max_positions", "extra_hidden_layers")
 
 
-def check_fit_memory(estimator, task, batch_size, device, n_read):
-    """Refuse, before any work, a fit whose model or steps would not fit in memory.
+def copied_bytes(arrays, dtype, device):
+    """Bytes the training copies of NumPy ``arrays`` take in ``dtype`` on ``device``.
+
+    An array the tensor shares (on the CPU, C-contiguous, already of the
+    dtype, in native byte order: :func:`stsq_learn._validation.as_tensor`)
+    costs nothing; any other is one copy, a broadcast view of zeros included.
+    """
+    size = torch.finfo(dtype).bits // 8
+    total = 0
+    for array in arrays:
+        shared = (
+            torch.device(device).type == "cpu"
+            and array.dtype == torch.empty(0, dtype=dtype).numpy().dtype
+            and array.flags.c_contiguous
+            and min(array.strides, default=0) >= 0
+        )
+        total += 0 if shared else array.size * size
+    return total
+
+
+def check_fit_memory(estimator, task, batch_size, device, n_read, rows=()):
+    """Refuse, before any work, a fit whose model, steps or rows would not fit in memory.
 
     ``task`` is the fitted task (its training length), ``n_read`` the most
     positions a query of the training rows reads (None: unknown, bounded by
-    the width).
+    the width); ``rows`` are the NumPy arrays (``X``, ``y``) that ``fit``
+    is about to copy to the device (:func:`copied_bytes`), checked before
+    the copy.
     """
     from .training import DTYPES
 
@@ -50,6 +72,7 @@ def check_fit_memory(estimator, task, batch_size, device, n_read):
         device,
         type(estimator).__name__,
         ", ".join([*params, f"batch_size={batch_size}", f"seq_len={T}"]),
+        data_bytes=copied_bytes(rows, DTYPES[estimator.dtype], device),
     )
 
 
@@ -62,6 +85,7 @@ def check_training_memory(
     owner,
     params,
     advice="Lower the width or the batch size.",
+    data_bytes=0,
 ):
     """Raise ``ValueError`` if training ``module`` would need more memory than ``device`` has.
 
@@ -83,15 +107,25 @@ def check_training_memory(
         The hyperparameters that set the sizes, as ``name=value`` text.
     advice : str, default="Lower the width or the batch size."
         What to change, the message's last sentence.
+    data_bytes : int, default=0
+        Bytes of the training rows copied to the device (:func:`copied_bytes`).
     """
     numel = sum(t.numel() for t in itertools.chain(module.parameters(), module.buffers()))
     model = _TRAINING_COPIES * numel * element_size
     step = _STEP_COPIES * batch_size * per_row * element_size
     limit = available_bytes(device)
-    if limit is None or model + step <= limit:
+    if limit is None or model + step + data_bytes <= limit:
         return
+    parts = f"{gib(model)} for the model and its training state, {gib(step)} for a step"
+    if data_bytes:
+        parts += f", {gib(data_bytes)} for the training rows"
+        if data_bytes > model + step:
+            advice = (
+                f"fit copies its rows to {device} in the training dtype: train on fewer "
+                "rows, or on a stream of fresh batches (fit_online), which holds one "
+                "batch at a time."
+            )
     raise ValueError(
-        f"{owner} with {params} would need about {gib(model + step)} to train "
-        f"({gib(model)} for the model and its training state, {gib(step)} for a step), "
-        f"more than the {gib(limit)} available on {device}. {advice}"
+        f"{owner} with {params} would need about {gib(model + step + data_bytes)} to train "
+        f"({parts}), more than the {gib(limit)} available on {device}. {advice}"
     )

@@ -20,13 +20,15 @@ from sklearn.exceptions import ConvergenceWarning
 from .training import STOP_REASON, raise_diverged
 
 
-def start_loss(module, data, generator, kwargs, chunk):
+def start_loss(module, data, generator, kwargs, chunk, criterion):
     """The training loss of ``module`` before any step, on ``data.probe`` rows (no gradient).
 
     ``generator`` is the probe's own, so the run's batches and draws are
     those it would have without the probe. The rows go through the model
     ``chunk`` at a time (:func:`stsq_learn.engine.training.probe_chunk`), so the
-    probe holds no more than that many rows' forward pass.
+    probe holds no more than that many rows' forward pass. ``criterion`` is
+    the run's loss (:mod:`stsq_learn.nn.losses`): the mean of its
+    ``losses`` over every output unit of the probe.
     """
     from ..encodings.draws import StreamedDraws
 
@@ -35,9 +37,7 @@ def start_loss(module, data, generator, kwargs, chunk):
     with torch.no_grad():
         for X, y in data.probe(generator, chunk):
             out = module(X, generator=draws, **kwargs)
-            # The loss of SquaredError, outside the criterion (no training step is evaluated).
-            err = (out - y).square()  # one number per output row (a 1-D target: per row)
-            losses.append(err.sum(-1).reshape(-1) if err.dim() > 1 else err)
+            losses.append(criterion.losses(out, y))
             del X, y, out  # the next chunk is drawn while these would still be held
     return float(torch.cat(losses).mean())
 

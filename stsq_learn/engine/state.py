@@ -282,6 +282,9 @@ class FittedState:
     _sizes_in_weights = ("n_features_in_",)
     """The fitted sizes that fix the weights' shapes (:func:`check_sizes`)."""
 
+    _fitted_extra_keys = ()
+    """Fitted keys a subclass adds to the file (it writes, checks and assigns them itself)."""
+
     def get_fitted_state(self):
         """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
 
@@ -346,7 +349,7 @@ class FittedState:
         except (ValueError, TypeError) as exc:
             raise ValueError(f"invalid hyperparameter: {exc}") from None
         task_class = self._task_class()
-        check_state(state, task_class.fitted_keys)
+        check_state(state, (*task_class.fitted_keys, *self._fitted_extra_keys))
         fitted = state["fitted"]
         check_sizes(fitted, self._sizes_in_weights, state["weights"])
         target = state_device(fitted["device"], device, type(self).__name__)

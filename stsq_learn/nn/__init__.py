@@ -16,49 +16,30 @@ positional part matter, so ``W_h`` is stored as ``(d + m, n_slots * m)``
 :class:`FullyConnected` is the baseline: the task's flat row through ReLU
 layers. :class:`AttentionSelector` is the module of sparse token selection
 built from its sizes; a task's own modules (q-sparse averaging's
-:class:`AttentionAverager` and :class:`FullyConnectedAverager`) live in its
-home and are registered with it: the registry (:mod:`stsq_learn.registry`)
-adds them here, so they are importable from here too.
+:class:`AttentionAverager` and :class:`FullyConnectedAverager`, the
+classification task's :class:`AttentionClassifier`) live in its home and are
+registered with it: the registry (:mod:`stsq_learn.registry`) adds them
+here, so they are importable from here too. :class:`SquaredError` and
+:class:`LogisticLoss` are the training losses of the regressors and of the
+classifiers.
 """
 
 from __future__ import annotations
 
-from torch import nn
-
 from .attention import Attention as Attention
 from .attention import positional_alignment as positional_alignment
 from .fully_connected import FullyConnected as FullyConnected
+from .losses import LogisticLoss as LogisticLoss
+from .losses import SquaredError as SquaredError
 from .task_attention import AttentionSelector as AttentionSelector
 
 __all__ = [
     "Attention",
     "AttentionSelector",
     "FullyConnected",
+    "LogisticLoss",
     "SquaredError",
     "positional_alignment",
 ]
 # The registry (stsq_learn.registry) adds each registered task's modules to this
 # module and to __all__: nn itself imports nothing above it.
-
-
-class SquaredError(nn.Module):
-    """Mean over output rows of the squared Euclidean error ``||y_hat - y||^2``."""
-
-    def forward(self, y_pred, y_true):
-        """Return the loss of a batch.
-
-        Parameters
-        ----------
-        y_pred : Tensor of shape (n, ..., n_outputs)
-            Predictions.
-        y_true : Tensor of the same shape
-            Targets.
-
-        Returns
-        -------
-        Tensor of shape ()
-            ``mean ||y_pred[i] - y_true[i]||^2`` over the output rows (a 1-D
-            target, one number per row: the mean of the squared errors).
-        """
-        err = (y_pred - y_true).square()
-        return (err.sum(-1) if err.dim() > 1 else err).mean()

@@ -1,6 +1,6 @@
 """What the estimators of single-location regression share, on the shared estimator engine.
 
-:class:`_SingleLocationModel` is a :class:`~stsq_learn.engine.base._BaseEstimator`
+:class:`_SingleLocationModel` is a :class:`~stsq_learn.engine.regression._Regressor`
 whose gradient steps are its own (projected gradient descent on the sphere,
 or torch's optimiser on two free vectors, in float64 on the CPU) while every
 guarantee goes through the pieces the other estimators use:
@@ -41,8 +41,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..._validation import as_tensor, check_positive_int, resolve_device
 from ...engine import progress
 from ...engine import training as tr
-from ...engine.base import _BaseEstimator
 from ...engine.memory import check_training_memory
+from ...engine.regression import _Regressor
 from ...engine.state import (
     _is_int,
     _is_number_list,
@@ -97,10 +97,11 @@ class _Footprint(torch.nn.Module):
         self.register_buffer("curves", torch.empty(n_curve_values, device="meta"))
 
 
-class _SingleLocationModel(_BaseEstimator):
+class _SingleLocationModel(_Regressor):
     """The data contract, fit, fit_online, predict and fitted state of both estimators."""
 
     _task = "single_location"
+    _first_format_version = 4  # model files hold it since format 4 (0.6)
     _vectors: tuple = ()  # names of the fitted vectors, e.g. ("k_", "v_")
     _curves_per_step = 1  # values a step records besides the alignment (loss, temperature)
 
