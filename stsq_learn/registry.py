@@ -278,6 +278,7 @@ def _register_builtins():
     from .tasks.averaging import task as qsa_law
     from .tasks.classification import baselines as stc_baselines
     from .tasks.classification import estimators as stc
+    from .tasks.classification import modules as stc_modules
     from .tasks.classification import task as stc_law
     from .tasks.classification import theory as stc_theory
     from .tasks.retrieval import estimators as ret
@@ -332,6 +333,7 @@ def _register_builtins():
             stc_baselines.make_pooled_logistic,
             *stc_theory.PUBLIC,
         ),
+        modules=(stc_modules.AttentionClassifier,),
     )
     register_estimators(AttentionRegressor, FCNRegressor)
 

@@ -53,7 +53,9 @@ from .theory import (
 CLASSIFIERS = ("attention", "flat", "pooled")
 """The three classifiers, in the order of every table and figure."""
 
-_ATTENTION = SparseTokenClassifier(solver="adam", learning_rate_init=0.1, max_iter=80)
+_ATTENTION = SparseTokenClassifier(
+    solver="adam", learning_rate_init=0.1, max_iter=80, batch_size="full"
+)
 
 
 @dataclass
@@ -430,13 +432,15 @@ def sparse_token_classification(
             n = max(8, round(ratio * d))
             draws = []
             for seed in range(cfg.n_seeds):
-                X, y = task.sample(
-                    n, random_state=derived_seed(random_state, 1000 * d + 10 * j + seed)
-                )
+                draw = derived_seed(random_state, 1000 * d + 10 * j + seed)
+                X, y = task.sample(n, random_state=draw)
                 if len(np.unique(y)) < 2:  # a draw of one class: no gradient to align
                     continue
                 model = SparseTokenClassifier(
-                    solver="two_step", learning_rate_init=cfg.alignment_learning_rate, max_iter=1
+                    solver="two_step",
+                    learning_rate_init=cfg.alignment_learning_rate,
+                    max_iter=1,
+                    random_state=draw,  # the order of the rows summed in a full-batch step
                 ).fit(X, y)
                 q = model.two_step_query_
                 norm = float(np.linalg.norm(q))
