@@ -435,9 +435,10 @@ def test_a_problem_too_large_for_the_memory_is_refused_before_any_copy(monkeypat
     with pytest.raises(ValueError) as info:
         SparseTokenClassifier().fit(X, y)
     message = str(info.value)
-    assert "SparseTokenClassifier with batch_size=200, seq_len=256 would need about 244 GiB" in (
-        message
-    )
+    assert (
+        "SparseTokenClassifier with len(classes_)=2, batch_size=200, seq_len=256 would need "
+        "about 244 GiB"
+    ) in message
     assert "244 GiB for the training rows" in message and "fit_online" in message
 
 

@@ -18,6 +18,7 @@ the task (:mod:`stsq_learn.tasks`) says what the data mean.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from numbers import Integral, Real
 
@@ -86,11 +87,19 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
         params = self.get_params(deep=False)
         for name, constraints in self._parameter_constraints.items():
             kinds = {c.type for c in constraints if isinstance(c, Interval)}
-            if kinds and isinstance(params.get(name), (bool, np.bool_)):
+            value = params.get(name)
+            if kinds and isinstance(value, (bool, np.bool_)):
                 kind = "an integer" if Integral in kinds else "a real number"
                 raise TypeError(
                     f"The {name!r} parameter of {type(self).__name__} must be {kind}, "
-                    f"got the boolean {params[name]!r}."
+                    f"got the boolean {value!r}."
+                )
+            # A real number is computed with as a float64: an integer beyond its range
+            # (JSON's are unbounded) would overflow there, not here.
+            if Real in kinds and isinstance(value, Integral) and abs(value) > sys.float_info.max:
+                raise ValueError(
+                    f"The {name!r} parameter of {type(self).__name__} must be a real number "
+                    f"that a float64 holds, got an integer of {len(str(abs(value)))} digits."
                 )
 
     def _task_class(self):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit, log_expit, log_softmax, softmax
@@ -38,14 +37,20 @@ from .base import _BaseEstimator
 from .state import check_fitted_state
 
 
+def _is_label(value):
+    """A label NumPy holds as it was fitted: a string, a boolean, an int64 or a finite float."""
+    if isinstance(value, (str, bool)):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return isinstance(value, float) and math.isfinite(value)
+
+
 def _is_classes(value):
     """At least two distinct labels of one JSON type (int, float, str or bool), sorted."""
-    if not isinstance(value, list) or len(value) < 2:
+    if not isinstance(value, list) or len(value) < 2 or not all(map(_is_label, value)):
         return False
-    kinds = {type(v) for v in value}
-    if len(kinds) != 1 or next(iter(kinds)) not in (int, float, str, bool):
-        return False
-    if isinstance(value[0], (Integral, Real)) and not all(math.isfinite(v) for v in value):
+    if len({type(v) for v in value}) != 1:
         return False
     return all(a < b for a, b in itertools.pairwise(value))
 
@@ -73,6 +78,9 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
     def _n_classes(self):
         """Classes of the module being built (in a fit or a load), else of the fitted model."""
         return getattr(self, "_n_classes_building", None) or len(self.classes_)
+
+    def _size_hyperparameters(self):
+        return [*super()._size_hyperparameters(), f"len(classes_)={self._n_classes()}"]
 
     def _zero_loss(self, task, y=None):
         """The loss of logits 0 (a model that learned nothing): ``log(n_classes)``."""

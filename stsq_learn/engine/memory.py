@@ -18,7 +18,6 @@ _TRAINING_COPIES = 4
 """Copies of the weights a fit holds: the weights, their gradients, Adam's two moments."""
 _STEP_COPIES = 3
 """A step's activations: the forward pass, its saved tensors, the backward pass."""
-_SIZE_PARAMETERS = ("width", "n_heads", "max_positions", "extra_hidden_layers")
 
 
 def copied_bytes(arrays, dtype, device):
@@ -52,7 +51,7 @@ def check_fit_memory(estimator, task, batch_size, device, n_read, rows=()):
     """
     from .training import DTYPES
 
-    params = [f"{k}={v}" for k, v in estimator.get_params().items() if k in _SIZE_PARAMETERS]
+    params = estimator._size_hyperparameters()
     T = task.reference_length
     try:
         with torch.device("meta"):  # shapes only: nothing is allocated

@@ -30,6 +30,10 @@ A forged larger one is refused before torch computes a shape from it.
 """
 
 
+SIZE_PARAMETERS = ("width", "n_heads", "max_positions", "extra_hidden_layers")
+"""The hyperparameters that size a model's weights (named by the messages about them)."""
+
+
 SEED_MAX = 2**31 - 1
 """Seeds a fit draws (prediction, encodings) are in ``[0, SEED_MAX)`` (int32's maximum)."""
 
@@ -201,7 +205,8 @@ def check_weights(weights, expected, described_by, dtype=None):
     missing, unknown = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
     if missing or unknown:
         raise ValueError(
-            f"the weights do not match the model: missing {missing}, unknown {unknown}."
+            f"the weights do not match the model of {described_by}: missing {missing}, "
+            f"unknown {unknown}."
         )
     for key, ref in expected.items():
         value = weights[key]
@@ -284,6 +289,10 @@ class FittedState:
 
     _fitted_extra_keys = ()
     """Fitted keys a subclass adds to the file (it writes, checks and assigns them itself)."""
+
+    def _size_hyperparameters(self):
+        """``"name=value"`` of every hyperparameter that sizes the weights, for messages."""
+        return [f"{k}={v}" for k, v in self.get_params().items() if k in SIZE_PARAMETERS]
 
     def get_fitted_state(self):
         """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
@@ -370,7 +379,10 @@ class FittedState:
                 f"fitted y_1d is true (one output per row), but the model of its task "
                 f"predicts {outputs} outputs per row."
             )
-        described_by = f"seq_len_={T}, n_features_in_={d} and these hyperparameters"
+        sizes = [f"seq_len_={T}", f"n_features_in_={d}"]
+        sizes += [f"{k}={v!r}" for k, v in task.fitted_state().items()]  # the task's, e.g. q
+        sizes = ", ".join([*sizes, *self._size_hyperparameters()])
+        described_by = f"{sizes} and the other hyperparameters"
         # shapes only: a tampered size allocates nothing
         expected = expected_weights(lambda: self._make_module(task, seed), described_by)
         check_weights(state["weights"], expected, described_by, dtype=tr.DTYPES[self.dtype])

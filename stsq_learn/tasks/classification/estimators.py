@@ -17,7 +17,6 @@ The linear baselines it is compared with live in :mod:`.baselines`.
 
 from __future__ import annotations
 
-import math
 import warnings
 from numbers import Integral, Real
 
@@ -292,13 +291,6 @@ class SparseTokenClassifier(_Classifier):
 
     def _validate_params(self):
         super()._validate_params()
-        for name in ("learning_rate_init", "alpha", "query_norm"):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise ValueError(
-                    f"The {name!r} parameter of {type(self).__name__} must be finite, "
-                    f"got {value!r}."
-                )
         if self.solver == "gd":
             warnings.warn(
                 "solver='gd' is deprecated since stsq-learn 0.7 and will be removed in 0.9: "
