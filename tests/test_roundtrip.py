@@ -306,6 +306,22 @@ def forgeries(draw):
     return name, version, kind, key, value, sealed
 
 
+def _write(path, members, meta, sealed=True):
+    """A model file at ``path``: ``members`` with ``meta`` as their metadata, resealed."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, blob in members.items():
+            zf.writestr(member, json.dumps(meta) if member == "metadata.json" else blob)
+    if sealed:
+        seal(path)
+
+
+def _load(path):
+    """``load_model(path)`` on the CPU, its warnings (a CUDA device, a short fit) ignored."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_model(path, device="cpu")
+
+
 def _forge(name, version, kind, key, value):
     """The metadata of a file of ``version`` written for ``name``'s model, with one change."""
     meta = _as_version(json.loads(_fitted(name)[2]["metadata.json"]), version)
@@ -393,15 +409,9 @@ def test_a_forged_or_old_file_loads_as_its_model_or_is_one_value_error_naming_it
     meta = _forge(name, version, kind, key, value)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "forged.stsq"
-        with zipfile.ZipFile(path, "w") as zf:
-            for member, blob in members.items():
-                zf.writestr(member, json.dumps(meta) if member == "metadata.json" else blob)
-        if sealed:
-            seal(path)
+        _write(path, members, meta, sealed)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                loaded = load_model(path, device="cpu")
+            loaded = _load(path)
         except ValueError as exc:
             assert repr(str(path)) in str(exc), str(exc)
             return
@@ -443,13 +453,8 @@ def _load_forged(name, changes):
         meta[section][key] = value
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "forged.stsq"
-        with zipfile.ZipFile(path, "w") as zf:
-            for member, blob in members.items():
-                zf.writestr(member, json.dumps(meta) if member == "metadata.json" else blob)
-        seal(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return load_model(path, device="cpu"), repr(str(path))
+        _write(path, members, meta)
+        return _load(path), repr(str(path))
 
 
 @pytest.mark.parametrize("name", SAVED_CLASSES)
@@ -703,14 +708,9 @@ def test_every_numeric_field_forged_is_refused_naming_it_or_loads_as_the_weights
             forged[section][key][index] = value
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "forged.stsq"
-            with zipfile.ZipFile(path, "w") as zf:
-                for member, blob in members.items():
-                    zf.writestr(member, json.dumps(forged) if member == "metadata.json" else blob)
-            seal(path)
+            _write(path, members, forged)
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    loaded = load_model(path, device="cpu")
+                loaded = _load(path)
             except ValueError as exc:
                 assert repr(str(path)) in str(exc), str(exc)
                 assert key in str(exc), (key, value, str(exc))

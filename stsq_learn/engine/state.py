@@ -227,6 +227,19 @@ def check_weights(weights, expected, described_by, dtype=None):
             raise ValueError(f"weight {key!r} holds NaN or infinity.")
 
 
+def rebuild_task(build, fields):
+    """``build()``: the task of a fitted state, or a ``ValueError`` naming ``fields``.
+
+    ``fields`` are the fitted values the task is built from (name -> value):
+    a task that refuses them is a file whose fields do not describe a task.
+    """
+    try:
+        return build()
+    except (TypeError, ValueError) as exc:
+        named = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+        raise ValueError(f"the fitted state of its task ({named}) is invalid: {exc}") from None
+
+
 def check_device_name(device):
     """Raise ``ValueError`` unless ``device`` names a device ``fit`` could train on.
 
@@ -363,10 +376,11 @@ class FittedState:
         check_sizes(fitted, self._sizes_in_weights, state["weights"])
         target = state_device(fitted["device"], device, type(self).__name__)
         T, d, seed = fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"]
-        try:
-            task = task_class.from_fitted(T, d, {k: fitted.get(k) for k in task_class.fitted_keys})
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"the fitted state of its task is invalid: {exc}") from None
+        task_state = {k: fitted.get(k) for k in task_class.fitted_keys}
+        task = rebuild_task(
+            lambda: task_class.from_fitted(T, d, task_state),
+            {"seq_len_": T, "n_features_in_": d, **task_state},
+        )
         try:  # what fit checks of the hyperparameters against the task it trains on
             self._check_train_length(task)
         except (ValueError, TypeError) as exc:

@@ -49,6 +49,7 @@ from ...engine.state import (
     check_fitted_state,
     check_sizes,
     check_weights,
+    rebuild_task,
     size_check,
 )
 
@@ -441,10 +442,10 @@ class _SingleLocationModel(_Regressor):
                     f"fitted alignment_curve_ must be None or {n_iter + 1} pairs of numbers."
                 )
         extra = self._set_extra_fitted(fitted, n_iter)
-        try:
-            task = self._task_class()(L, d, **fitted["task"])
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"the fitted state of its task is invalid: {exc}") from None
+        task = rebuild_task(
+            lambda: self._task_class()(L, d, **fitted["task"]),
+            {"seq_len_": L, "n_features_in_": d, "task": fitted["task"]},
+        )
         expected = {name: torch.empty(d, device="meta") for name in self._vectors}
         check_weights(state["weights"], expected, f"n_features_in_={d}")
         vectors = {
