@@ -48,6 +48,17 @@ def as_real_array(X, name, expected):
     return arr
 
 
+def tensor_view_of(array, dtype):
+    """Whether a CPU tensor of ``dtype`` can share ``array``'s memory (:func:`as_tensor`).
+
+    It can when the array is C-contiguous, of ``dtype`` in native byte order,
+    with no negative stride (NumPy calls an array with a negative stride on
+    an axis of length 1 C-contiguous; torch refuses any negative stride).
+    """
+    target = torch.empty(0, dtype=dtype).numpy().dtype  # native byte order
+    return array.dtype == target and array.flags.c_contiguous and min(array.strides, default=0) >= 0
+
+
 def as_tensor(array, dtype, device="cpu"):
     """A tensor of ``dtype`` on ``device`` holding a NumPy array's values; the array is
     never written.
@@ -61,11 +72,8 @@ def as_tensor(array, dtype, device="cpu"):
     order; otherwise the cast and the reordering are one copy.
     """
     array = np.asarray(array)
-    target = torch.empty(0, dtype=dtype).numpy().dtype  # native byte order
-    # NumPy calls an array with a negative stride on an axis of length 1 C-contiguous;
-    # torch refuses any negative stride.
-    if array.dtype != target or not array.flags.c_contiguous or min(array.strides) < 0:
-        array = np.array(array, dtype=target, order="C")
+    if not tensor_view_of(array, dtype):
+        array = np.array(array, dtype=torch.empty(0, dtype=dtype).numpy().dtype, order="C")
     with warnings.catch_warnings():  # torch warns that a read-only array is shared
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.as_tensor(array, device=device)

@@ -13,6 +13,7 @@ import itertools
 import torch
 
 from .._resources import available_bytes, gib
+from .._validation import tensor_view_of
 
 _TRAINING_COPIES = 4
 """Copies of the weights a fit holds: the weights, their gradients, Adam's two moments."""
@@ -27,17 +28,9 @@ def copied_bytes(arrays, dtype, device):
     dtype, in native byte order: :func:`stsq_learn._validation.as_tensor`)
     costs nothing; any other is one copy, a broadcast view of zeros included.
     """
+    cpu = torch.device(device).type == "cpu"
     size = torch.finfo(dtype).bits // 8
-    total = 0
-    for array in arrays:
-        shared = (
-            torch.device(device).type == "cpu"
-            and array.dtype == torch.empty(0, dtype=dtype).numpy().dtype
-            and array.flags.c_contiguous
-            and min(array.strides, default=0) >= 0
-        )
-        total += 0 if shared else array.size * size
-    return total
+    return sum(0 if cpu and tensor_view_of(a, dtype) else a.size * size for a in arrays)
 
 
 def check_fit_memory(estimator, task, batch_size, device, n_read, rows=()):

@@ -79,6 +79,7 @@ class LogisticLoss(nn.Module):
         Returns
         -------
         Tensor of shape (n,)
+            The loss of each row.
         """
         y_true = y_true.reshape(len(y_pred))
         if y_pred.dim() == 1:
@@ -100,5 +101,6 @@ class LogisticLoss(nn.Module):
         Returns
         -------
         Tensor of shape ()
+            The mean of :meth:`losses` over the batch's rows.
         """
         return self.losses(y_pred, y_true).mean()

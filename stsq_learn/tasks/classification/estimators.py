@@ -25,6 +25,7 @@ import torch
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ..._docstrings import replace_once
 from ...engine import training as tr
 from ...engine.base import _BaseEstimator
 from ...engine.classification import _Classifier
@@ -338,13 +339,15 @@ class SparseTokenClassifier(_Classifier):
         self._record_two_steps()
         return self
 
-    fit_online.__doc__ = _Classifier.fit_online.__doc__.replace(
-        "task : Task", "task : SparseTokenClassificationTask"
-    ).replace(
-        "    Returns\n",
-        "        With ``solver='two_step'``: the two steps on the first two batches,\n"
-        "        then ``n_steps`` steps of the readout.\n\n    Returns\n",
-        1,
+    fit_online.__doc__ = replace_once(
+        replace_once(
+            _Classifier.fit_online.__doc__,
+            "task : Task",
+            "task : SparseTokenClassificationTask",
+        ),
+        "``classes_[k]``).",
+        "``classes_[k]``). With ``solver='two_step'``, the two steps are taken\n"
+        "        on the first two batches, then ``n_steps`` steps of the readout.",
     )
 
     def _record_two_steps(self):

@@ -113,9 +113,6 @@ class AttentionClassifier(nn.Module):
         d = self.n_features
         return seq_len * (d + 2) + d + self.n_classes
 
-    def extra_repr(self):
-        return f"n_features={self.n_features}, n_classes={self.n_classes}"
-
 
 def initial_query_std(n_features):
     """The query's standard deviation at initialisation for joint training: ``1e-2 / sqrt(d)``."""
