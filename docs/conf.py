@@ -72,8 +72,8 @@ numpydoc_validation_exclude = {
     r"\.set_params$",
     r"\.set_\w+_request$",
     r"\.__init__$",
-    # A torch loss module: its constructor is nn.Module's (*args, **kwargs).
-    r"^stsq_learn\.nn\.SquaredError$",
+    # The torch loss modules: their constructor is nn.Module's (*args, **kwargs).
+    r"^stsq_learn\.nn\.(SquaredError|LogisticLoss)$",
     # Result dataclasses of the experiments: built by the experiment
     # functions, their fields are documented as Attributes, not Parameters.
     r"^stsq_learn\.experiments\.\w+Result$",

@@ -7,13 +7,12 @@ sequences, while fully-connected nets need width of order T d.
 """
 
 from . import registry
+from ._version import __version__
 from .encodings.floor import IsotropicFloor, isotropic_floor
 from .io.persistence import load_model, save_model
 from .metrics import averaging_accuracy, relative_mse, worst_position_error
 from .scoring import LengthShiftScorer, length_shift_scoring
 from .tasks import Task
-
-__version__ = "0.6.0"
 
 # Every task's classes and functions come from its registration (stsq_learn.registry).
 globals().update(registry.task_exports())

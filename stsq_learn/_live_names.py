@@ -1,11 +1,12 @@
 """Module attributes read from the registry when asked, so that a later registration is in them.
 
-Packages whose names depend on the registered tasks (``stsq_learn.datasets``,
-``stsq_learn.nn``, ``stsq_learn.experiments``, ``stsq_learn.scoring``) give
-:func:`live_names` the function that builds those names; it returns the
+Packages above the registry whose names depend on the registered tasks
+(``stsq_learn.datasets``, ``stsq_learn.experiments``, ``stsq_learn.scoring``)
+give :func:`live_names` the function that builds those names; it returns the
 module's ``__getattr__`` and ``__dir__`` (PEP 562). This module imports
 nothing of the package, so any layer may use it, even while the registry is
-still importing.
+still importing. (``stsq_learn.nn`` is below the registry: the registry adds
+the task modules to it when it registers them.)
 """
 
 from __future__ import annotations

@@ -48,6 +48,20 @@ def as_real_array(X, name, expected):
     return arr
 
 
+def tensor_view_of(array, dtype):
+    """Whether a CPU tensor of ``dtype`` can share ``array``'s memory (:func:`as_tensor`).
+
+    It can when the array is C-contiguous, of ``dtype`` in native byte order,
+    with no negative stride (NumPy calls an array with a negative stride on
+    an axis of length 1 C-contiguous; torch refuses any negative stride).
+    """
+    target = torch.empty(0, dtype=dtype).numpy().dtype  # native byte order
+    # A misaligned array (a byte off its elements' alignment) is copied too: torch's
+    # kernels round otherwise on it.
+    layout = array.flags.c_contiguous and array.flags.aligned
+    return array.dtype == target and layout and min(array.strides, default=0) >= 0
+
+
 def as_tensor(array, dtype, device="cpu"):
     """A tensor of ``dtype`` on ``device`` holding a NumPy array's values; the array is
     never written.
@@ -61,16 +75,23 @@ def as_tensor(array, dtype, device="cpu"):
     native byte order; otherwise the cast and the reordering are one copy.
     """
     array = np.asarray(array)
-    target = torch.empty(0, dtype=dtype).numpy().dtype  # native byte order
-    # NumPy calls an array with a negative stride on an axis of length 1 C-contiguous;
-    # torch refuses any negative stride. A misaligned array (a byte off its elements'
-    # alignment) is copied too: torch's kernels round otherwise on it.
-    copy = not (array.flags.c_contiguous and array.flags.aligned) or min(array.strides) < 0
-    if array.dtype != target or copy:
-        array = np.array(array, dtype=target, order="C")
+    if not tensor_view_of(array, dtype):
+        array = np.array(array, dtype=torch.empty(0, dtype=dtype).numpy().dtype, order="C")
     with warnings.catch_warnings():  # torch warns that a read-only array is shared
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.as_tensor(array, device=device)
+
+
+def distinct_values(arr):
+    """``arr`` with every broadcast axis (stride 0) taken once: the same values, no repeats.
+
+    A read-only broadcast view (``np.broadcast_to``) may stand for far more
+    numbers than memory holds; a check of its values reads this view instead,
+    whose indices are also indices of ``arr``.
+    """
+    if arr.ndim == 0 or 0 not in arr.strides:
+        return arr
+    return arr[tuple(slice(0, 1) if st == 0 else slice(None) for st in arr.strides)]
 
 
 def finite_floats(arr, name):
@@ -79,20 +100,22 @@ def finite_floats(arr, name):
     The common case costs one sum and no array of ``arr``'s size: only when
     the sum is not finite (a NaN or infinity, or finite values whose sum
     overflows) are the values checked one by one, a block of rows at a time.
+    A broadcast axis is read once (:func:`distinct_values`).
     """
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
+    values = distinct_values(arr)
     with np.errstate(over="ignore", invalid="ignore"):
-        total = arr.sum(dtype=np.float64)
+        total = values.sum(dtype=np.float64)
     if np.isfinite(total):
         return arr
-    flat = arr.reshape(len(arr), -1) if arr.ndim else arr.reshape(1, 1)
+    flat = values.reshape(len(values), -1) if values.ndim else values.reshape(1, 1)
     rows = max(1, _CHECK_BLOCK // max(1, flat.shape[1]))
     for start in range(0, len(flat), rows):
         bad = ~np.isfinite(flat[start : start + rows])
         if bad.any():
             i, j = np.argwhere(bad)[0]
-            where = np.unravel_index(int(j), arr.shape[1:]) if arr.ndim > 1 else ()
+            where = np.unravel_index(int(j), values.shape[1:]) if arr.ndim > 1 else ()
             index = (start + int(i), *(int(k) for k in where)) if arr.ndim else ()
             text = ", ".join(map(str, index))
             raise ValueError(
@@ -114,12 +137,14 @@ def finite_targets(arr, name="y"):
 def check_float_range(arr, dtype, *, name="X"):
     """Raise if ``arr`` holds values that overflow to infinity when cast to ``dtype``.
 
-    ``dtype`` is a torch floating dtype; the check is a no-op for float64.
+    ``dtype`` is a torch floating dtype; the check is a no-op for float64. It
+    allocates nothing of ``arr``'s size and reads a broadcast axis once.
     """
     info = torch.finfo(dtype)
     if info.max >= np.finfo(np.float64).max or arr.size == 0:
         return
-    peak = float(np.abs(arr).max())
+    values = distinct_values(arr)
+    peak = float(max(values.max(), -values.min()))
     if peak > info.max:
         raise ValueError(
             f"{name} holds values up to {peak:.3g} in absolute value, beyond the range of "

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from . import __version__
+from ._version import __version__
 from .tasks import TASKS
 
 
@@ -641,7 +641,7 @@ def _check_fit_counts(args):
 
 def _check_rows_fit(task, n_train, n_eval, lengths, row):
     """Refuse rows that would not fit in memory (before drawing them); ``row``: one drawn row."""
-    from .engine.memory import _gib, available_bytes
+    from ._resources import available_bytes, gib
 
     per_token = row.shape[-1] * row.itemsize
     need = per_token * (n_train * task.seq_len + n_eval * (task.seq_len + max(lengths)))
@@ -650,7 +650,7 @@ def _check_rows_fit(task, n_train, n_eval, lengths, row):
         rows = f"--n-train {n_train} and --n-eval {n_eval}" if n_train else f"--n-eval {n_eval}"
         raise ValueError(
             f"{rows} rows at T={task.seq_len} (evaluated up to T'={max(lengths)}) would take "
-            f"about {_gib(need)}, more than the {_gib(limit)} of memory available; lower "
+            f"about {gib(need)}, more than the {gib(limit)} of memory available; lower "
             f"{'them' if n_train else 'it'} or --eval-lengths."
         )
 

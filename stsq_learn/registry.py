@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from . import nn
 from .tasks import TASKS, register_task
 
 __all__ = [
@@ -177,6 +178,7 @@ def register(task, *, estimators=(), make=None, experiments=(), exports=(), modu
     register_task(task)
     _REGISTRATIONS[task.name] = registration
     _publish(registration.public())
+    _publish({m.__name__: m for m in registration.modules}, nn)
     for path, module in registration.moved.items():
         sys.modules[f"{__package__}.{path}"] = module
         if package is not None:
@@ -198,9 +200,9 @@ def register_estimators(*classes):
     _publish({cls.__name__: cls for cls in classes})
 
 
-def _publish(objects):
-    """Make ``objects`` attributes of the package and names of its ``__all__``."""
-    package = sys.modules.get(__package__)
+def _publish(objects, package=None):
+    """Make ``objects`` attributes of ``package`` (None: the top one), named in its ``__all__``."""
+    package = sys.modules.get(__package__) if package is None else package
     if not hasattr(package, "__all__"):  # the package is importing: it reads task_exports()
         return
     for name, obj in objects.items():
@@ -276,6 +278,7 @@ def _register_builtins():
     from .tasks.averaging import task as qsa_law
     from .tasks.classification import baselines as stc_baselines
     from .tasks.classification import estimators as stc
+    from .tasks.classification import modules as stc_modules
     from .tasks.classification import task as stc_law
     from .tasks.classification import theory as stc_theory
     from .tasks.in_context import baselines as icl_baselines
@@ -335,6 +338,7 @@ def _register_builtins():
             stc_baselines.make_pooled_logistic,
             *stc_theory.PUBLIC,
         ),
+        modules=(stc_modules.AttentionClassifier,),
     )
     register(
         icl_law.InContextRegressionTask,

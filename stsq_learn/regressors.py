@@ -79,6 +79,7 @@ class AttentionRegressor(_AttentionCore):
     """
 
     _parameter_constraints: dict = _task_parameter(_AttentionCore._parameter_constraints)
+    _first_format_version = 4  # model files hold it since format 4 (0.5)
 
     def __init__(
         self,
@@ -183,6 +184,7 @@ class FCNRegressor(_FCNCore):
     """
 
     _parameter_constraints: dict = _task_parameter(_FCNCore._parameter_constraints)
+    _first_format_version = 4  # model files hold it since format 4 (0.5)
 
     def __init__(
         self,

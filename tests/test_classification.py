@@ -1,5 +1,7 @@
 """Sparse-token classification: the law, the attention classifier, the baselines, the theory."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -59,7 +61,8 @@ def test_the_law_puts_theta_xi_on_r_tokens_of_positive_rows_only():
     X, y = task.sample(4000, random_state=0)
     xi = task.signal_direction
     assert np.isclose(np.linalg.norm(xi), 1.0)
-    np.testing.assert_array_equal(np.unique(y), [0.0, 1.0])
+    assert y.dtype == np.int64  # integer labels, as scikit-learn's generators give them
+    np.testing.assert_array_equal(np.unique(y), [0, 1])
     assert abs(y.mean() - 0.5) < 0.03
     proj = X @ xi  # (n, L)
     # positive rows: the token means along xi sum to R theta; negative rows: to 0
@@ -73,6 +76,24 @@ def test_the_law_puts_theta_xi_on_r_tokens_of_positive_rows_only():
         SparseTokenClassificationTask(3, 5, random_state=4).signal_direction, xi
     )
     assert not np.allclose(SparseTokenClassificationTask(3, 5, random_state=5).signal_direction, xi)
+
+
+def test_the_law_drawn_on_the_device_is_the_same_law():
+    """fit_online's batches (sample_torch): the signal on R tokens of positive rows only."""
+    task = SparseTokenClassificationTask(12, 5, n_informative=3, signal=2.5, random_state=4)
+    X, y = task.sample_torch(4000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    X, y = X.numpy(), y.numpy()
+    assert X.shape == (4000, 12, 5) and y.dtype == np.float64
+    np.testing.assert_array_equal(np.unique(y), [0.0, 1.0])
+    assert abs(y.mean() - 0.5) < 0.03
+    proj = X @ task.signal_direction
+    assert abs(proj[y == 1].sum(1).mean() - 3 * 2.5) < 0.2
+    assert abs(proj[y == 0].sum(1).mean()) < 0.2
+    # R distinct places: the informative tokens are the 3 largest along xi, by far
+    top = np.sort(proj[y == 1], axis=1)[:, -3:]
+    assert np.median(top) > 1.5
+    again = task.sample_torch(7, generator=torch.Generator().manual_seed(0))
+    assert again[0].dtype == torch.float32 and torch.equal(again[1], again[1])
 
 
 def test_positive_fraction_and_seeds():
@@ -142,15 +163,22 @@ def test_fitted_attributes_and_shapes(fitted, data):
     Xt = data[2]
     assert fitted.n_features_in_ == 8 and fitted.seq_len_ == 16
     assert fitted.n_iter_ == 150 == len(fitted.loss_curve_)
-    assert fitted.loss_curve_[-1] < fitted.loss_curve_[0]
-    np.testing.assert_array_equal(fitted.classes_, [0.0, 1.0])
+    assert fitted.t_ == 150 * 300  # batches of 200 and 100 rows an epoch
+    assert fitted.loss_curve_[0] == pytest.approx(np.log(2), abs=0.02)  # from w = 0
+    assert fitted.loss_curve_[-1] < 0.5 * fitted.loss_curve_[0]
+    np.testing.assert_array_equal(fitted.classes_, [0, 1])
+    assert (
+        fitted.device_ == torch.device("cpu") and fitted.net_.module_.query.dtype == torch.float32
+    )
+    assert fitted.query_.shape == fitted.readout_.shape == (8,)
+    assert isinstance(fitted.intercept_, float)
     proba = fitted.predict_proba(Xt[:7])
     assert proba.shape == (7, 2)
     np.testing.assert_allclose(proba.sum(1), 1.0)
     np.testing.assert_allclose(np.exp(fitted.predict_log_proba(Xt[:7])), proba, rtol=1e-12)
     att = fitted.attention(Xt[:3])
     assert att.shape == (3, 16)
-    np.testing.assert_allclose(att.sum(1), 1.0)
+    np.testing.assert_allclose(att.sum(1), 1.0, rtol=1e-6)
     # any length at predict
     assert fitted.predict(make_sparse_token_classification(5, 40, 8, random_state=0)[0]).shape == (
         5,
@@ -164,33 +192,62 @@ def test_proba_agrees_with_the_decision(fitted, data):
     np.testing.assert_allclose(p, 1 / (1 + np.exp(-f)), rtol=1e-12)
     assert np.all(np.diff(p[np.argsort(f)]) >= 0)
     np.testing.assert_array_equal(fitted.predict(Xt), fitted.classes_[(f > 0).astype(int)])
+    # the logit is the module's, by hand: <w, sum_l softmax(x_l q) x_l> + b
+    q, w, b = fitted.query_, fitted.readout_, fitted.intercept_
+    s = Xt @ q
+    a = np.exp(s - s.max(1, keepdims=True))
+    a /= a.sum(1, keepdims=True)
+    np.testing.assert_allclose(f, np.einsum("nl,nld->nd", a, Xt) @ w + b, rtol=1e-4, atol=1e-5)
 
 
 def test_labels_of_any_type(data):
     X, y, _, _ = data
-    for labels in (np.array([-1, 1]), np.array(["noise", "signal"]), np.array([False, True])):
-        yy = labels[y.astype(int)]
+    ref = SparseTokenClassifier(max_iter=20, random_state=0).fit(X, y)
+    for labels in (
+        np.array([-1, 1]),
+        np.array(["noise", "signal"]),
+        np.array([False, True]),
+        np.array([0.0, 1.0]),
+    ):
+        yy = labels[y]
         clf = SparseTokenClassifier(max_iter=20, random_state=0).fit(X, yy)
         np.testing.assert_array_equal(clf.classes_, labels)
         assert set(clf.predict(X[:20])) <= set(labels)
-        ref = SparseTokenClassifier(max_iter=20, random_state=0).fit(X, y)
-        np.testing.assert_allclose(clf.decision_function(X[:20]), ref.decision_function(X[:20]))
+        np.testing.assert_array_equal(clf.decision_function(X[:20]), ref.decision_function(X[:20]))
 
 
 def test_continuous_y_is_refused(data):
     X = data[0]
     with pytest.raises(ValueError, match="Unknown label type: continuous"):
         SparseTokenClassifier().fit(X, np.linspace(0, 1, len(X)))
+    with pytest.raises(ValueError, match=r"needs at least 2 classes in y, got 1: \[0\]"):
+        SparseTokenClassifier().fit(X, np.zeros(len(X), dtype=int))
 
 
-def test_multiclass_is_refused(data):
-    X = data[0]
-    with pytest.raises(
-        ValueError, match=r"binary classifier: y must hold exactly 2 classes, got 3"
-    ):
-        SparseTokenClassifier().fit(X, np.arange(len(X)) % 3)
-    with pytest.raises(ValueError, match=r"exactly 2 classes, got 1"):
-        SparseTokenClassifier().fit(X, np.zeros(len(X)))
+def test_three_classes_by_a_softmax_readout_over_one_query():
+    """Class 0 is noise, classes 1 and 2 carry the signal along two directions."""
+    rng = np.random.default_rng(0)
+    L, d, n = 8, 6, 900
+    X = rng.standard_normal((2 * n, L, d))
+    y = np.arange(2 * n) % 3
+    directions = np.eye(d)[:2]
+    place = rng.integers(0, L, 2 * n)
+    for k in (1, 2):
+        rows = y == k
+        X[rows, place[rows]] += 4.0 * directions[k - 1]
+    labels = np.array(["noise", "first", "second"])[y]
+    clf = SparseTokenClassifier(max_iter=60, learning_rate_init=0.1, random_state=0)
+    clf.fit(X[:n], labels[:n])
+    np.testing.assert_array_equal(clf.classes_, ["first", "noise", "second"])
+    f = clf.decision_function(X[n:])
+    p = clf.predict_proba(X[n:])
+    assert f.shape == p.shape == (n, 3) and clf.readout_.shape == (3, d)
+    assert clf.intercept_.shape == (3,)
+    np.testing.assert_allclose(p.sum(1), 1.0)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X[n:])), p, rtol=1e-10)
+    np.testing.assert_array_equal(clf.predict(X[n:]), clf.classes_[f.argmax(1)])
+    assert clf.score(X[n:], labels[n:]) > 0.8  # chance is 1/3
+    assert clf.loss_curve_[-1] < 0.5 * np.log(3)  # log 3: the loss of logits 0
 
 
 def test_lists_and_tensors_are_accepted(data):
@@ -210,22 +267,38 @@ def test_lists_and_tensors_are_accepted(data):
         ({"max_iter": 2.5}, ValueError, r"'max_iter' parameter"),
         ({"alpha": float("inf")}, ValueError, r"'alpha' parameter .* Got inf instead"),
         ({"query_norm": -1.0}, ValueError, r"'query_norm' parameter"),
+        ({"batch_size": "all"}, ValueError, r"'batch_size' parameter"),
+        ({"dtype": "float16"}, ValueError, r"'dtype' parameter"),
+        ({"device": "bogus"}, ValueError, r"device"),
     ],
 )
 def test_bad_hyperparameters_are_refused_before_any_work_and_leave_the_fit(
     params, error, match, fitted, data
 ):
-    clf = clone(fitted).fit(data[0][:50], data[1][:50])
+    clf = clone(fitted).set_params(max_iter=5).fit(data[0][:50], data[1][:50])
     before = clf.decision_function(data[2][:5])
     with pytest.raises(error, match=match):
         clf.set_params(**params).fit(data[0], data[1])
     np.testing.assert_array_equal(clf.decision_function(data[2][:5]), before)
 
 
+def test_solver_gd_of_0_6_is_deprecated_full_batch_sgd(data):
+    X, y = data[0][:60], data[1][:60]
+    with pytest.warns(FutureWarning, match=r"solver='gd' is deprecated .* batch_size='full'"):
+        old = SparseTokenClassifier(solver="gd", max_iter=4, random_state=0).fit(X, y)
+    new = SparseTokenClassifier(solver="sgd", batch_size="full", max_iter=4, random_state=0)
+    np.testing.assert_array_equal(old.decision_function(X), new.fit(X, y).decision_function(X))
+    assert old.t_ == 4 * 60 and old.solver_ == "sgd"
+
+
 def test_divergence_is_a_value_error_naming_the_step_size(data):
     X, y = data[0] * 1e3, data[1]
+    clf = SparseTokenClassifier(solver="sgd", batch_size="full", learning_rate_init=1e10)
     with pytest.raises(ValueError, match=r"lower learning_rate_init \(it was 1e\+10\)"):
-        SparseTokenClassifier(solver="gd", learning_rate_init=1e10, max_iter=50).fit(X, y)
+        clf.set_params(max_iter=50).fit(X, y)
+    assert not hasattr(clf, "classes_")
+    with pytest.warns(UserWarning, match="training diverged"):
+        clf.set_params(on_divergence="warn", learning_rate_init=30.0).fit(X, y)
 
 
 def test_other_token_features_at_predict_are_refused(fitted):
@@ -248,10 +321,30 @@ def test_two_step_protocol_aligns_the_query(data):
     xi = SparseTokenClassificationTask(16, 8).signal_direction
     q = clf.two_step_query_
     assert q @ xi / np.linalg.norm(q) > 0.5
-    np.testing.assert_allclose(np.linalg.norm(clf.query_), 2.0)
-    np.testing.assert_allclose(clf.query_ / 2.0, q / np.linalg.norm(q))
+    np.testing.assert_allclose(np.linalg.norm(clf.query_), 2.0, rtol=1e-6)
+    np.testing.assert_allclose(clf.query_ / 2.0, q / np.linalg.norm(q), rtol=1e-5, atol=1e-7)
     assert clf.score(Xt, yt) > 0.8
+    assert clf.n_iter_ == 302 and clf.t_ == 302 * 300  # the two steps, then 300, on all rows
     assert SparseTokenClassifier(max_iter=3).fit(X, y).two_step_query_ is None
+
+
+def test_the_two_steps_are_the_papers_gradient_steps(data):
+    """Step 1 moves w alone, step 2 q alone (from q = w = b = 0), by plain gradient steps
+    on the mean logistic loss; then q is kept: the protocol by hand, in float64."""
+    X, y = data[0][:80], data[1][:80].astype(float)
+    lr = 0.5
+    clf = SparseTokenClassifier(solver="two_step", learning_rate_init=lr, max_iter=2, alpha=0.0)
+    clf.set_params(dtype="float64").fit(X, y)
+    pooled = X.mean(1)  # uniform attention at q = 0
+    w1 = -lr * pooled.T @ (0.5 - y) / len(y)
+    f = pooled @ w1
+    p = 1 / (1 + np.exp(-f))
+    # d f / d q at q = 0: <w, sum_l a_l (x_l - pooled) (x_l . )> with a_l = 1 / L
+    xw = X @ w1  # (n, L)
+    grad_q = np.einsum("nl,nld->nd", xw - xw.mean(1, keepdims=True), X) / X.shape[1]
+    q2 = -lr * ((p - y)[:, None] * grad_q).mean(0)
+    np.testing.assert_allclose(clf.two_step_query_, q2, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(clf.query_, q2, rtol=1e-10, atol=1e-14)  # kept after step 2
 
 
 @settings(max_examples=15, deadline=None)
@@ -260,24 +353,100 @@ def test_two_step_protocol_aligns_the_query(data):
     L=st.integers(1, 12),
     d=st.integers(1, 5),
     L_pred=st.integers(1, 20),
-    solver=st.sampled_from(["adam", "gd", "two_step"]),
+    solver=st.sampled_from(["adam", "sgd", "two_step"]),
+    batch_size=st.sampled_from(["auto", "full", 3]),
 )
-def test_any_shape_fits_and_predicts(n, L, d, L_pred, solver):
+def test_any_shape_fits_and_predicts(n, L, d, L_pred, solver, batch_size):
     rng = np.random.default_rng(n * 100 + L)
     X = rng.standard_normal((n, L, d))
     y = np.arange(n) % 2
-    clf = SparseTokenClassifier(solver=solver, max_iter=3, random_state=0).fit(X, y)
+    clf = SparseTokenClassifier(solver=solver, max_iter=3, batch_size=batch_size, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # three steps may end worse than no model
+        clf.fit(X, y)
     Xp = rng.standard_normal((3, L_pred, d))
     assert clf.predict(Xp).shape == (3,)
     assert clf.predict_proba(Xp).shape == (3, 2)
     assert np.isfinite(clf.decision_function(Xp)).all()
 
 
+# -- the engine: device, dtype, batches, streams, memory, warm starts --------------------------
+def test_device_auto_and_a_missing_cuda(data):
+    X, y = data[0][:30], data[1][:30]
+    clf = SparseTokenClassifier(max_iter=2, random_state=0).fit(X, y)
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert clf.device_.type == expected and clf.net_.module_.query.device.type == expected
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="cuda"):
+            SparseTokenClassifier(device="cuda").fit(X, y)
+
+
+def test_float64_and_minibatches(data):
+    X, y = data[0], data[1]
+    clf = SparseTokenClassifier(dtype="float64", batch_size=50, max_iter=3, random_state=0)
+    clf.fit(X, y)
+    assert clf.net_.module_.query.dtype == torch.float64
+    batches = [len(e["batches"]) for e in clf.net_.history]
+    assert batches == [6, 6, 6] and clf.t_ == 3 * 300
+    full = SparseTokenClassifier(batch_size="full", max_iter=3, random_state=0).fit(X, y)
+    assert [len(e["batches"]) for e in full.net_.history] == [1, 1, 1]
+
+
+def test_fit_online_learns_from_a_stream_of_the_law(data):
+    _, _, Xt, yt = data
+    task = SparseTokenClassificationTask(16, 8, signal=4.0)
+    clf = SparseTokenClassifier(batch_size=64, random_state=0).fit_online(task, n_steps=200)
+    np.testing.assert_array_equal(clf.classes_, [0, 1])
+    assert clf.n_iter_ == 200 == len(clf.loss_curve_) and clf.t_ == 200 * 64
+    assert clf.score(Xt, yt) > 0.85
+    # a warm start keeps the fitted labels: the law's label 1 is classes_[1]
+    named = SparseTokenClassifier(max_iter=5, random_state=0, warm_start=True)
+    named.fit(data[0], np.array(["n", "s"])[data[1]]).fit_online(task, n_steps=100)
+    np.testing.assert_array_equal(named.classes_, ["n", "s"])
+    assert named.n_iter_ == 105 and named.score(Xt, np.array(["n", "s"])[yt]) > 0.8
+
+
+def test_a_warm_start_continues_and_keeps_its_classes(data):
+    X, y, Xt, _ = data
+    clf = SparseTokenClassifier(max_iter=20, random_state=0, warm_start=True).fit(X, y)
+    first = clf.loss_curve_[-1]
+    clf.fit(X, y)
+    assert clf.n_iter_ == 40 and len(clf.loss_curve_) == 40 and clf.loss_curve_[20] <= first + 0.05
+    before = clf.decision_function(Xt[:5])
+    with pytest.raises(ValueError, match=r"whose classes were \[0, 1\]; this call's are \[-1, 1\]"):
+        clf.fit(X, np.where(y > 0, 1, -1))
+    with pytest.raises(ValueError, match=r"which has 3 classes; the law of .* draws 2"):
+        SparseTokenClassifier(max_iter=2, warm_start=True).fit(X, np.arange(300) % 3).fit_online(
+            SparseTokenClassificationTask(16, 8)
+        )
+    np.testing.assert_array_equal(clf.decision_function(Xt[:5]), before)
+
+
+def test_a_problem_too_large_for_the_memory_is_refused_before_any_copy(monkeypatch):
+    """4,000,000 rows x L=256 x d=64 as a read-only broadcast view of zeros (the issue's
+    case: 0.6 copied it and numpy raised MemoryError, 488 GiB)."""
+    X = np.broadcast_to(np.zeros((1, 1, 1)), (4_000_000, 256, 64))
+    y = np.broadcast_to(np.array([0, 1]), (2_000_000, 2)).reshape(-1)
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("the rows were copied before the memory check")
+
+    monkeypatch.setattr("stsq_learn.engine.training.as_tensor", no_copy)
+    with pytest.raises(ValueError) as info:
+        SparseTokenClassifier().fit(X, y)
+    message = str(info.value)
+    assert (
+        "SparseTokenClassifier with len(classes_)=2, batch_size=200, seq_len=256 would need "
+        "about 244 GiB"
+    ) in message
+    assert "244 GiB for the training rows" in message and "fit_online" in message
+
+
 # -- scikit-learn's tools -----------------------------------------------------------------
 def test_grid_search_with_roc_auc_on_stratified_folds(data):
     X, y = data[0], data[1]
     grid = GridSearchCV(
-        SparseTokenClassifier(max_iter=40, random_state=0),
+        SparseTokenClassifier(max_iter=40, batch_size="full", random_state=0),
         {"learning_rate_init": [0.01, 0.1], "alpha": [1e-4, 1e-2]},
         scoring="roc_auc",
         cv=StratifiedKFold(3, shuffle=True, random_state=0),
@@ -294,13 +463,13 @@ def test_grid_search_with_roc_auc_on_stratified_folds(data):
     assert scores.shape == (3,) and scores.mean() > 0.75
 
 
-def test_probabilities_are_calibrated(data):
+def test_probabilities_are_calibrated(fitted, data):
     """The calibration check: on 2000 fresh rows, in 5 quantile bins, the observed
-    positive rate is within 0.1 of the mean predicted probability, and the Brier
-    score is below the base rate's (0.25)."""
-    X, y, Xt, yt = data
-    clf = SparseTokenClassifier(max_iter=150, alpha=1e-2, random_state=0).fit(X, y)
-    p = clf.predict_proba(Xt)[:, 1]
+    positive rate is within 0.1 of the mean predicted probability (0.007 measured; seeds
+    1 to 3: at most 0.052), and the Brier score is below the base rate's (0.25). A heavy
+    weight decay shrinks the logits: alpha=1e-2 is off by 0.13 in the second bin."""
+    _, _, Xt, yt = data
+    p = fitted.predict_proba(Xt)[:, 1]
     observed, predicted = calibration_curve(yt, p, n_bins=5, strategy="quantile")
     assert np.max(np.abs(observed - predicted)) < 0.1
     assert np.mean((p - yt) ** 2) < 0.15
@@ -315,6 +484,7 @@ def test_save_and_load_round_trip(fitted, data, tmp_path):
         loaded.decision_function(data[2]), fitted.decision_function(data[2])
     )
     np.testing.assert_array_equal(loaded.classes_, fitted.classes_)
+    assert loaded.loss_curve_ == fitted.loss_curve_ and loaded.t_ == fitted.t_
     two = SparseTokenClassifier(solver="two_step", max_iter=5).fit(
         data[0], np.where(data[1] > 0, "s", "n")
     )
@@ -322,16 +492,20 @@ def test_save_and_load_round_trip(fitted, data, tmp_path):
     loaded = load_model(path)
     np.testing.assert_array_equal(loaded.predict(data[2][:50]), two.predict(data[2][:50]))
     np.testing.assert_array_equal(loaded.two_step_query_, two.two_step_query_)
-    with pytest.raises(ValueError, match="computes in float64 on the CPU"):
-        load_model(path, device="cuda")
+    three = SparseTokenClassifier(max_iter=3, random_state=0).fit(data[0], np.arange(300) % 3)
+    save_model(three, path)
+    np.testing.assert_array_equal(
+        load_model(path).predict_proba(data[2][:50]), three.predict_proba(data[2][:50])
+    )
 
 
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [
-        ("classes_", [1.0], "fitted classes_ must be two distinct labels"),
-        ("classes_", [1, 1], "fitted classes_ must be two distinct labels"),
-        ("n_iter_", 7, r"loss_curve_ must hold n_iter_=7"),
+        ("classes_", [1.0], "fitted classes_ must be at least two distinct labels of one type"),
+        ("classes_", [1, 1], "fitted classes_ must be at least two distinct labels of one type"),
+        ("classes_", [1, "a"], "fitted classes_ must be at least two distinct labels of one type"),
+        ("classes_", [0, 1, 2], r"weight 'readout' has shape \(8,\), but the model of"),
         ("two_step_query_", [1.0], r"two_step_query_ must be None or 8 finite numbers"),
         ("seq_len_", 0, "fitted seq_len_ must be an integer from 1 to 2147483647, got 0"),
         # A forged huge size: refused before a shape is computed (was torch's overflow error).
@@ -345,8 +519,10 @@ def test_save_and_load_round_trip(fitted, data, tmp_path):
 def test_a_bad_fitted_state_is_refused(fitted, key, value, match):
     state = fitted.get_fitted_state()
     state["fitted"][key] = value
+    model = clone(fitted)
     with pytest.raises(ValueError, match=match):
-        clone(fitted).set_fitted_state(state)
+        model.set_fitted_state(state)
+    assert not hasattr(model, "classes_") and not hasattr(model, "net_")
 
 
 # -- the baselines ------------------------------------------------------------------------

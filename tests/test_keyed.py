@@ -302,6 +302,32 @@ def test_draws_are_keyed_by_draw_index_position_and_kind():
     torch.testing.assert_close(draws.coordinates(10, 4, 8, "cpu", torch.float32), c[:, :4])
 
 
+def _radius(log_k1):
+    """The float32 radius of keyed normals from ``log(k + 1)`` (keyed.normal_pair_of_halves)."""
+    return log_k1.sub(24 * math.log(2)).clamp_(max=0.0).mul_(-2.0).sqrt_()
+
+
+@pytest.mark.parametrize(("ulps", "largest"), [(1, 1.96e-3), (2, 2.77e-3)])
+def test_the_float32_radius_moves_within_the_documented_bound_when_log_rounds_apart(ulps, largest):
+    """The user guide's bound of the CPU-CUDA difference of float32 keyed normals: a
+    logarithm ``ulps`` ulps apart moves the radius by at most ``largest`` (at the smallest
+    radii), by under 4e-5 where r >= 0.1, and never to NaN (the clamp). The largest 2**18
+    values of k hold every radius below 0.17, where the cancellation is."""
+    k1 = torch.arange(2**24 - 2**18, 2**24, dtype=torch.float64).add_(1).to(torch.float32)
+    log = k1.log()
+    r = _radius(log)
+    assert not torch.isnan(r).any() and float(log.max()) <= 24 * math.log(2) + 1e-6
+    for direction in (math.inf, -math.inf):
+        moved = log.clone()
+        for _ in range(ulps):
+            moved = torch.nextafter(moved, torch.tensor(direction))
+        r_moved = _radius(moved)
+        assert not torch.isnan(r_moved).any()
+        diff = (r_moved - r).abs()
+        assert float(diff.max()) <= largest
+        assert float(diff[r >= 0.1].max()) < 4e-5
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cpu_and_cuda_compute_the_same_keyed_draws():
@@ -342,6 +368,11 @@ def test_cpu_and_cuda_compute_the_same_keyed_draws():
     torch.testing.assert_close(
         gpu.subsets(64, 12, 40, "cuda").cpu(), cpu.subsets(64, 12, 40, "cpu"), rtol=0, atol=0
     )
+    # Float32 normals: within the user guide's bound (2.8e-3; 4e-5 + 1.1e-6 where |z| >= 0.1).
+    z_cpu = normal_pairs(words)
+    diff = (normal_pairs(words.cuda()).cpu() - z_cpu).abs()
+    assert float(diff.max()) <= 2.8e-3
+    assert float(diff[z_cpu.abs() >= 0.1].max()) <= 4.2e-5
 
 
 def test_keyed_draws_refuse_a_draw_index_beyond_their_counter():

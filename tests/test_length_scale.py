@@ -141,7 +141,6 @@ def _long_row_model():
 def test_the_floor_checks_its_cost_before_simulating(monkeypatch, limit):
     """Issue 32: one row at T'=65536 simulated 20,000 rows of that length (about 5 GiB) and
     failed with a raw MemoryError under a 4 GiB limit."""
-    import stsq_learn.engine.memory as memory
     import stsq_learn.floor as floor
     import stsq_learn.length_scale as ls
 
@@ -150,9 +149,9 @@ def test_the_floor_checks_its_cost_before_simulating(monkeypatch, limit):
     needed = floor.simulation_bytes(65536, 20_000)
     assert needed == 5_326_766_080
     if limit == "available":
-        monkeypatch.setattr(memory, "available_bytes", lambda device: 2**32)
+        monkeypatch.setattr(ls, "available_bytes", lambda device: 2**32)
     else:  # ulimit -v: what the process may still map
-        monkeypatch.setattr(ls, "_address_space_left", lambda: 2**32)
+        monkeypatch.setattr(ls, "address_space_left", lambda: 2**32)
 
     def refuse(*args, **kwargs):
         raise AssertionError("simulated before the check")
@@ -170,18 +169,18 @@ def test_the_floor_checks_its_cost_before_simulating(monkeypatch, limit):
     for k, v in model.net_.module_.state_dict().items():
         assert torch.equal(v, before[k])
     # The rule itself, at any length not yet computed: refused before any simulation.
-    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
+    monkeypatch.setattr(ls, "available_bytes", lambda device: 1000)
     with pytest.raises(ValueError, match=r"seq_len=9 simulates 20,000 rows .*\(7,920,000 bytes\)"):
         FloorScale().factors(9, 8, torch.tensor([2.0]), 8, 1)
 
 
 def test_a_floor_already_computed_is_not_checked_again(monkeypatch):
-    import stsq_learn.engine.memory as memory
+    import stsq_learn.length_scale as ls
 
     model, X = _long_row_model()
     X_long = shift_length(X[:3], 12, random_state=0)
     expected = model.predict(X_long)  # computes the floors at 12 and 8
-    monkeypatch.setattr(memory, "available_bytes", lambda device: 0)
+    monkeypatch.setattr(ls, "available_bytes", lambda device: 0)
     np.testing.assert_array_equal(model.predict(X_long), expected)
     with pytest.raises(ValueError, match=r"seq_len=13 simulates 20,000 rows .* than the 0 GiB"):
         model.predict(shift_length(X[:3], 13, random_state=0))

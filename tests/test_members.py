@@ -15,6 +15,10 @@ from stsq_learn import (
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    InContextRegressionTask,
+    LinearAttentionRegressor,
+    PromptGradientStep,
+    PromptRidge,
     SingleLocationTask,
     SoftmaxAttentionRegressor,
     SparseAveragingTask,
@@ -40,6 +44,7 @@ STS_RANGES = SparseTokenSelectionTask(seq_len=(5, 8), n_features=2, n_selected=(
 QSA = SparseAveragingTask(seq_len=5, n_features=2, n_selected=2)
 RETRIEVAL = SparseRetrievalTask(seq_len=6, n_features=2, n_selected=2)
 PAIR = PairMeanTask(seq_len=5, n_features=2)
+IN_CONTEXT = InContextRegressionTask(seq_len=6, n_features=2)
 SMALL = dict(dtype="float64", batch_size=16)
 SEEDS = (0, 1, 2)
 TOL = 1e-9
@@ -89,8 +94,20 @@ ONLINE = {
     "FCN retriever": (FCNRetriever(8, **SMALL), RETRIEVAL),
     "user task attention": (AttentionRegressor(PairMeanTask, 8, **SMALL), PAIR),
     "user task FCN": (FCNRegressor(PairMeanTask, 8, **SMALL), PAIR),
+    "linear attention": (LinearAttentionRegressor(**SMALL), IN_CONTEXT),
+    "linear attention, full, sgd": (
+        LinearAttentionRegressor(parametrization="full", solver="sgd", dtype="float64", batch_size=64),
+        IN_CONTEXT,
+    ),
 }
-EXCLUDED = {SparseTokenClassifier: "not on the engine yet: fitted one after another"}
+EXCLUDED = {
+    # Its labels are encoded per call and its two-step protocol records each run's query:
+    # its seeds are fitted one after another, exactly.
+    SparseTokenClassifier: "fitted one after another",
+    # In-context baselines read each prompt alone: nothing is trained.
+    PromptRidge: "no training",
+    PromptGradientStep: "no training (one step size fitted in closed form)",
+}
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -661,11 +662,12 @@ def test_an_averager_in_a_file_of_0_1_to_0_3_is_refused(saved, name):
     _refused(saved, rf"class '{name}' cannot be in a file of format_version=2: .* version 3\.")
 
 
-@pytest.mark.parametrize("version", [[1], "1", 1.0, True, None, 0, 5])
+@pytest.mark.parametrize("version", [[1], "1", 1.0, True, None, 0, 6])
 def test_a_format_version_not_an_integer_read_is_refused(saved, version):
     rewrite(saved, "metadata.json", edit_metadata(lambda m: m.update(format_version=version)))
     _refused(
-        saved, rf"has format_version={re.escape(repr(version))}; .* reads versions \[1, 2, 3, 4\]"
+        saved,
+        rf"has format_version={re.escape(repr(version))}; .* reads versions \[1, 2, 3, 4, 5\]",
     )
 
 
@@ -914,3 +916,38 @@ def test_a_child_process_imports_this_checkout_and_the_parents_path(tmp_path, mo
     assert where == "site" and Path(origin) == ROOT / "stsq_learn" / "__init__.py"
     monkeypatch.delenv("PYTHONPATH")
     assert child_env()["PYTHONPATH"] == str(ROOT)
+
+
+@pytest.mark.parametrize("name", ["classifier", "classifier_two_step"])
+def test_classifier_files_written_by_0_6_predict_exactly_as_they_did(name):
+    """Real files of stsq-learn 0.6.0's SparseTokenClassifier (its own float64 loop on the
+    CPU; labels -1/+1 and strings): format 5 gives them the engine's hyperparameters with
+    what 0.6 trained with, and the same weights predict the same logits, bit for bit."""
+    expected = np.load(MODEL_FILES / "predictions-0.6.0.npz")
+    model = load_model(MODEL_FILES / f"{name}-0.6.0.stsq")
+    np.testing.assert_array_equal(model.decision_function(expected["X"]), expected[f"{name}_T6"])
+    np.testing.assert_array_equal(
+        model.decision_function(expected["X_long"]), expected[f"{name}_T9"]
+    )
+    params = model.get_params()
+    assert params["dtype"] == "float64" and params["device"] == "cpu"
+    assert params["batch_size"] == "full" and params["learning_rate"] == "constant"
+    two_step = name == "classifier_two_step"
+    assert params["solver"] == ("two_step" if two_step else "adam")
+    assert model.classes_.tolist() == (["noise", "signal"] if two_step else [-1, 1])
+    assert (model.two_step_query_ is not None) == two_step
+    assert model.solver_ == ("sgd" if two_step else "adam") and model.t_ == 0
+    # a refit trains as 0.6 did (full-batch steps in float64), on the engine
+    X = expected["X"]
+    refit = model.fit(X, np.resize(model.classes_, len(X)))
+    assert refit.n_iter_ == (3 + 2 if two_step else 5) and refit.t_ == refit.n_iter_ * len(X)
+
+
+def test_a_solver_gd_file_of_0_6_loads_as_full_batch_sgd(tmp_path):
+    """0.6's solver='gd' (full-batch gradient descent) becomes solver='sgd' on all rows."""
+    path = tmp_path / "gd.stsq"
+    shutil.copy(MODEL_FILES / "classifier-0.6.0.stsq", path)
+    rewrite(path, "metadata.json", edit_metadata(lambda m: m["params"].update(solver="gd")))
+    model = load_model(path)
+    assert model.get_params()["solver"] == "sgd" and model.solver_ == "sgd"
+    assert model.get_params()["batch_size"] == "full"

@@ -322,6 +322,22 @@ def forgeries(draw):
     return name, version, kind, key, value, sealed
 
 
+def _write(path, members, meta, sealed=True):
+    """A model file at ``path``: ``members`` with ``meta`` as their metadata, resealed."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, blob in members.items():
+            zf.writestr(member, json.dumps(meta) if member == "metadata.json" else blob)
+    if sealed:
+        seal(path)
+
+
+def _load(path):
+    """``load_model(path)`` on the CPU, its warnings (a CUDA device, a short fit) ignored."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_model(path, device="cpu")
+
+
 def _forge(name, version, kind, key, value):
     """The metadata of a file of ``version`` written for ``name``'s model, with one change."""
     meta = _as_version(json.loads(_fitted(name)[2]["metadata.json"]), version)
@@ -409,15 +425,9 @@ def test_a_forged_or_old_file_loads_as_its_model_or_is_one_value_error_naming_it
     meta = _forge(name, version, kind, key, value)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "forged.stsq"
-        with zipfile.ZipFile(path, "w") as zf:
-            for member, blob in members.items():
-                zf.writestr(member, json.dumps(meta) if member == "metadata.json" else blob)
-        if sealed:
-            seal(path)
+        _write(path, members, meta, sealed)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                loaded = load_model(path, device="cpu")
+            loaded = _load(path)
         except ValueError as exc:
             assert repr(str(path)) in str(exc), str(exc)
             return
@@ -459,13 +469,8 @@ def _load_forged(name, changes):
         meta[section][key] = value
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "forged.stsq"
-        with zipfile.ZipFile(path, "w") as zf:
-            for member, blob in members.items():
-                zf.writestr(member, json.dumps(meta) if member == "metadata.json" else blob)
-        seal(path)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return load_model(path, device="cpu"), repr(str(path))
+        _write(path, members, meta)
+        return _load(path), repr(str(path))
 
 
 @pytest.mark.parametrize("name", SAVED_CLASSES)
@@ -519,9 +524,9 @@ def test_hyperparameters_whose_model_overflows_torchs_shapes_are_one_value_error
     with pytest.raises(ValueError) as info:
         _load_forged(name, {("params", key): value})
     message = str(info.value)
-    assert (
-        "seq_len_=6, n_features_in_=2 and these hyperparameters is too large for torch" in message
-    )
+    shown = tuple(value) if key == "extra_hidden_layers" else value
+    assert "of seq_len_=6, n_features_in_=2, " in message and f"{key}={shown!r}" in message
+    assert "and the other hyperparameters is too large for torch" in message
     assert "these are not the sizes of its weights." in message
 
 
@@ -651,3 +656,92 @@ def test_a_seed_no_fit_draws_is_refused(key, value):
         _load_forged("SparseTokenRetriever", {("fitted", key): value})
     expected = f"fitted {key} must be an integer from 0 to 2147483646 (a seed fit draws)"
     assert f"{expected}, got {value}." in str(info.value)
+
+
+# -- every numeric field of every estimator's file, forged ------------------------------------
+_INF = float("inf")
+_ADVERSARIAL = st.one_of(
+    st.sampled_from([0, 1, -1, 2, 2**31 - 1, 2**31, 2**53 + 1, 2**63, -(2**63), 10**30]),
+    st.sampled_from([10**400, 0.5, -0.0, 1e-300, 1e308, -1e308, _NAN, _INF, -_INF]),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+# A forged value of these is another valid model, not a different reading of the weights:
+# the reference takes it from the loaded model (another prediction seed, other label names;
+# a field of the task, such as q-sparse averaging's n_selected, is another contract for the
+# same weights: the task the model checks its rows against).
+_FREE = {"predict_seed": "_predict_seed", "classes_": "classes_"}
+
+
+def _outcome(predict, X):
+    """``predict(X)``, or the text of the ``ValueError`` it raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return predict(X)
+        except ValueError as exc:
+            return str(exc)
+
+
+# Any number of encoding draws is a valid model: one of 2**31 draws loads, and predicts as
+# slowly as it asks (a loop over the draws); the test does not wait for it.
+_DRAWS_PREDICTED = 64
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numeric_fields(meta):
+    """``(section, key, index)`` of every number of the metadata (index None: a scalar)."""
+    for section in ("params", "fitted"):
+        for key, value in meta[section].items():
+            if _is_number(value):
+                yield section, key, None
+            elif isinstance(value, list) and value and all(map(_is_number, value)):
+                yield from ((section, key, i) for i in range(len(value)))
+
+
+@pytest.mark.parametrize("name", SAVED_CLASSES)
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_numeric_field_forged_is_refused_naming_it_or_loads_as_the_weights_say(name, data):
+    """Every number of the metadata of every registered estimator's file (hyperparameters,
+    fitted values, each entry of a list), one at a time, set to an adversarial value (huge
+    and tiny integers and floats, NaN, infinities, off by one or a rounding from the true
+    one): ``load_model`` raises one ``ValueError`` naming the file and the field, or the
+    model loads and predicts exactly as the original with the loaded hyperparameters (and,
+    for the fields that choose among valid models, the loaded prediction seed or labels)."""
+    model, rows, members = _fitted(name)
+    meta = json.loads(members["metadata.json"])
+    fields = list(_numeric_fields(meta))
+    assert fields, name
+    for section, key, index in fields:
+        true = meta[section][key] if index is None else meta[section][key][index]
+        near = [true + 1, true - 1, 2 * true, float(np.nextafter(true, _INF))]
+        value = data.draw(st.one_of(_ADVERSARIAL, st.sampled_from(near)), label=key)
+        forged = copy.deepcopy(meta)
+        if index is None:
+            forged[section][key] = value
+        else:
+            forged[section][key][index] = value
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "forged.stsq"
+            _write(path, members, forged)
+            try:
+                loaded = _load(path)
+            except ValueError as exc:
+                assert repr(str(path)) in str(exc), str(exc)
+                assert key in str(exc), (key, value, str(exc))
+                continue
+        params = loaded.get_params(deep=False)
+        if params.get("n_pe_samples", 1) > _DRAWS_PREDICTED:
+            assert params["n_pe_samples"] == value
+            continue
+        reference = copy.deepcopy(model).set_params(**params)
+        free = [*_FREE.values(), *(["task_"] if key in type(model.task_).fitted_keys else [])]
+        for attribute in free:
+            if hasattr(loaded, attribute):
+                setattr(reference, attribute, getattr(loaded, attribute))
+        got, want = _outcome(loaded.predict, rows[0]), _outcome(reference.predict, rows[0])
+        np.testing.assert_array_equal(got, want, err_msg=f"{key}={value!r}")

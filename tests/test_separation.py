@@ -22,8 +22,12 @@ from stsq_learn.experiments import (
 )
 from stsq_learn.experiments import _width_search as ws
 from stsq_learn.experiments._records import separation as record
-from stsq_learn.experiments._separation import joint_law
-from stsq_learn.experiments._width_search import StopAtTarget, floor_widths, search_bisect
+from stsq_learn.experiments._width_search import (
+    StopAtTarget,
+    floor_widths,
+    joint_law,
+    search_bisect,
+)
 
 matplotlib.use("Agg")
 

@@ -28,6 +28,8 @@ import math
 
 import torch
 
+from .._resources import address_space_left, available_bytes, gib
+
 __all__ = ["LENGTH_SCALES", "FloorScale", "LogScale", "cached_floor", "length_scale_rule"]
 
 _FLOOR_ROWS = 20_000
@@ -127,13 +129,12 @@ def check_floor_cost(seq_len, n_selected, width, n_draws=1):
     ValueError
         Naming ``length_scale='floor'``, the length and the bytes.
     """
-    from ..engine.memory import _gib, available_bytes
     from .floor import simulation_bytes
 
     if (seq_len, n_selected, width, n_draws) in _COMPUTED:
         return
     needed = simulation_bytes(seq_len, _FLOOR_ROWS, n_draws)
-    limits = [available_bytes("cpu"), _address_space_left()]
+    limits = [available_bytes("cpu"), address_space_left()]
     limits = [x for x in limits if x is not None]
     limit = min(limits) if limits else None
     if limit is None or needed <= limit:
@@ -142,24 +143,9 @@ def check_floor_cost(seq_len, n_selected, width, n_draws=1):
     raise ValueError(
         f"length_scale='floor' at seq_len={seq_len} simulates {_FLOOR_ROWS:,} rows of that "
         f"length (q={n_selected}, width={width}, {draws}) to find its best gamma: about "
-        f"{_gib(needed)} ({needed:,} bytes), more than the {_gib(limit)} available. Predict "
+        f"{gib(needed)} ({needed:,} bytes), more than the {gib(limit)} available. Predict "
         "at a shorter length, or use length_scale='log', which simulates nothing."
     )
-
-
-def _address_space_left():
-    """Bytes this process may still map under its address-space limit (``ulimit -v``), or None."""
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if soft == resource.RLIM_INFINITY:
-            return None
-        with open("/proc/self/status") as fh:
-            size = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
-    except (ImportError, OSError, ValueError, StopIteration):  # not Linux
-        return None
-    return max(soft - size, 0)
 
 
 _COMPUTED = set()

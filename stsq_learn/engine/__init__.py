@@ -1,7 +1,10 @@
 """The engine every estimator runs on, whatever its task.
 
-- :mod:`.base`: the estimator base (``fit``, ``fit_online``, ``predict``,
-  ``score``, warm starts, divergence);
+- :mod:`.base`: the estimator base, whatever the targets (training,
+  ``fit_online``, the forward pass, warm starts, divergence);
+- :mod:`.regression` and :mod:`.classification`: what real targets and
+  labels add to it (``fit``, ``predict``, ``score``; the classifier's
+  ``classes_``, probabilities and decision function, and their losses);
 - :mod:`.cores`: the attention and fully-connected model cores over a task;
 - :mod:`.rates`: step sizes that follow the width;
 - :mod:`.training`: data streams, callbacks and the skorch net;

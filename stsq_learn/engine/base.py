@@ -1,18 +1,24 @@
-"""The shared estimator: fit, fit_online, predict, score and fitted state, over any task.
+"""The shared estimator: training, fit_online, the forward pass and fitted state, over any task.
 
-The public estimators own a :class:`skorch.NeuralNetRegressor` (composition,
-not inheritance) that runs the epochs, keeps the history, early-stops and
-prints progress; :mod:`._training` holds the machinery it is built from.
-This module decides what a call does: validation first (the task object's
+The public estimators own a skorch net (composition, not inheritance) that
+runs the epochs, keeps the history, early-stops and prints progress;
+:mod:`.training` holds the machinery it is built from. This module decides
+what a call does, whatever the targets: validation first (the task object's
 data contract), then one training loop in named steps (seeds, module,
 callbacks, net, losses, fitted state), and fitted state assigned only at the
-end, so a failed call leaves a fitted model as it was. The model cores
-(:mod:`._cores`) say which module to build and how to pace its steps; the
-task (:mod:`stsq_learn.tasks`) says what the data mean.
+end, so a failed call leaves a fitted model as it was. What depends on the
+targets is a base of its own on this one: :class:`~.regression._Regressor`
+(``fit`` on real targets, ``predict``, R^2) and
+:class:`~.classification._Classifier` (labels, ``classes_``, probabilities,
+accuracy); each gives the loss (``_criterion``), the skorch class
+(``_net_class``) and the loss of predicting 0 (:meth:`_zero_loss`). The model
+cores (:mod:`.cores`) say which module to build and how to pace its steps;
+the task (:mod:`stsq_learn.tasks`) says what the data mean.
 """
 
 from __future__ import annotations
 
+import sys
 import types
 import warnings
 from numbers import Integral, Real
@@ -20,10 +26,9 @@ from numbers import Integral, Real
 import numpy as np
 import sklearn
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from .._docstrings import FIT_RAISES, Substitution
 from .._validation import check_callbacks, check_float_range, check_positive_int, resolve_device
@@ -40,8 +45,8 @@ _PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in fl
 _SEED_MAX = SEED_MAX  # np.iinfo(np.int32).max: a saved seed is checked against it
 
 
-class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator):
-    """Shared fit / fit_online / predict / fitted state of every estimator."""
+class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
+    """Shared training, fit_online, forward pass and fitted state of every estimator."""
 
     _parameter_constraints: dict = {
         "width": [Interval(Integral, 1, None, closed="left")],
@@ -70,9 +75,26 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
     _first_format_version = None
     """The first model-file format version that could hold this class (None: the current)."""
 
+    _criterion = None
+    """The training loss (:mod:`stsq_learn.nn.losses`), given by the base of the targets."""
+
+    _net_class = None
+    """The skorch class of the owned net, given by the base of the targets."""
+
     def _validate_params(self):
         super()._validate_params()
         refuse_booleans(self)
+        # A real number is computed with as a float64: an integer beyond its range (JSON's
+        # are unbounded) would overflow there, not here.
+        params = self.get_params(deep=False)
+        for name, constraints in self._parameter_constraints.items():
+            kinds = {c.type for c in constraints if isinstance(c, Interval)}
+            value = params.get(name)
+            if Real in kinds and isinstance(value, Integral) and abs(value) > sys.float_info.max:
+                raise ValueError(
+                    f"The {name!r} parameter of {type(self).__name__} must be a real number "
+                    f"that a float64 holds, got an integer of {len(str(abs(value)))} digits."
+                )
 
     def _task_class(self):
         """The task class this estimator trains on, checked against the protocol."""
@@ -82,6 +104,34 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
     def _auto_batch_size(self, seq_len, *, online):
         """Rows per step of ``batch_size="auto"``: 200 in fit (as ``MLPRegressor``), 256 online."""
         return 256 if online else 200
+
+    def _rows_per_step(self, seq_len, n_rows=None):
+        """Rows a step trains on: ``batch_size``, or what ``"auto"`` or ``"full"`` resolve to.
+
+        ``n_rows`` is the number of rows of :meth:`fit` (a step takes at most
+        all of them), None online. ``"full"`` (where an estimator offers it)
+        is every row of ``fit``; a stream has no full batch, so online it is
+        ``"auto"``'s size.
+        """
+        online = n_rows is None
+        if self.batch_size == "full" and not online:
+            return n_rows
+        size = self.batch_size
+        if size in ("auto", "full"):
+            size = self._auto_batch_size(seq_len, online=online)
+        return size if online else min(size, n_rows)
+
+    def _leading_steps(self):
+        """Optimiser steps a training protocol takes before the planned run (none).
+
+        They are added to the planned steps (online) or epochs (:meth:`fit`:
+        a protocol with leading steps steps on all rows, so each is an epoch).
+        """
+        return 0
+
+    def _zero_loss(self, task, y=None):  # pragma: no cover - given by the base of the targets
+        """The training loss of predicting 0: of targets ``y`` (``fit``), or on ``task``'s law."""
+        raise NotImplementedError
 
     def _make_module(self, task, seed):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -120,61 +170,32 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         """The schedule of a run: ``learning_rate``, for a core that resolves none."""
         return self.learning_rate
 
-    # -- public API ---------------------------------------------------------
-    @Substitution(fit_raises=FIT_RAISES)
-    def fit(self, X, y):
-        """Fit the model to data with epochs of shuffled minibatches.
+    # -- training -----------------------------------------------------------
+    def _rows_inputs(self, task, X, y, *, y_1d):
+        """What every ``fit`` trains on, once its rows and targets are checked.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features + 1)
-            Tokens, then the selection indicator (0.0 or 1.0) in the last channel.
-        y : array-like of shape (n_samples, n_features)
-            Mean of the selected tokens of each row.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        {fit_raises}
-
-        Notes
-        -----
-        A ``KeyboardInterrupt`` (Ctrl-C) stops training early without raising:
-        the model keeps the weights reached so far, a ``UserWarning`` says so,
-        and ``loss_curve_`` and ``n_iter_`` describe the completed epochs (``t_``
-        also counts the batches of an epoch cut short).
+        ``task``, ``X`` and ``y`` are what the task's contract returned
+        (``y``: the training targets, class indices for a classifier);
+        ``y_1d`` whether predictions come back 1-D. The memory of the model,
+        a step and the copy of the rows on the device is checked before the
+        rows are copied. Returns the keyword arguments of :meth:`_train`;
+        nothing is trained or assigned.
         """
-        self._train(**self._fit_inputs(X, y))
-        return self
-
-    def _fit_inputs(self, X, y):
-        """:meth:`fit`'s checks (hyperparameters, the data contract), then what it trains on.
-
-        Returns the keyword arguments of :meth:`_train`; nothing is trained
-        or assigned.
-        """
-        self._validate_params()
-        check_callbacks(self.callbacks)
-        task, X, y_checked = self._task_class().from_data(X, y)
         check_task(task)
-        y_1d = (y.ndim if hasattr(y, "ndim") else np.asarray(y).ndim) == 1
-        y = y_checked
         n = X.shape[0]
         self._check_train_length(task)
         device = resolve_device(self.device)
         dtype = tr.DTYPES[self.dtype]
         check_float_range(X, dtype)
         check_float_range(y, dtype, name="y")
-        auto = self.batch_size == "auto"
-        batch_size = self._auto_batch_size(task.seq_len, online=False) if auto else None
-        batch_size = min(batch_size or self.batch_size, n)
+        batch_size = self._rows_per_step(task.seq_len, n)
         steps_per_epoch = -(-n // batch_size)
         epochs = self.max_iter
         if epochs == "auto":
             epochs = -(-self._auto_steps() // steps_per_epoch)
-        zero_loss = float(np.square(y).sum(axis=-1).mean())  # the loss of predicting 0
+        epochs += self._leading_steps()
+        n_read = task.largest_query(X)
+        check_fit_memory(self, task, batch_size, device, n_read, rows=(X, y))
         data = tr.TensorData(tr.as_tensor(X, dtype, device), tr.as_tensor(y, dtype, device))
         return {
             "data": data,
@@ -182,8 +203,8 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
             "device": device,
             "batch_size": batch_size,
             "epochs": epochs,
-            "zero_loss": zero_loss,
-            "n_read": task.largest_query(X),
+            "zero_loss": self._zero_loss(task, y),
+            "n_read": n_read,
             "y_1d": y_1d,
         }
 
@@ -233,12 +254,10 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
                 f"task must be a {task_class.__name__}, got {type(task).__name__}: {task!r}."
             )
         check_task(task)
-        auto = self.batch_size == "auto"
-        length = task.reference_length
-        batch_size = self._auto_batch_size(length, online=True) if auto else self.batch_size
+        batch_size = self._rows_per_step(task.reference_length)
         if isinstance(n_steps, str) and n_steps == "auto":
             n_steps = self._auto_steps()
-        n_steps = check_positive_int(n_steps, "n_steps")
+        n_steps = check_positive_int(n_steps, "n_steps") + self._leading_steps()
         self._check_train_length(task)
         if self.learning_rate == "adaptive":
             raise ValueError(
@@ -253,29 +272,17 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
             "device": device,
             "batch_size": batch_size,
             "epochs": 1,
-            "zero_loss": task.trivial_mse,
+            "zero_loss": self._zero_loss(task),
             "n_read": task.largest_query_of_law,
             "y_1d": task.targets_1d,
         }
 
-    def predict(self, X):
-        """Predict the mean of the selected tokens.
+    def _forward(self, X):
+        """The fitted module's outputs on rows ``X`` (checked by the task's ``check_rows``).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features + 1)
-            Sequences with the selection indicator in the last channel.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples, n_features)
-            Predicted means, as float64 NumPy arrays whatever the device.
+        In chunks of at most :data:`_PREDICT_ELEMENTS` floats, with keyed
+        draws; a float64 NumPy array of the module's output shape.
         """
-        check_is_fitted(self)
-        return self._predict_validated(self.task_.check_rows(X, type(self).__name__))
-
-    def _predict_validated(self, X):
-        """:meth:`predict` on an ``X`` that already passed the task's ``check_rows``."""
         n, T = X.shape[:2]
         self._check_predict_seq_len(T)
         kwargs = self._forward_kwargs()
@@ -298,38 +305,12 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         with torch.inference_mode():
             for start in starts:
                 out.append(tr.finite_forward(module, X[start : start + chunk], draws, kwargs))
-        y_pred = torch.cat(out).numpy().astype(np.float64)
-        return y_pred.ravel() if self._y_1d else y_pred
-
-    def score(self, X, y, sample_weight=None):
-        """Coefficient of determination R^2 of the prediction, averaged over features.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features + 1)
-            Sequences with the selection indicator in the last channel.
-        y : array-like of shape (n_samples, n_features)
-            True means of the selected tokens.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Sample weights.
-
-        Returns
-        -------
-        score : float
-            R^2 of ``self.predict(X)`` with respect to ``y``; equals
-            1 - relative MSE on this task.
-        """
-        check_is_fitted(self)
-        X = self.task_.check_rows(X, type(self).__name__)
-        y = self.task_.check_targets(y, X)
-        return self.task_.score(y, self._predict_validated(X), sample_weight)
+        return torch.cat(out).numpy().astype(np.float64)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False
         tags.input_tags.three_d_array = True
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = False
         return tags
 
     # -- the training loop, in named steps ----------------------------------
@@ -339,7 +320,9 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         run = self._plan(data, fitted_task, device, batch_size, epochs, zero_loss, n_read, y_1d)
         net = self._run_net(run)
         probe = torch.Generator(device=device).manual_seed(run.pe_seed + 1)
-        start = progress.start_loss(run.module, data, probe, run.kwargs, run.chunk)
+        start = progress.start_loss(
+            run.module, data, probe, run.kwargs, run.chunk, self._criterion()
+        )
         generator = torch.Generator(device=device).manual_seed(run.pe_seed)
         # Streamed draws, with one encodings buffer for the whole fit: every step
         # overwrites the previous step's encodings after its backward.
@@ -514,6 +497,8 @@ class _BaseEstimator(AtomicSetParams, FittedState, RegressorMixin, BaseEstimator
         """The owned skorch net, with the resolved solver and rate and this estimator's settings."""
         return tr.build_net(
             module,
+            net=self._net_class,
+            criterion=self._criterion,
             solver=solver,
             learning_rate_init=learning_rate_init,
             momentum=self.momentum,

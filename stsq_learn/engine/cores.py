@@ -21,9 +21,10 @@ from ..encodings.length_scale import LENGTH_SCALES, length_scale_rule
 from ..nn import Attention, FullyConnected
 from . import rates as _rates
 from .base import _BaseEstimator
+from .regression import _Regressor
 
 
-class _AttentionCore(_BaseEstimator):
+class _AttentionCore(_Regressor):
     """Hyperparameters, module and step sizes of the attention estimators."""
 
     _parameter_constraints: dict = {
@@ -234,7 +235,7 @@ class _AttentionCore(_BaseEstimator):
         return None if readout is None else readout.detach().cpu().numpy().copy()
 
 
-class _FCNCore(_BaseEstimator):
+class _FCNCore(_Regressor):
     """Hyperparameters and module of the fully-connected baselines."""
 
     _parameter_constraints: dict = {

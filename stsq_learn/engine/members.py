@@ -461,7 +461,7 @@ def fit_stacked(estimators, method, calls, errors):
     )
     stacked_net.set_params(criterion__n_members=S)
     probes = [torch.Generator(device=device).manual_seed(run.pe_seed + 1) for run in runs]
-    starts = progress.start_loss(stacked, data, probes, run0.kwargs, run0.chunk)
+    starts = progress.start_loss(stacked, data, probes, run0.kwargs, run0.chunk, first._criterion())
     generators = [torch.Generator(device=device).manual_seed(run.pe_seed) for run in runs]
     for net in nets:
         net.notify("on_train_begin", X=data, y=None)

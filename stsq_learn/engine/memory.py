@@ -9,51 +9,44 @@ swapping, halfway through a fit.
 from __future__ import annotations
 
 import itertools
-import os
 
 import torch
+
+from .._resources import available_bytes, gib
+from .._validation import tensor_view_of
 
 _TRAINING_COPIES = 4
 """Copies of the weights a fit holds: the weights, their gradients, Adam's two moments."""
 _STEP_COPIES = 3
 """A step's activations: the forward pass, its saved tensors, the backward pass."""
-_SIZE_PARAMETERS = ("width", "n_heads", "max_positions", "extra_hidden_layers")
 
 
-def available_bytes(device):
-    """Memory a fit may take on ``device``: free CUDA memory, or the RAM the OS calls available."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
-        return None
+def copied_bytes(arrays, dtype, device):
+    """Bytes the training copies of NumPy ``arrays`` take in ``dtype`` on ``device``.
+
+    An array the tensor shares (on the CPU, C-contiguous, already of the
+    dtype, in native byte order: :func:`stsq_learn._validation.as_tensor`)
+    costs nothing; any other is one copy, a broadcast view of zeros included.
+    """
+    cpu = torch.device(device).type == "cpu"
+    size = torch.finfo(dtype).bits // 8
+    return sum(0 if cpu and tensor_view_of(a, dtype) else a.size * size for a in arrays)
 
 
-def _gib(n_bytes):
-    return f"{n_bytes / 2**30:.3g} GiB"
-
-
-def check_fit_memory(estimator, task, batch_size, device, n_read, members=1):
-    """Refuse, before any work, a fit whose model or steps would not fit in memory.
+def check_fit_memory(estimator, task, batch_size, device, n_read, rows=(), members=1):
+    """Refuse, before any work, a fit whose model, steps or rows would not fit in memory.
 
     ``task`` is the fitted task (its training length), ``n_read`` the most
     positions a query of the training rows reads (None: unknown, bounded by
-    the width); ``members`` fits trained together as one model
+    the width); ``rows`` are the NumPy arrays (``X``, ``y``) that ``fit``
+    is about to copy to the device (:func:`copied_bytes`), checked before
+    the copy; ``members`` fits trained together as one model
     (:mod:`stsq_learn.engine.members`) hold ``members`` times the model and
     the step.
     """
     from .training import DTYPES
 
-    params = [f"{k}={v}" for k, v in estimator.get_params().items() if k in _SIZE_PARAMETERS]
+    params = estimator._size_hyperparameters()
     if members > 1:
         params.insert(0, f"{members} members trained together")
     T = task.reference_length
@@ -76,6 +69,7 @@ def check_fit_memory(estimator, task, batch_size, device, n_read, members=1):
         type(estimator).__name__,
         ", ".join([*params, f"batch_size={batch_size}", f"seq_len={T}"]),
         members=members,
+        data_bytes=copied_bytes(rows, DTYPES[estimator.dtype], device),
     )
 
 
@@ -89,6 +83,7 @@ def check_training_memory(
     params,
     advice="Lower the width or the batch size.",
     members=1,
+    data_bytes=0,
 ):
     """Raise ``ValueError`` if training ``module`` would need more memory than ``device`` has.
 
@@ -113,15 +108,25 @@ def check_training_memory(
     members : int, default=1
         Copies of the model and its steps trained together (the members of
         a batched fit).
+    data_bytes : int, default=0
+        Bytes of the training rows copied to the device (:func:`copied_bytes`).
     """
     numel = sum(t.numel() for t in itertools.chain(module.parameters(), module.buffers()))
     model = _TRAINING_COPIES * numel * element_size * members
     step = _STEP_COPIES * batch_size * per_row * element_size * members
     limit = available_bytes(device)
-    if limit is None or model + step <= limit:
+    if limit is None or model + step + data_bytes <= limit:
         return
+    parts = f"{gib(model)} for the model and its training state, {gib(step)} for a step"
+    if data_bytes:
+        parts += f", {gib(data_bytes)} for the training rows"
+        if data_bytes > model + step:
+            advice = (
+                f"fit copies its rows to {device} in the training dtype: train on fewer "
+                "rows, or on a stream of fresh batches (fit_online), which holds one "
+                "batch at a time."
+            )
     raise ValueError(
-        f"{owner} with {params} would need about {_gib(model + step)} to train "
-        f"({_gib(model)} for the model and its training state, {_gib(step)} for a step), "
-        f"more than the {_gib(limit)} available on {device}. {advice}"
+        f"{owner} with {params} would need about {gib(model + step + data_bytes)} to train "
+        f"({parts}), more than the {gib(limit)} available on {device}. {advice}"
     )

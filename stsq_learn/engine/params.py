@@ -128,6 +128,8 @@ def _call_problem(args, kwargs, positional, names):
         if name in kwargs:
             return f"got multiple values for argument {name!r}"
     return None
+
+
 def refuse_booleans(estimator):
     """Raise ``TypeError`` for a boolean where a parameter's constraints ask for a number.
 

@@ -20,14 +20,16 @@ from sklearn.exceptions import ConvergenceWarning
 from .training import STOP_REASON, raise_diverged
 
 
-def start_loss(module, data, generator, kwargs, chunk):
+def start_loss(module, data, generator, kwargs, chunk, criterion):
     """The training loss of ``module`` before any step, on ``data.probe`` rows (no gradient).
 
     ``generator`` is the probe's own, so the run's batches and draws are
     those it would have without the probe. The rows go through the model
     ``chunk`` at a time (:func:`stsq_learn.engine.training.probe_chunk`), so the
-    probe holds no more than that many rows' forward pass. A list of
-    generators measures the members of a batched fit (``module`` stacked:
+    probe holds no more than that many rows' forward pass. ``criterion`` is
+    the run's loss (:mod:`stsq_learn.nn.losses`): the mean of its
+    ``losses`` over every output unit of the probe. A list of generators
+    measures the members of a batched fit (``module`` stacked:
     :mod:`stsq_learn.nn.members`), each on its own probe rows and draws, and
     gives a list of losses.
     """
@@ -41,9 +43,7 @@ def start_loss(module, data, generator, kwargs, chunk):
         for X, y in data.probe(generator, chunk):
             out = module(X, generator=draws, **kwargs)
             for own, out_s, y_s in zip(losses, member_parts(out, S), member_parts(y, S)):
-                # The loss of SquaredError, outside the criterion (no training step is evaluated).
-                err = (out_s - y_s).square()  # one number per output row (a 1-D target: per row)
-                own.append(err.sum(-1).reshape(-1) if err.dim() > 1 else err)
+                own.append(criterion.losses(out_s, y_s))
             del X, y, out, out_s, y_s  # the next chunk is drawn while these would be held
     means = [float(torch.cat(own).mean()) for own in losses]
     return means if isinstance(generator, list) else means[0]

@@ -30,6 +30,10 @@ A forged larger one is refused before torch computes a shape from it.
 """
 
 
+SIZE_PARAMETERS = ("width", "n_heads", "max_positions", "extra_hidden_layers")
+"""The hyperparameters that size a model's weights (named by the messages about them)."""
+
+
 SEED_MAX = 2**31 - 1
 """Seeds a fit draws (prediction, encodings) are in ``[0, SEED_MAX)`` (int32's maximum)."""
 
@@ -201,7 +205,8 @@ def check_weights(weights, expected, described_by, dtype=None):
     missing, unknown = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
     if missing or unknown:
         raise ValueError(
-            f"the weights do not match the model: missing {missing}, unknown {unknown}."
+            f"the weights do not match the model of {described_by}: missing {missing}, "
+            f"unknown {unknown}."
         )
     for key, ref in expected.items():
         value = weights[key]
@@ -220,6 +225,19 @@ def check_weights(weights, expected, described_by, dtype=None):
             )
         if not torch.isfinite(value).all():
             raise ValueError(f"weight {key!r} holds NaN or infinity.")
+
+
+def rebuild_task(build, fields):
+    """``build()``: the task of a fitted state, or a ``ValueError`` naming ``fields``.
+
+    ``fields`` are the fitted values the task is built from (name -> value):
+    a task that refuses them is a file whose fields do not describe a task.
+    """
+    try:
+        return build()
+    except (TypeError, ValueError) as exc:
+        named = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+        raise ValueError(f"the fitted state of its task ({named}) is invalid: {exc}") from None
 
 
 def check_device_name(device):
@@ -281,6 +299,13 @@ class FittedState:
 
     _sizes_in_weights = ("n_features_in_",)
     """The fitted sizes that fix the weights' shapes (:func:`check_sizes`)."""
+
+    _fitted_extra_keys = ()
+    """Fitted keys a subclass adds to the file (it writes, checks and assigns them itself)."""
+
+    def _size_hyperparameters(self):
+        """``"name=value"`` of every hyperparameter that sizes the weights, for messages."""
+        return [f"{k}={v}" for k, v in self.get_params().items() if k in SIZE_PARAMETERS]
 
     def get_fitted_state(self):
         """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
@@ -346,15 +371,16 @@ class FittedState:
         except (ValueError, TypeError) as exc:
             raise ValueError(f"invalid hyperparameter: {exc}") from None
         task_class = self._task_class()
-        check_state(state, task_class.fitted_keys)
+        check_state(state, (*task_class.fitted_keys, *self._fitted_extra_keys))
         fitted = state["fitted"]
         check_sizes(fitted, self._sizes_in_weights, state["weights"])
         target = state_device(fitted["device"], device, type(self).__name__)
         T, d, seed = fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"]
-        try:
-            task = task_class.from_fitted(T, d, {k: fitted.get(k) for k in task_class.fitted_keys})
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"the fitted state of its task is invalid: {exc}") from None
+        task_state = {k: fitted.get(k) for k in task_class.fitted_keys}
+        task = rebuild_task(
+            lambda: task_class.from_fitted(T, d, task_state),
+            {"seq_len_": T, "n_features_in_": d, **task_state},
+        )
         try:  # what fit checks of the hyperparameters against the task it trains on
             self._check_train_length(task)
         except (ValueError, TypeError) as exc:
@@ -367,7 +393,10 @@ class FittedState:
                 f"fitted y_1d is true (one output per row), but the model of its task "
                 f"predicts {outputs} outputs per row."
             )
-        described_by = f"seq_len_={T}, n_features_in_={d} and these hyperparameters"
+        sizes = [f"seq_len_={T}", f"n_features_in_={d}"]
+        sizes += [f"{k}={v!r}" for k, v in task.fitted_state().items()]  # the task's, e.g. q
+        sizes = ", ".join([*sizes, *self._size_hyperparameters()])
+        described_by = f"{sizes} and the other hyperparameters"
         # shapes only: a tampered size allocates nothing
         expected = expected_weights(lambda: self._make_module(task, seed), described_by)
         check_weights(state["weights"], expected, described_by, dtype=tr.DTYPES[self.dtype])

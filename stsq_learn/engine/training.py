@@ -13,8 +13,9 @@ state.
   :class:`AdaptiveRate` (each records in the history why it stopped), and
   :func:`rate_schedule`, which maps ``learning_rate`` to skorch's
   ``LRScheduler`` over torch's schedulers.
-- :func:`build_net`, the one place a :class:`skorch.NeuralNetRegressor` is
-  made, for training and for loading a saved model.
+- :func:`build_net`, the one place a skorch net is made (a
+  :class:`skorch.NeuralNetRegressor` or :class:`skorch.NeuralNetClassifier`),
+  for training and for loading a saved model.
 - Forward-pass safety: :func:`finite_forward` (overflow), :func:`check_finite_weights`.
 """
 
@@ -26,12 +27,10 @@ import warnings
 
 import numpy as np
 import torch
-from skorch import NeuralNetRegressor
 from skorch.callbacks import Callback, EarlyStopping, LRScheduler, ProgressBar
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR
 
 from .._validation import as_tensor
-from ..nn import SquaredError
 from .batch_reuse import active_reuse
 from .rates import Cooldown
 
@@ -378,6 +377,8 @@ def rate_schedule(schedule, *, power_t, n_steps, batch_size, n_rows, rows_before
 def build_net(
     module,
     *,
+    net,
+    criterion,
     solver,
     learning_rate_init,
     momentum,
@@ -396,6 +397,11 @@ def build_net(
     ----------
     module : torch.nn.Module
         The model, already on ``device``.
+    net : type
+        The skorch class: :class:`skorch.NeuralNetRegressor` for a regressor,
+        :class:`skorch.NeuralNetClassifier` for a classifier.
+    criterion : type
+        The loss (:mod:`stsq_learn.nn.losses`).
     solver, learning_rate_init, momentum, alpha : str, float, float, float
         The estimator's optimiser settings (``alpha`` is the weight decay).
     device : torch.device
@@ -414,8 +420,8 @@ def build_net(
 
     Returns
     -------
-    skorch.NeuralNetRegressor
-        Not initialised.
+    skorch.NeuralNet
+        An instance of ``net``, not initialised.
     """
     if solver == "sgd":
         optimizer, opt_kwargs = torch.optim.SGD, {"optimizer__momentum": momentum}
@@ -424,9 +430,11 @@ def build_net(
     callbacks = list(callbacks)
     if verbose >= 2 or (verbose >= 1 and step_progress):
         callbacks.append(ProgressBar())
-    return NeuralNetRegressor(
+    if not verbose:  # skorch's epoch table, formatted at every epoch even when not printed
+        opt_kwargs["callbacks__print_log"] = None
+    return net(
         module=module,
-        criterion=SquaredError,
+        criterion=criterion,
         optimizer=optimizer,
         lr=learning_rate_init,
         optimizer__weight_decay=alpha,

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ._record import SIZES
 
 FORMAT = "stsq-learn reference 1"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__
 from .._validation import check_positive_int, check_scheduler, resolve_device
+from .._version import __version__
 from . import _seeds
 from ._record import SIZES, estimate
 from ._records import RECORDS

@@ -27,6 +27,7 @@ from ._width_search import (
     checked_grids,
     floor_widths,
     growth_laws,
+    joint_law,
     per_model,
     search_bisect,
     search_bracket,
@@ -728,22 +729,6 @@ def _plot_by_q(results, axes):
             f"Width separation by q, median over {len(results)} seeds, error bars: min-max"
         )
     return fig
-
-
-def joint_law(curves, widths_of):
-    """Least squares ``w = a + b q log2 T`` over the curves' widths (``widths_of(curve)``)."""
-    import math
-
-    from ._width_search import fit_growth_law
-
-    xs, ws = [], []
-    for curve in curves:
-        q = curve.config["n_selected"]
-        for T, w in zip(curve.seq_lens, widths_of(curve)):
-            if w is not None:
-                xs.append(q * math.log2(T))
-                ws.append(w)
-    return fit_growth_law(xs, ws)
 
 
 class SeparationCurve(CurveSettings):

@@ -174,7 +174,7 @@ def plot_by_q(results, ax):
     bounds, and the law ``w = a + b q log2 T`` fitted to every seed's
     measured widths.
     """
-    from ._separation import joint_law
+    from ._width_search import joint_law
 
     first = results[0]
     law = first.law

@@ -92,6 +92,18 @@ def fit_growth_law(xs, ws, *, intercept=True):
     return {"intercept": float(a), "slope": float(b), **_quality(ws, a + b * xs)}
 
 
+def joint_law(curves, widths_of):
+    """Least squares ``w = a + b q log2 T`` over the curves' widths (``widths_of(curve)``)."""
+    xs, ws = [], []
+    for curve in curves:
+        q = curve.config["n_selected"]
+        for T, w in zip(curve.seq_lens, widths_of(curve)):
+            if w is not None:
+                xs.append(q * math.log2(T))
+                ws.append(w)
+    return fit_growth_law(xs, ws)
+
+
 # The exponents c the shifted power law tries. As c -> 0, a + b T^c -> a' + b' log T: a best c
 # at the grid's lower edge means the data ask for the logarithm.
 _EXPONENTS = np.geomspace(0.001, 2.0, 200)

@@ -36,6 +36,7 @@ import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._version import __version__
 from ..registry import View
 from ..tasks import TASKS, Task, get_task
 from . import archive as _archive
@@ -43,7 +44,7 @@ from . import archive as _archive
 __all__ = ["MIGRATIONS", "load_model", "save_model"]
 
 FORMAT_NAME = "stsq-learn-model"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 _METADATA, _HISTORY, _WEIGHTS = "metadata.json", "history.json", "weights.pt"
 _MAX_MEMBER_BYTES = 1 << 30  # refuse members that would unpack to more than 1 GiB
 
@@ -161,7 +162,59 @@ def _from_v3(meta):
     return meta
 
 
-MIGRATIONS = {1: _from_v1, 2: _from_v2, 3: _from_v3}
+# What stsq-learn 0.6 trained SparseTokenClassifier with: plain loops of full-batch steps on
+# the CPU in float64, no schedule, no early stopping.
+_CLASSIFIER_0_6 = {
+    "learning_rate": "constant",
+    "power_t": 0.5,
+    "batch_size": "full",
+    "tol": 1e-4,
+    "n_iter_no_change": None,
+    "momentum": 0.0,
+    "dtype": "float64",
+    "device": "cpu",
+    "warm_start": False,
+    "on_divergence": "raise",
+    "callbacks": None,
+}
+
+
+def _from_v4(meta):
+    """Version 4, written by stsq-learn 0.5 and 0.6, to version 5 (0.7).
+
+    Only :class:`~stsq_learn.SparseTokenClassifier` changed: 0.7 runs it on
+    the estimators' engine. A file of 0.6 gets the engine's hyperparameters
+    with what 0.6 trained with (full-batch steps, float64 on the CPU, a
+    constant rate; ``solver="gd"`` is ``"sgd"`` on all rows), and the
+    engine's fitted fields: the solver and rate it ran, no draws (the
+    classifier draws nothing: seeds 0), ``t_`` 0 and ``planned_steps``
+    None (0.6 did not record them). Its weights (``query``, ``readout``,
+    ``intercept``, float64) are those of 0.7's two-class module. A 0.6
+    ``"two_step"`` model fitted its readout by L-BFGS; 0.7 refits it by
+    gradient steps, and predicts exactly as the file's weights say.
+    """
+    if meta["class"] == "SparseTokenClassifier":
+        params, fitted = meta["params"], meta["fitted"]
+        if params.get("solver") == "gd":
+            params["solver"] = "sgd"
+        for name, value in _CLASSIFIER_0_6.items():
+            params.setdefault(name, value)
+        if fitted is not None:
+            solver = params.get("solver")
+            fitted.setdefault("t_", 0)
+            fitted.setdefault("predict_seed", 0)
+            fitted.setdefault("y_1d", True)
+            fitted.setdefault("device", "cpu")
+            fitted.setdefault("module_seed", 0)
+            fitted.setdefault("solver", "adam" if solver == "adam" else "sgd")
+            fitted.setdefault("learning_rate_init", params.get("learning_rate_init"))
+            fitted.setdefault("token_block_rate", None)
+            fitted.setdefault("planned_steps", None)
+    meta["format_version"] = 5
+    return meta
+
+
+MIGRATIONS = {1: _from_v1, 2: _from_v2, 3: _from_v3, 4: _from_v4}
 """Format version -> the function that brings its metadata to the next version."""
 
 
@@ -272,8 +325,6 @@ def save_model(estimator, path):
     else:
         state = estimator.get_fitted_state()
     params = {k: _json_param(k, v) for k, v in estimator.get_params(deep=False).items()}
-    from .. import __version__
-
     metadata = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,

@@ -16,80 +16,30 @@ positional part matter, so ``W_h`` is stored as ``(d + m, n_slots * m)``
 :class:`FullyConnected` is the baseline: the task's flat row through ReLU
 layers. :class:`AttentionSelector` is the module of sparse token selection
 built from its sizes; a task's own modules (q-sparse averaging's
-:class:`AttentionAverager` and :class:`FullyConnectedAverager`) live in its
-home and are registered with it (:mod:`stsq_learn.registry`): they are
-importable from here too.
+:class:`AttentionAverager` and :class:`FullyConnectedAverager`, the
+classification task's :class:`AttentionClassifier`) live in its home and are
+registered with it: the registry (:mod:`stsq_learn.registry`) adds them
+here, so they are importable from here too. :class:`SquaredError` and
+:class:`LogisticLoss` are the training losses of the regressors and of the
+classifiers.
 """
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-
-from .._live_names import live_names
 from .attention import Attention as Attention
 from .attention import positional_alignment as positional_alignment
 from .fully_connected import FullyConnected as FullyConnected
+from .losses import LogisticLoss as LogisticLoss
+from .losses import SquaredError as SquaredError
 from .task_attention import AttentionSelector as AttentionSelector
 
-_OWN = ["Attention", "AttentionSelector", "FullyConnected", "SquaredError", "positional_alignment"]
-
-
-def _task_modules():
-    """The torch modules the registered tasks export from here, by name."""
-    from .. import registry
-
-    return {m.__name__: m for reg in registry.registrations() for m in reg.modules}
-
-
-__getattr__, __dir__ = live_names(__name__, _task_modules, own=_OWN)
-
-
-class SquaredError(nn.Module):
-    """Mean over output rows of the squared Euclidean error ``||y_hat - y||^2``.
-
-    Parameters
-    ----------
-    n_members : int or None, default=None
-        For the S members of a batched fit (rows member-major, or a list of
-        each member's rows): the loss is the sum of the members' means, so
-        that each member's gradient is its own fit's; the members' losses
-        are kept as ``member_losses_``.
-    """
-
-    def __init__(self, n_members=None):
-        super().__init__()
-        self.n_members = n_members
-
-    def forward(self, y_pred, y_true):
-        """Return the loss of a batch.
-
-        Parameters
-        ----------
-        y_pred : Tensor of shape (n, ..., n_outputs)
-            Predictions (members: a list of each member's, where their
-            shapes differ).
-        y_true : Tensor of the same shape
-            Targets.
-
-        Returns
-        -------
-        Tensor of shape ()
-            ``mean ||y_pred[i] - y_true[i]||^2`` over the output rows (a 1-D
-            target, one number per row: the mean of the squared errors);
-            with members, the sum of every member's.
-        """
-        if self.n_members is None:
-            return _row_errors(y_pred, y_true).mean()
-        if isinstance(y_pred, list):
-            losses = torch.stack([_row_errors(p, t).mean() for p, t in zip(y_pred, y_true)])
-        else:
-            losses = _row_errors(y_pred, y_true).reshape(self.n_members, -1).mean(1)
-        self.member_losses_ = losses.detach()
-        return losses.sum()
-
-
-def _row_errors(y_pred, y_true):
-    """``||y_pred[i] - y_true[i]||^2`` of every output row (a 1-D target: every number)."""
-    err = (y_pred - y_true).square()
-    return err.sum(-1) if err.dim() > 1 else err
+__all__ = [
+    "Attention",
+    "AttentionSelector",
+    "FullyConnected",
+    "LogisticLoss",
+    "SquaredError",
+    "positional_alignment",
+]
+# The registry (stsq_learn.registry) adds each registered task's modules to this
+# module and to __all__: nn itself imports nothing above it.

@@ -1,6 +1,7 @@
 """Sparse-token classification (Barnfield, Cui and Lu, ICLR 2026): its home.
 
-- :mod:`.estimators` (the attention classifier)
+- :mod:`.estimators` (the attention classifier) and :mod:`.modules` (its
+  torch module)
 - :mod:`.baselines` (the linear baselines)
 - :mod:`.task`
 - :mod:`.theory`

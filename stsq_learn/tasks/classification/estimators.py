@@ -1,137 +1,208 @@
-"""The attention classifier of sparse-token classification.
+"""The attention classifier of sparse-token classification, on the estimators' engine.
 
 :class:`SparseTokenClassifier` is the single-layer attention classifier of
 Barnfield, Cui and Lu (ICLR 2026, arXiv 2509.25153): a trainable query
 vector scores every token, a softmax over the tokens weighs them, and a
-linear readout of the weighted token gives the logit. It is trained by
-gradient descent on the logistic loss, jointly or by the paper's two-step
-protocol (``solver="two_step"``: one gradient step on the readout, one on
-the query, then the readout alone). It reads ``X`` of shape
-``(n_samples, seq_len, n_features)`` at any length.
+linear readout of the weighted token gives the logit
+(:class:`~.modules.AttentionClassifier`). It is a classifier of the engine
+(:class:`~stsq_learn.engine.classification._Classifier`): mini-batches or
+the full batch, ``fit_online`` on the law, any device and dtype, the memory
+check, divergence, warm starts, persistence. The paper's two-step protocol
+(``solver="two_step"``) is a pace of the same training loop
+(:class:`TwoSteps`). It reads ``X`` of shape ``(n_samples, seq_len,
+n_features)`` at any length.
 
 The linear baselines it is compared with live in :mod:`.baselines`.
 """
 
 from __future__ import annotations
 
-import math
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
-from ..._validation import as_tensor
-from ...engine.params import AtomicSetParams, refuse_booleans
-from ...engine.state import (
-    _is_int,
-    _is_number_list,
-    check_fitted_state,
-    check_sizes,
-    check_weights,
-    size_check,
-)
-from .task import SparseTokenClassificationTask, as_tokens
+from ..._docstrings import replace_once
+from ...engine import training as tr
+from ...engine.base import _BaseEstimator
+from ...engine.classification import _Classifier
+from ...engine.rates import _StepPace
+from ...engine.state import _is_number_list, check_fitted_state
+from .modules import AttentionClassifier, initial_query_std
 
 __all__ = ["SparseTokenClassifier"]
 
-_CPU = torch.device("cpu")
-_F64 = torch.float64
-_WEIGHTS = ("query", "readout", "intercept")
 
+class TwoSteps(_StepPace):
+    """The two-step protocol as a pace of the training loop: which parts each step moves.
 
-def attention_logits(X, query, readout, intercept):
-    """The classifier's logit ``<w, sum_l softmax(X q)_l x_l> + b`` of each row (torch).
+    Step 1 moves the readout only (the intercept and the query are put
+    back; at ``q = 0`` and ``w = 0`` the query's gradient vanishes anyway),
+    step 2 the query only; the query after step 2 is recorded
+    (``query_``), then rescaled to norm ``query_norm`` if given, and kept:
+    every later step moves the readout and the intercept alone. A run that
+    continues a two-step fit (a warm start) starts at step 3.
 
     Parameters
     ----------
-    X : Tensor of shape (n, L, d)
-        Rows.
-    query, readout : Tensor of shape (d,)
-        ``q`` and ``w``.
-    intercept : Tensor of shape (1,)
-        ``b``.
-
-    Returns
-    -------
-    Tensor of shape (n,)
+    query_norm : float or None
+        The query's norm after the two steps (None: the step's norm).
+    steps_done : int, default=0
+        Steps of the protocol already taken (2: a continuation).
     """
-    weights = torch.softmax(X @ query, dim=1)  # (n, L): attention over the tokens
-    pooled = torch.einsum("nl,nld->nd", weights, X)
-    return pooled @ readout + intercept[0]
+
+    _FROZEN = {1: ("query", "intercept"), 2: ("readout", "intercept")}
+
+    def __init__(self, query_norm, steps_done=0):
+        super().__init__(rate=0.0)
+        self.query_norm = query_norm
+        self.steps_done = steps_done
+
+    def initialize(self):
+        super().initialize()
+        self.step_ = self.steps_done
+        self.query_ = None
+        return self
+
+    def _before(self, module):
+        return {name: p.detach().clone() for name, p in module.named_parameters()}
+
+    def _pace(self, module, before):
+        self.step_ += 1
+        for name in self._FROZEN.get(self.step_, ("query",)):
+            module.get_parameter(name).copy_(before[name])
+        if self.step_ == 2:
+            query = module.query
+            self.query_ = query.detach().cpu().numpy().astype(np.float64)
+            norm = float(query.norm())
+            if self.query_norm is not None and norm > 0:
+                query.mul_(float(self.query_norm) / norm)
 
 
-class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
-    """Single-layer attention classifier with a trainable query vector (binary).
+class SparseTokenClassifier(_Classifier):
+    """Single-layer attention classifier with a trainable query vector.
 
     The model of Barnfield, Cui and Lu (ICLR 2026): for a row ``X`` of
     ``L`` tokens ``x_l`` in ``R^d``,
 
     ``f(X) = <w, sum_l softmax_l(<x_l, q>) x_l> + b``,
 
-    the softmax over the ``L`` tokens; ``P(y = classes_[1] | X) = sigmoid(f(X))``.
-    The query ``q``, the readout ``w`` and the intercept ``b`` minimise the
-    mean logistic loss plus ``alpha / 2 (|q|^2 + |w|^2)`` by full-batch
-    gradient steps:
+    the softmax over the ``L`` tokens; ``P(y = classes_[1] | X) =
+    sigmoid(f(X))``. With more than two classes, one readout and intercept
+    per class over the same query, and a softmax over the classes. The
+    query ``q``, the readout ``w`` and the intercept ``b`` minimise the mean
+    logistic loss (the softmax cross-entropy for more classes), with weight
+    decay ``alpha``:
 
-    - ``solver="adam"`` (default) or ``"gd"``: ``max_iter`` Adam or plain
-      gradient steps on ``(q, w, b)`` jointly, from ``w = 0, b = 0`` and a
-      small random ``q`` (standard deviation ``1e-2 / sqrt(d)``);
-    - ``solver="two_step"``: the two-step protocol. From
-      ``q = 0, w = 0, b = 0`` (uniform attention), one gradient step of size
-      ``learning_rate_init`` on ``w`` (at ``q = 0`` the gradient in ``q``
-      vanishes), then one on ``q`` at that ``w``: the query's alignment
-      with the signal ``xi`` after these two steps is what the paper
-      analyses (:attr:`two_step_query_` keeps it). The query is then frozen
-      (rescaled to norm ``query_norm`` if given) and ``(w, b)`` are fitted
-      by ``max_iter`` L-BFGS iterations on the (convex) regularised
-      logistic loss.
+    - ``solver="adam"`` (default) or ``"sgd"``: Adam or plain gradient steps
+      on ``(q, w, b)`` jointly, from ``w = 0, b = 0`` and a small random
+      ``q`` (standard deviation ``1e-2 / sqrt(d)``), on minibatches of
+      ``batch_size`` rows (``"full"``: every row at every step, the
+      paper's full-batch gradient descent);
+    - ``solver="two_step"``: the two-step protocol, plain full-batch
+      gradient steps of size ``learning_rate_init`` from ``q = 0, w = 0,
+      b = 0`` (uniform attention): one on ``w``, then one on ``q`` at that
+      ``w``. The query's alignment with the signal ``xi`` after these two
+      steps is what the paper analyses (:attr:`two_step_query_` keeps it).
+      The query is then kept (rescaled to norm ``query_norm`` if given) and
+      ``(w, b)`` take ``max_iter`` more gradient steps. :meth:`fit` steps
+      on all rows (``batch_size`` is not used); :meth:`fit_online` on one
+      fresh batch a step.
 
     Parameters
     ----------
-    solver : {"adam", "gd", "two_step"}, default="adam"
-        The training protocol (above).
+    solver : {"adam", "sgd", "two_step"}, default="adam"
+        The optimiser, or the two-step protocol (above). (``"gd"``, 0.6's
+        name of full-batch ``"sgd"``, is deprecated.)
     learning_rate_init : float, default=0.05
-        Step size of the gradient steps (of both steps of ``"two_step"``).
+        Step size (of both steps of ``"two_step"``, and of the readout's after).
     max_iter : int, default=300
-        Gradient steps (``"adam"``, ``"gd"``), or L-BFGS iterations of the
-        readout after the two steps (``"two_step"``).
+        Epochs over ``X`` in :meth:`fit` (one step each with
+        ``batch_size="full"``), and the steps of ``fit_online(n_steps="auto")``;
+        with ``"two_step"``, the readout's steps after the two steps.
     alpha : float, default=1e-4
-        L2 penalty on ``q`` and ``w`` (not on ``b``).
+        L2 penalty (weight decay) of the optimiser.
     query_norm : float or None, default=None
         ``"two_step"`` only: the norm the query is rescaled to after the
         second step (the attention's inverse temperature); None keeps the
         step's norm. Ignored by the other solvers.
     random_state : int, RandomState instance or None, default=None
-        Seed of the query's initialisation (``"adam"``, ``"gd"``).
+        Seeds the query's initialisation, the batch order and the batches
+        of :meth:`fit_online`. An int makes :meth:`fit` reproducible.
     verbose : int, default=0
-        Prints the loss every tenth of the steps when positive.
+        1 prints a table of the epoch losses (with a progress bar of the
+        steps in :meth:`fit_online`); 2 adds a progress bar to every epoch.
+    learning_rate : {"constant", "invscaling", "adaptive", "cosine", "cooldown"}, \
+            default="constant"
+        Schedule of the step size, as for the regressors (e.g.
+        :class:`~stsq_learn.FCNRegressor`): ``"constant"`` keeps
+        ``learning_rate_init``.
+    power_t : float, default=0.5
+        Exponent of ``"invscaling"``.
+    batch_size : int, "auto" or "full", default="auto"
+        Rows per step. ``"auto"``: ``min(200, n_samples)`` in :meth:`fit`
+        (as :class:`~sklearn.neural_network.MLPClassifier`), 256 in
+        :meth:`fit_online`. ``"full"``: every row at every step of
+        :meth:`fit` (256 fresh rows in :meth:`fit_online`: a stream has no
+        full batch).
+    tol : float, default=1e-4
+        With ``n_iter_no_change`` set, training stops when the epoch loss
+        has not improved by at least ``tol`` for that many epochs.
+    n_iter_no_change : int or None, default=None
+        Patience of that rule, in epochs; None: no early stopping.
+    momentum : float, default=0.0
+        Momentum of ``solver="sgd"``.
+    dtype : {"float32", "float64"}, default="float32"
+        Precision of the computation; float64 input is cast to it.
+    device : str or torch.device, default="auto"
+        ``"auto"`` trains on CUDA when available, else on the CPU.
+        Predictions always come back as NumPy arrays.
+    warm_start : bool, default=False
+        When True, :meth:`fit` and :meth:`fit_online` continue from the
+        weights of the previous call (a fresh optimiser state), and
+        ``loss_curve_``, ``n_iter_`` and ``t_`` count on; the classes must
+        be the same (a continued ``"two_step"`` fit steps the readout only).
+    on_divergence : {"raise", "warn"}, default="raise"
+        What a fit that diverges does (its final loss more than 1.5 times
+        that of the model it started from): a ``ValueError`` naming the step
+        size, the estimator left as it was; or, ``"warn"``, keep it with a
+        ``UserWarning``.
+    callbacks : list of skorch callbacks or None, default=None
+        Callbacks the owned skorch net runs in every fit, after the
+        package's own.
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        The two labels; ``classes_[1]`` is the positive class (the signal).
+    classes_ : ndarray of shape (n_classes,)
+        The labels, sorted; for two, ``classes_[1]`` is the positive class
+        (the signal, label 1 of :func:`make_sparse_token_classification`).
     query_ : ndarray of shape (n_features,)
         The fitted query ``q``.
-    readout_ : ndarray of shape (n_features,)
-        The fitted readout ``w``.
-    intercept_ : float
+    readout_ : ndarray of shape (n_features,) or (n_classes, n_features)
+        The fitted readout ``w`` (one row per class for more than two).
+    intercept_ : float or ndarray of shape (n_classes,)
         The fitted intercept ``b``.
     two_step_query_ : ndarray of shape (n_features,) or None
         The query after the two steps (before any rescaling), with
         ``solver="two_step"``; None otherwise.
-    loss_curve_ : ndarray of shape (`n_iter_`,)
-        The training loss (penalty included) before each step or iteration.
+    loss_curve_ : list of float
+        Training loss per epoch (:meth:`fit`) or per step (:meth:`fit_online`).
     n_iter_ : int
-        Steps (or readout iterations) taken.
+        Epochs or steps run (with ``"two_step"``, the two steps included).
+    t_ : int
+        Training rows seen by the optimiser.
     task_ : SparseTokenClassificationTask
         The data contract (sizes of the training rows).
     n_features_in_, seq_len_ : int
         Token dimension and length seen in fit.
+    device_ : torch.device
+        Device the model was trained on and predicts on.
+    net_ : skorch.NeuralNetClassifier
+        The skorch net that ran the training (``net_.module_``: the
+        :class:`~stsq_learn.nn.AttentionClassifier`; ``net_.history``).
 
     See Also
     --------
@@ -147,9 +218,10 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
     confirmed (the paper's full text was out of reach): whether the readout
     is a learned vector (ours) or tied to the query, whether the attention
     has a temperature or a key/value matrix, the exact loss (ours: the
-    logistic loss, penalised), the initialisation, the step sizes, whether
-    the two steps reuse the same rows (ours: the same rows) and how the
-    readout is trained after them (ours: L-BFGS to convergence).
+    logistic loss, with weight decay), the initialisation, the step sizes,
+    whether the two steps reuse the same rows (ours: the same rows in
+    :meth:`fit`) and how the readout is trained after them (ours: plain
+    gradient steps with the query kept). The multiclass readout is ours.
 
     Examples
     --------
@@ -158,7 +230,7 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
     ...                                         signal=4.0, random_state=0)
     >>> clf = SparseTokenClassifier(random_state=0).fit(X, y)
     >>> clf.classes_
-    array([0., 1.])
+    array([0, 1])
     >>> clf.predict_proba(X[:2]).shape
     (2, 2)
     >>> bool(clf.score(X, y) > 0.9)
@@ -166,16 +238,16 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "solver": [StrOptions({"adam", "gd", "two_step"})],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        **_BaseEstimator._parameter_constraints,
+        "solver": [StrOptions({"adam", "sgd", "two_step"}), Hidden(StrOptions({"gd"}))],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto", "full"})],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "query_norm": [Interval(Real, 0, None, closed="left"), None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
+    _parameter_constraints.pop("width")
     _task = "classification"
-    _first_format_version = None  # model files of format version 4 on
+    _first_format_version = 4  # model files hold it since format 4 (0.6)
+    _fitted_extra_keys = ("classes_", "two_step_query_")
 
     def __init__(
         self,
@@ -186,6 +258,18 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         query_norm=None,
         random_state=None,
         verbose=0,
+        *,
+        learning_rate="constant",
+        power_t=0.5,
+        batch_size="auto",
+        tol=1e-4,
+        n_iter_no_change=None,
+        momentum=0.0,
+        dtype="float32",
+        device="auto",
+        warm_start=False,
+        on_divergence="raise",
+        callbacks=None,
     ):
         self.solver = solver
         self.learning_rate_init = learning_rate_init
@@ -194,254 +278,107 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         self.query_norm = query_norm
         self.random_state = random_state
         self.verbose = verbose
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.three_d_array = True
-        tags.input_tags.two_d_array = False
-        tags.classifier_tags.multi_class = False
-        tags.target_tags.single_output = True
-        tags.target_tags.multi_output = False
-        return tags
+        self.learning_rate = learning_rate
+        self.power_t = power_t
+        self.batch_size = batch_size
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.momentum = momentum
+        self.dtype = dtype
+        self.device = device
+        self.warm_start = warm_start
+        self.on_divergence = on_divergence
+        self.callbacks = callbacks
 
     def _validate_params(self):
         super()._validate_params()
-        refuse_booleans(self)
-        for name in ("learning_rate_init", "alpha", "query_norm"):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise ValueError(
-                    f"The {name!r} parameter of {type(self).__name__} must be finite, "
-                    f"got {value!r}."
-                )
+        if self.solver == "gd":
+            warnings.warn(
+                "solver='gd' is deprecated since stsq-learn 0.7 and will be removed in 0.9: "
+                "it is plain gradient descent on all rows, solver='sgd' with "
+                "batch_size='full'.",
+                FutureWarning,
+                stacklevel=3,
+            )
+
+    # -- the engine's hooks ------------------------------------------------------------
+    def _continues(self):
+        """Whether the next fit continues a fitted model (a warm start)."""
+        return self.warm_start and hasattr(self, "net_")
+
+    def _make_module(self, task, seed):
+        d = task.n_features
+        std = 0.0 if self.solver == "two_step" else initial_query_std(d)
+        return AttentionClassifier(d, self._n_classes(), query_std=std)
+
+    def _rows_per_step(self, seq_len, n_rows=None):
+        if n_rows is not None and self.solver in ("two_step", "gd"):
+            return n_rows  # full-batch gradient steps
+        return super()._rows_per_step(seq_len, n_rows)
+
+    def _leading_steps(self):
+        return 2 if self.solver == "two_step" and not self._continues() else 0
+
+    def _resolve_optimiser(self, zero_loss, planned_steps, module, online):
+        solver, rate = self.solver, float(self.learning_rate_init)
+        if solver != "two_step":
+            return ("adam" if solver == "adam" else "sgd"), rate, None, []
+        steps_done = 2 if self._continues() else 0
+        return "sgd", rate, None, [TwoSteps(self.query_norm, steps_done)]
 
     # -- fitting ---------------------------------------------------------------------
     def fit(self, X, y):
-        """Fit the attention classifier on rows ``X`` and labels ``y``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens.
-        y : array-like of shape (n_samples,)
-            Labels, exactly two distinct values; ``classes_[1]`` (the larger
-            in sort order, e.g. 1 of 0/1 or +1 of -1/+1) is the positive class.
-
-        Returns
-        -------
-        self : object
-            The fitted classifier.
-
-        Raises
-        ------
-        ValueError, TypeError
-            For a bad hyperparameter, rows that are not 3-D finite reals,
-            labels of another length or not of two classes, before any
-            work; for a run whose loss or weights stop being finite (lower
-            ``learning_rate_init``). A failed call leaves the model as it was.
-        """
-        self._validate_params()
-        X = as_tokens(X)
-        if y is None:
-            raise ValueError(
-                f"y is required: labels of shape (n_samples,) = ({len(X)},), got None."
-            )
-        y = column_or_1d(np.asarray(y), warn=True)
-        if len(y) != len(X):
-            raise ValueError(f"y has {len(y)} labels but X has {len(X)} rows; they must match.")
-        check_classification_targets(y)
-        classes, y01 = np.unique(y, return_inverse=True)
-        if len(classes) != 2:
-            raise ValueError(
-                f"{type(self).__name__} is a binary classifier: y must hold exactly 2 classes, "
-                f"got {len(classes)}: {classes.tolist()[:5]}."
-            )
-        task, X, y01 = SparseTokenClassificationTask.from_data(X, y01.astype(np.float64))
-        Xt = as_tensor(X, _F64)
-        yt = torch.as_tensor(y01)
-        rng = check_random_state(self.random_state)
-        state = self._train(Xt, yt, rng)
-        for name in ("query_", "readout_"):
-            if not np.isfinite(state[name]).all() or not np.isfinite(state["loss_curve_"]).all():
-                raise ValueError(
-                    "Training diverged: the loss or the weights became NaN or infinite. The "
-                    f"step size is the likely cause: lower learning_rate_init (it was "
-                    f"{self.learning_rate_init:.4g}), or rescale X. The estimator was left as "
-                    "it was before this call."
-                )
-        # Fitted state is assigned only now: a failed call leaves a fitted model as it was.
-        self.classes_ = classes
-        for key, value in state.items():
-            setattr(self, key, value)
-        self.task_ = task
-        self.n_features_in_ = task.n_features
-        self.seq_len_ = task.seq_len
+        super().fit(X, y)
+        self._record_two_steps()
         return self
 
-    def _loss(self, Xt, yt, q, w, b):
-        logits = attention_logits(Xt, q, w, b)
-        data = torch.nn.functional.binary_cross_entropy_with_logits(logits, yt)
-        return data + 0.5 * float(self.alpha) * (q.square().sum() + w.square().sum())
+    fit.__doc__ = _Classifier.fit.__doc__
 
-    def _train(self, Xt, yt, rng):
-        d = Xt.shape[2]
-        lr, steps = float(self.learning_rate_init), int(self.max_iter)
-        two_step = self.solver == "two_step"
-        q0 = np.zeros(d) if two_step else rng.standard_normal(d) * (1e-2 / math.sqrt(d))
-        q = torch.tensor(q0, dtype=_F64, requires_grad=True)
-        w = torch.zeros(d, dtype=_F64, requires_grad=True)
-        b = torch.zeros(1, dtype=_F64, requires_grad=True)
-        losses = []
-        two_step_query = None
-        if two_step:
-            for param in (w, q):  # step 1 on the readout, step 2 on the query
-                loss = self._loss(Xt, yt, q, w, b)
-                (grad,) = torch.autograd.grad(loss, param)
-                with torch.no_grad():
-                    param -= lr * grad
-            two_step_query = q.detach().numpy().copy()
-            with torch.no_grad():
-                norm = float(q.norm())
-                if self.query_norm is not None and norm > 0:
-                    q *= float(self.query_norm) / norm
-            q.requires_grad_(False)
-            optimizer = torch.optim.LBFGS(
-                [w, b],
-                lr=1.0,
-                max_iter=steps,
-                tolerance_grad=1e-9,
-                tolerance_change=1e-12,
-                history_size=20,
-                line_search_fn="strong_wolfe",
-            )
+    def fit_online(self, task, n_steps="auto"):
+        super().fit_online(task, n_steps)
+        self._record_two_steps()
+        return self
 
-            def closure():
-                optimizer.zero_grad()
-                loss = self._loss(Xt, yt, q, w, b)
-                losses.append(float(loss.detach()))
-                loss.backward()
-                return loss
+    fit_online.__doc__ = replace_once(
+        replace_once(
+            _Classifier.fit_online.__doc__,
+            "task : Task",
+            "task : SparseTokenClassificationTask",
+        ),
+        "``classes_[k]``).",
+        "``classes_[k]``). With ``solver='two_step'``, the two steps are taken\n"
+        "        on the first two batches, then ``n_steps`` steps of the readout.",
+    )
 
-            optimizer.step(closure)
-            n_iter = len(losses)
-        else:
-            params = [q, w, b]
-            if self.solver == "adam":
-                optimizer = torch.optim.Adam(params, lr=lr)
-            else:
-                optimizer = torch.optim.SGD(params, lr=lr)
-            for t in range(steps):
-                optimizer.zero_grad()
-                loss = self._loss(Xt, yt, q, w, b)
-                losses.append(float(loss.detach()))
-                if not math.isfinite(losses[-1]):
-                    break
-                loss.backward()
-                optimizer.step()
-                if self.verbose and (t % max(1, steps // 10) == 0 or t == steps - 1):
-                    print(f"{type(self).__name__}: step {t + 1}/{steps}, loss {losses[-1]:.6g}")
-            n_iter = len(losses)
-        return {
-            "query_": q.detach().numpy().copy(),
-            "readout_": w.detach().numpy().copy(),
-            "intercept_": float(b.detach()[0]),
-            "two_step_query_": two_step_query,
-            "loss_curve_": np.array(losses, dtype=np.float64),
-            "n_iter_": n_iter,
-        }
+    def _record_two_steps(self):
+        """``two_step_query_`` of the run just finished (a continuation keeps the first's)."""
+        if self.solver != "two_step":
+            self.two_step_query_ = None
+            return
+        pace = next(cb for _, cb in self.net_.callbacks_ if isinstance(cb, TwoSteps))
+        if pace.steps_done == 0:
+            self.two_step_query_ = pace.query_
 
-    # -- prediction --------------------------------------------------------------------
-    def decision_function(self, X):
-        """The logit ``f(X)`` of each row: positive for ``classes_[1]``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens, at any length.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            The logits, as float64.
-        """
+    # -- the fitted model --------------------------------------------------------------
+    def _parameter(self, name):
         check_is_fitted(self)
-        X = self.task_.check_rows(X, type(self).__name__)
-        with torch.no_grad():
-            out = attention_logits(
-                as_tensor(X, _F64),
-                torch.as_tensor(self.query_),
-                torch.as_tensor(self.readout_),
-                torch.tensor([self.intercept_], dtype=_F64),
-            )
-        return out.numpy().astype(np.float64)
+        return self.net_.module_.get_parameter(name).detach().cpu().numpy().astype(np.float64)
 
-    def predict_proba(self, X):
-        """Probabilities of the two classes, ``[1 - sigmoid(f), sigmoid(f)]``.
+    @property
+    def query_(self):
+        """The fitted query ``q``: an ndarray of shape (`n_features_in_`,)."""
+        return self._parameter("query")
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens, at any length.
+    @property
+    def readout_(self):
+        """The fitted readout ``w``: (`n_features_in_`,), or one row per class for more than two."""
+        return self._parameter("readout")
 
-        Returns
-        -------
-        ndarray of shape (n_samples, 2)
-            Columns in the order of ``classes_``; each row sums to 1.
-        """
-        f = self.decision_function(X)
-        p = 1.0 / (1.0 + np.exp(-f))
-        return np.stack([1.0 - p, p], axis=1)
-
-    def predict_log_proba(self, X):
-        """Logarithms of :meth:`predict_proba`, computed stably.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens, at any length.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, 2)
-            The log of :meth:`predict_proba`: column ``j`` for ``classes_[j]``.
-        """
-        f = self.decision_function(X)
-        return np.stack([-np.logaddexp(0.0, f), -np.logaddexp(0.0, -f)], axis=1)
-
-    def predict(self, X):
-        """The label of each row: ``classes_[1]`` where the logit is positive.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens, at any length.
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            Labels of ``classes_``.
-        """
-        check_is_fitted(self)
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
-
-    def score(self, X, y, sample_weight=None):
-        """Accuracy of :meth:`predict` on rows ``X`` with labels ``y``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len, n_features)
-            Tokens, at any length.
-        y : array-like of shape (n_samples,)
-            True labels.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Weights of the rows.
-
-        Returns
-        -------
-        float
-            The fraction of rows labelled correctly (weighted).
-        """
-        return super().score(X, y, sample_weight=sample_weight)
+    @property
+    def intercept_(self):
+        """The fitted intercept ``b``: a float, or one per class for more than two."""
+        b = self._parameter("intercept")
+        return float(b[0]) if len(self.classes_) == 2 else b
 
     def attention(self, X):
         """The attention weights ``softmax_l(<x_l, q>)`` of each row over its tokens.
@@ -458,127 +395,35 @@ class SparseTokenClassifier(AtomicSetParams, ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = self.task_.check_rows(X, type(self).__name__)
-        with torch.no_grad():
-            s = as_tensor(X, _F64) @ torch.as_tensor(self.query_)
-            return torch.softmax(s, dim=1).numpy()
+        module = self.net_.module_
+        param = module.query
+        with torch.inference_mode():
+            weights = module.attention(tr.as_tensor(X, param.dtype, param.device))
+        return weights.cpu().numpy().astype(np.float64)
 
-    # -- fitted state --------------------------------------------------------------------
-    def get_fitted_state(self):
-        """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
+    # -- fitted state ------------------------------------------------------------------
+    def _extra_fitted(self):
+        two = self.two_step_query_
+        return {
+            **super()._extra_fitted(),
+            "two_step_query_": None if two is None else [float(v) for v in two],
+        }
 
-        Returns
-        -------
-        state : dict
-            ``"fitted"``: sizes, classes, step count and curve (JSON types);
-            ``"history"``: an empty list; ``"weights"``: ``query``,
-            ``readout`` and ``intercept`` as float64 tensors.
-        """
-        check_is_fitted(self)
-        fitted = {
-            "n_features_in_": int(self.n_features_in_),
-            "seq_len_": int(self.seq_len_),
-            "n_iter_": int(self.n_iter_),
-            "classes_": self.classes_.tolist(),
-            "loss_curve_": [float(v) for v in self.loss_curve_],
+    def _read_extra_fitted(self, state):
+        extra = super()._read_extra_fitted(state)
+        schema = {
             "two_step_query_": (
-                None if self.two_step_query_ is None else [float(v) for v in self.two_step_query_]
-            ),
-        }
-        weights = {
-            "query": torch.tensor(self.query_, dtype=_F64),
-            "readout": torch.tensor(self.readout_, dtype=_F64),
-            "intercept": torch.tensor([self.intercept_], dtype=_F64),
-        }
-        return {"fitted": fitted, "history": [], "weights": weights}
-
-    def set_fitted_state(self, state, *, device=None):
-        """Make this estimator the fitted model described by ``state`` (:func:`load_model`).
-
-        Parameters
-        ----------
-        state : dict
-            As returned by :meth:`get_fitted_state`.
-        device : str, torch.device or None, default=None
-            None, ``"auto"`` or ``"cpu"``: the classifier computes on the CPU.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        Raises
-        ------
-        ValueError
-            If a hyperparameter is invalid, ``device`` is not the CPU, or
-            ``state`` is incomplete, ill-typed or inconsistent; nothing is
-            assigned then.
-        """
-        try:
-            self._validate_params()
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"invalid hyperparameter: {exc}") from None
-        if device is not None and str(device) not in ("auto", "cpu"):
-            raise ValueError(
-                f"{type(self).__name__} computes in float64 on the CPU; device={device!r} "
-                "cannot hold it. Load it with device=None or 'cpu'."
+                lambda v: v is None or _is_number_list(v),
+                "None or a list of numbers",
             )
-        check_fitted_state(state, _FITTED_SCHEMA, known=())
-        fitted = state["fitted"]
-        check_sizes(fitted, ("n_features_in_",), state["weights"])
-        n_iter, d, L = fitted["n_iter_"], fitted["n_features_in_"], fitted["seq_len_"]
-        losses = np.array(fitted["loss_curve_"], dtype=np.float64)
-        if losses.shape != (n_iter,) or not np.isfinite(losses).all():
-            raise ValueError(f"fitted loss_curve_ must hold n_iter_={n_iter} finite numbers.")
-        two = fitted["two_step_query_"]
+        }
+        check_fitted_state(state, schema)
+        two, d = state["fitted"]["two_step_query_"], state["fitted"].get("n_features_in_")
         if two is not None:
             two = np.array(two, dtype=np.float64)
-            if two.shape != (d,) or not np.isfinite(two).all():
+            if not np.isfinite(two).all() or (isinstance(d, int) and two.shape != (d,)):
                 raise ValueError(
                     f"fitted two_step_query_ must be None or {d} finite numbers "
                     f"(n_features_in_={d})."
                 )
-        try:
-            task = SparseTokenClassificationTask(L, d)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"the fitted sizes are invalid: {exc}") from None
-        expected = {
-            "query": torch.empty(d, device="meta"),
-            "readout": torch.empty(d, device="meta"),
-            "intercept": torch.empty(1, device="meta"),
-        }
-        check_weights(state["weights"], expected, f"n_features_in_={d}", dtype=_F64)
-        weights = {k: state["weights"][k].detach().numpy().copy() for k in _WEIGHTS}
-        self.classes_ = np.asarray(fitted["classes_"])
-        self.query_ = weights["query"]
-        self.readout_ = weights["readout"]
-        self.intercept_ = float(weights["intercept"][0])
-        self.two_step_query_ = two
-        self.loss_curve_ = losses
-        self.n_iter_ = n_iter
-        self.task_ = task
-        self.n_features_in_ = d
-        self.seq_len_ = L
-        return self
-
-
-def _is_classes(value):
-    """Two distinct labels of one JSON type (int, float, str or bool), in sort order."""
-    if not isinstance(value, list) or len(value) != 2:
-        return False
-    kinds = {type(v) for v in value}
-    if len(kinds) != 1 or next(iter(kinds)) not in (int, float, str, bool):
-        return False
-    if isinstance(value[0], float) and not all(math.isfinite(v) for v in value):
-        return False
-    return value[0] < value[1]
-
-
-_FITTED_SCHEMA = {
-    "n_features_in_": size_check(1),
-    "seq_len_": size_check(1),
-    "n_iter_": (lambda v: _is_int(v, 1), "an integer >= 1"),
-    "classes_": (_is_classes, "two distinct labels of one type, sorted"),
-    "loss_curve_": (_is_number_list, "a list of numbers"),
-    "two_step_query_": (lambda v: v is None or _is_number_list(v), "None or a list of numbers"),
-}
-"""What ``get_fitted_state`` returns under ``"fitted"``: name -> (check, description)."""
+        return {**extra, "two_step_query_": two}

@@ -44,6 +44,7 @@ from .task import SparseTokenClassificationTask
 from .theory import (
     attention_signal_share,
     attention_threshold,
+    fit_laws,
     pooled_error,
     pooled_threshold,
     two_step_alignment,
@@ -52,54 +53,9 @@ from .theory import (
 CLASSIFIERS = ("attention", "flat", "pooled")
 """The three classifiers, in the order of every table and figure."""
 
-_ATTENTION = SparseTokenClassifier(solver="adam", learning_rate_init=0.1, max_iter=80)
-
-
-def _r2(y, fitted):
-    y = np.asarray(y, float)
-    total = float(np.sum((y - y.mean()) ** 2))
-    if total == 0:
-        return float("nan")
-    return 1.0 - float(np.sum((y - fitted) ** 2)) / total
-
-
-def fit_laws(seq_lens, thresholds):
-    """Least-squares fits of ``a + b log L`` and ``c sqrt(L)`` to thresholds, with R^2.
-
-    Parameters
-    ----------
-    seq_lens : sequence of int
-        The lengths L.
-    thresholds : sequence of float or None
-        The minimal theta at each L (None where the bisection found none;
-        left out of the fits).
-
-    Returns
-    -------
-    dict
-        ``log_a``, ``log_b``, ``log_r2``, ``sqrt_c``, ``sqrt_r2`` and
-        ``points`` (the lengths fitted); NaN when fewer than 3 points.
-    """
-    pairs = [(L, t) for L, t in zip(seq_lens, thresholds) if t is not None and np.isfinite(t)]
-    nan = float("nan")
-    out = {"log_a": nan, "log_b": nan, "log_r2": nan, "sqrt_c": nan, "sqrt_r2": nan}
-    out["points"] = [int(L) for L, _ in pairs]
-    if len(pairs) < 3:
-        return out
-    L = np.array([p[0] for p in pairs], float)
-    t = np.array([p[1] for p in pairs], float)
-    A = np.c_[np.ones_like(L), np.log(L)]
-    (a, b), *_ = np.linalg.lstsq(A, t, rcond=None)
-    s = np.sqrt(L)
-    c = float(s @ t / (s @ s))
-    out.update(
-        log_a=float(a),
-        log_b=float(b),
-        log_r2=_r2(t, A @ [a, b]),
-        sqrt_c=c,
-        sqrt_r2=_r2(t, c * s),
-    )
-    return out
+_ATTENTION = SparseTokenClassifier(
+    solver="adam", learning_rate_init=0.1, max_iter=80, batch_size="full"
+)
 
 
 @dataclass
@@ -114,7 +70,7 @@ class SparseTokenClassificationResult:
         ``seq_lens``, ``target_error``, ``thresholds`` (classifier -> the
         minimal theta at each L, None where the bracket's top failed),
         ``brackets`` (classifier -> ``[low, high]`` at each L), ``fits``
-        (classifier -> :func:`fit_laws`'s dict), ``pooled_oracle`` (the
+        (classifier -> :func:`~.theory.fit_laws`'s dict), ``pooled_oracle`` (the
         pooled oracle's threshold, :func:`~.theory.pooled_threshold`) and
         ``fits_done``.
     alignment : dict
@@ -476,13 +432,15 @@ def sparse_token_classification(
             n = max(8, round(ratio * d))
             draws = []
             for seed in range(cfg.n_seeds):
-                X, y = task.sample(
-                    n, random_state=derived_seed(random_state, 1000 * d + 10 * j + seed)
-                )
+                draw = derived_seed(random_state, 1000 * d + 10 * j + seed)
+                X, y = task.sample(n, random_state=draw)
                 if len(np.unique(y)) < 2:  # a draw of one class: no gradient to align
                     continue
                 model = SparseTokenClassifier(
-                    solver="two_step", learning_rate_init=cfg.alignment_learning_rate, max_iter=1
+                    solver="two_step",
+                    learning_rate_init=cfg.alignment_learning_rate,
+                    max_iter=1,
+                    random_state=draw,  # the order of the rows summed in a full-batch step
                 ).fit(X, y)
                 q = model.two_step_query_
                 norm = float(np.linalg.norm(q))

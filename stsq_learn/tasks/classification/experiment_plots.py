@@ -65,7 +65,7 @@ def _law_axes(law, ax):
 
 def _plot_law_bands(results, ax):
     """:func:`plot_law` over several seeds: median thresholds, min-max error bars."""
-    from .experiment import fit_laws
+    from .theory import fit_laws
 
     law = results[0].law
     Ls = np.array(law["seq_lens"], float)

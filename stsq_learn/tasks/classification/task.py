@@ -12,9 +12,10 @@ row: the row does not mark it.
 Data contract: ``X`` of shape ``(n_samples, seq_len, n_features)``, tokens
 only (no marker channel: nothing in a row says which tokens are
 informative), and labels ``y`` of shape ``(n_samples,)`` in ``{0, 1}``,
-1 for a row that carries the signal. The paper writes the labels
-``+1``/``-1``; the classifier (:class:`~stsq_learn.SparseTokenClassifier`)
-takes any two labels and keeps them in ``classes_``.
+1 for a row that carries the signal. The generator draws them as integers
+(int64, as scikit-learn's ``make_classification``); the paper writes them
+``+1``/``-1``. The classifier (:class:`~stsq_learn.SparseTokenClassifier`)
+takes any labels (-1/+1, strings, ...) and keeps them in ``classes_``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from sklearn.utils._param_validation import validate_parameter_constraints
 
 from ..._validation import as_real_array, check_positive_int
@@ -97,7 +99,7 @@ class SparseTokenClassificationTask(TokenRowsTask):
     ``Z`` has i.i.d. ``N(0, 1)`` entries. ``xi`` (:attr:`signal_direction`)
     is a unit vector fixed by ``random_state``: two tasks with the same
     fields are the same law. The paper (Barnfield, Cui, Lu, ICLR 2026)
-    writes the labels -1/+1; here they are 0/1.
+    writes the labels -1/+1; here they are the integers 0 and 1.
 
     Parameters
     ----------
@@ -125,17 +127,20 @@ class SparseTokenClassificationTask(TokenRowsTask):
     The contract: ``X`` of shape ``(n_samples, seq_len, n_features)`` (tokens
     only: the task selects by content, so there is no marker channel and
     ``structure`` is None, as for single-location regression) and ``y`` of
-    shape ``(n_samples,)`` in ``{0, 1}``. :meth:`shift` lengthens rows with
-    fresh noise tokens, the label unchanged. :attr:`trivial_mse` is the
-    mean squared error of predicting 0, ``pi``; :meth:`score` is accuracy.
+    shape ``(n_samples,)`` in ``{0, 1}`` (:meth:`sample` draws them as
+    int64; :meth:`sample_torch`, the batches of ``fit_online``, as floats
+    of the training dtype, drawn on the device). :meth:`shift` lengthens
+    rows with fresh noise tokens, the label unchanged. :attr:`trivial_mse`
+    is the mean squared error of predicting 0, ``pi``; :meth:`score` is
+    accuracy.
 
     Examples
     --------
     >>> from stsq_learn import SparseTokenClassificationTask
     >>> task = SparseTokenClassificationTask(seq_len=16, n_features=8, signal=3.0)
     >>> X, y = task.sample(100, random_state=0)
-    >>> X.shape, y.shape, sorted(set(y.tolist()))
-    ((100, 16, 8), (100,), [0.0, 1.0])
+    >>> X.shape, y.shape, y.dtype, sorted(set(y.tolist()))
+    ((100, 16, 8), (100,), dtype('int64'), [0, 1])
     >>> task.trivial_mse
     0.5
     """
@@ -152,6 +157,8 @@ class SparseTokenClassificationTask(TokenRowsTask):
     unmarked = "sparse-token rows do not mark their informative tokens"
     fitted_keys = ()
     targets_1d = True
+    labels = (0, 1)
+    """The labels the law draws: 0 (noise), 1 (signal); a classifier trained on the law has them."""
 
     def __post_init__(self):
         if isinstance(self.seq_len, (tuple, list, np.ndarray)):
@@ -194,7 +201,7 @@ class SparseTokenClassificationTask(TokenRowsTask):
     def _sample(self, n_samples, rng):
         L, d, R = self.seq_len, self.n_features, self.n_informative
         X = rng.standard_normal((n_samples, L, d))
-        y = (rng.random_sample(n_samples) < self.positive_fraction).astype(np.float64)
+        y = (rng.random_sample(n_samples) < self.positive_fraction).astype(np.int64)
         places = np.argpartition(rng.random_sample((n_samples, L)), R - 1, axis=1)[:, :R]
         v = np.zeros((n_samples, L))
         np.put_along_axis(v, places, 1.0, axis=1)
@@ -202,7 +209,42 @@ class SparseTokenClassificationTask(TokenRowsTask):
         X += self.signal * v[:, :, None] * self.signal_direction
         return X, y
 
+    def _sample_torch(self, n_samples, generator, device, dtype):
+        """The law's rows drawn on ``device`` from ``generator`` (the batches of ``fit_online``)."""
+        L, d, R = self.seq_len, self.n_features, self.n_informative
+        draw = {"generator": generator, "device": device}
+        X = torch.randn(n_samples, L, d, dtype=dtype, **draw)
+        y = (torch.rand(n_samples, **draw) < self.positive_fraction).to(dtype)
+        places = torch.rand(n_samples, L, **draw).argsort(dim=1)[:, :R]  # R distinct places
+        rows = torch.arange(n_samples, device=device)[:, None].expand(-1, R)
+        xi = torch.as_tensor(self.signal_direction, dtype=dtype, device=device)
+        signal = (self.signal * y)[:, None, None] * xi  # (n, 1, d): 0 on a negative row
+        X.index_put_((rows, places), signal.expand(-1, R, -1), accumulate=True)
+        return X, y
+
     # -- the contract ----------------------------------------------------------------
+    @classmethod
+    def from_rows(cls, X):
+        """Check rows ``X``; return the task they describe and the array (labels apart).
+
+        What a classifier reads of its training data, the labels being its
+        own to encode (``classes_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len, n_features)
+            Tokens.
+
+        Returns
+        -------
+        task : SparseTokenClassificationTask
+            The law's sizes (its other fields at their defaults).
+        X : ndarray
+            ``X`` as a real array.
+        """
+        X = as_tokens(X)
+        return cls(X.shape[1], X.shape[2]), X
+
     @classmethod
     def from_data(cls, X, y):
         """Check ``(X, y)`` of ``fit``; return the task they describe and the arrays.
@@ -223,10 +265,8 @@ class SparseTokenClassificationTask(TokenRowsTask):
         y : ndarray of shape (n_samples,)
             The labels as floats 0.0 and 1.0.
         """
-        X = as_tokens(X)
-        n, L, d = X.shape
-        y = _as_labels(y, n)
-        return cls(L, d), X, y
+        task, X = cls.from_rows(X)
+        return task, X, _as_labels(y, len(X))
 
     def check_targets(self, y, X):
         """``y`` as floats 0.0/1.0 of shape ``(len(X),)``, as :meth:`from_data` reads it.
@@ -288,7 +328,8 @@ def make_sparse_token_classification(
     unit signal vector ``xi``, times ``signal``, on ``n_informative`` tokens
     at random positions; every entry of every row also has i.i.d. ``N(0, 1)``
     noise; a negative row (label 0) is noise alone (after Barnfield, Cui and
-    Lu, ICLR 2026, who write the labels -1/+1).
+    Lu, ICLR 2026, who write the labels -1/+1; here they are integers, as
+    scikit-learn's ``make_classification`` gives them).
 
     Parameters
     ----------
@@ -314,7 +355,7 @@ def make_sparse_token_classification(
     X : ndarray of shape (n_samples, seq_len, n_features)
         The tokens.
     y : ndarray of shape (n_samples,)
-        The labels, 0.0 or 1.0.
+        The labels, 0 or 1 (int64).
 
     See Also
     --------
@@ -324,8 +365,8 @@ def make_sparse_token_classification(
     --------
     >>> from stsq_learn import make_sparse_token_classification
     >>> X, y = make_sparse_token_classification(200, seq_len=16, n_features=8, random_state=0)
-    >>> X.shape, y.shape
-    ((200, 16, 8), (200,))
+    >>> X.shape, y.shape, y.dtype
+    ((200, 16, 8), (200,), dtype('int64'))
     """
     task_seed = check_law_seed(task_seed, "task_seed", "xi")
     validate_parameter_constraints(

@@ -22,6 +22,7 @@ from ..._docstrings import ATTRIBUTES, FIT_RAISES, SOLVER, TRAINING, Substitutio
 from ..._docstrings import schedule as _schedule
 from ...engine import training as tr
 from ...engine.base import _BaseEstimator
+from ...engine.regression import _Regressor
 from .modules import INITS, PARAMETRIZATIONS, LinearSelfAttention
 from .task import SHAPE, InContextRegressionTask
 from .theory import _gamma
@@ -58,7 +59,7 @@ _TRAINING = replace_once(
     training=_TRAINING,
     attributes=_ATTRIBUTES,
 )
-class LinearAttentionRegressor(_BaseEstimator):
+class LinearAttentionRegressor(_Regressor):
     """One-layer linear self-attention that learns linear regression in context.
 
     The model of Zhang, Frei and Bartlett (JMLR 2024). A prompt ``E`` (its

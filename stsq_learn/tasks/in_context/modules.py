@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ...nn.members import linear, stack
+
 __all__ = ["LinearSelfAttention"]
 
 PARAMETRIZATIONS = ("reduced", "full")
@@ -99,14 +101,32 @@ class LinearSelfAttention(nn.Module):
         query = X[:, -1, :d]
         # The prompt's own parts are elementwise products and sums (torch's batched
         # mat-vec on strided views is several times slower on the CPU); every product
-        # with a parameter is an einsum.
+        # with a parameter goes through nn.members.linear, which also serves the
+        # stacked members of a batched fit (a leading member axis on each parameter).
         if self.parametrization == "reduced":
             h = (X[:, :, :d] * X[:, :, d:]).sum(1) / m  # (1/M) sum_i y_i x_i (the query's y is 0)
-            return self.value[0] * torch.einsum("ne,ed,nd->n", h, self.key_query, query)
-        keys = torch.einsum("ed,nd->ne", self.key_query, query)
+            hU = linear(h, self.key_query.transpose(-1, -2))  # h^T U, row by row
+            return _rows(self.value[..., 0], len(X)) * (hU * query).sum(-1)
+        keys = linear(query, self.key_query)  # K x_q, row by row
         scores = (X * keys[:, None, :]).sum(-1)
-        values = torch.einsum("nte,e->nt", X, self.value)
+        values = linear(X, self.value.unsqueeze(-2)).squeeze(-1)  # <v, z_t> of every token
         return (scores * values).sum(1) / m
+
+    @classmethod
+    def stacked(cls, modules):
+        """The members of a batched fit as one module (:func:`stsq_learn.nn.members.stack`).
+
+        Parameters
+        ----------
+        modules : list of LinearSelfAttention
+            The members, each as its single fit made it.
+
+        Returns
+        -------
+        LinearSelfAttention
+            One module whose parameters have a leading member axis.
+        """
+        return stack(modules)
 
     def preconditioner(self):
         """``A`` with ``y_hat = x_q^T A h`` on the reduced blocks: ``u U^T`` (the paper's ``u U``).
@@ -153,3 +173,8 @@ class LinearSelfAttention(nn.Module):
             An upper estimate of the floats held per prompt.
         """
         return 3 * seq_len * (self.n_features + 1) + 4 * (self.n_features + 1)
+
+
+def _rows(value, n_rows):
+    """A scalar per member (``value`` of shape () or (S,)) as one per row of ``n_rows``."""
+    return value if value.dim() == 0 else value.repeat_interleave(n_rows // len(value))

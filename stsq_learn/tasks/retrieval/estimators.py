@@ -47,6 +47,7 @@ class _Retrieval:
     """The q-sparse token retrieval task and its docstrings, for either core."""
 
     _task = SparseRetrievalTask
+    _first_format_version = 4  # model files hold it since format 4 (0.5)
 
     @property
     def n_selected_(self):

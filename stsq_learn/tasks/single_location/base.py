@@ -1,6 +1,6 @@
 """What the estimators of single-location regression share, on the shared estimator engine.
 
-:class:`_SingleLocationModel` is a :class:`~stsq_learn.engine.base._BaseEstimator`
+:class:`_SingleLocationModel` is a :class:`~stsq_learn.engine.regression._Regressor`
 whose gradient steps are its own (projected gradient descent on the sphere,
 or torch's optimiser on two free vectors, in float64 on the CPU) while every
 guarantee goes through the pieces the other estimators use:
@@ -41,14 +41,15 @@ from sklearn.utils.validation import check_is_fitted
 from ..._validation import as_tensor, check_positive_int, resolve_device
 from ...engine import progress
 from ...engine import training as tr
-from ...engine.base import _BaseEstimator
 from ...engine.memory import check_training_memory
+from ...engine.regression import _Regressor
 from ...engine.state import (
     _is_int,
     _is_number_list,
     check_fitted_state,
     check_sizes,
     check_weights,
+    rebuild_task,
     size_check,
 )
 
@@ -97,12 +98,14 @@ class _Footprint(torch.nn.Module):
         self.register_buffer("curves", torch.empty(n_curve_values, device="meta"))
 
 
-class _SingleLocationModel(_BaseEstimator):
+class _SingleLocationModel(_Regressor):
     """The data contract, fit, fit_online, predict and fitted state of both estimators."""
 
     _task = "single_location"
+    _first_format_version = 4  # model files hold it since format 4 (0.6)
     _vectors: tuple = ()  # names of the fitted vectors, e.g. ("k_", "v_")
     _curves_per_step = 1  # values a step records besides the alignment (loss, temperature)
+    _temperature = False  # whether the model has a temperature (the erf model's lambda)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -113,13 +116,6 @@ class _SingleLocationModel(_BaseEstimator):
     def _auto_steps(self):
         """Steps of ``fit_online(n_steps="auto")``: ``max_iter``, the steps of :meth:`fit`."""
         return self.max_iter
-
-    @classmethod
-    def _fit_members(cls, estimators, method, calls, errors):
-        """Seeds fitted together, by loops of their own (:func:`.batch.fit_members`)."""
-        from .batch import fit_members
-
-        return fit_members(estimators, method, calls, errors)
 
     # -- fitting ---------------------------------------------------------------------
     def fit(self, X, y):
@@ -485,10 +481,10 @@ class _SingleLocationModel(_BaseEstimator):
                     f"fitted alignment_curve_ must be None or {n_iter + 1} pairs of numbers."
                 )
         extra = self._set_extra_fitted(fitted, n_iter)
-        try:
-            task = self._task_class()(L, d, **fitted["task"])
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"the fitted state of its task is invalid: {exc}") from None
+        task = rebuild_task(
+            lambda: self._task_class()(L, d, **fitted["task"]),
+            {"seq_len_": L, "n_features_in_": d, "task": fitted["task"]},
+        )
         expected = {name: torch.empty(d, device="meta") for name in self._vectors}
         check_weights(state["weights"], expected, f"n_features_in_={d}")
         vectors = {

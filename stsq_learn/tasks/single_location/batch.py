@@ -44,8 +44,7 @@ from sklearn.utils import check_random_state
 from ..._validation import check_positive_int
 from ...engine.members import fit_one_by_one, raise_failures
 from ...engine.memory import check_training_memory
-from .base import _CPU, _Footprint, _Guard, _report, _steps
-from .estimators import ErfAttentionRegressor
+from .base import _CPU, _Footprint, _Guard, _report, _SingleLocationModel, _steps
 from .task import SingleLocationTask
 from .theory import _risk_gradient_coords, _task_constants
 
@@ -114,7 +113,7 @@ def fit_online_batch(estimators, task, n_steps="auto"):
     if not estimators:
         raise ValueError("estimators is empty: give at least one ErfAttentionRegressor.")
     for i, est in enumerate(estimators):
-        if not isinstance(est, ErfAttentionRegressor):
+        if not (isinstance(est, _SingleLocationModel) and est._temperature):
             raise TypeError(
                 f"estimators[{i}] must be an ErfAttentionRegressor, got {type(est).__name__}: "
                 f"{est!r}."
@@ -133,7 +132,7 @@ def fit_online_batch(estimators, task, n_steps="auto"):
         estimators[0].fit_online(task, n_steps)
         return estimators
     runs, d = len(estimators), task.n_features
-    curves = ErfAttentionRegressor._curves_per_step * n_steps + 2 * (n_steps + 1)
+    curves = type(estimators[0])._curves_per_step * n_steps + 2 * (n_steps + 1)
     check_training_memory(
         _Footprint(runs * d, runs * curves),
         0,
@@ -181,7 +180,7 @@ def fit_online_seeds(estimator, task, random_states, n_steps="auto"):
     TypeError, ValueError
         As :func:`fit_online_batch`, and for a seed that is not an int.
     """
-    if not isinstance(estimator, ErfAttentionRegressor):
+    if not (isinstance(estimator, _SingleLocationModel) and estimator._temperature):
         raise TypeError(
             f"estimator must be an ErfAttentionRegressor, got {type(estimator).__name__}."
         )
@@ -357,7 +356,7 @@ def _train_batches(estimators, run):
     first, S = estimators[0], len(estimators)
     d = run.task.n_features
     rngs = [check_random_state(e.random_state) for e in estimators]
-    erf = isinstance(first, ErfAttentionRegressor)
+    erf = first._temperature
     if erf:
         starts = [np.stack(e._initial(d, rng, run.law)) for e, rng in zip(estimators, rngs)]
     else:

@@ -27,9 +27,15 @@ from .base import (
     positive_int,
     positive_real,
 )
+from .batch import fit_members
 from .theory import _risk_gradient, _task_constants
 
 __all__ = ["ErfAttentionRegressor", "SoftmaxAttentionRegressor"]
+
+
+def _batched(cls, estimators, method, calls, errors):
+    """Seeds fitted together, by loops of their own (:func:`.batch.fit_members`)."""
+    return fit_members(estimators, method, calls, errors)
 
 
 class ErfAttentionRegressor(_SingleLocationModel):
@@ -154,6 +160,8 @@ class ErfAttentionRegressor(_SingleLocationModel):
     }
     _vectors = ("k_", "v_")
     _curves_per_step = 2  # the loss and the temperature
+    _temperature = True
+    _fit_members = classmethod(_batched)
 
     def _population_steps(self):
         return self.solver == "pgd"
@@ -352,6 +360,7 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
         "on_divergence": [StrOptions({"raise", "warn"})],
     }
     _vectors = ("query_", "v_")
+    _fit_members = classmethod(_batched)
 
     def _train(self, task, batches, law, n_steps, rng, steps, probe, guard):
         d = task.n_features

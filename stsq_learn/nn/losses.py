@@ -1,0 +1,125 @@
+"""The training losses: the criteria of the owned skorch nets, one per kind of target.
+
+Each is a module whose ``forward`` is the mean, over a batch's output
+units, of :meth:`losses`: the loss of every unit. The engine measures the
+starting model with :meth:`losses` too (its probe), so the loss it judges a
+run by is the criterion's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["LogisticLoss", "SquaredError"]
+
+
+class _Loss(nn.Module):
+    """A criterion: the mean of :meth:`losses` over a batch, or the members' sum of means.
+
+    Parameters
+    ----------
+    n_members : int or None, default=None
+        For the S members of a batched fit (rows member-major, or a list of
+        each member's rows): the loss is the sum of the members' means, so
+        that each member's gradient is its own fit's; the members' losses
+        are kept as ``member_losses_``.
+    """
+
+    def __init__(self, n_members=None):
+        super().__init__()
+        self.n_members = n_members
+
+    def forward(self, y_pred, y_true):
+        """Return the loss of a batch.
+
+        Parameters
+        ----------
+        y_pred : Tensor
+            Predictions (members: a list of each member's, where their
+            shapes differ).
+        y_true : Tensor
+            Targets, as :meth:`losses` reads them.
+
+        Returns
+        -------
+        Tensor of shape ()
+            The mean of :meth:`losses` over the batch; with members, the
+            sum of every member's mean.
+        """
+        if self.n_members is None:
+            return self.losses(y_pred, y_true).mean()
+        if isinstance(y_pred, list):
+            losses = torch.stack([self.losses(p, t).mean() for p, t in zip(y_pred, y_true)])
+        else:
+            losses = self.losses(y_pred, y_true).reshape(self.n_members, -1).mean(1)
+        self.member_losses_ = losses.detach()
+        return losses.sum()
+
+
+class SquaredError(_Loss):
+    """Mean over output rows of the squared Euclidean error ``||y_hat - y||^2``.
+
+    Parameters
+    ----------
+    n_members : int or None, default=None
+        The members of a batched fit (see :class:`_Loss`).
+    """
+
+    @staticmethod
+    def losses(y_pred, y_true):
+        """The squared error of every output row.
+
+        Parameters
+        ----------
+        y_pred : Tensor of shape (n, ..., n_outputs) or (n,)
+            Predictions.
+        y_true : Tensor of the same shape
+            Targets.
+
+        Returns
+        -------
+        Tensor of shape (n_rows,)
+            ``||y_pred[i] - y_true[i]||^2`` per output row (a 1-D target, one
+            number per row: its squared error).
+        """
+        err = (y_pred - y_true).square()
+        return (err.sum(-1) if err.dim() > 1 else err).reshape(-1)
+
+
+class LogisticLoss(_Loss):
+    """Mean logistic loss (cross-entropy) of logits against class indices.
+
+    One logit per row (binary): ``log(1 + exp(-s f))`` with ``s = 2y - 1``,
+    torch's binary cross-entropy with logits. Several (one per class):
+    ``-log softmax(f)_y``, the softmax cross-entropy. Its value at logits 0 is
+    ``log(n_classes)``: the loss of a model that has learned nothing.
+
+    Parameters
+    ----------
+    n_members : int or None, default=None
+        The members of a batched fit (see :class:`_Loss`).
+    """
+
+    @staticmethod
+    def losses(y_pred, y_true):
+        """The loss of every row.
+
+        Parameters
+        ----------
+        y_pred : Tensor of shape (n,) or (n, n_classes)
+            Logits: one per row (binary), or one per class.
+        y_true : Tensor of shape (n,) or (n, 1)
+            Class indices (0 or 1 for one logit), as floats or integers.
+
+        Returns
+        -------
+        Tensor of shape (n,)
+            The loss of each row.
+        """
+        y_true = y_true.reshape(len(y_pred))
+        if y_pred.dim() == 1:
+            return nn.functional.binary_cross_entropy_with_logits(
+                y_pred, y_true.to(y_pred.dtype), reduction="none"
+            )
+        return nn.functional.cross_entropy(y_pred, y_true.to(torch.long), reduction="none")
