@@ -96,7 +96,9 @@ ONLINE = {
     "user task FCN": (FCNRegressor(PairMeanTask, 8, **SMALL), PAIR),
     "linear attention": (LinearAttentionRegressor(**SMALL), IN_CONTEXT),
     "linear attention, full, sgd": (
-        LinearAttentionRegressor(parametrization="full", solver="sgd", dtype="float64", batch_size=64),
+        LinearAttentionRegressor(
+            parametrization="full", solver="sgd", dtype="float64", batch_size=64
+        ),
         IN_CONTEXT,
     ),
 }
