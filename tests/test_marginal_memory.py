@@ -17,7 +17,7 @@ from stsq_learn import (
 )
 from stsq_learn.engine import progress
 from stsq_learn.engine import training as tr
-from stsq_learn.nn import Attention
+from stsq_learn.nn import Attention, SquaredError
 
 FLOAT = 4  # bytes of a float32
 
@@ -66,7 +66,7 @@ def test_start_loss_probe_is_taken_a_chunk_at_a_time(monkeypatch):
     assert chunk == 2**18 // per_row == 61
     calls = []
     start_loss = progress.start_loss
-    monkeypatch.setattr(progress, "start_loss", lambda *a: calls.append(a[-1]) or start_loss(*a))
+    monkeypatch.setattr(progress, "start_loss", lambda *a: calls.append(a[-2]) or start_loss(*a))
     whole_probe = 1024 * T * (d + 1) * FLOAT  # the 1,024 probe rows at once: 5 MiB (0.5.0's peak)
     peak = largest_allocation(lambda: model.fit_online(task, n_steps=2))
     assert calls == [61]
@@ -92,7 +92,7 @@ def test_chunked_start_loss_is_the_loss_of_the_same_rows(chunk):
     with torch.no_grad():
         module.key_query.normal_(0, 1, generator=torch.Generator().manual_seed(1))
     data = tr.TensorData(X, y)
-    got = progress.start_loss(module, data, torch.Generator(), {}, chunk)
+    got = progress.start_loss(module, data, torch.Generator(), {}, chunk, SquaredError())
     with torch.no_grad():
         whole = float((module(X) - y).square().sum(-1).mean())
     assert got == pytest.approx(whole, rel=1e-6)

@@ -711,7 +711,8 @@ def test_every_numeric_field_forged_is_refused_naming_it_or_loads_as_the_weights
     and tiny integers and floats, NaN, infinities, off by one or a rounding from the true
     one): ``load_model`` raises one ``ValueError`` naming the file and the field, or the
     model loads and predicts exactly as the original with the loaded hyperparameters (and,
-    for the fields that choose among valid models, the loaded prediction seed or labels)."""
+    for the fields that choose among valid models, the loaded prediction seed or labels; for
+    a model without weights, such as the in-context baselines, every fitted value)."""
     model, rows, members = _fitted(name)
     meta = json.loads(members["metadata.json"])
     fields = list(_numeric_fields(meta))
@@ -740,6 +741,8 @@ def test_every_numeric_field_forged_is_refused_naming_it_or_loads_as_the_weights
             continue
         reference = copy.deepcopy(model).set_params(**params)
         free = [*_FREE.values(), *(["task_"] if key in type(model.task_).fitted_keys else [])]
+        if not model.get_fitted_state()["weights"]:  # no weights: its fitted values (a
+            free += [*meta["fitted"], "task_"]  # step size, its sizes) are the model
         for attribute in free:
             if hasattr(loaded, attribute):
                 setattr(reference, attribute, getattr(loaded, attribute))

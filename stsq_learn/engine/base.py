@@ -18,7 +18,6 @@ the task (:mod:`stsq_learn.tasks`) says what the data mean.
 
 from __future__ import annotations
 
-import sys
 import types
 import warnings
 from numbers import Integral, Real
@@ -84,17 +83,6 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
     def _validate_params(self):
         super()._validate_params()
         refuse_booleans(self)
-        # A real number is computed with as a float64: an integer beyond its range (JSON's
-        # are unbounded) would overflow there, not here.
-        params = self.get_params(deep=False)
-        for name, constraints in self._parameter_constraints.items():
-            kinds = {c.type for c in constraints if isinstance(c, Interval)}
-            value = params.get(name)
-            if Real in kinds and isinstance(value, Integral) and abs(value) > sys.float_info.max:
-                raise ValueError(
-                    f"The {name!r} parameter of {type(self).__name__} must be a real number "
-                    f"that a float64 holds, got an integer of {len(str(abs(value)))} digits."
-                )
 
     def _task_class(self):
         """The task class this estimator trains on, checked against the protocol."""

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from numbers import Integral
+import sys
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval
@@ -131,11 +132,14 @@ def _call_problem(args, kwargs, positional, names):
 
 
 def refuse_booleans(estimator):
-    """Raise ``TypeError`` for a boolean where a parameter's constraints ask for a number.
+    """Raise for a boolean where a parameter's constraints ask for a number, or for an
+    integer too large for the float64 a real number is computed in.
 
     scikit-learn's ``Interval(Integral)`` and ``Interval(Real)`` let True and
     False pass as 1 and 0; here a boolean is neither an integer nor a real
-    number. Run after scikit-learn's ``_validate_params``.
+    number. A real number is computed with as a float64: an integer beyond its
+    range (JSON's, and so a model file's, are unbounded) would overflow there,
+    not here. Run after scikit-learn's ``_validate_params``.
 
     Parameters
     ----------
@@ -146,15 +150,23 @@ def refuse_booleans(estimator):
     ------
     TypeError
         Naming the parameter, the estimator and the kind of number asked for.
+    ValueError
+        For a real number that a float64 does not hold.
     """
     params = estimator.get_params(deep=False)
     for name, constraints in estimator._parameter_constraints.items():
         kinds = {c.type for c in constraints if isinstance(c, Interval)}
-        if kinds and isinstance(params.get(name), (bool, np.bool_)):
+        value = params.get(name)
+        if kinds and isinstance(value, (bool, np.bool_)):
             kind = "an integer" if Integral in kinds else "a real number"
             raise TypeError(
                 f"The {name!r} parameter of {type(estimator).__name__} must be {kind}, "
-                f"got the boolean {params[name]!r}."
+                f"got the boolean {value!r}."
+            )
+        if Real in kinds and isinstance(value, Integral) and abs(value) > sys.float_info.max:
+            raise ValueError(
+                f"The {name!r} parameter of {type(estimator).__name__} must be a real number "
+                f"that a float64 holds, got an integer of {len(str(abs(value)))} digits."
             )
 
 

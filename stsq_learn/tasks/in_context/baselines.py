@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._docstrings import Substitution
 from ...engine.params import AtomicSetParams, refuse_booleans
-from ...engine.state import _is_number, check_fitted_state, size_check
+from ...engine.state import _is_number, check_fitted_state, rebuild_task, size_check
 from .task import InContextRegressionTask, least_squares
 
 __all__ = ["PromptGradientStep", "PromptRidge"]
@@ -196,10 +196,8 @@ class _PromptBaseline(AtomicSetParams, RegressorMixin, BaseEstimator):
         if state["weights"] or state["history"]:
             raise ValueError(f"a {type(self).__name__} holds no weights and no history.")
         fitted = state["fitted"]
-        try:
-            task = InContextRegressionTask(fitted["seq_len_"], fitted["n_features_in_"])
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"the fitted sizes are invalid: {exc}") from None
+        sizes = {k: fitted[k] for k in ("seq_len_", "n_features_in_")}
+        task = rebuild_task(lambda: InContextRegressionTask(*sizes.values()), sizes)
         self.task_ = task
         for key in self._FITTED:
             setattr(self, key, float(fitted[key]))
