@@ -255,7 +255,7 @@ def test_a_missing_marker_channel_is_said_to_look_missing():
     # A bad indicator value in a real indicator is still reported as a bad value.
     bad = X.copy()
     bad[0, 0, -1] = 2.0
-    with pytest.raises(ValueError, match=r"= np\.float64\(2\.0\)\.$"):
+    with pytest.raises(ValueError, match=r"X\[0, 0, -1\] = (np\.float64\(2\.0\)|2\.0)\.$"):
         model.predict(bad)
     with pytest.raises(ValueError, match=r"X has 1 token features per token.*n_features=3"):
         model.predict(X[..., 2:])
