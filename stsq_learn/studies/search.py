@@ -185,7 +185,18 @@ class StopAtTarget(Callback):
         return self
 
     def score_module(self, net):
-        """The score of the model ``net`` holds now on the held-out rows."""
+        """The score of the model ``net`` holds now on the held-out rows.
+
+        Parameters
+        ----------
+        net : skorch.NeuralNet
+            The net being trained.
+
+        Returns
+        -------
+        float
+            The estimator's score (or the scorer's) on the held-out rows.
+        """
         view = fitted_view(self.template, net, self.task)
         was_training = net.module_.training
         try:
