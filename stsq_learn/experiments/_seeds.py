@@ -4,7 +4,10 @@ bands of each headline number over the seeds.
 :func:`~stsq_learn.experiments.reproduce` runs an experiment with headline
 numbers (its record's ``headline``) once per seed, ``seed``, ``seed + 1``,
 ...; the runs are independent, so they go to a pool of worker processes
-(joblib's process backend, loky), each with its own torch threads. A run's
+(joblib's process backend, loky), each with its own torch threads. An
+experiment whose record is ``seeds_batched`` trains all its seeds in one run
+(as one batched model, :mod:`stsq_learn.engine.members`) and returns a
+result per seed; those read as the results of separate runs. A run's
 numbers depend only on its arguments and seed, not on the process it ran in
 nor on the other runs: the same seeds give the same numbers whatever
 ``n_jobs``.
@@ -98,6 +101,40 @@ def seeds_of(record, seed, n_seeds):
     return [seed + i for i in range(n_seeds if banded else 1)]
 
 
+def batched_results(name, seeds, results):
+    """The results of a batched run (``record.seeds_batched``), one per seed, checked.
+
+    Raises ``TypeError`` unless the run returned a list or tuple of as many
+    results as it was given seeds.
+    """
+    if not isinstance(results, (list, tuple)) or len(results) != len(seeds):
+        got = (
+            f"{len(results)} results"
+            if isinstance(results, (list, tuple))
+            else type(results).__name__
+        )
+        raise TypeError(
+            f"experiment {name!r} is seeds_batched: called with seeds={seeds} it must return a "
+            f"list of {len(seeds)} results (one per seed, in order), got {got}."
+        )
+    return list(results)
+
+
+def split_batched(done):
+    """``done`` of :func:`run_all` with each batched run's key ``(name, (s0, s1, ...))``
+    split into one key per seed: ``(name, s)`` to ``(result, seconds)``, the run's
+    seconds shared equally among its seeds."""
+    out = {}
+    for (name, s), (result, seconds) in done.items():
+        if isinstance(s, tuple):
+            share = seconds / len(s)
+            for one, res in zip(s, batched_results(name, s, result)):
+                out[(name, one)] = (res, share)
+        else:
+            out[(name, s)] = (result, seconds)
+    return out
+
+
 def run_one(function, kwargs, n_threads):
     """Run ``function(**kwargs)`` with ``n_threads`` torch threads; ``(result, seconds)``.
 
@@ -184,7 +221,12 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
     def finished(key, result, seconds):
         done[key] = (result, seconds)
         if log is not None:
-            log(f"{key[0]} (seed {key[1]}): done in {seconds:.1f} s")
+            which = (
+                f"seeds {', '.join(map(str, key[1]))}"
+                if isinstance(key[1], tuple)
+                else f"seed {key[1]}"
+            )
+            log(f"{key[0]} ({which}): done in {seconds:.1f} s")
         if when_done is not None:
             when_done(key, result)
 
