@@ -371,13 +371,14 @@ def band_rows(bands, seeds):
 
 
 def plot_bands(bands):
-    """A figure of every headline number's spread over the seeds, one panel per experiment.
+    """How far the seeds agree, experiment by experiment: one readable panel for the run.
 
-    Each number is a row: its seeds' values as dots and its min-max bar,
-    drawn as the deviation from its median relative to the median's size
-    (``(value - median) / |median|``, in percent; the absolute deviation
-    where the median is 0), so numbers of every scale share an axis. A
-    number the seeds agree on is a dot at 0.
+    Each row is an experiment; each of its headline numbers is a dot at its
+    spread over the seeds, ``(max - min) / |median|`` in percent (the
+    absolute spread where the median is 0), on a log axis where a spread of 0
+    (seeds that agree) sits at the left edge; a bar marks the median spread.
+    The numbers themselves, with their bands, are in each experiment's own
+    figure, in ``results.json`` and in ``summary.md``.
 
     Parameters
     ----------
@@ -388,7 +389,7 @@ def plot_bands(bands):
     Returns
     -------
     matplotlib.figure.Figure
-        One panel per experiment with headline numbers.
+        One panel, one row per experiment with headline numbers.
     """
     import matplotlib.pyplot as plt
 
@@ -398,37 +399,41 @@ def plot_bands(bands):
         ax.axis("off")
         ax.text(0.5, 0.5, "no headline numbers in this run", ha="center", va="center")
         return fig
-    heights = [max(len(nums), 2) for _, nums in shown]
-    height = 1.2 + 0.14 * sum(heights) + 0.5 * len(shown)
-    fig, axes = plt.subplots(
-        len(shown),
-        1,
-        figsize=(8, height),
-        gridspec_kw={"height_ratios": heights},
-        squeeze=False,
-    )
-    for ax, (name, nums) in zip(axes[:, 0], shown):
-        keys = list(nums)
-        for row, key in enumerate(keys):
-            b = nums[key]
+    floor = 0.01  # % : where a spread of 0 is drawn
+    fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.42 * len(shown)))
+    labels = []
+    for row, (name, nums) in enumerate(shown):
+        spreads = []
+        for b in nums.values():
             values = np.asarray(b["values"], dtype=float)
+            values = values[np.isfinite(values)]
             med = b["median"]
-            if not math.isfinite(med):
+            if values.size == 0 or not math.isfinite(med):
                 continue
-            scale = abs(med) if med != 0 else 1.0
-            unit = 100.0 if med != 0 else 1.0
-            dev = (values[np.isfinite(values)] - med) / scale * unit
-            if dev.size:
-                ax.plot([dev.min(), dev.max()], [row, row], color="C0", lw=2, zorder=2)
-                ax.scatter(dev, np.full(dev.size, row), s=10, color="0.3", zorder=3)
-        ax.axvline(0, color="0.7", lw=0.8, zorder=1)
-        ax.set_yticks(range(len(keys)))
-        ax.set_yticklabels(keys, fontsize=5)
-        ax.set_ylim(len(keys) - 0.5, -0.5)
-        ax.tick_params(axis="x", labelsize=7)
+            width = float(values.max() - values.min())
+            spreads.append(width / abs(med) * 100.0 if med != 0 else width * 100.0)
+        drawn = np.maximum(np.asarray(spreads, dtype=float), floor)
+        jitter = np.linspace(-0.18, 0.18, drawn.size) if drawn.size > 1 else np.zeros(1)
+        if drawn.size:
+            ax.scatter(drawn, row + jitter[: drawn.size], s=9, color="C0", alpha=0.6, zorder=3)
+            med = float(np.median(drawn))
+            ax.plot([med, med], [row - 0.3, row + 0.3], color="C3", lw=2, zorder=4)
         seeds = max(len(b["values"]) for b in nums.values())
-        ax.set_title(f"{name} ({seeds} seed{'s' if seeds != 1 else ''})", fontsize=8)
-    axes[-1, 0].set_xlabel("deviation from the median over seeds, % of |median|", fontsize=7)
-    fig.suptitle("Headline numbers over seeds: each seed a dot, the min-max bar", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / height))
+        agree = sum(1 for v in spreads if v == 0)
+        labels.append(f"{name}\n{len(nums)} numbers, {seeds} seeds, {agree} agree")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.axvline(floor, color="0.8", lw=0.8, zorder=1)
+    ax.set_xlabel(
+        "spread over the seeds, (max - min) / |median| in % (left edge: the seeds agree; "
+        "red: the median number)",
+        fontsize=7,
+    )
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(
+        "Headline numbers: how far the seeds agree (bands in each experiment's figure)", fontsize=9
+    )
+    fig.tight_layout()
     return fig
