@@ -17,6 +17,7 @@ The task takes 32 lines (a :class:`~stsq_learn.Task` as the user guide's
 # %%
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from stsq_learn import AttentionRegressor, FCNRegressor, Task
@@ -90,3 +91,4 @@ display = BandDisplay.from_table(
     table, x="seq_len", y="value", laws={"attention": law}, bound="bound", logx=True, logy=True
 )
 display.ax_.set(xlabel="sequence length T", ylabel="least width reaching R^2 = 0.9")
+plt.show()
