@@ -52,10 +52,9 @@ def tiny():
 # -- the tiny run against the theory ---------------------------------------------------------
 def test_tiny_run_converges_to_the_global_minimum(tiny):
     for res in tiny:
-        # 200 steps: isotropic within 6%, the anisotropic law (slower along its small
-        # variances) within 15%; both from about 90% at the start.
-        assert res.final_error("isotropic") < 0.06
-        assert res.final_error("anisotropic") < 0.15
+        # 200 steps at 0.02: both laws within 8% (4-7% measured), from about 90% at the start.
+        assert res.final_error("isotropic") < 0.08
+        assert res.final_error("anisotropic") < 0.08
         start = res.convergence.where(law="isotropic", step=0)["preconditioner_error"][0]
         assert start > 0.5
 
@@ -65,9 +64,10 @@ def test_tiny_run_risk_matches_the_formula(tiny):
         risk, exact = res.measured("risk"), res.measured("fitted_risk")
         for m, theory in res.theory["risk"].items():
             assert theory == pytest.approx(in_context_risk(m, 20, np.ones(5)))
-            # The fitted layer's exact risk is within 3% of the minimum's; the Monte Carlo
-            # estimate on 2000 prompts within 12%.
-            assert exact[m] == pytest.approx(theory, rel=0.03)
+            # The fitted layer's exact risk is within 6% of the minimum's (its preconditioner
+            # within 8% of Gamma^{-1}; at M < N it may be below: Gamma^{-1} is best at M = N
+            # only); the Monte Carlo estimate on 2000 prompts within 12%.
+            assert exact[m] == pytest.approx(theory, rel=0.06)
             assert risk[m] == pytest.approx(theory, rel=0.12)
         assert res.theory["risk"][20] == pytest.approx(1.1538, abs=1e-4)  # SPEC section 19
 
@@ -138,9 +138,14 @@ def test_a_list_of_seeds_gives_the_one_seed_runs():
     one = in_context_regression(random_state=1, **SMALL)
     assert isinstance(many, list) and [r.config["seed"] for r in many] == [3, 1]
     assert isinstance(one, InContextResult)
-    assert record.headline(many[1]) == pytest.approx(record.headline(one), rel=1e-9)
-    assert many[1].lengths == one.lengths
-    assert record.headline(many[0]) != pytest.approx(record.headline(one), rel=1e-9)
+    # The two seeds train as one batched float32 model: the one-seed run's numbers up to
+    # rounding (3.5e-8 relative measured).
+    assert record.headline(many[1]) == pytest.approx(record.headline(one), rel=1e-6)
+    assert many[1].lengths["risk"] == pytest.approx(one.lengths["risk"], rel=1e-6)
+    # Traced: the seeds fitted one after another, the same numbers bit for bit.
+    traced = many[1].convergence["preconditioner_error"]
+    assert traced.tolist() == one.convergence["preconditioner_error"].tolist()
+    assert record.headline(many[0]) != pytest.approx(record.headline(one), rel=1e-3)
 
 
 # -- settings refused by name, before any work -----------------------------------------------

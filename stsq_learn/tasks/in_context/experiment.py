@@ -410,18 +410,45 @@ class InContextResult:
         return fig
 
     def _shift_rows(self, model):
-        """Rows ``model, scale, slope, risk`` of the covariate shift at ``M = N``."""
-        slope = self.measured("slope", model)
-        risk = self.measured("risk_shift", model)
-        scales = [c for c in self.config["scales"] if c in slope]
-        return StudyTable(
-            {
-                "model": [model] * len(scales),
-                "scale": [float(c) for c in scales],
-                "slope": [slope[c] for c in scales],
-                "risk": [risk[c] for c in scales],
-            }
-        )
+        """Rows ``model, seed, scale, slope, risk`` of the covariate shift at ``M = N``."""
+        N = self.n_train
+        if model == LAYER:
+            rows = self.lengths.where(seq_len=N + 1, eval_seq_len=N + 1)
+        else:
+            rows = self.baselines.where(model=model, seq_len=N + 1)
+        out = {"model": [], "seed": [], "scale": [], "slope": [], "risk": []}
+        for i in range(len(rows)):
+            for c in self.config["scales"]:
+                out["model"].append(model)
+                out["seed"].append(int(rows["seed"][i]))
+                out["scale"].append(float(c))
+                out["slope"].append(float(rows[_column("slope", c)][i]))
+                out["risk"].append(float(rows[_column("risk", c)][i]))
+        return StudyTable(out)
+
+    @staticmethod
+    def plot_bands(results, axes=None):
+        """The five panels of several seeds' results: medians with their min-max bands.
+
+        Parameters
+        ----------
+        results : sequence of InContextResult
+            One per seed, of one run's settings.
+        axes : sequence of 5 matplotlib Axes, default=None
+            Where to draw; ``None`` makes a new figure.
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The figure of the five panels.
+        """
+        first = results[0]
+        tables = {
+            name: StudyTable.concat([getattr(r, name) for r in results])
+            for name in ("convergence", "lengths", "baselines", "best")
+        }
+        merged = InContextResult(config=first.config, theory=first.theory, law=first.law, **tables)
+        return merged.plot(axes)
 
 
 # -- checks ----------------------------------------------------------------------------------
@@ -487,9 +514,7 @@ def _check(cfg):
     if cfg.n_train < d:
         raise ValueError(f"n_train must be at least n_features={d}, got {cfg.n_train}.")
     scales = _positive_reals(cfg.scales, "scales")
-    return cfg.replace(
-        anisotropic=aniso, train_lengths=train, test_lengths=tests, scales=scales
-    )
+    return cfg.replace(anisotropic=aniso, train_lengths=train, test_lengths=tests, scales=scales)
 
 
 # -- the experiment --------------------------------------------------------------------------
@@ -586,6 +611,7 @@ def studies(cfg, seeds, *, device="cpu", progress=False):
         grid={"seq_len": [n + 1 for n in cfg.train_lengths]},
         n_test=cfg.n_test,
         scoring={"risk": prompt_risk, "fitted_risk": fitted_risk, **_scale_scorers(cfg.scales)},
+        batch_seeds=True,
         **common,
     )
     baselines = sweep(
@@ -616,9 +642,7 @@ def _theory(cfg):
         },
         "gd_step": gd,
         "least_squares_risk": {m: in_context_least_squares_risk(m, ones) for m in cfg.test_lengths},
-        "slope": {
-            c: in_context_slope(N, c * c * ones, preconditioner=A) for c in cfg.scales
-        },
+        "slope": {c: in_context_slope(N, c * c * ones, preconditioner=A) for c in cfg.scales},
         "shift_risk": {
             c: in_context_risk(N, N, c * c * ones, preconditioner=A) for c in cfg.scales
         },
