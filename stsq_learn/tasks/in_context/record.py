@@ -35,8 +35,8 @@ PROVENANCE = {
     "covariate shift": "paper: covariates scaled by c at test are not tolerated, the slope "
     "c^2 / g; measured at M = N, and the scaling of the held-out prompts, are ours",
     "training": "ours: Adam (lr 0.02 at tiny, 0.01 above; 256 fresh prompts a step at tiny "
-    "and quick, 2000 at full) on the reduced parametrisation (u and U), init_scale 'auto' (half the bound); the "
-    "paper proves gradient flow on the population loss",
+    "and quick, 2000 at full) on the reduced parametrisation (u and U), init_scale 'auto' "
+    "(half the bound); the paper proves gradient flow on the population loss",
     "n_features, n_train": "ours: d = 5, N = 20 (the setting of the reference values we "
     "checked by Monte Carlo)",
     "anisotropic": "ours: Lambda = diag(2, 1.5, 1, 0.5, 0.25)",
