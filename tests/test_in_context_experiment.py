@@ -164,6 +164,8 @@ def test_a_list_of_seeds_gives_the_one_seed_runs():
         ({"test_lengths": (5, 10)}, ValueError, "at least 3 lengths"),
         ({"test_lengths": (5, 10, 2.0)}, TypeError, r"test_lengths\[2\]"),
         ({"n_train": 15}, ValueError, "n_train=15 must be one of train_lengths"),
+        ({"test_lengths": (5, 20, 40)}, ValueError, "n_train=10 must be one of test_lengths"),
+        ({"n_tune": 0}, ValueError, "n_tune"),
         ({"scales": (1.0, math.inf)}, ValueError, r"scales\[1\]"),
         ({"scales": ()}, ValueError, "scales is empty"),
         ({"n_stepz": 3}, ValueError, "n_stepz"),

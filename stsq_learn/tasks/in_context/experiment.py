@@ -69,7 +69,7 @@ class InContextSettings(Settings):
         Dimension d of the covariates.
     n_train : int, default=20
         N, the examples of the training prompts of panels 1 and 3 and of
-        panel 2's layer (one of ``train_lengths``).
+        panel 2's layer (one of ``train_lengths`` and of ``test_lengths``).
     anisotropic : tuple of float, default=(2.0, 1.5, 1.0, 0.5, 0.25)
         The variances of the anisotropic ``Lambda`` (d of them) of panel 1;
         the other panels train on ``Lambda = I``.
@@ -296,7 +296,7 @@ class InContextResult:
             at = {int(L) - 1: i for i, L in enumerate(rows["param_seq_len"])}
         if column in ("risk", "fitted_risk"):
             return {m: float(rows[column][i]) for m, i in at.items()}
-        where = at[self.n_train] if model == LAYER else at.get(self.n_train)
+        where = at.get(self.n_train)
         what = "slope" if column == "slope" else "risk"
         if where is None:
             return {}
@@ -484,10 +484,9 @@ def _positive_reals(value, name):
 
 def _check(cfg):
     """The settings, checked and normalised, before any work."""
-    for name in ("n_features", "n_train", "n_steps", "batch_size", "record_every"):
+    for name in ("n_features", "n_train", "n_steps", "batch_size", "record_every", "n_test"):
         check_positive_int(cfg[name], name)
-    for name in ("n_test", "n_tune"):
-        check_positive_int(cfg[name], name)
+    check_positive_int(cfg.n_tune, "n_tune")
     d = cfg.n_features
     lr = cfg.learning_rate
     if isinstance(lr, (bool, np.bool_)) or not isinstance(lr, numbers.Real):
@@ -506,13 +505,12 @@ def _check(cfg):
             f"test_lengths must hold at least 3 lengths (a line is fitted to the best N per M), "
             f"got {tests!r}."
         )
-    if cfg.n_train not in train:
-        raise ValueError(
-            f"n_train={cfg.n_train} must be one of train_lengths={train} (its layer is "
-            "panel 2's and 3's)."
-        )
-    if cfg.n_train < d:
-        raise ValueError(f"n_train must be at least n_features={d}, got {cfg.n_train}.")
+    for name, lengths in (("train_lengths", train), ("test_lengths", tests)):
+        if cfg.n_train not in lengths:
+            raise ValueError(
+                f"n_train={cfg.n_train} must be one of {name}={lengths} (panels 2 and 3 read "
+                "the layer trained at N, the covariate shift at M = N)."
+            )
     scales = _positive_reals(cfg.scales, "scales")
     return cfg.replace(anisotropic=aniso, train_lengths=train, test_lengths=tests, scales=scales)
 
