@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ...experiments._record import Experiment, Work
+from ...experiments._record import Experiment
 from ...experiments._records._format import fmt
 from ...studies import planning
 from .experiment import (
@@ -125,11 +125,7 @@ def work(settings):
     cfg = _check(InContextSettings.resolve(settings))
     with planning() as plan:
         studies(cfg, (0,))
-    return [
-        Work(w.label, w.fits, w.steps, w.estimator, w.task, w.predict_rows, w.predict_len)
-        for w in plan
-        if w.train_rows is None
-    ]
+    return [w for w in plan if w.train_rows is None]
 
 
 def summary_rows(rows, res):
