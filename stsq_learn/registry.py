@@ -348,6 +348,7 @@ def _register_builtins():
             icl_baselines.PromptGradientStep,
         ),
         make=icl_law.make_in_context_regression,
+        experiments=("stsq_learn.tasks.in_context.record",),
         exports=icl_theory.PUBLIC,
         modules=(icl_modules.LinearSelfAttention,),
     )

@@ -25,11 +25,13 @@ def test_public_names_come_from_the_records():
     assert RECORDS["length_generalization"].aliases == ("length",)
     assert RECORDS["separation"].aliases == ("width",)
     assert RECORDS["qsa"].aliases == ("averaging",)
-    assert EXPERIMENTS[-3] == "retrieval" and RECORDS["retrieval"].aliases == ("sparse_retrieval",)
-    assert EXPERIMENTS[-2] == "single_location"
+    assert EXPERIMENTS[-4] == "retrieval" and RECORDS["retrieval"].aliases == ("sparse_retrieval",)
+    assert EXPERIMENTS[-3] == "single_location"
     assert RECORDS["single_location"].aliases == ("content",)
-    assert EXPERIMENTS[-1] == "classification"
+    assert EXPERIMENTS[-2] == "classification"
     assert RECORDS["classification"].aliases == ("sparse_token_classification",)
+    assert EXPERIMENTS[-1] == "in_context_regression"
+    assert RECORDS["in_context_regression"].aliases == ()
 
 
 def test_a_record_needs_every_size():
@@ -106,10 +108,15 @@ def test_plan_counts_fits_and_steps():
     assert est["single_location"]["fits"] == 5
     # classification: 3 lengths x 3 classifiers x 2 halvings; 2 d x 2 ratios; 2 thetas x 3.
     assert est["classification"]["fits"] == 18 + 4 + 6
+    # in_context_regression: 2 laws of the convergence, then 3 training lengths (one seed;
+    # the baselines fit no steps and are not timed).
+    icl = est["in_context_regression"]
+    n_steps = PRESETS["tiny"]["in_context_regression"]["n_steps"]
+    assert (icl["fits"], icl["steps"]) == (5, 5 * n_steps)
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 91 |" in table
+    assert "| total | 96 |" in table
 
 
 def test_plan_only_and_bad_arguments():
