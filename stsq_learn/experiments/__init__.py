@@ -41,13 +41,13 @@ settings) in ``_records/``.
 """
 
 from .._live_names import live_names
+from ..tasks.selection.convergence import ConvergenceResult as ConvergenceResult
+from ..tasks.selection.convergence import ConvergenceRun as ConvergenceRun
+from ..tasks.selection.convergence import training_dynamics as training_dynamics
 from ._check import ReferenceCheck as ReferenceCheck
 from ._check import check_reference as check_reference
 from ._check import load_reference as load_reference
 from ._check import write_reference as write_reference
-from ._convergence import ConvergenceResult as ConvergenceResult
-from ._convergence import ConvergenceRun as ConvergenceRun
-from ._convergence import training_dynamics as training_dynamics
 from ._encodings import EncodingsResult as EncodingsResult
 from ._encodings import encoding_families as encoding_families
 from ._length import LengthGeneralizationResult as LengthGeneralizationResult

@@ -10,8 +10,8 @@ what is ours; :func:`headline` gives the numbers a run is checked by.
 from __future__ import annotations
 
 from ...tasks import SparseTokenSelectionTask
+from ...tasks.selection.convergence import ConvergenceSettings, training_dynamics
 from ...tasks.selection.estimators import SparseTokenSelector
-from .._convergence import ConvergenceSettings, training_dynamics
 from .._record import Experiment, Work
 from ._format import fmt
 
