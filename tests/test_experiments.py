@@ -353,7 +353,7 @@ def test_experiments_clone_the_estimators_they_are_given():
     before = given.get_params()
     res = training_dynamics(seq_len=6, n_features=2, n_selected=2, estimator=given, n_steps=4)
     assert given.get_params() == before and not hasattr(given, "net_")
-    assert res.config["width"] == 6 and res.config["estimator"]["learning_rate_init"] == 1.0
+    assert res.config["width"] == 6 and res.config["learning_rate_init"] == 1.0
     sep = width_separation(
         seq_lens=(4,),
         transformer=SparseTokenSelector(batch_size=32),
