@@ -197,7 +197,7 @@ def test_summary_rows_and_headline(tiny):
     assert "| classification (d=4, 100 rows, test error 0.2) | minimal theta at L = 4, 8, 16 |" in (
         text
     )
-    assert "| | attention: a + b log L, R^2 / a + c sqrt L, R^2 | b = " in text
+    assert "| | attention: a + b log L, R^2 / c sqrt L, R^2 | b = " in text
     assert "| | theory (d, n -> inf) | " in text and "| | pooled oracle (exact) | 0.362 / " in text
     numbers = record.headline(tiny)
     expected = {f"{n}.{k}" for n in CLASSIFIERS for k in ("log_a", "log_b", "log_r2")}
@@ -211,7 +211,10 @@ def test_summary_rows_and_headline(tiny):
     law = tiny.laws["attention"]["log"]
     assert numbers["attention.log_b"] == law.params["b"] and law.x_range == (4.0, 16.0)
     assert numbers["attention.log_b"] == pytest.approx(0.7107, abs=1e-4)
-    assert numbers["attention.sqrt_c"] == tiny.laws["attention"]["sqrt"].params["b"]
+    sqrt = tiny.laws["attention"]["sqrt"]  # c sqrt(L) through 0, least squares
+    assert numbers["attention.sqrt_c"] == sqrt.params["b"] and sqrt.params["a"] == 0.0
+    Ls, found = np.array([4.0, 8.0, 16.0]), np.array(tiny.thresholds("attention"))
+    assert sqrt.params["b"] == pytest.approx(np.sqrt(Ls) @ found / Ls.sum())
 
 
 def test_provenance_names_every_preset_setting():

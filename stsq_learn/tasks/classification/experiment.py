@@ -8,8 +8,9 @@ Three parts, after Barnfield, Cui and Lu (ICLR 2026), each a study of
   logistic regressions) reaches a target test error
   (:func:`~stsq_learn.studies.search_threshold` on the task's ``signal``,
   ``method="geometric"``: bisection on ``log theta``); the laws
-  ``a + b log L`` and ``a + c sqrt(L)`` fitted to each classifier's
-  thresholds (:func:`~stsq_learn.studies.fit_law`), with the R^2 of each;
+  ``a + b log L`` (:func:`~stsq_learn.studies.fit_law`) and ``c sqrt(L)``
+  (through 0, as the pooled oracle's) fitted to each classifier's
+  thresholds, with the R^2 of each;
 - **alignment**: the cosine of the query with ``xi`` after the two-step
   protocol (``solver="two_step"``, :attr:`two_step_query_`) against ``n / d``
   at two token dimensions (a :func:`~stsq_learn.studies.sweep` per ratio),
@@ -44,6 +45,7 @@ from ..._validation import check_positive_int
 from ...experiments._settings import Settings
 from ...studies import (
     BandDisplay,
+    Law,
     StudyTable,
     check_seeds,
     fit_law,
@@ -66,7 +68,7 @@ CLASSIFIERS = ("attention", "flat", "pooled")
 """The three classifiers, in the order of every table and figure."""
 
 LAWS = ("log", "sqrt")
-"""The laws fitted to the thresholds: ``a + b log L`` and ``a + c sqrt(L)``."""
+"""The laws fitted to the thresholds: ``a + b log L`` and ``c sqrt(L)``."""
 
 _ATTENTION = SparseTokenClassifier(
     solver="adam", learning_rate_init=0.1, max_iter=80, batch_size="full"
@@ -96,11 +98,35 @@ def _two_step_cosine(estimator, X, y):
 
 
 def _law(table, name):
-    """``name``'s law fitted to the table's thresholds against L (None under 3 points)."""
-    try:
-        return fit_law(*table.xy("seq_len", "value"), name)
-    except ValueError:
+    """``name``'s law fitted to the table's thresholds against L (None under 3 points).
+
+    ``"log"`` is :func:`~stsq_learn.studies.fit_law`'s ``a + b log L``;
+    ``"sqrt"`` the theory's ``c sqrt(L)``, through 0 (the pooled oracle's
+    law; ``fit_law`` fits ``a + b sqrt(L)``): a :class:`~stsq_learn.studies.Law`
+    of ``a = 0``, its R^2 against the thresholds' mean.
+    """
+    x, y = table.xy("seq_len", "value")
+    if name == "log":
+        try:
+            return fit_law(x, y, "log")
+        except ValueError:
+            return None
+    if len(x) < 3:
         return None
+    s = np.sqrt(x)
+    c = float(s @ y / (s @ s))
+    resid = y - c * s
+    total = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / total if total > 0 else float(np.allclose(resid, 0))
+    return Law(
+        name="sqrt",
+        params={"a": 0.0, "b": c},
+        r2=r2,
+        rms=float(np.sqrt(np.mean(resid**2))),
+        residuals=tuple(float(r) for r in resid),
+        x_range=(float(x.min()), float(x.max())),
+        n_points=len(x),
+    )
 
 
 @dataclass
@@ -366,7 +392,7 @@ def _plot(results, axes):
         colors=_COLORS,
         xlabel="tokens L (log scale)",
         ylabel=f"minimal theta for test error {cfg['target_error']:g}",
-        title="Signal needed: a + b log L (dotted) vs a + c sqrt L (dash-dot)",
+        title="Signal needed: a + b log L (dotted) vs c sqrt L (dash-dot)",
     )
     for name, fitted in sqrts.items():
         if fitted is not None:  # drawn over the lengths it was fitted on, as the log law

@@ -32,7 +32,7 @@ PROVENANCE = {
     "with R informative tokens at random places, negative rows X = Z",
     "law": "paper: attention reaches vanishing test error with theta growing like log L, "
     "linear classifiers (flattened or pooled) need sqrt L; the fitted laws a + b log L and "
-    "a + c sqrt L (studies.fit_law) and their R^2 are ours",
+    "c sqrt L and their R^2 are ours",
     "two_step": "paper: two gradient steps (readout, then query) align the query with xi; "
     "the step size, the reuse of the same rows and the cosine as the measure are ours",
     "theory": "ours: pooled_error, pooled_threshold, attention_threshold and "
@@ -171,7 +171,7 @@ def headline(result):
     dict of str to float
         ``"<classifier>.log_a"``, ``".log_b"``, ``".log_r2"`` (the law
         ``a + b log L``), ``".sqrt_c"`` and ``".sqrt_r2"`` (the law
-        ``a + c sqrt(L)``) for each of ``attention``, ``flat`` and
+        ``c sqrt(L)``) for each of ``attention``, ``flat`` and
         ``pooled``; ``"alignment.d=<d>.ratio=<n/d>"`` (the mean cosine) and
         ``"alignment.theory.ratio=<n/d>"``; NaN where a value is missing.
     """
@@ -207,7 +207,7 @@ def summary_rows(rows, res):
     for name in CLASSIFIERS:
         f = {k: numbers[f"{name}.{k}"] for k in ("log_b", "log_r2", "sqrt_c", "sqrt_r2")}
         rows.append(
-            f"| | {name}: a + b log L, R^2 / a + c sqrt L, R^2 | b = {fmt(f['log_b'], 3)}, "
+            f"| | {name}: a + b log L, R^2 / c sqrt L, R^2 | b = {fmt(f['log_b'], 3)}, "
             f"{fmt(f['log_r2'], 3)} / c = {fmt(f['sqrt_c'], 3)}, {fmt(f['sqrt_r2'], 3)} |"
         )
     ratios = ", ".join(f"{r:g}" for r in cfg["alignment_ratios"])
