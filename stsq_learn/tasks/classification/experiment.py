@@ -33,6 +33,7 @@ another.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from dataclasses import dataclass
@@ -106,17 +107,21 @@ def _law(table, name):
     of ``a = 0``, its R^2 against the thresholds' mean.
     """
     x, y = table.xy("seq_len", "value")
+    constant = len(y) > 0 and np.ptp(y) == 0  # every threshold the same bracket's mean
     if name == "log":
         try:
-            return fit_law(x, y, "log")
+            law = fit_law(x, y, "log")
         except ValueError:
             return None
+        # Equal thresholds: a flat line fits them exactly (fit_law's R^2 would divide
+        # the rounding of the mean's subtraction by itself).
+        return dataclasses.replace(law, r2=1.0) if constant else law
     if len(x) < 3:
         return None
     s = np.sqrt(x)
     c = float(s @ y / (s @ s))
     resid = y - c * s
-    total = float(((y - y.mean()) ** 2).sum())
+    total = 0.0 if constant else float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((resid**2).sum()) / total if total > 0 else float(np.allclose(resid, 0))
     return Law(
         name="sqrt",
