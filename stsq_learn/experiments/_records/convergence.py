@@ -14,7 +14,11 @@ what is ours; :func:`headline` gives the numbers a run is checked by.
 from __future__ import annotations
 
 from ...tasks import SparseTokenSelectionTask
-from ...tasks.selection.convergence import ConvergenceSettings, training_dynamics
+from ...tasks.selection.convergence import (
+    ConvergenceResult,
+    ConvergenceSettings,
+    training_dynamics,
+)
 from ...tasks.selection.estimators import SparseTokenSelector
 from .._record import Experiment, Work
 from ._format import fmt
@@ -136,4 +140,5 @@ RECORD = Experiment(
     headline=headline,
     provenance=PROVENANCE,
     seeds_batched=True,
+    result=ConvergenceResult,
 )

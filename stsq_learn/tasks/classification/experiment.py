@@ -193,6 +193,7 @@ class SparseTokenClassificationResult:
         Returns
         -------
         list of float or None
+            The threshold at each length of :attr:`seq_lens`.
         """
         rows = self.law.where(model=name)
         found = dict(zip(rows["param_seq_len"].tolist(), rows["value"].tolist()))
@@ -226,6 +227,7 @@ class SparseTokenClassificationResult:
         Returns
         -------
         list of float
+            ``rho_2`` at each ratio of the config's ``alignment_ratios``.
         """
         cfg = self.config
         ratios = np.array(cfg["alignment_ratios"], float)

@@ -130,6 +130,7 @@ class ConvergenceRun:
         Returns
         -------
         list of float
+            Its value at each record, the first at step 0.
         """
         return [float(v) for v in self.table[column]]
 
