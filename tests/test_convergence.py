@@ -224,3 +224,17 @@ def test_token_norm_under_the_papers_algorithm():
     assert pre["token_norm"] == pytest.approx(0.067, abs=0.005)
     for f in (same, pre):
         assert f["cos"] > 0.998 and f["gamma"] == pytest.approx(2.63, abs=0.02)
+
+
+def test_the_task_module_imports_first_in_a_fresh_interpreter():
+    # The experiment lives in the selection task's home and is exported lazily by
+    # stsq_learn.experiments: importing either first goes round no circle.
+    import subprocess
+    import sys
+
+    code = (
+        "import stsq_learn.tasks.selection.convergence as c\n"
+        "from stsq_learn.experiments import ConvergenceRun, training_dynamics\n"
+        "assert training_dynamics is c.training_dynamics and ConvergenceRun is c.ConvergenceRun"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
