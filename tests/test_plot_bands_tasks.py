@@ -1,4 +1,4 @@
-"""plot_bands of the task experiments (q-sparse averaging, retrieval, classification) over seeds.
+"""plot_bands of the task experiments (q-sparse averaging, retrieval) over seeds.
 
 Small hand-made results: each curve's median over the seeds with its min-max
 band, each width or threshold its median with min-max error bars, widths no
@@ -21,11 +21,6 @@ from matplotlib.container import BarContainer, ErrorbarContainer
 
 from stsq_learn.experiments import SeparationResult, SparseAveragingResult, SparseRetrievalResult
 from stsq_learn.experiments._width_search import fit_growth_law, growth_laws
-from stsq_learn.tasks.classification.experiment import (
-    SparseTokenClassificationResult,
-    fit_laws,
-)
-from stsq_learn.tasks.classification.theory import pooled_error
 
 NAN, INF = float("nan"), float("inf")
 SEQ_LENS = [4, 8, 16]
@@ -145,56 +140,6 @@ def _retrieval(seed):
         heads=heads,
         by_length=_by_length(seed, task="q-sparse token retrieval"),
         length=_length(seed),
-    )
-
-
-CLS_LENS = [4, 8, 16]
-THRESHOLDS = {  # per seed and classifier: the minimal theta at each L (None: none found)
-    0: {"attention": [2.0, 2.5, 3.0], "flat": [3.0, 6.0, None], "pooled": [3.0, 4.0, 5.0]},
-    1: {"attention": [2.2, None, 3.4], "flat": [3.5, 7.0, None], "pooled": [2.8, 4.2, 5.5]},
-    2: {"attention": [1.8, 2.7, NAN], "flat": [4.0, 8.0, None], "pooled": [3.1, 4.1, 6.0]},
-}
-COSINES = {  # per seed, d -> per ratio n/d: the draws' cosines
-    0: {"8": [[0.2, 0.4], [0.7, 0.8]], "16": [[0.1, 0.3], [0.6, 0.9]]},
-    1: {"8": [[0.3, 0.5], [0.75, 0.85]], "16": [[0.0, 0.2], []]},
-    2: {"8": [[0.1, 0.2], [0.6, 0.95]], "16": [[0.2, 0.6], [0.5, 0.7]]},
-}
-ERRORS = {  # per seed, classifier -> test error at theta = 1, 2, 4; the share-1/2 signal
-    0: (dict(attention=[0.4, 0.2, 0.05], flat=[0.45, 0.3, 0.2], pooled=[0.42, 0.25, 0.1]), 2.0),
-    1: (dict(attention=[0.38, 0.25, 0.02], flat=[0.47, 0.35, 0.15], pooled=[0.4, 0.2, 0.12]), 2.6),
-    2: (dict(attention=[0.41, 0.15, 0.0], flat=[0.46, 0.32, 0.25], pooled=[0.43, 0.3, 0.1]), None),
-}
-
-
-def _classification(seed):
-    thresholds = {k: list(v) for k, v in THRESHOLDS[seed].items()}
-    law = {
-        "seq_lens": list(CLS_LENS),
-        "target_error": 0.2,
-        "thresholds": thresholds,
-        "fits": {k: fit_laws(CLS_LENS, v) for k, v in thresholds.items()},
-        "pooled_oracle": [3.3, 4.7, 6.7],
-    }
-    cosine = {d: [list(c) for c in v] for d, v in COSINES[seed].items()}
-    mean = {d: [float(np.mean(c)) if c else None for c in v] for d, v in cosine.items()}
-    alignment = {
-        "n_features": [8, 16],
-        "ratios": [1.0, 4.0],
-        "cosine": cosine,
-        "mean": mean,
-        "theory": [0.55, 0.88],
-        "seq_len": 8,
-        "signal": 3.0,
-    }
-    errors, share = ERRORS[seed]
-    error = {
-        "seq_len": 8,
-        "signals": [1.0, 2.0, 4.0],
-        "test_error": {k: list(v) for k, v in errors.items()},
-        "attention_threshold": share,
-    }
-    return SparseTokenClassificationResult(
-        config={"seed": seed}, law=law, alignment=alignment, error=error, seconds={}
     )
 
 
@@ -367,12 +312,6 @@ def _nothing_found(make):
     """Two seeds of ``make`` where no seed has a number (None, NaN, inf) anywhere it may miss."""
     results = [make(seed) for seed in range(2)]
     for res in results:
-        if isinstance(res, SparseTokenClassificationResult):
-            res.law["thresholds"] = {k: [None, NAN, INF] for k in res.law["thresholds"]}
-            res.alignment["mean"] = {d: [None, None] for d in res.alignment["mean"]}
-            res.alignment["cosine"] = {d: [[], []] for d in res.alignment["cosine"]}
-            res.error["attention_threshold"] = None
-            continue
         res.by_length.minimal_width = {"transformer": [None, NAN, None], "fcn": [None] * 3}
         res.by_length.lower_bound = {"transformer": [INF, NAN, None], "fcn": [None] * 3}
         res.length["r2"] = {"stochastic": [NAN, NAN], "fixed": [NAN, NAN]}
@@ -387,9 +326,7 @@ def _nothing_found(make):
     return results
 
 
-@pytest.mark.parametrize(
-    "make", [lambda s: _averaging(s), lambda s: _retrieval(s), lambda s: _classification(s)]
-)
+@pytest.mark.parametrize("make", [lambda s: _averaging(s), lambda s: _retrieval(s)])
 def test_task_plot_bands_draw_seeds_that_found_nothing(make):
     results = _nothing_found(make)
     with warnings.catch_warnings():
@@ -452,72 +389,10 @@ def test_retrieval_plot_bands_of_one_result_is_plot():
         plt.close(bands)
 
 
-# -- sparse-token classification -------------------------------------------------------------
-def test_classification_plot_bands_median_and_min_max_over_seeds():
-    results = [_classification(seed) for seed in range(3)]
-    one = results[0].plot()
-    fig = SparseTokenClassificationResult.plot_bands(results)
-    assert fp.suptitle(fig) == (
-        "Sparse-token classification, median over 3 seeds, band: min-max, error bars: min-max"
-    )
-    assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in one.axes]
-    ax_l, ax_a, ax_e = fig.axes
-    # Thresholds: median of the seeds that found one; the laws fitted to every seed's.
-    pooled = [(L, t) for s in range(3) for L, t in zip(CLS_LENS, THRESHOLDS[s]["attention"])]
-    pooled = [(L, t) for L, t in pooled if t is not None and not math.isnan(t)]
-    fit = fit_laws([L for L, _ in pooled], [t for _, t in pooled])
-    label = f"attention (every seed's: R$^2$ log {fit['log_r2']:.2f}, sqrt {fit['sqrt_r2']:.2f})"
-    got = fp.bars(ax_l, label)
-    assert list(got) == [4.0, 8.0, 16.0]
-    np.testing.assert_allclose(
-        list(got.values()), [(2.0, 1.8, 2.2), (2.6, 2.5, 2.7), (3.2, 3.0, 3.4)]
-    )
-    grid = np.geomspace(4, 16, 100)
-    log_line = next(ln for ln in ax_l.get_lines() if ln.get_linestyle() == "-")
-    np.testing.assert_allclose(log_line.get_ydata(), fit["log_a"] + fit["log_b"] * np.log(grid))
-    # The flat classifier's thresholds span two lengths: no law, its points with no R^2.
-    assert fp.bars(ax_l, "flattened logistic") == {4.0: (3.5, 3.0, 4.0), 8.0: (7.0, 6.0, 8.0)}
-    assert list(fp.line(ax_l, "pooled oracle (theory)").get_ydata()) == [3.3, 4.7, 6.7]
-    # Cosines: the median of the seeds' means, every seed's draws' min-max shaded.
-    d8 = fp.line(ax_a, "two steps, d=8")
-    np.testing.assert_allclose(d8.get_ydata(), [0.3, 0.775])
-    np.testing.assert_allclose(fp.band(fp.fills(ax_a)[0], [1.0, 4.0]), [[0.1, 0.6], [0.5, 0.95]])
-    # d=16 at n/d=4: seed 1 drew none there (left out of the median and the band).
-    np.testing.assert_allclose(fp.line(ax_a, "two steps, d=16").get_ydata(), [0.2, 0.675])
-    np.testing.assert_allclose(fp.band(fp.fills(ax_a)[1], [1.0, 4.0]), [[0.0, 0.5], [0.6, 0.9]])
-    assert list(fp.line(ax_a, "theory (d, n -> inf)").get_ydata()) == [0.55, 0.88]
-    # Test error: the median with the min-max shaded; the share's line at the median.
-    values = np.array([ERRORS[s][0]["attention"] for s in range(3)])
-    np.testing.assert_allclose(fp.line(ax_e, "attention").get_ydata(), np.median(values, axis=0))
-    np.testing.assert_allclose(
-        fp.band(fp.fills(ax_e)[0], [1, 2, 4]), [values.min(axis=0), values.max(axis=0)]
-    )
-    share = fp.line(ax_e, "informative share 1/2 (theory, fitted query; median over seeds)")
-    assert list(share.get_xdata()) == [2.3, 2.3]
-    oracle = fp.line(ax_e, "pooled oracle (exact)")
-    np.testing.assert_allclose(oracle.get_ydata(), pooled_error(oracle.get_xdata(), 8))
-    plt.close(fig)
-    plt.close(one)
-
-
-def test_classification_plot_bands_of_one_result_is_plot():
-    for seed in (1, 2):  # a threshold None (seed 1), a NaN one and no share (seed 2)
-        res = _classification(seed)
-        one, bands = res.plot(), SparseTokenClassificationResult.plot_bands([res])
-        assert _elements(one) == _elements(bands)
-        assert fp.suptitle(one) == "" and not any(ax.containers for ax in one.axes)
-        flat = THRESHOLDS[seed]["flat"]
-        label = [t.get_text() for t in one.axes[0].get_legend().get_texts()][1]
-        assert list(fp.line(one.axes[0], label).get_ydata()) == flat[:2]
-        plt.close(one)
-        plt.close(bands)
-
-
 # -- bad results -----------------------------------------------------------------------------
 CASES = [
     (_averaging, SparseAveragingResult),
     (_retrieval, SparseRetrievalResult),
-    (_classification, SparseTokenClassificationResult),
 ]
 
 
@@ -539,7 +414,3 @@ def test_task_plot_bands_refuses_seeds_of_different_experiments():
     other.by_length.seq_lens = [4, 8, 32]
     with pytest.raises(ValueError, match=r"results\[2\]\.by_length\.seq_lens differs"):
         SparseRetrievalResult.plot_bands([_retrieval(0), _retrieval(1), other])
-    other = _classification(1)
-    del other.law["thresholds"]["flat"]
-    with pytest.raises(ValueError, match=r"results\[1\]\.list\(law\['thresholds'\]\) differs"):
-        SparseTokenClassificationResult.plot_bands([_classification(0), other])

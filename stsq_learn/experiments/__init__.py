@@ -48,9 +48,6 @@ from ._check import ReferenceCheck as ReferenceCheck
 from ._check import check_reference as check_reference
 from ._check import load_reference as load_reference
 from ._check import write_reference as write_reference
-from ._convergence import ConvergenceResult as ConvergenceResult
-from ._convergence import ConvergenceRun as ConvergenceRun
-from ._convergence import training_dynamics as training_dynamics
 from ._encodings import EncodingsResult as EncodingsResult
 from ._encodings import encoding_families as encoding_families
 from ._length import LengthGeneralizationResult as LengthGeneralizationResult
@@ -74,10 +71,15 @@ from ._settings import Settings as Settings
 def _from_records():
     """Every registered experiment's function and result class, and ``EXPERIMENTS`` and
     ``PRESETS`` (:mod:`._reproduce`), by name."""
+    from ..tasks.selection.convergence import ConvergenceRun
     from . import _reproduce
     from ._records import RECORDS
 
-    out = {"EXPERIMENTS": _reproduce.EXPERIMENTS, "PRESETS": _reproduce.PRESETS}
+    out = {
+        "EXPERIMENTS": _reproduce.EXPERIMENTS,
+        "PRESETS": _reproduce.PRESETS,
+        "ConvergenceRun": ConvergenceRun,  # a part of the convergence record's result
+    }
     for record in RECORDS.values():
         out[record.function.__name__] = record.function
         if record.result is not None:

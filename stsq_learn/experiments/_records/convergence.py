@@ -2,7 +2,11 @@
 
 Two runs at each size, the same seed: every block of W at one step (the
 paper's algorithm, the headline) and the token rows at ``1 / width`` of it
-(``token_block_rate="auto"``, the estimators' preconditioning, ours).
+(``token_block_rate="auto"``, the estimators' preconditioning, ours). The
+record is ``seeds_batched``: one call of :func:`training_dynamics` runs
+every seed (one :func:`~stsq_learn.studies.training_curve`), a result per
+seed; the fits themselves run one after another, as the callback measuring
+W acts on one net.
 :data:`PROVENANCE` says, setting by setting, what comes from the paper and
 what is ours; :func:`headline` gives the numbers a run is checked by.
 """
@@ -10,8 +14,12 @@ what is ours; :func:`headline` gives the numbers a run is checked by.
 from __future__ import annotations
 
 from ...tasks import SparseTokenSelectionTask
+from ...tasks.selection.convergence import (
+    ConvergenceResult,
+    ConvergenceSettings,
+    training_dynamics,
+)
 from ...tasks.selection.estimators import SparseTokenSelector
-from .._convergence import ConvergenceSettings, training_dynamics
 from .._record import Experiment, Work
 from ._format import fmt
 
@@ -131,4 +139,6 @@ RECORD = Experiment(
     work=work,
     headline=headline,
     provenance=PROVENANCE,
+    seeds_batched=True,
+    result=ConvergenceResult,
 )

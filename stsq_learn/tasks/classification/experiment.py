@@ -1,50 +1,65 @@
 """Sparse-token classification: attention needs a signal growing like log L, linear sqrt L.
 
-Three parts, after Barnfield, Cui and Lu (ICLR 2026):
+Three parts, after Barnfield, Cui and Lu (ICLR 2026), each a study of
+:mod:`stsq_learn.studies`:
 
 - **law**: at each length L, the smallest signal theta at which each
   classifier (the attention classifier, the flattened and the pooled
-  logistic regressions) reaches a target test error, found by bisection on
-  ``log theta``; the laws ``a + b log L`` and ``c sqrt(L)`` fitted to each
-  classifier's thresholds, with the R^2 of each fit;
+  logistic regressions) reaches a target test error
+  (:func:`~stsq_learn.studies.search_threshold` on the task's ``signal``,
+  ``method="geometric"``: bisection on ``log theta``); the laws
+  ``a + b log L`` (:func:`~stsq_learn.studies.fit_law`) and ``c sqrt(L)``
+  (through 0, as the pooled oracle's) fitted to each classifier's
+  thresholds, with the R^2 of each;
 - **alignment**: the cosine of the query with ``xi`` after the two-step
   protocol (``solver="two_step"``, :attr:`two_step_query_`) against ``n / d``
-  at two token dimensions, beside :func:`~.theory.two_step_alignment`;
-- **error**: test error against theta at one length, beside the pooled
+  at two token dimensions (a :func:`~stsq_learn.studies.sweep` per ratio),
+  beside :func:`~.theory.two_step_alignment`;
+- **error**: test error against theta at one length
+  (:func:`~stsq_learn.studies.sweep` over ``signal``), beside the pooled
   oracle's exact error (:func:`~.theory.pooled_error`) and, for attention,
   the signal at which the informative tokens hold half the softmax's
   normaliser at the fitted query's norm along ``xi``
   (:func:`~.theory.attention_threshold`).
+
+Seeds follow the studies' rule (:mod:`stsq_learn.studies.seeds`): every
+classifier of seed ``s`` is fitted with ``random_state=s`` on the rows of
+``stream_seed(s, "train")`` and scored on those of ``stream_seed(s,
+"test")``; the task draws its noise independently of theta, so one seed's
+rows keep their noise as the search moves theta. The classifiers are not
+on the members engine's batched path: their seeds are fitted one after
+another.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, FitFailedWarning
 
 from ..._validation import check_positive_int
-from ...experiments._bands import bars_title, check_same
-from ...experiments._common import (
-    dataclass_dict,
-    derived_seed,
-    jsonable,
-    new_axes,
-    progress_bar,
-    seed_results,
-)
 from ...experiments._settings import Settings
+from ...studies import (
+    BandDisplay,
+    Law,
+    StudyTable,
+    check_seeds,
+    fit_law,
+    search_threshold,
+    stream_seed,
+    sweep,
+)
 from .baselines import make_flat_logistic, make_pooled_logistic
 from .estimators import SparseTokenClassifier
 from .task import SparseTokenClassificationTask
 from .theory import (
     attention_signal_share,
     attention_threshold,
-    fit_laws,
     pooled_error,
     pooled_threshold,
     two_step_alignment,
@@ -53,41 +68,97 @@ from .theory import (
 CLASSIFIERS = ("attention", "flat", "pooled")
 """The three classifiers, in the order of every table and figure."""
 
+LAWS = ("log", "sqrt")
+"""The laws fitted to the thresholds: ``a + b log L`` and ``c sqrt(L)``."""
+
 _ATTENTION = SparseTokenClassifier(
     solver="adam", learning_rate_init=0.1, max_iter=80, batch_size="full"
 )
+_COLORS = {"attention": "C0", "flat": "C1", "pooled": "C2"}
+_LABELS = {"attention": "attention", "flat": "flattened logistic", "pooled": "pooled logistic"}
+
+
+def _test_error(estimator, X, y):
+    """The study's scorer: the test error ``1 - accuracy``."""
+    return 1.0 - estimator.score(X, y)
+
+
+def _query_along_xi(estimator, X, y):
+    """The fitted attention query's component along ``xi`` (NaN for the linear baselines)."""
+    query = getattr(estimator, "query_", None)
+    if query is None:
+        return np.nan
+    return float(query @ estimator.task_.signal_direction)
+
+
+def _two_step_cosine(estimator, X, y):
+    """The cosine of ``two_step_query_`` with ``xi`` (0 for a zero query)."""
+    query = estimator.two_step_query_
+    norm = float(np.linalg.norm(query))
+    return float(query @ estimator.task_.signal_direction / norm) if norm > 0 else 0.0
+
+
+def _law(table, name):
+    """``name``'s law fitted to the table's thresholds against L (None under 3 points).
+
+    ``"log"`` is :func:`~stsq_learn.studies.fit_law`'s ``a + b log L``;
+    ``"sqrt"`` the theory's ``c sqrt(L)``, through 0 (the pooled oracle's
+    law; ``fit_law`` fits ``a + b sqrt(L)``): a :class:`~stsq_learn.studies.Law`
+    of ``a = 0``, its R^2 against the thresholds' mean.
+    """
+    x, y = table.xy("seq_len", "value")
+    constant = len(y) > 0 and np.ptp(y) == 0  # every threshold the same bracket's mean
+    if name == "log":
+        try:
+            law = fit_law(x, y, "log")
+        except ValueError:
+            return None
+        # Equal thresholds: a flat line fits them exactly (fit_law's R^2 would divide
+        # the rounding of the mean's subtraction by itself).
+        return dataclasses.replace(law, r2=1.0) if constant else law
+    if len(x) < 3:
+        return None
+    s = np.sqrt(x)
+    c = float(s @ y / (s @ s))
+    resid = y - c * s
+    total = 0.0 if constant else float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / total if total > 0 else float(np.allclose(resid, 0))
+    return Law(
+        name="sqrt",
+        params={"a": 0.0, "b": c},
+        r2=r2,
+        rms=float(np.sqrt(np.mean(resid**2))),
+        residuals=tuple(float(r) for r in resid),
+        x_range=(float(x.min()), float(x.max())),
+        n_points=len(x),
+    )
 
 
 @dataclass
 class SparseTokenClassificationResult:
-    """The three parts of the sparse-token classification experiment.
+    """One seed of the sparse-token classification experiment: its three studies' rows.
 
     Attributes
     ----------
     config : dict
-        The sizes and settings of every part.
-    law : dict
-        ``seq_lens``, ``target_error``, ``thresholds`` (classifier -> the
-        minimal theta at each L, None where the bracket's top failed),
-        ``brackets`` (classifier -> ``[low, high]`` at each L), ``fits``
-        (classifier -> :func:`~.theory.fit_laws`'s dict), ``pooled_oracle`` (the
-        pooled oracle's threshold, :func:`~.theory.pooled_threshold`) and
-        ``fits_done``.
-    alignment : dict
-        ``n_features``, ``ratios`` (n/d), ``cosine`` (d -> per ratio, the
-        per-seed cosines of ``two_step_query_`` with ``xi``), ``mean`` (d ->
-        per ratio) and ``theory`` (per ratio, the query's limit
-        ``rho_2``; ``theory_readout``, the readout's ``rho_1``).
-    error : dict
-        ``seq_len``, ``signals``, ``test_error`` (classifier -> per theta),
-        ``pooled_oracle`` (:func:`~.theory.pooled_error` per theta),
-        ``query_along_xi`` (the fitted attention query's component along
-        ``xi`` per theta), ``share`` (the informative tokens' share of the
-        normaliser at that component, :func:`~.theory.attention_signal_share`)
-        and ``attention_threshold`` (the signal where that share is 1/2 at
-        the median component; None when no component is positive).
+        The sizes and settings of every part, and the ``seed``.
+    law : StudyTable
+        :func:`~stsq_learn.studies.search_threshold`'s rows, one per
+        (classifier, L): ``model``, ``seed``, ``param_seq_len``, ``value``
+        (the minimal theta; NaN where the bracket's top failed), ``bound``
+        (then, the top: the threshold lies above it), ``reached``,
+        ``n_fits``, ...
+    alignment : StudyTable
+        The two-step fits, one row per (d, n/d, draw): ``seed``, ``draw``
+        (the draw's seed, ``stream_seed(seed, "alignment <k>")``),
+        ``n_features``, ``ratio``, ``n_train``, ``cosine`` (of
+        ``two_step_query_`` with ``xi``; NaN for a draw of one class).
+    error : StudyTable
+        :func:`~stsq_learn.studies.sweep`'s rows, one per (classifier,
+        theta): ``model``, ``seed``, ``param_signal``, ``test_error``,
+        ``query_along_xi`` (the attention query's component along ``xi``).
     seconds : dict
-        Wall time of each part.
+        Wall time of each part, the call's shared equally among its seeds.
 
     Examples
     --------
@@ -96,19 +167,136 @@ class SparseTokenClassificationResult:
     ...     seq_lens=(4, 8, 16), n_features=4, n_train=100, n_test=200, n_bisect=2,
     ...     alignment_features=(8,), alignment_ratios=(2,), n_seeds=1,
     ...     error_signals=(2.0,), progress=False)
-    >>> sorted(res.law["fits"])
+    >>> sorted(res.laws)
     ['attention', 'flat', 'pooled']
     """
 
     config: dict
-    law: dict
-    alignment: dict
-    error: dict
+    law: StudyTable
+    alignment: StudyTable
+    error: StudyTable
     seconds: dict
 
+    @property
+    def seq_lens(self):
+        """The lengths L of the law."""
+        return list(self.config["seq_lens"])
+
+    def thresholds(self, name):
+        """``name``'s minimal theta at each L (None where none was reached).
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`CLASSIFIERS`.
+
+        Returns
+        -------
+        list of float or None
+            The threshold at each length of :attr:`seq_lens`.
+        """
+        rows = self.law.where(model=name)
+        found = dict(zip(rows["param_seq_len"].tolist(), rows["value"].tolist()))
+        return [None if np.isnan(found[L]) else float(found[L]) for L in self.seq_lens]
+
+    @property
+    def laws(self):
+        """Classifier to ``{"log": Law, "sqrt": Law}`` fitted to its thresholds (None: < 3)."""
+        return {
+            name: {law: _law(self.law.where(model=name), law) for law in LAWS}
+            for name in CLASSIFIERS
+        }
+
+    @property
+    def alignment_means(self):
+        """d to the mean cosine over the draws at each n/d (None where no draw fitted)."""
+        out = {}
+        for d in self.config["alignment_features"]:
+            means = []
+            for ratio in self.config["alignment_ratios"]:
+                values = self.alignment.where(n_features=d, ratio=ratio)["cosine"]
+                values = values[np.isfinite(values)]
+                means.append(float(values.mean()) if len(values) else None)
+            out[d] = means
+        return out
+
+    @property
+    def alignment_theory(self):
+        """The query's limiting cosine ``rho_2`` at each n/d (:func:`~.theory.two_step_alignment`).
+
+        Returns
+        -------
+        list of float
+            ``rho_2`` at each ratio of the config's ``alignment_ratios``.
+        """
+        cfg = self.config
+        ratios = np.array(cfg["alignment_ratios"], float)
+        _, query = two_step_alignment(cfg["alignment_signal"], cfg["alignment_seq_len"], ratios)
+        return np.atleast_1d(query).tolist()
+
+    @property
+    def attention_threshold(self):
+        """The signal where the informative share is 1/2 at the median positive query along
+        ``xi`` of the error part (None when none is positive)."""
+        along = self.error.where(model="attention")["query_along_xi"]
+        positive = along[np.isfinite(along) & (along > 0)]
+        L = self.config["error_seq_len"]
+        if not len(positive) or L <= 1:
+            return None
+        return float(attention_threshold(L, query_norm=float(np.median(positive))))
+
     def to_dict(self):
-        """JSON-ready dict of everything."""
-        return dataclass_dict(self)
+        """JSON-ready dict: the config, the three tables and what they give.
+
+        Returns
+        -------
+        dict
+            ``config``, ``law``, ``alignment``, ``error`` (each
+            :meth:`StudyTable.to_dict`), ``seconds``, and ``laws``
+            (classifier to each law's ``to_dict()`` or None),
+            ``alignment_means``, ``alignment_theory``,
+            ``attention_threshold``, ``share`` (the informative share per
+            theta at the fitted query) for a reader of the JSON;
+            :meth:`from_dict` reads it back.
+        """
+        er = self.error.where(model="attention")
+        share = [
+            float(attention_signal_share(t, self.config["error_seq_len"], query_norm=b))
+            if b > 0
+            else None
+            for t, b in zip(er["param_signal"], er["query_along_xi"])
+        ]
+        return {
+            "config": self.config,
+            "law": self.law.to_dict(),
+            "alignment": self.alignment.to_dict(),
+            "error": self.error.to_dict(),
+            "seconds": self.seconds,
+            "laws": {
+                name: {k: None if law is None else law.to_dict() for k, law in laws.items()}
+                for name, laws in self.laws.items()
+            },
+            "alignment_means": {str(d): m for d, m in self.alignment_means.items()},
+            "alignment_theory": self.alignment_theory,
+            "attention_threshold": self.attention_threshold,
+            "share": share,
+        }
+
+    @classmethod
+    def from_dict(cls, data):
+        """The result :meth:`to_dict` described.
+
+        Parameters
+        ----------
+        data : dict
+            As :meth:`to_dict` returns it (or as JSON read it back).
+
+        Returns
+        -------
+        SparseTokenClassificationResult
+        """
+        tables = {k: StudyTable.from_dict(data[k]) for k in ("law", "alignment", "error")}
+        return cls(config=data["config"], seconds=data["seconds"], **tables)
 
     def plot(self, axes=None):
         """Thresholds against L, two-step alignment against n/d, error against theta.
@@ -123,102 +311,158 @@ class SparseTokenClassificationResult:
         fig : matplotlib.figure.Figure
             The figure of the three panels.
         """
-        return _plot([self], axes)
+        return self.plot_bands([self], axes)
 
     @staticmethod
     def plot_bands(results, axes=None):
-        """The figure of :meth:`plot` over seeds: medians with min-max bands and error bars.
+        """The figure of :meth:`plot` over seeds: medians with their min-max.
 
         Parameters
         ----------
         results : sequence of SparseTokenClassificationResult
-            One per seed, with the same lengths, classifiers, dimensions,
-            ratios and signals (the experiment at several ``random_state``).
+            One per seed, with the same lengths, dimensions, ratios and
+            signals.
         axes : sequence of 3 matplotlib Axes, default=None
             Where to draw; ``None`` makes a new figure.
 
         Returns
         -------
         fig : matplotlib.figure.Figure
-            The panels and labels of :meth:`plot`. Each classifier's
-            minimal theta is its median over the seeds that found one, with
-            min-max error bars, and both laws are fitted to every seed's
-            thresholds (named so in the legend); each d's cosine is the
-            median of the seeds' means with the min-max of every seed's
-            draws shaded; each classifier's test error is its median with
-            the min-max shaded, the informative share's line at the seeds'
-            median. The theory (the pooled oracle, the limit of the
-            cosine) is the first result's: it depends on no seed. One
-            result draws :meth:`plot`'s figure.
+            Three panels (:class:`~stsq_learn.studies.BandDisplay`): each
+            classifier's minimal theta against L, its median over the seeds
+            with min-max error bars (open triangles where the bracket's top
+            failed), both laws fitted to every seed's thresholds and drawn
+            over the lengths fitted, the pooled oracle's threshold; each
+            d's cosine after two steps against n/d, the median over every
+            seed's draws with their min-max shaded, beside the theory's
+            limit; each classifier's test error against theta, its median
+            with the min-max shaded, beside the pooled oracle's exact
+            error and the signal of informative share 1/2 (the seeds'
+            median).
         """
-        results = seed_results(results, SparseTokenClassificationResult, ())
-        check_same(
-            results,
-            {
-                "law['seq_lens']": lambda r: r.law["seq_lens"],
-                "list(law['thresholds'])": lambda r: list(r.law["thresholds"]),
-                "alignment['n_features']": lambda r: r.alignment["n_features"],
-                "alignment['ratios']": lambda r: r.alignment["ratios"],
-                "error['signals']": lambda r: r.error["signals"],
-                "list(error['test_error'])": lambda r: list(r.error["test_error"]),
-            },
-        )
         return _plot(results, axes)
 
 
+def _check_results(results):
+    """``results`` as a list of results of one experiment, or the error naming the odd one."""
+    name = SparseTokenClassificationResult.__name__
+    if isinstance(results, SparseTokenClassificationResult):
+        raise TypeError(f"results must be a list of {name}, got one {name}: pass [result].")
+    results = list(results)
+    if not results:
+        raise ValueError(f"results must hold at least one {name}, got none.")
+    keys = ("seq_lens", "alignment_features", "alignment_ratios", "error_signals")
+    for i, res in enumerate(results):
+        if not isinstance(res, SparseTokenClassificationResult):
+            raise TypeError(f"results[{i}] must be a {name}, got {type(res).__name__}.")
+        for key in keys:
+            if res.config[key] != results[0].config[key]:
+                raise ValueError(
+                    f"results[{i}].config[{key!r}] differs from results[0]'s: "
+                    f"{res.config[key]} != {results[0].config[key]}."
+                )
+    return results
+
+
 def _plot(results, axes):
-    """The figure of :meth:`SparseTokenClassificationResult.plot` over one or several seeds."""
-    from .experiment_plots import plot_alignment, plot_error, plot_law
+    """The figure of :meth:`SparseTokenClassificationResult.plot_bands`."""
+    import matplotlib.pyplot as plt
 
-    fig, (ax_l, ax_a, ax_e) = new_axes(axes, 3, figsize=(16, 4.5))
-    plot_law(results, ax_l)
-    plot_alignment(results, ax_a)
-    plot_error(results, ax_e)
-    if len(results) > 1:
-        fig.suptitle(bars_title("Sparse-token classification", len(results)))
+    results = _check_results(results)
+    if axes is None:
+        fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    elif len(axes) != 3:
+        raise ValueError(f"axes must hold 3 Axes, got {len(axes)}.")
+    fig = axes[0].figure
+    cfg = results[0].config
+    law = StudyTable.concat([r.law for r in results])
+    logs = {name: _law(law.where(model=name), "log") for name in CLASSIFIERS}
+    sqrts = {name: _law(law.where(model=name), "sqrt") for name in CLASSIFIERS}
+    labels = {}
+    for name in CLASSIFIERS:
+        r2 = [f"{k} {f.r2:.2f}" for k, f in (("log", logs[name]), ("sqrt", sqrts[name])) if f]
+        labels[name] = _LABELS[name] + (f" (R$^2$ {', '.join(r2)})" if r2 else "")
+    Ls = np.array(cfg["seq_lens"], float)
+    display = BandDisplay.from_table(
+        law,
+        x="seq_len",
+        y="value",
+        laws={k: v for k, v in logs.items() if v is not None},
+        theory={
+            "pooled oracle (theory)": (Ls, pooled_threshold(Ls, target_error=cfg["target_error"]))
+        },
+        bound="bound",
+        ax=axes[0],
+        style="errorbar",
+        logx=True,
+        labels=labels,
+        colors=_COLORS,
+        xlabel="tokens L (log scale)",
+        ylabel=f"minimal theta for test error {cfg['target_error']:g}",
+        title="Signal needed: a + b log L (dotted) vs c sqrt L (dash-dot)",
+    )
+    for name, fitted in sqrts.items():
+        if fitted is not None:  # drawn over the lengths it was fitted on, as the log law
+            xs = np.geomspace(*fitted.x_range, 50)
+            axes[0].plot(xs, fitted(xs), "-.", color=_COLORS[name], lw=1, label="_nolegend_")
+    for line in display.lines_.values():  # thresholds are points; the laws are the lines
+        line.set_linestyle("")
+    for line in display.law_lines_.values():  # the legend gives each law's R^2
+        line.set_label("_nolegend_")
+    axes[0].legend(fontsize=7)
+    alignment = StudyTable.concat([r.alignment for r in results])
+    ratios = np.array(cfg["alignment_ratios"], float)
+    BandDisplay.from_table(
+        alignment,
+        x="ratio",
+        y="cosine",
+        hue="n_features",
+        theory={"theory (d, n -> inf)": (ratios, results[0].alignment_theory)},
+        ax=axes[1],
+        logx=True,
+        labels={d: f"two steps, d={d}" for d in cfg["alignment_features"]},
+        xlabel="n / d (log scale)",
+        ylabel="cos(query, xi)",
+        title=f"Query after two steps (L={cfg['alignment_seq_len']}, "
+        f"theta={cfg['alignment_signal']:g})",
+    )
+    lowest = np.nanmin(alignment["cosine"], initial=0.0)
+    axes[1].set_ylim(min(-0.05, lowest - 0.05), 1.02)
+    error = StudyTable.concat([r.error for r in results])
+    L = cfg["error_seq_len"]
+    display = BandDisplay.from_table(
+        error,
+        x="signal",
+        y="test_error",
+        theory={"pooled oracle (exact)": lambda t: pooled_error(t, L)},
+        ax=axes[2],
+        logx=True,
+        labels=_LABELS,
+        colors=_COLORS,
+        xlabel="signal theta (log scale)",
+        ylabel="test error",
+        title=f"Test error against theta (L={L})",
+    )
+    shares = [r.attention_threshold for r in results if r.attention_threshold is not None]
+    if shares:
+        axes[2].axvline(
+            float(np.median(shares)),
+            color=_COLORS["attention"],
+            ls=":",
+            label="informative share 1/2 (theory, fitted query"
+            + ("" if len(results) == 1 else "; median over seeds")
+            + ")",
+        )
+        if max(shares) > min(shares):
+            axes[2].axvspan(min(shares), max(shares), color=_COLORS["attention"], alpha=0.1, lw=0)
+    axes[2].set_ylim(-0.02, 0.55)
+    axes[2].legend(fontsize=7)
+    for ax in axes:
+        ax.title.set_fontsize("medium")
+    n = len(results)
+    seeds = "one seed" if n == 1 else f"median over {n} seeds, bars and bands: min-max"
+    fig.suptitle(f"Sparse-token classification (d={cfg['n_features']}; {seeds})")
     return fig
-
-
-def _classifiers(attention, seed):
-    """Fresh copies of the three classifiers (the attention one seeded)."""
-    return {
-        "attention": clone(attention).set_params(random_state=seed),
-        "flat": make_flat_logistic(max_iter=1000),
-        "pooled": make_pooled_logistic(max_iter=1000),
-    }
-
-
-class _Errors:
-    """Test error of a classifier at a signal, on rows that keep their noise as theta moves.
-
-    The training and test rows are drawn once per length with ``theta = 1``
-    and rescaled: the same noise, labels and positions at every theta
-    (common random numbers), so the error is close to monotone in theta and
-    the bisection stable.
-    """
-
-    def __init__(self, seq_len, n_features, n_train, n_test, seed):
-        task = SparseTokenClassificationTask(seq_len, n_features, signal=1.0)
-        self.fits = 0
-        self.parts = []
-        for n, offset in ((n_train, 1), (n_test, 2)):
-            X, y = task.sample(n, random_state=derived_seed(seed, offset))
-            noise = SparseTokenClassificationTask(seq_len, n_features, signal=0.0)
-            X0, _ = noise.sample(n, random_state=derived_seed(seed, offset))
-            self.parts.append((X0, X - X0, y))
-
-    def rows(self, part, theta):
-        noise, signal, y = self.parts[part]
-        return noise + theta * signal, y
-
-    def __call__(self, model, theta):
-        X, y = self.rows(0, theta)
-        Xt, yt = self.rows(1, theta)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            model.fit(X, y)
-        self.fits += 1
-        return float(1.0 - model.score(Xt, yt)), model
 
 
 _BOUNDS = {"attention": (2.0, 8.0), "flat": (2.0, 64.0), "pooled": (2.0, 64.0)}
@@ -249,28 +493,6 @@ def _bounds(signal_bounds):
             )
         out[name] = (low, high)
     return out
-
-
-def _bisect(errors, model, target, low, high, steps):
-    """The smallest theta (geometric bisection) whose error is at most ``target``.
-
-    Returns ``(threshold, [low, high])``: the threshold is the bracket's
-    geometric mean after ``steps`` halvings, None when the bracket's top
-    never reached the target.
-    """
-    reached = False
-    for _ in range(steps):
-        mid = float(np.sqrt(low * high))
-        err, _ = errors(clone(model), mid)
-        if err <= target:
-            high, reached = mid, True
-        else:
-            low = mid
-    if not reached:
-        err, _ = errors(clone(model), high)
-        if err > target:
-            return None, [low, high]
-    return float(np.sqrt(low * high)), [low, high]
 
 
 class SparseTokenClassificationSettings(Settings):
@@ -305,7 +527,7 @@ class SparseTokenClassificationSettings(Settings):
     alignment_learning_rate : float, default=0.1
         Step size of the two steps.
     n_seeds : int, default=2
-        Draws of the rows per (d, n/d) of the alignment part.
+        Draws of the rows per (d, n/d) of the alignment part, for each seed.
     error_seq_len : int, default=32
         L of the error part.
     error_signals : tuple of float, default=(1.0, 2.0, 4.0, 8.0, 16.0)
@@ -336,8 +558,59 @@ class SparseTokenClassificationSettings(Settings):
     error_signals: tuple = (1.0, 2.0, 4.0, 8.0, 16.0)
 
 
+def _alignment(cfg, seeds, progress):
+    """The two-step fits of every seed's draws: one sweep per (d, n/d), its rows labelled."""
+    draws = {s: [stream_seed(s, f"alignment {k}") for k in range(cfg.n_seeds)] for s in seeds}
+    outer = {draw: s for s, ds in draws.items() for draw in ds}
+    model = SparseTokenClassifier(
+        solver="two_step", learning_rate_init=cfg.alignment_learning_rate, max_iter=1
+    )
+    parts = []
+    for d in cfg.alignment_features:
+        task = SparseTokenClassificationTask(cfg.alignment_seq_len, d, signal=cfg.alignment_signal)
+        for ratio in cfg.alignment_ratios:
+            n = max(8, round(ratio * d))
+            with warnings.catch_warnings():  # a draw of one class: no gradient to align (NaN)
+                warnings.simplefilter("ignore", FitFailedWarning)
+                rows = sweep(
+                    {"two_step": model},
+                    task,
+                    seeds=[draw for s in seeds for draw in draws[s]],
+                    n_train=n,
+                    n_test=1,
+                    scoring={"cosine": _two_step_cosine},
+                    progress=progress,
+                )
+            parts.append(
+                StudyTable(
+                    {
+                        "seed": [outer[draw] for draw in rows["seed"]],
+                        "draw": rows["seed"],
+                        "n_features": [d] * len(rows),
+                        "ratio": [float(ratio)] * len(rows),
+                        "n_train": [n] * len(rows),
+                        "cosine": rows["cosine"],
+                        "error": rows["error"],
+                    },
+                    meta={"study": "sweep", "draws": {str(s): ds for s, ds in draws.items()}},
+                )
+            )
+    return StudyTable.concat(parts)
+
+
+def _per_seed(table, seed):
+    """The rows of ``seed``, with the study's meta naming that seed alone."""
+    rows = table.where(seed=seed)
+    meta = dict(table.meta)
+    if "seeds" in meta:
+        meta["seeds"] = [seed]
+    if "draws" in meta:
+        meta["draws"] = {str(seed): meta["draws"][str(seed)]}
+    return StudyTable({c: rows[c] for c in rows.columns}, meta=meta)
+
+
 def sparse_token_classification(
-    settings=None, *, device="cpu", random_state=0, progress=True, **changes
+    settings=None, *, device="cpu", random_state=0, seeds=None, progress=True, **changes
 ):
     """The log L against sqrt L law, the two-step alignment and error against theta.
 
@@ -345,21 +618,26 @@ def sparse_token_classification(
     ----------
     settings : SparseTokenClassificationSettings, mapping or None, default=None
         The three parts' settings (None: the defaults).
-    device : str
+    device : str, default="cpu"
         Unused (the classifiers run on the CPU); accepted as every experiment does.
-    random_state : int
-        Seed of the rows and of the attention's initialisation.
-    progress : bool
-        Show a progress bar.
+    random_state : int, default=0
+        The seed of one run (its rows, the attention's initialisation and
+        the alignment's draws, by the studies' rule).
+    seeds : int, sequence of int or None, default=None
+        Several seeds at once (``n``: the seeds ``0 .. n-1``), in place of
+        ``random_state``: one result per seed, in order.
+    progress : bool, default=True
+        Show the studies' progress bars.
     **changes
         Settings of :class:`SparseTokenClassificationSettings` to change
         (``sparse_token_classification(n_bisect=3)``).
 
     Returns
     -------
-    SparseTokenClassificationResult
-        The thresholds and their fitted laws, the alignments, and the errors
-        against theta, with ``to_dict()`` and ``plot()``.
+    SparseTokenClassificationResult or list of SparseTokenClassificationResult
+        The thresholds, the alignments and the errors against theta, with
+        ``to_dict()`` and ``plot()``: one result, or with ``seeds`` one per
+        seed.
     """
     cfg = SparseTokenClassificationSettings.resolve(settings, changes)
     for name, value in (
@@ -380,128 +658,57 @@ def sparse_token_classification(
         raise TypeError(
             f"attention must be a SparseTokenClassifier, got {type(attention).__name__}."
         )
+    one = seeds is None
+    try:
+        seeds = check_seeds([random_state] if one else seeds)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("seeds[0]", "random_state") if one else exc) from None
     seq_lens = tuple(int(L) for L in cfg.seq_lens)
-    total = (
-        len(seq_lens) * len(CLASSIFIERS)
-        + len(cfg.alignment_features) * len(cfg.alignment_ratios)
-        + len(cfg.error_signals)
-    )
-    bar = progress_bar(total, "classification", enabled=progress)
+    models = {
+        "attention": clone(attention),
+        "flat": make_flat_logistic(max_iter=1000),
+        "pooled": make_pooled_logistic(max_iter=1000),
+    }
+    rows = dict(n_train=cfg.n_train, n_test=cfg.n_test, progress=progress)
     seconds = {}
-
-    # -- law: the minimal theta against L -------------------------------------------------
-    start = time.perf_counter()
-    thresholds = {name: [] for name in CLASSIFIERS}
-    brackets = {name: [] for name in CLASSIFIERS}
-    fits = 0
-    for i, L in enumerate(seq_lens):
-        errors = _Errors(
-            L, cfg.n_features, cfg.n_train, cfg.n_test, derived_seed(random_state, 10 + i)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start = time.perf_counter()
+        law = StudyTable.concat(
+            [
+                search_threshold(
+                    {name: models[name]},
+                    SparseTokenClassificationTask(seq_lens[0], cfg.n_features),
+                    "signal",
+                    bounds[name],
+                    target=cfg.target_error,
+                    grid={"seq_len": list(seq_lens)},
+                    method="geometric",
+                    n_iter=cfg.n_bisect,
+                    start=None,
+                    skip_after_miss=False,
+                    greater_is_better=False,
+                    seeds=seeds,
+                    scoring=_test_error,
+                    **rows,
+                )
+                for name in CLASSIFIERS
+            ]
         )
-        models = _classifiers(attention, derived_seed(random_state, 100 + i))
-        for name in CLASSIFIERS:
-            low, high = bounds[name]
-            found, bracket = _bisect(
-                errors, models[name], cfg.target_error, low, high, cfg.n_bisect
-            )
-            thresholds[name].append(found)
-            brackets[name].append(bracket)
-            bar.update()
-        fits += errors.fits
-    law = {
-        "seq_lens": list(seq_lens),
-        "target_error": cfg.target_error,
-        "thresholds": thresholds,
-        "brackets": brackets,
-        "fits": {name: fit_laws(seq_lens, thresholds[name]) for name in CLASSIFIERS},
-        "pooled_oracle": pooled_threshold(
-            np.array(seq_lens), target_error=cfg.target_error
-        ).tolist(),
-        "fits_done": fits,
-    }
-    seconds["law"] = time.perf_counter() - start
-
-    # -- alignment: the query after two steps against n/d ---------------------------------
-    start = time.perf_counter()
-    cosines, means = {}, {}
-    for d in cfg.alignment_features:
-        xi = SparseTokenClassificationTask(cfg.alignment_seq_len, d).signal_direction
-        task = SparseTokenClassificationTask(cfg.alignment_seq_len, d, signal=cfg.alignment_signal)
-        per_ratio = []
-        for j, ratio in enumerate(cfg.alignment_ratios):
-            n = max(8, round(ratio * d))
-            draws = []
-            for seed in range(cfg.n_seeds):
-                draw = derived_seed(random_state, 1000 * d + 10 * j + seed)
-                X, y = task.sample(n, random_state=draw)
-                if len(np.unique(y)) < 2:  # a draw of one class: no gradient to align
-                    continue
-                model = SparseTokenClassifier(
-                    solver="two_step",
-                    learning_rate_init=cfg.alignment_learning_rate,
-                    max_iter=1,
-                    random_state=draw,  # the order of the rows summed in a full-batch step
-                ).fit(X, y)
-                q = model.two_step_query_
-                norm = float(np.linalg.norm(q))
-                draws.append(float(q @ xi / norm) if norm > 0 else 0.0)
-            per_ratio.append(draws)
-            bar.update()
-        cosines[str(d)] = per_ratio
-        means[str(d)] = [float(np.mean(c)) if c else None for c in per_ratio]
-    readout, query = two_step_alignment(
-        cfg.alignment_signal, cfg.alignment_seq_len, np.array(cfg.alignment_ratios, float)
-    )
-    alignment = {
-        "seq_len": cfg.alignment_seq_len,
-        "signal": cfg.alignment_signal,
-        "n_features": list(cfg.alignment_features),
-        "ratios": list(cfg.alignment_ratios),
-        "cosine": cosines,
-        "mean": means,
-        "theory": np.atleast_1d(query).tolist(),
-        "theory_readout": np.atleast_1d(readout).tolist(),
-    }
-    seconds["alignment"] = time.perf_counter() - start
-
-    # -- error against theta at one length ------------------------------------------------
-    start = time.perf_counter()
-    errors = _Errors(
-        cfg.error_seq_len, cfg.n_features, cfg.n_train, cfg.n_test, derived_seed(random_state, 5)
-    )
-    xi = SparseTokenClassificationTask(cfg.error_seq_len, cfg.n_features).signal_direction
-    test_error = {name: [] for name in CLASSIFIERS}
-    along = []
-    for k, theta in enumerate(cfg.error_signals):
-        models = _classifiers(attention, derived_seed(random_state, 200 + k))
-        for name in CLASSIFIERS:
-            err, model = errors(models[name], float(theta))
-            test_error[name].append(err)
-            if name == "attention":
-                along.append(float(model.query_ @ xi))
-        bar.update()
-    bar.close()
-    betas = [b for b in along if b > 0]
-    share = [
-        float(attention_signal_share(t, cfg.error_seq_len, query_norm=b)) if b > 0 else None
-        for t, b in zip(cfg.error_signals, along)
-    ]
-    error = {
-        "seq_len": cfg.error_seq_len,
-        "signals": [float(t) for t in cfg.error_signals],
-        "test_error": test_error,
-        "pooled_oracle": np.atleast_1d(
-            pooled_error(np.array(cfg.error_signals, float), cfg.error_seq_len)
-        ).tolist(),
-        "query_along_xi": along,
-        "share": share,
-        "attention_threshold": (
-            float(attention_threshold(cfg.error_seq_len, query_norm=float(np.median(betas))))
-            if betas and cfg.error_seq_len > 1
-            else None
-        ),
-    }
-    seconds["error"] = time.perf_counter() - start
+        seconds["law"] = time.perf_counter() - start
+        start = time.perf_counter()
+        alignment = _alignment(cfg, seeds, progress)
+        seconds["alignment"] = time.perf_counter() - start
+        start = time.perf_counter()
+        error = sweep(
+            models,
+            SparseTokenClassificationTask(cfg.error_seq_len, cfg.n_features),
+            {"signal": [float(t) for t in cfg.error_signals]},
+            seeds=seeds,
+            scoring={"test_error": _test_error, "query_along_xi": _query_along_xi},
+            **rows,
+        )
+        seconds["error"] = time.perf_counter() - start
     config = {
         "seq_lens": list(seq_lens),
         "n_features": cfg.n_features,
@@ -516,10 +723,24 @@ def sparse_token_classification(
         "baselines": "LogisticRegression(max_iter=1000) after FlattenTokens / MeanPoolTokens",
         "signal_bounds": {name: list(b) for name, b in bounds.items()},
         "n_bisect": cfg.n_bisect,
+        "alignment_features": [int(d) for d in cfg.alignment_features],
+        "alignment_ratios": [float(r) for r in cfg.alignment_ratios],
+        "alignment_seq_len": cfg.alignment_seq_len,
+        "alignment_signal": float(cfg.alignment_signal),
         "alignment_learning_rate": cfg.alignment_learning_rate,
         "n_seeds": cfg.n_seeds,
-        "seed": random_state,
+        "error_seq_len": cfg.error_seq_len,
+        "error_signals": [float(t) for t in cfg.error_signals],
     }
-    return SparseTokenClassificationResult(
-        jsonable(config), jsonable(law), jsonable(alignment), jsonable(error), seconds
-    )
+    shared = {part: value / len(seeds) for part, value in seconds.items()}
+    results = [
+        SparseTokenClassificationResult(
+            config={**config, "seed": s},
+            law=_per_seed(law, s),
+            alignment=_per_seed(alignment, s),
+            error=_per_seed(error, s),
+            seconds=dict(shared),
+        )
+        for s in seeds
+    ]
+    return results[0] if one else results

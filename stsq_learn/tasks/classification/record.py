@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import ConvergenceWarning
 
@@ -24,6 +25,7 @@ from .experiment import (
     sparse_token_classification,
 )
 from .task import SparseTokenClassificationTask
+from .theory import pooled_error
 
 PROVENANCE = {
     "task": "paper: Barnfield, Cui and Lu (ICLR 2026): positive rows X = theta v xi^T + Z "
@@ -167,60 +169,65 @@ def headline(result):
     Returns
     -------
     dict of str to float
-        ``"<classifier>.log_a"``, ``".log_b"``, ``".log_r2"``, ``".sqrt_c"``
-        and ``".sqrt_r2"`` for each of ``attention``, ``flat`` and
+        ``"<classifier>.log_a"``, ``".log_b"``, ``".log_r2"`` (the law
+        ``a + b log L``), ``".sqrt_c"`` and ``".sqrt_r2"`` (the law
+        ``c sqrt(L)``) for each of ``attention``, ``flat`` and
         ``pooled``; ``"alignment.d=<d>.ratio=<n/d>"`` (the mean cosine) and
         ``"alignment.theory.ratio=<n/d>"``; NaN where a value is missing.
     """
     out = {}
-    for name in CLASSIFIERS:
-        fit = result.law["fits"][name]
-        for key in ("log_a", "log_b", "log_r2", "sqrt_c", "sqrt_r2"):
-            value = fit[key]
-            out[f"{name}.{key}"] = math.nan if value is None else float(value)
-    al = result.alignment
-    for d in al["n_features"]:
-        for ratio, value in zip(al["ratios"], al["mean"][str(d)]):
+    for name, laws in result.laws.items():
+        log, sqrt = laws["log"], laws["sqrt"]
+        out[f"{name}.log_a"] = math.nan if log is None else log.params["a"]
+        out[f"{name}.log_b"] = math.nan if log is None else log.params["b"]
+        out[f"{name}.log_r2"] = math.nan if log is None else log.r2
+        out[f"{name}.sqrt_c"] = math.nan if sqrt is None else sqrt.params["b"]
+        out[f"{name}.sqrt_r2"] = math.nan if sqrt is None else sqrt.r2
+    ratios = result.config["alignment_ratios"]
+    for d, means in result.alignment_means.items():
+        for ratio, value in zip(ratios, means):
             out[f"alignment.d={d}.ratio={ratio:g}"] = math.nan if value is None else float(value)
-    for ratio, value in zip(al["ratios"], al["theory"]):
+    for ratio, value in zip(ratios, result.alignment_theory):
         out[f"alignment.theory.ratio={ratio:g}"] = float(value)
     return out
 
 
 def summary_rows(rows, res):
     """Summary rows of sparse-token classification: thresholds, laws, alignment, error."""
-    law, cfg = res.law, res.config
-    Ls = ", ".join(map(str, law["seq_lens"]))
+    cfg = res.config
+    Ls = ", ".join(map(str, cfg["seq_lens"]))
     rows.append(
         f"| classification (d={cfg['n_features']}, {cfg['n_train']} rows, test error "
-        f"{law['target_error']:g}) | minimal theta at L = {Ls} | |"
+        f"{cfg['target_error']:g}) | minimal theta at L = {Ls} | |"
     )
     for name in CLASSIFIERS:
-        found = " / ".join("-" if t is None else f"{t:.2f}" for t in law["thresholds"][name])
+        found = " / ".join("-" if t is None else f"{t:.2f}" for t in res.thresholds(name))
         rows.append(f"| | {name} | {found} |")
+    numbers = headline(res)
     for name in CLASSIFIERS:
-        f = law["fits"][name]
+        f = {k: numbers[f"{name}.{k}"] for k in ("log_b", "log_r2", "sqrt_c", "sqrt_r2")}
         rows.append(
             f"| | {name}: a + b log L, R^2 / c sqrt L, R^2 | b = {fmt(f['log_b'], 3)}, "
             f"{fmt(f['log_r2'], 3)} / c = {fmt(f['sqrt_c'], 3)}, {fmt(f['sqrt_r2'], 3)} |"
         )
-    al = res.alignment
-    ratios = ", ".join(f"{r:g}" for r in al["ratios"])
+    ratios = ", ".join(f"{r:g}" for r in cfg["alignment_ratios"])
     rows.append(
-        f"| classification two steps (L={al['seq_len']}, theta={al['signal']:g}) "
-        f"| cos(query, xi) at n/d = {ratios} | |"
+        f"| classification two steps (L={cfg['alignment_seq_len']}, "
+        f"theta={cfg['alignment_signal']:g}) | cos(query, xi) at n/d = {ratios} | |"
     )
-    for d in al["n_features"]:
-        values = " / ".join(fmt(v, 2) for v in al["mean"][str(d)])
-        rows.append(f"| | d={d} | {values} |")
-    rows.append(f"| | theory (d, n -> inf) | {' / '.join(fmt(v, 2) for v in al['theory'])} |")
-    er = res.error
-    thetas = ", ".join(f"{t:g}" for t in er["signals"])
-    rows.append(f"| classification error (L={er['seq_len']}) | test error at theta = {thetas} | |")
+    for d, means in res.alignment_means.items():
+        rows.append(f"| | d={d} | {' / '.join(fmt(v, 2) for v in means)} |")
+    theory = " / ".join(fmt(v, 2) for v in res.alignment_theory)
+    rows.append(f"| | theory (d, n -> inf) | {theory} |")
+    thetas = ", ".join(f"{t:g}" for t in cfg["error_signals"])
+    rows.append(
+        f"| classification error (L={cfg['error_seq_len']}) | test error at theta = {thetas} | |"
+    )
     for name in CLASSIFIERS:
-        rows.append(f"| | {name} | {' / '.join(fmt(v, 3) for v in er['test_error'][name])} |")
-    oracle = " / ".join(fmt(v, 3) for v in er["pooled_oracle"])
-    rows.append(f"| | pooled oracle (exact) | {oracle} |")
+        errors = res.error.where(model=name)["test_error"]
+        rows.append(f"| | {name} | {' / '.join(fmt(v, 3) for v in errors)} |")
+    oracle = pooled_error(np.array(cfg["error_signals"], float), cfg["error_seq_len"])
+    rows.append(f"| | pooled oracle (exact) | {' / '.join(fmt(v, 3) for v in oracle)} |")
 
 
 RECORD = Experiment(
@@ -232,6 +239,7 @@ RECORD = Experiment(
     work=work,
     headline=headline,
     provenance=PROVENANCE,
+    seeds_batched=True,
     aliases=("sparse_token_classification",),
     result=SparseTokenClassificationResult,
 )

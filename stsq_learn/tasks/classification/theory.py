@@ -25,9 +25,6 @@ derived here, each checked against Monte Carlo in the tests:
   the first step and of the query after the second, in the proportional
   limit ``d, n -> infinity`` with ``n / d`` fixed and a small first step
   (the logits near 0 at the second step);
-- :func:`fit_laws`: the two laws, ``a + b log L`` and ``c sqrt(L)``, fitted
-  to measured thresholds, with the R^2 of each (what the experiment and its
-  plots compare).
 """
 
 from __future__ import annotations
@@ -296,53 +293,6 @@ def two_step_alignment(signal, seq_len, samples_per_dim, n_informative=1, positi
     if rho1.ndim == 0:
         return float(rho1), float(rho2)
     return rho1, rho2
-
-
-def _r2(y, fitted):
-    y = np.asarray(y, float)
-    total = float(np.sum((y - y.mean()) ** 2))
-    if total == 0:
-        return float("nan")
-    return 1.0 - float(np.sum((y - fitted) ** 2)) / total
-
-
-def fit_laws(seq_lens, thresholds):
-    """Least-squares fits of ``a + b log L`` and ``c sqrt(L)`` to thresholds, with R^2.
-
-    Parameters
-    ----------
-    seq_lens : sequence of int
-        The lengths L.
-    thresholds : sequence of float or None
-        The minimal theta at each L (None where the bisection found none;
-        left out of the fits).
-
-    Returns
-    -------
-    dict
-        ``log_a``, ``log_b``, ``log_r2``, ``sqrt_c``, ``sqrt_r2`` and
-        ``points`` (the lengths fitted); NaN when fewer than 3 points.
-    """
-    pairs = [(L, t) for L, t in zip(seq_lens, thresholds) if t is not None and np.isfinite(t)]
-    nan = float("nan")
-    out = {"log_a": nan, "log_b": nan, "log_r2": nan, "sqrt_c": nan, "sqrt_r2": nan}
-    out["points"] = [int(L) for L, _ in pairs]
-    if len(pairs) < 3:
-        return out
-    L = np.array([p[0] for p in pairs], float)
-    t = np.array([p[1] for p in pairs], float)
-    A = np.c_[np.ones_like(L), np.log(L)]
-    (a, b), *_ = np.linalg.lstsq(A, t, rcond=None)
-    s = np.sqrt(L)
-    c = float(s @ t / (s @ s))
-    out.update(
-        log_a=float(a),
-        log_b=float(b),
-        log_r2=_r2(t, A @ [a, b]),
-        sqrt_c=c,
-        sqrt_r2=_r2(t, c * s),
-    )
-    return out
 
 
 PUBLIC = (
