@@ -41,6 +41,10 @@ settings) in ``_records/``.
 """
 
 from .._live_names import live_names
+from ..tasks.selection.encodings import EncodingsResult as EncodingsResult
+from ..tasks.selection.encodings import encoding_families as encoding_families
+from ..tasks.selection.length import LengthGeneralizationResult as LengthGeneralizationResult
+from ..tasks.selection.length import length_generalization as length_generalization
 from ._check import ReferenceCheck as ReferenceCheck
 from ._check import check_reference as check_reference
 from ._check import load_reference as load_reference
@@ -48,10 +52,6 @@ from ._check import write_reference as write_reference
 from ._convergence import ConvergenceResult as ConvergenceResult
 from ._convergence import ConvergenceRun as ConvergenceRun
 from ._convergence import training_dynamics as training_dynamics
-from ._encodings import EncodingsResult as EncodingsResult
-from ._encodings import encoding_families as encoding_families
-from ._length import LengthGeneralizationResult as LengthGeneralizationResult
-from ._length import length_generalization as length_generalization
 from ._reproduce import ReproduceResults as ReproduceResults
 from ._reproduce import plan as plan
 from ._reproduce import plan_table as plan_table

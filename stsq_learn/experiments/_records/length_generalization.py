@@ -6,7 +6,7 @@ import math
 
 from ...tasks import SparseTokenSelectionTask
 from ...tasks.selection.estimators import SparseTokenSelector
-from .._length import LengthGeneralizationSettings, length_generalization
+from ...tasks.selection.length import LengthGeneralizationSettings, length_generalization
 from .._record import Experiment, Work
 from ._format import fmt
 
