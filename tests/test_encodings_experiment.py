@@ -137,7 +137,7 @@ def test_bad_settings_are_refused_by_name_before_any_work(monkeypatch, changes, 
     def no_training(*args, **kwargs):
         raise AssertionError("trained before refusing")
 
-    monkeypatch.setattr("stsq_learn.tasks.selection.length.fit_online_members", no_training)
+    monkeypatch.setattr("stsq_learn.tasks.selection.encodings.length_curve", no_training)
     with pytest.raises(error, match=match):
         encoding_families(TINY, **changes)
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from sklearn.base import clone
 
-from stsq_learn import FCNSelector, SparseTokenSelectionTask, SparseTokenSelector
+from stsq_learn import FCNSelector, SparseTokenSelector
 from stsq_learn.experiments import (
     PRESETS,
     LengthGeneralizationResult,
@@ -22,8 +22,6 @@ from stsq_learn.experiments import (
     summary_table,
 )
 from stsq_learn.experiments._records import length_generalization as record
-from stsq_learn.studies import length_curve
-from stsq_learn.tasks.selection.length import batched_length_curve
 
 TINY = PRESETS["tiny"]["length_generalization"]
 SMALL = dict(n_steps=10, n_val_large=150, n_pe_samples=2)
@@ -50,25 +48,6 @@ def _one_thread():
 def three():
     """The tiny preset, a little shorter, at seeds 0, 1, 2 trained together."""
     return length_generalization(TINY, **SMALL, device="cpu", seeds=3)
-
-
-def test_batched_length_curve_is_the_length_curve_of_one_seed():
-    task = SparseTokenSelectionTask(8, 2, 2)
-    est = SparseTokenSelector(8, dtype="float64")
-    ours = batched_length_curve(est, task, [8, 16], seeds=[5], n_steps=15, n_test=100)
-    theirs = length_curve(est, task, [8, 16], seeds=[5], n_steps=15, n_test=100)
-    assert ours["eval_seq_len"].tolist() == theirs["eval_seq_len"].tolist() == [8, 16]
-    assert ours["score"].tolist() == theirs["score"].tolist()
-    assert ours.meta["batch_seeds"] and ours.meta["device"] == "cpu"
-
-
-def test_batched_length_curve_seeds_agree_with_their_single_fits():
-    task = SparseTokenSelectionTask(8, 2, 2)
-    est = SparseTokenSelector(8, dtype="float64")
-    both = batched_length_curve(est, task, [8, 32], seeds=[0, 4], n_steps=15, n_test=100)
-    alone = batched_length_curve(est, task, [8, 32], seeds=[4], n_steps=15, n_test=100)
-    np.testing.assert_allclose(both.where(seed=4)["score"], alone["score"], rtol=1e-9)
-    assert both.where(seed=0)["score"].tolist() != alone["score"].tolist()
 
 
 def test_tiny_numbers(three):
@@ -140,6 +119,7 @@ def test_the_floor_is_the_best_isotropic_r2():
         ({"length_scales": ("cubic",)}, ValueError, "cubic"),
         ({"estimator": FCNSelector()}, TypeError, "estimator must be a SparseTokenSelector"),
         ({"seeds": [1, 1]}, ValueError, "seeds holds 1 twice"),
+        ({"device": "tpu"}, ValueError, "device='tpu' is not"),
         ({"n_step": 2}, ValueError, r"\['n_step'\] are not settings"),
     ],
 )
@@ -147,7 +127,7 @@ def test_bad_settings_are_refused_by_name_before_any_work(monkeypatch, changes, 
     def no_training(*args, **kwargs):
         raise AssertionError("trained before refusing")
 
-    monkeypatch.setattr("stsq_learn.tasks.selection.length.fit_online_members", no_training)
+    monkeypatch.setattr("stsq_learn.tasks.selection.length.length_curve", no_training)
     with pytest.raises(error, match=match):
         length_generalization(TINY, **changes)
 

@@ -176,4 +176,5 @@ RECORD = Experiment(
     work=work,
     headline=headline,
     provenance=PROVENANCE,
+    seeds_batched=True,
 )

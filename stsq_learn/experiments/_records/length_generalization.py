@@ -191,5 +191,6 @@ RECORD = Experiment(
     work=work,
     headline=headline,
     provenance=PROVENANCE,
+    seeds_batched=True,
     aliases=("length",),
 )

@@ -4,8 +4,8 @@
 :class:`~stsq_learn.SparseTokenSelector` (and randomized codebooks of
 several sizes) at length T and scores each at every ``T' = factor * T``
 through the task's own length shift: one
-:func:`~stsq_learn.tasks.selection.length.batched_length_curve`, every
-model's seeds trained as one batched model.
+:func:`~stsq_learn.studies.length_curve`, every model's seeds trained as
+one batched model (``batch_seeds=True``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from ...encodings.families import POSITIONAL_ENCODINGS
 from ...engine.batch_reuse import reusing_batches
 from ...experiments._common import estimator_config, seed_results
 from ...experiments._settings import Settings
-from ...studies import BandDisplay, StudyTable
+from ...studies import BandDisplay, StudyTable, length_curve
 from .estimators import SparseTokenSelector
-from .length import batched_length_curve, checked_estimator, length_axes, new_figure, seeds_of
+from .length import checked_estimator, device_of, length_axes, new_figure, seeds_of
 from .task import SparseTokenSelectionTask
 
 __all__ = ["EncodingsResult", "EncodingsSettings", "encoding_families"]
@@ -401,9 +401,9 @@ def encoding_families(
     encodings. Every codebook is scored at every T' <= L; a codebook smaller
     than T' cannot place the tokens of a row there, so that entry is NaN.
 
-    All models are one :func:`~stsq_learn.tasks.selection.length.batched_length_curve`:
-    the seeds of each trained as one batched model, by the seed rule of
-    :mod:`stsq_learn.studies.seeds`. The stochastic family, the fresh batch
+    All models are one :func:`~stsq_learn.studies.length_curve` with
+    ``batch_seeds=True``: the seeds of each trained as one batched model, by
+    the seed rule of :mod:`stsq_learn.studies.seeds`. The stochastic family, the fresh batch
     of 256 rows per step, Gaussian tokens and uniform q-subsets are the
     paper's; the other families, the sizes, steps, optimiser, test lengths
     and the codebook sweep are ours.
@@ -451,10 +451,11 @@ def encoding_families(
     task, factors, codebook, sweep_factor, max_positions = _checked(cfg)
     base = checked_estimator(cfg.estimator)
     run_seeds, as_list = seeds_of(random_state, seeds)
+    used = device_of(device, base)
     T = task.seq_len
     eval_lengths = sorted({f * T for f in factors})
     sizes = [c * T for c in codebook]
-    table = batched_length_curve(
+    table = length_curve(
         planned_models(base, max_positions, sizes),
         task,
         eval_lengths,
@@ -462,7 +463,9 @@ def encoding_families(
         n_steps=cfg.n_steps,
         n_test=cfg.n_val,
         scoring=_codebook_score,
-        device=device,
+        error_score="raise",
+        device=used,
+        batch_seeds=True,
         progress=progress,
     )
     config = {
@@ -480,7 +483,7 @@ def encoding_families(
         "codebook_factors": codebook,
         "sweep_factor": sweep_factor,
         "n_val": cfg.n_val,
-        "device": table.meta["device"],
+        "device": used,
     }
     results = []
     for seed in run_seeds:

@@ -5,130 +5,34 @@
 scores each fitted model at every ``T' = factor * T`` through the task's own
 length shift, with its predict-time variants (encoding draws averaged,
 length-aware score scales, :mod:`stsq_learn.encodings.length_scale`),
-against the isotropic floor. :func:`batched_length_curve` is the study it is
-built on (also the encodings comparison's): the table of
-:func:`stsq_learn.studies.length_curve`, every model's seeds trained as one
-batched model (:func:`stsq_learn.engine.members.fit_online_members`).
+against the isotropic floor. Its curves are :func:`stsq_learn.studies.length_curve`'s,
+every model's seeds trained as one batched model (``batch_seeds=True``).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import clone
-from tqdm.auto import tqdm
 
-from ..._validation import check_positive_int
+from ..._validation import check_positive_int, resolve_device
 from ...encodings.length_scale import cached_floor, length_scale_rule
 from ...engine.batch_reuse import reusing_batches
-from ...engine.members import fit_online_members
 from ...experiments._common import estimator_config, seed_results
 from ...experiments._settings import Settings
-from ...studies import BandDisplay, StudyTable, check_seeds, stream_seed
-from ...studies.fits import check_count, models_of, points_of, prepare, scorers_of, test_rows
+from ...studies import BandDisplay, StudyTable, check_seeds, length_curve
 from .estimators import SparseTokenSelector
 from .task import SparseTokenSelectionTask
 
 __all__ = [
     "LengthGeneralizationResult",
     "LengthGeneralizationSettings",
-    "batched_length_curve",
     "length_generalization",
 ]
 
 
-# -- the study -------------------------------------------------------------------------------
-def batched_length_curve(
-    estimators, task, lengths, *, seeds, n_steps, n_test, scoring=None, device=None, progress=False
-):
-    """:func:`~stsq_learn.studies.length_curve`'s table, each model's seeds trained together.
-
-    Every model is fitted online once per seed, all its seeds as one
-    batched model (:func:`~stsq_learn.engine.members.fit_online_members`,
-    which fits them one after another where they cannot move in lockstep),
-    and scored at every length on its seed's held-out rows moved there by
-    the task's shift, by the study's seed rule
-    (:mod:`stsq_learn.studies.seeds`): the numbers of ``length_curve`` up to
-    the float rounding of the batched products.
-
-    Parameters
-    ----------
-    estimators : estimator or dict of str to estimator
-        The models (trained online).
-    task : Task
-        The task the models train on (its held-out rows are drawn from it).
-    lengths : sequence of int
-        The evaluation lengths.
-    seeds : int or sequence of int
-        The seeds (:func:`~stsq_learn.studies.check_seeds`).
-    n_steps : int
-        Online steps of each fit.
-    n_test : int
-        Held-out rows of each seed.
-    scoring : None, str, callable or dict, default=None
-        As in :func:`~stsq_learn.studies.sweep`.
-    device : str or None, default=None
-        The fits' device (None: each estimator's own).
-    progress : bool, default=False
-        A progress bar over the models.
-
-    Returns
-    -------
-    StudyTable
-        One row per (model, seed, length): ``model``, ``seed``,
-        ``eval_seq_len``, the score columns, ``n_iter``, ``seconds`` (of the
-        batched fit, shared by its seeds) and ``error``; ``meta["device"]``
-        is the device the models trained on.
-
-    Examples
-    --------
-    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
-    >>> from stsq_learn.tasks.selection.length import batched_length_curve
-    >>> table = batched_length_curve(SparseTokenSelector(16), SparseTokenSelectionTask(8, 2, 2),
-    ...                              [8, 16], seeds=2, n_steps=20, n_test=100)
-    >>> len(table), table.unique("seed")
-    (4, [0, 1])
-    """
-    models = models_of(estimators)
-    seeds = check_seeds(seeds)
-    n_steps = check_count(n_steps, "n_steps")
-    n_test = check_count(n_test, "n_test")
-    lengths = [check_count(t, f"lengths[{i}]") for i, t in enumerate(lengths)]
-    scorers = scorers_of(scoring)
-    (point,) = points_of(task, None, models)
-    names = ("model", "seed", "eval_seq_len", *scorers, "n_iter", "seconds", "error")
-    columns = {name: [] for name in names}
-    used = None
-    for label, est in tqdm(models.items(), desc="length curve", disable=not progress):
-        fits = [prepare(est, point, s, label=label, device=device) for s in seeds]
-        start = time.perf_counter()
-        fit_online_members(fits, point.task, n_steps)
-        seconds = time.perf_counter() - start
-        used = str(fits[0].device_)
-        for fit, seed in zip(fits, seeds):
-            X, y = test_rows(point.task, seed, n_test)
-            shift = stream_seed(seed, "shift")
-            for t in lengths:
-                X_t, y_t = (X, y) if t == X.shape[1] else task.shift(X, y, t, random_state=shift)
-                row = {"model": label, "seed": seed, "eval_seq_len": t}
-                row.update({name: float(score(fit, X_t, y_t)) for name, score in scorers.items()})
-                row.update(n_iter=int(fit.n_iter_), seconds=seconds, error="")
-                for name, value in row.items():
-                    columns[name].append(value)
-    meta = {
-        "study": "length_curve",
-        "batch_seeds": True,
-        "seeds": list(seeds),
-        "n_steps": n_steps,
-        "n_test": n_test,
-        "models": {label: type(est).__name__ for label, est in models.items()},
-        "device": used,
-    }
-    return StudyTable(columns, meta=meta)
-
-
+# -- shared with the encodings comparison ----------------------------------------------------
 def checked_estimator(estimator):
     """``estimator`` (None: ``SparseTokenSelector(64)``), refused unless a SparseTokenSelector."""
     if estimator is None:
@@ -146,6 +50,11 @@ def seeds_of(random_state, seeds):
     if seeds is None:
         return check_seeds([random_state]), False
     return check_seeds(seeds), True
+
+
+def device_of(device, estimator):
+    """The device the models train on (``device``, else the estimator's), checked."""
+    return str(resolve_device(estimator.device if device is None else device))
 
 
 def length_axes(ax, lengths, T):
@@ -433,8 +342,9 @@ def length_generalization(
     tokens inserted, every target kept), with its predict-time variants: the
     stochastic model averaging ``n_pe_samples`` encoding draws, and each
     model with the length scales. The curves are
-    :func:`batched_length_curve`'s (the seeds of a model trained as one
-    batched model; the seed rule of :mod:`stsq_learn.studies.seeds`).
+    :func:`~stsq_learn.studies.length_curve`'s, with ``batch_seeds=True``
+    (the seeds of a model trained as one batched model) and the seed rule
+    of :mod:`stsq_learn.studies.seeds`.
 
     From the paper: the fresh batch of 256 rows per step, the 128-row
     validation set, Gaussian tokens and uniform q-subsets. Ours: the sizes,
@@ -481,6 +391,7 @@ def length_generalization(
     range_scale = length_scale_rule(cfg.range_scale).name
     base = checked_estimator(cfg.estimator)
     run_seeds, as_list = seeds_of(random_state, seeds)
+    used = device_of(device, base)
     task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
     T = task.seq_len
     range_task = _checked_range(cfg.train_range, T, cfg.n_features, cfg.n_selected)
@@ -504,7 +415,7 @@ def length_generalization(
     n_test = max(128, n_val_large)
     sizes = {"val_128": 128, "val_large": n_val_large}
     tables = [
-        batched_length_curve(
+        length_curve(
             {key: est},
             on,
             eval_lengths,
@@ -516,7 +427,9 @@ def length_generalization(
                 for curve, k, scale in curves
                 for name, rows in sizes.items()
             },
-            device=device,
+            error_score="raise",
+            device=used,
+            batch_seeds=True,
             progress=progress,
         )
         for key, (est, on, curves) in runs.items()
@@ -543,7 +456,7 @@ def length_generalization(
         "length_scales": length_scales,
         "train_range": None if range_task is None else list(range_task.length_range),
         "range_scale": range_scale,
-        "device": tables[0].meta["device"],
+        "device": used,
     }
     curves = [curve for _, _, cs in runs.values() for curve, _, _ in cs]
     table = _long_table(tables)
