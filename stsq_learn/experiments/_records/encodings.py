@@ -84,7 +84,7 @@ def work(settings):
             est,
             task,
             predict_rows=rows,
-            predict_len=longest,
+            predict_len=min(longest, est.max_positions or longest),  # a codebook's longest
         )
         for label, est in planned_models(s.estimator, max_positions, sizes).items()
     ]

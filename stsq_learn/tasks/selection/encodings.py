@@ -158,6 +158,7 @@ class EncodingsResult:
         Returns
         -------
         EncodingsResult
+            The result (None read back as NaN), its table a StudyTable again.
         """
         out = dict(data, table=StudyTable.from_dict(data["table"]))
         for name in ("r2", "sweep_r2"):

@@ -179,6 +179,7 @@ class LengthGeneralizationResult:
         Returns
         -------
         LengthGeneralizationResult
+            The result, its table a :class:`~stsq_learn.studies.StudyTable` again.
         """
         return cls(**{**data, "table": StudyTable.from_dict(data["table"])})
 
