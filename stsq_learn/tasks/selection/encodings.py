@@ -19,11 +19,18 @@ from sklearn.base import clone
 from ..._validation import check_positive_int
 from ...encodings.families import POSITIONAL_ENCODINGS
 from ...engine.batch_reuse import reusing_batches
-from ...experiments._common import estimator_config, seed_results
+from ...experiments._common import seed_results
 from ...experiments._settings import Settings
 from ...studies import BandDisplay, StudyTable, length_curve
 from .estimators import SparseTokenSelector
-from .length import checked_estimator, device_of, length_axes, new_figure, seeds_of
+from .length import (
+    checked_estimator,
+    device_of,
+    length_axes,
+    new_figure,
+    run_config,
+    seeds_of,
+)
 from .task import SparseTokenSelectionTask
 
 __all__ = ["EncodingsResult", "EncodingsSettings", "encoding_families"]
@@ -216,9 +223,7 @@ def _plot(results, axes):
     for family, line in display.lines_.items():
         marker, ls = _MARKS.get(family, ("^", "-."))
         line.set(marker=marker, ls=ls)
-    length_axes(ax, first.eval_lengths, T)
-    low = np.nanmin(table.xy("eval_seq_len", "score")[1], initial=0.0)
-    ax.set_ylim(min(-0.1, low - 0.05), 1.02)
+    length_axes(ax, first.eval_lengths, T, table.xy("eval_seq_len", "score")[1])
     ax.set_title(f"Encoding families, {len(results)} seed(s)")
     ax.legend(loc="lower left", fontsize="small")
     # The sweep: each codebook's R^2 at T_s, where L >= T_s (a smaller one cannot place a row).
@@ -470,21 +475,12 @@ def encoding_families(
         progress=progress,
     )
     config = {
-        "seq_len": T,
-        "n_features": task.n_features,
-        "n_selected": task.n_selected,
-        "width": base.width,
-        "n_steps": cfg.n_steps,
-        "solver": base.solver,
-        "learning_rate_init": base.learning_rate_init,
-        "batch_size": base.batch_size,
-        "estimator": estimator_config(base),
+        **run_config(task, base, cfg.n_steps, used),
         "factors": factors,
         "max_positions": max_positions,
         "codebook_factors": codebook,
         "sweep_factor": sweep_factor,
         "n_val": cfg.n_val,
-        "device": used,
     }
     results = []
     for seed in run_seeds:

@@ -57,8 +57,28 @@ def device_of(device, estimator):
     return str(resolve_device(estimator.device if device is None else device))
 
 
-def length_axes(ax, lengths, T):
-    """An R^2 against T' panel: log-2 lengths, the training length and R^2 = 0 marked."""
+def run_config(task, estimator, n_steps, device):
+    """What a result records of the run's task, model, steps and device (JSON-ready)."""
+    return {
+        "seq_len": task.seq_len,
+        "n_features": task.n_features,
+        "n_selected": task.n_selected,
+        "width": estimator.width,
+        "n_steps": n_steps,
+        "solver": estimator.solver,
+        "learning_rate_init": estimator.learning_rate_init,
+        "batch_size": estimator.batch_size,
+        "estimator": estimator_config(estimator),
+        "device": device,
+    }
+
+
+def length_axes(ax, lengths, T, values):
+    """An R^2 against T' panel: log-2 lengths, the training length and R^2 = 0 marked.
+
+    The y axis runs from below the lowest of ``values`` (and -0.1) to 1.
+    """
+    ax.set_ylim(min(-0.1, np.nanmin(values, initial=0.0) - 0.05), 1.02)
     ax.axvline(T, color="gray", ls=":", lw=1, label=f"training length T={T}")
     ax.axhline(0.0, color="k", lw=0.5)
     ax.set_xscale("log", base=2)
@@ -247,9 +267,7 @@ def _plot(results, axes):
         for model, line in display.lines_.items():
             if model.startswith("fixed"):  # fixed in red squares, its scale dotted
                 line.set(marker="s", ls=":" if "scale" in model else "--")
-        length_axes(ax, lengths, cfg["seq_len"])
-        low = np.nanmin(table.xy("eval_seq_len", "r2")[1], initial=0.0)
-        ax.set_ylim(min(-0.1, low - 0.05), 1.02)
+        length_axes(ax, lengths, cfg["seq_len"], table.xy("eval_seq_len", "r2")[1])
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")
     fig.suptitle(f"Length generalization, trained at T={cfg['seq_len']}")
@@ -441,15 +459,7 @@ def length_generalization(
             1.0 - cached_floor(t, cfg.n_selected, base.width, 1).relative_mse for t in eval_lengths
         ]
     config = {
-        "seq_len": T,
-        "n_features": task.n_features,
-        "n_selected": task.n_selected,
-        "width": base.width,
-        "n_steps": n_steps,
-        "solver": base.solver,
-        "learning_rate_init": base.learning_rate_init,
-        "batch_size": base.batch_size,
-        "estimator": estimator_config(base),
+        **run_config(task, base, n_steps, used),
         "factors": factors,
         "n_pe_samples": n_pe_samples,
         "n_val_128": 128,
@@ -457,7 +467,6 @@ def length_generalization(
         "length_scales": length_scales,
         "train_range": None if range_task is None else list(range_task.length_range),
         "range_scale": range_scale,
-        "device": used,
     }
     curves = [curve for _, _, cs in runs.values() for curve, _, _ in cs]
     table = _long_table(tables)
