@@ -44,10 +44,6 @@ under ``reproduce`` as the built-in ones do.
 """
 
 from .._live_names import live_names
-from ..tasks.selection.encodings import EncodingsResult as EncodingsResult
-from ..tasks.selection.encodings import encoding_families as encoding_families
-from ..tasks.selection.length import LengthGeneralizationResult as LengthGeneralizationResult
-from ..tasks.selection.length import length_generalization as length_generalization
 from ._check import ReferenceCheck as ReferenceCheck
 from ._check import check_reference as check_reference
 from ._check import load_reference as load_reference

@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 
 from ...tasks import SparseTokenSelectionTask
-from ...tasks.selection.encodings import EncodingsSettings, encoding_families, planned_models
+from ...tasks.selection.encodings import (
+    EncodingsResult,
+    EncodingsSettings,
+    encoding_families,
+    planned_models,
+)
 from ...tasks.selection.estimators import SparseTokenSelector
 from .._record import Experiment, Work
 from ._format import finite, fmt
@@ -170,6 +175,7 @@ PROVENANCE = {
 RECORD = Experiment(
     name="encodings",
     function=encoding_families,
+    result=EncodingsResult,
     settings=EncodingsSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
