@@ -16,15 +16,9 @@ from stsq_learn.experiments import (
     EXPERIMENTS,
     PRESETS,
     CurveSettings,
-    EncodingsResult,
-    EncodingsSettings,
-    LengthGeneralizationResult,
-    LengthGeneralizationSettings,
     SeparationResult,
     SparseAveragingResult,
     WidthSeparationSettings,
-    encoding_families,
-    length_generalization,
     reproduce,
     sparse_averaging,
     summary_table,
@@ -53,11 +47,6 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def convergence():
     return training_dynamics(TINY["convergence"], device="cpu", random_state=0)
-
-
-@pytest.fixture(scope="module")
-def length():
-    return length_generalization(**TINY["length_generalization"], device="cpu", random_state=0)
 
 
 # One width_separation curve at the tiny size (the record runs two: width_separation_by_q).
@@ -93,67 +82,10 @@ def qsa():
     return sparse_averaging(TINY["qsa"], device="cpu", random_state=0)
 
 
-@pytest.fixture(scope="module")
-def encodings():
-    return encoding_families(**TINY["encodings"], device="cpu", random_state=0)
-
-
 def _axis_labels(fig):
     return [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes if ax.get_label() != "<colorbar>"]
 
 
-def test_length_generalization_structure(length):
-    res = length
-    assert isinstance(res, LengthGeneralizationResult)
-    assert res.eval_lengths == [8, 16]
-    assert res.models == [
-        "stochastic",
-        "stochastic, 4 draws",
-        "stochastic, log scale",
-        "stochastic, floor scale",
-        "fixed",
-        "fixed, floor scale",
-        "stochastic, trained on 4..8, log scale",
-    ]
-    assert set(res.r2) == {"val_128", "val_large"}
-    for curves in res.r2.values():
-        assert set(curves) == set(res.models)
-        assert all(len(v) == 2 and all(np.isfinite(v)) for v in curves.values())
-    assert res.at("fixed", 2) == res.r2["val_large"]["fixed"][1]
-    assert set(res.train_r2) == {"stochastic", "fixed", "stochastic, trained on 4..8, log scale"}
-    assert res.floor_r2 is None  # the tiny preset skips the floor
-    d = json.loads(json.dumps(res.to_dict()))
-    assert d["eval_lengths"] == [8, 16]
-    fig = res.plot()
-    assert len(fig.axes) == 2 and len(fig.legends) == 1  # one legend, below both panels
-    assert all(ax.get_xscale() == "log" for ax in fig.axes)
-    matplotlib.pyplot.close(fig)
-
-
-def test_length_generalization_is_reproducible():
-    kwargs = {**TINY["length_generalization"], "n_steps": 5, "n_val_large": 100}
-    first = length_generalization(**kwargs, device="cpu", random_state=3)
-    again = length_generalization(**kwargs, device="cpu", random_state=3)
-    assert again.r2 == first.r2
-
-
-def test_length_generalization_takes_its_settings_and_changes_to_them():
-    preset = TINY["length_generalization"]
-    assert type(preset) is LengthGeneralizationSettings
-    res = length_generalization(preset, n_steps=2, n_val_large=50, device="cpu")
-    assert res.config["n_steps"] == 2 and res.config["n_val_large"] == 50
-    # The rest is the preset's, which the change leaves as it was.
-    assert res.config["seq_len"] == 8 and res.config["factors"] == [1, 2]
-    assert res.config["train_range"] == [4, 8] and res.config["width"] == 8
-    assert preset.n_steps == 30 and preset.n_val_large == 200
-    with pytest.raises(
-        ValueError, match=r"\['n_step'\] are not settings of LengthGeneralizationSettings"
-    ):
-        length_generalization(preset, n_step=2)
-    with pytest.raises(ValueError, match=r"\['factor'\] are not settings"):
-        length_generalization(factor=(1, 2))
-    with pytest.raises(TypeError, match="got int: 16"):  # the old positional seq_len
-        length_generalization(16)
 
 
 def test_width_separation_structure(separation):
@@ -340,7 +272,6 @@ def test_width_separation_takes_its_settings_and_changes_to_them():
         (lambda: width_separation(transformer=FCNSelector()), "transformer must be a Sparse"),
         (lambda: width_separation(fcn=SparseTokenSelector()), "fcn must be a FCNSelector"),
         (lambda: training_dynamics(estimator=FCNSelector()), "estimator must be a Sparse"),
-        (lambda: length_generalization(estimator="model"), "estimator must be a Sparse"),
     ],
 )
 def test_experiments_refuse_the_wrong_estimator(call, match):
@@ -369,182 +300,6 @@ def test_experiments_clone_the_estimators_they_are_given():
 def test_experiments_reject_bad_sizes():
     with pytest.raises(ValueError, match="n_steps"):
         training_dynamics(n_steps=0)
-    with pytest.raises(ValueError, match="factors"):
-        length_generalization(factors=())
-    with pytest.raises(ValueError, match="n_selected"):
-        length_generalization(seq_len=2, n_selected=3)
-
-
-def test_encoding_families_structure(encodings):
-    res = encodings
-    n_seeds = TINY["encodings"]["n_seeds"]
-    assert isinstance(res, EncodingsResult)
-    assert res.families == ["stochastic", "fixed", "randomized", "sinusoidal"]
-    assert res.eval_lengths == [8, 16] and res.codebook_sizes == [8, 16, 32]
-    assert res.sweep_length == 16 and res.config["max_positions"] == 16  # max(factors) * T
-    for family in res.families:
-        per_seed = np.array(res.r2[family])
-        assert per_seed.shape == (n_seeds, 2) and np.isfinite(per_seed).all()
-        assert np.all((per_seed > -1) & (per_seed <= 1))
-        np.testing.assert_allclose(res.r2_mean[family], per_seed.mean(axis=0))
-        np.testing.assert_allclose(res.r2_min[family], per_seed.min(axis=0))
-        np.testing.assert_allclose(res.r2_max[family], per_seed.max(axis=0))
-    assert res.at("fixed", 2) == res.r2_mean["fixed"][1]
-    # The randomized family is the sweep's codebook of the same size, not a second fit.
-    assert res.sweep_r2["16"] == res.r2["randomized"]
-    assert res.sweep_mean[1] == res.r2_mean["randomized"][1]
-    # Codebook of L = T positions: every row takes all of them in order, i.e. fixed
-    # encodings; same seed, same batches, hence the same model up to rounding.
-    np.testing.assert_allclose(
-        [seed[0] for seed in res.sweep_r2["8"]], [seed[0] for seed in res.r2["fixed"]], atol=1e-5
-    )
-    assert res.codebook_at(8, 1) == pytest.approx(res.at("fixed", 1), abs=1e-5)
-
-
-def test_encoding_families_lengths_beyond_a_codebook_are_nan(encodings):
-    res = encodings
-    # L = 8 < T' = 16: not scorable, recorded as NaN, and None in JSON.
-    assert all(np.isnan(seed[1]) for seed in res.sweep_r2["8"])
-    assert np.isnan(res.sweep_mean[0]) and np.isnan(res.codebook_at(8, 2))
-    assert np.isnan(res.sweep_min[0]) and np.isnan(res.sweep_max[0])
-    assert all(np.isfinite(res.sweep_mean[1:]))
-    text = json.dumps(res.to_dict(), allow_nan=False)  # strict JSON: no NaN token
-    d = json.loads(text)
-    assert d["sweep_r2"]["8"] == [[pytest.approx(s[0]), None] for s in res.sweep_r2["8"]]
-    assert d["sweep_mean"][0] is None
-    assert d["r2"]["fixed"] == [pytest.approx(s) for s in res.r2["fixed"]]
-    assert d["config"]["codebook_factors"] == [1, 2, 4] and d["sweep_length"] == 16
-
-
-def test_encoding_families_randomized_family_short_codebook():
-    # A randomized family whose codebook is shorter than the longest evaluation length.
-    res = encoding_families(
-        seq_len=4,
-        n_features=2,
-        n_selected=2,
-        estimator=SparseTokenSelector(4),
-        n_steps=3,
-        factors=(1, 2, 4),
-        max_positions=8,
-        codebook_factors=(1,),
-        sweep_factor=4,
-        n_seeds=1,
-        n_val=50,
-        device="cpu",
-    )
-    assert res.eval_lengths == [4, 8, 16]
-    assert np.isfinite(res.r2_mean["randomized"][:2]).all()
-    assert np.isnan(res.r2_mean["randomized"][2]) and np.isnan(res.r2_min["randomized"][2])
-    assert np.isfinite(res.r2_mean["stochastic"]).all()
-    # Every codebook of the sweep is below the sweep length: nothing to draw but references.
-    assert np.isnan(res.sweep_mean).all()
-    assert "| | randomized, L=8 |" in summary_table({"encodings": res})
-    assert "/ n/a |" in summary_table({"encodings": res})
-    fig = res.plot()
-    labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert "randomized (L=8), n/a where T' > L" in labels
-    assert any("n/a at T'=16" in t.get_text() for t in fig.axes[1].texts)
-    matplotlib.pyplot.close(fig)
-
-
-def test_encoding_families_plot(encodings):
-    fig = encodings.plot()
-    assert len(fig.axes) == 2
-    ax, ax_sweep = fig.axes
-    assert ax.get_xscale() == "log" and ax_sweep.get_xscale() == "log"
-    assert all(a.get_legend() is not None for a in fig.axes)
-    assert all(x and y for x, y in _axis_labels(fig))
-    labels = ax.get_legend_handles_labels()[1]
-    assert labels[:4] == ["stochastic", "fixed", "randomized (L=16)", "sinusoidal"]
-    assert len(ax.collections) == 4  # one seed band per family
-    sweep_labels = ax_sweep.get_legend_handles_labels()[1]
-    assert "stochastic at T'=16 (L -> infinity)" in sweep_labels
-    assert "fixed at T'=16" in sweep_labels
-    # The references sit at the families' mean R^2 at the sweep length.
-    refs = {line.get_label(): line.get_ydata()[0] for line in ax_sweep.lines}
-    assert refs["fixed at T'=16"] == pytest.approx(encodings.r2_mean["fixed"][1])
-    assert any("n/a at T'=16" in t.get_text() and "L = 8" in t.get_text() for t in ax_sweep.texts)
-    matplotlib.pyplot.close(fig)
-    fig, axes = matplotlib.pyplot.subplots(1, 2)
-    assert encodings.plot(axes=axes) is fig
-    with pytest.raises(ValueError, match="2 matplotlib Axes"):
-        encodings.plot(axes=axes[:1])
-    matplotlib.pyplot.close(fig)
-
-
-def test_encoding_families_is_reproducible():
-    kwargs = {**TINY["encodings"], "n_steps": 5, "n_val": 100, "codebook_factors": (1,)}
-    first = encoding_families(**kwargs, device="cpu", random_state=3).to_dict()
-    again = encoding_families(**kwargs, device="cpu", random_state=3).to_dict()
-    other = encoding_families(**kwargs, device="cpu", random_state=4).to_dict()
-    assert again == first
-    assert other["r2"] != first["r2"]
-    # The seeds differ from each other within a run.
-    assert first["r2"]["stochastic"][0] != first["r2"]["stochastic"][1]
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"factors": ()}, "factors must name at least one"),
-        ({"factors": (1, 0)}, r"factors\[i\] must be an integer >= 1, got 0"),
-        ({"codebook_factors": ()}, "codebook_factors must name at least one"),
-        ({"codebook_factors": (-2,)}, r"codebook_factors\[i\] must be an integer >= 1, got -2"),
-        ({"sweep_factor": 3}, r"sweep_factor=3 must be one of factors=\[1, 2, 4, 8\]"),
-        ({"max_positions": 8}, "max_positions=8 must be at least seq_len=16"),
-        ({"n_seeds": 0}, "n_seeds must be an integer >= 1, got 0"),
-        ({"n_val": 0}, "n_val"),
-        ({"n_steps": 0}, "n_steps"),
-        ({"seq_len": 2, "n_selected": 3}, "n_selected"),
-    ],
-)
-def test_encoding_families_rejects_bad_options(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        encoding_families(**kwargs)
-
-
-def test_encoding_families_refuses_the_wrong_estimator():
-    with pytest.raises(TypeError, match="estimator must be a SparseTokenSelector"):
-        encoding_families(estimator=FCNSelector())
-
-
-def test_encoding_families_takes_its_settings_and_changes_to_them():
-    preset = TINY["encodings"]
-    assert type(preset) is EncodingsSettings
-    res = encoding_families(
-        preset, n_steps=2, n_seeds=1, n_val=50, codebook_factors=(1,), device="cpu"
-    )
-    assert res.config["n_steps"] == 2 and res.config["n_seeds"] == 1
-    assert res.config["n_val"] == 50 and res.codebook_sizes == [8]
-    # The rest is the preset's, which the change leaves as it was.
-    assert res.config["seq_len"] == 8 and res.eval_lengths == [8, 16]
-    assert res.config["max_positions"] == 16 and res.config["width"] == 8
-    assert preset.n_steps == 30 and preset.n_seeds == 2 and preset.codebook_factors == (1, 2, 4)
-    with pytest.raises(ValueError, match=r"\['n_seed'\] are not settings of EncodingsSettings"):
-        encoding_families(preset, n_seed=1)
-    with pytest.raises(ValueError, match=r"\['codebook_factor'\] are not settings"):
-        encoding_families(codebook_factor=(1,))
-    with pytest.raises(TypeError, match="settings must be EncodingsSettings"):
-        encoding_families(TINY["length_generalization"])
-    with pytest.raises(TypeError, match="got int: 16"):  # the old positional seq_len
-        encoding_families(16)
-
-
-def test_reproduce_encodings_section(tmp_path, encodings):
-    results = reproduce(
-        "tiny", out=tmp_path, only="encodings", device="cpu", progress=False, n_threads=1
-    )
-    assert list(results) == ["encodings"]
-    assert (tmp_path / "encodings.png").stat().st_size > 0
-    payload = json.loads((tmp_path / "results.json").read_text())
-    assert set(payload) == {"meta", "encodings"}
-    # Same seed, same numbers as calling the function directly.
-    assert payload["encodings"]["r2"]["stochastic"] == [
-        pytest.approx(s) for s in encodings.r2["stochastic"]
-    ]
-    summary = (tmp_path / "summary.md").read_text()
-    assert "R^2 at 1T, 2T: mean [min, max]" in summary
-    assert "| | randomized at 2T, L = 8, 16, 32 (n/a: L < 16) | n/a / " in summary
 
 
 def test_step_progress_counts_training_steps_and_leaves_a_picklable_model():
@@ -572,7 +327,7 @@ def test_resolve_experiments():
         resolve_experiments("bogus")
 
 
-def test_reproduce_writes_results(tmp_path, convergence, length, separation_by_q, encodings):
+def test_reproduce_writes_results(tmp_path, convergence, separation_by_q):
     results = reproduce(
         "tiny", out=tmp_path, only="convergence", device="cpu", progress=False, n_threads=1
     )
@@ -586,15 +341,12 @@ def test_reproduce_writes_results(tmp_path, convergence, length, separation_by_q
     table = summary_table(
         {
             "convergence": convergence,
-            "length_generalization": length,
             "separation": separation_by_q,
-            "encodings": encodings,
         }
     )
     assert table.startswith("| experiment |")
-    assert "cos(W_pp, I)" in table and "minimal width, fcn" in table and "fixed" in table
+    assert "cos(W_pp, I)" in table and "minimal width, fcn" in table
     assert "the floor's minimal width" in table
-    assert "| | sinusoidal |" in table
 
 
 def test_reproduce_rejects_bad_arguments(tmp_path):

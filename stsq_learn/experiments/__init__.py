@@ -48,10 +48,6 @@ from ._check import ReferenceCheck as ReferenceCheck
 from ._check import check_reference as check_reference
 from ._check import load_reference as load_reference
 from ._check import write_reference as write_reference
-from ._encodings import EncodingsResult as EncodingsResult
-from ._encodings import encoding_families as encoding_families
-from ._length import LengthGeneralizationResult as LengthGeneralizationResult
-from ._length import length_generalization as length_generalization
 from ._record import SIZES as SIZES
 from ._record import Experiment as Experiment
 from ._record import Work as Work

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 
-from sklearn.base import clone
-
-from ...encodings.families import POSITIONAL_ENCODINGS
 from ...tasks import SparseTokenSelectionTask
+from ...tasks.selection.encodings import (
+    EncodingsResult,
+    EncodingsSettings,
+    encoding_families,
+    planned_models,
+)
 from ...tasks.selection.estimators import SparseTokenSelector
-from .._encoding_runs import planned_runs
-from .._encodings import EncodingsSettings, encoding_families
 from .._record import Experiment, Work
-from ._format import finite, fmt, spread
+from ._format import finite, fmt
 
 # Adam at a constant step of 0.01, 256 rows a step: set here, not left to the defaults.
 _ADAM = dict(solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=256)
@@ -27,11 +28,10 @@ PRESETS = {
         factors=(1, 2),
         codebook_factors=(1, 2, 4),
         sweep_factor=2,
-        n_seeds=2,
         n_val=200,
     ),
-    # 8 models per seed (4 families, 4 more codebooks), 500 steps each: about 35 s on
-    # one core (1500 steps took 109 s and moved no curve's shape, only its level).
+    # 7 models per seed (4 families, 3 more codebooks), each with its seeds batched
+    # (1500 steps moved no curve's shape, only its level).
     "quick": EncodingsSettings(
         seq_len=16,
         n_features=8,
@@ -44,7 +44,6 @@ PRESETS = {
         max_positions=128,
         codebook_factors=(1, 4, 16),  # fixed (L = T) to stochastic-like (L = 16 T)
         sweep_factor=4,
-        n_seeds=3,
         n_val=1000,
     ),
     "full": EncodingsSettings(
@@ -57,7 +56,6 @@ PRESETS = {
         max_positions=512,
         codebook_factors=(1, 2, 4, 8, 16, 32),
         sweep_factor=4,
-        n_seeds=3,
         n_val=2000,
     ),
     "gpu": EncodingsSettings(
@@ -70,69 +68,48 @@ PRESETS = {
         max_positions=1024,
         codebook_factors=(1, 2, 4, 8, 16, 32, 64),
         sweep_factor=4,
-        n_seeds=5,
         n_val=10000,
     ),
 }
 
 
 def work(settings):
-    """Every family and extra codebook, ``n_seeds`` times; each scored at every length."""
+    """Every family and extra codebook, trained once per seed; each scored at every length."""
     s = settings
     task = SparseTokenSelectionTask(s.seq_len, s.n_features, s.n_selected)
     longest = s.seq_len * max(s.factors)
     max_positions = s.max_positions or longest
-    runs = planned_runs(max_positions, [c * s.seq_len for c in s.codebook_factors])
-    families = [runs[family] for family in POSITIONAL_ENCODINGS]
-    extra = len(runs) - len(families)
+    sizes = [c * s.seq_len for c in s.codebook_factors]
     rows = int(s.n_val * sum(s.factors) / max(s.factors))  # about rows x length, at the longest
-    out = [
+    return [
         Work(
-            f"encodings: {params['positional_encoding']}",
-            s.n_seeds,
+            f"encodings: {label}",
+            1,
             s.n_steps,
-            clone(s.estimator).set_params(**params),
+            est,
             task,
             predict_rows=rows,
-            predict_len=longest,
+            predict_len=min(longest, est.max_positions or longest),  # a codebook's longest
         )
-        for params in families
+        for label, est in planned_models(s.estimator, max_positions, sizes).items()
     ]
-    if extra:
-        params = dict(positional_encoding="randomized", max_positions=max_positions)
-        est = clone(s.estimator).set_params(**params)
-        out.append(
-            Work(
-                "encodings: codebook sweep",
-                s.n_seeds * extra,
-                s.n_steps,
-                est,
-                task,
-                rows,
-                longest,
-            )
-        )
-    return out
 
 
 def summary_rows(rows, enc):
-    """Summary rows of the encodings experiment."""
+    """Summary rows of the encodings experiment (one seed's numbers)."""
     cfg = enc.config
     T = cfg["seq_len"]
     lens = ", ".join(f"{t // T}T" for t in enc.eval_lengths)
     rows.append(
-        f"| encodings (T={T}, m={cfg['width']}, {cfg['n_steps']} steps, "
-        f"{cfg['n_seeds']} seeds, {cfg['n_val']} rows) | R^2 at {lens}: mean [min, max] | |"
+        f"| encodings (T={T}, m={cfg['width']}, {cfg['n_steps']} steps, seed "
+        f"{cfg['random_state']}, {cfg['n_val']} rows) | R^2 at {lens} | |"
     )
     for family in enc.families:
         label = f"randomized, L={cfg['max_positions']}" if family == "randomized" else family
-        vals = " / ".join(
-            spread(m, lo, hi)
-            for m, lo, hi in zip(enc.r2_mean[family], enc.r2_min[family], enc.r2_max[family])
-        )
-        rows.append(f"| | {label} | {vals} |")
+        rows.append(f"| | {label} | {' / '.join(fmt(finite(v)) for v in enc.r2[family])} |")
     sizes = ", ".join(map(str, enc.codebook_sizes))
-    vals = " / ".join(fmt(finite(v)) for v in enc.sweep_mean)
+    i = enc.eval_lengths.index(enc.sweep_length)
+    vals = " / ".join(fmt(finite(enc.sweep_r2[str(L)][i])) for L in enc.codebook_sizes)
     rows.append(
         f"| | randomized at {enc.sweep_length // T}T, L = {sizes} "
         f"(n/a: L < {enc.sweep_length}) | {vals} |"
@@ -140,12 +117,11 @@ def summary_rows(rows, enc):
 
 
 def headline(result):
-    """The headline numbers of an encodings result, by flat name.
+    """The headline numbers of an encodings result (one seed), by flat name.
 
-    ``<family>_r2_at_<k>T``: the mean R^2 over the seeds at ``k`` times the
-    training length, with ``_min`` and ``_max`` over the seeds;
-    ``codebook_L<L>_r2_at_<k>T``: the sweep's mean at its length. NaN where
-    a codebook cannot score (L below the length).
+    ``<family>_r2_at_<k>T``: the R^2 at ``k`` times the training length;
+    ``codebook_L<L>_r2_at_<k>T``: the sweep's codebook of L positions at
+    its length. NaN where a codebook cannot score (L below the length).
 
     Parameters
     ----------
@@ -158,17 +134,12 @@ def headline(result):
     T = result.config["seq_len"]
     out = {}
     for family in result.families:
-        for i, t in enumerate(result.eval_lengths):
-            name = f"{family}_r2_at_{t // T}T"
-            for suffix, values in (
-                ("", result.r2_mean),
-                ("_min", result.r2_min),
-                ("_max", result.r2_max),
-            ):
-                out[name + suffix] = _float(values[family][i])
+        for t, value in zip(result.eval_lengths, result.r2[family]):
+            out[f"{family}_r2_at_{t // T}T"] = _float(value)
     k = result.sweep_length // T
-    for L, value in zip(result.codebook_sizes, result.sweep_mean):
-        out[f"codebook_L{L}_r2_at_{k}T"] = _float(value)
+    i = result.eval_lengths.index(result.sweep_length)
+    for L in result.codebook_sizes:
+        out[f"codebook_L{L}_r2_at_{k}T"] = _float(result.sweep_r2[str(L)][i])
     return out
 
 
@@ -196,7 +167,6 @@ PROVENANCE = {
     "max_positions": "ours: chosen for these presets",
     "codebook_factors": "ours: the codebook sweep",
     "sweep_factor": "ours: chosen for these presets",
-    "n_seeds": "ours: chosen for these presets",
     "n_val": "ours: chosen for these presets",
     "metric": "ours: R^2 = 1 - relative MSE",
 }
@@ -205,11 +175,12 @@ PROVENANCE = {
 RECORD = Experiment(
     name="encodings",
     function=encoding_families,
+    result=EncodingsResult,
     settings=EncodingsSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
     headline=headline,
     provenance=PROVENANCE,
-    seeds_inside=True,
+    seeds_batched=True,
 )

@@ -6,7 +6,11 @@ import math
 
 from ...tasks import SparseTokenSelectionTask
 from ...tasks.selection.estimators import SparseTokenSelector
-from .._length import LengthGeneralizationSettings, length_generalization
+from ...tasks.selection.length import (
+    LengthGeneralizationResult,
+    LengthGeneralizationSettings,
+    length_generalization,
+)
 from .._record import Experiment, Work
 from ._format import fmt
 
@@ -185,11 +189,13 @@ PROVENANCE = {
 RECORD = Experiment(
     name="length_generalization",
     function=length_generalization,
+    result=LengthGeneralizationResult,
     settings=LengthGeneralizationSettings,
     presets=PRESETS,
     summary_rows=summary_rows,
     work=work,
     headline=headline,
     provenance=PROVENANCE,
+    seeds_batched=True,
     aliases=("length",),
 )
