@@ -57,11 +57,11 @@ from ._reproduce import plan as plan
 from ._reproduce import plan_table as plan_table
 from ._reproduce import reproduce as reproduce
 from ._reproduce import summary_table as summary_table
-from ._separation import CurveSettings as CurveSettings
-from ._separation import SeparationCurve as SeparationCurve
-from ._separation import SeparationResult as SeparationResult
-from ._separation import WidthSeparationSettings as WidthSeparationSettings
-from ._separation import width_separation as width_separation
+from ..tasks.selection.separation import CurveSettings as CurveSettings
+from ..tasks.selection.separation import SeparationCurve as SeparationCurve
+from ..tasks.selection.separation import SeparationResult as SeparationResult
+from ..tasks.selection.separation import WidthSeparationSettings as WidthSeparationSettings
+from ..tasks.selection.separation import width_separation as width_separation
 from ._settings import Settings as Settings
 
 

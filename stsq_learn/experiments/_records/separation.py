@@ -9,21 +9,16 @@ its steps its width is a lower bound.
 
 from __future__ import annotations
 
-from sklearn.base import clone
-
-from ...tasks import SparseTokenSelectionTask
+from ...studies import StudyPlan
 from ...tasks.selection.estimators import FCNSelector, SparseTokenSelector
-from .._record import Experiment, Work
-from .._separation import (
-    _DEFAULT_ESTIMATORS,
-    _DEFAULT_STEPS,
-    _DEFAULT_WIDTHS,
+from ...tasks.selection.separation import (
     SeparationByQResult,
     SeparationCurve,
     SeparationSettings,
+    separation_work,
     width_separation_by_q,
 )
-from .._width_search import checked_grids
+from .._record import Experiment, Work
 from ._format import fmt
 
 # The paper's algorithm: plain gradient descent, a constant step, a fresh batch of 256 rows
@@ -211,93 +206,48 @@ def headline(result):
     out = {}
     for curve in result.curves:
         q = curve.config["n_selected"]
-        bounds = curve.lower_bound
+        widths, bounds = curve.minimal_width, curve.lower_bound
         for i, T in enumerate(curve.seq_lens):
             key = f"q{q}.T{T}"
-            w = curve.minimal_width["transformer"][i]
-            if w is not None:
-                out[f"{key}.transformer_width"] = float(w)
-            if curve.floor_width and curve.floor_width[i] is not None:
+            if widths["transformer"][i] is not None:
+                out[f"{key}.transformer_width"] = float(widths["transformer"][i])
+            if curve.floor_width[i] is not None:
                 out[f"{key}.floor_width"] = float(curve.floor_width[i])
-            if curve.scores["fcn"].get(str(T)) or (bounds.get("fcn") or [None] * (i + 1))[i]:
-                w, b = curve.minimal_width["fcn"][i], bounds["fcn"][i]
-                if w is not None:
-                    out[f"{key}.fcn_width"] = float(w)
-                elif b is not None:
-                    out[f"{key}.fcn_width"] = float(b)
-                    out[f"{key}.fcn_width_is_bound"] = 1.0
+            if widths["fcn"][i] is not None:
+                out[f"{key}.fcn_width"] = float(widths["fcn"][i])
+            elif bounds["fcn"][i] is not None:
+                out[f"{key}.fcn_width"] = float(bounds["fcn"][i])
+                out[f"{key}.fcn_width_is_bound"] = 1.0
     for name in ("law", "floor_law"):
         law = getattr(result, name)
         if law is not None:
-            out.update({f"{name}.{k}": float(law[k]) for k in ("intercept", "slope", "r2")})
-    return out
-
-
-# Fits a bisection is expected to take per (T, model): the predicted width and its
-# neighbour below (three at the first T, where the prediction is coarser).
-_FITS_FIRST, _FITS_NEXT = 3, 2
-
-
-def _curve_work(curve, n_val):
-    """Expected fits of one curve: 3 at the first T, then 2 per T; the FCN timed at ~4 T d.
-
-    The transformer's step time barely depends on its width; the FCN's does, so
-    its fits are timed at the width a ``4 T d`` law predicts. Where that passes
-    the grid's top, the FCN is expected to fail at the grid's top widths and to
-    skip the longer lengths. About half the fits of a bisection reach the
-    target and stop there, about half-way through their steps in the quick
-    run: every fit is counted at 3/4 of its steps.
-    """
-    c = curve
-    grids, steps = checked_grids(c.widths, c.n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
-    steps = {m: max(1, 3 * k // 4) for m, k in steps.items()}
-    models = {"transformer": c.transformer, "fcn": c.fcn}
-    models = {m: _DEFAULT_ESTIMATORS[m] if e is None else e for m, e in models.items()}
-    limits = {"transformer": max(c.seq_lens), "fcn": max(c.seq_lens), **(c.max_seq_len or {})}
-    out, fcn_done = [], False
-    tag = f"separation q={c.n_selected}"
-    for i, T in enumerate(sorted(c.seq_lens)):
-        task = SparseTokenSelectionTask(T, c.n_features, c.n_selected)
-        fits = _FITS_FIRST if i == 0 else _FITS_NEXT
-        grid = grids["transformer"]
-        est = clone(models["transformer"]).set_params(width=grid[len(grid) // 2])
-        label = f"{tag}: transformer T={T}"
-        out.append(Work(label, fits, steps["transformer"], est, task, predict_rows=n_val))
-        if T > limits["fcn"] or fcn_done:
-            continue
-        grid = grids["fcn"]
-        expected = [w for w in grid if w >= 4 * T * c.n_features][:1]
-        fcn_done = not expected  # past the grid: fails at its top widths, then skips
-        for w in expected * fits or grid[-2:]:
-            est = clone(models["fcn"]).set_params(width=w)
-            label = f"{tag}: fcn T={T} width={w}"
-            out.append(Work(label, 1, steps["fcn"], est, task, predict_rows=n_val))
+            out[f"{name}.intercept"] = law.params["a"]
+            out[f"{name}.slope"] = law.params["b"]
+            out[f"{name}.r2"] = law.r2
     return out
 
 
 def work(settings):
-    """Expected work of every curve (:func:`_curve_work`)."""
-    return [part for curve in settings.curves for part in _curve_work(curve, settings.n_val)]
+    """Expected work of one seed: the studies' dry runs of every curve's searches."""
+    return [
+        Work(part.label, part.fits, part.steps, part.estimator, part.task, part.predict_rows)
+        for part in StudyPlan(separation_work(settings))
+    ]
 
 
 def _law_text(law):
     if law is None:
         return None
-    a, b = law["intercept"], law["slope"]
-    return f"a={a:.1f}, b={b:.2f} (fit R^2 {law['r2']:.3f}, rms residual {law['rms_residual']:.2f})"
+    a, b = law.params["a"], law.params["b"]
+    return f"a={a:.1f}, b={b:.2f} (fit R^2 {law.r2:.3f}, rms residual {law.rms:.2f})"
 
 
 def _fcn_text(curve):
-    steps = curve.config.get("n_steps", {}).get("fcn")
-    out = []
-    for w, b in zip(curve.minimal_width["fcn"], curve.lower_bound["fcn"]):
-        if w is not None:
-            out.append(str(w))
-        elif b is not None:
-            out.append(f"> {b} (not reached within {steps} steps)")
-        else:
-            out.append("-")
-    return " / ".join(out)
+    steps = curve.config["n_steps"]["fcn"]
+    return " / ".join(
+        t if not t.startswith(">") else f"{t} (not reached within {steps} steps)"
+        for t in curve.width_text("fcn")
+    )
 
 
 def summary_rows(rows, res):
@@ -314,15 +264,16 @@ def summary_rows(rows, res):
         )
         floors = " / ".join("-" if w is None else str(w) for w in curve.floor_width)
         rows.append(f"| | the floor's minimal width | {floors} |")
-        if any(curve.scores["fcn"].values()):
+        if curve.searched("fcn"):
             rows.append(f"| | minimal width, fcn | {_fcn_text(curve)} |")
             ratio = " / ".join(fmt(r, 1) for r in curve.width_ratio())
             rows.append(f"| | FCN / transformer width | {ratio} |")
-            law = curve.growth_laws["fcn"].get("power_0")
+            law = curve.laws.get("fcn")
             if law is not None:
+                d = cfg["n_features"]
                 rows.append(
-                    f"| | FCN: w = b T^c | b={law['slope']:.2f}, c={law['exponent']:.3f} "
-                    f"(fit R^2 {law['r2']:.3f}) |"
+                    f"| | FCN: w = a + b T d | a={law.params['a']:.1f}, "
+                    f"b={law.params['b'] / d:.2f} (fit R^2 {law.r2:.3f}) |"
                 )
         if curve.seconds:
             spent = ", ".join(f"{m} {s:.0f} s" for m, s in curve.seconds.items())
