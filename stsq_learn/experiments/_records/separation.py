@@ -9,7 +9,8 @@ its steps its width is a lower bound.
 
 from __future__ import annotations
 
-from ...studies import StudyPlan
+import math
+
 from ...tasks.selection.estimators import FCNSelector, SparseTokenSelector
 from ...tasks.selection.separation import (
     SeparationByQResult,
@@ -196,42 +197,45 @@ PROVENANCE = {
 def headline(result):
     """The record's headline numbers, flat: widths per (q, T), the law's slope and R^2.
 
-    Keys: ``"q{q}.T{T}.transformer_width"``, ``"q{q}.T{T}.floor_width"``,
-    ``"q{q}.T{T}.fcn_width"`` (where the FCN was searched; a lower bound
-    where no width reached the target, then also
-    ``"q{q}.T{T}.fcn_width_is_bound"`` = 1.0), and ``"law.intercept"``,
-    ``"law.slope"``, ``"law.r2"`` (and ``"floor_law.*"``) of
-    ``w = a + b q log2 T``. Widths not found are left out.
+    Keys, the same for every seed: ``"q{q}.T{T}.transformer_width"`` and
+    ``"q{q}.T{T}.floor_width"`` (``inf`` where no width of the grid
+    reached the target, or allows it), where the FCN was searched
+    ``"q{q}.T{T}.fcn_width"`` (its lower bound where no width reached the
+    target) and ``"q{q}.T{T}.fcn_width_is_bound"`` (1.0 for a bound, else
+    0.0), and ``"law.intercept"``, ``"law.slope"``, ``"law.r2"`` (and
+    ``"floor_law.*"``) of ``w = a + b q log2 T`` (NaN with too few widths).
     """
     out = {}
     for curve in result.curves:
         q = curve.config["n_selected"]
         widths, bounds = curve.minimal_width, curve.lower_bound
+        fcn_lengths = set(curve.table.where(model="fcn")["param_seq_len"])
         for i, T in enumerate(curve.seq_lens):
             key = f"q{q}.T{T}"
-            if widths["transformer"][i] is not None:
-                out[f"{key}.transformer_width"] = float(widths["transformer"][i])
-            if curve.floor_width[i] is not None:
-                out[f"{key}.floor_width"] = float(curve.floor_width[i])
-            if widths["fcn"][i] is not None:
-                out[f"{key}.fcn_width"] = float(widths["fcn"][i])
-            elif bounds["fcn"][i] is not None:
-                out[f"{key}.fcn_width"] = float(bounds["fcn"][i])
-                out[f"{key}.fcn_width_is_bound"] = 1.0
+            out[f"{key}.transformer_width"] = _number(widths["transformer"][i])
+            out[f"{key}.floor_width"] = _number(curve.floor_width[i])
+            if T in fcn_lengths:
+                bound = widths["fcn"][i] is None
+                out[f"{key}.fcn_width"] = _number(bounds["fcn"][i] if bound else widths["fcn"][i])
+                out[f"{key}.fcn_width_is_bound"] = float(bound)
     for name in ("law", "floor_law"):
         law = getattr(result, name)
-        if law is not None:
-            out[f"{name}.intercept"] = law.params["a"]
-            out[f"{name}.slope"] = law.params["b"]
-            out[f"{name}.r2"] = law.r2
+        for key, value in (("intercept", "a"), ("slope", "b"), ("r2", None)):
+            number = math.nan if law is None else law.r2 if value is None else law.params[value]
+            out[f"{name}.{key}"] = float(number)
     return out
+
+
+def _number(width):
+    """A width as a float, ``inf`` where there is none."""
+    return math.inf if width is None else float(width)
 
 
 def work(settings):
     """Expected work of one seed: the studies' dry runs of every curve's searches."""
     return [
         Work(part.label, part.fits, part.steps, part.estimator, part.task, part.predict_rows)
-        for part in StudyPlan(separation_work(settings))
+        for part in separation_work(settings)
     ]
 
 

@@ -354,7 +354,7 @@ def plot_both_models(results, ax=None):
         logy=True,
         labels=_LABELS,
         colors={"transformer": "C0", "fcn": "C1"},
-        xlabel="sequence length T",
+        xlabel="T",
         ylabel=f"smallest width reaching R$^2$ >= {cfg['target_r2']}",
         title=f"Both models (d={cfg['n_features']}, q={cfg['n_selected']})",
     )
@@ -610,10 +610,13 @@ def _search(plan, seeds, *, device, progress, scheduler, dry_run=False):
         seconds[model] = round((time.perf_counter() - start) / len(seeds), 1)
     if dry_run:
         return [part for plan_ in tables for part in plan_]
+    searches = {t["model"][0]: {k: v for k, v in t.meta.items() if k != "seeds"} for t in tables}
     table = StudyTable.concat(tables)
     out = []
     for s in seeds:
-        own = table.where(seed=s)
+        rows = table.where(seed=s)
+        meta = {"study": "width_separation", "seeds": [s], "searches": searches}
+        own = StudyTable({c: rows[c] for c in rows.columns}, meta=meta)
         laws = {
             m: law_or_none(*own.where(model=m).xy("seq_len", "value"), LAW_OF[m])
             for m in MODELS
@@ -911,7 +914,7 @@ def plot_by_q(results, ax):
         logx=True,
         logy=True,
         labels=labels,
-        xlabel="sequence length T",
+        xlabel="T",
         ylabel=f"smallest width reaching R$^2$ >= {target}",
         title="Transformer: measured minimal width beside the floor's, per q",
     )
