@@ -221,13 +221,16 @@ def test_headline_and_summary_mark_the_fcn_bounds(seeds3):
     assert "> 8 (not reached within 20 steps)" in text and "w = a + b q log2 T" in text
 
 
-def test_work_is_the_studies_dry_run():
+def test_work_counts_the_bisections():
     work = record.work(TINY)
-    # Bisections over grids of 2 widths: ceil(log2 2) + 2 = 3 expected fits a length,
-    # 2 lengths, 3 searches (q=2 transformer and FCN, q=3 transformer).
-    assert [p.fits for p in work] == [3, 3, 3, 3, 3, 3]
-    assert all(p.steps == 20 for p in work)
-    assert isinstance(work[0].task, SparseTokenSelectionTask)
+    # Per curve: 3 + 2 transformer fits; the FCN's grid (4, 8) is below 4 T d at T=4 on
+    # the first curve (its two top widths, then no search); no FCN on the second.
+    assert sum(p.fits for p in work) == 12
+    assert [p.label for p in work][-2:] == [
+        "separation q=3: transformer T=4",
+        "separation q=3: transformer T=8",
+    ]
+    assert all(p.steps == 15 for p in work)  # 3/4 of the 20 steps: fits stop at the target
 
 
 def test_joint_law_is_a_plus_b_q_log2_T(seeds3):

@@ -9,14 +9,17 @@ its steps its width is a lower bound.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+
+from sklearn.base import clone
 
 from ...tasks.selection.estimators import FCNSelector, SparseTokenSelector
 from ...tasks.selection.separation import (
     SeparationByQResult,
     SeparationCurve,
     SeparationSettings,
-    separation_work,
+    separation_plans,
     width_separation_by_q,
 )
 from .._record import Experiment, Work
@@ -231,12 +234,47 @@ def _number(width):
     return math.inf if width is None else float(width)
 
 
+# Fits a bisection from a good prediction takes per (T, model): the predicted width and
+# its neighbour below (three at the first T, where the prediction is coarser).
+_FITS_FIRST, _FITS_NEXT = 3, 2
+
+
+def _curve_work(plan):
+    """Expected fits of one checked curve: 3 at the first T, then 2; the FCN timed at ~4 T d.
+
+    The transformer's step time barely depends on its width; the FCN's does,
+    so its fits are timed at the width a ``4 T d`` law predicts. Where that
+    passes the grid's top, the FCN is expected to fail at the grid's top
+    widths and to skip the longer lengths. About half the fits reach the
+    target and stop there, about half-way through their steps: every fit
+    is counted at 3/4 of its steps.
+    """
+    steps = {m: max(1, 3 * k // 4) for m, k in plan.n_steps.items()}
+    d = plan.task.n_features
+    tag = f"separation q={plan.task.n_selected}"
+    out, fcn_done = [], False
+    for i, T in enumerate(plan.seq_lens):
+        task = dataclasses.replace(plan.task, seq_len=T)
+        fits = _FITS_FIRST if i == 0 else _FITS_NEXT
+        grid = plan.widths["transformer"]
+        est = clone(plan.models["transformer"]).set_params(width=grid[len(grid) // 2])
+        label = f"{tag}: transformer T={T}"
+        out.append(Work(label, fits, steps["transformer"], est, task, predict_rows=plan.n_val))
+        if T not in plan.lengths["fcn"] or fcn_done:
+            continue
+        grid = plan.widths["fcn"]
+        expected = [w for w in grid if w >= 4 * T * d][:1]
+        fcn_done = not expected  # past the grid: fails at its top widths, then skips
+        for w in expected * fits or grid[-2:]:
+            est = clone(plan.models["fcn"]).set_params(width=w)
+            label = f"{tag}: fcn T={T} width={w}"
+            out.append(Work(label, 1, steps["fcn"], est, task, predict_rows=plan.n_val))
+    return out
+
+
 def work(settings):
-    """Expected work of one seed: the studies' dry runs of every curve's searches."""
-    return [
-        Work(part.label, part.fits, part.steps, part.estimator, part.task, part.predict_rows)
-        for part in separation_work(settings)
-    ]
+    """Expected work of one seed: every curve's (:func:`_curve_work`)."""
+    return [part for plan in separation_plans(settings) for part in _curve_work(plan)]
 
 
 def _law_text(law):
@@ -302,4 +340,5 @@ RECORD = Experiment(
     reference_rtol={"*_width": 0.5, "law.*": 0.5},
     aliases=("width",),
     result=SeparationByQResult,
+    seeds_batched=True,
 )

@@ -236,7 +236,18 @@ class SeparationResult:
         return {m: self._column(m, "bound") for m in MODELS}
 
     def searched(self, model):
-        """Whether ``model`` was searched at any length."""
+        """Whether ``model`` was searched at any length.
+
+        Parameters
+        ----------
+        model : {"transformer", "fcn"}
+            The model.
+
+        Returns
+        -------
+        bool
+            True where the table holds a row of ``model``.
+        """
         return bool(len(self.table.where(model=model)))
 
     def width_ratio(self):
@@ -548,10 +559,10 @@ def _seeds_of(random_state, seeds):
 
 
 # -- the study ---------------------------------------------------------------------------------
-def _floors_of(plan, dry_run):
-    """The floor's minimal width per T (None for another task, or in a dry run)."""
+def _floors_of(plan):
+    """The floor's minimal width per T (None for a task other than the selection)."""
     task = plan.task
-    if dry_run or not isinstance(task, SparseTokenSelectionTask):
+    if not isinstance(task, SparseTokenSelectionTask):
         return [None] * len(plan.seq_lens)
     grid = plan.widths["transformer"]
     return floor_widths(
@@ -580,9 +591,9 @@ def _start(plan, model, floors):
     return scaled
 
 
-def _search(plan, seeds, *, device, progress, scheduler, dry_run=False):
-    """Per seed, the :class:`SeparationResult` of one checked curve (or, dry, its work)."""
-    floors = _floors_of(plan, dry_run)
+def _search(plan, seeds, *, device, progress, scheduler):
+    """Per seed, the :class:`SeparationResult` of one checked curve."""
+    floors = _floors_of(plan)
     tables, seconds = [], {}
     for model in (m for m in MODELS if plan.lengths[m]):
         start = time.perf_counter()
@@ -599,17 +610,15 @@ def _search(plan, seeds, *, device, progress, scheduler, dry_run=False):
             skip_after_miss=plan.search != "bisect" or model == "fcn",
             stop_at_target=plan.stop_fits,
             seeds=list(seeds),
+            batch_seeds=True,
             n_steps=plan.n_steps[model] if plan.regime == "online" else "auto",
             n_train=plan.n_train if plan.regime == "finite" else None,
             n_test=plan.n_val,
             device=device,
             progress=progress,
-            dry_run=dry_run,
         )
         tables.append(table)
         seconds[model] = round((time.perf_counter() - start) / len(seeds), 1)
-    if dry_run:
-        return [part for plan_ in tables for part in plan_]
     searches = {t["model"][0]: {k: v for k, v in t.meta.items() if k != "seeds"} for t in tables}
     table = StudyTable.concat(tables)
     out = []
@@ -745,6 +754,7 @@ class SeparationSettings(Settings):
     curves: tuple
     target_r2: float = 0.9
     n_val: int = 2000
+    stop_fits: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "curves", _checked_curves(self.curves))
@@ -1007,31 +1017,27 @@ def _plans(cfg):
                 target_r2=cfg.target_r2,
                 n_val=cfg.n_val,
                 search="bisect",
-                stop_fits=True,
+                stop_fits=cfg.stop_fits,
             )
         )
         for curve in cfg.curves
     ]
 
 
-def separation_work(settings):
-    """The work of one seed of :func:`width_separation_by_q` (the studies' dry runs).
+def separation_plans(settings):
+    """The checked search of every curve of :func:`width_separation_by_q`'s settings.
 
     Parameters
     ----------
-    settings : SeparationSettings
+    settings : SeparationSettings or mapping
         The settings.
 
     Returns
     -------
-    list of stsq_learn.studies.Work
-        Each search's expected fits and steps.
+    list
+        Per curve, its checked search (task, models, grids, steps, lengths).
     """
-    return [
-        part
-        for plan in _plans(SeparationSettings.resolve(settings, {}))
-        for part in _search(plan, (0,), device=None, progress=False, scheduler=None, dry_run=True)
-    ]
+    return _plans(SeparationSettings.resolve(settings, {}))
 
 
 def joint_law(curves, widths_of):
