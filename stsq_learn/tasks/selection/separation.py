@@ -741,6 +741,12 @@ class SeparationSettings(Settings):
         The R^2 a width must reach, on every curve.
     n_val : int, default=2000
         Held-out rows scoring each width (and stopping its fit).
+    stop_fits : bool, default=True
+        Stop each fit once it reaches ``target_r2`` on its scoring rows
+        (checked every 25 steps). The stopping rule acts on one net: with it
+        the seeds are fitted one after another; without it, each fit trains
+        all its steps and the seeds that try the same width at the same T
+        train together as one batched model.
 
     Examples
     --------
@@ -946,10 +952,10 @@ def width_separation_by_q(
 ):
     """Minimal widths against T at several q, beside the floor's, with ``a + b q log2 T``.
 
-    Every curve is :func:`width_separation` with ``search="bisect"`` and
-    ``stop_fits=True``: the transformer's search starts at the floor's
-    minimal width, the FCN's at the previous T's scaled by the lengths'
-    ratio, and each fit stops once it reaches ``target_r2``. Then
+    Every curve is :func:`width_separation` with ``search="bisect"``: the
+    transformer's search starts at the floor's minimal width, the FCN's at
+    the previous T's scaled by the lengths' ratio, and (``stop_fits``) each
+    fit stops once it reaches ``target_r2``. Then
     ``w = a + b q log2 T`` is fitted to the transformer's minimal widths of
     all curves together, and to the floor's.
 
