@@ -41,6 +41,11 @@ settings) in ``_records/``.
 """
 
 from .._live_names import live_names
+from ..tasks.selection.separation import CurveSettings as CurveSettings
+from ..tasks.selection.separation import SeparationCurve as SeparationCurve
+from ..tasks.selection.separation import SeparationResult as SeparationResult
+from ..tasks.selection.separation import WidthSeparationSettings as WidthSeparationSettings
+from ..tasks.selection.separation import width_separation as width_separation
 from ._check import ReferenceCheck as ReferenceCheck
 from ._check import check_reference as check_reference
 from ._check import load_reference as load_reference
@@ -57,11 +62,6 @@ from ._reproduce import plan as plan
 from ._reproduce import plan_table as plan_table
 from ._reproduce import reproduce as reproduce
 from ._reproduce import summary_table as summary_table
-from ..tasks.selection.separation import CurveSettings as CurveSettings
-from ..tasks.selection.separation import SeparationCurve as SeparationCurve
-from ..tasks.selection.separation import SeparationResult as SeparationResult
-from ..tasks.selection.separation import WidthSeparationSettings as WidthSeparationSettings
-from ..tasks.selection.separation import width_separation as width_separation
 from ._settings import Settings as Settings
 
 
