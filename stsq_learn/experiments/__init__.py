@@ -41,11 +41,6 @@ settings) in ``_records/``.
 """
 
 from .._live_names import live_names
-from ..tasks.selection.separation import CurveSettings as CurveSettings
-from ..tasks.selection.separation import SeparationCurve as SeparationCurve
-from ..tasks.selection.separation import SeparationResult as SeparationResult
-from ..tasks.selection.separation import WidthSeparationSettings as WidthSeparationSettings
-from ..tasks.selection.separation import width_separation as width_separation
 from ._check import ReferenceCheck as ReferenceCheck
 from ._check import check_reference as check_reference
 from ._check import load_reference as load_reference
@@ -78,7 +73,22 @@ def _from_records():
             out[record.result.__name__] = record.result
         if record.settings is not None:
             out[record.settings.__name__] = record.settings
+    # The width separation lives in the selection task's home (which imports Settings from
+    # here): its one-curve names are read from there when asked.
+    from ..tasks.selection import separation
+
+    for name in _SEPARATION:
+        out[name] = getattr(separation, name)
     return out
+
+
+_SEPARATION = (
+    "CurveSettings",
+    "SeparationCurve",
+    "SeparationResult",
+    "WidthSeparationSettings",
+    "width_separation",
+)
 
 
 _OWN = [  # and, in __all__, every registered experiment's function, result and settings
@@ -86,15 +96,11 @@ _OWN = [  # and, in __all__, every registered experiment's function, result and 
     "PRESETS",
     "ConvergenceResult",
     "ConvergenceRun",
-    "CurveSettings",
     "EncodingsResult",
     "LengthGeneralizationResult",
     "ReferenceCheck",
     "ReproduceResults",
-    "SeparationCurve",
-    "SeparationResult",
     "Settings",
-    "WidthSeparationSettings",
     "check_reference",
     "encoding_families",
     "length_generalization",
@@ -104,7 +110,6 @@ _OWN = [  # and, in __all__, every registered experiment's function, result and 
     "reproduce",
     "summary_table",
     "training_dynamics",
-    "width_separation",
     "write_reference",
 ]
 
