@@ -687,9 +687,11 @@ def width_separation(
     progress : bool, default=False
         Show progress bars.
     scheduler : str or distributed.Client, default=None
-        Run the fits on a dask cluster (``"local:N"`` or an address, see
-        :func:`stsq_learn.distributed.dask_backend`); the numbers are those
-        of a run in this process.
+        Run the searches on joblib's dask backend (``"local:N"`` or an
+        address, see :func:`stsq_learn.distributed.dask_backend`): the fits
+        a search has pending at once (seeds trying different widths) go to
+        the workers, a single pending fit is trained here; the numbers are
+        those of a run in this process.
     **changes
         Settings of :class:`WidthSeparationSettings` to change.
 
