@@ -15,19 +15,18 @@ from stsq_learn import (
 from stsq_learn.experiments import (
     EXPERIMENTS,
     PRESETS,
-    CurveSettings,
-    SeparationResult,
     SparseAveragingResult,
-    WidthSeparationSettings,
     reproduce,
     sparse_averaging,
     summary_table,
     training_dynamics,
-    width_separation,
     width_separation_by_q,
 )
 from stsq_learn.experiments._common import StepProgress
 from stsq_learn.experiments._reproduce import resolve_experiments
+
+# q-sparse averaging still reports its widths in the 0.6 result (until its rewrite).
+from stsq_learn.experiments._separation import SeparationResult
 from stsq_learn.experiments._width_search import fit_growth_law, fit_power_law
 
 matplotlib.use("Agg")
@@ -49,29 +48,6 @@ def convergence():
     return training_dynamics(TINY["convergence"], device="cpu", random_state=0)
 
 
-# One width_separation curve at the tiny size (the record runs two: width_separation_by_q).
-SEPARATION_CURVE = dict(
-    seq_lens=(4, 8),
-    n_features=2,
-    n_selected=2,
-    target_r2=0.5,
-    transformer=SparseTokenSelector(
-        solver="adam", learning_rate_init=0.1, learning_rate="constant", batch_size=256
-    ),
-    fcn=FCNSelector(
-        solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-    ),
-    widths={"transformer": (4, 8), "fcn": (4, 8)},
-    n_steps={"transformer": 20, "fcn": 20},
-    n_val=200,
-)
-
-
-@pytest.fixture(scope="module")
-def separation():
-    return width_separation(**SEPARATION_CURVE, device="cpu", random_state=0)
-
-
 @pytest.fixture(scope="module")
 def separation_by_q():
     return width_separation_by_q(**TINY["separation"], device="cpu", random_state=0)
@@ -84,76 +60,6 @@ def qsa():
 
 def _axis_labels(fig):
     return [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes if ax.get_label() != "<colorbar>"]
-
-
-
-
-def test_width_separation_structure(separation):
-    res = separation
-    assert isinstance(res, SeparationResult)
-    assert res.seq_lens == [4, 8]
-    for model in ("transformer", "fcn"):
-        assert set(res.scores[model]) == {"4", "8"}
-        assert len(res.minimal_width[model]) == 2
-        for T, w in zip(res.seq_lens, res.minimal_width[model]):
-            scores = res.scores[model][str(T)]
-            if w is None:
-                assert max(scores.values(), default=-1.0) < res.config["target_r2"]
-            else:
-                # The smallest width tried that reaches the target.
-                assert scores[str(w)] >= res.config["target_r2"]
-                assert all(s < res.config["target_r2"] for k, s in scores.items() if int(k) < w)
-        assert set(res.growth_laws[model]) == {"log_T", "power", "power_0", "T_d"}
-        assert len(res.lower_bound[model]) == 2
-    d = json.loads(json.dumps(res.to_dict()))
-    assert len(d["width_ratio"]) == 2 and set(d["seconds"]) == {"transformer", "fcn"}
-    fig = res.plot()
-    # The transformer on a log-T axis with a linear width axis (log T is a straight
-    # line), both models on log-log axes.
-    assert [(ax.get_xscale(), ax.get_yscale()) for ax in fig.axes[:2]] == [
-        ("log", "linear"),
-        ("log", "log"),
-    ]
-    assert all(ax.get_legend() is not None for ax in fig.axes[:2])
-    matplotlib.pyplot.close(fig)
-
-
-def test_width_separation_gridsearch_regime():
-    res = width_separation(
-        seq_lens=(4,),
-        n_features=2,
-        n_selected=2,
-        target_r2=0.5,
-        transformer=SparseTokenSelector(max_iter=3),
-        fcn=FCNSelector(max_iter=3),
-        widths={"transformer": (2, 8), "fcn": (4, 16)},
-        regime="gridsearch",
-        n_train=300,
-        device="cpu",
-        random_state=0,
-    )
-    # GridSearchCV scores every width of the grid.
-    assert set(res.scores["transformer"]["4"]) == {"2", "8"}
-    assert set(res.scores["fcn"]["4"]) == {"4", "16"}
-    assert res.config["regime"] == "gridsearch"
-    assert res.growth_laws["fcn"]["log_T"] is None  # one length: no law
-
-
-def test_monotone_search_starts_from_previous_minimum():
-    res = width_separation(
-        seq_lens=(4, 8),
-        n_features=2,
-        n_selected=2,
-        target_r2=0.01,
-        widths={"transformer": (4, 8), "fcn": (4, 8)},
-        n_steps={"transformer": 5, "fcn": 5},
-        n_val=100,
-        device="cpu",
-    )
-    for model in ("transformer", "fcn"):
-        first = res.minimal_width[model][0]
-        if first is not None:
-            assert str(first) in res.scores[model]["8"]  # the bracket starts there
 
 
 def test_bracket_search_goes_down_while_the_target_is_reached():
@@ -169,29 +75,6 @@ def test_bracket_search_goes_down_while_the_target_is_reached():
     # An unreachable target: from index 1 up to the grid's end.
     found = search_bracket(est, task, [2, 3, 4, 6], 1, 3, 100, 0.9999, 0, False, "t")
     assert list(found) == [3, 4, 6]
-
-
-def test_lower_bounds_where_no_width_reaches_and_skipped_lengths():
-    res = width_separation(
-        seq_lens=(4, 8, 16),
-        target_r2=0.999,
-        widths={"transformer": (2, 3), "fcn": (2, 3)},
-        n_steps={"transformer": 3, "fcn": 3},
-        n_val=100,
-        max_seq_len={"transformer": 8},
-        device="cpu",
-    )
-    for model in ("transformer", "fcn"):
-        assert res.minimal_width[model] == [None, None, None]
-        assert set(res.scores[model]["4"]) == {"2", "3"}
-        assert res.scores[model]["8"] == {}  # the previous T reached no width: skipped
-    assert res.lower_bound["fcn"] == [3, 3, 3]
-    assert res.width_text("fcn") == ["> 3", "> 3", "> 3"]
-    # Past max_seq_len a model is not searched and has no bound.
-    assert res.lower_bound["transformer"] == [3, 3, None]
-    assert res.width_text("transformer") == ["> 3", "> 3", "-"]
-    with pytest.raises(ValueError, match=r"max_seq_len\['fcn'\]"):
-        width_separation(max_seq_len={"fcn": 0})
 
 
 def test_fit_growth_law_recovers_exact_laws():
@@ -224,53 +107,8 @@ def test_fit_power_law_recovers_the_exponent():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        ({"regime": "bogus"}, "regime"),
-        ({"target_r2": 1.5}, "target_r2"),
-        ({"seq_lens": ()}, "seq_lens"),
-        ({"widths": {"fcn": ()}}, r"widths\['fcn'\] must hold at least one width"),
-        ({"widths": {"transformer": (0, 4)}}, r"widths\['transformer'\]\[i\]"),
-        ({"widths": {"mlp": (4,)}}, "keys among"),
-        ({"n_steps": {"transformer": 0}}, r"n_steps\['transformer'\]"),
-    ],
-)
-def test_width_separation_rejects_bad_options(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        width_separation(**kwargs)
-
-
-def test_width_separation_takes_its_settings_and_changes_to_them():
-    settings = WidthSeparationSettings(**SEPARATION_CURVE)
-    assert isinstance(settings, CurveSettings) and settings.target_r2 == 0.5
-    res = width_separation(
-        settings,
-        seq_lens=(4,),
-        widths={"transformer": (4,), "fcn": (4,)},
-        n_steps={"transformer": 3, "fcn": 3},
-        n_val=50,
-        device="cpu",
-    )
-    assert res.seq_lens == [4] and res.config["n_val"] == 50
-    assert res.config["n_steps"] == {"transformer": 3, "fcn": 3}
-    assert res.config["target_r2"] == 0.5 and res.config["n_features"] == 2  # the settings'
-    assert settings.seq_lens == (4, 8) and settings.n_val == 200  # not changed
-    with pytest.raises(
-        ValueError, match=r"\['seq_len'\] are not settings of WidthSeparationSettings"
-    ):
-        width_separation(settings, seq_len=(4,))
-    # A curve of width_separation_by_q is not the whole search: its label is no setting.
-    with pytest.raises(TypeError, match="settings must be WidthSeparationSettings"):
-        width_separation(TINY["separation"].curves[0])
-    with pytest.raises(TypeError, match=r"got tuple: \(4, 8\)"):  # the old positional seq_lens
-        width_separation((4, 8))
-
-
-@pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: width_separation(transformer=FCNSelector()), "transformer must be a Sparse"),
-        (lambda: width_separation(fcn=SparseTokenSelector()), "fcn must be a FCNSelector"),
         (lambda: training_dynamics(estimator=FCNSelector()), "estimator must be a Sparse"),
     ],
 )
@@ -285,16 +123,6 @@ def test_experiments_clone_the_estimators_they_are_given():
     res = training_dynamics(seq_len=6, n_features=2, n_selected=2, estimator=given, n_steps=4)
     assert given.get_params() == before and not hasattr(given, "net_")
     assert res.config["width"] == 6 and res.config["learning_rate_init"] == 1.0
-    sep = width_separation(
-        seq_lens=(4,),
-        transformer=SparseTokenSelector(batch_size=32),
-        fcn=FCNSelector(batch_size=32),
-        widths={"transformer": (2,), "fcn": (2,)},
-        n_steps={"transformer": 3, "fcn": 3},
-        n_val=50,
-        device="cpu",
-    )
-    assert sep.config["estimators"]["fcn"]["batch_size"] == 32
 
 
 def test_experiments_reject_bad_sizes():

@@ -8,11 +8,11 @@ import pytest
 from stsq_learn import FCNSelector, SparseTokenRetriever, SparseTokenSelector
 from stsq_learn.experiments import (
     PRESETS,
-    SeparationResult,
     SparseRetrievalResult,
     reproduce,
     sparse_retrieval,
 )
+from stsq_learn.experiments._separation import SeparationResult  # retrieval's 0.6 result
 from stsq_learn.tasks.retrieval import record
 from stsq_learn.tasks.retrieval.experiment import threshold_heads
 

@@ -1,37 +1,45 @@
-"""The width separation by q: fits that stop at their target, bisection, the floor's widths."""
+"""The width separation on the study tools: the searches, the seeds, the laws, the figure."""
 
-import copy
 import json
-import warnings
 
-import figure_parts as fp
-import joblib
 import matplotlib
 import numpy as np
 import pytest
 import torch
-from sklearn.base import clone
 
-from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, isotropic_floor
+from stsq_learn import FCNSelector, SparseTokenSelectionTask, SparseTokenSelector
 from stsq_learn.experiments import (
     PRESETS,
-    SeparationByQResult,
     SeparationCurve,
-    SeparationSettings,
-    width_separation_by_q,
+    SeparationResult,
+    WidthSeparationSettings,
+    width_separation,
 )
-from stsq_learn.experiments import _width_search as ws
 from stsq_learn.experiments._records import separation as record
-from stsq_learn.experiments._width_search import (
-    StopAtTarget,
+from stsq_learn.studies import fit_law
+from stsq_learn.tasks.selection import separation as sep
+from stsq_learn.tasks.selection.separation import (
+    SeparationByQResult,
+    SeparationSettings,
     floor_widths,
     joint_law,
-    search_bisect,
+    width_separation_by_q,
 )
 
 matplotlib.use("Agg")
 
 TINY = PRESETS["tiny"]["separation"]
+# One curve of the tiny preset's first (q = 2) as width_separation's settings.
+CURVE = dict(
+    seq_lens=(4, 8),
+    n_features=2,
+    n_selected=2,
+    widths={"transformer": (4, 8), "fcn": (4, 8)},
+    n_steps={"transformer": 20, "fcn": 20},
+    n_val=200,
+    target_r2=0.5,
+    floor_rows=500,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -43,186 +51,174 @@ def _one_thread():
 
 
 @pytest.fixture(scope="module")
-def by_q():
-    return width_separation_by_q(**TINY, device="cpu", random_state=0)
+def seeds3():
+    return width_separation_by_q(TINY, device="cpu", seeds=[0, 1, 2])
 
 
-def _selector(**kw):
-    params = dict(
-        width=8,
-        solver="sgd",
-        learning_rate="constant",
-        learning_rate_init=3.0,
-        token_block_rate=1.0,
-        batch_size=64,
+def _no_seconds(data):
+    if isinstance(data, dict):
+        return {k: _no_seconds(v) for k, v in data.items() if k != "seconds"}
+    if isinstance(data, list):
+        return [_no_seconds(v) for v in data]
+    return data
+
+
+def test_tiny_numbers_of_three_seeds(seeds3):
+    heads = [record.headline(r) for r in seeds3]
+    # The q = 2 curve: the floor allows R^2 0.5 at width 4, the transformer reaches it at
+    # 4 or 8; the FCN's grid tops out at 8, short of the target at T = 8 for every seed.
+    assert [h["q2.T4.floor_width"] for h in heads] == [4.0, 4.0, 4.0]
+    assert [h["q2.T4.transformer_width"] for h in heads] == [4.0, 8.0, 4.0]
+    assert [h["q2.T8.transformer_width"] for h in heads] == [8.0, 8.0, 8.0]
+    assert [h["q2.T8.fcn_width"] for h in heads] == [8.0, 8.0, 8.0]
+    assert [h.get("q2.T8.fcn_width_is_bound") for h in heads] == [1.0, 1.0, 1.0]
+    assert [h["q3.T8.transformer_width"] for h in heads] == [8.0, 8.0, 8.0]
+    # The joint law a + b q log2 T through the 4 widths of seed 0 (4, 8 at q=2; 8, 8 at q=3).
+    x = [4.0**2, 8.0**2, 4.0**3, 8.0**3]
+    law = fit_law(x, [4, 8, 8, 8], "log2")
+    assert heads[0]["law.slope"] == pytest.approx(law.params["b"])
+    assert heads[0]["law.intercept"] == pytest.approx(law.params["a"])
+    assert heads[0]["law.r2"] == pytest.approx(law.r2)
+    assert law.params["b"] == pytest.approx(12 / 17)
+    # Bisections from the floor's width 4: at T=4 it passes and is the grid's smallest (one
+    # fit); at T=8 it fails, and 8 passes (two).
+    table = seeds3[0].curves[0].table
+    assert list(table.where(model="transformer")["n_fits"]) == [1, 2]
+    assert set(table["seed"]) == {0}
+
+
+def test_one_seed_is_the_same_as_that_seed_in_a_list(seeds3):
+    one = width_separation_by_q(TINY, device="cpu", random_state=2)
+    assert isinstance(one, SeparationByQResult)
+    assert _no_seconds(one.to_dict()) == _no_seconds(seeds3[2].to_dict())
+    with pytest.raises(ValueError, match=r"random_state .* or seeds .*, not both"):
+        width_separation_by_q(TINY, random_state=1, seeds=[1])
+    with pytest.raises(ValueError, match=r"seeds holds 1 twice"):
+        width_separation_by_q(TINY, seeds=[1, 1])
+    with pytest.raises(TypeError, match="seeds must be a list or tuple"):
+        width_separation_by_q(TINY, seeds=3)
+
+
+def test_to_dict_round_trip(seeds3):
+    data = json.loads(json.dumps(seeds3[1].to_dict()))
+    again = SeparationByQResult.from_dict(data)
+    assert again.to_dict() == seeds3[1].to_dict()
+    curve = again.curves[0]
+    assert curve.minimal_width == seeds3[1].curves[0].minimal_width
+    assert data["curves"][0]["table"]["columns"]["model"][0] == "transformer"
+    assert data["law"]["name"] == "log2"
+
+
+def test_width_separation_one_curve_and_its_laws():
+    res = width_separation(**CURVE, device="cpu", random_state=0, search="scan")
+    assert isinstance(res, SeparationResult)
+    assert res.seq_lens == [4, 8] and res.config["search"] == "scan"
+    # The scan tries the grid upwards: the transformer passes at 4, the FCN fails at 4 and 8
+    # at T=4, and T=8 is not searched (skipped after the miss, its bound carried over).
+    assert res.minimal_width == {"transformer": [4, 4], "fcn": [None, None]}
+    assert res.lower_bound["fcn"] == [8, 8] and res.width_text("fcn") == ["> 8", "> 8"]
+    assert list(res.table.where(model="fcn")["skipped"]) == [False, True]
+    assert res.width_ratio() == [None, None]
+    assert res.floor_width == floor_widths((4, 8), 2, (4, 8), 0.5, n_samples=500)
+    # Two widths per model: too few for a law (3 points are the least).
+    assert res.laws == {"transformer": None, "fcn": None}
+    again = SeparationResult.from_dict(json.loads(json.dumps(res.to_dict())))
+    assert again.to_dict() == res.to_dict()
+
+
+def test_seeds_list_of_width_separation_matches_one_by_one():
+    both = width_separation(**CURVE, device="cpu", seeds=(3, 5))
+    alone = width_separation(**CURVE, device="cpu", random_state=5)
+    assert _no_seconds(both[1].to_dict()) == _no_seconds(alone.to_dict())
+
+
+def test_a_users_models_get_the_same_study():
+    # Any estimator with a width: here the FCN in the transformer's place.
+    res = width_separation(
+        **{**CURVE, "seq_lens": (4,)},
+        transformer=FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=256),
         device="cpu",
         random_state=0,
     )
-    return SparseTokenSelector(**{**params, **kw})
+    assert "FCNSelector" in res.config["estimators"]["transformer"]
+    assert len(res.table.where(model="transformer")) == 1
+    # A user's task: its fields stand; a task field given twice must agree.
+    task = SparseTokenSelectionTask(4, 3, 2)
+    res = width_separation(**{**CURVE, "n_features": None}, task=task, max_seq_len={"fcn": 1})
+    assert res.config["n_features"] == 3 and not res.searched("fcn")
+    with pytest.raises(ValueError, match=r"n_features=2 differs from the task's n_features=3"):
+        width_separation(**CURVE, task=task)
 
 
-def _rows():
-    task = SparseTokenSelectionTask(4, 2, 2)
-    X, y = task.sample(200, random_state=1)
-    return task, X, y
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        ({"search": "grid"}, ValueError, "search must be 'bracket', 'bisect' or 'scan', got"),
+        ({"regime": "gridsearch"}, ValueError, "regime must be 'online' or 'finite'"),
+        ({"target_r2": 1.0}, ValueError, "target_r2 must lie strictly between 0 and 1"),
+        ({"seq_lens": ()}, ValueError, "seq_lens must hold at least one length"),
+        ({"widths": {"fcn": (8, 4)}}, ValueError, r"widths\['fcn'\] must be increasing"),
+        ({"widths": {"mlp": (4,)}}, ValueError, r"widths has unknown models \['mlp'\]"),
+        ({"n_steps": {"fcn": 0}}, ValueError, r"n_steps\['fcn'\] must be an integer >= 1"),
+        ({"floor_rows": 0}, ValueError, "floor_rows must be an integer >= 1, got 0"),
+        ({"transformer": object()}, TypeError, "transformer must be a scikit-learn estimator"),
+        ({"fcn": torch.nn.Linear(2, 2)}, TypeError, "fcn must be a scikit-learn estimator"),
+        ({"stop_fits": True, "regime": "finite"}, ValueError, "stop_fits stops online fits"),
+        ({"seq_len": (4,)}, ValueError, r"\['seq_len'\] are not settings"),
+    ],
+)
+def test_bad_settings_are_refused_by_name_before_any_fit(monkeypatch, change, error, match):
+    def no_work(*args, **kwargs):
+        raise AssertionError("a fit ran before the settings were checked")
+
+    monkeypatch.setattr(sep, "minimal_width", no_work)
+    monkeypatch.setattr(sep, "floor_widths", no_work)
+    with pytest.raises(error, match=match):
+        width_separation(**{**CURVE, **change})
 
 
-def test_stop_at_target_stops_at_the_first_check_that_reaches_it():
-    task, X, y = _rows()
-    est = _selector()
-    stop = StopAtTarget(clone(est), task, X, y, target=0.2, every=5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no "interrupted" warning: the stop is recorded
-        est.set_params(callbacks=[stop]).fit_online(task, n_steps=200)
-    assert stop.stopped_at_ is not None and stop.stopped_at_ % 5 == 0
-    assert est.n_iter_ == stop.stopped_at_ == len(est.loss_curve_)
-    steps, scores = zip(*stop.checks_)
-    assert list(steps) == list(range(5, stop.stopped_at_ + 1, 5))
-    assert all(s < 0.2 for s in scores[:-1]) and scores[-1] >= 0.2
-    # The score at the stop is the fitted model's own score on those rows, exactly.
-    assert est.score(X, y) == scores[-1]
-    assert est.net_.history[-1]["stop_reason"] == "target_reached"
+def test_a_model_without_width_is_refused():
+    from sklearn.linear_model import Ridge
+
+    with pytest.raises(TypeError, match="fcn must have a 'width' parameter, got Ridge"):
+        width_separation(**CURVE, fcn=Ridge())
 
 
-def test_stop_at_target_never_reached_changes_nothing():
-    task, X, y = _rows()
-    plain = _selector().fit_online(task, n_steps=30)
-    stop = StopAtTarget(clone(_selector()), task, X, y, target=2.0, every=7)
-    watched = _selector(callbacks=[stop]).fit_online(task, n_steps=30)
-    assert stop.stopped_at_ is None and [s for s, _ in stop.checks_] == [7, 14, 21, 28]
-    assert watched.n_iter_ == 30
-    np.testing.assert_array_equal(watched.key_query_, plain.key_query_)
-    assert watched.score(X, y) == plain.score(X, y)
+@pytest.mark.parametrize(
+    "curves, match",
+    [
+        ((), "non-empty sequence"),
+        ({"label": "x"}, "non-empty sequence"),
+        (({"label": 3},), r"curves\[0\] must have a str 'label', got 3"),
+        (({"label": "x", "target_r2": 0.5},), r"\['target_r2'\] are not settings of Separ"),
+    ],
+)
+def test_width_separation_by_q_rejects_bad_curves(curves, match):
+    with pytest.raises(ValueError, match=match):
+        SeparationSettings(curves=curves)
 
 
-def test_stop_at_target_needs_an_integer_seed():
-    task, X, y = _rows()
-    est = _selector(random_state=None)
-    stop = StopAtTarget(clone(est), task, X, y, target=0.5)
-    with pytest.raises(ValueError, match=r"integer random_state.*got random_state=None"):
-        est.set_params(callbacks=[stop]).fit_online(task, n_steps=3)
+def test_a_bad_curve_fails_before_any_curve_trains(monkeypatch):
+    def no_work(*args, **kwargs):
+        raise AssertionError("a curve trained before every curve was checked")
+
+    monkeypatch.setattr(sep, "minimal_width", no_work)
+    curves = (TINY.curves[0], TINY.curves[1].replace(widths={"transformer": (0, 8)}))
+    with pytest.raises(ValueError, match=r"widths\['transformer'\]\[i\] must be"):
+        width_separation_by_q(TINY, curves=curves)
 
 
-@pytest.mark.parametrize("threshold", [0, 1, 3, 5, 6, 7])  # 7: no width passes
-@pytest.mark.parametrize("start", range(7))
-def test_search_bisect_confirms_the_bracket(monkeypatch, threshold, start):
-    grid = [2, 3, 4, 6, 8, 12, 16]
-    tried = []
-
-    def fake(estimator, width, task, n_steps, X_val, y_val, target=None, **_):
-        tried.append(width)
-        return (1.0 if grid.index(width) >= threshold else 0.0), n_steps
-
-    monkeypatch.setattr(ws, "fit_and_score", fake)
-    task = SparseTokenSelectionTask(4, 2, 2)
-    scores, steps = search_bisect(None, task, grid, start, 9, 10, 0.5, 0, False, "t")
-    assert tried[0] == grid[start] and len(tried) == len(set(tried))
-    assert set(steps) == set(scores) and set(steps.values()) == {9}
-    passed = sorted(w for w, s in scores.items() if s >= 0.5)
-    if threshold < len(grid):
-        assert passed[0] == grid[threshold]  # the minimal width, found
-        if threshold > 0:
-            assert scores[grid[threshold - 1]] == 0.0  # and its neighbour below, failing
-    else:
-        assert not passed and grid[-1] in scores  # the grid's top tried: a lower bound
-    assert len(tried) <= 2 * int(np.ceil(np.log2(len(grid)))) + 1
-
-
-@pytest.mark.parametrize("search", ["online", "bracket", "bisect"])
-def test_searches_on_joblibs_backend_give_the_sequential_result(search):
-    # The widths go to the active backend (here two threads) in batches; those past the
-    # stopping one are dropped, so the scores found are the sequential search's.
-    task = SparseTokenSelectionTask(4, 2, 2)
-    est = SparseTokenSelector(solver="adam", learning_rate_init=0.1, random_state=0)
-    grid = [2, 4, 8, 16]
-
-    def run(parallel):
-        if search == "online":
-            return ws.search_online(est, task, grid, 30, 200, 0.5, True, 0, False, "t", parallel)
-        if search == "bracket":
-            return ws.search_bracket(est, task, grid, 1, 30, 200, 0.5, 0, False, "t", parallel)
-        return ws.search_bisect(est, task, grid, 1, 30, 200, 0.5, 0, False, "t", parallel=parallel)
-
-    with joblib.parallel_config(backend="threading", n_jobs=2):
-        assert run(True) == run(False)
-
-
-def test_floor_widths_is_the_smallest_width_of_the_grid_the_floor_allows():
-    grid = (8, 16, 32, 64, 128, 256)
-    got = floor_widths((16, 64), 3, grid, 0.85, n_samples=1000, random_state=0)
-    for T, w in zip((16, 64), got):
-        allows = [
-            1 - isotropic_floor(T, 3, m, n_samples=1000, random_state=0).relative_mse >= 0.85
-            for m in grid
-        ]
-        assert w == grid[allows.index(True)]
-    assert floor_widths((64,), 3, (8, 16), 0.99, n_samples=500) == [None]
-
-
-def test_width_separation_by_q_structure(by_q):
-    res = by_q
-    assert [c.config["n_selected"] for c in res.curves] == [2, 3]
-    assert [c.config["n_features"] for c in res.curves] == [2, 4]
-    assert res.labels[0].startswith("plain GD, the paper's algorithm")
-    assert res.labels[1].startswith("SGD, ours")
-    for curve in res.curves:
-        assert curve.config["search"] == "bisect" and curve.config["stop_fits"] is True
-        assert len(curve.floor_width) == len(curve.seq_lens)
-        for T, w in zip(curve.seq_lens, curve.minimal_width["transformer"]):
-            scores = curve.scores["transformer"][str(T)]
-            if w is not None:  # passes, and its grid neighbour below was trained and failed
-                grid = curve.config["widths"]["transformer"]
-                assert scores[str(w)] >= 0.5
-                if grid.index(w) > 0:
-                    assert scores[str(grid[grid.index(w) - 1])] < 0.5
-            assert set(curve.steps_run["transformer"][str(T)]) == set(scores)
-    # The second curve searched no FCN.
-    assert res.curves[1].scores["fcn"] == {"4": {}, "8": {}}
-    d = json.loads(json.dumps(res.to_dict()))
-    assert set(d) == {"curves", "labels", "law", "floor_law", "seconds"}
-    fig = res.plot()
-    assert len(fig.axes) == 2 and all(ax.get_legend() is not None for ax in fig.axes)
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
-    # Long labels are wrapped to stay within the panel.
-    assert all(len(line) <= 44 for t in labels for line in t.split("\n"))
-    assert any("not reached within 20 steps (no width" in t.replace("\n", " ") for t in labels)
-    matplotlib.pyplot.close(fig)
-
-
-def test_headline_and_summary_mark_the_fcn_bounds(by_q):
-    head = record.headline(by_q)
+def test_headline_and_summary_mark_the_fcn_bounds(seeds3):
+    res = seeds3[0]
+    head = record.headline(res)
     assert all(isinstance(v, float) for v in head.values())
-    assert head["q2.T4.floor_width"] == float(by_q.curves[0].floor_width[0])
-    assert head["q3.T8.transformer_width"] == float(by_q.curves[1].minimal_width["transformer"][1])
-    fcn = by_q.curves[0]
-    for i, T in enumerate(fcn.seq_lens):
-        if fcn.minimal_width["fcn"][i] is None and fcn.lower_bound["fcn"][i] is not None:
-            assert head[f"q2.T{T}.fcn_width"] == float(fcn.lower_bound["fcn"][i])
-            assert head[f"q2.T{T}.fcn_width_is_bound"] == 1.0
-    assert {"law.slope", "law.r2", "floor_law.slope"} <= set(head)
+    assert head["q2.T8.fcn_width"] == 8.0 and head["q2.T8.fcn_width_is_bound"] == 1.0
+    assert "q3.T4.fcn_width" not in head  # the q = 3 curve searches no FCN
     rows = []
-    record.summary_rows(rows, by_q)
+    record.summary_rows(rows, res)
     text = "\n".join(rows)
-    assert "the floor's minimal width" in text and "w = a + b q log2 T" in text
-    assert "(not reached within 20 steps)" in text
-
-
-def test_provenance_says_paper_or_ours():
-    assert all(v.startswith(("paper: ", "ours: ")) for v in record.PROVENANCE.values())
-    paper = {k for k, v in record.PROVENANCE.items() if v.startswith("paper: ")}
-    assert paper == {"batch_size", "tokens", "subsets", "transformer_width_law", "fcn_width_law"}
-
-
-def test_presets_train_the_transformer_as_labelled():
-    for size in ("tiny", "quick", "full", "gpu"):
-        for curve in PRESETS[size]["separation"]["curves"]:
-            params = curve["transformer"].get_params()
-            assert params["solver"] == "sgd" and params["learning_rate"] == "constant"
-            assert params["batch_size"] == 256
-            plain = curve["label"].startswith("plain GD, the paper's algorithm")
-            assert plain == (params["token_block_rate"] == 1.0)
-    quick = PRESETS["quick"]["separation"]["curves"]
-    assert [c["n_selected"] for c in quick] == [2, 3] and quick[1]["n_features"] > 2
+    assert "the floor's minimal width | 4 / 4 |" in text
+    assert "> 8 (not reached within 20 steps)" in text and "w = a + b q log2 T" in text
 
 
 def test_work_counts_the_bisections():
@@ -234,167 +230,107 @@ def test_work_counts_the_bisections():
         "separation q=3: transformer T=4",
         "separation q=3: transformer T=8",
     ]
+    assert all(p.steps == 15 for p in work)  # 3/4 of the 20 steps: fits stop at the target
 
 
-@pytest.mark.parametrize(
-    "curves, match",
-    [
-        ((), "non-empty sequence"),
-        ({"label": "x"}, "non-empty sequence"),
-        ("curves", r"curves must be a non-empty sequence"),
-        (
-            ({"seq_lens": (4,)},),
-            r"curves\[0\]: SeparationCurve: missing required settings \['label'\]",
-        ),
-        (({"label": 3},), r"curves\[0\] must have a str 'label', got 3"),
-        (
-            (TINY.curves[0], {"label": "x", "seq_len": (4,)}),
-            r"curves\[1\]: \['seq_len'\] are not settings of SeparationCurve",
-        ),
-        # The target and the search are the experiment's, the same for every curve.
-        (({"label": "x", "target_r2": 0.5},), r"\['target_r2'\] are not settings of Separ"),
-    ],
-)
-def test_width_separation_by_q_rejects_bad_curves(curves, match):
-    with pytest.raises(ValueError, match=match):
-        width_separation_by_q(curves=curves)
-    with pytest.raises(ValueError, match=match):  # where the settings are written
-        SeparationSettings(curves=curves)
+def test_joint_law_is_a_plus_b_q_log2_T(seeds3):
+    curves = seeds3[0].curves
+    law = joint_law(curves, lambda c: c.floor_width)
+    ws = [4, 4, 8, 8]
+    qs_logs = [2 * 2, 2 * 3, 3 * 2, 3 * 3]
+    b, a = np.polyfit(qs_logs, ws, 1)
+    assert law.params["b"] == pytest.approx(b) and law.params["a"] == pytest.approx(a)
+    assert joint_law(curves[:1], lambda c: c.floor_width) is None  # 2 points
 
 
-@pytest.mark.parametrize(
-    ("change", "match"),
-    [
-        ({"widths": {"transformer": (0, 8)}}, r"widths\['transformer'\]\[i\] must be"),
-        ({"seq_lens": ()}, "seq_lens must hold at least one length"),
-        ({"floor_rows": 0}, "floor_rows must be an integer >= 1, got 0"),
-    ],
-)
-def test_a_bad_curve_fails_before_any_curve_trains(monkeypatch, change, match):
-    from stsq_learn.experiments import _separation
+def _quick_like_result(widths_q2, floors_q2, seed):
+    """A one-seed result with the widths given (no training: the figure's inputs)."""
+    from stsq_learn.studies import StudyTable
 
-    def no_work(*args, **kwargs):
-        raise AssertionError("a curve trained before every curve was checked")
+    Ts = [4, 8, 16, 32]
+    table = StudyTable(
+        {
+            "model": ["transformer"] * 4 + ["fcn"] * 4,
+            "seed": [seed] * 8,
+            "param_seq_len": Ts * 2,
+            "value": [float(w) for w in widths_q2] + [8.0, 32.0, 128.0, np.nan],
+            "bound": [np.nan] * 7 + [256.0],
+        }
+    )
+    cfg = {"n_features": 2, "n_selected": 2, "target_r2": 0.9, "n_steps": {"fcn": 500}}
+    q2 = SeparationResult(cfg, Ts, table, floor_width=floors_q2)
+    table3 = StudyTable(
+        {
+            "model": ["transformer"] * 3,
+            "seed": [seed] * 3,
+            "param_seq_len": [16, 32, 64],
+            "value": [128.0, 256.0, 512.0],
+            "bound": [np.nan] * 3,
+        }
+    )
+    cfg3 = {"n_features": 4, "n_selected": 3, "target_r2": 0.9}
+    q3 = SeparationResult(cfg3, [16, 32, 64], table3, floor_width=[128, 128, 256])
+    return SeparationByQResult([q2, q3], ["plain GD", "paced SGD"], None, None)
 
-    monkeypatch.setattr(_separation, "_search_all", no_work)
-    monkeypatch.setattr(_separation, "floor_widths", no_work)
-    curves = (TINY.curves[0], TINY.curves[1].replace(**change))
-    with pytest.raises(ValueError, match=match):
-        width_separation_by_q(TINY, curves=curves)
+
+def test_figure_draws_bands_and_each_law_only_over_its_own_q():
+    results = [
+        _quick_like_result([8, 12, 16, 24], [8, 12, 16, 16], 0),
+        _quick_like_result([8, 12, 16, 32], [8, 12, 16, 16], 1),
+    ]
+    fig = SeparationByQResult.plot_bands(results)
+    left, right = fig.axes[:2]
+    assert "per q" in left.get_title() and "Both models" in right.get_title()
+    assert "median over 2 seeds" in fig._suptitle.get_text()
+    labels = [line.get_label() for line in left.get_lines()]
+    # One law per q, fitted to that q's widths only, drawn over that q's lengths.
+    laws = [line for line in left.get_lines() if "log2(T)" in line.get_label()]
+    assert len(laws) == 2
+    spans = sorted((line.get_xdata().min(), line.get_xdata().max()) for line in laws)
+    assert spans == [(4.0, 32.0), (16.0, 64.0)]
+    assert sum("the floor's minimal width" in label for label in labels) == 2
+    # The right panel: both models, the FCN's lower bound at T=32, its law over 4..16.
+    right_labels = [line.get_label() for line in right.get_lines()]
+    assert any("not reached" in label for label in right_labels)
+    fcn_law = [line for line in right.get_lines() if line.get_label().endswith(")")]
+    assert any(line.get_xdata().max() == 16.0 for line in fcn_law)
+    matplotlib.pyplot.close(fig)
 
 
-def test_a_curve_that_is_no_mapping_is_refused_by_type():
-    with pytest.raises(
-        TypeError, match=r"curves\[1\]: settings must be SeparationCurve.*got int: 3"
-    ):
-        SeparationSettings(curves=(TINY.curves[0], 3))
-    with pytest.raises(TypeError, match=r"curves\[0\]: settings must be SeparationCurve \(or a"):
-        SeparationSettings(curves=(TINY,))  # the experiment's settings, not a curve's
+def test_a_law_that_does_not_describe_its_points_is_not_drawn():
+    # Widths that do not grow like log T (R^2 of a + b log2 T below 0.8): no law drawn.
+    results = [_quick_like_result([16, 4, 16, 4], [8, 12, 16, 16], 0)]
+    fig = results[0].plot()
+    laws = [line for line in fig.axes[0].get_lines() if "log2(T)" in line.get_label()]
+    assert len(laws) == 1  # the q = 3 curve's only
+    assert laws[0].get_xdata().min() == 16.0
+    matplotlib.pyplot.close(fig)
 
 
-def test_separation_takes_its_settings_and_changes_to_them():
+def test_plot_bands_refuses_other_results(seeds3):
+    with pytest.raises(TypeError, match="results must be a non-empty sequence of Separa"):
+        SeparationByQResult.plot_bands([seeds3[0], {"curves": []}])
+    short = _quick_like_result([8, 12, 16, 24], [8, 12, 16, 16], 0)
+    with pytest.raises(ValueError, match=r"results\[1\] searched other lengths"):
+        SeparationByQResult.plot_bands([seeds3[0], short])
+
+
+def test_settings_classes_and_presets():
     assert type(TINY) is SeparationSettings
     assert all(type(curve) is SeparationCurve for curve in TINY.curves)
-    # A curve given as a mapping is read as a SeparationCurve.
     as_dict = TINY.replace(curves=(dict(TINY.curves[1]),))
-    assert as_dict.curves == (TINY.curves[1],) and type(as_dict.curves[0]) is SeparationCurve
-    one = TINY.curves[1].replace(seq_lens=(4,), widths={"transformer": (8,)})
-    res = width_separation_by_q(TINY, curves=(one,), n_val=50, device="cpu")
-    assert res.labels == [one.label] and res.curves[0].seq_lens == [4]
-    cfg = res.curves[0].config
-    assert cfg["n_val"] == 50 and cfg["target_r2"] == 0.5 and cfg["search"] == "bisect"
-    assert cfg["widths"]["transformer"] == [8] and cfg["stop_fits"] is True
-    assert TINY.n_val == 200 and len(TINY.curves) == 2  # the preset is as it was
-    with pytest.raises(ValueError, match=r"\['n_vals'\] are not settings of SeparationSettings"):
-        width_separation_by_q(TINY, n_vals=50)
-    with pytest.raises(TypeError, match="got tuple"):  # the old positional curves
-        width_separation_by_q(TINY.curves)
+    assert type(as_dict.curves[0]) is SeparationCurve
+    assert WidthSeparationSettings().search == "bracket"
+    for size in ("tiny", "quick", "full", "gpu"):
+        for curve in PRESETS[size]["separation"]["curves"]:
+            params = curve["transformer"].get_params()
+            assert params["solver"] == "sgd" and params["batch_size"] == 256
+            plain = curve["label"].startswith("plain GD, the paper's algorithm")
+            assert plain == (params["token_block_rate"] == 1.0)
+    assert isinstance(TINY.curves[0].transformer, SparseTokenSelector)
 
 
-def _seeds_of(by_q):
-    """Three results of one experiment: ``by_q`` and two copies with other widths."""
-    second, third = copy.deepcopy(by_q), copy.deepcopy(by_q)
-    second.curves[0].minimal_width["transformer"] = [8, None]
-    second.curves[0].lower_bound["transformer"] = [None, 16]
-    third.curves[0].minimal_width["transformer"] = [16, 16]
-    third.curves[1].floor_width = [4, 16]
-    return [by_q, second, third]
-
-
-def test_separation_plot_bands_median_and_min_max_over_seeds(by_q):
-    results = _seeds_of(by_q)
-    one = by_q.plot()
-    fig = SeparationByQResult.plot_bands(results)
-    assert len(fig.axes) == len(one.axes) == 2
-    assert fp.suptitle(fig) == ("Width separation by q, median over 3 seeds, error bars: min-max")
-    assert fig.axes[1].get_title() == one.axes[1].get_title() + ", the first seed"
-    ax = fig.axes[0]
-    # q=2: widths (4, 8, 16) at T=4; (8, 16) at T=8, the second seed found none there.
-    measured = fp.bars(ax, f"q=2, d=2: measured ({by_q.labels[0]})")
-    assert measured == {4.0: (8.0, 4.0, 16.0), 8.0: (12.0, 8.0, 16.0)}
-    assert fp.bars(ax, "q=3: the floor's minimal width (isotropic_floor)") == {
-        4.0: (8.0, 4.0, 8.0),
-        8.0: (8.0, 8.0, 16.0),
-    }
-    # Every seed's lower bound, named once in the legend.
-    bounds = [ln for ln in ax.get_lines() if ln.get_marker() == "^"]
-    assert [(list(b.get_xdata()), list(b.get_ydata())) for b in bounds] == [([8], [16])]
-    texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert sum(t.startswith("q=2: lower bound") for t in texts) == 1
-    # The legend in the order of one seed's (the second seed's has the bound too).
-    alone = results[1].plot()
-    assert texts[:-1] == [t.get_text() for t in alone.axes[0].get_legend().get_texts()][:-1]
-    matplotlib.pyplot.close(alone)
-    (fit,) = [t for t in texts if t.startswith("fit: ")]
-    assert fit.endswith(", over every seed's widths)")
-    curves = [c for r in results for c in r.curves]
-    law = joint_law(curves, lambda c: c.minimal_width["transformer"])
-    assert f"{law['intercept']:.1f} + {law['slope']:.2f} q log" in fit
-    matplotlib.pyplot.close(fig)
-    matplotlib.pyplot.close(one)
-
-
-def test_separation_plot_bands_of_one_result_is_plot(by_q):
-    one, bands = by_q.plot(), SeparationByQResult.plot_bands([by_q])
-    for a, b in zip(one.axes, bands.axes):
-        assert [(ln.get_label(), list(ln.get_ydata())) for ln in a.get_lines()] == [
-            (ln.get_label(), list(ln.get_ydata())) for ln in b.get_lines()
-        ]
-        assert a.get_title() == b.get_title() and not b.containers
-    assert fp.suptitle(bands) == ""
-    measured = one.axes[0].get_lines()[0]
-    assert list(measured.get_ydata()) == by_q.curves[0].minimal_width["transformer"]
-    matplotlib.pyplot.close(one)
-    matplotlib.pyplot.close(bands)
-
-
-def test_separation_plot_bands_refuses_other_experiments(by_q):
-    other = copy.deepcopy(by_q)
-    other.curves[1].seq_lens = [4, 16]
-    with pytest.raises(
-        ValueError, match=r"results\[1\] searched the lengths \[\[4, 8\], \[4, 16\]\]"
-    ):
-        SeparationByQResult.plot_bands([by_q, other])
-    with pytest.raises(TypeError, match=r"got one SeparationByQResult: pass \[result\]"):
-        SeparationByQResult.plot_bands(by_q)
-
-
-def test_floor_widths_are_computed_once_per_process_and_the_same():
-    from stsq_learn import isotropic_floor
-    from stsq_learn.experiments import _width_search as ws
-
-    ws._seeded_floor.cache_clear()
-    first = ws.floor_widths((8, 16), 2, (4, 8, 16, 32), 0.9, n_samples=500)
-    computed = ws._seeded_floor.cache_info()
-    assert computed.currsize >= 2
-    assert ws.floor_widths((8, 16), 2, (4, 8, 16, 32), 0.9, n_samples=500) == first
-    again = ws._seeded_floor.cache_info()
-    assert again.misses == computed.misses and again.currsize == computed.currsize  # none redone
-    for T in (8, 16):
-        for w in (4, 8, 16, 32):
-            expected = isotropic_floor(T, 2, w, n_samples=500, random_state=0).relative_mse
-            assert ws._floor_relative_mse(T, 2, w, 500, 0) == expected
-    # A seed that is not an integer draws afresh: not cached.
-    ws._seeded_floor.cache_clear()
-    ws.floor_widths((8,), 2, (4, 8), 0.9, n_samples=200, random_state=None)
-    assert ws._seeded_floor.cache_info().currsize == 0
+def test_provenance_says_paper_or_ours():
+    assert all(v.startswith(("paper: ", "ours: ")) for v in record.PROVENANCE.values())
+    paper = {k for k, v in record.PROVENANCE.items() if v.startswith("paper: ")}
+    assert paper == {"batch_size", "tokens", "subsets", "transformer_width_law", "fcn_width_law"}

@@ -56,11 +56,6 @@ from ._reproduce import plan as plan
 from ._reproduce import plan_table as plan_table
 from ._reproduce import reproduce as reproduce
 from ._reproduce import summary_table as summary_table
-from ._separation import CurveSettings as CurveSettings
-from ._separation import SeparationCurve as SeparationCurve
-from ._separation import SeparationResult as SeparationResult
-from ._separation import WidthSeparationSettings as WidthSeparationSettings
-from ._separation import width_separation as width_separation
 from ._settings import Settings as Settings
 
 
@@ -82,7 +77,22 @@ def _from_records():
             out[record.result.__name__] = record.result
         if record.settings is not None:
             out[record.settings.__name__] = record.settings
+    # The width separation lives in the selection task's home (which imports Settings from
+    # here): its one-curve names are read from there when asked.
+    from ..tasks.selection import separation
+
+    for name in _SEPARATION:
+        out[name] = getattr(separation, name)
     return out
+
+
+_SEPARATION = (
+    "CurveSettings",
+    "SeparationCurve",
+    "SeparationResult",
+    "WidthSeparationSettings",
+    "width_separation",
+)
 
 
 _OWN = [  # and, in __all__, every registered experiment's function, result and settings
@@ -91,16 +101,12 @@ _OWN = [  # and, in __all__, every registered experiment's function, result and 
     "SIZES",
     "ConvergenceResult",
     "ConvergenceRun",
-    "CurveSettings",
     "EncodingsResult",
     "Experiment",
     "LengthGeneralizationResult",
     "ReferenceCheck",
     "ReproduceResults",
-    "SeparationCurve",
-    "SeparationResult",
     "Settings",
-    "WidthSeparationSettings",
     "check_reference",
     "encoding_families",
     "length_generalization",
@@ -110,7 +116,6 @@ _OWN = [  # and, in __all__, every registered experiment's function, result and 
     "reproduce",
     "summary_table",
     "training_dynamics",
-    "width_separation",
     "Work",
     "write_reference",
 ]

@@ -9,21 +9,20 @@ its steps its width is a lower bound.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from sklearn.base import clone
 
-from ...tasks import SparseTokenSelectionTask
 from ...tasks.selection.estimators import FCNSelector, SparseTokenSelector
-from .._record import Experiment, Work
-from .._separation import (
-    _DEFAULT_ESTIMATORS,
-    _DEFAULT_STEPS,
-    _DEFAULT_WIDTHS,
+from ...tasks.selection.separation import (
     SeparationByQResult,
     SeparationCurve,
     SeparationSettings,
+    separation_plans,
     width_separation_by_q,
 )
-from .._width_search import checked_grids
+from .._record import Experiment, Work
 from ._format import fmt
 
 # The paper's algorithm: plain gradient descent, a constant step, a fresh batch of 256 rows
@@ -201,103 +200,96 @@ PROVENANCE = {
 def headline(result):
     """The record's headline numbers, flat: widths per (q, T), the law's slope and R^2.
 
-    Keys: ``"q{q}.T{T}.transformer_width"``, ``"q{q}.T{T}.floor_width"``,
-    ``"q{q}.T{T}.fcn_width"`` (where the FCN was searched; a lower bound
-    where no width reached the target, then also
-    ``"q{q}.T{T}.fcn_width_is_bound"`` = 1.0), and ``"law.intercept"``,
-    ``"law.slope"``, ``"law.r2"`` (and ``"floor_law.*"``) of
-    ``w = a + b q log2 T``. Widths not found are left out.
+    Keys, the same for every seed: ``"q{q}.T{T}.transformer_width"`` and
+    ``"q{q}.T{T}.floor_width"`` (``inf`` where no width of the grid
+    reached the target, or allows it), where the FCN was searched
+    ``"q{q}.T{T}.fcn_width"`` (its lower bound where no width reached the
+    target) and ``"q{q}.T{T}.fcn_width_is_bound"`` (1.0 for a bound, else
+    0.0), and ``"law.intercept"``, ``"law.slope"``, ``"law.r2"`` (and
+    ``"floor_law.*"``) of ``w = a + b q log2 T`` (NaN with too few widths).
     """
     out = {}
     for curve in result.curves:
         q = curve.config["n_selected"]
-        bounds = curve.lower_bound
+        widths, bounds = curve.minimal_width, curve.lower_bound
+        fcn_lengths = set(curve.table.where(model="fcn")["param_seq_len"])
         for i, T in enumerate(curve.seq_lens):
             key = f"q{q}.T{T}"
-            w = curve.minimal_width["transformer"][i]
-            if w is not None:
-                out[f"{key}.transformer_width"] = float(w)
-            if curve.floor_width and curve.floor_width[i] is not None:
-                out[f"{key}.floor_width"] = float(curve.floor_width[i])
-            if curve.scores["fcn"].get(str(T)) or (bounds.get("fcn") or [None] * (i + 1))[i]:
-                w, b = curve.minimal_width["fcn"][i], bounds["fcn"][i]
-                if w is not None:
-                    out[f"{key}.fcn_width"] = float(w)
-                elif b is not None:
-                    out[f"{key}.fcn_width"] = float(b)
-                    out[f"{key}.fcn_width_is_bound"] = 1.0
+            out[f"{key}.transformer_width"] = _number(widths["transformer"][i])
+            out[f"{key}.floor_width"] = _number(curve.floor_width[i])
+            if T in fcn_lengths:
+                bound = widths["fcn"][i] is None
+                out[f"{key}.fcn_width"] = _number(bounds["fcn"][i] if bound else widths["fcn"][i])
+                out[f"{key}.fcn_width_is_bound"] = float(bound)
     for name in ("law", "floor_law"):
         law = getattr(result, name)
-        if law is not None:
-            out.update({f"{name}.{k}": float(law[k]) for k in ("intercept", "slope", "r2")})
+        for key, value in (("intercept", "a"), ("slope", "b"), ("r2", None)):
+            number = math.nan if law is None else law.r2 if value is None else law.params[value]
+            out[f"{name}.{key}"] = float(number)
     return out
 
 
-# Fits a bisection is expected to take per (T, model): the predicted width and its
-# neighbour below (three at the first T, where the prediction is coarser).
+def _number(width):
+    """A width as a float, ``inf`` where there is none."""
+    return math.inf if width is None else float(width)
+
+
+# Fits a bisection from a good prediction takes per (T, model): the predicted width and
+# its neighbour below (three at the first T, where the prediction is coarser).
 _FITS_FIRST, _FITS_NEXT = 3, 2
 
 
-def _curve_work(curve, n_val):
-    """Expected fits of one curve: 3 at the first T, then 2 per T; the FCN timed at ~4 T d.
+def _curve_work(plan):
+    """Expected fits of one checked curve: 3 at the first T, then 2; the FCN timed at ~4 T d.
 
-    The transformer's step time barely depends on its width; the FCN's does, so
-    its fits are timed at the width a ``4 T d`` law predicts. Where that passes
-    the grid's top, the FCN is expected to fail at the grid's top widths and to
-    skip the longer lengths. About half the fits of a bisection reach the
-    target and stop there, about half-way through their steps in the quick
-    run: every fit is counted at 3/4 of its steps.
+    The transformer's step time barely depends on its width; the FCN's does,
+    so its fits are timed at the width a ``4 T d`` law predicts. Where that
+    passes the grid's top, the FCN is expected to fail at the grid's top
+    widths and to skip the longer lengths. About half the fits reach the
+    target and stop there, about half-way through their steps: every fit
+    is counted at 3/4 of its steps.
     """
-    c = curve
-    grids, steps = checked_grids(c.widths, c.n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
-    steps = {m: max(1, 3 * k // 4) for m, k in steps.items()}
-    models = {"transformer": c.transformer, "fcn": c.fcn}
-    models = {m: _DEFAULT_ESTIMATORS[m] if e is None else e for m, e in models.items()}
-    limits = {"transformer": max(c.seq_lens), "fcn": max(c.seq_lens), **(c.max_seq_len or {})}
+    steps = {m: max(1, 3 * k // 4) for m, k in plan.n_steps.items()}
+    d = plan.task.n_features
+    tag = f"separation q={plan.task.n_selected}"
     out, fcn_done = [], False
-    tag = f"separation q={c.n_selected}"
-    for i, T in enumerate(sorted(c.seq_lens)):
-        task = SparseTokenSelectionTask(T, c.n_features, c.n_selected)
+    for i, T in enumerate(plan.seq_lens):
+        task = dataclasses.replace(plan.task, seq_len=T)
         fits = _FITS_FIRST if i == 0 else _FITS_NEXT
-        grid = grids["transformer"]
-        est = clone(models["transformer"]).set_params(width=grid[len(grid) // 2])
+        grid = plan.widths["transformer"]
+        est = clone(plan.models["transformer"]).set_params(width=grid[len(grid) // 2])
         label = f"{tag}: transformer T={T}"
-        out.append(Work(label, fits, steps["transformer"], est, task, predict_rows=n_val))
-        if T > limits["fcn"] or fcn_done:
+        out.append(Work(label, fits, steps["transformer"], est, task, predict_rows=plan.n_val))
+        if T not in plan.lengths["fcn"] or fcn_done:
             continue
-        grid = grids["fcn"]
-        expected = [w for w in grid if w >= 4 * T * c.n_features][:1]
+        grid = plan.widths["fcn"]
+        expected = [w for w in grid if w >= 4 * T * d][:1]
         fcn_done = not expected  # past the grid: fails at its top widths, then skips
         for w in expected * fits or grid[-2:]:
-            est = clone(models["fcn"]).set_params(width=w)
+            est = clone(plan.models["fcn"]).set_params(width=w)
             label = f"{tag}: fcn T={T} width={w}"
-            out.append(Work(label, 1, steps["fcn"], est, task, predict_rows=n_val))
+            out.append(Work(label, 1, steps["fcn"], est, task, predict_rows=plan.n_val))
     return out
 
 
 def work(settings):
-    """Expected work of every curve (:func:`_curve_work`)."""
-    return [part for curve in settings.curves for part in _curve_work(curve, settings.n_val)]
+    """Expected work of one seed: every curve's (:func:`_curve_work`)."""
+    return [part for plan in separation_plans(settings) for part in _curve_work(plan)]
 
 
 def _law_text(law):
     if law is None:
         return None
-    a, b = law["intercept"], law["slope"]
-    return f"a={a:.1f}, b={b:.2f} (fit R^2 {law['r2']:.3f}, rms residual {law['rms_residual']:.2f})"
+    a, b = law.params["a"], law.params["b"]
+    return f"a={a:.1f}, b={b:.2f} (fit R^2 {law.r2:.3f}, rms residual {law.rms:.2f})"
 
 
 def _fcn_text(curve):
-    steps = curve.config.get("n_steps", {}).get("fcn")
-    out = []
-    for w, b in zip(curve.minimal_width["fcn"], curve.lower_bound["fcn"]):
-        if w is not None:
-            out.append(str(w))
-        elif b is not None:
-            out.append(f"> {b} (not reached within {steps} steps)")
-        else:
-            out.append("-")
-    return " / ".join(out)
+    steps = curve.config["n_steps"]["fcn"]
+    return " / ".join(
+        t if not t.startswith(">") else f"{t} (not reached within {steps} steps)"
+        for t in curve.width_text("fcn")
+    )
 
 
 def summary_rows(rows, res):
@@ -314,15 +306,16 @@ def summary_rows(rows, res):
         )
         floors = " / ".join("-" if w is None else str(w) for w in curve.floor_width)
         rows.append(f"| | the floor's minimal width | {floors} |")
-        if any(curve.scores["fcn"].values()):
+        if curve.searched("fcn"):
             rows.append(f"| | minimal width, fcn | {_fcn_text(curve)} |")
             ratio = " / ".join(fmt(r, 1) for r in curve.width_ratio())
             rows.append(f"| | FCN / transformer width | {ratio} |")
-            law = curve.growth_laws["fcn"].get("power_0")
+            law = curve.laws.get("fcn")
             if law is not None:
+                d = cfg["n_features"]
                 rows.append(
-                    f"| | FCN: w = b T^c | b={law['slope']:.2f}, c={law['exponent']:.3f} "
-                    f"(fit R^2 {law['r2']:.3f}) |"
+                    f"| | FCN: w = a + b T d | a={law.params['a']:.1f}, "
+                    f"b={law.params['b'] / d:.2f} (fit R^2 {law.r2:.3f}) |"
                 )
         if curve.seconds:
             spent = ", ".join(f"{m} {s:.0f} s" for m, s in curve.seconds.items())
@@ -347,4 +340,5 @@ RECORD = Experiment(
     reference_rtol={"*_width": 0.5, "law.*": 0.5},
     aliases=("width",),
     result=SeparationByQResult,
+    seeds_batched=True,
 )
