@@ -1,4 +1,4 @@
-"""plot_bands of the task experiments (q-sparse averaging, retrieval, classification) over seeds.
+"""plot_bands of the task experiments (retrieval, classification) over seeds.
 
 Small hand-made results: each curve's median over the seeds with its min-max
 band, each width or threshold its median with min-max error bars, widths no
@@ -17,10 +17,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
-from matplotlib.container import BarContainer, ErrorbarContainer
+from matplotlib.container import ErrorbarContainer
 
-from stsq_learn.experiments import SeparationResult, SparseAveragingResult, SparseRetrievalResult
-from stsq_learn.experiments._width_search import fit_growth_law, growth_laws
+from stsq_learn.experiments import SeparationResult, SparseRetrievalResult
+from stsq_learn.experiments._width_search import growth_laws
 from stsq_learn.tasks.classification.experiment import (
     SparseTokenClassificationResult,
     fit_laws,
@@ -42,26 +42,14 @@ BOUNDS = {
     1: ([None, 16, None], [None, None, 512]),
     2: ([None, None, INF], [None, None, 512]),
 }
-# The search against q (q = 1, 2, 4): minimal widths, lower bounds, the floor's widths.
-BY_Q = {
-    0: ([4, 8, None], [None, None, 64], [4, 4, 8]),
-    1: ([4, 16, 32], [None, None, None], [4, 8, 8]),
-    2: ([6, None, NAN], [None, 32, INF], [4, 4, 16]),
-}
 R2 = {  # the length part: R^2 of each encoding at N' = 8, 16
     0: {"stochastic": [0.9, 0.8], "fixed": [0.9, -0.3]},
     1: {"stochastic": [0.95, 0.7], "fixed": [0.8, -0.5]},
     2: {"stochastic": [0.85, NAN], "fixed": [0.7, -0.1]},
 }
-TRANSFER = {  # relative MSE of the three models, the floor
-    0: ([0.30, 0.32, 0.28], 0.25),
-    1: ([0.34, 0.35, 0.27], 0.27),
-    2: ([0.31, 0.38, 0.29], 0.26),
-}
-MODELS = ["selector on STS_q", "selector on qSA", "averager on qSA"]
 
 
-def _by_length(seed, task="q-sparse averaging"):
+def _by_length(seed, task="q-sparse token retrieval"):
     transformer, fcn = WIDTHS[seed]
     minimal = {"transformer": list(transformer), "fcn": list(fcn)}
     found = {
@@ -87,35 +75,6 @@ def _length(seed):
         "width": 16,
         "r2": {k: list(v) for k, v in R2[seed].items()},
     }
-
-
-def _averaging(seed):
-    minimal, bounds, floors = BY_Q[seed]
-    errors, floor = TRANSFER[seed]
-    by_q = {
-        "q_values": [1, 2, 4],
-        "minimal_width": list(minimal),
-        "lower_bound": list(bounds),
-        "floor_width": list(floors),
-        "seq_len": 16,
-        "n_features": 2,
-    }
-    transfer = {
-        "relative_mse": dict(zip(MODELS, errors)),
-        "floor": floor,
-        "floor_ratio": {n: e / floor for n, e in zip(MODELS, errors)},
-        "seq_len": 32,
-        "n_features": 8,
-        "n_selected": 4,
-        "width": 64,
-    }
-    return SparseAveragingResult(
-        config={"target_r2": 0.9, "random_state": seed},
-        by_length=_by_length(seed),
-        by_q=by_q,
-        transfer=transfer,
-        length=_length(seed),
-    )
 
 
 HEADS = {  # relative MSE at H = 1, 2, 3 for q = 1, 2; the threshold of each q
@@ -255,114 +214,7 @@ def _elements(fig):
     return out, fp.suptitle(fig)
 
 
-# -- q-sparse averaging ----------------------------------------------------------------------
-def test_averaging_plot_bands_median_and_min_max_over_seeds():
-    results = [_averaging(seed) for seed in range(3)]
-    one = results[0].plot()
-    fig = SparseAveragingResult.plot_bands(results)
-    assert fp.suptitle(fig) == (
-        "q-sparse averaging, median over 3 seeds, band: min-max, error bars: min-max"
-    )
-    assert len(fig.axes) == len(one.axes) == 4
-    assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in one.axes]
-    ax_n, ax_q, ax_tr, ax_len = fig.axes
-    # Widths against N: each from the seeds that found one (None, NaN left out).
-    assert fp.bars(ax_n, "transformer (SPE)") == {
-        4.0: (4.0, 4.0, 8.0),
-        8.0: (8.0, 8.0, 8.0),
-        16.0: (12.0, 8.0, 16.0),
-    }
-    assert fp.bars(ax_n, "FCN") == {4.0: (8.0, 8.0, 16.0), 8.0: (32.0, 32.0, 64.0)}
-    # Every seed's finite lower bounds (the infinite one left out), named once each model.
-    assert _bounds(ax_n, "C0") == [([8], [16])]
-    assert _bounds(ax_n, "C1") == [([16], [512])] * 3
-    texts = [t.get_text() for t in ax_n.get_legend().get_texts()]
-    assert sum(t.startswith("FCN: lower bound") for t in texts) == 1
-    # The log law is fitted to every seed's widths (the FCN's span two lengths: no law).
-    pairs = [(4, 4), (8, 8), (16, 8), (4, 4), (16, 16), (4, 8), (8, 8)]
-    law = fit_growth_law([math.log2(T) for T, _ in pairs], [w for _, w in pairs])
-    (fit,) = [ln for ln in ax_n.get_lines() if ln.get_label().startswith("fit")]
-    grid = fit.get_xdata()
-    np.testing.assert_allclose(
-        fit.get_ydata(), np.clip(law["intercept"] + law["slope"] * np.log2(grid), 0.5, None)
-    )
-    (text,) = [t for t in texts if t.startswith("fit")]
-    assert text.startswith(f"fit, every seed's widths: {law['intercept']:.1f} + ")
-    assert "log$_2$ N" in text  # the averaging's names
-    # Widths against q, and the widths the floor allows.
-    assert fp.bars(ax_q, "trained: smallest width reaching") == {
-        1.0: (4.0, 4.0, 6.0),
-        2.0: (12.0, 8.0, 16.0),
-        4.0: (32.0, 32.0, 32.0),
-    }
-    assert fp.bars(ax_q, "isotropic floor allows") == {
-        1.0: (4.0, 4.0, 4.0),
-        2.0: (4.0, 4.0, 8.0),
-        4.0: (8.0, 8.0, 16.0),
-    }
-    assert _bounds(ax_q, "C0") == [([4.0], [64]), ([2.0], [32])]
-    assert [t.get_text() for t in ax_q.get_legend().get_texts()] == [
-        "trained: smallest width reaching",
-        "lower bound",
-        "isotropic floor allows",
-    ]
-    # Transfer: the median bars, min-max error bars, the median floor.
-    errors = np.array([TRANSFER[s][0] for s in range(3)])
-    heights = [p.get_height() for p in ax_tr.patches]
-    np.testing.assert_allclose(heights, np.median(errors, axis=0))
-    (container,) = [c for c in ax_tr.containers if isinstance(c, BarContainer)]
-    (segments,) = container.errorbar.lines[2]
-    ends = np.array([[seg[0][1], seg[1][1]] for seg in segments.get_segments()])
-    np.testing.assert_allclose(ends, np.c_[errors.min(axis=0), errors.max(axis=0)])
-    floor = fp.line(ax_tr, "isotropic floor 0.260 (median)")
-    assert list(floor.get_ydata()) == [0.26, 0.26]
-    ratios = np.median(errors / np.array([[TRANSFER[s][1]] for s in range(3)]), axis=0)
-    assert [t.get_text() for t in ax_tr.texts] == [
-        f"{m:.3f}\n({r:.2f}x)" for m, r in zip(np.median(errors, axis=0), ratios)
-    ]
-    # Length part: the median R^2 from the seeds that have one, their min-max shaded.
-    for k, pe in enumerate(("stochastic", "fixed")):
-        values = np.array([R2[s][pe] for s in range(3)])
-        np.testing.assert_allclose(fp.line(ax_len, pe).get_ydata(), np.nanmedian(values, axis=0))
-        lo, hi = fp.band(fp.fills(ax_len)[k], [8, 16])
-        np.testing.assert_allclose(lo, np.nanmin(values, axis=0))
-        np.testing.assert_allclose(hi, np.nanmax(values, axis=0))
-    assert ax_len.get_ylim()[0] == pytest.approx(-0.55)
-    plt.close(fig)
-    plt.close(one)
-
-
-def test_averaging_plot_bands_of_one_result_is_plot():
-    res = _averaging(1)
-    one, bands = res.plot(), SparseAveragingResult.plot_bands([res])
-    assert _elements(one) == _elements(bands)
-    assert fp.suptitle(one) == "" and not any(map(_banded, one.axes))
-    # plot() draws the result's own numbers.
-    ax_n, ax_q, ax_tr, ax_len = one.axes
-    assert list(fp.line(ax_n, "transformer (SPE)").get_ydata()) == [4, 16]
-    assert list(fp.line(ax_q, "trained: smallest width reaching").get_ydata()) == [4, 16, 32]
-    assert [p.get_height() for p in ax_tr.patches] == TRANSFER[1][0]
-    assert list(fp.line(ax_len, "fixed").get_ydata()) == R2[1]["fixed"]
-    plt.close(one)
-    plt.close(bands)
-
-
-def test_averaging_plot_bands_with_no_width_found_in_any_seed():
-    results = [_averaging(seed) for seed in range(2)]
-    for res in results:
-        res.by_length.minimal_width = {"transformer": [None, NAN, None], "fcn": [None] * 3}
-        res.by_q["minimal_width"] = [None, None, NAN]
-        res.by_q["floor_width"] = [None] * 3
-    fig = SparseAveragingResult.plot_bands(results)
-    ax_n, ax_q = fig.axes[:2]
-    # The legend keeps both models (an empty line each), no law, no floor.
-    assert list(fp.line(ax_n, "transformer (SPE)").get_ydata()) == []
-    assert not ax_n.containers and not any(ln.get_label().startswith("fit") for ln in ax_n.lines)
-    assert not ax_q.containers
-    assert [t.get_text() for t in ax_q.get_legend().get_texts()] == ["lower bound"]
-    plt.close(fig)
-
-
+# -- seeds that found nothing -------------------------------------------------------------
 def _nothing_found(make):
     """Two seeds of ``make`` where no seed has a number (None, NaN, inf) anywhere it may miss."""
     results = [make(seed) for seed in range(2)]
@@ -376,20 +228,11 @@ def _nothing_found(make):
         res.by_length.minimal_width = {"transformer": [None, NAN, None], "fcn": [None] * 3}
         res.by_length.lower_bound = {"transformer": [INF, NAN, None], "fcn": [None] * 3}
         res.length["r2"] = {"stochastic": [NAN, NAN], "fixed": [NAN, NAN]}
-        if isinstance(res, SparseRetrievalResult):
-            res.heads["relative_mse"]["2"] = [None, NAN, None]
-        else:
-            res.by_q |= {"minimal_width": [None, None, NAN], "lower_bound": [None, INF, NAN]}
-            res.by_q["floor_width"] = [None, NAN, None]
-            res.transfer["relative_mse"] = dict.fromkeys(MODELS, NAN)
-            res.transfer["floor"] = NAN
-            res.transfer["floor_ratio"] = dict.fromkeys(MODELS)
+        res.heads["relative_mse"]["2"] = [None, NAN, None]
     return results
 
 
-@pytest.mark.parametrize(
-    "make", [lambda s: _averaging(s), lambda s: _retrieval(s), lambda s: _classification(s)]
-)
+@pytest.mark.parametrize("make", [lambda s: _retrieval(s), lambda s: _classification(s)])
 def test_task_plot_bands_draw_seeds_that_found_nothing(make):
     results = _nothing_found(make)
     with warnings.catch_warnings():
@@ -430,7 +273,7 @@ def test_retrieval_plot_bands_median_and_min_max_over_seeds():
     (note,) = ax_h.texts
     assert note.get_text().startswith("no threshold at H = q for q=2 (2 of 3 seeds) within")
     assert not one.axes[0].texts  # the first seed found both thresholds
-    # Widths against T at H = q, as the averaging's (both from _by_length).
+    # Widths against T at H = q (from _by_length).
     assert fp.bars(ax_w, "transformer (SPE)")[16.0] == (12.0, 8.0, 16.0)
     assert ax_w.get_title() == "Retrieval: width against T (d=2, q=H=2)"
     values = np.array([R2[s]["fixed"] for s in range(3)])
@@ -515,7 +358,6 @@ def test_classification_plot_bands_of_one_result_is_plot():
 
 # -- bad results -----------------------------------------------------------------------------
 CASES = [
-    (_averaging, SparseAveragingResult),
     (_retrieval, SparseRetrievalResult),
     (_classification, SparseTokenClassificationResult),
 ]
@@ -527,14 +369,6 @@ def test_task_plot_bands_names_bad_results(make, cls):
 
 
 def test_task_plot_bands_refuses_seeds_of_different_experiments():
-    other = _averaging(1)
-    other.by_q["q_values"] = [1, 2, 3]
-    with pytest.raises(
-        ValueError,
-        match=r"results\[1\]\.by_q\['q_values'\] differs from results\[0\]\.by_q\['q_values'\] "
-        r"\(\[1, 2, 3\] != \[1, 2, 4\]\): the seeds of one experiment share it",
-    ):
-        SparseAveragingResult.plot_bands([_averaging(0), other])
     other = _retrieval(2)
     other.by_length.seq_lens = [4, 8, 32]
     with pytest.raises(ValueError, match=r"results\[2\]\.by_length\.seq_lens differs"):
