@@ -228,7 +228,7 @@ class SparseAveragingResult:
         Law or None
             None with minimal widths at fewer than 3 N.
         """
-        return growth_law(self.by_length, model)
+        return _growth_law(self.by_length, model)
 
     def width_growth(self, model="attention"):
         """A model's minimal width at the longest N found over that at the shortest.
@@ -317,25 +317,12 @@ class SparseAveragingResult:
         if any(s != settings[0] for s in settings[1:]):
             raise ValueError("results must come from the same settings (seeds apart).")
         table = StudyTable.concat([r.by_length for r in results])
-        laws = {m: growth_law(table, m) for m in ("attention", "fcn")}
+        laws = {m: _growth_law(table, m) for m in ("attention", "fcn")}
         return plot_figure(results, {m: law for m, law in laws.items() if law is not None}, axes)
 
 
-def growth_law(table, model):
-    """The law of ``model``'s minimal widths in a ``by_length`` table, fitted at 3 or more N.
-
-    Parameters
-    ----------
-    table : StudyTable
-        Minimal widths against ``seq_len`` (one seed's or several's).
-    model : {"attention", "fcn"}
-        ``a + b log2 N`` for ``"attention"``, ``b N^c`` for ``"fcn"``.
-
-    Returns
-    -------
-    Law or None
-        None where the widths were found at fewer than 3 N.
-    """
+def _growth_law(table, model):
+    """``a + b log2 N`` (attention) or ``b N^c`` (FCN) of the widths, where found at 3+ N."""
     x, y = table.where(model=model).xy("seq_len", "value")
     if len(set(x.tolist())) < 3:
         return None
@@ -472,32 +459,14 @@ class _TransferredScore:
 
 
 def _own_score(estimator, X, y):
+    """The estimator's own score (R^2), as a scorer."""
     return estimator.score(X, y)
 
 
 def run_studies(c, seeds, *, device=None, progress=False):
-    """The experiment's studies for all the seeds at once: its tables and each part's seconds.
-
-    Parameters
-    ----------
-    c : dict
-        The checked settings (:func:`checked_settings`).
-    seeds : tuple of int
-        The seeds.
-    device : str or None, default=None
-        The fits' device.
-    progress : bool, default=False
-        Progress bars.
-
-    Returns
-    -------
-    tables : dict of str to StudyTable
-        ``by_length``, ``by_q``, ``selector``, ``averager``, ``length``
-        (empty inside :func:`~stsq_learn.studies.planning`).
-    floors : _FloorWidths
-        The widths the floor allows against q.
-    seconds : dict of str to float
-    """
+    """The studies of all the seeds at once: the tables (``by_length``, ``by_q``, ``selector``,
+    ``averager``, ``length``; empty inside :func:`~stsq_learn.studies.planning`), the widths
+    the floor allows against q, and each part's seconds. ``c``: :func:`checked_settings`."""
     common = {"seeds": seeds, "device": device, "progress": progress}
     search = {"target": c["target_r2"], "stop_at_target": c["stop_at_target"], **common}
     tables, seconds = {}, {}
