@@ -87,6 +87,13 @@ numpydoc_validation_exclude = {
     # mapping methods they inherit, documented by Python.
     r"^stsq_learn\.experiments\.(\w+Settings|SeparationCurve)$",
     r"^stsq_learn\.experiments\.(\w*Settings|SeparationCurve)\.(get|items|keys|values)$",
+    # The studies' dataclasses (fields documented as Attributes), the list methods
+    # StudyPlan and the sequence methods StudyTable inherit (documented by Python),
+    # and the skorch callback hooks of StopAtTarget and Trace (documented by skorch).
+    r"^stsq_learn\.studies\.(Law|Work|StudyPlan|LAWS|METHODS)$",
+    r"^stsq_learn\.studies\.StudyPlan\.(append|clear|copy|count|extend|index|insert|pop|remove|reverse|sort)$",
+    r"^stsq_learn\.studies\.StudyTable\.(count|index)$",
+    r"^stsq_learn\.studies\.(StopAtTarget|Trace)\.(initialize|on_\w+|get_params|set_params)$",
 }
 
 # -- sphinx-gallery ---------------------------------------------------------

@@ -4,6 +4,7 @@ They live in a module of their own (not a test file) so that the worker
 processes of a parallel run import them by name.
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,3 +139,29 @@ FIT = Experiment(
     work=_work,
     headline=lambda res: {"r2": res.r2},
 )
+
+
+def level_batch_study(
+    settings=None, *, seeds=None, device="auto", random_state=0, progress=False, **changes
+):
+    """:func:`level_study` of each of ``seeds`` in one call (a list), or of ``random_state``."""
+    if seeds is None:
+        return level_study(settings, device=device, random_state=random_state, **changes)
+    return [level_study(settings, device=device, random_state=s, **changes) for s in seeds]
+
+
+LEVEL_BATCHED = dataclasses.replace(
+    LEVEL, name="test_level_batched", function=level_batch_study, seeds_batched=True
+)
+"""The level experiment with its seeds in one run (``seeds_batched``)."""
+
+
+def first_seed_study(settings=None, *, seeds=(0,), device="auto", progress=False, **changes):
+    """A batched study gone wrong: the result of its first seed only."""
+    return level_study(settings, device=device, random_state=seeds[0], **changes)
+
+
+WRONG_BATCHED = dataclasses.replace(
+    LEVEL, name="test_wrong_batched", function=first_seed_study, seeds_batched=True
+)
+"""A batched record whose function returns one result, not one per seed."""

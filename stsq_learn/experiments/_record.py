@@ -102,6 +102,14 @@ class Experiment:
         The experiment runs several seeds itself (its presets say how many)
         and its headline numbers are already over them (a mean, with its min
         and max): :func:`reproduce` runs it once, from the first seed.
+    seeds_batched : bool, default=False
+        The experiment trains its seeds together (as one batched model,
+        :mod:`stsq_learn.engine.members`, wherever they move in lockstep):
+        :func:`reproduce` calls it once, ``function(settings,
+        seeds=(s0, s1, ...), device=..., progress=...)`` without
+        ``random_state``, and it returns a list of results, one per seed in
+        that order, each what a call with ``random_state=s`` returns. The
+        bands, figures and checks read them as the results of separate runs.
     reference_rtol : dict of str to float or None, default=None
         Headline numbers that move in steps (a width of a grid, a number of
         heads) to the least relative tolerance a reference gives them, by
@@ -125,10 +133,17 @@ class Experiment:
     headline: Callable | None = None
     provenance: dict | None = None
     seeds_inside: bool = False
+    seeds_batched: bool = False
     reference_rtol: dict | None = None
     reference_atol: dict | None = None
 
     def __post_init__(self):
+        if self.seeds_inside and self.seeds_batched:
+            raise ValueError(
+                f"experiment {self.name!r}: seeds_inside and seeds_batched exclude each other "
+                "(one runs seeds of its own and reports over them, the other returns a result "
+                "per seed it is given)."
+            )
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")

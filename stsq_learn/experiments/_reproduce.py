@@ -316,6 +316,11 @@ def _run(
         record = RECORDS[name]
         local = bool(scheduler) and _takes_scheduler(name)
         extra = {"scheduler": scheduler} if local else {}
+        if record.seeds_batched:  # one run trains every seed, a result per seed
+            batch = tuple(seeds[name])
+            kwargs = record.arguments(preset, device=str(resolved), seeds=batch, **extra)
+            jobs.append(((name, batch), record.function, kwargs, local))
+            continue
         for s in seeds[name]:
             kwargs = record.arguments(preset, device=str(resolved), random_state=s, **extra)
             jobs.append(((name, s), record.function, kwargs, local))
@@ -329,7 +334,10 @@ def _run(
 
     def when_done(key, result):
         name, s = key
-        finished[name][s] = result
+        if isinstance(s, tuple):  # a batched run: its results, seed by seed
+            finished[name].update(zip(s, _seeds.batched_results(name, s, result)))
+        else:
+            finished[name][s] = result
         if out_dir is not None and len(finished[name]) == len(seeds[name]):
             results_of = [finished[name][s] for s in seeds[name]]
             sections[name] = _check_section(name, results_of[0])
@@ -346,6 +354,7 @@ def _run(
         when_done=when_done,
     )
     wall = round(time.perf_counter() - start, 1)
+    done = _seeds.split_batched(done)
     runs = {name: [done[(name, s)][0] for s in seeds[name]] for name in names}
     timings = {name: round(sum(done[(name, s)][1] for s in seeds[name]), 1) for name in names}
     bands = {

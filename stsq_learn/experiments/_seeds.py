@@ -4,7 +4,10 @@ bands of each headline number over the seeds.
 :func:`~stsq_learn.experiments.reproduce` runs an experiment with headline
 numbers (its record's ``headline``) once per seed, ``seed``, ``seed + 1``,
 ...; the runs are independent, so they go to a pool of worker processes
-(joblib's process backend, loky), each with its own torch threads. A run's
+(joblib's process backend, loky), each with its own torch threads. An
+experiment whose record is ``seeds_batched`` trains all its seeds in one run
+(as one batched model, :mod:`stsq_learn.engine.members`) and returns a
+result per seed; those read as the results of separate runs. A run's
 numbers depend only on its arguments and seed, not on the process it ran in
 nor on the other runs: the same seeds give the same numbers whatever
 ``n_jobs``.
@@ -98,6 +101,40 @@ def seeds_of(record, seed, n_seeds):
     return [seed + i for i in range(n_seeds if banded else 1)]
 
 
+def batched_results(name, seeds, results):
+    """The results of a batched run (``record.seeds_batched``), one per seed, checked.
+
+    Raises ``TypeError`` unless the run returned a list or tuple of as many
+    results as it was given seeds.
+    """
+    if not isinstance(results, (list, tuple)) or len(results) != len(seeds):
+        got = (
+            f"{len(results)} results"
+            if isinstance(results, (list, tuple))
+            else type(results).__name__
+        )
+        raise TypeError(
+            f"experiment {name!r} is seeds_batched: called with seeds={seeds} it must return a "
+            f"list of {len(seeds)} results (one per seed, in order), got {got}."
+        )
+    return list(results)
+
+
+def split_batched(done):
+    """``done`` of :func:`run_all` with each batched run's key ``(name, (s0, s1, ...))``
+    split into one key per seed: ``(name, s)`` to ``(result, seconds)``, the run's
+    seconds shared equally among its seeds."""
+    out = {}
+    for (name, s), (result, seconds) in done.items():
+        if isinstance(s, tuple):
+            share = seconds / len(s)
+            for one, res in zip(s, batched_results(name, s, result)):
+                out[(name, one)] = (res, share)
+        else:
+            out[(name, s)] = (result, seconds)
+    return out
+
+
 def run_one(function, kwargs, n_threads):
     """Run ``function(**kwargs)`` with ``n_threads`` torch threads; ``(result, seconds)``.
 
@@ -184,7 +221,12 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
     def finished(key, result, seconds):
         done[key] = (result, seconds)
         if log is not None:
-            log(f"{key[0]} (seed {key[1]}): done in {seconds:.1f} s")
+            which = (
+                f"seeds {', '.join(map(str, key[1]))}"
+                if isinstance(key[1], tuple)
+                else f"seed {key[1]}"
+            )
+            log(f"{key[0]} ({which}): done in {seconds:.1f} s")
         if when_done is not None:
             when_done(key, result)
 
@@ -329,13 +371,14 @@ def band_rows(bands, seeds):
 
 
 def plot_bands(bands):
-    """A figure of every headline number's spread over the seeds, one panel per experiment.
+    """How far the seeds agree, experiment by experiment: one readable panel for the run.
 
-    Each number is a row: its seeds' values as dots and its min-max bar,
-    drawn as the deviation from its median relative to the median's size
-    (``(value - median) / |median|``, in percent; the absolute deviation
-    where the median is 0), so numbers of every scale share an axis. A
-    number the seeds agree on is a dot at 0.
+    Each row is an experiment; each of its headline numbers is a dot at its
+    spread over the seeds, ``(max - min) / |median|`` in percent (the
+    absolute spread where the median is 0), on a log axis where a spread of 0
+    (seeds that agree) sits at the left edge; a bar marks the median spread.
+    The numbers themselves, with their bands, are in each experiment's own
+    figure, in ``results.json`` and in ``summary.md``.
 
     Parameters
     ----------
@@ -346,7 +389,7 @@ def plot_bands(bands):
     Returns
     -------
     matplotlib.figure.Figure
-        One panel per experiment with headline numbers.
+        One panel, one row per experiment with headline numbers.
     """
     import matplotlib.pyplot as plt
 
@@ -356,37 +399,41 @@ def plot_bands(bands):
         ax.axis("off")
         ax.text(0.5, 0.5, "no headline numbers in this run", ha="center", va="center")
         return fig
-    heights = [max(len(nums), 2) for _, nums in shown]
-    height = 1.2 + 0.14 * sum(heights) + 0.5 * len(shown)
-    fig, axes = plt.subplots(
-        len(shown),
-        1,
-        figsize=(8, height),
-        gridspec_kw={"height_ratios": heights},
-        squeeze=False,
-    )
-    for ax, (name, nums) in zip(axes[:, 0], shown):
-        keys = list(nums)
-        for row, key in enumerate(keys):
-            b = nums[key]
+    floor = 0.01  # % : where a spread of 0 is drawn
+    fig, ax = plt.subplots(figsize=(7.5, 1.4 + 0.42 * len(shown)))
+    labels = []
+    for row, (name, nums) in enumerate(shown):
+        spreads = []
+        for b in nums.values():
             values = np.asarray(b["values"], dtype=float)
+            values = values[np.isfinite(values)]
             med = b["median"]
-            if not math.isfinite(med):
+            if values.size == 0 or not math.isfinite(med):
                 continue
-            scale = abs(med) if med != 0 else 1.0
-            unit = 100.0 if med != 0 else 1.0
-            dev = (values[np.isfinite(values)] - med) / scale * unit
-            if dev.size:
-                ax.plot([dev.min(), dev.max()], [row, row], color="C0", lw=2, zorder=2)
-                ax.scatter(dev, np.full(dev.size, row), s=10, color="0.3", zorder=3)
-        ax.axvline(0, color="0.7", lw=0.8, zorder=1)
-        ax.set_yticks(range(len(keys)))
-        ax.set_yticklabels(keys, fontsize=5)
-        ax.set_ylim(len(keys) - 0.5, -0.5)
-        ax.tick_params(axis="x", labelsize=7)
+            width = float(values.max() - values.min())
+            spreads.append(width / abs(med) * 100.0 if med != 0 else width * 100.0)
+        drawn = np.maximum(np.asarray(spreads, dtype=float), floor)
+        jitter = np.linspace(-0.18, 0.18, drawn.size) if drawn.size > 1 else np.zeros(1)
+        if drawn.size:
+            ax.scatter(drawn, row + jitter[: drawn.size], s=9, color="C0", alpha=0.6, zorder=3)
+            med = float(np.median(drawn))
+            ax.plot([med, med], [row - 0.3, row + 0.3], color="C3", lw=2, zorder=4)
         seeds = max(len(b["values"]) for b in nums.values())
-        ax.set_title(f"{name} ({seeds} seed{'s' if seeds != 1 else ''})", fontsize=8)
-    axes[-1, 0].set_xlabel("deviation from the median over seeds, % of |median|", fontsize=7)
-    fig.suptitle("Headline numbers over seeds: each seed a dot, the min-max bar", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / height))
+        agree = sum(1 for v in spreads if v == 0)
+        labels.append(f"{name}\n{len(nums)} numbers, {seeds} seeds, {agree} agree")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.axvline(floor, color="0.8", lw=0.8, zorder=1)
+    ax.set_xlabel(
+        "spread over the seeds, (max - min) / |median| in % (left edge: the seeds agree; "
+        "red: the median number)",
+        fontsize=7,
+    )
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(
+        "Headline numbers: how far the seeds agree (bands in each experiment's figure)", fontsize=9
+    )
+    fig.tight_layout()
     return fig

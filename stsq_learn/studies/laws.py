@@ -96,6 +96,7 @@ class Law:
         Returns
         -------
         str
+            For example ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``.
         """
         return f"{self.formula.replace('x', x)} (fit R^2 {self.r2:.2f})"
 

@@ -177,6 +177,13 @@ class StudyTable(Sequence):
     # -- reading ----------------------------------------------------------------------
     @property
     def columns(self):
+        """The column names, in order (``model``, ``seed``, ``param_*``, the values).
+
+        Returns
+        -------
+        tuple of str
+            The names.
+        """
         return tuple(self._columns)
 
     def __len__(self):
@@ -315,6 +322,7 @@ class StudyTable(Sequence):
         Returns
         -------
         x, y : ndarray of float64
+            The two columns' values, row by row.
         """
         xs = np.array([_as_float(v) for v in self[x]], dtype=np.float64)
         ys = np.array([_as_float(v) for v in self[y]], dtype=np.float64)
@@ -435,6 +443,7 @@ class StudyTable(Sequence):
         Returns
         -------
         StudyTable
+            A new table; this one is left as it was.
         """
         return StudyTable({**self._columns, **columns}, meta=self.meta)
 
