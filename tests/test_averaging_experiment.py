@@ -76,10 +76,14 @@ def test_transfer_rows(qsa):
 def test_seeds_run_together_give_each_seeds_own_run(qsa, two_seeds):
     one, zero = two_seeds
     assert [one.config["random_state"], zero.config["random_state"]] == [1, 0]
-    assert record.headline(zero) == pytest.approx(record.headline(qsa), nan_ok=True)
+    # The transfer's and the length part's seeds train as one batched model: each seed's
+    # numbers are its own fit's up to float32 rounding. The searches stop each fit at the
+    # target, one seed after another: their widths are the same.
+    assert record.headline(zero) == pytest.approx(record.headline(qsa), rel=1e-5, nan_ok=True)
     assert record.headline(one) != pytest.approx(record.headline(zero), nan_ok=True)
     for name in ("by_length", "by_q", "transfer", "length"):
         assert set(getattr(zero, name)["seed"]) == {0}
+    for name in ("by_length", "by_q"):
         assert _rows(getattr(zero, name)) == _rows(getattr(qsa, name))
 
 

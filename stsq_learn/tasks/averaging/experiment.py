@@ -467,7 +467,9 @@ def run_studies(c, seeds, *, device=None, progress=False):
     """The studies of all the seeds at once: the tables (``by_length``, ``by_q``, ``selector``,
     ``averager``, ``length``; empty inside :func:`~stsq_learn.studies.planning`), the widths
     the floor allows against q, and each part's seconds. ``c``: :func:`checked_settings`."""
-    common = {"seeds": seeds, "device": device, "progress": progress}
+    # The seeds of a model at a point train as one batched model where they move in lockstep;
+    # the searches' fits that stop at the target fit one after another (the studies decide).
+    common = {"seeds": seeds, "device": device, "progress": progress, "batch_seeds": True}
     search = {"target": c["target_r2"], "stop_at_target": c["stop_at_target"], **common}
     tables, seconds = {}, {}
 
