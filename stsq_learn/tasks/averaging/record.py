@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ...experiments._record import Experiment, Work
+from ...experiments._record import Experiment
 from ...experiments._records._format import fmt
 from ...studies import planning
 from .estimators import FCNAverager, SparseTokenAverager
@@ -148,17 +148,14 @@ PRESETS = {
 
 
 def work(settings):
-    """The studies' work for one seed (:func:`~stsq_learn.studies.planning`).
+    """The studies' work for one seed: their dry run (:func:`~stsq_learn.studies.planning`).
 
     Each search counts the fits it is expected to take (3 at the first
     point, then 2); the transfer and the length part fit two models each.
     """
     with planning() as plan:
         run_studies(checked_settings(settings), (0,))
-    return [
-        Work(w.label, w.fits, w.steps, w.estimator, w.task, w.predict_rows, w.predict_len)
-        for w in plan
-    ]
+    return list(plan)
 
 
 def _widths(table, model):
@@ -321,4 +318,5 @@ RECORD = Experiment(
     },
     aliases=("averaging",),
     result=SparseAveragingResult,
+    seeds_batched=True,
 )
