@@ -33,6 +33,7 @@ def plot_figure(results, laws, axes=None):
     Returns
     -------
     matplotlib.figure.Figure
+        The figure of the four panels.
     """
     import matplotlib.pyplot as plt
 
