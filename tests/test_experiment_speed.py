@@ -17,7 +17,6 @@ from stsq_learn import (
     SparseTokenSelectionTask,
     SparseTokenSelector,
 )
-from stsq_learn.experiments import PRESETS, sparse_averaging
 from stsq_learn.experiments._common import ShiftedRows, n_workers, run_jobs
 from stsq_learn.experiments._records import encodings as enc_record
 from stsq_learn.experiments._records import length_generalization as len_record
@@ -97,11 +96,6 @@ def test_shifted_rows_score_as_the_length_shift_scorer(lengths):
     shifted = ShiftedRows(model.task_, X, y, lengths, 11)
     for t in lengths:
         assert shifted.score(model, t) == LengthShiftScorer(t, random_state=11)(model, X, y)
-
-
-def test_sparse_averaging_refuses_a_non_bool_stop_at_target():
-    with pytest.raises(TypeError, match="stop_at_target must be True or False, got int: 1"):
-        sparse_averaging(PRESETS["tiny"]["qsa"], stop_at_target=1)
 
 
 @pytest.mark.parametrize("record", [enc_record, len_record, qsa_record])

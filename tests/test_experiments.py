@@ -15,18 +15,13 @@ from stsq_learn import (
 from stsq_learn.experiments import (
     EXPERIMENTS,
     PRESETS,
-    SparseAveragingResult,
     reproduce,
-    sparse_averaging,
     summary_table,
     training_dynamics,
     width_separation_by_q,
 )
 from stsq_learn.experiments._common import StepProgress
 from stsq_learn.experiments._reproduce import resolve_experiments
-
-# q-sparse averaging still reports its widths in the 0.6 result (until its rewrite).
-from stsq_learn.experiments._separation import SeparationResult
 from stsq_learn.experiments._width_search import fit_growth_law, fit_power_law
 
 matplotlib.use("Agg")
@@ -54,10 +49,6 @@ def separation_by_q():
 
 
 @pytest.fixture(scope="module")
-def qsa():
-    return sparse_averaging(TINY["qsa"], device="cpu", random_state=0)
-
-
 def _axis_labels(fig):
     return [(ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes if ax.get_label() != "<colorbar>"]
 
@@ -189,80 +180,6 @@ def test_reproduce_rejects_bad_arguments(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_sparse_averaging_structure(qsa):
-    res = qsa
-    assert isinstance(res, SparseAveragingResult)
-    sep = res.by_length
-    assert isinstance(sep, SeparationResult) and sep.seq_lens == [4, 8]
-    assert sep.config["task"] == "q-sparse averaging" and sep.config["max_seq_len"]["fcn"] == 8
-    assert sep.config["estimators"]["transformer"]["class"] == "SparseTokenAverager"
-    assert sep.config["estimators"]["fcn"]["class"] == "FCNAverager"
-    for model in ("transformer", "fcn"):
-        for N, found, low in zip(sep.seq_lens, sep.minimal_width[model], sep.lower_bound[model]):
-            scores = sep.scores[model][str(N)]
-            assert all(-1.5 < r2 <= 1 for r2 in scores.values())
-            # A minimal width is the smallest tried that reaches the target; else a bound.
-            reached = sorted(int(w) for w, r2 in scores.items() if r2 >= 0.5)
-            assert found == (reached[0] if reached else None)
-            assert (low is None) == (found is not None)
-    by_q = res.by_q
-    assert by_q["seq_len"] == 8 and by_q["q_values"] == [1, 2]
-    assert len(by_q["minimal_width"]) == len(by_q["floor_width"]) == 2
-    # q = 1: the isotropic floor is 0 at every width, so the search starts at the bottom.
-    assert by_q["floor_width"][0] == 4
-    assert set(by_q["scores"]["1"]) <= {"4", "8"}
-
-
-def test_sparse_averaging_transfer_and_length(qsa):
-    tr = qsa.transfer
-    assert (tr["seq_len"], tr["n_features"], tr["n_selected"], tr["width"]) == (8, 2, 2, 8)
-    assert tr["n_steps"] == {"selector": 20, "averager": 20}
-    rel = tr["relative_mse"]
-    assert set(rel) == {"selector on STS_q", "selector on qSA", "averager on qSA"}
-    floor = isotropic_floor(8, 2, 8, random_state=0).relative_mse
-    assert tr["floor"] == pytest.approx(floor, abs=0.02)
-    for name, value in rel.items():
-        assert tr["floor_ratio"][name] == pytest.approx(value / tr["floor"])
-        # Even 20 steps beat predicting 0; no model beats the floor by more than noise.
-        assert 0.9 * tr["floor"] < value < 1
-    # The same W answers both tasks alike: each qSA query is an STS_q query.
-    assert rel["selector on qSA"] == pytest.approx(rel["selector on STS_q"], abs=0.1)
-    ln = qsa.length
-    assert ln["eval_lengths"] == [8, 16] and ln["n_test_rows"] == 50
-    assert set(ln["r2"]) == {"stochastic", "fixed"}
-    assert all(len(v) == 2 and all(-1 < r <= 1 for r in v) for v in ln["r2"].values())
-
-
-def test_sparse_averaging_to_dict_and_plot(qsa):
-    payload = json.loads(json.dumps(qsa.to_dict()))
-    assert set(payload) >= {"config", "by_length", "by_q", "transfer", "length", "seconds"}
-    assert payload["by_length"]["seq_lens"] == [4, 8]
-    assert set(payload["seconds"]) == {"by_length", "by_q", "transfer", "length"}
-    fig = qsa.plot()
-    assert len(fig.axes) == 4
-    assert fig.axes[0].get_xlabel() == "positions N (log scale)"
-    assert fig.axes[1].get_xlabel() == "subset size q (log scale)"
-    assert fig.axes[3].get_xlabel() == "evaluation positions N' (log scale)"
-    matplotlib.pyplot.close(fig)
-
-
-def test_sparse_averaging_width_growth():
-    res = SparseAveragingResult(
-        config={},
-        by_length=SeparationResult(
-            config={},
-            seq_lens=[16, 64, 256],
-            scores={},
-            minimal_width={"transformer": [14, None, 28], "fcn": [None, None, None]},
-            growth_laws={},
-        ),
-        by_q={},
-        transfer={},
-        length={},
-    )
-    assert res.width_growth() == 2.0 and res.width_growth("fcn") is None
-
-
 def test_floor_width_is_the_smallest_width_the_floor_allows():
     # The averaging searches' start (the separation's floor_widths, one length).
     from stsq_learn.experiments._width_search import floor_widths
@@ -276,66 +193,3 @@ def test_floor_width_is_the_smallest_width_the_floor_allows():
     ]
     assert got == direct[0] == 16  # the floor at N=32, q=2: 0.08 at width 16, 0.46 at 8
     assert floor_widths([32], 8, grid, 0.9, n_samples=4000) == [None]  # q=8 needs ~1000
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
-    [
-        (dict(target_r2=1.0), ValueError, "target_r2"),
-        (dict(seq_lens=()), ValueError, "seq_lens"),
-        (dict(factors=()), ValueError, "factors"),
-        (dict(q_values=()), ValueError, "q_values"),
-        (dict(transfer_task=(8, 2)), ValueError, "transfer_task"),
-        (dict(q_steps="many"), TypeError, "q_steps"),
-        (dict(fcn_max_seq_len=0), ValueError, "fcn_max_seq_len"),
-        (dict(transformer=SparseTokenSelector()), TypeError, "transformer must be a SparseTokenAv"),
-        (dict(fcn=FCNSelector()), TypeError, "fcn must be a FCNAverager"),
-        (dict(estimator=SparseTokenSelector()), TypeError, "estimator must be a SparseTokenAv"),
-    ],
-)
-def test_sparse_averaging_rejects_bad_arguments(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        sparse_averaging(**kwargs)
-
-
-def test_sparse_averaging_settings_are_one_typed_object_presets_its_instances(qsa):
-    from stsq_learn.experiments import ConvergenceSettings, SparseAveragingSettings
-    from stsq_learn.tasks.averaging import record
-
-    assert record.RECORD.settings is SparseAveragingSettings
-    assert all(type(p) is SparseAveragingSettings for p in record.PRESETS.values())
-    assert TINY["qsa"] is record.PRESETS["tiny"] and TINY["qsa"].q_seq_len == 8
-    assert SparseAveragingSettings().stop_at_target is True  # the function's former default
-    # A preset and keyword changes on top of it: the change is what runs (the same
-    # numbers as the preset where the change does not reach).
-    res = sparse_averaging(
-        TINY["qsa"], seq_lens=(4,), q_values=(1,), factors=(1,), device="cpu", random_state=0
-    )
-    assert res.by_length.seq_lens == [4] and res.by_q["q_values"] == [1]
-    assert res.length["eval_lengths"] == [8]
-    assert res.transfer["relative_mse"] == qsa.transfer["relative_mse"]
-    assert TINY["qsa"].seq_lens == (4, 8)  # the preset is not changed
-    misspelt = r"\['q_value'\] are not settings of SparseAveragingSettings"
-    with pytest.raises(ValueError, match=misspelt):
-        sparse_averaging(TINY["qsa"], q_value=(1,))
-    with pytest.raises(TypeError, match="settings must be SparseAveragingSettings"):
-        sparse_averaging(ConvergenceSettings())
-
-
-def test_reproduce_qsa_section(tmp_path, qsa):
-    results = reproduce(
-        "tiny", out=tmp_path, only="averaging", device="cpu", progress=False, n_threads=1
-    )
-    assert list(results) == ["qsa"]
-    assert (tmp_path / "qsa.png").stat().st_size > 0
-    payload = json.loads((tmp_path / "results.json").read_text())
-    assert set(payload) == {"meta", "qsa"}
-    # Same seed, same numbers as calling the function directly.
-    assert payload["qsa"]["transfer"]["relative_mse"] == pytest.approx(qsa.transfer["relative_mse"])
-    assert payload["qsa"]["length"]["r2"]["fixed"] == pytest.approx(qsa.length["r2"]["fixed"])
-    summary = (tmp_path / "summary.md").read_text()
-    assert "| qSA widths (d=2, q=2, R^2 >= 0.5) | N = 4, 8 | |" in summary
-    assert "| | minimal width, attention at N=8, q = 1, 2 |" in summary
-    assert "| qSA transfer (N=8, d=2, q=2, m=8) | isotropic floor (relative MSE) |" in summary
-    assert "| | relative MSE, selector on qSA |" in summary and "x the floor)" in summary
-    assert "| qSA length (trained at N=8, q=2, m=8) | R^2 at N' = 8, 16 | |" in summary

@@ -95,12 +95,12 @@ def test_plan_counts_fits_and_steps():
     # separation, two curves: 3 + 2 expected fits for the transformer each; on the first
     # the FCN's grid (4, 8) is below 4 T d at T=4: its two widths, then no search at T=8.
     assert est["separation"]["fits"] == 12
-    # qsa: by N as the separation (3 + 2 attention fits, the FCN's two widths at N=4,
-    # none at N=8); 2 per q; transfer and length 2 each.
-    assert est["qsa"]["fits"] == 15
+    # qsa: the studies' expected fits, 3 + 2 per search (attention and FCN against N,
+    # attention against q); transfer and length 2 each.
+    assert est["qsa"]["fits"] == 19
     assert [p["label"] for p in est["qsa"]["parts"]][-2:] == [
-        "qsa: length, stochastic",
-        "qsa: length, fixed",
+        "length_curve: stochastic",
+        "length_curve: fixed",
     ]
     # retrieval: (q=2, H=1, 2); widths by T for both models (3 at T=4, 2 at T=8); length 2.
     assert est["retrieval"]["fits"] == 2 + 2 * (3 + 2) + 2
@@ -116,7 +116,7 @@ def test_plan_counts_fits_and_steps():
     assert all(e["seconds"] >= 0 for e in est.values())
     table = plan_table(est)
     assert table.startswith("| experiment | fits | steps | estimated time |")
-    assert "| total | 90 |" in table
+    assert "| total | 94 |" in table
 
 
 def test_plan_only_and_bad_arguments():

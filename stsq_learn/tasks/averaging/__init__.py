@@ -2,7 +2,6 @@
 
 - :mod:`.estimators`
 - :mod:`.experiment`
-- :mod:`.experiment_parts`
 - :mod:`.experiment_plots`
 - :mod:`.record`
 - :mod:`.task`

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import math
 
-from sklearn.base import clone
-
-from ...experiments._common import planned_steps
-from ...experiments._record import Experiment, Work
+from ...experiments._record import Experiment
 from ...experiments._records._format import fmt
-from ...experiments._separation import width_texts
-from ...experiments._task_parts import width_search_rows
-from .. import SparseAveragingTask, SparseTokenSelectionTask
-from ..selection.estimators import SparseTokenSelector
+from ...studies import planning
 from .estimators import FCNAverager, SparseTokenAverager
-from .experiment import SparseAveragingResult, SparseAveragingSettings, sparse_averaging
+from .experiment import (
+    SparseAveragingResult,
+    SparseAveragingSettings,
+    checked_settings,
+    run_studies,
+    sparse_averaging,
+)
 
 # The search against N (q = 2): Adam at 0.1 decayed by a cosine; 256 queries a step
 # (batch_size="auto": ceil(256 / N) rows). The FCN: the separation's, size for size.
@@ -146,96 +146,69 @@ PRESETS = {
     ),
 }
 
-# Fits a search is expected to take (as the separation's record): a few at the first
-# N, then about two.
-_FITS_FIRST, _FITS_NEXT = 3, 2
-
 
 def work(settings):
-    """Expected fits of each part.
+    """The studies' work for one seed: their dry run (:func:`~stsq_learn.studies.planning`).
 
-    Against N: 3 fits at the first N, then 2 per N; the FCN timed at the
-    width a ``2 N^3`` law predicts (measured: 32 to 64 at N = 4, 512 to 1024
-    at N = 8), at the grid's top widths once that passes the grid, then no
-    longer searched. Against q: 2 fits per q at the width its isotropic floor
-    allows (the bisection is run, with fewer rows). Transfer and length: two
-    fits each.
+    Each search counts the fits it is expected to take (3 at the first
+    point, then 2); the transfer and the length part fit two models each.
     """
-    from ...experiments._width_search import floor_widths
+    with planning() as plan:
+        run_studies(checked_settings(settings), (0,))
+    return list(plan)
 
-    s = settings
+
+def _widths(table, model):
+    """``model``'s minimal widths in order, as text (``>b`` where none reached, above ``b``)."""
     out = []
-    fcn_done = False
-    for i, N in enumerate(sorted(s.seq_lens)):
-        task = SparseAveragingTask(N, s.n_features, s.n_selected)
-        fits = _FITS_FIRST if i == 0 else _FITS_NEXT
-        grid = sorted(s.widths["transformer"])
-        est = clone(s.transformer).set_params(width=grid[len(grid) // 3])
+    for row in table.where(model=model):
+        value, bound = row["value"], row["bound"]
         out.append(
-            Work(f"qsa: attention N={N}", fits, s.n_steps["transformer"], est, task, s.n_val)
+            str(int(value)) if value == value else f">{int(bound)}" if bound == bound else "-"
         )
-        if N > s.fcn_max_seq_len or fcn_done:
-            continue
-        grid = sorted(s.widths["fcn"])
-        expected = [w for w in grid if w >= 2 * N**3][:1]
-        fcn_done = not expected
-        for w in expected * fits or grid[-_FITS_FIRST:]:
-            est = clone(s.fcn).set_params(width=w)
-            out.append(Work(f"qsa: fcn N={N} width={w}", 1, s.n_steps["fcn"], est, task, s.n_val))
-    grid = sorted(s.q_widths)
-    for q in sorted(s.q_values):
-        task = SparseAveragingTask(s.q_seq_len, s.n_features, q)
-        w = floor_widths([s.q_seq_len], q, grid, s.target_r2, n_samples=2000)[0] or grid[-1]
-        est = clone(s.estimator).set_params(width=w)
-        steps = planned_steps(est, s.q_steps)
-        out.append(Work(f"qsa: q={q} width={w}", _FITS_NEXT, steps, est, task, s.n_val))
-    N, d, q = s.transfer_task
-    est = clone(s.estimator).set_params(width=s.transfer_width)
-    sel = SparseTokenSelector(**est.get_params())
-    rows = -(-s.n_test // N)
-    sts = SparseTokenSelectionTask(N, d, q)
-    steps = planned_steps(est, s.transfer_steps)
-    out.append(Work("qsa: transfer, selector", 1, steps, sel, sts, s.n_test))
-    qsa = SparseAveragingTask(N, d, q)
-    out.append(Work("qsa: transfer, averager", 1, steps, est, qsa, 2 * rows))
-    N, d, q = s.length_task
-    task = SparseAveragingTask(N, d, q)
-    steps = planned_steps(clone(s.estimator).set_params(width=s.length_width), s.length_steps)
-    # All lengths as rows at the longest.
-    rows = -(-s.n_test // N) * sum(s.factors) // max(s.factors)
-    for pe in ("stochastic", "fixed"):
-        est = clone(s.estimator).set_params(width=s.length_width, positional_encoding=pe)
-        out.append(
-            Work(f"qsa: length, {pe}", 1, steps, est, task, rows, predict_len=N * max(s.factors))
-        )
-    return out
+    return " / ".join(out)
 
 
 def summary_rows(rows, res):
     """Summary rows of the qSA experiment: widths, laws, transfer, length."""
-    cfg = res.by_length.config
-    title = f"qSA widths (d={cfg['n_features']}, q={cfg['n_selected']}"
-    width_search_rows(rows, res.by_length, title=title, symbol="N")
-    by_q = res.by_q
-    qs = ", ".join(map(str, by_q["q_values"]))
-    text = " / ".join(width_texts(by_q["minimal_width"], by_q["lower_bound"]))
-    rows.append(f"| | minimal width, attention at N={by_q['seq_len']}, q = {qs} | {text} |")
-    floors = " / ".join("-" if w is None else str(w) for w in by_q["floor_width"])
+    cfg = res.config
+    lens = ", ".join(map(str, cfg["seq_lens"]))
+    rows.append(
+        f"| qSA widths (d={cfg['n_features']}, q={cfg['n_selected']}, "
+        f"R^2 >= {cfg['target_r2']}) | N = {lens} | |"
+    )
+    for model, label in (("attention", "attention"), ("fcn", "FCN")):
+        rows.append(f"| | minimal width, {label} | {_widths(res.by_length, model)} |")
+    growth = res.width_growth()
+    if growth is not None:
+        rows.append(f"| | attention: minimal width, longest N over shortest | {growth:.2f} |")
+    for model, law in (("attention", res.law("attention")), ("FCN", res.law("fcn"))):
+        if law is not None:
+            rows.append(f"| | {model}: w = {law.label('N')} | rms residual {law.rms:.2f} |")
+    qs = ", ".join(map(str, cfg["q_values"]))
+    rows.append(
+        f"| | minimal width, attention at N={cfg['q_seq_len']}, q = {qs} "
+        f"| {_widths(res.by_q, 'attention')} |"
+    )
+    floors = " / ".join("-" if w != w else str(int(w)) for w in res.by_q["floor_width"])
     rows.append(f"| | width the isotropic floor allows, q = {qs} | {floors} |")
     tr = res.transfer
-    where = f"N={tr['seq_len']}, d={tr['n_features']}, q={tr['n_selected']}, m={tr['width']}"
-    rows.append(f"| qSA transfer ({where}) | isotropic floor (relative MSE) | {fmt(tr['floor'])} |")
-    for name, value in tr["relative_mse"].items():
-        ratio = tr["floor_ratio"][name]
-        times = "" if ratio is None else f" ({ratio:.2f}x the floor)"
-        rows.append(f"| | relative MSE, {name} | {fmt(value)}{times} |")
-    ln = res.length
-    lens = ", ".join(str(t) for t in ln["eval_lengths"])
+    m = tr.meta
+    where = f"N={m['seq_len']}, d={m['n_features']}, q={m['n_selected']}, m={m['width']}"
     rows.append(
-        f"| qSA length (trained at N={ln['seq_len']}, q={ln['n_selected']}, m={ln['width']}) "
-        f"| R^2 at N' = {lens} | |"
+        f"| qSA transfer ({where}) | isotropic floor (relative MSE) | {fmt(tr['floor'][0])} |"
     )
-    for pe, values in ln["r2"].items():
+    for row in tr:
+        ratio = row["floor_ratio"]
+        times = "" if ratio != ratio else f" ({ratio:.2f}x the floor)"
+        rows.append(f"| | relative MSE, {row['model']} | {fmt(row['relative_mse'])}{times} |")
+    N, _, q = cfg["length_task"]
+    lens = ", ".join(str(L) for L in res.length.unique("eval_seq_len"))
+    rows.append(
+        f"| qSA length (trained at N={N}, q={q}, m={cfg['length_width']}) | R^2 at N' = {lens} | |"
+    )
+    for pe in res.length.unique("model"):
+        values = res.length.where(model=pe)["score"]
         rows.append(f"| | {pe} | {' / '.join(fmt(v) for v in values)} |")
 
 
@@ -245,52 +218,50 @@ def headline(result):
     Minimal widths against N (``attention_width_N<N>``, ``fcn_width_N<N>``;
     NaN where none of the grid reached the target or N was not searched),
     the attention model's growth ratio and its law ``a + b log2 N``
-    (``attention_log_law_a``, ``_b``, ``_r2``); against q
-    (``attention_width_q<q>`` and the isotropic floor's ``floor_width_q<q>``);
-    the transfer's relative MSEs and their ratios to the floor; the length
-    part's R^2 (``length_<encoding>_r2_at_<k>N``).
+    (``attention_log_law_a``, ``_b``, ``_r2``, where fitted at 3 or more N);
+    against q (``attention_width_q<q>`` and the isotropic floor's
+    ``floor_width_q<q>``); the transfer's relative MSEs and their ratios to
+    the floor; the length part's R^2 (``length_<encoding>_r2_at_<k>N``).
 
     Parameters
     ----------
     result : SparseAveragingResult
+        One seed's result.
 
     Returns
     -------
     dict of str to float
+        The numbers (NaN where there is none).
     """
     out = {}
-    sep = result.by_length
-    for model, label in (("transformer", "attention"), ("fcn", "fcn")):
-        for N, w in zip(sep.seq_lens, sep.minimal_width[model]):
-            out[f"{label}_width_N{N}"] = _float(w)
-    out["attention_width_growth"] = _float(result.width_growth())
-    law = sep.growth_laws["transformer"].get("log_T")
+    table = result.by_length
+    for label in ("attention", "fcn"):
+        for N in result.config["seq_lens"]:
+            found = table.where(model=label, seq_len=N)["value"]
+            out[f"{label}_width_N{N}"] = float(found[0]) if len(found) else math.nan
+    growth = result.width_growth()
+    out["attention_width_growth"] = math.nan if growth is None else growth
+    law = result.law("attention")
     if law is not None:
         out.update(
-            attention_log_law_a=float(law["intercept"]),
-            attention_log_law_b=float(law["slope"]),
-            attention_log_law_r2=float(law["r2"]),
+            attention_log_law_a=law.params["a"],
+            attention_log_law_b=law.params["b"],
+            attention_log_law_r2=law.r2,
         )
-    by_q = result.by_q
-    for q, w, fw in zip(by_q["q_values"], by_q["minimal_width"], by_q["floor_width"]):
-        out[f"attention_width_q{q}"] = _float(w)
-        out[f"floor_width_q{q}"] = _float(fw)
+    for row in result.by_q:
+        q = row["param_n_selected"]
+        out[f"attention_width_q{q}"] = float(row["value"])
+        out[f"floor_width_q{q}"] = float(row["floor_width"])
     tr = result.transfer
-    out["transfer_floor"] = float(tr["floor"])
-    for name, value in tr["relative_mse"].items():
-        key = name.replace(" ", "_").replace("on_", "").lower()
-        out[f"transfer_{key}_relative_mse"] = float(value)
-        out[f"transfer_{key}_floor_ratio"] = _float(tr["floor_ratio"][name])
-    ln = result.length
-    for pe, values in ln["r2"].items():
-        for t, v in zip(ln["eval_lengths"], values):
-            out[f"length_{pe}_r2_at_{t // ln['seq_len']}N"] = float(v)
+    out["transfer_floor"] = float(tr["floor"][0])
+    for row in tr:
+        key = row["model"].replace(" ", "_").replace("on_", "").lower()
+        out[f"transfer_{key}_relative_mse"] = float(row["relative_mse"])
+        out[f"transfer_{key}_floor_ratio"] = float(row["floor_ratio"])
+    N = result.config["length_task"][0]
+    for row in result.length:
+        out[f"length_{row['model']}_r2_at_{row['eval_seq_len'] // N}N"] = float(row["score"])
     return out
-
-
-def _float(value):
-    """``value`` as a float, NaN for None."""
-    return math.nan if value is None else float(value)
 
 
 PROVENANCE = {
@@ -347,4 +318,5 @@ RECORD = Experiment(
     },
     aliases=("averaging",),
     result=SparseAveragingResult,
+    seeds_batched=True,
 )
