@@ -1,4 +1,4 @@
-"""plot_bands of the task experiments (q-sparse averaging, retrieval, classification) over seeds.
+"""plot_bands of the task experiments (q-sparse averaging, classification) over seeds.
 
 Small hand-made results: each curve's median over the seeds with its min-max
 band, each width or threshold its median with min-max error bars, widths no
@@ -19,7 +19,7 @@ import pytest
 from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from stsq_learn.experiments import SeparationResult, SparseAveragingResult, SparseRetrievalResult
+from stsq_learn.experiments import SeparationResult, SparseAveragingResult
 from stsq_learn.experiments._width_search import fit_growth_law, growth_laws
 from stsq_learn.tasks.classification.experiment import (
     SparseTokenClassificationResult,
@@ -114,36 +114,6 @@ def _averaging(seed):
         by_length=_by_length(seed),
         by_q=by_q,
         transfer=transfer,
-        length=_length(seed),
-    )
-
-
-HEADS = {  # relative MSE at H = 1, 2, 3 for q = 1, 2; the threshold of each q
-    0: ({"1": [0.05, 0.04, None], "2": [0.6, 0.1, 0.05]}, {"1": 1, "2": 2}),
-    1: ({"1": [0.03, 0.02, None], "2": [0.55, 0.3, 0.08]}, {"1": 1, "2": 3}),
-    2: ({"1": [0.08, 0.01, None], "2": [0.7, NAN, 0.02]}, {"1": 1, "2": None}),
-}
-
-
-def _retrieval(seed):
-    errors, threshold = HEADS[seed]
-    heads = {
-        "q_values": [1, 2],
-        "n_heads": [1, 2, 3],
-        "relative_mse": {q: list(v) for q, v in errors.items()},
-        "bound": {"1": [0.0, 0.0, 0.0], "2": [0.5, 0.0, 0.0]},
-        "threshold": dict(threshold),
-        "threshold_level": {"1": 0.5, "2": 0.25},
-        "seq_len": 16,
-        "n_features": 4,
-        "width": 16,
-        "n_steps": 200,
-        "solver": "sgd",
-    }
-    return SparseRetrievalResult(
-        config={"random_state": seed},
-        heads=heads,
-        by_length=_by_length(seed, task="q-sparse token retrieval"),
         length=_length(seed),
     )
 
@@ -376,20 +346,15 @@ def _nothing_found(make):
         res.by_length.minimal_width = {"transformer": [None, NAN, None], "fcn": [None] * 3}
         res.by_length.lower_bound = {"transformer": [INF, NAN, None], "fcn": [None] * 3}
         res.length["r2"] = {"stochastic": [NAN, NAN], "fixed": [NAN, NAN]}
-        if isinstance(res, SparseRetrievalResult):
-            res.heads["relative_mse"]["2"] = [None, NAN, None]
-        else:
-            res.by_q |= {"minimal_width": [None, None, NAN], "lower_bound": [None, INF, NAN]}
-            res.by_q["floor_width"] = [None, NAN, None]
-            res.transfer["relative_mse"] = dict.fromkeys(MODELS, NAN)
-            res.transfer["floor"] = NAN
-            res.transfer["floor_ratio"] = dict.fromkeys(MODELS)
+        res.by_q |= {"minimal_width": [None, None, NAN], "lower_bound": [None, INF, NAN]}
+        res.by_q["floor_width"] = [None, NAN, None]
+        res.transfer["relative_mse"] = dict.fromkeys(MODELS, NAN)
+        res.transfer["floor"] = NAN
+        res.transfer["floor_ratio"] = dict.fromkeys(MODELS)
     return results
 
 
-@pytest.mark.parametrize(
-    "make", [lambda s: _averaging(s), lambda s: _retrieval(s), lambda s: _classification(s)]
-)
+@pytest.mark.parametrize("make", [lambda s: _averaging(s), lambda s: _classification(s)])
 def test_task_plot_bands_draw_seeds_that_found_nothing(make):
     results = _nothing_found(make)
     with warnings.catch_warnings():
@@ -404,52 +369,6 @@ def test_task_plot_bands_draw_seeds_that_found_nothing(make):
         assert all(line is None for line in points)
         assert all(np.isfinite(ax.get_ylim()))
     plt.close(fig)
-
-
-# -- q-sparse retrieval ----------------------------------------------------------------------
-def test_retrieval_plot_bands_median_and_min_max_over_seeds():
-    results = [_retrieval(seed) for seed in range(3)]
-    one = results[0].plot()
-    fig = SparseRetrievalResult.plot_bands(results)
-    assert fp.suptitle(fig) == (
-        "q-sparse retrieval, median over 3 seeds, band: min-max, error bars: min-max"
-    )
-    assert [ax.get_title() for ax in fig.axes] == [ax.get_title() for ax in one.axes]
-    ax_h, ax_w, ax_len = fig.axes
-    assert [t.get_text() for t in ax_h.get_legend().get_texts()] == [
-        t.get_text() for t in one.axes[0].get_legend().get_texts()
-    ]
-    fills = fp.fills(ax_h)
-    # q=1: H=3 was tried by no seed (left out); q=2: seed 2's NaN at H=2 left out.
-    np.testing.assert_allclose(fp.line(ax_h, "q=1").get_xdata(), [1, 2])
-    np.testing.assert_allclose(fp.line(ax_h, "q=1").get_ydata(), [0.05, 0.02])
-    np.testing.assert_allclose(fp.band(fills[0], [1, 2]), [[0.03, 0.01], [0.08, 0.04]])
-    np.testing.assert_allclose(fp.line(ax_h, "q=2").get_ydata(), [0.6, 0.2, 0.05])
-    np.testing.assert_allclose(fp.band(fills[1], [1, 2, 3]), [[0.55, 0.1, 0.02], [0.7, 0.3, 0.08]])
-    # q=2 missed its threshold at H = 2 in two of the three seeds.
-    (note,) = ax_h.texts
-    assert note.get_text().startswith("no threshold at H = q for q=2 (2 of 3 seeds) within")
-    assert not one.axes[0].texts  # the first seed found both thresholds
-    # Widths against T at H = q, as the averaging's (both from _by_length).
-    assert fp.bars(ax_w, "transformer (SPE)")[16.0] == (12.0, 8.0, 16.0)
-    assert ax_w.get_title() == "Retrieval: width against T (d=2, q=H=2)"
-    values = np.array([R2[s]["fixed"] for s in range(3)])
-    np.testing.assert_allclose(fp.line(ax_len, "fixed").get_ydata(), np.median(values, axis=0))
-    plt.close(fig)
-    plt.close(one)
-
-
-def test_retrieval_plot_bands_of_one_result_is_plot():
-    for seed in (1, 2):  # seed 1 misses q=2's threshold (a note), seed 2 has a NaN error
-        res = _retrieval(seed)
-        one, bands = res.plot(), SparseRetrievalResult.plot_bands([res])
-        assert _elements(one) == _elements(bands)
-        assert fp.suptitle(one) == "" and not any(map(_banded, one.axes))
-        errors = HEADS[seed][0]["2"]
-        assert _data(fp.line(one.axes[0], "q=2").get_ydata()) == _data(errors)
-        assert one.axes[0].texts[0].get_text().startswith("no threshold at H = q for q=2 within")
-        plt.close(one)
-        plt.close(bands)
 
 
 # -- sparse-token classification -------------------------------------------------------------
@@ -516,7 +435,6 @@ def test_classification_plot_bands_of_one_result_is_plot():
 # -- bad results -----------------------------------------------------------------------------
 CASES = [
     (_averaging, SparseAveragingResult),
-    (_retrieval, SparseRetrievalResult),
     (_classification, SparseTokenClassificationResult),
 ]
 
@@ -535,10 +453,6 @@ def test_task_plot_bands_refuses_seeds_of_different_experiments():
         r"\(\[1, 2, 3\] != \[1, 2, 4\]\): the seeds of one experiment share it",
     ):
         SparseAveragingResult.plot_bands([_averaging(0), other])
-    other = _retrieval(2)
-    other.by_length.seq_lens = [4, 8, 32]
-    with pytest.raises(ValueError, match=r"results\[2\]\.by_length\.seq_lens differs"):
-        SparseRetrievalResult.plot_bands([_retrieval(0), _retrieval(1), other])
     other = _classification(1)
     del other.law["thresholds"]["flat"]
     with pytest.raises(ValueError, match=r"results\[1\]\.list\(law\['thresholds'\]\) differs"):

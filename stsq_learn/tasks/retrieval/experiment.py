@@ -33,6 +33,7 @@ from ...studies import (
 from ...studies.plan import planned_steps
 from .. import SparseRetrievalTask
 from .estimators import FCNRetriever, SparseTokenRetriever
+from .experiment_plots import plot_figure
 
 _DEFAULT_MODELS = {
     # The width search: Adam decayed by a cosine (over a fixed number of steps the
@@ -171,27 +172,33 @@ class SparseRetrievalResult:
             part's R^2 against the evaluation length (median, min-max
             shaded).
         """
-        from .experiment_plots import plot_figure
-
-        results = list(results)
-        if not results or not all(isinstance(r, SparseRetrievalResult) for r in results):
-            raise TypeError("results must be a non-empty list of SparseRetrievalResult.")
-        first = _settings_of(results[0])
-        for r in results[1:]:
-            differ = sorted(k for k in first if _settings_of(r).get(k) != first[k])
-            if differ:
-                raise ValueError(
-                    f"results of other settings cannot share bands: {', '.join(differ)} differ."
-                )
-        return plot_figure(results, axes)
+        return plot_figure(_checked(results), axes)
 
 
 _FIELDS = ("config", "threshold", "laws", "seconds")
 _TABLES = ("heads", "widths", "length")
 
 
-def _settings_of(result):
-    return {k: v for k, v in result.config.items() if k != "random_state"}
+def _checked(results):
+    """``results`` as a list of results of one experiment's seeds, or raise naming the fault."""
+    name = SparseRetrievalResult.__name__
+    if isinstance(results, SparseRetrievalResult):
+        raise TypeError(f"results must be a list of {name}, got one {name}: pass [result].")
+    results = list(results)
+    if not results:
+        raise ValueError(f"results must hold at least one {name}, got none.")
+    for i, r in enumerate(results):
+        if not isinstance(r, SparseRetrievalResult):
+            raise TypeError(f"results[{i}] must be a {name}, got {type(r).__name__}.")
+    first = {k: v for k, v in results[0].config.items() if k != "random_state"}
+    for i, r in enumerate(results[1:], 1):
+        differ = [k for k in first if k != "random_state" and r.config.get(k) != first[k]]
+        if differ:
+            raise ValueError(
+                f"results[{i}] differs from results[0] in {', '.join(differ)}: the seeds of "
+                "one experiment share their settings."
+            )
+    return results
 
 
 class SparseRetrievalSettings(Settings):
