@@ -77,7 +77,7 @@ numpydoc_validation_exclude = {
     # Result dataclasses of the experiments: built by the experiment
     # functions, their fields are documented as Attributes, not Parameters.
     r"^stsq_learn\.experiments\.\w+Result$",
-    r"^stsq_learn\.experiments\.(ConvergenceRun|ReproduceResults|ReferenceCheck)$",
+    r"^stsq_learn\.experiments\.(ConvergenceRun|ReproduceResults|ReferenceCheck|Experiment)$",
     # ReproduceResults is a dict: the methods it inherits are documented by Python.
     r"^stsq_learn\.experiments\.ReproduceResults\.(clear|copy|fromkeys|get|items|keys|pop|popitem|setdefault|update|values)$",
     # The result of isotropic_floor, likewise.

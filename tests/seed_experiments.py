@@ -10,8 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stsq_learn import SparseTokenSelector
-from stsq_learn.experiments import Settings
-from stsq_learn.experiments._record import SIZES, Experiment, Work
+from stsq_learn.experiments import SIZES, Experiment, Settings, Work
 from stsq_learn.tasks import SparseTokenSelectionTask
 
 
@@ -165,3 +164,73 @@ WRONG_BATCHED = dataclasses.replace(
     LEVEL, name="test_wrong_batched", function=first_seed_study, seeds_batched=True
 )
 """A batched record whose function returns one result, not one per seed."""
+
+
+class WidthSettings(Settings):
+    """The settings of :func:`width_study`.
+
+    Attributes
+    ----------
+    lengths : tuple of int
+        The sequence lengths.
+    """
+
+    lengths: tuple = (4, 8)
+
+
+@dataclass
+class WidthResult:
+    """One seed's rows of a minimal-width study."""
+
+    table: object
+
+    def to_dict(self):
+        return self.table.to_dict()
+
+    def plot(self):
+        from stsq_learn.studies import BandDisplay
+
+        return BandDisplay.from_table(self.table, x="seq_len", y="value").figure_
+
+
+def _width(s, seeds, **options):
+    from user_tasks import PairMeanTask
+
+    from stsq_learn import AttentionRegressor
+    from stsq_learn.studies import minimal_width
+
+    model = AttentionRegressor(PairMeanTask, dtype="float64")
+    grid = {"seq_len": list(s.lengths)}
+    return minimal_width(
+        model,
+        PairMeanTask(4, 2),
+        [2, 4, 8, 16],
+        grid=grid,
+        seeds=seeds,
+        n_steps=80,
+        n_test=300,
+        target=0.5,
+        **options,
+    )
+
+
+def width_study(settings=None, *, seeds=(0,), device="auto", progress=False, **changes):
+    """A user's experiment on the studies: the least width of the pair-mean task, per seed."""
+    s = WidthSettings.resolve(settings, changes)
+    table = _width(s, tuple(seeds), batch_seeds=True, device=device, progress=progress)
+    return [WidthResult(table.where(seed=seed)) for seed in seeds]
+
+
+WIDTH = Experiment(
+    name="test_width",
+    function=width_study,
+    settings=WidthSettings,
+    presets={size: WidthSettings() for size in SIZES},
+    summary_rows=lambda rows, res: rows.append("| width | found | ... |"),
+    work=lambda s: list(_width(s, (0,), dry_run=True)),
+    headline=lambda res: {
+        f"width_T{T:.0f}": w for T, w in zip(*res.table.xy("seq_len", "value", finite=False))
+    },
+    seeds_batched=True,
+)
+"""A user's experiment written on the studies, its seeds trained together."""

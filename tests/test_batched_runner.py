@@ -48,3 +48,20 @@ def test_a_batched_run_that_returns_one_result_is_named(register):  # noqa: F811
 def test_a_record_cannot_run_its_seeds_inside_and_batched():
     with pytest.raises(ValueError, match="seeds_inside and seeds_batched"):
         dataclasses.replace(se.LEVEL_BATCHED, seeds_inside=True)
+
+
+def test_a_users_study_runs_under_reproduce_with_its_seeds_together(register, tmp_path):  # noqa: F811
+    from stsq_learn.experiments import plan
+
+    register(se.WIDTH)
+    results = reproduce("tiny", only=["test_width"], n_seeds=2, n_jobs=1, out=tmp_path)
+    tables = [r.table for r in results.runs["test_width"]]
+    assert [t.unique("seed") for t in tables] == [[0], [1]]
+    direct = se.width_study(seeds=(0, 1))  # the same numbers called directly
+    assert [list(r.table["value"]) for r in direct] == [list(t["value"]) for t in tables]
+    bands = results.headline["test_width"]
+    assert set(bands) == {"width_T4", "width_T8"}
+    assert all(b["values"][0] in (2, 4, 8, 16) for b in bands.values())
+    assert (tmp_path / "test_width.png").exists()
+    planned = plan("tiny", only=["test_width"])
+    assert planned["test_width"]["fits"] > 0

@@ -37,7 +37,10 @@ the reference numbers the package ships per size
 (``references/<preset>.json``), and :func:`write_reference` writes such a file
 from a run. Each experiment is one record (its function, presets, summary
 rows, work, and optionally its headline numbers and the provenance of its
-settings) in ``_records/``.
+settings) in ``_records/`` or in its task's home; :class:`Experiment` (the record) and
+:class:`Work` are public, so that an experiment of one's own, registered with
+its task (``stsq_learn.registry.register(..., experiments=(record,))``), runs
+under ``reproduce`` as the built-in ones do.
 """
 
 from .._live_names import live_names
@@ -52,6 +55,9 @@ from ._encodings import EncodingsResult as EncodingsResult
 from ._encodings import encoding_families as encoding_families
 from ._length import LengthGeneralizationResult as LengthGeneralizationResult
 from ._length import length_generalization as length_generalization
+from ._record import SIZES as SIZES
+from ._record import Experiment as Experiment
+from ._record import Work as Work
 from ._reproduce import ReproduceResults as ReproduceResults
 from ._reproduce import plan as plan
 from ._reproduce import plan_table as plan_table
@@ -84,10 +90,12 @@ def _from_records():
 _OWN = [  # and, in __all__, every registered experiment's function, result and settings
     "EXPERIMENTS",
     "PRESETS",
+    "SIZES",
     "ConvergenceResult",
     "ConvergenceRun",
     "CurveSettings",
     "EncodingsResult",
+    "Experiment",
     "LengthGeneralizationResult",
     "ReferenceCheck",
     "ReproduceResults",
@@ -105,6 +113,7 @@ _OWN = [  # and, in __all__, every registered experiment's function, result and 
     "summary_table",
     "training_dynamics",
     "width_separation",
+    "Work",
     "write_reference",
 ]
 

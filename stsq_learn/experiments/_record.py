@@ -19,42 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import clone
 
+from ..studies.plan import Work as Work  # the part of a run a plan times
 from ._common import timing_run
 from ._settings import Settings
 
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
-
-
-@dataclass(frozen=True)
-class Work:
-    """Part of an experiment's work: ``fits`` models trained ``steps`` online steps each.
-
-    Attributes
-    ----------
-    label : str
-        What the part is, for the plan's table.
-    fits : int
-        Models trained (an expected number where a search decides it).
-    steps : int
-        Online steps per model.
-    estimator : BaseEstimator
-        A model of the part as it trains (the estimate times a few of its steps).
-    task : Task
-        The task it trains on.
-    predict_rows : int, default=0
-        Rows each model predicts afterwards (all lengths and draws together).
-    predict_len : int, default=None
-        Length of the predicted rows (the task's when None).
-    """
-
-    label: str
-    fits: int
-    steps: int
-    estimator: object
-    task: object
-    predict_rows: int = 0
-    predict_len: int | None = None
 
 
 @dataclass(frozen=True)

@@ -302,6 +302,7 @@ def fit_and_measure(
     label="estimator",
     extra=None,
     keep=False,
+    batch_seeds=False,
 ):
     """Fit a model at a point for each seed and score it: one record per seed (and length).
 
@@ -338,6 +339,8 @@ def fit_and_measure(
         More estimator parameters (a search's candidate).
     keep : bool, default=False
         Return the fitted estimators too.
+    batch_seeds : bool, default=False
+        Train the seeds as one batched model (:func:`batched_fits`).
 
     Returns
     -------
@@ -352,7 +355,15 @@ def fit_and_measure(
     ests = [prepare(estimator, point, s, label=label, device=device, extra=extra) for s in seeds]
     made = [[cb(est, task) for cb in callbacks] for est in ests]
     records = []
-    results = _fit_each(ests, task, seeds, n_steps, n_train, made, error_score)
+    results = None
+    if batch_seeds:
+        results = batched_fits(ests, task, seeds, n_steps, n_train, made)
+    if results is None:
+        results = _fit_each(ests, task, seeds, n_steps, n_train, made)
+    if error_score == "raise":
+        for err, _ in results:
+            if err is not None:
+                raise err
     for est, seed, (err, seconds), cbs in zip(ests, seeds, results, made):
         X, y = test_rows(task, seed, n_test)
         record = {
@@ -382,8 +393,8 @@ def fit_and_measure(
     return records
 
 
-def _fit_each(ests, task, seeds, n_steps, n_train, made, error_score):
-    """Per seed ``(error or None, seconds)``: the seeds batched, or fitted one after another."""
+def _fit_each(ests, task, seeds, n_steps, n_train, made):
+    """Per seed ``(error or None, seconds)``: the seeds fitted one after another."""
     out = []
     for est, seed, cbs in zip(ests, seeds, made):
         start = time.perf_counter()
@@ -391,11 +402,38 @@ def _fit_each(ests, task, seeds, n_steps, n_train, made, error_score):
             out.append((None, _fit(est, task, seed, n_steps, n_train, cbs)))
         except Exception as exc:  # the study records it, as cross_validate does
             out.append((exc, time.perf_counter() - start))
-    if error_score == "raise":
-        for err, _ in out:
-            if err is not None:
-                raise err
     return out
+
+
+def batched_fits(ests, task, seeds, n_steps, n_train, made):
+    """Per seed ``(error or None, seconds)``: the seeds trained as one batched model.
+
+    :func:`~stsq_learn.engine.members.fit_online_members` (online) or
+    :func:`~stsq_learn.engine.members.fit_members` on each seed's own rows
+    (``n_train``): each seed its own initialisation and draws, the numbers
+    of its own fit up to float rounding. The seconds of the batched run are
+    shared equally among the seeds. Returns None, having fitted nothing,
+    where the seeds cannot train together: a single seed, per-seed
+    callbacks (a stopping rule, a trace: they act on one net), or
+    estimators the members engine does not take (their error says why);
+    the engine itself falls back to one fit after another for settings that
+    do not move in lockstep.
+    """
+    from ..engine.members import fit_members, fit_online_members
+
+    if len(ests) < 2 or any(made):
+        return None
+    start = time.perf_counter()
+    try:
+        if n_train is None:
+            fitted = fit_online_members(ests, task, n_steps, errors="return")
+        else:
+            rows = [task.sample(n_train, random_state=stream_seed(s, "train")) for s in seeds]
+            fitted = fit_members(ests, [X for X, _ in rows], [y for _, y in rows], errors="return")
+    except (TypeError, ValueError):  # not members of one estimator: nothing was changed
+        return None
+    share = (time.perf_counter() - start) / len(ests)
+    return [(res if isinstance(res, BaseException) else None, share) for res in fitted]
 
 
 def _score(est, err, scorers, X, y, error_score):

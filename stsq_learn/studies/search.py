@@ -403,6 +403,7 @@ def search_threshold(
     error_score=np.nan,
     n_jobs=None,
     device=None,
+    batch_seeds=False,
     progress=False,
     return_trials=False,
     dry_run=False,
@@ -450,6 +451,10 @@ def search_threshold(
         stop is the fit's score.
     seeds, n_steps, n_train, n_test, error_score, n_jobs, device, progress, dry_run
         As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
+    batch_seeds : bool, default=False
+        As in :func:`~stsq_learn.studies.sweep`: the seeds whose searches
+        try the same value at the same point train together (without
+        ``stop_at_target``, whose stopping rule acts on one net).
     scoring : None, str or callable, default=None
         The score compared with ``target`` (None: the estimator's ``score``).
     return_trials : bool, default=False
@@ -489,6 +494,8 @@ def search_threshold(
     scorer = scorers_of(scoring)["score"]
     error_score = check_error_score(error_score)
     n_jobs = check_n_jobs(n_jobs)
+    if not isinstance(batch_seeds, (bool, np.bool_)):
+        raise TypeError(f"batch_seeds must be True or False, got {batch_seeds!r}.")
     if not (start is None or start == "previous" or callable(start)):
         if isinstance(start, str) or not isinstance(start, (int, float, np.number)):
             raise ValueError(
@@ -531,6 +538,7 @@ def search_threshold(
         "skip_after_miss": bool(skip_after_miss),
         "stop_at_target": bool(stop_at_target),
         "seeds": list(seeds),
+        "batch_seeds": bool(batch_seeds),
         "grid": grid_names,
         "n_steps": n_steps,
         "n_train": n_train,
@@ -593,6 +601,7 @@ def search_threshold(
         error_score=error_score,
         device=device,
         callbacks=callbacks,
+        batch_seeds=bool(batch_seeds),
     )
     chains = {}
     for label in models:
