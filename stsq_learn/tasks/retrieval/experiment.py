@@ -504,7 +504,7 @@ _ENCODINGS = ("stochastic", "fixed")
 def _run(parts, seeds, *, progress):
     """The three studies' tables over ``seeds``, and each study's seconds."""
     p = parts
-    common = dict(seeds=seeds, device=p["device"], progress=progress)
+    common = dict(seeds=seeds, device=p["device"], progress=progress, batch_seeds=True)
     tables, seconds = {}, {}
     start = time.perf_counter()
     model, task = p["heads"]
