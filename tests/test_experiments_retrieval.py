@@ -287,6 +287,7 @@ def test_width_search_fits_stop_at_the_target_unless_told_not_to():
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*worse than no model:UserWarning")  # 2-step searches
 def test_quick_heads_part_shows_the_threshold_at_q():
     quick = PRESETS["quick"]["retrieval"]
     small = dict(SMALL, n_steps={"transformer": 2, "fcn": 2}, length_steps=2, n_test=1000)
