@@ -129,6 +129,7 @@ class SparseRetrievalResult:
         Returns
         -------
         SparseRetrievalResult
+            The result, its tables rebuilt.
         """
         tables = {name: StudyTable.from_dict(data[name]) for name in _TABLES}
         return cls(**{name: data[name] for name in _FIELDS}, **tables)
