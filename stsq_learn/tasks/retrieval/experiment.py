@@ -1,10 +1,13 @@
-"""Experiment 6: q-sparse token retrieval, the task that needs q heads.
+"""Experiment 6: q-sparse token retrieval, the task that needs q heads, as three studies.
 
-Three parts: the relative MSE against the number of heads H for several q
-(the threshold at H = q, against the bound ``1 - H/q`` of fewer heads); at
-H = q, the smallest width reaching a target R^2 against the length T for the
-attention model and the fully-connected net (the separation's search and
-growth laws); length generalization of stochastic and fixed encodings.
+Three parts, each a study of :mod:`stsq_learn.studies` over the run's seeds:
+the relative MSE against the number of heads H for several q
+(:func:`~stsq_learn.studies.sweep`; the threshold at H = q, against the
+bound ``1 - H/q`` of fewer heads); at H = q, the smallest width reaching a
+target R^2 against the length T for the attention model and the
+fully-connected net (:func:`~stsq_learn.studies.minimal_width`, their growth
+laws by :func:`~stsq_learn.studies.compare_laws`); length generalization of
+stochastic and fixed encodings (:func:`~stsq_learn.studies.length_curve`).
 """
 
 from __future__ import annotations
@@ -16,32 +19,21 @@ from sklearn.base import clone
 
 from ..._validation import check_bool, check_positive_int
 from ...engine.batch_reuse import reusing_batches
-from ...experiments._bands import bars_title, check_same
-from ...experiments._common import (
-    derived_seed,
-    estimator_config,
-    new_axes,
-    planned_steps,
-    prepared,
-    progress_bar,
-    seed_results,
-    train_online,
-)
-from ...experiments._separation import SeparationResult
 from ...experiments._settings import Settings
-from ...experiments._task_parts import (
-    WidthSearchResult,
-    checked_steps,
-    checked_triple,
-    length_part,
-    search_by_length,
-    test_rows,
-)
-from ...experiments._width_search import checked_grids
 from ...scoring import relative_mse
+from ...studies import (
+    StudyTable,
+    check_seeds,
+    compare_laws,
+    length_curve,
+    minimal_width,
+    planning,
+    sweep,
+)
+from ...studies.plan import planned_steps
 from .. import SparseRetrievalTask
 from .estimators import FCNRetriever, SparseTokenRetriever
-from .experiment_plots import plot_heads, plot_lengths, plot_widths
+from .experiment_plots import plot_figure
 
 _DEFAULT_MODELS = {
     # The width search: Adam decayed by a cosine (over a fixed number of steps the
@@ -60,50 +52,87 @@ _DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
 
 
 @dataclass
-class SparseRetrievalResult(WidthSearchResult):
-    """Heads, widths and length generalization on q-sparse token retrieval.
+class SparseRetrievalResult:
+    """Heads, widths and length generalization on q-sparse token retrieval, for one seed.
 
     Attributes
     ----------
     config : dict
-        The experiment's settings.
-    heads : dict
-        The error against the number of heads at ``seq_len`` T, ``n_features``
-        d and ``width``: ``q_values``, ``n_heads`` (the H tried),
-        ``relative_mse`` (``relative_mse[str(q)][i]``: test relative MSE of
-        ``n_heads[i]`` heads, None where H was not tried), ``bound``
-        (``max(0, 1 - H/q)``: the least relative MSE any readout of H
-        averages can reach when the target is q independent tokens),
-        ``threshold`` (``threshold[str(q)]``: the fewest heads whose
-        relative MSE is below ``threshold_level[str(q)]`` = ``1 / (2q)``,
-        half the bound of q - 1 heads; the theory's is q; None where no H
-        tried got there within the budget), and the budget: ``width``,
-        ``n_steps``, ``solver``, ``learning_rate_init``.
-    by_length : SeparationResult
-        The width search against T at H = q = ``n_selected``, for the
-        attention model (``"transformer"``) and the FCN (``"fcn"``), as
-        :func:`~stsq_learn.experiments.width_separation` reports it
-        (``"log_T"`` is ``a + b log2 T``, ``"power_0"`` is ``b T^c``).
-    length : dict
-        ``eval_lengths`` and ``r2[encoding]`` (``"stochastic"``, ``"fixed"``):
-        R^2 of retrievers trained at ``seq_len``, on held-out rows lengthened
-        to each of ``eval_lengths`` (the task's shift inserts unnamed tokens).
+        The experiment's settings, the models' parameters and the seed
+        (``random_state``).
+    heads : StudyTable
+        The heads part (:func:`~stsq_learn.studies.sweep`): one row per
+        (q, H) tried, ``param_n_selected`` (q), ``param_n_heads`` (H),
+        ``relative_mse`` on ``n_test`` held-out rows, ``n_iter`` (steps run).
+        H > q + 1 is not tried (no more is learned past q).
+    threshold : dict of str to int or None
+        ``threshold[str(q)]``: the fewest heads whose relative MSE is below
+        ``1 / (2q)``, half the bound ``1 - (q - 1)/q`` of q - 1 heads (the
+        theory's threshold is q); None where no H tried got there.
+    widths : StudyTable
+        The width search (:func:`~stsq_learn.studies.minimal_width`): one row
+        per model (``"transformer"``, the attention model at H = q, and
+        ``"fcn"``) and T, ``value`` (the minimal width; NaN where none of the
+        grid reached the target) and ``bound`` (then, the largest width
+        that failed).
+    laws : dict
+        ``laws[model]``: the growth laws ``"log2"`` (``a + b log2 T``) and
+        ``"power"`` (``b T^c``) fitted to the model's minimal widths, best
+        first, each :meth:`~stsq_learn.studies.Law.to_dict`; empty where
+        fewer than 3 widths at 2 lengths were found.
+    length : StudyTable
+        The length part (:func:`~stsq_learn.studies.length_curve`): one row
+        per encoding (``model``: ``"stochastic"``, ``"fixed"``) and
+        evaluation length ``eval_seq_len``, ``score`` (R^2 on held-out rows
+        the task's shift lengthened).
     seconds : dict of str to float
-        Wall-clock seconds of each part.
+        Wall-clock seconds of each part (all seeds of the run together).
 
     Examples
     --------
     >>> from stsq_learn.experiments import PRESETS, sparse_retrieval
     >>> res = sparse_retrieval(PRESETS["tiny"]["retrieval"], random_state=0)
-    >>> res.heads["n_heads"]
-    [1, 2]
+    >>> res.heads.unique("n_heads"), res.threshold
+    ([1, 2], {'2': None})
     """
 
     config: dict
-    heads: dict
-    by_length: SeparationResult
-    length: dict
+    heads: StudyTable
+    threshold: dict
+    widths: StudyTable
+    laws: dict
+    length: StudyTable
     seconds: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        """JSON-ready dict of the fields, each table as its ``to_dict()``.
+
+        Returns
+        -------
+        dict
+            ``config``, ``heads``, ``threshold``, ``widths``, ``laws``,
+            ``length`` and ``seconds``.
+        """
+        out = {name: getattr(self, name) for name in _FIELDS}
+        out.update({name: getattr(self, name).to_dict() for name in _TABLES})
+        return out
+
+    @classmethod
+    def from_dict(cls, data):
+        """The result :meth:`to_dict` described.
+
+        Parameters
+        ----------
+        data : dict
+            A :meth:`to_dict` (or its JSON read back).
+
+        Returns
+        -------
+        SparseRetrievalResult
+            The result, its tables rebuilt.
+        """
+        tables = {name: StudyTable.from_dict(data[name]) for name in _TABLES}
+        return cls(**{name: data[name] for name in _FIELDS}, **tables)
 
     def plot(self, axes=None):
         """Error against heads, widths against T, and length generalization.
@@ -118,57 +147,59 @@ class SparseRetrievalResult(WidthSearchResult):
         fig : matplotlib.figure.Figure
             The figure holding the axes.
         """
-        return _plot([self], axes)
+        return self.plot_bands([self], axes)
 
     @staticmethod
     def plot_bands(results, axes=None):
-        """The figure of :meth:`plot` over seeds: medians with min-max bands and error bars.
+        """The figure of :meth:`plot` over seeds: medians with their min-max bands.
 
         Parameters
         ----------
         results : sequence of SparseRetrievalResult
-            One per seed, with the same q, head counts, lengths and
-            evaluation lengths (the experiment at several ``random_state``).
+            One per seed of one experiment (the same settings).
         axes : sequence of 3 matplotlib Axes, default=None
             Where to draw; ``None`` makes a new figure with one row of 3 axes.
 
         Returns
         -------
         fig : matplotlib.figure.Figure
-            The panels and labels of :meth:`plot`. Each q's relative MSE
-            against H is its median over the seeds with the min-max shaded
-            (the bound ``1 - H/q`` and the threshold levels as before; the
-            note names a q that missed its threshold in any seed, and in
-            how many); the minimal widths against T are their median over
-            the seeds that found one, with min-max error bars, beside every
-            seed's lower bounds, the laws fitted to every seed's widths
-            (named so in the legend); the length part's R^2 curves are
-            medians with the min-max shaded. One result draws
-            :meth:`plot`'s figure.
+            Each q's relative MSE against H (median, min-max shaded) beside
+            its bound ``1 - H/q`` (dotted, H <= q) and its threshold level
+            ``1 / (2q)`` at H = q, a note naming a q that missed its
+            threshold in any seed; both models' minimal widths against T
+            (log-log; median, min-max error bars, open triangles for lower
+            bounds), each with its theory's law fitted to every seed's
+            widths, drawn over the lengths it was fitted on; the length
+            part's R^2 against the evaluation length (median, min-max
+            shaded).
         """
-        results = seed_results(results, SparseRetrievalResult, ())
-        check_same(
-            results,
-            {
-                "heads['q_values']": lambda r: r.heads["q_values"],
-                "heads['n_heads']": lambda r: r.heads["n_heads"],
-                "by_length.seq_lens": lambda r: r.by_length.seq_lens,
-                "length['eval_lengths']": lambda r: r.length["eval_lengths"],
-                "list(length['r2'])": lambda r: list(r.length["r2"]),
-            },
-        )
-        return _plot(results, axes)
+        return plot_figure(_checked(results), axes)
 
 
-def _plot(results, axes):
-    """The figure of :meth:`SparseRetrievalResult.plot` over one result or several seeds'."""
-    fig, axes = new_axes(axes, 3, figsize=(17, 4.8))
-    plot_heads(results, axes[0])
-    plot_widths(results, axes[1])
-    plot_lengths(results, axes[2])
-    if len(results) > 1:
-        fig.suptitle(bars_title("q-sparse retrieval", len(results)))
-    return fig
+_FIELDS = ("config", "threshold", "laws", "seconds")
+_TABLES = ("heads", "widths", "length")
+
+
+def _checked(results):
+    """``results`` as a list of results of one experiment's seeds, or raise naming the fault."""
+    name = SparseRetrievalResult.__name__
+    if isinstance(results, SparseRetrievalResult):
+        raise TypeError(f"results must be a list of {name}, got one {name}: pass [result].")
+    results = list(results)
+    if not results:
+        raise ValueError(f"results must hold at least one {name}, got none.")
+    for i, r in enumerate(results):
+        if not isinstance(r, SparseRetrievalResult):
+            raise TypeError(f"results[{i}] must be a {name}, got {type(r).__name__}.")
+    first = {k: v for k, v in results[0].config.items() if k != "random_state"}
+    for i, r in enumerate(results[1:], 1):
+        differ = [k for k in first if k != "random_state" and r.config.get(k) != first[k]]
+        if differ:
+            raise ValueError(
+                f"results[{i}] differs from results[0] in {', '.join(differ)}: the seeds of "
+                "one experiment share their settings."
+            )
+    return results
 
 
 class SparseRetrievalSettings(Settings):
@@ -191,9 +222,8 @@ class SparseRetrievalSettings(Settings):
     n_selected : int, default=2
         q (and H) of the width search; its tokens have ``n_features`` d.
     transformer : SparseTokenRetriever or None, default=None
-        The attention model of the width search (cloned per width, its
-        ``width``, ``n_heads`` and ``random_state`` set). None is Adam at
-        0.05 decayed by a cosine.
+        The attention model of the width search (its ``width``, ``n_heads``
+        and ``random_state`` set). None is Adam at 0.05 decayed by a cosine.
     fcn : FCNRetriever or None, default=None
         The FCN of the width search. None is Adam at 0.01, 1024 rows a step.
     widths : dict or None, default=None
@@ -209,13 +239,11 @@ class SparseRetrievalSettings(Settings):
     n_val : int, default=1000
         Held-out rows scoring each width.
     stop_at_target : bool, default=True
-        End each width's fit of the width search once it meets
-        ``target_r2`` on the search's validation rows, checked every 25
-        steps (:class:`~stsq_learn.experiments._width_search.StopAtTarget`,
-        as the q-sparse averaging's searches): the score at the stop is the
-        width's score. A width that does not meet it trains all its steps.
-        False trains every width all its steps. At the quick preset's sizes,
-        seeds 0-5 found the same minimal widths either way.
+        End each width's fit once it meets ``target_r2`` on the search's
+        held-out rows, checked every 25 steps
+        (:class:`~stsq_learn.studies.StopAtTarget`): the score at the stop
+        is the width's score. A width that does not meet it trains all its
+        steps. False trains every width all its steps.
     estimator : SparseTokenRetriever or None, default=None
         The attention model of the heads and length parts (its ``n_heads``
         and ``width`` are set per model). None is the estimators'
@@ -273,34 +301,44 @@ class SparseRetrievalSettings(Settings):
 
 
 @reusing_batches
-def sparse_retrieval(settings=None, *, device=None, random_state=0, progress=False, **changes):
+def sparse_retrieval(
+    settings=None, *, device=None, random_state=None, seeds=None, progress=False, **changes
+):
     """Heads, widths and length generalization on q-sparse token retrieval.
 
     q-sparse token retrieval (Mousavi-Hosseini, Sanford, Wu and Erdogdu,
     2025) names q positions in order and asks for the named tokens side by
     side. One attention head averages tokens, so a readout of H heads
     retrieves at most H of q independent tokens: the theory's threshold is
-    H = q. Three parts:
+    H = q. Three studies (:mod:`stsq_learn.studies`), each over the run's
+    seeds, their fits trained as one batched model where the seeds move in
+    lockstep (``batch_seeds=True``):
 
-    1. *Heads.* For each q of ``q_values`` and each H of ``n_heads``, a
+    1. *Heads* (:func:`~stsq_learn.studies.sweep`). For each q of
+       ``q_values`` and each H of ``n_heads`` up to q + 1, a
        :class:`~stsq_learn.SparseTokenRetriever` (``heads_estimator``, width
        ``heads_width``) trained online on T = ``seq_len``, d =
-       ``n_features``; its relative MSE on ``n_test`` held-out rows,
-       beside the bound ``1 - H/q``. H > q + 1 is not tried (no more is
-       learned past q). The threshold at q is the fewest heads whose
+       ``n_features``; its relative MSE on ``n_test`` held-out rows, beside
+       the bound ``1 - H/q``. The threshold at q is the fewest heads whose
        relative MSE is below ``1 / (2q)``, half the least error of
-       ``q - 1`` heads: the theory's threshold is H = q, and None says
-       that no H tried got there within the budget.
-    2. *Widths.* At H = q = ``n_selected``, the smallest width reaching
-       ``target_r2`` against ``seq_lens`` for the attention model
+       ``q - 1`` heads (None: no H tried got there within the budget).
+    2. *Widths* (:func:`~stsq_learn.studies.minimal_width`). At H = q =
+       ``n_selected``, the smallest width of each model's grid reaching
+       ``target_r2`` against ``seq_lens``, for the attention model
        (``transformer``) and the fully-connected net (``fcn``, up to
-       ``fcn_max_seq_len``), by the separation's online search (each T
-       starting from the previous T's minimal width; see
-       :func:`~stsq_learn.experiments.width_separation`), and their growth
-       laws.
-    3. *Length.* Retrievers with stochastic and fixed encodings trained at
-       ``length_task`` = (T, d, q) with q heads, width ``length_width``,
-       scored on held-out rows lengthened to ``factors`` times T.
+       ``fcn_max_seq_len``): each T's search brackets from the previous
+       T's minimal width, and a T after one that reached none is not
+       searched (its lower bound carried over). The laws ``a + b log2 T``
+       and ``b T^c`` are fitted to each model's widths
+       (:func:`~stsq_learn.studies.compare_laws`).
+    3. *Length* (:func:`~stsq_learn.studies.length_curve`). Retrievers with
+       stochastic and fixed encodings trained at ``length_task`` = (T, d,
+       q) with q heads, width ``length_width``, scored (R^2) on held-out
+       rows lengthened to ``factors`` times T by the task's shift.
+
+    Seeds follow the studies' one rule (:mod:`stsq_learn.studies.seeds`):
+    every model of seed s is fitted with ``random_state=s``; its held-out
+    rows and length shifts come from the streams of s.
 
     Parameters
     ----------
@@ -308,178 +346,231 @@ def sparse_retrieval(settings=None, *, device=None, random_state=0, progress=Fal
         The three parts' settings (None: the defaults).
     device : str or None, default=None
         Training device; None keeps each estimator's.
-    random_state : int, default=0
-        Seed of the run.
+    random_state : int or None, default=None
+        The seed of a one-seed run (None: 0). Not with ``seeds``.
+    seeds : sequence of int or None, default=None
+        Run these seeds together and return one result per seed.
     progress : bool, default=False
-        Show tqdm progress bars.
+        Show the studies' progress bars.
     **changes
         Settings of :class:`SparseRetrievalSettings` to change
         (``sparse_retrieval(q_values=(2,))``).
 
     Returns
     -------
-    SparseRetrievalResult
-        The three parts' numbers.
+    SparseRetrievalResult or list of SparseRetrievalResult
+        The seed's numbers; with ``seeds``, one result per seed, in order.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad setting (naming it), before any fit.
     """
-    cfg = SparseRetrievalSettings.resolve(settings, changes)
-    target_r2 = cfg.target_r2
-    stop_at_target = check_bool(cfg.stop_at_target, "stop_at_target")
-    if not 0 < target_r2 < 1:
-        raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target_r2!r}.")
-    seq_len = check_positive_int(cfg.seq_len, "seq_len")
-    n_features = check_positive_int(cfg.n_features, "n_features")
-    q_values = sorted({check_positive_int(q, "q_values[i]") for q in cfg.q_values})
-    heads = sorted({check_positive_int(h, "n_heads[i]") for h in cfg.n_heads})
-    seq_lens = sorted({check_positive_int(T, "seq_lens[i]") for T in cfg.seq_lens})
-    if not q_values or not heads or not seq_lens:
-        raise ValueError("q_values, n_heads and seq_lens must each hold at least one value.")
+    if seeds is not None and random_state is not None:
+        raise ValueError("give random_state (one seed) or seeds (several), not both.")
+    one = [0 if random_state is None else random_state]
+    run_seeds = check_seeds(one if seeds is None else seeds)
+    parts = _parts(SparseRetrievalSettings.resolve(settings, changes), device)
+    with planning():  # every study checks its values before any fit
+        _run(parts, run_seeds, progress=False)
+    tables, seconds = _run(parts, run_seeds, progress=progress)
+    results = [_result_of(parts, tables, seconds, s) for s in run_seeds]
+    return results if seeds is not None else results[0]
+
+
+def _relative_mse(estimator, X, y):
+    """The scorer of the heads part: the relative MSE of ``estimator`` on ``(X, y)``."""
+    return relative_mse(y, estimator.predict(X))
+
+
+def _model(given, name, cls, setting=None):
+    """``given`` (the default model ``name`` when None), checked to be a ``cls``, cloned."""
+    model = _DEFAULT_MODELS[name] if given is None else given
+    if not isinstance(model, cls):
+        raise TypeError(
+            f"{setting or name} must be a {cls.__name__}, got {type(model).__name__}: {model!r}."
+        )
+    return clone(model)
+
+
+def _ints(values, name):
+    """Distinct positive ints, sorted; at least one."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of positive ints, got {values!r}.")
+    out = sorted({check_positive_int(v, f"{name}[i]") for v in values})
+    if not out:
+        raise ValueError(f"{name} must hold at least one value, got an empty sequence.")
+    return out
+
+
+def _steps(value, name):
+    return value if isinstance(value, str) and value == "auto" else check_positive_int(value, name)
+
+
+def _per_model(given, default, name, check):
+    """``{"transformer": ..., "fcn": ...}``: ``given``'s values over ``default``'s, checked."""
+    if given is not None and (not isinstance(given, dict) or set(given) - set(default)):
+        raise ValueError(f'{name} must be a dict with keys "transformer", "fcn", got {given!r}.')
+    return {m: check(v, f"{name}[{m!r}]") for m, v in {**default, **(given or {})}.items()}
+
+
+def _plain(value):
+    """A setting as JSON: an estimator as its class and non-default parameters."""
+    if hasattr(value, "get_params"):
+        defaults = type(value)().get_params(deep=False)
+        return {
+            "class": type(value).__name__,
+            **{
+                k: _plain(str(v) if k == "device" else v)
+                for k, v in value.get_params(deep=False).items()
+                if k not in ("callbacks", "random_state", "verbose") and v != defaults[k]
+            },
+        }
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _parts(cfg, device):
+    """The three studies' models, tasks and grids, every setting checked (naming it)."""
+    if isinstance(cfg.target_r2, bool) or not isinstance(cfg.target_r2, (int, float)):
+        raise TypeError(f"target_r2 must be a number, got {cfg.target_r2!r}.")
+    if not 0 < cfg.target_r2 < 1:
+        raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {cfg.target_r2!r}.")
+    check_bool(cfg.stop_at_target, "stop_at_target")
+    if not isinstance(cfg.length_task, (tuple, list)) or len(cfg.length_task) != 3:
+        raise ValueError(f"length_task must be a tuple (T, d, q), got {cfg.length_task!r}.")
+    T, d, q = (check_positive_int(v, f"length_task[{i}]") for i, v in enumerate(cfg.length_task))
+    seq_len, n_features = (check_positive_int(cfg[k], k) for k in ("seq_len", "n_features"))
+    q_values, n_heads = _ints(cfg.q_values, "q_values"), _ints(cfg.n_heads, "n_heads")
     if max(q_values) > seq_len:
         raise ValueError(f"q_values name up to {max(q_values)} positions of seq_len={seq_len}.")
-    n_selected = check_positive_int(cfg.n_selected, "n_selected")
-    grids, steps = checked_grids(cfg.widths, cfg.n_steps, _DEFAULT_WIDTHS, _DEFAULT_STEPS)
-    fcn_max_seq_len = check_positive_int(cfg.fcn_max_seq_len, "fcn_max_seq_len")
-    n_val = check_positive_int(cfg.n_val, "n_val")
-    n_test = check_positive_int(cfg.n_test, "n_test")
-    heads_width = check_positive_int(cfg.heads_width, "heads_width")
-    length_width = check_positive_int(cfg.length_width, "length_width")
-    heads_steps = checked_steps(cfg.heads_steps, "heads_steps")
-    length_steps = checked_steps(cfg.length_steps, "length_steps")
-    factors = sorted({check_positive_int(f, "factors[i]") for f in cfg.factors})
-    if not factors:
-        raise ValueError("factors must name at least one length multiple, got an empty sequence.")
-    length_task = SparseRetrievalTask(*checked_triple(cfg.length_task, "length_task"))
-    base = {
-        name: prepared(
-            given,
-            _DEFAULT_MODELS[name],
-            cls,
-            name,
-            device=device,
-            random_state=derived_seed(random_state, seed),
-        )
-        for name, given, cls, seed in (
-            ("transformer", cfg.transformer, SparseTokenRetriever, 40),
-            ("fcn", cfg.fcn, FCNRetriever, 41),
-            ("estimator", cfg.estimator, SparseTokenRetriever, 42),
-        )
-    }
-    # The heads part's model: the same seed as ``estimator``'s (None: that model).
-    base["heads"] = prepared(
-        base["estimator"] if cfg.heads_estimator is None else cfg.heads_estimator,
-        _DEFAULT_MODELS["estimator"],
-        SparseTokenRetriever,
-        "heads_estimator",
-        device=device,
-        random_state=derived_seed(random_state, 42),
+    seq_lens, n_selected = _ints(cfg.seq_lens, "seq_lens"), cfg.n_selected
+    fcn_max = check_positive_int(cfg.fcn_max_seq_len, "fcn_max_seq_len")
+    estimator = _model(cfg.estimator, "estimator", SparseTokenRetriever)
+    heads = estimator if cfg.heads_estimator is None else cfg.heads_estimator
+    heads = _model(heads, "estimator", SparseTokenRetriever, "heads_estimator")
+    heads.set_params(width=check_positive_int(cfg.heads_width, "heads_width"))
+    length = clone(estimator).set_params(
+        n_heads=q, width=check_positive_int(cfg.length_width, "length_width")
     )
-    base["transformer"].set_params(n_heads=n_selected)
-    seconds = {}
+    heads_steps = _steps(cfg.heads_steps, "heads_steps")
+    params = heads.get_params()
+    return {
+        "config": {
+            **_plain(dict(cfg)),
+            "heads_budget": {
+                "solver": params["solver"],
+                "learning_rate_init": params["learning_rate_init"],
+                "n_steps": planned_steps(heads, heads_steps),
+            },
+        },
+        "q_values": q_values,
+        "heads": (heads, SparseRetrievalTask(seq_len, n_features, q_values[0])),
+        "heads_grid": [
+            {"n_selected": [k], "n_heads": [h for h in n_heads if h <= k + 1]} for k in q_values
+        ],
+        "heads_steps": heads_steps,
+        "models": {
+            "transformer": _model(cfg.transformer, "transformer", SparseTokenRetriever).set_params(
+                n_heads=check_positive_int(n_selected, "n_selected")
+            ),
+            "fcn": _model(cfg.fcn, "fcn", FCNRetriever),
+        },
+        "search_task": SparseRetrievalTask(seq_lens[0], n_features, n_selected),
+        "widths": _per_model(cfg.widths, _DEFAULT_WIDTHS, "widths", _ints),
+        "n_steps": _per_model(cfg.n_steps, _DEFAULT_STEPS, "n_steps", check_positive_int),
+        "seq_lens": {"transformer": seq_lens, "fcn": [t for t in seq_lens if t <= fcn_max]},
+        "search": {
+            "target": cfg.target_r2,
+            "stop_at_target": cfg.stop_at_target,
+            "n_test": check_positive_int(cfg.n_val, "n_val"),
+        },
+        "length": (
+            {pe: clone(length).set_params(positional_encoding=pe) for pe in _ENCODINGS},
+            SparseRetrievalTask(T, d, q),
+            [f * T for f in _ints(cfg.factors, "factors")],
+        ),
+        "length_steps": _steps(cfg.length_steps, "length_steps"),
+        "n_test": check_positive_int(cfg.n_test, "n_test"),
+        "device": device,
+    }
 
+
+_ENCODINGS = ("stochastic", "fixed")
+
+
+def _run(parts, seeds, *, progress):
+    """The three studies' tables over ``seeds``, and each study's seconds."""
+    p = parts
+    common = dict(seeds=seeds, device=p["device"], progress=progress, batch_seeds=True)
+    tables, seconds = {}, {}
     start = time.perf_counter()
-    tasks = [SparseRetrievalTask(seq_len, n_features, q) for q in q_values]
-    heads_part = _heads(
-        tasks, heads, base["heads"], heads_width, heads_steps, n_test, random_state, progress
+    model, task = p["heads"]
+    tables["heads"] = sweep(
+        model,
+        task,
+        p["heads_grid"],
+        n_steps=p["heads_steps"],
+        n_test=p["n_test"],
+        scoring={"relative_mse": _relative_mse},
+        **common,
     )
     seconds["heads"] = round(time.perf_counter() - start, 1)
-
     start = time.perf_counter()
-    search = {m: base[m] for m in ("transformer", "fcn")}
-    search_tasks = [SparseRetrievalTask(T, n_features, n_selected) for T in seq_lens]
-    head = {"n_features": n_features, "n_selected": n_selected, "n_heads": n_selected}
-    by_length = search_by_length(
-        search_tasks,
-        search,
-        grids=grids,
-        steps=steps,
-        n_val=n_val,
-        target_r2=target_r2,
-        random_state=random_state,
-        fcn_max_seq_len=fcn_max_seq_len,
-        config={**head, "task": "q-sparse token retrieval"},
-        progress=progress,
-        stop_fits=stop_at_target,
+    tables["widths"] = StudyTable.concat(
+        [
+            minimal_width(
+                {name: model},
+                p["search_task"],
+                p["widths"][name],
+                grid={"seq_len": p["seq_lens"][name]},
+                n_steps=p["n_steps"][name],
+                **p["search"],
+                **common,
+            )
+            for name, model in p["models"].items()
+            if p["seq_lens"][name]
+        ]
     )
-    seconds["by_length"] = round(time.perf_counter() - start, 1)
-
+    seconds["widths"] = round(time.perf_counter() - start, 1)
     start = time.perf_counter()
-    length_estimator = clone(base["estimator"]).set_params(n_heads=length_task.n_selected)
-    length = length_part(
-        length_task,
-        length_estimator,
-        length_width,
-        length_steps,
-        factors,
-        n_test,
-        random_state,
-        progress,
-        label="retrieval",
-        seeds=(43, 44),
+    models, task, lengths = p["length"]
+    tables["length"] = length_curve(
+        models, task, lengths, n_steps=p["length_steps"], n_test=p["n_test"], **common
     )
-    length["n_heads"] = length_task.n_selected
     seconds["length"] = round(time.perf_counter() - start, 1)
+    return tables, seconds
 
-    config = {
-        "target_r2": target_r2,
-        "stop_at_target": stop_at_target,
-        "n_val": n_val,
-        "n_test": n_test,
-        "estimator": estimator_config(base["estimator"]),
-        "heads_estimator": estimator_config(base["heads"]),
-        "heads_steps": heads_steps,
-        "length_steps": length_steps,
-        "random_state": random_state,
-    }
+
+def _of_seed(table, seed):
+    """The rows of ``seed``, its ``meta`` naming that seed alone."""
+    data = table.where(seed=seed).to_dict()
+    data["meta"]["seeds"] = [seed]
+    return StudyTable.from_dict(data)
+
+
+def _result_of(parts, tables, seconds, seed):
+    """The result of one seed of the run."""
+    own = {name: _of_seed(table, seed) for name, table in tables.items()}
+    heads, laws = own["heads"], {}
+    threshold = {}
+    for q in parts["q_values"]:
+        rows = heads.where(n_selected=q)
+        below = [h for h, e in zip(rows["n_heads"], rows["relative_mse"]) if e < 1 / (2 * q)]
+        threshold[str(q)] = int(min(below)) if below else None
+    for name in parts["models"]:
+        try:
+            found = compare_laws(*own["widths"].where(model=name).xy("seq_len", "value"), _LAWS)
+        except (KeyError, ValueError):  # fewer than 3 widths at 2 lengths: no law
+            found = []
+        laws[name] = {law.name: law.to_dict() for law in found}
+    config = {**parts["config"], "random_state": seed}
     return SparseRetrievalResult(
-        config=config, heads=heads_part, by_length=by_length, length=length, seconds=seconds
+        config=config, threshold=threshold, laws=laws, seconds=dict(seconds), **own
     )
 
 
-def threshold_heads(n_heads, errors, q):
-    """The fewest heads whose relative MSE is below ``1 / (2q)``, or None.
-
-    ``1 / (2q)`` is half the least relative MSE of ``q - 1`` heads (the bound
-    ``1 - (q - 1)/q``): the theory's threshold is H = q. ``errors[i]`` is the
-    error of ``n_heads[i]`` heads (None where not tried).
-    """
-    level = 1.0 / (2 * q)
-    below = [h for h, e in zip(n_heads, errors) if e is not None and e < level]
-    return min(below) if below else None
-
-
-def _heads(tasks, heads, estimator, width, n_steps, n_test, random_state, progress):
-    """Relative MSE of every (q, H) with H <= q + 1, the bound 1 - H/q and the threshold."""
-    first = tasks[0]
-    params = estimator.get_params()
-    out = {
-        "seq_len": first.seq_len,
-        "n_features": first.n_features,
-        "width": width,
-        "n_steps": planned_steps(clone(estimator).set_params(width=width), n_steps),
-        "solver": params["solver"],
-        "learning_rate_init": params["learning_rate_init"],
-        "q_values": [t.n_selected for t in tasks],
-        "n_heads": list(heads),
-        "relative_mse": {},
-        "bound": {},
-        "threshold": {},
-        "threshold_level": {},
-    }
-    pairs = [(t, h) for t in tasks for h in heads if h <= t.n_selected + 1]
-    with progress_bar(len(pairs), "retrieval: (q, heads) fits", enabled=progress) as bar:
-        for task in tasks:
-            q = task.n_selected
-            X, y = test_rows(task, n_test, derived_seed(random_state, 500 + q))
-            errors = []
-            for h in heads:
-                if h > q + 1:
-                    errors.append(None)
-                    continue
-                model = clone(estimator).set_params(width=width, n_heads=h)
-                train_online(model, task, n_steps, desc=f"retrieval: q={q} H={h}", progress=False)
-                errors.append(float(relative_mse(y, model.predict(X))))
-                bar.update()
-            out["relative_mse"][str(q)] = errors
-            out["bound"][str(q)] = [max(0.0, 1 - h / q) for h in heads]
-            out["threshold"][str(q)] = threshold_heads(heads, errors, q)
-            out["threshold_level"][str(q)] = 1.0 / (2 * q)
-    return out
+_LAWS = ("log2", "power")

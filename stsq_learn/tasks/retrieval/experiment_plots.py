@@ -1,94 +1,173 @@
 """The figure of the q-sparse token retrieval experiment: the three panels of its ``plot()``.
 
-The relative MSE against the number of heads for each q, beside the bound
-``1 - H/q`` of fewer heads than named tokens; both models' minimal widths
-against T at H = q on log-log axes, with their laws (as the separation's
-middle panel); R^2 of stochastic and fixed encodings at longer lengths.
-
-Each panel takes a list of results, one per seed of the same experiment:
-one draws its numbers (``plot()``); several draw each curve as its median
-over the seeds with the min-max shaded, each minimal width as its median
-with min-max error bars (``plot_bands``).
+Each panel is a :class:`~stsq_learn.studies.BandDisplay` of one study's
+table, every seed's rows together (one seed draws its numbers; several,
+the median with the min-max): the relative MSE against the number of heads
+for each q, beside the bound ``1 - H/q`` of fewer heads than named tokens;
+both models' minimal widths against T at H = q on log-log axes, each with
+its theory's law drawn over the lengths it was fitted on; R^2 of stochastic
+and fixed encodings at longer lengths.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...experiments._bands import band
-from ...experiments._separation_plots import plot_both_models_bands
-from ...experiments._task_parts import plot_length_parts
+from ...studies import BandDisplay, StudyTable, fit_law
+
+LAWS = {"transformer": "log2", "fcn": "power"}
+"""The law the theory gives each model's minimal width against T (drawn in the figure)."""
+
+_LABELS = {"transformer": "attention (SPE)", "fcn": "FCN"}
 
 
-def plot_heads(results, ax):
-    """Relative MSE against H per q, with the bound ``max(0, 1 - H/q)`` dotted.
+def plot_figure(results, axes=None):
+    """The three panels over the results of one experiment's seeds (see ``plot_bands``).
 
-    Each q's threshold level ``1 / (2q)`` is a short dashed mark at H = q; a
-    q whose threshold is not at H = q within the budget is named in a note.
-    Over several seeds: each q's relative MSE is its median over the seeds
-    with the min-max shaded, and the note says in how many seeds a q missed.
+    Parameters
+    ----------
+    results : list of SparseRetrievalResult
+        One per seed, of the same settings.
+    axes : sequence of 3 matplotlib Axes, default=None
+        Where to draw (None: a new figure, one row of 3 axes).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on.
     """
-    hd = results[0].heads
-    heads = np.array(hd["n_heads"], float)
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
+    else:
+        axes = list(np.ravel(axes))
+        if len(axes) != 3:
+            raise ValueError(f"axes must be 3 matplotlib Axes, got {len(axes)}.")
+        fig = axes[0].figure
+    tables = {
+        name: StudyTable.concat([getattr(r, name) for r in results])
+        for name in ("heads", "widths", "length")
+    }
+    plot_heads(results, tables["heads"], axes[0])
+    plot_widths(results, tables["widths"], axes[1])
+    plot_lengths(results, tables["length"], axes[2])
+    if len(results) > 1:
+        fig.suptitle(f"q-sparse retrieval, median over {len(results)} seeds, band: min-max")
+    return fig
+
+
+def plot_heads(results, heads, ax):
+    """Relative MSE against H per q, its bound ``1 - H/q`` dotted, the level ``1/(2q)`` dashed.
+
+    A q whose threshold is not at H = q in some seed is named in a note.
+    """
+    cfg = results[0].config
+    qs = heads.unique("n_selected")
+    bound = {}
+    for q in qs:
+        hs = [h for h in heads.where(n_selected=q).unique("n_heads") if h <= q]
+        bound[q] = (hs, [1 - h / q for h in hs])
+    display = BandDisplay(
+        heads.bands("n_heads", "relative_mse", by=("n_selected",)),
+        x="param_n_heads",
+        hue="param_n_selected",
+        theory=bound,
+        xlabel="heads H",
+        ylabel="relative MSE (test)",
+    ).plot(ax, labels={q: f"q={q}" for q in qs}, legend=False)
+    for i, line in enumerate(display.theory_lines_.values()):
+        line.set_linestyle(":")
+        line.set_label("bound $1 - H/q$ (H <= q)" if i == 0 else "_nolegend_")
     missed = []
-    for i, q in enumerate(hd["q_values"]):
-        if len(results) == 1:
-            errors = hd["relative_mse"][str(q)]
-            tried = [(h, e) for h, e in zip(heads, errors) if e is not None]
-            ax.plot(*zip(*tried), "o-", color=f"C{i}", ms=6, label=f"q={q}")
-        else:
-            columns = [r.heads["relative_mse"][str(q)] for r in results]
-            band(ax, heads, columns, "o-", color=f"C{i}", ms=6, label=f"q={q}")
-        bound = [(h, b) for h, b in zip(heads, hd["bound"][str(q)]) if h <= q + 1]
-        ax.plot(*zip(*bound), ":", color=f"C{i}", lw=1.2)
-        level = hd.get("threshold_level", {}).get(str(q))
-        if level is not None:
-            ax.plot([q - 0.25, q + 0.25], [level, level], "--", color=f"C{i}", lw=1)
-            off = sum(r.heads["threshold"][str(q)] != q for r in results)
-            if off:
-                missed.append(q if len(results) == 1 else f"{q} ({off} of {len(results)} seeds)")
-    ax.plot([], [], "k:", lw=1.2, label="bound $1 - H/q$ (H < q)")
-    if "threshold_level" in hd:
-        ax.plot([], [], "k--", lw=1, label="threshold level $1/(2q)$ at H = q")
-    ax.set_xticks(heads, [str(int(h)) for h in heads])
-    ax.set_xlabel("heads H")
-    ax.set_ylabel("relative MSE (test)")
-    ax.set_ylim(-0.03, 1.03)
-    solver = hd.get("solver")
-    budget = f", {hd['n_steps']} {solver.upper()} steps" if solver else ""
-    ax.set_title(
-        f"Retrieval: error against heads (T={hd['seq_len']}, d={hd['n_features']}, "
-        f"m={hd['width']}{budget})",
-        fontsize="medium",
-    )
+    for q in qs:
+        color = display.lines_[q].get_color()
+        ax.plot([q - 0.25, q + 0.25], [1 / (2 * q)] * 2, "--", color=color, lw=1)
+        off = sum(r.threshold[str(q)] != q for r in results)
+        if off:
+            of = f" ({off} of {len(results)} seeds)" if len(results) > 1 else ""
+            missed.append(f"q={q}{of}")
+    ax.plot([], [], "k--", lw=1, label="threshold level $1/(2q)$ at H = q")
     if missed:
-        names = ", ".join(f"q={q}" for q in missed)
         ax.text(
             0.02,
             0.02,
-            f"no threshold at H = q for {names} within this budget\n"
-            f"(relative MSE at H = q not below 1/(2q)): too few steps",
+            f"no threshold at H = q for {', '.join(missed)} within this budget\n"
+            "(relative MSE at H = q not below 1/(2q)): too few steps",
             transform=ax.transAxes,
             fontsize="small",
             color="C3",
             va="bottom",
         )
+    hs = heads.unique("n_heads")
+    ax.set_xticks(hs, [str(h) for h in hs])
+    ax.set_ylim(-0.03, 1.03)
+    budget = cfg["heads_budget"]
+    ax.set_title(
+        f"Retrieval: error against heads (T={cfg['seq_len']}, d={cfg['n_features']}, "
+        f"m={cfg['heads_width']}, {budget['n_steps']} {budget['solver'].upper()} steps)",
+        fontsize="medium",
+    )
     ax.legend(fontsize="small", loc="upper right")
 
 
-def plot_widths(results, ax):
-    """Minimal widths of the attention model and the FCN against T (log-log), at H = q."""
-    plot_both_models_bands([r.by_length for r in results], ax)
-    cfg = results[0].by_length.config
-    ax.set_title(f"Retrieval: width against T (d={cfg['n_features']}, q=H={cfg['n_selected']})")
-    for text in ax.get_legend().get_texts():
-        text.set_text(text.get_text().replace("transformer (SPE)", "attention (SPE)"))
+def plot_widths(results, widths, ax):
+    """Minimal widths of the attention model and the FCN against T (log-log), at H = q.
+
+    Each model's theory law (:data:`LAWS`) is fitted to every seed's widths
+    and drawn over the lengths it was fitted on; a model with fewer than 3
+    widths at 2 lengths has none.
+    """
+    cfg = results[0].config
+    laws = {}
+    for name, law in LAWS.items():
+        try:
+            laws[name] = fit_law(*widths.where(model=name).xy("seq_len", "value"), law)
+        except (KeyError, ValueError):  # too few widths for a law
+            pass
+    BandDisplay.from_table(
+        widths,
+        x="seq_len",
+        y="value",
+        hue="model",
+        laws=laws,
+        bound="bound",
+        ax=ax,
+        style="errorbar",
+        logx=True,
+        logy=True,
+        labels=_LABELS,
+        xlabel="T",
+        ylabel=f"minimal width (R^2 >= {cfg['target_r2']})",
+        title=f"Retrieval: width against T (d={cfg['n_features']}, q=H={cfg['n_selected']})",
+    )
+    ax.set_xlabel("sequence length T (log scale)")
+    lens = widths.unique("seq_len") if len(widths) else []
+    ax.set_xticks(lens, [str(t) for t in lens])
+    seen = np.concatenate([widths.xy("seq_len", y)[1] for y in ("value", "bound")])
+    ax.set_yticks(sorted(set(seen)), [f"{w:g}" for w in sorted(set(seen))])
+    ax.minorticks_off()
 
 
-def plot_lengths(results, ax):
+def plot_lengths(results, length, ax):
     """R^2 of stochastic and fixed encodings at the evaluation lengths."""
-    ln = results[0].length
-    title = f"Retrieval: length generalization (q=H={ln['n_selected']}, m={ln['width']})"
-    xlabel = "evaluation length T' (log scale)"
-    lns = [r.length for r in results]
-    plot_length_parts(lns, ax, symbol="T", xlabel=xlabel, ylabel="$R^2$", title=title)
+    cfg = results[0].config
+    T, _, q = cfg["length_task"]
+    BandDisplay.from_table(
+        length,
+        x="eval_seq_len",
+        y="score",
+        hue="model",
+        ax=ax,
+        logx=True,
+        colors={"stochastic": "C0", "fixed": "C3"},
+        xlabel="evaluation length T' (log scale)",
+        ylabel="$R^2$",
+        title=f"Retrieval: length generalization (q=H={q}, m={cfg['length_width']})",
+    )
+    ax.axvline(T, color="gray", ls=":", lw=1, label=f"training T={T}")
+    ax.axhline(0.0, color="k", lw=0.5)
+    scores = np.asarray(length["score"], dtype=float)
+    low = float(np.min(scores[np.isfinite(scores)], initial=0.0))
+    ax.set_ylim(min(-0.1, low - 0.05), 1.02)
+    ax.legend(fontsize="small", loc="lower left")

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import math
 
-from sklearn.base import clone
-
-from ...experiments._common import planned_steps
-from ...experiments._record import Experiment, Work
+from ...experiments._record import Experiment
 from ...experiments._records._format import fmt
-from ...experiments._task_parts import width_search_rows
-from .. import SparseRetrievalTask
+from ...studies import planning
 from .estimators import FCNRetriever, SparseTokenRetriever
 from .experiment import SparseRetrievalResult, SparseRetrievalSettings, sparse_retrieval
 
@@ -168,63 +164,18 @@ PRESETS = {
     ),
 }
 
-# Fits a search is expected to take (as the separation's record): a few at the first
-# T, then about two.
-_FITS_FIRST, _FITS_NEXT = 3, 2
-
 
 def work(settings):
-    """Expected fits of each part.
+    """The studies' work for one seed, as they plan it (:func:`~stsq_learn.studies.planning`).
 
-    Heads: one fit per (q, H) with H <= q + 1 (of ``heads_estimator``, else
-    ``estimator``). Widths: 3 fits at the first
-    T, then 2 per T, for both models (the FCN up to ``fcn_max_seq_len``, at
-    its grid's middle width). Length: two fits.
+    Heads: one fit per (q, H) with H <= q + 1. Widths: the searches'
+    expected fits (3 at the first T, then 2 per T), for both models (the
+    FCN up to ``fcn_max_seq_len``). Length: one fit per encoding, scored at
+    every evaluation length.
     """
-    s = settings
-    out = []
-    for q in s.q_values:
-        task = SparseRetrievalTask(s.seq_len, s.n_features, q)
-        for h in s.n_heads:
-            if h <= q + 1:
-                model = s.estimator if s.heads_estimator is None else s.heads_estimator
-                est = clone(model).set_params(width=s.heads_width, n_heads=h)
-                steps = planned_steps(est, s.heads_steps)
-                out.append(Work(f"retrieval: q={q} H={h}", 1, steps, est, task, s.n_test))
-    for i, T in enumerate(sorted(s.seq_lens)):
-        task = SparseRetrievalTask(T, s.n_features, s.n_selected)
-        fits = _FITS_FIRST if i == 0 else _FITS_NEXT
-        for model, base, limit in (
-            ("transformer", s.transformer, max(s.seq_lens)),
-            ("fcn", s.fcn, s.fcn_max_seq_len),
-        ):
-            if T > limit:
-                continue
-            grid = sorted(s.widths[model])
-            est = clone(base).set_params(width=grid[len(grid) // 3])
-            if model == "transformer":
-                est.set_params(n_heads=s.n_selected)
-            out.append(
-                Work(f"retrieval: {model} T={T}", fits, s.n_steps[model], est, task, s.n_val)
-            )
-    T, d, q = s.length_task
-    task = SparseRetrievalTask(T, d, q)
-    rows = s.n_test * sum(s.factors) // max(s.factors)  # all lengths as rows at the longest
-    for pe in ("stochastic", "fixed"):
-        est = clone(s.estimator).set_params(width=s.length_width, n_heads=q, positional_encoding=pe)
-        steps = planned_steps(est, s.length_steps)
-        out.append(
-            Work(
-                f"retrieval: length, {pe}",
-                1,
-                steps,
-                est,
-                task,
-                rows,
-                predict_len=T * max(s.factors),
-            )
-        )
-    return out
+    with planning() as plan:
+        sparse_retrieval(settings)
+    return list(plan)
 
 
 def headline(result):
@@ -233,7 +184,7 @@ def headline(result):
     Parameters
     ----------
     result : SparseRetrievalResult
-        A run of :func:`~stsq_learn.experiments.sparse_retrieval`.
+        A run of :func:`~stsq_learn.experiments.sparse_retrieval` (one seed).
 
     Returns
     -------
@@ -243,50 +194,64 @@ def headline(result):
         ``1 / (2q)`` (NaN where none got there), flat.
     """
     hd = result.heads
-    out = {}
-    for q in hd["q_values"]:
-        for h, e in zip(hd["n_heads"], hd["relative_mse"][str(q)]):
-            if e is not None:
-                out[f"relative_mse.q={q}.H={h}"] = float(e)
-    for q in hd["q_values"]:
-        found = hd["threshold"][str(q)]
+    out = {
+        f"relative_mse.q={q}.H={h}": float(e)
+        for q, h, e in zip(hd["n_selected"], hd["n_heads"], hd["relative_mse"])
+    }
+    for q, found in result.threshold.items():
         out[f"threshold.q={q}"] = math.nan if found is None else float(found)
     return out
 
 
 def summary_rows(rows, res):
     """Summary rows of the retrieval experiment: heads and threshold, widths, laws, length."""
-    hd = res.heads
-    heads = ", ".join(map(str, hd["n_heads"]))
-    solver = str(hd.get("solver", "")).upper()
+    cfg, hd = res.config, res.heads
+    heads = hd.unique("n_heads")
+    budget = cfg["heads_budget"]
     rows.append(
-        f"| Retrieval heads (T={hd['seq_len']}, d={hd['n_features']}, m={hd['width']}, "
-        f"{hd['n_steps']} {solver} steps) | relative MSE at H = {heads} | |"
+        f"| Retrieval heads (T={cfg['seq_len']}, d={cfg['n_features']}, "
+        f"m={cfg['heads_width']}, {budget['n_steps']} {budget['solver'].upper()} steps) "
+        f"| relative MSE at H = {', '.join(map(str, heads))} | |"
     )
-    for q in hd["q_values"]:
-        errors = " / ".join("-" if e is None else fmt(e) for e in hd["relative_mse"][str(q)])
-        rows.append(f"| | q={q} | {errors} |")
-    for q in hd["q_values"]:
-        found = hd["threshold"][str(q)]
-        level = hd["threshold_level"][str(q)]
+    for q in res.threshold:
+        part = hd.where(n_selected=int(q))
+        errors = dict(zip(part["n_heads"], part["relative_mse"]))
+        text = " / ".join("-" if h not in errors else fmt(errors[h]) for h in heads)
+        rows.append(f"| | q={q} | {text} |")
+    for q, found in res.threshold.items():
         text = f"H = {found}" if found is not None else "not reached within this budget"
-        if found is not None and found != q:
-            text += f" (not at H = q: {'too few steps' if found > q else 'below q'})"
+        if found is not None and found != int(q):
+            text += f" (not at H = q: {'too few steps' if found > int(q) else 'below q'})"
         rows.append(
-            f"| | q={q}: fewest H with relative MSE < 1/(2q) = {level:.3f} (theory: H = q) "
-            f"| {text} |"
+            f"| | q={q}: fewest H with relative MSE < 1/(2q) = {1 / (2 * int(q)):.3f} "
+            f"(theory: H = q) | {text} |"
         )
-    cfg = res.by_length.config
-    title = f"Retrieval widths (d={cfg['n_features']}, q=H={cfg['n_selected']}"
-    width_search_rows(rows, res.by_length, title=title, symbol="T")
-    ln = res.length
-    lens = ", ".join(str(t) for t in ln["eval_lengths"])
+    wd = res.widths
     rows.append(
-        f"| Retrieval length (trained at T={ln['seq_len']}, q=H={ln['n_selected']}, "
-        f"m={ln['width']}) | R^2 at T' = {lens} | |"
+        f"| Retrieval widths (d={cfg['n_features']}, q=H={cfg['n_selected']}, "
+        f"R^2 >= {cfg['target_r2']}) | T = {', '.join(map(str, wd.unique('seq_len')))} | |"
     )
-    for pe, values in ln["r2"].items():
-        rows.append(f"| | {pe} | {' / '.join(fmt(v) for v in values)} |")
+    for model, label in (("transformer", "attention"), ("fcn", "FCN")):
+        part = wd.where(model=model)
+        found = [
+            f"{w:g}" if math.isfinite(w) else f"> {b:g}" if math.isfinite(b) else "-"
+            for w, b in zip(part["value"], part["bound"])
+        ]
+        rows.append(f"| | minimal width, {label} | {' / '.join(found) or '-'} |")
+        for law in res.laws[model].values():
+            rows.append(
+                f"| | {label}: w = {law['formula'].replace('x', 'T')} "
+                f"| fit R^2 {law['r2']:.3f}, rms residual {law['rms']:.2f} |"
+            )
+    ln = res.length
+    T, _, q = cfg["length_task"]
+    lens = ln.unique("eval_seq_len")
+    rows.append(
+        f"| Retrieval length (trained at T={T}, q=H={q}, m={cfg['length_width']}) "
+        f"| R^2 at T' = {', '.join(map(str, lens))} | |"
+    )
+    for pe in ln.unique("model"):
+        rows.append(f"| | {pe} | {' / '.join(fmt(v) for v in ln.where(model=pe)['score'])} |")
 
 
 RECORD = Experiment(
@@ -301,5 +266,6 @@ RECORD = Experiment(
     # The threshold is a number of heads: one head either way.
     reference_rtol={"threshold.*": 0.5},
     aliases=("sparse_retrieval",),
+    seeds_batched=True,
     result=SparseRetrievalResult,
 )
