@@ -59,6 +59,7 @@ def test_reproduce_tiny_writes_figures_and_json_and_no_warning(tmp_path):
         "classification.png",
         "convergence.png",
         "encodings.png",
+        "in_context_regression.png",
         "length_generalization.png",
         "qsa.png",
         "retrieval.png",
