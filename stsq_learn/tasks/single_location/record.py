@@ -148,15 +148,15 @@ def summary_rows(rows, res):
     """Summary rows of single-location regression (one seed: where each of its runs ended)."""
     c, b = res.config, res.baselines
     where = f"d={c['n_features']}, L={c['seq_len']}, {c['n_steps']} steps, seed {c['random_state']}"
-    first = f"single_location ({where})"
+    first = f" single_location ({where}) "
     for schedule, name in (("decay", "decay"), ("constant", str(c["constant_lambda"]))):
         ends = res.runs.where(param_schedule=schedule)
         ended = dict(zip(ends["param_init"], ends["endpoint"]))
         rows.append(
-            f"| {first} | where the run ended, sphere / manifold, lambda {name} | "
+            f"|{first}| where the run ended, sphere / manifold, lambda {name} | "
             f"{ended['sphere']} / {ended['manifold']} |"
         )
-        first = ""
+        first = " "
     rows.append(f"| | oracle risk at the final lambda | {fmt(b['oracle']['decay'], 4)} |")
     rows.append(
         f"| | swapped point's risk at the final lambda (vs the oracle's) | "
