@@ -33,7 +33,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from ..._validation import check_positive_int
-from ...experiments._common import band_title, new_axes
+from ...experiments._common import band_title, new_axes, seed_results
 from ...experiments._settings import Settings
 from ...studies import BandDisplay, StudyTable, Work, check_seeds, stream_seed, sweep
 from ...studies.plan import active_plan
@@ -223,19 +223,10 @@ _N_PLOTTED = 60  # steps drawn per curve, spaced geometrically (the x axis is lo
 
 def _checked(results):
     """``results`` as a list of results of one experiment's seeds, or raise naming the fault."""
-    name = SingleLocationResult.__name__
-    if isinstance(results, SingleLocationResult):
-        raise TypeError(f"results must be a list of {name}, got one {name}: pass [result].")
-    results = list(results)
-    if not results:
-        raise ValueError(f"results must hold at least one {name}, got none.")
-    for i, r in enumerate(results):
-        if not isinstance(r, SingleLocationResult):
-            raise TypeError(f"results[{i}] must be a {name}, got {type(r).__name__}.")
+    results = seed_results(results, SingleLocationResult, ())
     first = {k: v for k, v in results[0].config.items() if k != "random_state"}
     for i, r in enumerate(results[1:], 1):
-        differ = [k for k in first if r.config.get(k) != first[k]]
-        if differ:
+        if differ := [k for k in first if r.config.get(k) != first[k]]:
             raise ValueError(
                 f"results[{i}] differs from results[0] in {', '.join(differ)}: the seeds of "
                 "one experiment share their settings."
@@ -497,7 +488,15 @@ def _erf_tables(cfg, task, erf, seeds, progress):
         lam = cfg.lambda_init if schedule == "decay" else cfg.constant_lambda
         for s in seeds:
             keys.append((label, init, schedule, s))
-            models.append(_erf_model(erf, init, schedule, lam, s, progress))
+            models.append(
+                clone(erf).set_params(
+                    init=init,
+                    lambda_schedule=schedule,
+                    lambda_init=lam,
+                    random_state=s,
+                    verbose=int(bool(progress)),
+                )
+            )
     # Where a run ends is what the experiment counts (reached, swapped, its gap to the
     # oracle): at the tests' size the constant-lambda runs end above the loss of predicting
     # 0, and the estimator's end-of-run "worse than no model" warning would print that once
@@ -525,17 +524,6 @@ def _erf_tables(cfg, task, erf, seeds, progress):
             runs.setdefault(name, []).append(value)
     meta = {"study": "single_location erf runs", "seeds": list(seeds), "batch_seeds": True}
     return StudyTable(curves, meta=meta), StudyTable(runs, meta=meta)
-
-
-def _erf_model(erf, init, schedule, lam, seed, progress):
-    """A copy of ``erf`` for one run: its start, schedule, temperature and seed."""
-    return clone(erf).set_params(
-        init=init,
-        lambda_schedule=schedule,
-        lambda_init=lam,
-        random_state=seed,
-        verbose=int(bool(progress)),
-    )
 
 
 def _final(cfg, task, model, k_star, v_star):
@@ -586,16 +574,12 @@ def _value(estimator, X, y):
     return float(estimator.alignment_curve_[-1, 1])
 
 
-def _final_lambda(cfg):
-    return {
+def _shared_baselines(cfg, task):
+    """The baselines every seed shares: closed forms and the swapped point (computed once)."""
+    final_lambda = {
         "decay": cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1)),
         "constant": cfg.constant_lambda,
     }
-
-
-def _shared_baselines(cfg, task):
-    """The baselines every seed shares: closed forms and the swapped point (computed once)."""
-    final_lambda = _final_lambda(cfg)
     points = {}
     for lam in set(final_lambda.values()):
         point = swapped_point(task, lam)
