@@ -155,7 +155,7 @@ def test_figure_has_four_panels_with_bands_over_seeds(one, seeds):
     plt.close(fig)
     bands = SingleLocationResult.plot_bands(seeds)
     ax_r, ax_k, ax_v, _ = bands.axes
-    assert fp.suptitle(bands) == "Single-location regression: median over 3 seeds, band: min-max"
+    assert fp.suptitle(bands) == "Single-location regression, median over 3 seeds, band: min-max"
     assert len(fp.fills(ax_r)) == len(fp.fills(ax_v)) == 4  # one band per run
     risks = np.array([r.curves.where(model="manifold/decay")["risk"] for r in seeds])
     line = fp.line(ax_r, "manifold, lambda decay")

@@ -33,7 +33,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from ..._validation import check_positive_int
-from ...experiments._common import band_title, new_axes, seed_results
+from ...experiments._common import new_axes, seed_results
 from ...experiments._settings import Settings
 from ...studies import BandDisplay, StudyTable, Work, check_seeds, stream_seed, sweep
 from ...studies.plan import active_plan
@@ -282,7 +282,7 @@ def _plot(results, axes):
         ax.legend().remove()
     _plot_endpoints(ax_e, results)
     if len(results) > 1:
-        fig.suptitle(f"Single-location regression: {band_title(len(results))}")
+        fig.suptitle(f"Single-location regression, median over {len(results)} seeds, band: min-max")
     return fig
 
 
