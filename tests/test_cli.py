@@ -51,7 +51,7 @@ def test_reproduce_tiny_writes_figures_and_json_and_no_warning(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "warning" not in run.stderr.lower(), run.stderr
-    assert "(seed 1): done in" in run.stderr
+    assert "single_location (seeds 1): done in" in run.stderr
     printed = run.stdout
     assert "| experiment |" in printed and "minimal width, transformer" in printed
     assert sorted(p.name for p in out.glob("*.png")) == [

@@ -719,35 +719,6 @@ def test_models_pickle_and_predict_the_same(saved, data):
         )
 
 
-# -- the experiment -------------------------------------------------------------------
-def test_experiment_tiny_preset_and_its_outputs(tmp_path):
-    import json
-
-    from stsq_learn.experiments import reproduce
-
-    results = reproduce("tiny", only="content", out=tmp_path, progress=False, n_threads=1)
-    res = results["single_location"]
-    assert len(res.runs) == 4 and {r["init"] for r in res.runs} == {"sphere", "manifold"}
-    for run in res.runs:
-        assert run["steps"][0] == 0 and run["steps"][-1] == 199
-        assert len(run["risk"]) == len(run["steps"]) == len(run["key_alignment"])
-        final = run["final"]
-        assert final["oracle"] == pytest.approx(
-            oracle_risk(SingleLocationTask(5, 20), final["lambda"])
-        )
-    b = res.baselines
-    assert b["linear"] == pytest.approx(0.5 - 0.25 / 4.5) and b["bayes"] < b["linear"] < b["zero"]
-    payload = json.loads((tmp_path / "results.json").read_text())
-    assert set(payload["single_location"]["reached"]) == {
-        "sphere/decay",
-        "sphere/constant",
-        "manifold/decay",
-        "manifold/constant",
-    }
-    assert (tmp_path / "single_location.png").stat().st_size > 0
-    assert "single_location (d=20, L=5, 200 steps)" in (tmp_path / "summary.md").read_text()
-
-
 def test_the_positional_attention_core_refuses_a_task_selected_by_content():
     from stsq_learn import AttentionRegressor, FCNRegressor, make_single_location
 
