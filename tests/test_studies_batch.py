@@ -42,7 +42,7 @@ def test_a_batched_sweep_scores_as_one_fit_after_another(models):
     assert list(batched["seed"]) == list(one["seed"]) == [0, 1, 2] * (2 * len(models))
     _close(one, batched, "score")
     assert list(batched["n_iter"]) == list(one["n_iter"])
-    assert not any(batched["error"])
+    assert not any(batched["fit_failure"])
     # trained together: the batched run's seconds are shared equally by its seeds
     for label in models:
         for width in grid["width"]:

@@ -32,7 +32,7 @@ from stsq_learn.studies.fits import test_rows
 TASK = SparseTokenSelectionTask(8, 2, 2)
 ATT = SparseTokenSelector(solver="adam", learning_rate_init=0.05, learning_rate="constant")
 FCN = FCNSelector(learning_rate_init=0.01)
-COMPARED = ("model", "seed", "param_width", "param_seq_len", "score", "n_iter", "error")
+COMPARED = ("model", "seed", "param_width", "param_seq_len", "score", "n_iter", "fit_failure")
 
 
 def _same(a, b, columns):
@@ -58,9 +58,9 @@ def test_sweep_rows_are_the_fits_a_user_would_make():
         "score",
         "n_iter",
         "seconds",
-        "error",
+        "fit_failure",
     )
-    assert len(table) == 2 * 4 * 2 and set(table["error"]) == {""}
+    assert len(table) == 2 * 4 * 2 and set(table["fit_failure"]) == {""}
     assert table["param_width"][:4].tolist() == [4, 4, 16, 16]  # the first name varies fastest
     assert table.meta["seeds"] == [3, 5] and table.meta["grid"] == ["width", "seq_len"]
     for row in (table[0], table[7], table[13]):
@@ -106,8 +106,8 @@ def test_a_failed_fit_is_a_row_with_its_error():
             {"ok": FCN.set_params(width=8), "bad": diverging}, TASK, seeds=2, n_steps=10, n_test=50
         )
     bad = table.where(model="bad")
-    assert np.isnan(bad["score"]).all() and all("Training diverged" in e for e in bad["error"])
-    assert set(table.where(model="ok")["error"]) == {""}
+    assert np.isnan(bad["score"]).all() and all("Training diverged" in e for e in bad["fit_failure"])
+    assert set(table.where(model="ok")["fit_failure"]) == {""}
     assert table.where(model="bad")["n_iter"].tolist() == [0, 0]
     zero = sweep(diverging, TASK, seeds=1, n_steps=10, n_test=50, error_score=0.0)
     assert zero["score"].tolist() == [0.0]
@@ -183,9 +183,9 @@ def test_length_curve_scores_as_the_length_shift_scorer():
         scorer = LengthShiftScorer(row["eval_seq_len"], random_state=stream_seed(2, "shift"))
         assert row["score"] == scorer(model, X, y)
     fcn = table.where(model="fcn")
-    assert np.isfinite(fcn["score"][0]) and fcn["error"][0] == ""
+    assert np.isfinite(fcn["score"][0]) and fcn["fit_failure"][0] == ""
     assert np.isnan(fcn["score"][1:]).all()
-    assert "cannot predict at seq_len=16" in fcn["error"][1]
+    assert "cannot predict at seq_len=16" in fcn["fit_failure"][1]
 
 
 def test_training_curve_measures_the_model_at_each_step():

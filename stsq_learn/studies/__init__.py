@@ -12,7 +12,8 @@ estimator}``):
 - :func:`search_threshold` and :func:`minimal_width`: the least value of a
   monotone parameter (a width, a number of heads, a signal) reaching a
   target score, per point and seed, with a lower bound where none does;
-- :func:`fit_law` and :func:`compare_laws`: growth laws fitted to the results;
+- :func:`fit_law`, :func:`fit_laws` (one per seed) and :func:`compare_laws`:
+  growth laws fitted to the results;
 - :class:`BandDisplay`: medians over the seeds with their min-max band,
   beside a law or a theory curve.
 
@@ -24,7 +25,7 @@ one way (:mod:`stsq_learn.studies.seeds`).
 """
 
 from .display import BandDisplay
-from .laws import LAWS, Law, compare_laws, fit_law
+from .laws import LAWS, Law, compare_laws, fit_law, fit_laws
 from .plan import StudyPlan, Work, planning
 from .search import METHODS, StopAtTarget, minimal_width, search_threshold
 from .seeds import check_seeds, stream_seed
@@ -44,6 +45,7 @@ __all__ = [
     "check_seeds",
     "compare_laws",
     "fit_law",
+    "fit_laws",
     "length_curve",
     "minimal_width",
     "planning",

@@ -8,6 +8,11 @@ at every size, so the fit sees the spread); :func:`compare_laws` fits
 several and orders them by how well they describe the points. A
 :class:`Law` knows the range of sizes it was fitted on, and the displays
 (:class:`~stsq_learn.studies.BandDisplay`) draw it only there.
+
+Over seeds, a law is fitted one way: once per seed (:func:`fit_laws`), and
+summarised by the median of each parameter (:meth:`Law.median`), which is
+what a figure draws and a summary reports, with the seeds' min and max.
+A law through the origin (``b sqrt(x)``: ``origin=True``) has no intercept.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LAWS", "Law", "compare_laws", "fit_law"]
+__all__ = ["LAWS", "Law", "compare_laws", "fit_law", "fit_laws"]
 
 LAWS = {
     "log": ("a + b ln(x)", np.log),
@@ -49,6 +54,11 @@ class Law:
         The smallest and largest x fitted: the law describes the data there.
     n_points : int
         Points fitted.
+    origin : bool, default=False
+        Whether the law goes through the origin (``a`` fixed at 0).
+    n_fits : int, default=1
+        Fits it summarises: more than one for :meth:`median` (its
+        parameters, ``r2`` and ``rms`` are the medians of theirs).
 
     Examples
     --------
@@ -58,6 +68,8 @@ class Law:
     (4.0, 1.0)
     >>> round(float(law(128)), 6)
     26.0
+    >>> law.label("T")
+    '-2 + 4 log2(T) (fit R^2 1.00)'
     """
 
     name: str
@@ -67,6 +79,8 @@ class Law:
     residuals: tuple
     x_range: tuple
     n_points: int
+    origin: bool = False
+    n_fits: int = 1
 
     def __call__(self, x):
         """The law's value at ``x`` (a number or an array)."""
@@ -82,6 +96,8 @@ class Law:
         if self.name == "power":
             return f"{p['b']:.3g} x^{p['c']:.3g}"
         term = LAWS[self.name][0].split("b ", 1)[1]
+        if self.origin:
+            return f"{p['b']:.3g} {term}"
         sign = "-" if p["b"] < 0 else "+"
         return f"{p['a']:.3g} {sign} {abs(p['b']):.3g} {term}"
 
@@ -96,12 +112,22 @@ class Law:
         Returns
         -------
         str
-            For example ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``.
+            For example ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``; a median of
+            several fits says so: ``"... (median of 3 fits, R^2 0.99)"``.
         """
-        return f"{self.formula.replace('x', x)} (fit R^2 {self.r2:.2f})"
+        formula = self.formula.replace("x", x)
+        if self.n_fits > 1:
+            return f"{formula} (median of {self.n_fits} fits, R^2 {self.r2:.2f})"
+        return f"{formula} (fit R^2 {self.r2:.2f})"
 
     def to_dict(self):
-        """JSON-ready dict of the fields (``formula`` added)."""
+        """JSON-ready dict of the fields (``formula`` added).
+
+        Returns
+        -------
+        dict
+            What :meth:`from_dict` reads back.
+        """
         return {
             "name": self.name,
             "params": dict(self.params),
@@ -111,7 +137,93 @@ class Law:
             "residuals": list(self.residuals),
             "x_range": list(self.x_range),
             "n_points": self.n_points,
+            "origin": self.origin,
+            "n_fits": self.n_fits,
         }
+
+    @classmethod
+    def from_dict(cls, data):
+        """The law :meth:`to_dict` wrote (``formula`` is recomputed, not read).
+
+        Parameters
+        ----------
+        data : dict
+            A :meth:`to_dict`, possibly read back from JSON.
+
+        Returns
+        -------
+        Law
+
+        Examples
+        --------
+        >>> from stsq_learn.studies import Law, fit_law
+        >>> law = fit_law([4, 8, 16], [1.0, 2.1, 2.9], "log2")
+        >>> Law.from_dict(law.to_dict()) == law
+        True
+        """
+        if not isinstance(data, dict) or data.get("name") not in LAWS:
+            raise ValueError(
+                f"data must be a Law.to_dict() with a 'name' of {sorted(LAWS)}, got {data!r}."
+            )
+        return cls(
+            name=data["name"],
+            params={k: float(v) for k, v in data["params"].items()},
+            r2=float(data["r2"]),
+            rms=float(data["rms"]),
+            residuals=tuple(float(r) for r in data.get("residuals", ())),
+            x_range=tuple(float(v) for v in data["x_range"]),
+            n_points=int(data["n_points"]),
+            origin=bool(data.get("origin", False)),
+            n_fits=int(data.get("n_fits", 1)),
+        )
+
+    @classmethod
+    def median(cls, laws):
+        """One law summarising several fits of one law: each parameter's median.
+
+        Its ``r2`` and ``rms`` are the medians of the fits', its ``x_range``
+        spans theirs, its ``n_fits`` counts them; it keeps no residuals.
+        This is the law a figure draws over seeds (:func:`fit_laws` fits
+        one per seed), so that the figure and a summary of the seeds'
+        parameters (median, min, max) say the same thing.
+
+        Parameters
+        ----------
+        laws : sequence or dict of Law
+            Fits of one law (the same ``name`` and ``origin``); a dict's
+            values are read, and None entries (too few points) left out.
+
+        Returns
+        -------
+        Law or None
+            None when no law is given.
+
+        Examples
+        --------
+        >>> from stsq_learn.studies import Law, fit_law
+        >>> laws = [fit_law([4, 8, 16], [b, 2 * b, 3 * b], "log2") for b in (1.0, 2.0, 4.0)]
+        >>> round(Law.median(laws).params["b"], 9), Law.median(laws).n_fits
+        (2.0, 3)
+        """
+        laws = [law for law in (laws.values() if isinstance(laws, dict) else laws) if law]
+        if not laws:
+            return None
+        kinds = {(law.name, law.origin) for law in laws}
+        if len(kinds) > 1:
+            raise ValueError(f"the median of laws needs one kind of law, got {sorted(kinds)}.")
+        if len(laws) == 1:
+            return laws[0]
+        return cls(
+            name=laws[0].name,
+            params={k: float(np.median([law.params[k] for law in laws])) for k in laws[0].params},
+            r2=float(np.median([law.r2 for law in laws])),
+            rms=float(np.median([law.rms for law in laws])),
+            residuals=(),
+            x_range=(min(law.x_range[0] for law in laws), max(law.x_range[1] for law in laws)),
+            n_points=sum(law.n_points for law in laws),
+            origin=laws[0].origin,
+            n_fits=sum(law.n_fits for law in laws),
+        )
 
 
 def _points(x, y, name):
@@ -131,14 +243,14 @@ def _points(x, y, name):
     return x, y
 
 
-def fit_law(x, y, law="log2"):
+def fit_law(x, y, law="log2", *, origin=False):
     """Fit one growth law to points ``(x, y)`` by least squares.
 
     Linear laws (``log``, ``log2``, ``sqrt``, ``linear``) are fitted as
-    ``y = a + b f(x)``; ``power`` as ``log y = log b + c log x``. Points
-    whose x or y is not a finite number (a threshold not reached) are left
-    out. A fit needs one point more than its two parameters: a line through
-    two points says nothing of a law.
+    ``y = a + b f(x)`` (``origin=True``: ``y = b f(x)``); ``power`` as
+    ``log y = log b + c log x``. Points whose x or y is not a finite number
+    (a threshold not reached) are left out. A fit needs one point more than
+    its parameters: a line through two points says nothing of a law.
 
     Parameters
     ----------
@@ -146,6 +258,9 @@ def fit_law(x, y, law="log2"):
         The sizes and the measured values (every seed's, side by side).
     law : {"log", "log2", "sqrt", "linear", "power"}, default="log2"
         The law.
+    origin : bool, default=False
+        Fit the law through the origin: ``a = 0`` (not for ``"power"``).
+        Its ``r2`` is then measured against the points' mean, as any fit's.
 
     Returns
     -------
@@ -157,23 +272,41 @@ def fit_law(x, y, law="log2"):
     ValueError
         For an unknown law, too few finite points or distinct x, or
         values outside the law's domain.
+
+    Examples
+    --------
+    >>> from stsq_learn.studies import fit_law
+    >>> fit_law([4, 16, 64], [4.0, 8.0, 16.0], "sqrt", origin=True).formula
+    '2 sqrt(x)'
     """
     x, y = _points(x, y, law)
-    if len(x) < 3 or np.ptp(x) == 0:
+    if origin and law == "power":
+        raise ValueError("the law 'power' (b x^c) has no intercept: origin=True does not apply.")
+    need = 2 if origin else 3
+    if len(x) < need or (not origin and np.ptp(x) == 0):
         raise ValueError(
-            f"fit_law needs at least 3 finite points at 2 distinct x for the law {law!r} "
-            f"(two parameters and a residual), got {len(x)} at {len(set(x.tolist()))}."
+            f"fit_law needs at least {need} finite points"
+            f"{'' if origin else ' at 2 distinct x'} for the law {law!r} "
+            f"(its parameters and a residual), got {len(x)} at {len(set(x.tolist()))}."
         )
     if law == "power":
         c, log_b = np.polyfit(np.log(x), np.log(y), 1)
         params = {"b": float(np.exp(log_b)), "c": float(c)}
         fitted = params["b"] * x ** params["c"]
+    elif origin:
+        f = LAWS[law][1](x)
+        b = float(f @ y / (f @ f)) if f @ f > 0 else 0.0
+        params = {"a": 0.0, "b": b}
+        fitted = b * f
     else:
         b, a = np.polyfit(LAWS[law][1](x), y, 1)
         params = {"a": float(a), "b": float(b)}
         fitted = a + b * LAWS[law][1](x)
     resid = y - fitted
-    total = float(((y - y.mean()) ** 2).sum())
+    # Equal values (every point the same) have no variance to explain: a law that meets
+    # them is exact (R^2 1), else it explains nothing (0); the rounding of the mean's
+    # subtraction is not divided by itself.
+    total = 0.0 if np.ptp(y) == 0 else float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((resid**2).sum()) / total if total > 0 else float(np.allclose(resid, 0))
     return Law(
         name=law,
@@ -183,7 +316,52 @@ def fit_law(x, y, law="log2"):
         residuals=tuple(float(r) for r in resid),
         x_range=(float(x.min()), float(x.max())),
         n_points=len(x),
+        origin=bool(origin),
     )
+
+
+def fit_laws(table, x, y, law="log2", *, origin=False, by="seed"):
+    """One law per seed (or per value of ``by``) fitted to a study table's points.
+
+    The one way a law is fitted over seeds: each seed's points alone. A
+    figure draws :meth:`Law.median` of them; a summary reports each
+    parameter's median with its min and max over the seeds.
+
+    Parameters
+    ----------
+    table : StudyTable
+        The rows (select one curve first: ``table.where(model=...)``).
+    x, y : str
+        The columns (a grid column may leave out ``param_``).
+    law : str, default="log2"
+        As for :func:`fit_law`.
+    origin : bool, default=False
+        As for :func:`fit_law`.
+    by : str, default="seed"
+        The column whose values get a law each.
+
+    Returns
+    -------
+    dict
+        Value of ``by`` (in order of first appearance) to its :class:`Law`,
+        or to None where its points cannot carry the law (too few finite
+        points, a single x).
+
+    Examples
+    --------
+    >>> from stsq_learn.studies import StudyTable, fit_laws
+    >>> table = StudyTable({"seed": [0, 0, 0, 1, 1, 1], "param_seq_len": [4, 8, 16] * 2,
+    ...                     "value": [2, 3, 4, 2, 4, 6]})
+    >>> {s: round(law.params["b"], 9) for s, law in fit_laws(table, "seq_len", "value").items()}
+    {0: 1.0, 1: 2.0}
+    """
+    out = {}
+    for key, part in table.groups(by):
+        try:
+            out[key[0]] = fit_law(*part.xy(x, y), law, origin=origin)
+        except ValueError:
+            out[key[0]] = None
+    return out
 
 
 def compare_laws(x, y, laws=("log2", "sqrt", "linear", "power")):

@@ -472,7 +472,7 @@ def search_threshold(
     trials : StudyTable
         With ``return_trials``: one row per fit, ``model``, ``seed``,
         ``param_*`` (the grid's, then the searched one's), ``score``,
-        ``n_iter``, ``seconds`` and ``error``.
+        ``n_iter``, ``seconds`` and ``fit_failure``.
 
     Examples
     --------
@@ -575,7 +575,7 @@ def search_threshold(
         "n_iter",
         "seconds",
     ]
-    trial_columns = [*columns, f"param_{param}", "score", "n_iter", "seconds", "error"]
+    trial_columns = [*columns, f"param_{param}", "score", "n_iter", "seconds", "fit_failure"]
     if dry_run:
         with planning() as plan:
             active_plan().extend(work)
@@ -655,7 +655,7 @@ def search_threshold(
                 "score": record["scores"]["score"],
                 "n_iter": record["n_iter"],
                 "seconds": record["seconds"],
-                "error": record["error"],
+                "fit_failure": record["error"],
             }
         )
         for name in trial_columns:

@@ -180,7 +180,7 @@ def _run(study, progress, dry_run, work, measure, rows_of, columns):
 
 
 def _record_columns(record):
-    return {"n_iter": record["n_iter"], "seconds": record["seconds"], "error": record["error"]}
+    return {"n_iter": record["n_iter"], "seconds": record["seconds"], "fit_failure": record["error"]}
 
 
 def sweep(
@@ -233,7 +233,7 @@ def sweep(
         ``scorer(estimator, X, y)``; a dict of them, one column each.
     error_score : "raise" or float, default=np.nan
         The score recorded for a fit that fails (its error in the column
-        ``error``, and a ``FitFailedWarning``); ``"raise"`` raises it.
+        ``fit_failure``, and a ``FitFailedWarning``); ``"raise"`` raises it.
     n_jobs : int or None, default=None
         Fits at once on joblib's active backend (loky processes, or a Dask
         cluster inside ``joblib.parallel_backend("dask")``). The numbers do
@@ -262,7 +262,7 @@ def sweep(
     StudyTable or StudyPlan
         One row per (model, point, seed): ``model``, ``seed``, ``param_*``,
         the score columns, ``n_iter`` (steps or epochs run), ``seconds``
-        and ``error`` (empty when the fit went well).
+        and ``fit_failure`` (the fit's error message; empty when it went well).
 
     Raises
     ------
@@ -276,7 +276,7 @@ def sweep(
     >>> table = sweep(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
     ...               {"width": [4, 16]}, seeds=2, n_steps=40, n_test=200)
     >>> table.columns
-    ('model', 'seed', 'param_width', 'score', 'n_iter', 'seconds', 'error')
+    ('model', 'seed', 'param_width', 'score', 'n_iter', 'seconds', 'fit_failure')
     >>> len(table), table.unique("param_width")
     (4, [4, 16])
     """
@@ -295,7 +295,7 @@ def sweep(
         device=device,
         batch_seeds=batch_seeds,
     )
-    columns = (*study.scorers, "n_iter", "seconds", "error")
+    columns = (*study.scorers, "n_iter", "seconds", "fit_failure")
     return _run(
         study,
         progress,
@@ -342,7 +342,7 @@ def length_curve(
     :class:`~stsq_learn.LengthShiftScorer` does; the models of a seed are
     scored on the same moved rows. A model that cannot predict at a length
     (a fully-connected net off its training length) scores ``error_score``
-    there, its error in the column ``error``.
+    there, its error in the column ``fit_failure``.
 
     Parameters
     ----------
@@ -364,7 +364,7 @@ def length_curve(
     StudyTable or StudyPlan
         One row per (model, point, seed, length): ``model``, ``seed``,
         ``param_*``, ``eval_seq_len``, the score columns, ``n_iter``,
-        ``seconds`` (of the fit) and ``error``.
+        ``seconds`` (of the fit) and ``fit_failure``.
 
     Examples
     --------
@@ -391,7 +391,7 @@ def length_curve(
         device=device,
         batch_seeds=batch_seeds,
     )
-    columns = ("eval_seq_len", *study.scorers, "n_iter", "seconds", "error")
+    columns = ("eval_seq_len", *study.scorers, "n_iter", "seconds", "fit_failure")
 
     def rows_of(record):
         return [
@@ -399,7 +399,7 @@ def length_curve(
                 "eval_seq_len": L,
                 **record["scores"][L],
                 **_record_columns(record),
-                "error": record["errors"][L],
+                "fit_failure": record["errors"][L],
             }
             for L in lengths
         ]
@@ -514,7 +514,7 @@ def training_curve(
     StudyTable or StudyPlan
         One row per (model, point, seed, step): ``model``, ``seed``,
         ``param_*``, ``step``, one column per measure, ``loss`` (the
-        training loss of that step; NaN at step 0), ``error``.
+        training loss of that step; NaN at step 0), ``fit_failure``.
 
     Examples
     --------
@@ -550,7 +550,7 @@ def training_curve(
         n_jobs=n_jobs,
         device=device,
     )
-    columns = ("step", *measures, "loss", "error")
+    columns = ("step", *measures, "loss", "fit_failure")
 
     def rows_of(record):
         (trace,) = record["callbacks"]
@@ -559,7 +559,7 @@ def training_curve(
         for r in trace.records_:
             k = r["step"]
             loss = curve[k - 1] if 0 < k <= len(curve) else np.nan
-            out.append({**r, "loss": loss, "error": record["error"]})
+            out.append({**r, "loss": loss, "fit_failure": record["error"]})
         return out
 
     return _run(

@@ -75,9 +75,15 @@ def _typed(values, kind):
 
 
 def _plain(value):
-    """A JSON value from a cell: Python scalars, lists for tuples, None for NaN."""
+    """A JSON value from a cell: Python scalars, lists for tuples, None for NaN.
+
+    An infinity is written as the string ``"inf"`` or ``"-inf"`` (JSON has no
+    number for it), which a float column reads back as the infinity.
+    """
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, (tuple, list)):
