@@ -143,7 +143,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser():
-    """The argument parser of ``stsq-learn`` (subcommands ``reproduce`` and ``fit``)."""
+    """The argument parser of ``stsq-learn`` (subcommands ``reproduce``, ``plot`` and ``fit``)."""
     parser = _Parser(
         prog="stsq-learn",
         description=(
@@ -155,13 +155,14 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     _add_reproduce(sub)
+    _add_plot(sub)
     _add_fit(sub)
     return parser
 
 
 def _experiments_text():
     """The registered experiments in run order, each with its aliases, for the help texts."""
-    from .experiments._records import RECORDS
+    from .experiments._record import RECORDS
 
     return ", ".join(
         name + (f" (or {', '.join(rec.aliases)})" if rec.aliases else "")
@@ -180,7 +181,8 @@ def _add_reproduce(sub):
             + ". The first three are the paper's claims: training dynamics (cos(W_pp, I) -> "
             "1), length generalization (stochastic vs fixed encodings) and the width "
             "separation (transformer ~ log T, FCN ~ T d). Writes <experiment>.png, "
-            "results.json and summary.md into --out and prints the summary table."
+            "bands.png, results.json (every seed's tables) and summary.md into --out and "
+            "prints the summary table; `stsq-learn plot` redraws the figures of a run."
         ),
     )
     size = rep.add_mutually_exclusive_group()
@@ -234,16 +236,16 @@ def _add_reproduce(sub):
         type=int,
         default=None,
         metavar="N",
-        help="seeds of each experiment with headline numbers, whose bands (median [min, max]) "
-        "go to results.json, summary.md and bands.png (default: 3; 1 at the tests' size); an "
-        "experiment without headline numbers runs one seed",
+        help="seeds of each experiment, run together in one call of it; the bands of its "
+        "headline numbers (median [min, max]) go to results.json, summary.md and bands.png "
+        "(default: 3; 1 at the tests' size)",
     )
     rep.add_argument(
         "--jobs",
         type=int,
         default=None,
         metavar="N",
-        help="worker processes the runs (one per experiment and seed) are spread over "
+        help="worker processes the experiments (one run each, every seed in it) are spread over "
         "(default: every usable core on a CPU, 1 on a GPU; -1: every usable core; "
         "1: this process); the numbers do not depend on it",
     )
@@ -285,13 +287,38 @@ def _add_reproduce(sub):
         "--scheduler",
         metavar="ADDRESS",
         default=None,
-        help="run the width-separation sweep on a dask cluster: a scheduler address "
+        help="run every experiment's fits on a dask cluster: a scheduler address "
         "(tcp://host:8786) or local:N for a LocalCluster of N worker processes "
         "(needs the distributed extra; default: this process)",
     )
     rep.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     _add_import(rep)
     rep.set_defaults(handler=_run_reproduce, subparser=rep)
+
+
+def _add_plot(sub):
+    """The ``plot`` subcommand: redraw a run's figures from its results.json."""
+    plot = sub.add_parser(
+        "plot",
+        help="redraw the figures of a run from its results.json, without training",
+        description=(
+            "Draw every figure of a run of `stsq-learn reproduce` (<experiment>.png and "
+            "bands.png) from its results.json, which holds every seed's tables: no model is "
+            "trained. On the machine of the run the PNGs equal the run's own, pixel for pixel."
+        ),
+    )
+    plot.add_argument("results", metavar="RESULTS_JSON", help="a run's results.json or its folder")
+    plot.add_argument("--out", required=True, help="the directory to write the PNGs into")
+    _add_import(plot)
+    plot.set_defaults(handler=_run_plot, subparser=plot)
+
+
+def _run_plot(args):
+    from .experiments import plot_results
+
+    written = plot_results(args.results, args.out)
+    print(f"Wrote {', '.join(p.name for p in written)} to {args.out}.")
+    return 0
 
 
 def _add_import(parser):
@@ -423,7 +450,6 @@ _HYPERPARAMETER_OPTIONS = (
 def _run_reproduce(args):
     from ._validation import check_positive_int
     from .experiments import (
-        _seeds,
         check_reference,
         load_reference,
         plan,
@@ -436,11 +462,12 @@ def _run_reproduce(args):
     from .experiments._reproduce import check_run_options
 
     # Every option is checked here, before any work, with --plan as without it:
-    # a run that its plan accepted does not then fail on an option.
+    # a run that its plan accepted does not then fail on an option. The seeds are
+    # checked by the one seed check of the studies.
     check_positive_int(args.threads, "--threads")
-    _seeds.check_n_seeds(args.seeds, args.seed, names=("--seeds", "--seed"))
-    _seeds.check_n_jobs(args.jobs, name="--jobs")
-    names, device = check_run_options(
+    if args.seeds is not None:
+        check_positive_int(args.seeds, "--seeds")
+    names, device, _ = check_run_options(
         out=args.out,
         device=args.device,
         seed=args.seed,
@@ -449,6 +476,7 @@ def _run_reproduce(args):
         scheduler=args.scheduler,
         n_seeds=args.seeds,
         n_jobs=args.jobs,
+        preset=args.preset or "quick",
     )
     if args.only is not None and len(names) < len(args.only):
         raise ValueError(

@@ -299,7 +299,7 @@ def _register_builtins():
         sts_law.SparseTokenSelectionTask,
         estimators=(sts.SparseTokenSelector, sts.FCNSelector),
         make=sts_law.make_sparse_token_selection,
-        experiments=tuple(f"stsq_learn.experiments._records.{n}" for n in selection_records),
+        experiments=(),  # PORT: convergence, length_generalization, separation, encodings
         exports=(sts_law.shift_length,),
         moved={"estimators": sts},
     )
@@ -307,7 +307,7 @@ def _register_builtins():
         qsa_law.SparseAveragingTask,
         estimators=(qsa.SparseTokenAverager, qsa.FCNAverager),
         make=qsa_law.make_sparse_averaging,
-        experiments=("stsq_learn.tasks.averaging.record",),
+        experiments=(),  # PORT
         exports=(qsa_law.shift_averaging, qsa_law.subset_means),
         modules=(modules.AttentionAverager, modules.FullyConnectedAverager),
         moved={"averaging": qsa},
@@ -316,21 +316,21 @@ def _register_builtins():
         ret_law.SparseRetrievalTask,
         estimators=(ret.SparseTokenRetriever, ret.FCNRetriever),
         make=ret_law.make_sparse_retrieval,
-        experiments=("stsq_learn.tasks.retrieval.record",),
+        experiments=(),  # PORT
         moved={"retrieval": ret},
     )
     register(
         sl_law.SingleLocationTask,
         estimators=(sl.ErfAttentionRegressor, sl.SoftmaxAttentionRegressor),
         make=sl_law.make_single_location,
-        experiments=("stsq_learn.tasks.single_location.record",),
+        experiments=(),  # PORT
         moved={"single_location": sl, "single_location_theory": theory},
     )
     register(
         stc_law.SparseTokenClassificationTask,
         estimators=(stc.SparseTokenClassifier,),
         make=stc_law.make_sparse_token_classification,
-        experiments=("stsq_learn.tasks.classification.record",),
+        experiments=(),  # PORT
         exports=(
             stc_baselines.FlattenTokens,
             stc_baselines.MeanPoolTokens,
@@ -348,7 +348,7 @@ def _register_builtins():
             icl_baselines.PromptGradientStep,
         ),
         make=icl_law.make_in_context_regression,
-        experiments=("stsq_learn.tasks.in_context.record",),
+        experiments=("stsq_learn.tasks.in_context.experiment",),
         exports=icl_theory.PUBLIC,
         modules=(icl_modules.LinearSelfAttention,),
     )

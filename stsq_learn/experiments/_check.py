@@ -29,7 +29,6 @@ A run matches a number when ``|measured median - median| <= tolerance``
 from __future__ import annotations
 
 import datetime
-import fnmatch
 import json
 import math
 import os
@@ -129,69 +128,25 @@ def _checked(data, what):
 def _read_run(results):
     """``(preset, meta, bands, seeds)`` of a run: a :class:`ReproduceResults`, or the path
     of its ``results.json`` or of the directory holding it."""
-    from ._reproduce import ReproduceResults
+    from ._reproduce import ReproduceResults, load_results
 
-    if isinstance(results, ReproduceResults):
-        return results.preset, results.meta, results.headline, results.seeds
-    if isinstance(results, dict):
+    if isinstance(results, dict) and not isinstance(results, ReproduceResults):
         raise TypeError(
             "results must be what reproduce() returns (a ReproduceResults) or the path of a "
             "run's results.json or directory, got a plain dict."
         )
-    if not isinstance(results, (str, os.PathLike)):
-        raise TypeError(
-            "results must be what reproduce() returns or the path of a run's results.json "
-            f"or directory, got {type(results).__name__}."
-        )
-    path = Path(results)
-    if path.is_dir():
-        path = path / "results.json"
-    if not path.is_file():
-        raise ValueError(f"results={os.fspath(results)!r}: no results.json there.")
-    data = json.loads(path.read_text())
-    meta = data.get("meta", {})
-    sections = {k: v for k, v in data.items() if k != "meta"}
-    if "preset" not in meta or any("headline" not in s for s in sections.values()):
-        raise ValueError(
-            f"results={os.fspath(results)!r} has no headline bands (written before 0.6?): "
-            "rerun reproduce."
-        )
-    bands = {name: s["headline"] for name, s in sections.items()}
-    seeds = {name: s.get("seeds") for name, s in sections.items()}
-    return meta["preset"], meta, bands, seeds
+    if not isinstance(results, ReproduceResults):
+        results = load_results(results)
+    return results.preset, results.meta, results.headline, results.seeds
 
 
-def _inner_spread(numbers, number):
-    """The spread over an experiment's own seeds of ``number`` (its ``_min`` and ``_max``).
+def _step_tolerance(experiment, number):
+    """``(rtol, atol)``: the least tolerances the experiment's record gives ``number``."""
+    from ._record import RECORDS
 
-    An experiment that runs its seeds itself reports a mean with its min and
-    max over them (``x``, ``x_min``, ``x_max``); that spread stands in for
-    the spread over runs it does not have. 0 where there is none.
-    """
-    base = number[:-4] if number.endswith(("_min", "_max")) else number
-    low, high = numbers.get(f"{base}_min"), numbers.get(f"{base}_max")
-    if low is None or high is None:
-        return 0.0
-    spread = high["median"] - low["median"]
-    return float(spread) if math.isfinite(spread) else 0.0
-
-
-def _step_atol(experiment, number):
-    """The least absolute tolerance the experiment's record gives ``number`` (0 if none)."""
-    from ._records import RECORDS
-
-    record = RECORDS.get(experiment) if experiment in RECORDS else None
-    patterns = getattr(record, "reference_atol", None) or {}
-    return max((a for p, a in patterns.items() if fnmatch.fnmatchcase(number, p)), default=0.0)
-
-
-def _step_rtol(experiment, number):
-    """The least relative tolerance the experiment's record gives ``number`` (0 if none)."""
-    from ._records import RECORDS
-
-    record = RECORDS.get(experiment) if experiment in RECORDS else None
-    patterns = getattr(record, "reference_rtol", None) or {}
-    return max((r for p, r in patterns.items() if fnmatch.fnmatchcase(number, p)), default=0.0)
+    if experiment not in RECORDS:
+        return 0.0, 0.0
+    return RECORDS[experiment].step_tolerance(number)
 
 
 def tolerance(band, *, factor=FACTOR, rtol=RTOL, atol=ATOL):
@@ -240,8 +195,7 @@ def write_reference(
     factor, rtol, atol : float, default=3.0, 0.05, 0.001
         Each number's tolerance is ``max(factor x (max - min), rtol x |median|,
         atol)``: three times its spread over the seeds (the range of a few
-        seeds understates it), never below a floor; an experiment that runs
-        its seeds itself gives the spread of its ``_min`` and ``_max``.
+        seeds understates it), never below a floor.
     floors : dict of str to float, default=None
         ``"experiment.number"`` to a floor of its own, in place of
         ``max(rtol x |median|, atol)``.
@@ -249,9 +203,9 @@ def write_reference(
     Notes
     -----
     A number that moves in steps (a width of a grid, a number of heads) is
-    given at least its record's ``reference_rtol`` times ``|median|``
-    (:class:`~stsq_learn.experiments._record.Experiment`), so a run one
-    step away still matches.
+    given at least its record's ``reference_rtol`` times ``|median|`` (and
+    its ``reference_atol``; :class:`~stsq_learn.experiments.Experiment`),
+    so a run one step away still matches.
 
     Returns
     -------
@@ -280,10 +234,10 @@ def write_reference(
                 tol = max(factor * _finite_spread(band), float(floors.pop(key)))
             else:
                 tol = tolerance(band, factor=factor, rtol=rtol, atol=atol)
-            step = _step_rtol(name, number)
-            if step and math.isfinite(band["median"]):
-                tol = max(tol, step * abs(band["median"]))
-            tol = max(tol, factor * _inner_spread(numbers, number), _step_atol(name, number))
+            step_rtol, step_atol = _step_tolerance(name, number)
+            if step_rtol and math.isfinite(band["median"]):
+                tol = max(tol, step_rtol * abs(band["median"]))
+            tol = max(tol, step_atol)
             experiments[name][number] = {
                 "median": band["median"],
                 "tolerance": tol,
@@ -334,7 +288,7 @@ def _finite_spread(band):
 
 def machine():
     """This machine, for a reference's provenance: system, processor, cores, torch's CPU kind."""
-    from ._seeds import usable_cores
+    from ._runs import usable_cores
 
     out = {
         "system": platform.platform(),

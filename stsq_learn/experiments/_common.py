@@ -66,14 +66,25 @@ def dataclass_dict(obj, *, skip=()):
     return {f.name: jsonable(getattr(obj, f.name)) for f in fields(obj) if f.name not in skip}
 
 
-def new_axes(axes, n, *, figsize):
-    """Return ``(figure, axes)``: ``axes`` if given (n of them), else a new row of n."""
+def new_axes(axes, n, *, figsize=None, ncols=None, panel=(5.0, 4.0)):
+    """Return ``(figure, axes)``: ``axes`` if given (n of them), else a new grid of n panels.
+
+    The new grid has ``ncols`` columns (None: one row of n) of panels of
+    ``panel`` inches (or the whole ``figsize``); the cells past ``n`` are
+    hidden.
+    """
     import matplotlib.pyplot as plt
 
     if axes is None:
-        fig, axes = plt.subplots(1, n, figsize=figsize, layout="constrained")
-        axes = np.atleast_1d(axes)
-        return fig, list(axes)
+        ncols = n if ncols is None else min(ncols, n)
+        nrows = -(-n // ncols)
+        if figsize is None:
+            figsize = (panel[0] * ncols, panel[1] * nrows)
+        fig, grid = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained")
+        grid = list(np.atleast_1d(grid).ravel())
+        for ax in grid[n:]:
+            ax.set_visible(False)
+        return fig, grid[:n]
     axes = list(np.atleast_1d(axes))
     if len(axes) != n:
         raise ValueError(f"axes must hold {n} matplotlib Axes, got {len(axes)}.")

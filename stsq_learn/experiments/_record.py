@@ -1,30 +1,74 @@
-"""One record per experiment, and the plan of a run: its fits, steps and estimated time.
+"""The record of an experiment: what ``reproduce`` knows of it, and the call every one shares.
 
-An :class:`Experiment` holds everything :func:`~stsq_learn.experiments.reproduce`
-needs to know about one experiment: its name and aliases, the function that
-runs it, its settings (one typed object, :mod:`._settings`) and their
-instance at each size, the rows it adds to the summary, and the work an
-estimate times (:class:`Work`). The records live one module per experiment,
-in ``_records/`` or in the experiment's task's home (``record.py``).
+An experiment is a composition of studies. Its module (in its task's home)
+declares its settings (:class:`~stsq_learn.experiments.Settings`, with
+constraints), the function running its studies over every seed (``run``:
+settings and seeds to named tables), the figure drawn from those tables,
+its headline numbers (one seed's, read through
+:meth:`ExperimentResult.seed`) and summary rows, and one :class:`Experiment`
+record holding them with its presets (changes from the settings'
+defaults). The record is registered with its task
+(:func:`stsq_learn.registry.register`); :data:`RECORDS` lists them.
+
+Every experiment's public function has one signature,
+``experiment(settings=None, *, seeds=3, device=None, progress=False,
+n_jobs=None, **changes)``, and returns one
+:class:`~stsq_learn.experiments.ExperimentResult`; its shared parameters
+are documented once (:data:`document_experiment`).
 """
 
 from __future__ import annotations
 
-import math
+import fnmatch
+import numbers
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-from sklearn.base import clone
-
+from .. import registry
+from .._docstrings import Substitution
+from .._validation import resolve_device
+from ..studies import StudyTable, planning
+from ..studies.fits import check_n_jobs
 from ..studies.plan import Work as Work  # the part of a run a plan times
-from ._common import timing_run
+from ..studies.seeds import check_seeds
+from ._result import ExperimentResult
 from ._settings import Settings
 
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
+
+document_experiment = Substitution(
+    parameters="""\
+settings : Settings, mapping, str or None, default=None
+    The experiment's settings: an instance of its settings class, a
+    mapping of setting to value, the name of a size of ``SIZES`` (its
+    preset), or None (the defaults). Every setting is checked against its
+    constraints before any fit.
+seeds : int or sequence of int, default=3
+    The seeds (:func:`~stsq_learn.studies.check_seeds`: ``3`` is
+    ``(0, 1, 2)``). Seed ``s`` fits every model with ``random_state=s`` and
+    draws its rows from :func:`~stsq_learn.studies.stream_seed`, so a run
+    of several seeds gives, seed by seed, the numbers of one-seed runs;
+    the seeds train together where the models batch them.
+device : str or None, default=None
+    Training device of every model (``"auto"``, ``"cpu"``, ``"cuda"``);
+    None keeps each estimator's own.
+progress : bool, default=False
+    Show progress bars over each study's fits.
+n_jobs : int or None, default=None
+    Fits each study runs at once on joblib's active backend (loky
+    processes, or a dask cluster: :func:`stsq_learn.distributed.dask_backend`);
+    the numbers do not depend on it.
+**changes
+    Settings to change (``n_steps=200``).""",
+    returns="""\
+ExperimentResult
+    The settings and every study's table, every seed in them; its
+    ``plot()`` draws the figure, ``bands()`` the headline numbers over
+    the seeds, ``seed(s)`` one seed's view.""",
+)
+"""Fills the ``{parameters}`` and ``{returns}`` of an experiment function's docstring."""
 
 
 @dataclass(frozen=True)
@@ -36,226 +80,224 @@ class Experiment:
     name : str
         Its name: a section of ``results.json`` and a value of ``only``.
     function : callable
-        Runs it: ``function(settings, device=..., random_state=...,
-        progress=...)``, ``settings`` an instance of :attr:`settings`;
-        returns a result with ``to_dict()`` and ``plot()``.
-    presets : dict of str to Settings
-        The settings at each size of ``SIZES``, instances of
-        :attr:`settings` (a mapping is made one when the record is built).
-    summary_rows : callable
-        ``summary_rows(rows, result)`` appends the result's lines of the
-        Markdown summary to the list ``rows``.
-    work : callable
-        ``work(presets[size])``: the list of :class:`Work` the run does,
-        for :func:`~stsq_learn.experiments.plan`.
+        Its public function (the shared signature, see the module).
     settings : type
-        The experiment's settings, a subclass of
-        :class:`~stsq_learn.experiments.Settings` declared beside its
-        function, of which every preset is an instance.
+        Its settings, a subclass of :class:`~stsq_learn.experiments.Settings`.
+    presets : dict
+        Size of :data:`SIZES` to the changes from the settings' defaults
+        (a dict), or to the name of another size whose preset it shares;
+        made :attr:`settings` instances when the record is built.
+    run : callable
+        ``run(settings, seeds, *, device, progress, n_jobs)``: its studies
+        over every seed, returning a dict of name to
+        :class:`~stsq_learn.studies.StudyTable`. Inside
+        :func:`~stsq_learn.studies.planning` it records its work and does
+        no other heavy work (the plan of a run).
+    figure : callable
+        ``figure(result, axes=None)``: the experiment's figure, from the
+        tables of an :class:`ExperimentResult` alone.
+    headline : callable or None, default=None
+        ``headline(result)`` of a one-seed view (:meth:`ExperimentResult.seed`):
+        the numbers a run is judged by, a flat dict of str to float. Their
+        bands over the seeds go to ``results.json`` and the summary, and
+        ``--check`` compares the medians with the shipped reference.
+    summary : callable or None, default=None
+        ``summary(result)``: the experiment's rows of the Markdown summary
+        (``| experiment | measure | value |``), read from the tables and the
+        headline bands.
+    provenance : dict or None, default=None
+        Setting name to where its value comes from: ``"paper: ..."`` or
+        ``"ours: ..."``, written to ``results.json``'s meta.
     aliases : tuple of str, default=()
         Other names ``only`` accepts.
-    result : type or None, default=None
-        The class of ``function``'s result, exported with it by
-        :mod:`stsq_learn.experiments` (the experiments of a task's home).
-    headline : callable or None, default=None
-        ``headline(result)``: the experiment's headline numbers for one
-        seed, a flat dict of str to float. With it, :func:`reproduce` runs
-        the experiment once per seed and reports each number's band (its
-        values, min, median and max over the seeds), and ``--check``
-        compares the medians with the shipped reference; without it, the
-        experiment runs one seed.
-    provenance : dict or None, default=None
-        Setting name to where its value comes from: ``"paper: ..."`` (fixed
-        by the paper) or ``"ours: ..."`` (a choice of this package), written
-        to ``results.json``'s meta and summarised in ``summary.md``.
-    seeds_inside : bool, default=False
-        The experiment runs several seeds itself (its presets say how many)
-        and its headline numbers are already over them (a mean, with its min
-        and max): :func:`reproduce` runs it once, from the first seed.
-    seeds_batched : bool, default=False
-        The experiment trains its seeds together (as one batched model,
-        :mod:`stsq_learn.engine.members`, wherever they move in lockstep):
-        :func:`reproduce` calls it once, ``function(settings,
-        seeds=(s0, s1, ...), device=..., progress=...)`` without
-        ``random_state``, and it returns a list of results, one per seed in
-        that order, each what a call with ``random_state=s`` returns. The
-        bands, figures and checks read them as the results of separate runs.
-    reference_rtol : dict of str to float or None, default=None
-        Headline numbers that move in steps (a width of a grid, a number of
-        heads) to the least relative tolerance a reference gives them, by
-        pattern (``fnmatch``, e.g. ``"*_width": 0.5``: one step of a grid
-        whose neighbours are at most twice apart). Seeds that agree leave
-        such a number no spread, and another machine's rounding can move it
-        one step.
-    reference_atol : dict of str to float or None, default=None
-        As ``reference_rtol``, the least absolute tolerance: for a number
-        that moves in steps of a fixed size (a fraction of a few seeds).
+    reference_rtol, reference_atol : dict of str to float or None, default=None
+        Headline numbers that move in steps (a width of a grid, a fraction
+        of a few seeds) to the least relative or absolute tolerance a
+        reference gives them, by ``fnmatch`` pattern (``"*_width": 0.5``).
     """
 
     name: str
     function: Callable
-    presets: dict
-    summary_rows: Callable
-    work: Callable
     settings: type
-    aliases: tuple = field(default=())
-    result: type | None = None
+    presets: dict
+    run: Callable
+    figure: Callable
     headline: Callable | None = None
+    summary: Callable | None = None
     provenance: dict | None = None
-    seeds_inside: bool = False
-    seeds_batched: bool = False
+    aliases: tuple = field(default=())
     reference_rtol: dict | None = None
     reference_atol: dict | None = None
 
     def __post_init__(self):
-        if self.seeds_inside and self.seeds_batched:
-            raise ValueError(
-                f"experiment {self.name!r}: seeds_inside and seeds_batched exclude each other "
-                "(one runs seeds of its own and reports over them, the other returns a result "
-                "per seed it is given)."
-            )
-        missing = [size for size in SIZES if size not in self.presets]
-        if missing:
-            raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
-        # The presets become instances of the experiment's settings (a typo fails here).
         if not (isinstance(self.settings, type) and issubclass(self.settings, Settings)):
             raise TypeError(
                 f"experiment {self.name!r}: settings must be a subclass of "
                 f"stsq_learn.experiments.Settings, got {self.settings!r}."
             )
+        missing = [size for size in SIZES if size not in self.presets]
+        if missing:
+            raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
         presets = {}
-        for size, preset in self.presets.items():
+        for size in SIZES:
+            preset = self.presets[size]
+            if isinstance(preset, str):  # another size's preset
+                if preset not in SIZES or isinstance(self.presets[preset], str):
+                    raise ValueError(
+                        f"experiment {self.name!r}, preset {size!r}: {preset!r} names no size "
+                        "with settings of its own."
+                    )
+                preset = self.presets[preset]
             try:
                 presets[size] = self.settings.resolve(preset)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
-        if isinstance(self.presets, dict):
-            # In place: the record module's PRESETS and the record's are one object.
-            self.presets.update(presets)
-        else:
-            object.__setattr__(self, "presets", presets)
-        if self.headline is not None and not callable(self.headline):
-            raise TypeError(
-                f"experiment {self.name!r}: headline must be a callable or None, "
-                f"got {self.headline!r}."
-            )
+        object.__setattr__(self, "presets", presets)
+        for name in ("run", "figure", "function"):
+            if not callable(getattr(self, name)):
+                raise TypeError(f"experiment {self.name!r}: {name} must be callable.")
+        for name in ("headline", "summary"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise TypeError(f"experiment {self.name!r}: {name} must be a callable or None.")
         for option in ("reference_rtol", "reference_atol"):
             for pattern, value in dict(getattr(self, option) or {}).items():
-                if (
-                    not isinstance(pattern, str)
-                    or isinstance(value, bool)
-                    or not (isinstance(value, (int, float)) and value >= 0)
-                ):
+                if not isinstance(pattern, str) or not _non_negative(value):
                     raise ValueError(
                         f"experiment {self.name!r}: {option} maps number patterns to "
                         f"non-negative numbers, got {pattern!r}: {value!r}."
                     )
-        if self.provenance is not None:
-            if not isinstance(self.provenance, dict):
-                raise TypeError(
-                    f"experiment {self.name!r}: provenance must be a dict of setting to "
-                    f"'paper: ...' or 'ours: ...', got {type(self.provenance).__name__}."
+        for key, source in dict(self.provenance or {}).items():
+            if not isinstance(source, str) or not source.startswith(("paper:", "ours:")):
+                raise ValueError(
+                    f"experiment {self.name!r}: the provenance of {key!r} must start with "
+                    f"'paper:' or 'ours:', got {source!r}."
                 )
-            for key, source in self.provenance.items():
-                if not isinstance(source, str) or not source.startswith(("paper:", "ours:")):
-                    raise ValueError(
-                        f"experiment {self.name!r}: the provenance of {key!r} must start "
-                        f"with 'paper:' or 'ours:', got {source!r}."
-                    )
 
-    def arguments(self, size, **run_options):
-        """The keyword arguments of ``function`` that run the preset ``size``.
+    def __call__(
+        self, settings=None, changes=None, *, seeds=3, device=None, progress=False, n_jobs=None
+    ):
+        """Run the experiment (what its public function does): check, run, time.
 
-        Parameters
-        ----------
-        size : str
-            One of ``SIZES``.
-        **run_options
-            ``device``, ``random_state``, ``progress`` and the like.
+        Every argument is checked before any fit: the settings against
+        their constraints, the seeds by :func:`~stsq_learn.studies.check_seeds`,
+        the device, ``progress`` and ``n_jobs``.
 
         Returns
         -------
-        dict
-            ``{"settings": presets[size], **run_options}``.
+        ExperimentResult
         """
-        return {"settings": self.presets[size], **run_options}
+        cfg = self.resolve(settings, changes)
+        seeds = check_seeds(seeds)
+        if device is not None:
+            resolve_device(device)
+        if not isinstance(progress, bool):
+            raise TypeError(f"progress must be True or False, got {progress!r}.")
+        check_n_jobs(n_jobs)
+        start = time.perf_counter()
+        tables = self.run(cfg, seeds, device=device, progress=progress, n_jobs=n_jobs)
+        seconds = {"total": round(time.perf_counter() - start, 2)}
+        if not isinstance(tables, dict) or not all(
+            isinstance(t, StudyTable) for t in tables.values()
+        ):
+            raise TypeError(
+                f"experiment {self.name!r}: run must return a dict of name to StudyTable, "
+                f"got {type(tables).__name__}."
+            )
+        return ExperimentResult(self.name, cfg.to_json(), tables, seconds)
 
-    def planned_work(self, size):
-        """The :class:`Work` of the preset ``size`` (``work(presets[size])``).
+    def resolve(self, settings=None, changes=None):
+        """The settings of a call: an instance, a mapping, a size's name or None, and changes.
+
+        Returns
+        -------
+        Settings
+            An instance of :attr:`settings`, checked.
+        """
+        if isinstance(settings, str):
+            if settings not in SIZES:
+                raise ValueError(
+                    f"settings={settings!r} names no size; the sizes: {', '.join(SIZES)}."
+                )
+            settings = self.presets[settings]
+        return self.settings.resolve(settings, changes)
+
+    def headline_numbers(self, result):
+        """``headline(result)``, checked: a flat dict of str to a real number.
+
+        Parameters
+        ----------
+        result : ExperimentResult
+            A one-seed view.
+
+        Returns
+        -------
+        dict of str to float
+        """
+        numbers_ = self.headline(result)
+        if not isinstance(numbers_, dict):
+            raise TypeError(
+                f"the headline of experiment {self.name!r} must return a dict of str to float, "
+                f"got {type(numbers_).__name__}."
+            )
+        out = {}
+        for key, value in numbers_.items():
+            if not isinstance(key, str):
+                raise TypeError(f"the headline of experiment {self.name!r} has a key {key!r}.")
+            try:
+                out[key] = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"the headline number {self.name}.{key} must be a real number, got {value!r}."
+                ) from None
+        return out
+
+    def planned_work(self, size, *, n_seeds=1):
+        """The :class:`Work` of the preset ``size``, from one pass of ``run`` in a plan.
 
         Parameters
         ----------
         size : str
             One of ``SIZES``.
+        n_seeds : int, default=1
+            Seeds (a batched run plans every seed's fits).
 
         Returns
         -------
         list of Work
             The run's parts.
         """
-        return self.work(self.presets[size])
-
-
-def time_steps(estimator, task, *, device, probe_steps=(4, 12)):
-    """Seconds per online step and per fit (set-up) of ``estimator`` on ``task``.
-
-    Short ``fit_online`` runs of ``probe_steps`` steps, the shorter one
-    twice (the first may hold one-off costs, the faster is kept): their
-    difference gives the time of a step, the rest the fixed cost of a fit.
-    """
-    times = {}
-    # A few steps time the model; their loss is not the run's (a short run
-    # at a large step may rise before it falls), so divergence only warns.
-    settings = {"device": device, "random_state": 0, "callbacks": None, "on_divergence": "warn"}
-    own = estimator.get_params()
-    for k in (probe_steps[0], *probe_steps):
-        model = clone(estimator).set_params(**{p: v for p, v in settings.items() if p in own})
-        with timing_run(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            start = time.perf_counter()
-            model.fit_online(task, n_steps=k)
-            times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
-    short, long = (times[k] for k in probe_steps)
-    per_step = max((long - short) / (probe_steps[1] - probe_steps[0]), long / probe_steps[1] / 2)
-    return per_step, max(short - probe_steps[0] * per_step, 0.0), model
-
-
-def time_predict(model, task, rows, length):
-    """Seconds to predict ``rows`` rows of length ``length`` (timed on up to 256)."""
-    n = int(min(rows, 256))
-    X, y = task.sample(n, random_state=0)
-    if length is not None and length != task.seq_len:
-        X, _ = task.shift(X, y, length, random_state=0)
-    start = time.perf_counter()
-    model.predict(X)
-    return (time.perf_counter() - start) * rows / n
-
-
-def estimate(work, *, device):
-    """Per :class:`Work`, a dict of its fits, steps and estimated seconds.
-
-    Each distinct model and task is timed once (:func:`time_steps`), and its
-    prediction on up to 256 rows when the part predicts.
-    """
-    out = []
-    cache = {}
-    for part in work:
-        task = part.task
-        key = (repr(part.estimator), task)  # a task compares by value: its class and sizes
-        if key not in cache:
-            cache[key] = time_steps(part.estimator, part.task, device=device)
-        per_step, per_fit, model = cache[key]
-        seconds = part.fits * (per_fit + part.steps * per_step)
-        if part.predict_rows and part.fits:
-            seconds += part.fits * time_predict(
-                model, part.task, part.predict_rows, part.predict_len
+        with planning() as plan:
+            self.run(
+                self.presets[size], check_seeds(n_seeds), device=None, progress=False, n_jobs=None
             )
-        out.append(
-            {
-                "label": part.label,
-                "fits": part.fits,
-                "steps": part.fits * part.steps,
-                "seconds": float(np.round(seconds, 1)),
-            }
-        )
+        return list(plan)
+
+    def step_tolerance(self, number):
+        """``(rtol, atol)``: the least tolerances the record gives a headline number."""
+
+        def most(patterns):
+            patterns = patterns or {}
+            return max(
+                (v for p, v in patterns.items() if fnmatch.fnmatchcase(number, p)), default=0
+            )
+
+        return float(most(self.reference_rtol)), float(most(self.reference_atol))
+
+
+def _non_negative(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value >= 0
+
+
+def _registered_records():
+    """Experiment name to its record, in run order, as the registry lists them now."""
+    import importlib
+
+    out = {}
+    for entry in registry.experiments():
+        record = importlib.import_module(entry).RECORD if isinstance(entry, str) else entry
+        out[record.name] = record
     return out
+
+
+RECORDS = registry.View(_registered_records, "RECORDS")
+"""Experiment name to its :class:`Experiment`, in run order."""

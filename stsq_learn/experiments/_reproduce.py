@@ -1,9 +1,19 @@
-"""Run the experiments at a named size; write figures, results.json and a summary."""
+"""Run the experiments at a named size; write results.json, its figures and a summary.
+
+:func:`reproduce` calls every registered experiment once, with all its
+seeds, each on a worker process; ``results.json`` holds every experiment's
+whole :class:`~stsq_learn.experiments.ExperimentResult` (every seed's
+tables) and the bands of its headline numbers, under a format version.
+Every figure is drawn from ``results.json`` as read back
+(:func:`plot_results`), so ``stsq-learn plot RESULTS_JSON`` redraws a
+run's PNGs equal, pixel for pixel, to the run's own.
+"""
 
 from __future__ import annotations
 
-import inspect
+import functools
 import json
+import numbers
 import os
 import platform
 import tempfile
@@ -14,9 +24,18 @@ import torch
 
 from .._validation import check_positive_int, check_scheduler, resolve_device
 from .._version import __version__
-from . import _seeds
-from ._record import SIZES, estimate
-from ._records import RECORDS
+from ..studies.fits import check_n_jobs
+from ..studies.plan import StudyPlan
+from ..studies.seeds import check_seeds
+from . import _runs
+from ._record import RECORDS, SIZES
+from ._result import ExperimentResult
+
+RESULTS_FORMAT = "stsq-learn results 2"
+"""The ``format`` of the ``results.json`` this version writes and reads (0.8: every seed)."""
+
+DEFAULT_SEEDS = {"tiny": 1, "quick": 3, "full": 3, "gpu": 3}
+"""Seeds per experiment at each size when ``n_seeds`` is None."""
 
 
 def experiment_names():
@@ -30,7 +49,7 @@ def experiment_aliases():
 
 
 def presets():
-    """Size to experiment name to the arguments of its function, from the records."""
+    """Size to experiment name to its settings, from the records."""
     return {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
 
 
@@ -66,41 +85,56 @@ def resolve_experiments(only):
 
 
 class ReproduceResults(dict):
-    """What :func:`reproduce` returns: experiment name to its first seed's result.
+    """What :func:`reproduce` (and :func:`load_results`) gives: experiment name to its result.
 
-    A dict, as before seeds were added (``results["convergence"]`` is the
-    result of the first seed), with every seed's runs and the bands of the
-    headline numbers as attributes.
+    A dict of :class:`~stsq_learn.experiments.ExperimentResult`, each with
+    every seed's tables, in ``EXPERIMENTS`` order.
 
     Attributes
     ----------
     preset : str
         The size of the run.
-    seeds : dict of str to list of int
-        Per experiment, the seeds it ran (one for an experiment without
-        headline numbers).
-    runs : dict of str to list
-        Per experiment, its result for each seed, in seed order.
-    headline : dict of str to dict or None
-        Per experiment, each headline number's band over the seeds
-        (``{"values": [...], "min": ..., "median": ..., "max": ...}``), or
-        None for an experiment without headline numbers.
-    provenance : dict of str to dict
-        Per experiment whose record says, each setting's source
-        (``"paper: ..."`` or ``"ours: ..."``).
     meta : dict
-        Versions, device, threads, processes and seconds of the run (as in
-        ``results.json``).
+        Versions, device, seeds, threads, processes, seconds and provenance
+        of the run (as in ``results.json``).
     """
 
-    def __init__(self, results, *, preset, seeds, runs, headline, provenance, meta):
+    def __init__(self, results, *, preset, meta):
         super().__init__(results)
         self.preset = preset
-        self.seeds = seeds
-        self.runs = runs
-        self.headline = headline
-        self.provenance = provenance
         self.meta = meta
+
+    @property
+    def seeds(self):
+        """Experiment name to the list of its seeds."""
+        return {name: list(result.seeds) for name, result in self.items()}
+
+    @property
+    def headline(self):
+        """Experiment name to its headline numbers' bands (None without headline numbers)."""
+        return {name: (result.bands() or None) for name, result in self.items()}
+
+    @property
+    def provenance(self):
+        """Experiment name to its settings' sources, where its record says."""
+        return dict(self.meta.get("provenance", {}))
+
+    def to_dict(self):
+        """``results.json``: the format, the meta, and per experiment its result and bands.
+
+        Returns
+        -------
+        dict
+        """
+        headline = self.headline
+        return {
+            "format": RESULTS_FORMAT,
+            "meta": self.meta,
+            "experiments": {
+                name: {**result.to_dict(), "headline": headline[name]}
+                for name, result in self.items()
+            },
+        }
 
 
 def reproduce(
@@ -117,7 +151,7 @@ def reproduce(
     log=None,
     scheduler=None,
 ):
-    """Run the paper's experiments over seeds; optionally write figures and ``results.json``.
+    """Run the registered experiments over seeds; optionally write figures and ``results.json``.
 
     Parameters
     ----------
@@ -132,65 +166,56 @@ def reproduce(
     device : str, default="auto"
         Training device of every model.
     seed : int, default=0
-        The first seed: an experiment runs with ``seed``, ``seed + 1``, ...
+        The first seed: every experiment runs ``seed``, ``seed + 1``, ...
     n_seeds : int, default=None
-        Seeds of each experiment with headline numbers (its record's
-        ``headline``); an experiment without them runs ``seed`` only. None
-        is the size's default: 1 at ``"tiny"``, 3 at the other sizes.
+        Seeds of every experiment (None: 1 at ``"tiny"``, 3 at the other
+        sizes). Each experiment runs all of them in one call.
     only : str or sequence of str, default=None
-        Run only these experiments (names of ``EXPERIMENTS``, or the aliases
-        ``"length"``, ``"width"`` and ``"averaging"``).
+        Run only these experiments (names of ``EXPERIMENTS`` or their aliases).
     n_jobs : int, default=None
-        Worker processes (joblib's process backend) the runs, one per
-        experiment and seed, are spread over; never more than the runs.
-        None is every usable core on a CPU and 1 on a GPU, -1 every usable
-        core; 1 runs everything in this process. The numbers do not depend
-        on it.
+        Worker processes the experiments are spread over (joblib's process
+        backend); never more than the experiments. None is every usable core
+        on a CPU and 1 on a GPU, -1 every usable core; 1 runs everything in
+        this process. The numbers do not depend on it.
     n_threads : int, default=None
         PyTorch intra-op CPU threads of each run (restored afterwards);
         None is one. The models are small, so one thread per run, and runs
-        on every core, is fastest: several threads competing with other
-        processes can make each step many times slower.
+        on every core, is fastest.
     progress : bool, default=True
-        Show tqdm progress bars (on stderr): each run's own in this process,
-        one over the runs when they are spread over processes.
+        Show tqdm progress bars (on stderr).
     log : callable, default=None
-        Called with a line of text after each run (e.g. ``print``).
+        Called with a line of text after each experiment (e.g. ``print``).
     scheduler : str, default=None
-        Run the width-separation sweep on a dask cluster: ``"local:N"`` (a
-        LocalCluster of N worker processes) or a scheduler address; see
-        :func:`width_separation`. None runs everything in this process (or
-        in ``n_jobs`` processes); an experiment given a scheduler runs its
-        seeds in this process.
+        Run every experiment's studies on a dask cluster: ``"local:N"`` (a
+        LocalCluster of N worker processes) or a scheduler address (see
+        :func:`stsq_learn.distributed.dask_backend`); the experiments then
+        run one after another in this process, their fits on the cluster.
 
     Returns
     -------
     results : ReproduceResults
-        Experiment name to its first seed's result, in ``EXPERIMENTS``
-        order; its attributes hold every seed's results and the bands of the
-        headline numbers.
+        Experiment name to its :class:`ExperimentResult`, in ``EXPERIMENTS``
+        order.
 
     Notes
     -----
-    ``results.json`` holds, per experiment, its first seed's result
-    (``to_dict()``), the seeds (``"seeds"``) and the bands of its headline
-    numbers (``"headline"``: per number, its per-seed ``values`` and their
-    ``min``, ``median`` and ``max``; null without headline numbers), and in
-    ``meta`` each experiment's ``provenance`` (setting to ``"paper: ..."`` or
-    ``"ours: ..."``). :func:`check_reference` compares a run with the
-    reference numbers the package ships.
+    ``results.json`` (format :data:`RESULTS_FORMAT`) holds the ``meta`` of
+    the run and, per experiment, its whole result (``to_dict()``: settings,
+    every seed's tables, seconds) and the bands of its headline numbers
+    (``"headline"``: per number its per-seed ``values``, ``min``,
+    ``median`` and ``max``). :func:`check_reference` compares a run with
+    the reference numbers the package ships; :func:`plot_results` redraws
+    its figures.
 
     Examples
     --------
-    >>> from stsq_learn.experiments import reproduce, summary_table
-    >>> results = reproduce("tiny", only="convergence", progress=False)
-    >>> list(results)
-    ['convergence']
-    >>> results.seeds
-    {'convergence': [0]}
+    >>> from stsq_learn.experiments import reproduce
+    >>> results = reproduce("tiny", only="in_context_regression", progress=False)
+    >>> list(results), results.seeds
+    (['in_context_regression'], {'in_context_regression': [0]})
     """
     _check_preset(preset)
-    names, resolved = check_run_options(
+    names, resolved, seeds = check_run_options(
         out=out,
         device=device,
         seed=seed,
@@ -199,67 +224,128 @@ def reproduce(
         scheduler=scheduler,
         n_seeds=n_seeds,
         n_jobs=n_jobs,
+        preset=preset,
     )
-    n_seeds = _seeds.resolve_n_seeds(n_seeds, preset)
-    return _run(
-        preset,
-        names,
-        resolved,
-        seed,
-        out,
-        progress,
-        log,
-        scheduler,
-        n_seeds=n_seeds,
-        n_jobs=n_jobs,
-        n_threads=1 if n_threads is None else n_threads,
+    out_dir = None if out is None else Path(out)
+    if out_dir is not None:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(
+                f"out={str(out)!r} cannot be created: {exc.strerror or exc}."
+            ) from None
+    n_threads = 1 if n_threads is None else n_threads
+    jobs = []
+    for name in names:
+        kwargs = {"settings": preset, "seeds": seeds, "device": str(resolved)}
+        if scheduler is not None:
+            kwargs["n_jobs"] = -1
+        record = RECORDS[name]
+        function = (
+            record if scheduler is None else functools.partial(_on_cluster, record, scheduler)
+        )
+        jobs.append((name, function, kwargs, scheduler is not None))
+    workers = _runs.resolve_n_jobs(
+        n_jobs, sum(1 for job in jobs if not job[3]), device=resolved.type
     )
 
+    def when_done(name, result):  # each figure is drawn while the other runs go on
+        if out_dir is not None:
+            _draw(name, _round_trip(result), out_dir)
 
-def check_run_options(*, out, device, seed, only, n_threads, scheduler, n_seeds=None, n_jobs=None):
-    """Check every option of :func:`reproduce` but the size; return ``(names, device)``.
+    start = time.perf_counter()
+    done = _runs.run_all(
+        jobs,
+        n_jobs=workers,
+        n_threads=n_threads,
+        progress=progress,
+        log=log,
+        when_done=when_done,
+    )
+    meta = {
+        "stsq_learn": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "preset": preset,
+        "device": str(resolved),
+        "seed": seed,
+        "seeds": list(seeds),
+        "n_jobs": workers,
+        "torch_threads": n_threads,
+        "seconds": {name: round(done[name][1], 1) for name in names},
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "provenance": {
+            name: dict(RECORDS[name].provenance) for name in names if RECORDS[name].provenance
+        },
+    }
+    results = ReproduceResults({name: done[name][0] for name in names}, preset=preset, meta=meta)
+    if out_dir is not None:
+        payload = results.to_dict()
+        (out_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
+        _draw_bands(json.loads(json.dumps(payload)), out_dir)
+        (out_dir / "summary.md").write_text(summary_table(results) + "\n")
+    return results
+
+
+def _on_cluster(record, scheduler, **kwargs):
+    """``record(**kwargs)`` with its studies' fits on the dask cluster ``scheduler``."""
+    from ..distributed import dask_backend
+
+    with dask_backend(scheduler):
+        return record(**kwargs)
+
+
+def check_run_options(
+    *, out, device, seed, only, n_threads, scheduler, n_seeds=None, n_jobs=None, preset="quick"
+):
+    """Check every option of :func:`reproduce` but the size; ``(names, device, seeds)``.
 
     All of them are checked before any work, and the same way for a plan of
-    the run (``stsq-learn reproduce --plan``) as for the run itself: a run
-    that its plan accepts does not fail on its options.
+    the run (``stsq-learn reproduce --plan``) as for the run itself. The
+    seeds are checked by the studies' one seed check
+    (:func:`~stsq_learn.studies.check_seeds`).
     """
     names = resolve_experiments(only)
     resolved = resolve_device(device)
-    check_seed(seed)
-    _seeds.check_n_seeds(n_seeds, seed)
-    _seeds.check_n_jobs(n_jobs)
+    seeds = seeds_of(seed, n_seeds, preset)
+    check_n_jobs(n_jobs)
     if out is not None:
         check_out_dir(out)
     if n_threads is not None:
         check_positive_int(n_threads, "n_threads")
     if scheduler is not None:
         check_scheduler(scheduler)  # a bad specification fails before dask is imported
-        takers = [n for n in experiment_names() if _takes_scheduler(n)]
-        if not any(n in takers for n in names):
-            raise ValueError(
-                f"scheduler={scheduler!r} runs the sweeps of {', '.join(takers)} on a dask "
-                f"cluster, and only={only!r} runs none of them: drop the scheduler or run "
-                f"{' or '.join(takers)}."
-            )
         from .. import distributed  # noqa: F401  (a missing extra fails here too)
-    return names, resolved
+    return names, resolved, seeds
 
 
-def _takes_scheduler(name):
-    """Whether experiment ``name`` can run its sweep on a dask scheduler."""
-    return "scheduler" in inspect.signature(RECORDS[name].function).parameters
+def seeds_of(seed, n_seeds, preset):
+    """The seeds of a run, ``seed, seed + 1, ...``, checked as a study's seeds are.
 
+    Parameters
+    ----------
+    seed : int
+        The first seed.
+    n_seeds : int or None
+        How many (None: :data:`DEFAULT_SEEDS` of ``preset``).
+    preset : str
+        The size.
 
-_SEED_MAX = 2**32 - 1
-"""The largest seed NumPy's ``RandomState`` (and so every estimator's ``random_state``) takes."""
-
-
-def check_seed(seed):
-    """Raise ``ValueError`` unless ``seed`` is an int in ``[0, 2**32 - 1]`` (the seed of a run)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= _SEED_MAX:
+    Returns
+    -------
+    tuple of int
+    """
+    if n_seeds is not None:
+        check_positive_int(n_seeds, "n_seeds")
+    count = DEFAULT_SEEDS.get(preset, 1) if n_seeds is None else int(n_seeds)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}.")
+    try:
+        return check_seeds(list(range(int(seed), int(seed) + count)))
+    except ValueError as exc:
         raise ValueError(
-            f"seed must be a non-negative integer at most 2**32 - 1 = {_SEED_MAX}, got {seed!r}."
-        )
+            f"seed={seed!r} and n_seeds={count} run the seeds {seed} to {seed + count - 1}: {exc}"
+        ) from None
 
 
 def check_out_dir(out):
@@ -288,193 +374,143 @@ def check_out_dir(out):
         ) from None
 
 
-def _run(
-    preset,
-    names,
-    resolved,
-    seed,
-    out,
-    progress,
-    log,
-    scheduler=None,
-    *,
-    n_seeds=1,
-    n_jobs=1,
-    n_threads=1,
-):
-    out_dir = None if out is None else Path(out)
-    if out_dir is not None:
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ValueError(
-                f"out={str(out)!r} cannot be created: {exc.strerror or exc}."
-            ) from None
-    seeds = {name: _seeds.seeds_of(RECORDS[name], seed, n_seeds) for name in names}
-    jobs = []
-    for name in names:
-        record = RECORDS[name]
-        local = bool(scheduler) and _takes_scheduler(name)
-        extra = {"scheduler": scheduler} if local else {}
-        if record.seeds_batched:  # one run trains every seed, a result per seed
-            batch = tuple(seeds[name])
-            kwargs = record.arguments(preset, device=str(resolved), seeds=batch, **extra)
-            jobs.append(((name, batch), record.function, kwargs, local))
-            continue
-        for s in seeds[name]:
-            kwargs = record.arguments(preset, device=str(resolved), random_state=s, **extra)
-            jobs.append(((name, s), record.function, kwargs, local))
-    workers = _seeds.resolve_n_jobs(
-        n_jobs, sum(1 for job in jobs if not job[3]), device=resolved.type
-    )
-    # An experiment's figure is drawn as soon as its last seed is done, while the
-    # other runs go on (the drawing fills the cores the last runs leave idle).
-    finished = {name: {} for name in names}
-    sections = {}  # experiment name -> its first seed's to_dict(), once its seeds are done
-
-    def when_done(key, result):
-        name, s = key
-        if isinstance(s, tuple):  # a batched run: its results, seed by seed
-            finished[name].update(zip(s, _seeds.batched_results(name, s, result)))
-        else:
-            finished[name][s] = result
-        if out_dir is not None and len(finished[name]) == len(seeds[name]):
-            results_of = [finished[name][s] for s in seeds[name]]
-            sections[name] = _check_section(name, results_of[0])
-            _use_agg()
-            _save_figure(_figure(results_of), out_dir / f"{name}.png")
-
-    start = time.perf_counter()
-    done = _seeds.run_all(
-        jobs,
-        n_jobs=workers,
-        n_threads=n_threads,
-        progress=progress,
-        log=log,
-        when_done=when_done,
-    )
-    wall = round(time.perf_counter() - start, 1)
-    done = _seeds.split_batched(done)
-    runs = {name: [done[(name, s)][0] for s in seeds[name]] for name in names}
-    timings = {name: round(sum(done[(name, s)][1] for s in seeds[name]), 1) for name in names}
-    bands = {
-        name: None if RECORDS[name].headline is None else _seeds.bands_of(RECORDS[name], runs[name])
-        for name in names
-    }
-    provenance = {
-        name: dict(RECORDS[name].provenance)
-        for name in names
-        if RECORDS[name].provenance is not None
-    }
-    meta = {
-        "stsq_learn": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "preset": preset,
-        "device": str(resolved),
-        "seed": seed,
-        "n_seeds": n_seeds,
-        "n_jobs": workers,
-        "torch_threads": n_threads,
-        "seconds": timings,
-        "wall_seconds": wall,
-        "provenance": provenance,
-    }
-    results = ReproduceResults(
-        {name: runs[name][0] for name in names},
-        preset=preset,
-        seeds=seeds,
-        runs=runs,
-        headline=bands,
-        provenance=provenance,
-        meta=meta,
-    )
-    if out_dir is not None:
-        payload = {"meta": meta}
-        for name in names:
-            payload[name] = {**sections[name], "seeds": seeds[name], "headline": bands[name]}
-        _use_agg()
-        _save_figure(_seeds.plot_bands(bands), out_dir / "bands.png")
-        (out_dir / "results.json").write_text(json.dumps(payload, indent=2) + "\n")
-        (out_dir / "summary.md").write_text(summary_table(results) + "\n")
-    return results
+# -- results.json and its figures ------------------------------------------------------------
+def _round_trip(result):
+    """``result`` as ``results.json`` gives it back (the figures are drawn from that)."""
+    return ExperimentResult.from_dict(json.loads(json.dumps(result.to_dict())))
 
 
-def _check_section(name, result):
-    """``result.to_dict()``, or raise if it holds the keys results.json adds to it."""
-    section = result.to_dict()
-    clash = {"seeds", "headline"} & set(section)
-    if clash:
-        raise ValueError(
-            f"the result of experiment {name!r} has its own {sorted(clash)} in "
-            "to_dict(), which results.json keeps for the seeds and their bands: "
-            "rename them in the result."
-        )
-    return section
-
-
-def _figure(results):
-    """The figure of an experiment: ``plot_bands(results)`` where its result has it, else
-    the first seed's ``plot()``."""
-    first = results[0]
-    if hasattr(first, "plot_bands"):
-        return first.plot_bands(results)
-    return first.plot()
-
-
-def _use_agg():
-    """Draw without a display (a no-op where pyplot already runs another backend)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-
-
-def _save_figure(fig, path):
-    import matplotlib.pyplot as plt
-
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def summary_table(results):
-    """A short Markdown table of the headline numbers of ``results``.
+def load_results(path):
+    """A run read back from its ``results.json`` (or the directory holding it).
 
     Parameters
     ----------
-    results : dict
-        As returned by :func:`reproduce`.
+    path : str or path
+        The file, or the ``out`` directory of :func:`reproduce`.
+
+    Returns
+    -------
+    ReproduceResults
+        Experiment name to its :class:`ExperimentResult`, with the run's meta.
+
+    Raises
+    ------
+    ValueError
+        If the file is missing, not JSON, or of another format (a 0.7
+        ``results.json``, which kept one seed's tables, is refused naming it).
+    """
+    data = _read_results_json(path)
+    results = {
+        name: ExperimentResult.from_dict(section) for name, section in data["experiments"].items()
+    }
+    return ReproduceResults(results, preset=data["meta"].get("preset"), meta=data["meta"])
+
+
+def _read_results_json(path):
+    """The JSON of a run's ``results.json``, its format checked."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"results must be the path of a run's results.json or directory, got "
+            f"{type(path).__name__}."
+        )
+    file = Path(path)
+    if file.is_dir():
+        file = file / "results.json"
+    if not file.is_file():
+        raise ValueError(f"{os.fspath(path)!r}: no results.json there.")
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{os.fspath(file)!r} is not JSON: {exc}.") from None
+    got = data.get("format") if isinstance(data, dict) else None
+    if got != RESULTS_FORMAT:
+        if isinstance(data, dict) and got is None and "meta" in data:
+            version = data["meta"].get("stsq_learn", "0.7 or earlier")
+            raise ValueError(
+                f"{os.fspath(file)!r} is a results.json of stsq-learn {version}, written without "
+                "a format (0.7 and earlier: one seed's tables per experiment), and this version "
+                f"reads format {RESULTS_FORMAT!r} (every seed's tables): rerun reproduce to "
+                "redraw its figures."
+            )
+        raise ValueError(
+            f"{os.fspath(file)!r} is not a results.json of format {RESULTS_FORMAT!r} "
+            f"(format: {got!r})."
+        )
+    return data
+
+
+def plot_results(results, out):
+    """Draw every figure of a run into ``out``: ``<experiment>.png`` and ``bands.png``.
+
+    No training: the figures are drawn from the tables of ``results.json``.
+    On one machine they equal, pixel for pixel, the run's own PNGs (the run
+    draws them from ``results.json`` too). What ``stsq-learn plot`` calls.
+
+    Parameters
+    ----------
+    results : str or path
+        The run's ``results.json``, or its directory.
+    out : str or path
+        The directory to write the PNGs into (created if missing).
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    data = _read_results_json(results)
+    check_out_dir(out)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, section in data["experiments"].items():
+        written.append(_draw(name, ExperimentResult.from_dict(section), out_dir))
+    written.append(_draw_bands(data, out_dir))
+    return written
+
+
+def _draw(name, result, out_dir):
+    fig = result.plot()
+    return _save_figure(fig, out_dir / f"{name}.png")
+
+
+def _draw_bands(data, out_dir):
+    bands = {name: section.get("headline") for name, section in data["experiments"].items()}
+    return _save_figure(_runs.plot_bands(bands), out_dir / "bands.png")
+
+
+def _save_figure(fig, path):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)  # a no-op where pyplot already runs another backend
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def summary_table(results):
+    """A Markdown summary of a run: each experiment's rows, then its headline bands.
+
+    Parameters
+    ----------
+    results : ReproduceResults
+        As :func:`reproduce` or :func:`load_results` gives it.
 
     Returns
     -------
     str
-        The Markdown table of the first seed's numbers; for the results of
-        :func:`reproduce`, then the bands of the headline numbers over the
-        seeds (median [min, max]), the experiments that ran one seed, and
-        the settings each record calls its own (not the paper's).
+        The experiments' summary rows (read from their tables and bands),
+        the bands of the headline numbers (median [min, max] over the
+        seeds), and the settings each record calls its own (not the paper's).
     """
     rows = ["| experiment | measure | value |", "|---|---|---|"]
-    for name, record in RECORDS.items():
-        if results.get(name) is not None:
-            record.summary_rows(rows, results[name])
-    bands = getattr(results, "headline", None)
-    if bands is None:
-        return "\n".join(rows)
-    seeds = results.seeds
+    for result in results.values():
+        rows += result.summary()
+    bands = results.headline
     if any(b is not None for b in bands.values()):
-        rows += ["", "Headline numbers over seeds:", "", *_seeds.band_rows(bands, seeds)]
-    inside = [name for name in bands if bands[name] is not None and RECORDS[name].seeds_inside]
-    if inside:
-        rows += [
-            "",
-            "Run once over seeds of their own (their numbers are means over those seeds, "
-            f"with _min and _max): {', '.join(inside)}.",
-        ]
-    single = [name for name, b in bands.items() if b is None]
-    if single:
-        rows += [
-            "",
-            f"One seed ({seeds[single[0]][0]}), no headline numbers to band: {', '.join(single)}.",
-        ]
+        rows += ["", "Headline numbers over seeds:", "", *_runs.band_rows(bands, results.seeds)]
     ours = {
         name: [key for key, where in prov.items() if str(where).startswith("ours")]
         for name, prov in results.provenance.items()
@@ -494,18 +530,17 @@ def _check_preset(preset):
         raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
 
 
+# -- the plan of a run -----------------------------------------------------------------------
 class Plan(dict):
     """What :func:`plan` returns: experiment name to its estimate, with the run's wall time.
 
     Attributes
     ----------
     n_jobs : int
-        Worker processes the runs are spread over.
+        Worker processes the experiments are spread over.
     wall_seconds : float
-        Estimated wall-clock seconds of the whole run: the runs (one per
-        experiment and seed) placed longest first on the processes, each
-        process on a core of its own where there are enough, plus the start
-        of the processes.
+        Estimated wall-clock seconds of the whole run: the experiments
+        placed longest first on the processes, plus their start.
     """
 
     def __init__(self, estimates, *, n_jobs, wall_seconds):
@@ -525,7 +560,7 @@ def wall_time(run_seconds, n_jobs, *, cores=None):
     out work); processes beyond the usable cores share them. One process runs
     in this process, with no start-up.
     """
-    cores = _seeds.usable_cores() if cores is None else cores
+    cores = _runs.usable_cores() if cores is None else cores
     if n_jobs <= 1 or not run_seconds:
         return float(sum(run_seconds))
     loads = [0.0] * n_jobs
@@ -538,15 +573,12 @@ def wall_time(run_seconds, n_jobs, *, cores=None):
 def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=None, n_jobs=None):
     """The fits, steps and estimated seconds of :func:`reproduce`, from a few timed steps.
 
-    Every part of every experiment is timed on this machine: two short
-    ``fit_online`` runs of one of its models (2 and 6 steps) give a step's
-    time and a fit's fixed cost, and a prediction on up to 256 rows the
-    scoring's; the estimate scales them to the planned fits, steps and rows,
-    times the seeds the experiment runs. Where a width search decides how
-    many fits run, the record's expected number is used (see the
-    experiment's record). The wall time of the whole run places the runs
-    (one per experiment and seed) on ``n_jobs`` processes (:func:`wall_time`).
-    Takes seconds to tens of seconds.
+    Each experiment's studies are run once in a plan
+    (:func:`~stsq_learn.studies.planning`): they record their work instead
+    of training, and every part is timed on this machine
+    (:meth:`~stsq_learn.studies.StudyPlan.estimate`: a few steps of one of
+    its models, and a prediction). Where a search decides how many fits
+    run, the expected number is counted. Takes seconds to tens of seconds.
 
     Parameters
     ----------
@@ -560,7 +592,7 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
         PyTorch CPU threads while timing (restored afterwards); None is
         one, as each run of :func:`reproduce`.
     n_seeds : int, default=None
-        Seeds per experiment with headline numbers, as in :func:`reproduce`.
+        Seeds per experiment, as in :func:`reproduce`.
     n_jobs : int, default=None
         Worker processes, as in :func:`reproduce`.
 
@@ -568,42 +600,38 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     -------
     Plan
         Per experiment (a dict): ``fits``, ``steps`` and ``seconds``
-        (estimated, all its seeds together), ``seeds`` (how many),
-        ``seconds_per_seed``, and ``parts``, one seed's fits, steps and
-        seconds per part; its ``wall_seconds`` and ``n_jobs`` give the
-        whole run's.
+        (estimated, all its seeds together), ``seeds`` (how many) and
+        ``parts``; its ``wall_seconds`` and ``n_jobs`` give the whole run's.
 
     Examples
     --------
     >>> from stsq_learn.experiments import plan
-    >>> est = plan("tiny", only="convergence")
-    >>> est["convergence"]["fits"], est["convergence"]["steps"], est["convergence"]["seeds"]
-    (2, 60, 1)
+    >>> est = plan("tiny", only="in_context_regression")
+    >>> est["in_context_regression"]["seeds"], est["in_context_regression"]["fits"] > 0
+    (1, True)
     """
     _check_preset(preset)
     names = resolve_experiments(only)
     resolved = resolve_device(device)
-    seed_count = _seeds.resolve_n_seeds(_seeds.check_n_seeds(n_seeds), preset)
-    _seeds.check_n_jobs(n_jobs)
+    seeds = seeds_of(0, n_seeds, preset)
+    check_n_jobs(n_jobs)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1 if n_threads is None else check_positive_int(n_threads, "n_threads"))
     try:
         out, runs = {}, []
         for name in names:
-            record = RECORDS[name]
-            k = len(_seeds.seeds_of(record, 0, seed_count))
-            parts = estimate(record.planned_work(preset), device=str(resolved))
-            per_seed = round(sum(p["seconds"] for p in parts), 1)
+            work = StudyPlan(RECORDS[name].planned_work(preset, n_seeds=len(seeds)))
+            parts = work.estimate(device=str(resolved))
+            seconds = round(sum(p["seconds"] for p in parts), 1)
             out[name] = {
-                "fits": k * sum(p["fits"] for p in parts),
-                "steps": k * sum(p["steps"] for p in parts),
-                "seconds": round(k * per_seed, 1),
-                "seeds": k,
-                "seconds_per_seed": per_seed,
+                "fits": work.fits,
+                "steps": work.steps,
+                "seconds": seconds,
+                "seeds": len(seeds),
                 "parts": parts,
             }
-            runs += [per_seed] * k
-        workers = _seeds.resolve_n_jobs(n_jobs, len(runs), device=resolved.type)
+            runs.append(seconds)
+        workers = _runs.resolve_n_jobs(n_jobs, len(runs), device=resolved.type)
         return Plan(out, n_jobs=workers, wall_seconds=round(wall_time(runs, workers), 1))
     finally:
         torch.set_num_threads(threads_before)

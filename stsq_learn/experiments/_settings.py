@@ -1,16 +1,110 @@
-"""Typed settings of an experiment: one frozen dataclass per experiment, presets its instances.
+"""Typed settings of an experiment, with declared constraints checked before any work.
 
 Each experiment declares its settings once, as a subclass of
-:class:`Settings` with typed fields and their defaults, beside its
-function. The function takes an instance (or nothing: the defaults) and
-keyword changes to it; its record's presets are instances; the plan reads
-the same instance. A misspelt setting fails where it is written.
+:class:`Settings`: typed fields with their defaults and, as scikit-learn's
+estimators do, ``_parameter_constraints`` (setting name to the constraints
+of :mod:`sklearn.utils._param_validation`, with :class:`SequenceOf` and
+:class:`MappingOf` for grids and per-model values). An instance is checked
+when it is made, by ``validate_parameter_constraints``: a bad value is
+refused naming the setting and the value, whether it comes from a preset,
+a user's call or a change, before any fit. Checks between settings (a
+length that must be one of a grid) go in :meth:`Settings._validate`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
+import numbers
 from collections.abc import Mapping
+
+import numpy as np
+from sklearn.utils._param_validation import (
+    Interval,
+    Options,
+    StrOptions,
+    make_constraint,
+    validate_parameter_constraints,
+)
+
+__all__ = ["Interval", "MappingOf", "SequenceOf", "Settings", "StrOptions"]
+
+
+class SequenceOf(Options):
+    """A constraint: a list or tuple whose every item meets one of ``items``.
+
+    (An :class:`~sklearn.utils._param_validation.Options` by descent only, so
+    that scikit-learn's ``validate_parameter_constraints`` takes it.)
+
+    Parameters
+    ----------
+    *items : constraint
+        The constraints an item may meet (as in ``_parameter_constraints``).
+    min_len : int, default=1
+        The fewest items.
+    increasing : bool, default=False
+        Whether the items must increase strictly.
+    """
+
+    def __init__(self, *items, min_len=1, increasing=False):
+        self.hidden = False
+        self.items = [make_constraint(c) for c in items]
+        self.min_len = min_len
+        self.increasing = increasing
+
+    def is_satisfied_by(self, val):
+        if not isinstance(val, (list, tuple)) or len(val) < self.min_len:
+            return False
+        if not all(any(c.is_satisfied_by(v) for c in self.items) for v in val):
+            return False
+        return not self.increasing or all(a < b for a, b in itertools.pairwise(val))
+
+    def __str__(self):
+        items = " or ".join(str(c) for c in self.items)
+        order = ", strictly increasing" if self.increasing else ""
+        return f"a list or tuple of at least {self.min_len} items, each {items}{order}"
+
+
+class MappingOf(Options):
+    """A constraint: a dict whose keys are among ``keys`` and values meet one of ``values``.
+
+    Parameters
+    ----------
+    keys : set of str or None
+        The keys allowed (None: any str).
+    *values : constraint
+        The constraints a value may meet.
+    """
+
+    def __init__(self, keys, *values):
+        self.hidden = False
+        self.keys = None if keys is None else set(keys)
+        self.values = [make_constraint(c) for c in values]
+
+    def is_satisfied_by(self, val):
+        if not isinstance(val, Mapping):
+            return False
+        for key, value in val.items():
+            if not isinstance(key, str) or (self.keys is not None and key not in self.keys):
+                return False
+            if not any(c.is_satisfied_by(value) for c in self.values):
+                return False
+        return True
+
+    def __str__(self):
+        keys = "str" if self.keys is None else " or ".join(map(repr, sorted(self.keys)))
+        values = " or ".join(str(c) for c in self.values)
+        return f"a dict of {keys} to {values}"
+
+
+def positive_ints(*, min_len=1, increasing=False, low=1):
+    """The constraint of a grid of ints of at least ``low``: ``SequenceOf(Interval(...))``."""
+    return SequenceOf(
+        Interval(numbers.Integral, low, None, closed="left"),
+        min_len=min_len,
+        increasing=increasing,
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -18,27 +112,52 @@ class Settings(Mapping):
     """Base of an experiment's settings: a frozen, keyword-only dataclass read like a mapping.
 
     A subclass declares the experiment's settings as typed fields with
-    their defaults. As a mapping it holds every field, so
-    ``dict(settings)`` is the whole configuration and ``function(**settings)``
-    runs it; :meth:`replace` gives a changed copy, :meth:`resolve` reads a
-    function's arguments into an instance.
-
-    A subclass is made a frozen, keyword-only dataclass when it is defined
-    (no decorator to repeat); it compares with another mapping by its items.
+    their defaults, and a constraint for every one of them in
+    ``_parameter_constraints``; a subclass without a constraint for a field
+    is refused when it is defined. As a mapping it holds every field, so
+    ``dict(settings)`` is the whole configuration; :meth:`replace` gives a
+    changed copy, :meth:`resolve` reads a function's arguments into an
+    instance, :meth:`to_json` the JSON of it. Lists are kept as tuples.
 
     Examples
     --------
-    >>> from stsq_learn.experiments import ConvergenceSettings
-    >>> preset = ConvergenceSettings(seq_len=8, n_steps=30)
-    >>> preset.n_steps, preset["seq_len"]
-    (30, 8)
+    >>> from stsq_learn.experiments import InContextSettings
+    >>> preset = InContextSettings(n_steps=30)
+    >>> preset.n_steps, preset["n_features"]
+    (30, 5)
     >>> preset.replace(n_steps=60).n_steps
     60
+    >>> InContextSettings(n_steps=0)
+    Traceback (most recent call last):
+    ...
+    sklearn.utils._param_validation.InvalidParameterError: The 'n_steps' parameter of \
+InContextSettings must be an int in the range [1, inf). Got 0 instead.
     """
+
+    _parameter_constraints = {}  # setting name to its constraints (not a field)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         dataclasses.dataclass(frozen=True, kw_only=True, eq=False)(cls)
+        missing = [f for f in cls.__dataclass_fields__ if f not in cls._parameter_constraints]
+        if missing:
+            raise TypeError(
+                f"{cls.__name__} declares no constraint for the settings {missing}: every "
+                "setting has one in _parameter_constraints."
+            )
+
+    def __post_init__(self):
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        validate_parameter_constraints(
+            self._parameter_constraints, dict(self), caller_name=type(self).__name__
+        )
+        self._validate()
+
+    def _validate(self):
+        """Checks between settings, after each one's constraint (raise ``ValueError``)."""
 
     def __getitem__(self, key):
         if key not in self.__dataclass_fields__:
@@ -70,7 +189,7 @@ class Settings(Mapping):
         return tuple(cls.__dataclass_fields__)
 
     def replace(self, **changes):
-        """A copy with ``changes`` applied.
+        """A copy with ``changes`` applied (checked as a new instance is).
 
         Parameters
         ----------
@@ -85,7 +204,8 @@ class Settings(Mapping):
         Raises
         ------
         ValueError
-            If a name is not one of the settings (the message lists them).
+            If a name is not one of the settings (the message lists them),
+            or a value breaks its constraint.
         """
         _check_names(type(self), changes)
         return dataclasses.replace(self, **changes)
@@ -113,7 +233,8 @@ class Settings(Mapping):
             If ``settings`` is an instance of another experiment's settings,
             or neither a mapping nor None.
         ValueError
-            If a name is not one of the settings, or a required one is missing.
+            If a name is not one of the settings, a required one is
+            missing, or a value breaks its constraint.
         """
         changes = dict(changes or {})
         if settings is None:
@@ -142,6 +263,40 @@ class Settings(Mapping):
         if missing:
             raise ValueError(f"{cls.__name__}: missing required settings {missing}.")
         return cls(**merged)
+
+    def to_json(self):
+        """The settings as JSON values: what a result records of them.
+
+        Estimators and tasks are written as their ``repr``, nested settings
+        as their own JSON, tuples as lists, an infinity as ``"inf"``.
+
+        Returns
+        -------
+        dict
+            Setting name to its JSON value.
+        """
+        return {name: to_json(value) for name, value in self.items()}
+
+
+def to_json(value):
+    """A JSON value of a setting or a number: see :meth:`Settings.to_json`."""
+    if isinstance(value, Settings):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return to_json(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return None if math.isnan(value) else value
+    return repr(value)
 
 
 def _check_names(cls, mapping):

@@ -392,9 +392,14 @@ class BandDisplay:
         if logy:
             if _integers(y_seen) and min(y_seen, default=0) >= 1:
                 ax.set_yscale("log", base=2)
-                ax.yaxis.set_major_locator(LogLocator(base=2))
-                ax.yaxis.set_major_formatter(plain)
-                ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+                values = sorted({int(v) for v in y_seen if np.isfinite(v)})
+                if len(values) <= 10:  # a few widths or lengths: ticks at them
+                    ax.set_yticks(values, [str(v) for v in values])
+                    ax.minorticks_off()
+                else:
+                    ax.yaxis.set_major_locator(LogLocator(base=2))
+                    ax.yaxis.set_major_formatter(plain)
+                    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
             else:
                 ax.set_yscale("log")
         elif _integers(y_seen):

@@ -99,7 +99,8 @@ class Law:
         if self.origin:
             return f"{p['b']:.3g} {term}"
         sign = "-" if p["b"] < 0 else "+"
-        return f"{p['a']:.3g} {sign} {abs(p['b']):.3g} {term}"
+        a = p["a"] if abs(p["a"]) > 1e-9 * max(1.0, abs(p["b"])) else 0.0  # rounding, not a
+        return f"{a:.3g} {sign} {abs(p['b']):.3g} {term}"
 
     def label(self, x="x"):
         """A legend label: the formula in the variable ``x``, and the fit's R^2.

@@ -15,7 +15,9 @@ over its folds. Seed ``s`` (an int) decides everything random in its runs:
 
 ``seeds=3`` is the seeds ``(0, 1, 2)``; any sequence of distinct
 non-negative ints may be given instead. Nothing else makes seeds: there are
-no offsets at the call sites of the experiments.
+no offsets at the call sites of the experiments. :func:`check_seeds` is the
+one seed check of the package: the studies, the experiments and
+``reproduce`` (``--seed``, ``--seeds``) all refuse a seed by it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ SEED_MAX = 2**31 - 2
 """The largest seed a study takes (every estimator and generator of the package takes it)."""
 
 
-def check_seeds(seeds):
+def check_seeds(seeds, *, name="seeds"):
     """The seeds of a study, from a count or a sequence, validated.
 
     Parameters
@@ -39,6 +41,8 @@ def check_seeds(seeds):
     seeds : int or sequence of int
         ``n`` is the seeds ``0 .. n - 1``; a sequence gives them (distinct
         ints in ``[0, 2**31 - 2]``).
+    name : str, default="seeds"
+        The argument's name in the messages.
 
     Returns
     -------
@@ -59,24 +63,24 @@ def check_seeds(seeds):
     """
     if _is_int(seeds):
         if seeds < 1:
-            raise ValueError(f"seeds must be a positive number of seeds or a list, got {seeds!r}.")
+            raise ValueError(f"{name} must be a positive number of seeds or a list, got {seeds!r}.")
         return tuple(range(int(seeds)))
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
         raise TypeError(
-            f"seeds must be an int (how many) or a sequence of int seeds, got "
+            f"{name} must be an int (how many) or a sequence of int seeds, got "
             f"{type(seeds).__name__}: {seeds!r}."
         )
     out = []
     for i, seed in enumerate(seeds):
         if not _is_int(seed):
-            raise TypeError(f"seeds[{i}] must be an int, got {type(seed).__name__}: {seed!r}.")
+            raise TypeError(f"{name}[{i}] must be an int, got {type(seed).__name__}: {seed!r}.")
         if not 0 <= seed <= SEED_MAX:
-            raise ValueError(f"seeds[{i}] must lie in [0, {SEED_MAX}], got {seed!r}.")
+            raise ValueError(f"{name}[{i}] must lie in [0, {SEED_MAX}] (2**31 - 2), got {seed!r}.")
         if int(seed) in out:
-            raise ValueError(f"seeds holds {seed!r} twice; give each seed once.")
+            raise ValueError(f"{name} holds {seed!r} twice; give each seed once.")
         out.append(int(seed))
     if not out:
-        raise ValueError("seeds is empty: give at least one seed.")
+        raise ValueError(f"{name} is empty: give at least one seed.")
     return tuple(out)
 
 

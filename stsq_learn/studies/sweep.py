@@ -180,7 +180,11 @@ def _run(study, progress, dry_run, work, measure, rows_of, columns):
 
 
 def _record_columns(record):
-    return {"n_iter": record["n_iter"], "seconds": record["seconds"], "fit_failure": record["error"]}
+    return {
+        "n_iter": record["n_iter"],
+        "seconds": record["seconds"],
+        "fit_failure": record["error"],
+    }
 
 
 def sweep(

@@ -1,16 +1,12 @@
-"""Seeds and processes of a run: every (experiment, seed) run on a core of its own, and the
-bands of each headline number over the seeds.
+"""The processes of a run, and the figure of how far its seeds agree.
 
-:func:`~stsq_learn.experiments.reproduce` runs an experiment with headline
-numbers (its record's ``headline``) once per seed, ``seed``, ``seed + 1``,
-...; the runs are independent, so they go to a pool of worker processes
-(joblib's process backend, loky), each with its own torch threads. An
-experiment whose record is ``seeds_batched`` trains all its seeds in one run
-(as one batched model, :mod:`stsq_learn.engine.members`) and returns a
-result per seed; those read as the results of separate runs. A run's
-numbers depend only on its arguments and seed, not on the process it ran in
-nor on the other runs: the same seeds give the same numbers whatever
-``n_jobs``.
+:func:`~stsq_learn.experiments.reproduce` calls each experiment once, with
+every seed (its studies train the seeds together where the models batch
+them); the experiments are independent, so they go to a pool of worker
+processes (joblib's process backend, loky), each with its own torch
+threads. A run's numbers depend only on its arguments and seeds, not on the
+process it ran in nor on the other runs: the same seeds give the same
+numbers whatever ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -22,10 +18,6 @@ import warnings
 
 import numpy as np
 
-DEFAULT_SEEDS = {"tiny": 1, "quick": 3, "full": 3, "gpu": 3}
-"""Seeds per experiment (with headline numbers) at each size when ``n_seeds`` is None."""
-
-_SEED_MAX = 2**32 - 1
 _WORKER_STOPPED = "A worker stopped while some jobs were given to the executor"
 """The start of loky's warning when it replaced a worker (see :func:`release_memory`)."""
 
@@ -36,47 +28,6 @@ def usable_cores():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
-
-
-def _is_int(value):
-    import numbers
-
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def check_n_seeds(n_seeds, seed=0, *, names=("n_seeds", "seed")):
-    """Raise ``ValueError`` unless ``n_seeds`` is None or an int >= 1 whose last seed fits.
-
-    The seeds of a run are ``seed, seed + 1, ..., seed + n_seeds - 1``, each
-    at most ``2**32 - 1`` (NumPy's largest seed).
-    """
-    if n_seeds is None:
-        return None
-    if not _is_int(n_seeds) or n_seeds < 1:
-        raise ValueError(f"{names[0]} must be a positive integer or None, got {n_seeds!r}.")
-    if _is_int(seed) and seed + n_seeds - 1 > _SEED_MAX:
-        raise ValueError(
-            f"{names[0]}={n_seeds!r} from {names[1]}={seed!r} runs seeds up to "
-            f"{seed + n_seeds - 1}, above the largest seed 2**32 - 1 = {_SEED_MAX}: lower "
-            f"{names[1]} or {names[0]}."
-        )
-    return int(n_seeds)
-
-
-def check_n_jobs(n_jobs, *, name="n_jobs"):
-    """Raise ``ValueError`` unless ``n_jobs`` is None, -1 or an int >= 1; return it."""
-    if n_jobs is None:
-        return None
-    if not _is_int(n_jobs) or not (n_jobs >= 1 or n_jobs == -1):
-        raise ValueError(
-            f"{name} must be a positive integer, -1 (every usable core) or None, got {n_jobs!r}."
-        )
-    return int(n_jobs)
-
-
-def resolve_n_seeds(n_seeds, preset):
-    """The seeds per experiment: ``n_seeds``, or the size's default (:data:`DEFAULT_SEEDS`)."""
-    return DEFAULT_SEEDS.get(preset, 1) if n_seeds is None else n_seeds
 
 
 def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
@@ -90,49 +41,6 @@ def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
     elif n_jobs == -1:
         n_jobs = usable_cores()
     return max(1, min(n_jobs, n_runs))
-
-
-def seeds_of(record, seed, n_seeds):
-    """The seeds ``record`` runs: ``n_seeds`` from ``seed`` with headline numbers, else one.
-
-    An experiment that runs its seeds itself (``record.seeds_inside``) runs once.
-    """
-    banded = record.headline is not None and not record.seeds_inside
-    return [seed + i for i in range(n_seeds if banded else 1)]
-
-
-def batched_results(name, seeds, results):
-    """The results of a batched run (``record.seeds_batched``), one per seed, checked.
-
-    Raises ``TypeError`` unless the run returned a list or tuple of as many
-    results as it was given seeds.
-    """
-    if not isinstance(results, (list, tuple)) or len(results) != len(seeds):
-        got = (
-            f"{len(results)} results"
-            if isinstance(results, (list, tuple))
-            else type(results).__name__
-        )
-        raise TypeError(
-            f"experiment {name!r} is seeds_batched: called with seeds={seeds} it must return a "
-            f"list of {len(seeds)} results (one per seed, in order), got {got}."
-        )
-    return list(results)
-
-
-def split_batched(done):
-    """``done`` of :func:`run_all` with each batched run's key ``(name, (s0, s1, ...))``
-    split into one key per seed: ``(name, s)`` to ``(result, seconds)``, the run's
-    seconds shared equally among its seeds."""
-    out = {}
-    for (name, s), (result, seconds) in done.items():
-        if isinstance(s, tuple):
-            share = seconds / len(s)
-            for one, res in zip(s, batched_results(name, s, result)):
-                out[(name, one)] = (res, share)
-        else:
-            out[(name, s)] = (result, seconds)
-    return out
 
 
 def run_one(function, kwargs, n_threads):
@@ -199,8 +107,8 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
     Parameters
     ----------
     jobs : list of (key, function, kwargs, local)
-        ``key`` names the run (``(experiment, seed)``); ``local`` runs it in
-        this process (an experiment given a dask scheduler).
+        ``key`` names the run (the experiment); ``local`` runs it in this
+        process (an experiment whose studies use a dask scheduler).
     n_jobs : int
         Worker processes for the others; 1 runs everything in this process.
     n_threads : int
@@ -221,12 +129,7 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
     def finished(key, result, seconds):
         done[key] = (result, seconds)
         if log is not None:
-            which = (
-                f"seeds {', '.join(map(str, key[1]))}"
-                if isinstance(key[1], tuple)
-                else f"seed {key[1]}"
-            )
-            log(f"{key[0]} ({which}): done in {seconds:.1f} s")
+            log(f"{key}: done in {seconds:.1f} s")
         if when_done is not None:
             when_done(key, result)
 
@@ -286,74 +189,10 @@ def _unordered():
     return {}
 
 
-def band(values):
-    """The band of one headline number over seeds: its values, min, median and max.
-
-    Non-finite values (a bound not reached: ``inf``) are kept; the median of
-    the values is NumPy's.
-    """
-    values = [float(v) for v in values]
-    arr = np.asarray(values, dtype=float)
-    return {
-        "values": values,
-        "min": float(np.min(arr)),
-        "median": float(np.median(arr)),
-        "max": float(np.max(arr)),
-    }
-
-
-def headline_numbers(record, result):
-    """``record.headline(result)``, checked: a flat dict of str to a real number."""
-    numbers_ = record.headline(result)
-    if not isinstance(numbers_, dict):
-        raise TypeError(
-            f"the headline of experiment {record.name!r} must return a dict of str to float, "
-            f"got {type(numbers_).__name__}."
-        )
-    out = {}
-    for key, value in numbers_.items():
-        if not isinstance(key, str):
-            raise TypeError(
-                f"the headline of experiment {record.name!r} has a key {key!r} that is not a str."
-            )
-        try:
-            out[key] = float(value)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"the headline number {record.name}.{key} must be a real number, got {value!r}."
-            ) from None
-    return out
-
-
-def bands_of(record, results):
-    """Each headline number of ``record`` to its band over ``results`` (one per seed)."""
-    per_seed = [headline_numbers(record, res) for res in results]
-    names = list(per_seed[0])
-    for i, numbers_ in enumerate(per_seed[1:], 1):
-        if list(numbers_) != names:
-            raise ValueError(
-                f"the headline of experiment {record.name!r} gives other numbers for its "
-                f"seed number {i} ({', '.join(numbers_)}) than for its first "
-                f"({', '.join(names)})."
-            )
-    return {key: band([numbers_[key] for numbers_ in per_seed]) for key in names}
-
-
-def fmt_band(b, digits=3):
-    """``"median [min, max]"`` (``"median"`` alone for one seed)."""
-
-    def one(v):
-        if not math.isfinite(v):
-            return str(v)
-        return f"{v:.{digits}g}"
-
-    if len(b["values"]) == 1:
-        return one(b["median"])
-    return f"{one(b['median'])} [{one(b['min'])}, {one(b['max'])}]"
-
-
 def band_rows(bands, seeds):
     """Markdown rows of the bands: experiment, headline number, median [min, max], seeds."""
+    from ._result import fmt_band
+
     rows = [
         "| experiment | headline number | median [min, max] | seeds |",
         "|---|---|---|---|",

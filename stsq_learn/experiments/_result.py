@@ -1,0 +1,300 @@
+"""The one result of every experiment: its settings and its studies' tables, every seed in them.
+
+An experiment is a composition of studies (:mod:`stsq_learn.studies`), and
+each study returns one :class:`~stsq_learn.studies.StudyTable` with a row
+per run, the seed a column of it. :class:`ExperimentResult` keeps those
+tables as they are, named, with the settings (as JSON) and the seconds: no
+number is held that the tables do not give. What an experiment derives (a
+threshold, a law, a best length) is a function of the tables, computed
+where it is read; :meth:`ExperimentResult.seed` is a view of one seed's rows
+for the numbers taken seed by seed (the headline numbers, whose bands over
+the seeds :meth:`ExperimentResult.bands` gives). The figure
+(:meth:`ExperimentResult.plot`) is drawn from the tables alone, so a saved
+result (:meth:`~ExperimentResult.to_dict`, ``results.json``) redraws it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..studies import StudyTable
+
+__all__ = ["ExperimentResult", "band"]
+
+
+def band(values):
+    """The band of one number over seeds: its values, min, median and max.
+
+    Non-finite values (a bound not reached: ``inf``) are kept; the median is NumPy's.
+
+    Parameters
+    ----------
+    values : sequence of float
+        One per seed.
+
+    Returns
+    -------
+    dict
+        ``{"values": [...], "min": ..., "median": ..., "max": ...}``.
+    """
+    values = [float(v) for v in values]
+    arr = np.asarray(values, dtype=float)
+    return {
+        "values": values,
+        "min": float(np.min(arr)),
+        "median": float(np.median(arr)),
+        "max": float(np.max(arr)),
+    }
+
+
+def fmt_band(b, digits=3):
+    """``"median [min, max]"`` of a :func:`band` (``"median"`` alone for one seed).
+
+    Parameters
+    ----------
+    b : dict
+        A band.
+    digits : int, default=3
+        Significant digits.
+
+    Returns
+    -------
+    str
+    """
+
+    def one(v):
+        return f"{v:.{digits}g}" if math.isfinite(v) else str(v)
+
+    if len(b["values"]) == 1 or b["min"] == b["max"]:
+        return one(b["median"])
+    return f"{one(b['median'])} [{one(b['min'])}, {one(b['max'])}]"
+
+
+@dataclass(frozen=True, eq=False)
+class ExperimentResult:
+    """An experiment's run over its seeds: its settings and its studies' tables.
+
+    Attributes
+    ----------
+    experiment : str
+        The name of the experiment's record (``EXPERIMENTS``), which knows
+        its figure, headline numbers and summary.
+    settings : dict
+        The settings of the run, as JSON (:meth:`Settings.to_json`).
+    tables : dict of str to StudyTable
+        Each study's table, every seed's rows in it (the ``seed`` column);
+        a table without that column holds what no seed changes (a theory
+        curve).
+    seconds : dict of str to float
+        Wall-clock seconds of the run (``"total"``).
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import ExperimentResult
+    >>> from stsq_learn.studies import StudyTable
+    >>> table = StudyTable({"model": ["a"] * 4, "seed": [0, 0, 1, 1],
+    ...                     "param_seq_len": [4, 8, 4, 8], "value": [1.0, 2.0, 1.5, 2.5]})
+    >>> result = ExperimentResult("my_study", {"target": 0.9}, {"widths": table})
+    >>> result.seeds, len(result.seed(1).tables["widths"])
+    ((0, 1), 2)
+    >>> ExperimentResult.from_dict(result.to_dict()) == result
+    True
+    """
+
+    experiment: str
+    settings: dict
+    tables: dict
+    seconds: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.experiment, str) or not self.experiment:
+            raise TypeError(f"experiment must be a non-empty str, got {self.experiment!r}.")
+        if not isinstance(self.settings, dict):
+            raise TypeError(f"settings must be a dict (JSON), got {type(self.settings).__name__}.")
+        if not isinstance(self.tables, dict):
+            raise TypeError(f"tables must be a dict of name to StudyTable, got {self.tables!r}.")
+        for name, table in self.tables.items():
+            if not isinstance(table, StudyTable):
+                raise TypeError(
+                    f"tables[{name!r}] must be a StudyTable, got {type(table).__name__}."
+                )
+
+    def __eq__(self, other):
+        if not isinstance(other, ExperimentResult):
+            return NotImplemented
+        return (
+            self.experiment == other.experiment
+            and self.settings == other.settings
+            and self.tables.keys() == other.tables.keys()
+            and all(self.tables[k] == other.tables[k] for k in self.tables)
+            and self.seconds == other.seconds
+        )
+
+    __hash__ = None
+
+    def __repr__(self):
+        tables = ", ".join(f"{k} ({len(t)} rows)" for k, t in self.tables.items())
+        return f"ExperimentResult({self.experiment!r}, seeds {list(self.seeds)}: {tables})"
+
+    # -- seeds ------------------------------------------------------------------------
+    @property
+    def seeds(self):
+        """The seeds of the run, in order of first appearance in the tables.
+
+        Returns
+        -------
+        tuple of int
+        """
+        seen = []
+        for table in self.tables.values():
+            if "seed" in table.columns:
+                seen += [int(s) for s in table.unique("seed") if int(s) not in seen]
+        return tuple(seen)
+
+    def seed(self, seed):
+        """A view of one seed: the same result with only that seed's rows.
+
+        Tables without a ``seed`` column (what no seed changes) are kept
+        whole. Every function of a result applies to the view, so a number
+        derived from it is that seed's alone.
+
+        Parameters
+        ----------
+        seed : int
+            One of :attr:`seeds`.
+
+        Returns
+        -------
+        ExperimentResult
+        """
+        if seed not in self.seeds:
+            raise ValueError(
+                f"seed {seed!r} is not a seed of this result; its seeds: {self.seeds}."
+            )
+        tables = {
+            name: table.where(seed=seed) if "seed" in table.columns else table
+            for name, table in self.tables.items()
+        }
+        return ExperimentResult(self.experiment, self.settings, tables, dict(self.seconds))
+
+    # -- what the record derives --------------------------------------------------------
+    @property
+    def record(self):
+        """The experiment's record (:class:`~stsq_learn.experiments.Experiment`).
+
+        Raises
+        ------
+        ValueError
+            If no experiment of that name is registered.
+        """
+        from ._record import RECORDS
+
+        if self.experiment not in RECORDS:
+            raise ValueError(
+                f"no registered experiment is named {self.experiment!r} (registered: "
+                f"{', '.join(RECORDS)}): register its record to draw or summarise it."
+            )
+        return RECORDS[self.experiment]
+
+    def headline(self):
+        """Each headline number of the record, seed by seed.
+
+        Returns
+        -------
+        dict of str to list of float
+            Number to its value for each of :attr:`seeds` (empty for a record
+            without headline numbers).
+        """
+        record = self.record
+        if record.headline is None:
+            return {}
+        per_seed = [record.headline_numbers(self.seed(s)) for s in self.seeds]
+        names = list(per_seed[0]) if per_seed else []
+        for s, numbers in zip(self.seeds[1:], per_seed[1:]):
+            if list(numbers) != names:
+                raise ValueError(
+                    f"the headline of experiment {self.experiment!r} gives other numbers for "
+                    f"seed {s} ({', '.join(numbers)}) than for seed {self.seeds[0]} "
+                    f"({', '.join(names)})."
+                )
+        return {name: [numbers[name] for numbers in per_seed] for name in names}
+
+    def bands(self):
+        """Each headline number's band over the seeds (:func:`band`).
+
+        Returns
+        -------
+        dict of str to dict
+            Number to ``{"values", "min", "median", "max"}``.
+        """
+        return {name: band(values) for name, values in self.headline().items()}
+
+    def summary(self):
+        """The record's rows of the Markdown summary (``| experiment | measure | value |``).
+
+        Returns
+        -------
+        list of str
+        """
+        summary = self.record.summary
+        return [] if summary is None else list(summary(self))
+
+    def plot(self, axes=None):
+        """The experiment's figure, drawn from the tables alone.
+
+        Parameters
+        ----------
+        axes : sequence of matplotlib Axes, default=None
+            Where to draw (as many as the figure's panels); None makes a
+            new figure.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        return self.record.figure(self, axes)
+
+    # -- saving -------------------------------------------------------------------------
+    def to_dict(self):
+        """A JSON-ready dict of the whole result (every table's :meth:`StudyTable.to_dict`).
+
+        Returns
+        -------
+        dict
+            ``experiment``, ``settings``, ``tables`` and ``seconds``.
+        """
+        return {
+            "experiment": self.experiment,
+            "settings": self.settings,
+            "tables": {name: table.to_dict() for name, table in self.tables.items()},
+            "seconds": dict(self.seconds),
+        }
+
+    @classmethod
+    def from_dict(cls, data):
+        """The result :meth:`to_dict` wrote (read back from JSON or not).
+
+        Parameters
+        ----------
+        data : dict
+            As :meth:`to_dict` returns it.
+
+        Returns
+        -------
+        ExperimentResult
+        """
+        if not isinstance(data, dict) or not {"experiment", "settings", "tables"} <= set(data):
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(
+                "data must be an ExperimentResult.to_dict(): experiment, settings, tables "
+                f"(and seconds), got {got}."
+            )
+        return cls(
+            experiment=data["experiment"],
+            settings=dict(data["settings"]),
+            tables={name: StudyTable.from_dict(t) for name, t in data["tables"].items()},
+            seconds=dict(data.get("seconds", {})),
+        )
