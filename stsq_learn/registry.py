@@ -294,7 +294,6 @@ def _register_builtins():
     from .tasks.single_location import task as sl_law
     from .tasks.single_location import theory
 
-    selection_records = ("convergence", "length_generalization", "separation", "encodings")
     register(
         sts_law.SparseTokenSelectionTask,
         estimators=(sts.SparseTokenSelector, sts.FCNSelector),

@@ -1,35 +1,21 @@
-"""Throwaway experiments for the tests of seeds, bands, provenance and the reference check.
+"""Throwaway experiments on the experiment layer, for the tests of reproduce and its results.
 
 They live in a module of their own (not a test file) so that the worker
-processes of a parallel run import them by name.
+processes of a parallel run import them by name. Each is what a user's own
+experiment is: settings with constraints, a ``run`` returning study tables
+with a ``seed`` column, a figure drawn from the tables, a record.
 """
 
-import dataclasses
-from dataclasses import dataclass
+import numbers
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from stsq_learn import SparseTokenSelector
 from stsq_learn.experiments import SIZES, Experiment, Settings, Work
+from stsq_learn.studies import BandDisplay, StudyTable, minimal_width, sweep
+from stsq_learn.studies.plan import active_plan
 from stsq_learn.tasks import SparseTokenSelectionTask
-
-
-@dataclass
-class LevelResult:
-    """A number: the preset's level plus a little noise of the seed."""
-
-    level: float
-    value: float
-
-    def to_dict(self):
-        return {"level": self.level, "value": self.value}
-
-    def plot(self):
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots()
-        ax.bar(["value"], [self.value])
-        return fig
 
 
 class LevelSettings(Settings):
@@ -41,33 +27,55 @@ class LevelSettings(Settings):
         The number the result is near.
     """
 
+    _parameter_constraints = {"level": [Interval(numbers.Real, None, None, closed="neither")]}
+
     level: float = 1.0
 
 
-def level_study(settings=None, *, device="auto", random_state=0, progress=False, **changes):
-    """``level`` plus noise of scale 0.01 drawn with ``random_state`` (no training)."""
-    level = LevelSettings.resolve(settings, changes).level
-    noise = np.random.RandomState(random_state).standard_normal()
-    return LevelResult(float(level), float(level + 0.01 * noise))
+def noise(seed):
+    """The noise of seed ``seed`` (what the level experiments add to their level)."""
+    return 0.01 * np.random.RandomState(seed).standard_normal()
+
+
+def level_run(cfg, seeds, *, device, progress, n_jobs):
+    """One row per seed: ``level`` plus its noise (no training; a plan records one part)."""
+    plan = active_plan()
+    if plan is not None:
+        plan.append(Work("level", 1, 10, SparseTokenSelector(8), SparseTokenSelectionTask(8, 2, 2)))
+        return {"levels": StudyTable({"seed": [], "value": []})}
+    values = [cfg.level + noise(s) for s in seeds]
+    return {"levels": StudyTable({"seed": list(seeds), "value": values})}
+
+
+def level_figure(result, axes=None):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots() if axes is None else (axes[0].figure, axes[0])
+    table = result.tables["levels"]
+    ax.plot(table["seed"], table["value"], "o")
+    ax.set_title(f"{len(table)} seeds")
+    return fig
 
 
 def level_headline(result):
-    return {"value": result.value, "twice": 2 * result.value}
+    (value,) = result.tables["levels"]["value"]
+    return {"value": value, "twice": 2 * value}
 
 
-def _work(settings):
-    task = SparseTokenSelectionTask(8, 2, 2)
-    return [Work("level", 1, 10, SparseTokenSelector(8), task)]
+def level_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
+    """``level`` plus noise of scale 0.01 per seed (no training)."""
+    return LEVEL(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
 LEVEL = Experiment(
     name="test_level",
     function=level_study,
     settings=LevelSettings,
-    presets={size: LevelSettings(level=1.0) for size in SIZES},
-    summary_rows=lambda rows, res: rows.append(f"| level | value | {res.value:.3f} |"),
-    work=_work,
+    presets={size: {} for size in SIZES},
+    run=level_run,
+    figure=level_figure,
     headline=level_headline,
+    summary=lambda result: [f"| level | seeds | {len(result.seeds)} |"],
     provenance={"level": "ours: a number of the test", "noise": "paper: scale 0.01"},
 )
 
@@ -76,35 +84,10 @@ PLAIN = Experiment(
     function=level_study,
     settings=LevelSettings,
     presets={size: {"level": 5.0} for size in SIZES},
-    summary_rows=lambda rows, res: rows.append(f"| plain | value | {res.value:.3f} |"),
-    work=_work,
+    run=level_run,
+    figure=level_figure,
 )
-
-
-@dataclass
-class FitResult:
-    """The R^2 of a small model trained a few steps."""
-
-    r2: float
-
-    def to_dict(self):
-        return {"r2": self.r2}
-
-    def plot(self):
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots()
-        ax.bar(["r2"], [self.r2])
-        return fig
-
-    @staticmethod
-    def plot_bands(results):
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots()
-        ax.plot([r.r2 for r in results], "o")
-        ax.set_title(f"bands of {len(results)} seeds")
-        return fig
+"""The level experiment without headline numbers."""
 
 
 class FitSettings(Settings):
@@ -116,54 +99,45 @@ class FitSettings(Settings):
         Online steps.
     """
 
-    n_steps: int
+    _parameter_constraints = {"n_steps": [Interval(numbers.Integral, 1, None, closed="left")]}
+
+    n_steps: int = 20
 
 
-def fit_study(settings=None, *, device="auto", random_state=0, progress=False, **changes):
+def fit_run(cfg, seeds, *, device, progress, n_jobs):
     """A selector of width 8 trained ``n_steps`` steps at T = 8, d = 2, q = 2, scored."""
-    n_steps = FitSettings.resolve(settings, changes).n_steps
-    task = SparseTokenSelectionTask(8, 2, 2)
-    model = SparseTokenSelector(8, random_state=random_state, device=device)
-    model.fit_online(task, n_steps)
-    X, y = task.sample(100, random_state=random_state + 1000)
-    return FitResult(float(model.score(X, y)))
+    model = SparseTokenSelector(8) if device is None else SparseTokenSelector(8, device=device)
+    table = sweep(
+        model,
+        SparseTokenSelectionTask(8, 2, 2),
+        seeds=seeds,
+        n_steps=cfg.n_steps,
+        n_test=100,
+        batch_seeds=True,
+        n_jobs=n_jobs,
+        progress=progress,
+    )
+    return {"fits": table}
+
+
+def fit_figure(result, axes=None):
+    return BandDisplay.from_table(result.tables["fits"], x="seed", y="score").figure_
+
+
+def fit_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
+    """The trained selector's R^2 per seed."""
+    return FIT(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
 FIT = Experiment(
     name="test_fit",
     function=fit_study,
     settings=FitSettings,
-    presets={size: {"n_steps": 20} for size in SIZES},
-    summary_rows=lambda rows, res: rows.append(f"| fit | R^2 | {res.r2:.3f} |"),
-    work=_work,
-    headline=lambda res: {"r2": res.r2},
+    presets={size: {} for size in SIZES},
+    run=fit_run,
+    figure=fit_figure,
+    headline=lambda result: {"r2": float(result.tables["fits"]["score"][0])},
 )
-
-
-def level_batch_study(
-    settings=None, *, seeds=None, device="auto", random_state=0, progress=False, **changes
-):
-    """:func:`level_study` of each of ``seeds`` in one call (a list), or of ``random_state``."""
-    if seeds is None:
-        return level_study(settings, device=device, random_state=random_state, **changes)
-    return [level_study(settings, device=device, random_state=s, **changes) for s in seeds]
-
-
-LEVEL_BATCHED = dataclasses.replace(
-    LEVEL, name="test_level_batched", function=level_batch_study, seeds_batched=True
-)
-"""The level experiment with its seeds in one run (``seeds_batched``)."""
-
-
-def first_seed_study(settings=None, *, seeds=(0,), device="auto", progress=False, **changes):
-    """A batched study gone wrong: the result of its first seed only."""
-    return level_study(settings, device=device, random_state=seeds[0], **changes)
-
-
-WRONG_BATCHED = dataclasses.replace(
-    LEVEL, name="test_wrong_batched", function=first_seed_study, seeds_batched=True
-)
-"""A batched record whose function returns one result, not one per seed."""
 
 
 class WidthSettings(Settings):
@@ -175,62 +149,50 @@ class WidthSettings(Settings):
         The sequence lengths.
     """
 
+    _parameter_constraints = {"lengths": "no_validation"}
+
     lengths: tuple = (4, 8)
 
 
-@dataclass
-class WidthResult:
-    """One seed's rows of a minimal-width study."""
-
-    table: object
-
-    def to_dict(self):
-        return self.table.to_dict()
-
-    def plot(self):
-        from stsq_learn.studies import BandDisplay
-
-        return BandDisplay.from_table(self.table, x="seq_len", y="value").figure_
-
-
-def _width(s, seeds, **options):
+def width_run(cfg, seeds, *, device, progress, n_jobs):
+    """A user's experiment on the studies: the least width of the pair-mean task, per seed."""
     from user_tasks import PairMeanTask
 
     from stsq_learn import AttentionRegressor
-    from stsq_learn.studies import minimal_width
 
-    model = AttentionRegressor(PairMeanTask, dtype="float64")
-    grid = {"seq_len": list(s.lengths)}
-    return minimal_width(
-        model,
+    table = minimal_width(
+        AttentionRegressor(PairMeanTask, dtype="float64"),
         PairMeanTask(4, 2),
         [2, 4, 8, 16],
-        grid=grid,
+        grid={"seq_len": list(cfg.lengths)},
         seeds=seeds,
         n_steps=80,
         n_test=300,
         target=0.5,
-        **options,
+        batch_seeds=True,
+        n_jobs=n_jobs,
+        progress=progress,
     )
+    return {"widths": table}
 
 
-def width_study(settings=None, *, seeds=(0,), device="auto", progress=False, **changes):
-    """A user's experiment on the studies: the least width of the pair-mean task, per seed."""
-    s = WidthSettings.resolve(settings, changes)
-    table = _width(s, tuple(seeds), batch_seeds=True, device=device, progress=progress)
-    return [WidthResult(table.where(seed=seed)) for seed in seeds]
+def width_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
+    """The least width of the pair-mean task against its length."""
+    return WIDTH(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
 WIDTH = Experiment(
     name="test_width",
     function=width_study,
     settings=WidthSettings,
-    presets={size: WidthSettings() for size in SIZES},
-    summary_rows=lambda rows, res: rows.append("| width | found | ... |"),
-    work=lambda s: list(_width(s, (0,), dry_run=True)),
-    headline=lambda res: {
-        f"width_T{T:.0f}": w for T, w in zip(*res.table.xy("seq_len", "value", finite=False))
+    presets={size: {} for size in SIZES},
+    run=width_run,
+    figure=lambda result, axes=None: (
+        BandDisplay.from_table(result.tables["widths"], x="seq_len", y="value", logx=True).figure_
+    ),
+    headline=lambda result: {
+        f"width_T{T:.0f}": w
+        for T, w in zip(*result.tables["widths"].xy("seq_len", "value", finite=False))
     },
-    seeds_batched=True,
 )
 """A user's experiment written on the studies, its seeds trained together."""

@@ -4,7 +4,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from stsq_learn.experiments._seeds import band, plot_bands
+from stsq_learn.experiments._result import band
+from stsq_learn.experiments._runs import plot_bands
 
 matplotlib.use("Agg")
 

@@ -9,6 +9,7 @@ from children import child_env
 
 from stsq_learn import __version__
 from stsq_learn.cli import main
+from stsq_learn.experiments import EXPERIMENTS
 
 
 def test_version(capsys):
@@ -51,7 +52,7 @@ def test_reproduce_tiny_writes_figures_and_json_and_no_warning(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "warning" not in run.stderr.lower(), run.stderr
-    assert "single_location (seeds 1): done in" in run.stderr
+    assert "single_location: done in" in run.stderr
     printed = run.stdout
     assert "| experiment |" in printed and "minimal width, transformer" in printed
     assert sorted(p.name for p in out.glob("*.png")) == [
@@ -67,36 +68,35 @@ def test_reproduce_tiny_writes_figures_and_json_and_no_warning(tmp_path):
         "single_location.png",
     ]
     payload = json.loads((out / "results.json").read_text())
-    assert {"convergence", "length_generalization", "separation", "encodings", "qsa"} <= set(
-        payload
-    )
+    assert list(payload["experiments"]) == list(EXPERIMENTS)
     assert payload["meta"]["seed"] == 1 and payload["meta"]["torch_threads"] == 1
-    assert all(payload[name]["seeds"][0] == 1 for name in payload if name != "meta")
+    assert payload["meta"]["seeds"] == [1]
     assert (out / "summary.md").read_text().startswith("| experiment |")
 
 
-def test_reproduce_only_encodings(tmp_path, capsys):
-    out = tmp_path / "enc"
-    argv = ["reproduce", "--tiny", "--only", "encodings", "--out", str(out), "--no-progress"]
-    assert main(argv) == 0
+def test_reproduce_only_one_experiment_and_plot_it_again(tmp_path, capsys):
+    out = tmp_path / "icl"
+    argv = ["reproduce", "--tiny", "--only", "in_context_regression", "--out", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
     printed = capsys.readouterr().out
-    assert "| encodings (T=8, m=8, 30 steps, seed 0, 200 rows) |" in printed
-    assert "| | randomized, L=16 |" in printed and "(n/a: L < 16) | n/a / " in printed
+    assert "| in_context_regression (d=5, N=20, 200 steps) |" in printed
+    assert "| in_context_regression | precond_error_isotropic |" in printed
     assert sorted(p.name for p in out.iterdir()) == [
         "bands.png",
-        "encodings.png",
+        "in_context_regression.png",
         "results.json",
         "summary.md",
     ]
     payload = json.loads((out / "results.json").read_text())
-    assert set(payload) == {"meta", "encodings"}
-    section = payload["encodings"]
-    assert section["families"] == ["stochastic", "fixed", "randomized", "sinusoidal"]
-    assert section["eval_lengths"] == [8, 16] and section["codebook_sizes"] == [8, 16, 32]
-    # A codebook of 8 positions cannot score at T' = 16: null in the JSON, not a crash.
-    assert section["sweep_r2"]["8"][1] is None and section["sweep_r2"]["16"][1] is not None
-    assert section["table"]["columns"]["model"][:4] == ["stochastic"] * 2 + ["fixed"] * 2
-    assert "encodings" in payload["meta"]["seconds"]
+    assert list(payload["experiments"]) == ["in_context_regression"]
+    section = payload["experiments"]["in_context_regression"]
+    assert set(section["tables"]) == {"convergence", "lengths", "baselines"}
+    assert (
+        section["settings"]["n_steps"] == 200
+        and "in_context_regression" in payload["meta"]["seconds"]
+    )
+    assert main(["plot", str(out), "--out", str(tmp_path / "again")]) == 0
+    assert "Wrote in_context_regression.png, bands.png to" in capsys.readouterr().out
 
 
 class _Work(Exception):
@@ -114,8 +114,8 @@ def no_work(monkeypatch):
     def work(*args, **kwargs):
         raise _Work
 
-    monkeypatch.setattr(rep, "_run", work)  # reproduce(), after its checks
-    monkeypatch.setattr(rep, "estimate", work)  # plan()'s timed steps
+    monkeypatch.setattr(rep._runs, "run_all", work)  # reproduce(), after its checks
+    monkeypatch.setattr(rep.StudyPlan, "estimate", work)  # plan()'s timed steps
     monkeypatch.setattr(cli, "time", types.SimpleNamespace(perf_counter=work))  # fit, plan, run
 
 
@@ -127,9 +127,8 @@ _REPRODUCE_BAD = [
     (["--scheduler", ""], ["scheduler=''", "is neither"]),
     (["--scheduler", "local:x"], ["scheduler='local:x'", "positive integer"]),
     (["--scheduler", "a b"], ["scheduler='a b'"]),
-    (["--scheduler", "local:2", "--only", "convergence"], ["scheduler='local:2'", "only="]),
-    (["--seed", "-1"], ["seed must be a non-negative integer", "got -1"]),
-    (["--seed", "4294967296"], ["seed must be", "got 4294967296"]),
+    (["--seed", "-1"], ["seed=-1", "must lie in [0, 2147483646] (2**31 - 2), got -1"]),
+    (["--seed", "2147483647"], ["seed=2147483647", "got 2147483647"]),
     (["--seed", "x"], ["--seed", "'x'"]),
     (["--out", ""], ["out=''", "names no directory"]),
     (["--out", "/proc/no/such"], ["out='/proc/no/such'", "cannot be"]),
@@ -234,7 +233,7 @@ def test_every_bad_option_is_one_line_and_exit_2_before_any_work(argv, fragments
 @pytest.mark.parametrize(
     "argv",
     [
-        ["reproduce", "--plan", "--tiny", "--seed", "4294967295"],
+        ["reproduce", "--plan", "--tiny", "--seed", "2147483646"],
         ["reproduce", "--plan", "--tiny", "--only", "width", "--scheduler", "tcp://host:8786"],
         ["reproduce", "--tiny", "--only", "separation,convergence", "--threads", "2"],
         ["fit", "--seq-len", "8", "--eval-lengths", "3,8"],  # T' = q is allowed
@@ -384,7 +383,8 @@ def test_reproduce_imports_the_module_that_registers_an_experiment(
     argv = ["reproduce", "--import", str(USER_MODULE), "--tiny", "--only", "test_level"]
     assert main([*argv, "--seeds", "2", "--jobs", "2", "--out", str(out), "--no-progress"]) == 0
     assert "| test_level | value |" in capsys.readouterr().out
-    assert json.loads((out / "results.json").read_text())["test_level"]["seeds"] == [0, 1]
+    saved = json.loads((out / "results.json").read_text())["experiments"]["test_level"]
+    assert saved["tables"]["levels"]["columns"]["seed"] == [0, 1]
 
 
 def test_a_bad_import_is_a_usage_error(restored_registry, capsys, tmp_path):
@@ -505,7 +505,7 @@ def test_every_cli_error_is_one_line(capsys):
     """Case 6: the memory check, a refused seed with --plan, and argparse's own errors."""
     _one_line_error(["fit", "--width", "1000000"], capsys, "width=1000000")
     _one_line_error(["fit", "--width", "1000000"], capsys, "Lower the width")
-    _one_line_error(["reproduce", "--seed", "-1", "--plan"], capsys, "seed must be a non-negative")
+    _one_line_error(["reproduce", "--seed", "-1", "--plan"], capsys, "must lie in [0, 2147483646]")
     _one_line_error(["fit", "--width", "abc"], capsys, "invalid int value: 'abc'")
 
 

@@ -106,7 +106,9 @@ def test_a_failed_fit_is_a_row_with_its_error():
             {"ok": FCN.set_params(width=8), "bad": diverging}, TASK, seeds=2, n_steps=10, n_test=50
         )
     bad = table.where(model="bad")
-    assert np.isnan(bad["score"]).all() and all("Training diverged" in e for e in bad["fit_failure"])
+    assert np.isnan(bad["score"]).all() and all(
+        "Training diverged" in e for e in bad["fit_failure"]
+    )
     assert set(table.where(model="ok")["fit_failure"]) == {""}
     assert table.where(model="bad")["n_iter"].tolist() == [0, 0]
     zero = sweep(diverging, TASK, seeds=1, n_steps=10, n_test=50, error_score=0.0)

@@ -139,19 +139,21 @@ class Experiment:
         if missing:
             raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
         presets = {}
-        for size in SIZES:
+        for size in sorted(SIZES, key=lambda size: isinstance(self.presets[size], str)):
             preset = self.presets[size]
-            if isinstance(preset, str):  # another size's preset
+            if isinstance(preset, str):  # another size's preset, the same instance
                 if preset not in SIZES or isinstance(self.presets[preset], str):
                     raise ValueError(
                         f"experiment {self.name!r}, preset {size!r}: {preset!r} names no size "
                         "with settings of its own."
                     )
-                preset = self.presets[preset]
+                presets[size] = presets[preset]
+                continue
             try:
                 presets[size] = self.settings.resolve(preset)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
+        presets = {size: presets[size] for size in SIZES}
         object.__setattr__(self, "presets", presets)
         for name in ("run", "figure", "function"):
             if not callable(getattr(self, name)):
@@ -203,7 +205,7 @@ class Experiment:
                 f"experiment {self.name!r}: run must return a dict of name to StudyTable, "
                 f"got {type(tables).__name__}."
             )
-        return ExperimentResult(self.name, cfg.to_json(), tables, seconds)
+        return ExperimentResult(self.name, cfg.to_json(), tables, seconds).made_by(self)
 
     def resolve(self, settings=None, changes=None):
         """The settings of a call: an instance, a mapping, a size's name or None, and changes.

@@ -495,8 +495,9 @@ def summary_table(results):
 
     Parameters
     ----------
-    results : ReproduceResults
-        As :func:`reproduce` or :func:`load_results` gives it.
+    results : ReproduceResults or dict
+        As :func:`reproduce` or :func:`load_results` gives it, or a dict of
+        experiment name to :class:`ExperimentResult`.
 
     Returns
     -------
@@ -508,12 +509,14 @@ def summary_table(results):
     rows = ["| experiment | measure | value |", "|---|---|---|"]
     for result in results.values():
         rows += result.summary()
-    bands = results.headline
+    bands = {name: result.bands() or None for name, result in results.items()}
+    seeds = {name: list(result.seeds) for name, result in results.items()}
     if any(b is not None for b in bands.values()):
-        rows += ["", "Headline numbers over seeds:", "", *_runs.band_rows(bands, results.seeds)]
+        rows += ["", "Headline numbers over seeds:", "", *_runs.band_rows(bands, seeds)]
+    provenance = getattr(results, "provenance", {})
     ours = {
         name: [key for key, where in prov.items() if str(where).startswith("ours")]
-        for name, prov in results.provenance.items()
+        for name, prov in provenance.items()
     }
     if any(ours.values()):
         rows += [

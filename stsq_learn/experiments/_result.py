@@ -178,12 +178,32 @@ class ExperimentResult:
             name: table.where(seed=seed) if "seed" in table.columns else table
             for name, table in self.tables.items()
         }
-        return ExperimentResult(self.experiment, self.settings, tables, dict(self.seconds))
+        view = ExperimentResult(self.experiment, self.settings, tables, dict(self.seconds))
+        return view.made_by(self.__dict__.get("_record"))
+
+    def made_by(self, record):
+        """This result, knowing the record that made it (its figure, headline and summary).
+
+        Parameters
+        ----------
+        record : Experiment or None
+            The record (None: the registered one of :attr:`experiment`).
+
+        Returns
+        -------
+        ExperimentResult
+            ``self``.
+        """
+        object.__setattr__(self, "_record", record)
+        return self
 
     # -- what the record derives --------------------------------------------------------
     @property
     def record(self):
         """The experiment's record (:class:`~stsq_learn.experiments.Experiment`).
+
+        The record whose call made the result (registered or not), else the
+        registered record of its name (a result read back from JSON).
 
         Raises
         ------
@@ -192,6 +212,9 @@ class ExperimentResult:
         """
         from ._record import RECORDS
 
+        made_by = self.__dict__.get("_record")  # the record whose call made this result
+        if made_by is not None:
+            return made_by
         if self.experiment not in RECORDS:
             raise ValueError(
                 f"no registered experiment is named {self.experiment!r} (registered: "
