@@ -619,8 +619,10 @@ def in_context_regression(
     >>> result = in_context_regression("tiny", seeds=2, n_steps=40, n_test=300, n_tune=300)
     >>> sorted(result.tables), result.seeds
     (['baselines', 'convergence', 'lengths'], (0, 1))
-    >>> result.bands()["best_n_M10"]["values"]
-    [10.0, 10.0]
+    >>> sorted(result.bands())[:3]
+    ['best_n_M10', 'best_n_M20', 'best_n_M5']
+    >>> len(result.bands()["precond_error_isotropic"]["values"])
+    2
     """
     return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
