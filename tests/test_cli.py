@@ -1,4 +1,5 @@
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -80,7 +81,7 @@ def test_reproduce_only_encodings(tmp_path, capsys):
     argv = ["reproduce", "--tiny", "--only", "encodings", "--out", str(out), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "| encodings (T=8, m=8, 30 steps, seed 0, 200 rows) |" in printed
+    assert "| encodings (T=8, m=8, 30 steps, 200 rows) |" in printed
     assert "| | randomized, L=16 |" in printed and "(n/a: L < 16) | n/a / " in printed
     assert sorted(p.name for p in out.iterdir()) == [
         "bands.png",
@@ -89,13 +90,15 @@ def test_reproduce_only_encodings(tmp_path, capsys):
         "summary.md",
     ]
     payload = json.loads((out / "results.json").read_text())
-    assert set(payload) == {"meta", "encodings"}
-    section = payload["encodings"]
-    assert section["families"] == ["stochastic", "fixed", "randomized", "sinusoidal"]
-    assert section["eval_lengths"] == [8, 16] and section["codebook_sizes"] == [8, 16, 32]
-    # A codebook of 8 positions cannot score at T' = 16: null in the JSON, not a crash.
-    assert section["sweep_r2"]["8"][1] is None and section["sweep_r2"]["16"][1] is not None
-    assert section["table"]["columns"]["model"][:4] == ["stochastic"] * 2 + ["fixed"] * 2
+    assert set(payload["experiments"]) == {"encodings"}
+    section = payload["experiments"]["encodings"]
+    assert section["settings"]["codebook_factors"] == [1, 2, 4]
+    table = section["tables"]["lengths"]["columns"]
+    assert table["model"][:4] == ["stochastic"] * 2 + ["fixed"] * 2
+    assert set(table["model"]) == {"stochastic", "fixed", "randomized", "sinusoidal", "L=8", "L=32"}
+    # A codebook of 8 positions cannot score at T' = 16: not scored, its number NaN.
+    assert math.isnan(section["headline"]["codebook_L8_r2_at_2T"]["median"])
+    assert not math.isnan(section["headline"]["codebook_L16_r2_at_2T"]["median"])
     assert "encodings" in payload["meta"]["seconds"]
 
 

@@ -10,7 +10,7 @@ from stsq_learn import (
 )
 from stsq_learn.experiments import (
     EXPERIMENTS,
-    PRESETS,
+    ExperimentResult,
     reproduce,
     summary_table,
     training_dynamics,
@@ -19,8 +19,6 @@ from stsq_learn.experiments import (
 from stsq_learn.experiments._reproduce import resolve_experiments
 
 matplotlib.use("Agg")
-
-TINY = PRESETS["tiny"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -34,12 +32,12 @@ def _one_thread():
 
 @pytest.fixture(scope="module")
 def convergence():
-    return training_dynamics(TINY["convergence"], device="cpu", random_state=0)
+    return training_dynamics("tiny", seeds=1, device="cpu")
 
 
 @pytest.fixture(scope="module")
 def separation_by_q():
-    return width_separation_by_q(**TINY["separation"], device="cpu", random_state=0)
+    return width_separation_by_q("tiny", seeds=1, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +48,7 @@ def _axis_labels(fig):
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: training_dynamics(estimator=FCNSelector()), "estimator must be a Sparse"),
+        (lambda: training_dynamics(estimator=FCNSelector()), "'estimator' parameter"),
     ],
 )
 def test_experiments_refuse_the_wrong_estimator(call, match):
@@ -61,9 +59,12 @@ def test_experiments_refuse_the_wrong_estimator(call, match):
 def test_experiments_clone_the_estimators_they_are_given():
     given = SparseTokenSelector(6, solver="sgd", learning_rate_init=1.0, random_state=123)
     before = given.get_params()
-    res = training_dynamics(seq_len=6, n_features=2, n_selected=2, estimator=given, n_steps=4)
+    res = training_dynamics(
+        seq_len=6, n_features=2, n_selected=2, estimator=given, n_steps=4, seeds=1
+    )
     assert given.get_params() == before and not hasattr(given, "net_")
-    assert res.config["width"] == 6 and res.config["learning_rate_init"] == 1.0
+    assert res.tables["dynamics"].unique("width") == [6]
+    assert "learning_rate_init=1.0" in res.settings["estimator"]
 
 
 def test_experiments_reject_bad_sizes():
@@ -82,26 +83,25 @@ def test_resolve_experiments():
         resolve_experiments("bogus")
 
 
-def test_reproduce_writes_results(tmp_path, convergence, separation_by_q):
+def test_reproduce_writes_results(tmp_path, convergence):
     results = reproduce(
         "tiny", out=tmp_path, only="convergence", device="cpu", progress=False, n_threads=1
     )
     assert list(results) == ["convergence"]
     assert (tmp_path / "convergence.png").stat().st_size > 0
     payload = json.loads((tmp_path / "results.json").read_text())
-    assert set(payload) == {"meta", "convergence"}
+    assert set(payload["experiments"]) == {"convergence"}
     assert payload["meta"]["preset"] == "tiny"
     # Same seed, same numbers as calling the function directly.
-    assert payload["convergence"]["table"] == json.loads(json.dumps(convergence.to_dict()["table"]))
-    table = summary_table(
-        {
-            "convergence": convergence,
-            "separation": separation_by_q,
-        }
-    )
-    assert table.startswith("| experiment |")
-    assert "cos(W_pp, I)" in table and "minimal width, fcn" in table
-    assert "the floor's minimal width" in table
+    section = ExperimentResult.from_dict(payload["experiments"]["convergence"])
+    assert section.tables == convergence.tables
+    table = summary_table(results)
+    assert table.startswith("| experiment |") and "cos(W_pp, I)" in table
+
+
+def test_the_separation_summary_rows(separation_by_q):
+    rows = "\n".join(separation_by_q.summary())
+    assert "minimal width, fcn" in rows and "the floor's minimal width" in rows
 
 
 def test_reproduce_rejects_bad_arguments(tmp_path):

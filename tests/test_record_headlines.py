@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from stsq_learn.experiments._records import encodings as enc_record
-from stsq_learn.experiments._records import length_generalization as len_record
 from stsq_learn.tasks.averaging import record as qsa_record
+from stsq_learn.tasks.selection import encodings as enc_record
+from stsq_learn.tasks.selection import length as len_record
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -67,14 +67,15 @@ def test_headline_is_flat_names_to_floats(tiny_results, record, name, keys):
 def test_length_headline_reads_the_result(tiny_results):
     res = tiny_results["length_generalization"]
     head = len_record.headline(res)
-    assert head["stochastic_r2_at_2T"] == res.at("stochastic", 2)
-    assert head["fixed_r2_at_1T"] == res.at("fixed", 1)
+    large = res.tables["r2"].where(validation="val_large")
+    assert head["stochastic_r2_at_2T"] == large.where(model="stochastic", eval_seq_len=16)["r2"][0]
+    assert head["fixed_r2_at_1T"] == large.where(model="fixed", eval_seq_len=8)["r2"][0]
     assert not any("floor_ratio" in k for k in head)  # the tiny preset computes no floor
 
 
 def test_encodings_headline_reads_the_result(tiny_results):
     res = tiny_results["encodings"]
     head = enc_record.headline(res)
-    assert head["stochastic_r2_at_2T"] == res.at("stochastic", 2)
-    assert head["codebook_L16_r2_at_2T"] == res.codebook_at(16, 2)
+    assert head["stochastic_r2_at_2T"] == enc_record.r2(res, "stochastic")[16]
+    assert head["codebook_L16_r2_at_2T"] == enc_record.r2(res, "randomized")[16]
     assert math.isnan(head["codebook_L8_r2_at_2T"])  # a codebook of 8 cannot score at 16
