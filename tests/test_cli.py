@@ -1,4 +1,5 @@
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -97,6 +98,32 @@ def test_reproduce_only_one_experiment_and_plot_it_again(tmp_path, capsys):
     )
     assert main(["plot", str(out), "--out", str(tmp_path / "again")]) == 0
     assert "Wrote in_context_regression.png, bands.png to" in capsys.readouterr().out
+
+
+def test_reproduce_only_encodings(tmp_path, capsys):
+    out = tmp_path / "enc"
+    argv = ["reproduce", "--tiny", "--only", "encodings", "--out", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "| encodings (T=8, m=8, 30 steps, 200 rows) |" in printed
+    assert "| | randomized, L=16 |" in printed and "(n/a: L < 16) | n/a / " in printed
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bands.png",
+        "encodings.png",
+        "results.json",
+        "summary.md",
+    ]
+    payload = json.loads((out / "results.json").read_text())
+    assert set(payload["experiments"]) == {"encodings"}
+    section = payload["experiments"]["encodings"]
+    assert section["settings"]["codebook_factors"] == [1, 2, 4]
+    table = section["tables"]["lengths"]["columns"]
+    assert table["model"][:4] == ["stochastic"] * 2 + ["fixed"] * 2
+    assert set(table["model"]) == {"stochastic", "fixed", "randomized", "sinusoidal", "L=8", "L=32"}
+    # A codebook of 8 positions cannot score at T' = 16: not scored, its number NaN.
+    assert math.isnan(section["headline"]["codebook_L8_r2_at_2T"]["median"])
+    assert not math.isnan(section["headline"]["codebook_L16_r2_at_2T"]["median"])
+    assert "encodings" in payload["meta"]["seconds"]
 
 
 class _Work(Exception):

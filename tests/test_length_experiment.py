@@ -1,4 +1,4 @@
-"""The length generalization experiment: a batched length curve of stochastic and fixed PEs."""
+"""The length generalization experiment: batched length curves of stochastic and fixed PEs."""
 
 import json
 
@@ -11,19 +11,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from sklearn.base import clone
 
 from stsq_learn import FCNSelector, SparseTokenSelector
 from stsq_learn.experiments import (
-    PRESETS,
-    LengthGeneralizationResult,
+    ExperimentResult,
     LengthGeneralizationSettings,
     length_generalization,
-    summary_table,
 )
-from stsq_learn.experiments._records import length_generalization as record
+from stsq_learn.tasks.selection.length import RECORD, floor_r2
 
-TINY = PRESETS["tiny"]["length_generalization"]
 SMALL = dict(n_steps=10, n_val_large=150, n_pe_samples=2)
 MODELS = [
     "stochastic",
@@ -47,77 +43,81 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def three():
     """The tiny preset, a little shorter, at seeds 0, 1, 2 trained together."""
-    return length_generalization(TINY, **SMALL, device="cpu", seeds=3)
+    return length_generalization("tiny", **SMALL, seeds=3, device="cpu")
+
+
+def r2(result, model, validation="val_large"):
+    return result.tables["r2"].where(model=model, validation=validation)["r2"].tolist()
 
 
 def test_tiny_numbers(three):
-    first = three[0]
-    assert isinstance(first, LengthGeneralizationResult)
-    assert first.eval_lengths == [8, 16] and first.models == MODELS
-    large = first.r2["val_large"]
+    table = three.tables["r2"]
+    assert set(three.tables) == {"r2"}  # the tiny preset skips the floor
+    assert table.unique("eval_seq_len") == [8, 16] and table.unique("model") == MODELS
+    assert len(table) == len(MODELS) * 2 * 3 * 2  # curves x validation sets x seeds x lengths
+    first = three.seed(0)
     # Seed 0 at 10 steps: the fixed encoding fits the training length better; both lose at 2T.
-    assert large["stochastic"] == pytest.approx([0.279, 0.140], abs=0.005)
-    assert large["fixed"] == pytest.approx([0.338, 0.168], abs=0.005)
-    for curves in first.r2.values():
-        assert all(len(v) == 2 and np.isfinite(v).all() for v in curves.values())
+    assert r2(first, "stochastic") == pytest.approx([0.279, 0.140], abs=0.005)
+    assert r2(first, "fixed") == pytest.approx([0.338, 0.168], abs=0.005)
+    assert np.isfinite(table["r2"]).all()
+    for name in ("val_128", "val_large"):
         # One encoding draw and no scale at the training length: the same predictions.
-        assert curves["stochastic, log scale"][0] == curves["stochastic"][0]
-        assert curves["fixed, floor scale"][0] == curves["fixed"][0]
-    assert first.train_r2 == {
-        "stochastic": large["stochastic"][0],
-        "fixed": large["fixed"][0],
-        MODELS[-1]: large[MODELS[-1]][0],
-    }
-    assert first.at("fixed", 2) == large["fixed"][1]
-    assert first.floor_r2 is None  # the tiny preset skips the floor
+        assert r2(first, "stochastic, log scale", name)[0] == r2(first, "stochastic", name)[0]
+        assert r2(first, "fixed, floor scale", name)[0] == r2(first, "fixed", name)[0]
     # The 128 rows are the first of the large set's: other numbers, the same model.
-    assert first.r2["val_128"]["stochastic"] != large["stochastic"]
+    assert r2(first, "stochastic", "val_128") != r2(first, "stochastic")
 
 
-def test_one_seed_is_the_same_run_as_a_list_of_seeds(three):
-    one = length_generalization(TINY, **SMALL, device="cpu", random_state=1)
-    assert one.config["random_state"] == three[1].config["random_state"] == 1
-    assert one.models == three[1].models
-    for name in one.r2:
-        for model in one.models:
-            np.testing.assert_allclose(one.r2[name][model], three[1].r2[name][model], atol=1e-5)
-    assert [r.config["random_state"] for r in three] == [0, 1, 2]
-    assert three[0].r2 != three[1].r2
+def test_a_seed_view_is_a_one_seed_run(three):
+    one = length_generalization("tiny", **SMALL, seeds=[1], device="cpu")
+    for name, values in RECORD.headline(one).items():
+        assert values == pytest.approx(three.headline()[name][1], abs=1e-5)
+    assert three.headline()["fixed_r2_at_1T"][0] != three.headline()["fixed_r2_at_1T"][1]
 
 
 def test_the_floor_is_the_best_isotropic_r2():
     res = length_generalization(
-        seq_len=8,
-        n_features=2,
-        n_selected=2,
+        "tiny",
+        seeds=1,
         estimator=SparseTokenSelector(8),
         n_steps=5,
-        factors=(1, 2),
         n_pe_samples=1,
         n_val_large=100,
         length_scales=(),
+        train_range=None,
+        floor=True,
         device="cpu",
     )
-    assert res.models == ["stochastic", "fixed"]
-    assert len(res.floor_r2) == 2 and res.floor_r2[0] > res.floor_r2[1] > 0
-    head = record.headline(res)
-    ratio = (1 - res.at("fixed", 2)) / (1 - res.floor_r2[1])
+    assert res.tables["r2"].unique("model") == ["stochastic", "fixed"]
+    floor = floor_r2(res)
+    assert list(floor) == [8, 16] and floor[8] > floor[16] > 0
+    assert "seed" not in res.tables["floor"].columns  # no seed changes it
+    head = RECORD.headline(res)
+    ratio = (1 - r2(res, "fixed")[1]) / (1 - floor[16])
     assert head["fixed_floor_ratio_at_2T"] == pytest.approx(ratio)
+    assert "| | floor at T' (best W = gamma I of width 8) |" in "\n".join(res.summary())
+    fig = res.plot()
+    floor_line = fp.line(fig.axes[1], "floor at T' (best W = gamma I, width 8)")
+    np.testing.assert_allclose(floor_line.get_ydata(), [floor[8], floor[16]])
+    plt.close(fig)
 
 
 @pytest.mark.parametrize(
     ("changes", "error", "match"),
     [
-        ({"factors": ()}, ValueError, "factors must name at least one"),
-        ({"factors": (1, 0)}, ValueError, r"factors\[i\]"),
-        ({"n_steps": 0}, ValueError, "n_steps"),
-        ({"n_pe_samples": 0}, ValueError, "n_pe_samples"),
-        ({"n_val_large": -1}, ValueError, "n_val_large"),
-        ({"seq_len": 2, "n_selected": 3}, ValueError, "n_selected"),
-        ({"train_range": (4, 6)}, ValueError, "train_range must end at the training length"),
-        ({"train_range": 4}, ValueError, r"train_range must be None or \(T_min, T_max\)"),
-        ({"length_scales": ("cubic",)}, ValueError, "cubic"),
-        ({"estimator": FCNSelector()}, TypeError, "estimator must be a SparseTokenSelector"),
+        ({"factors": ()}, ValueError, "'factors' parameter"),
+        ({"factors": (1, 0)}, ValueError, "'factors' parameter"),
+        ({"n_steps": 0}, ValueError, "'n_steps' parameter"),
+        ({"n_pe_samples": 0}, ValueError, "'n_pe_samples' parameter"),
+        ({"n_val_large": -1}, ValueError, "'n_val_large' parameter"),
+        ({"seq_len": 1}, ValueError, "n_selected"),
+        ({"train_range": (4, 6)}, ValueError, r"train_range must be \(T_min, seq_len=8\)"),
+        ({"train_range": (2, 4, 8)}, ValueError, r"train_range must be \(T_min, seq_len=8\)"),
+        ({"train_range": 4}, ValueError, "'train_range' parameter"),
+        ({"length_scales": ("cubic",)}, ValueError, "'length_scales' parameter"),
+        ({"range_scale": "cubic"}, ValueError, "'range_scale' parameter"),
+        ({"floor": 1}, ValueError, "'floor' parameter"),
+        ({"estimator": FCNSelector()}, TypeError, "'estimator' parameter"),
         ({"seeds": [1, 1]}, ValueError, "seeds holds 1 twice"),
         ({"device": "tpu"}, ValueError, "device='tpu' is not"),
         ({"n_step": 2}, ValueError, r"\['n_step'\] are not settings"),
@@ -129,70 +129,63 @@ def test_bad_settings_are_refused_by_name_before_any_work(monkeypatch, changes, 
 
     monkeypatch.setattr("stsq_learn.tasks.selection.length.length_curve", no_training)
     with pytest.raises(error, match=match):
-        length_generalization(TINY, **changes)
+        length_generalization("tiny", **changes)
 
 
-def test_settings_and_changes_to_them():
-    assert type(TINY) is LengthGeneralizationSettings
-    res = length_generalization(TINY, n_steps=2, n_val_large=50, device="cpu")
-    assert res.config["n_steps"] == 2 and res.config["n_val_large"] == 50
-    assert res.config["seq_len"] == 8 and res.config["train_range"] == [4, 8]
-    assert TINY.n_steps == 30 and TINY.n_val_large == 200
+def test_settings_presets_and_the_given_estimator():
+    assert RECORD.presets["quick"] == LengthGeneralizationSettings(train_range=(4, 16))
+    assert RECORD.presets["tiny"].n_steps == 30 and RECORD.presets["tiny"].train_range == (4, 8)
     with pytest.raises(TypeError, match="got int: 16"):  # the old positional seq_len
         length_generalization(16)
-
-
-def test_the_given_estimator_is_cloned():
     given = SparseTokenSelector(6, random_state=123)
     before = given.get_params()
-    res = length_generalization(TINY, estimator=given, n_steps=2, n_val_large=50, device="cpu")
+    res = length_generalization("tiny", estimator=given, n_steps=2, n_val_large=50, seeds=1)
     assert given.get_params() == before and not hasattr(given, "net_")
-    assert res.config["width"] == 6 and clone(given).get_params() == before
+    assert res.settings["n_steps"] == 2 and res.settings["train_range"] == [4, 8]
 
 
-def test_to_dict_round_trip(three):
-    res = three[2]
-    data = json.loads(json.dumps(res.to_dict(), allow_nan=False))
-    back = LengthGeneralizationResult.from_dict(data)
-    assert back.r2 == res.r2 and back.models == res.models and back.config == res.config
-    assert back.table == res.table
-    assert set(back.table.columns) == {"model", "validation", "seed", "eval_seq_len", "r2"}
-    assert len(back.table) == len(MODELS) * 2 * 2  # curves x validation sets x lengths
+def test_round_trip_through_json_draws_the_same_figure(three):
+    data = json.loads(json.dumps(three.to_dict(), allow_nan=False))
+    back = ExperimentResult.from_dict(data)
+    assert back == three and back.bands() == three.bands()
+    figs = three.plot(), back.plot()
+    drawn = [
+        [(ax.get_title(), [ln.get_label() for ln in ax.get_lines()]) for ax in f.axes] for f in figs
+    ]
+    assert drawn[0] == drawn[1]
+    for f in figs:
+        plt.close(f)
 
 
 def test_the_figure_has_a_panel_of_bands_per_validation_set(three):
-    fig = LengthGeneralizationResult.plot_bands(three)
+    fig = three.plot()
     assert len(fig.axes) == 2 and len(fig.legends) == 1
     assert [ax.get_title() for ax in fig.axes] == [
-        "Validation set of 128 rows, 3 seed(s)",
-        "Validation set of 150 rows, 3 seed(s)",
+        "Validation set of 128 rows",
+        "Validation set of 150 rows",
     ]
+    assert fp.suptitle(fig).endswith("(median over 3 seeds, band: min-max)")
     for ax, name in zip(fig.axes, ("val_128", "val_large")):
         assert ax.get_xscale() == "log"
-        values = np.array([r.r2[name]["fixed"] for r in three])
+        values = np.array([r2(three.seed(s), "fixed", name) for s in three.seeds])
         np.testing.assert_allclose(fp.line(ax, "fixed").get_ydata(), np.median(values, axis=0))
         assert len(fp.fills(ax)) == len(MODELS)  # one band per curve
+        assert fp.line(ax, "fixed, floor scale").get_linestyle() == ":"
     plt.close(fig)
-    one = three[0].plot()
+    one = three.seed(0).plot()
     assert not fp.fills(one.axes[0])
     np.testing.assert_array_equal(
-        fp.line(one.axes[1], "stochastic").get_ydata(), three[0].r2["val_large"]["stochastic"]
+        fp.line(one.axes[1], "stochastic").get_ydata(), r2(three.seed(0), "stochastic")
     )
     plt.close(one)
-    fp.check_plot_bands_names_bad_results(LengthGeneralizationResult, three[0])
-    with pytest.raises(ValueError, match=r"results\[1\]\.models differs"):
-        other = LengthGeneralizationResult(**{**vars(three[1]), "models": MODELS[:2]})
-        LengthGeneralizationResult.plot_bands([three[0], other])
 
 
 def test_record_headline_and_summary(three):
-    head = record.headline(three[0])
-    assert head["stochastic_r2_at_2T"] == three[0].at("stochastic", 2)
-    assert (
-        head["stochastic_trained_on_4_8_log_scale_r2_at_1T"]
-        == three[0].r2["val_large"][MODELS[-1]][0]
-    )
+    head = RECORD.headline(three.seed(0))
+    assert head["stochastic_r2_at_2T"] == r2(three.seed(0), "stochastic")[1]
+    assert head["stochastic_trained_on_4_8_log_scale_r2_at_1T"] == r2(three.seed(0), MODELS[-1])[0]
     assert not any("floor_ratio" in k for k in head)
-    table = summary_table({"length_generalization": three[0]})
-    assert "| length generalization (T=8, 150 rows) | R^2 at 1T, 2T | |" in table
-    assert record.RECORD.seeds_batched
+    rows = three.summary()
+    assert rows[0] == "| length generalization (T=8, 150 rows) | R^2 at 1T, 2T | |"
+    assert len(rows) == 1 + len(MODELS) and rows[5].startswith("| | fixed | ")
+    assert RECORD.aliases == ("length",)
