@@ -18,7 +18,7 @@ from stsq_learn import (
     SparseTokenSelector,
 )
 from stsq_learn.engine.batch_reuse import BatchReuse, active_reuse, reuse_batches
-from stsq_learn.experiments import _seeds
+from stsq_learn.experiments import _runs
 from stsq_learn.regressors import FCNSelector
 
 
@@ -171,7 +171,7 @@ def test_a_bad_bound_is_refused_naming_it(bad, error, message):
 
 def test_each_run_of_reproduce_reuses_its_batches():
     seen = []
-    _seeds.run_one(lambda: seen.append(active_reuse()), {}, 1)
+    _runs.run_one(lambda: seen.append(active_reuse()), {}, 1)
     assert isinstance(seen[0], BatchReuse) and active_reuse() is None
 
 
