@@ -167,13 +167,7 @@ class SparseTokenClassificationSettings(Settings):
 
 
 def signal_bounds(settings):
-    """The bisection's bracket of theta per classifier, of settings (an instance or its JSON).
-
-    Returns
-    -------
-    dict of str to tuple of float
-        Classifier to ``(low, high)``.
-    """
+    """Classifier to the bisection's bracket ``(low, high)`` of theta, of settings (or JSON)."""
     given = settings["signal_bounds"]
     if given is None:
         return dict(_BOUNDS)
@@ -204,32 +198,17 @@ def _two_step_cosine(estimator, X, y):
 
 
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The three studies over every seed: ``law``, ``alignment`` and ``error``.
+    """The three studies over every seed (the record's ``run``): ``law``, ``alignment``, ``error``.
 
-    Parameters
-    ----------
-    cfg : SparseTokenClassificationSettings
-        The settings.
-    seeds : tuple of int
-        The seeds.
-    device : str or None, default=None
-        The attention classifier's device (None: its own).
-    progress : bool, default=False
-        Progress bars.
-    n_jobs : int or None, default=None
-        Fits at once in each study.
-
-    Returns
-    -------
-    dict of str to StudyTable
-        :func:`~stsq_learn.studies.search_threshold`'s rows, one per
-        (classifier, seed, L): ``value`` (the minimal theta; NaN where the
-        bracket's top failed, ``bound`` then its top); the two-step fits,
-        one row per (seed, d, n/d, draw): ``draw`` (its rows' seed,
-        ``stream_seed(seed, "alignment <k>")``), ``n_features``, ``ratio``,
-        ``n_train``, ``cosine`` (NaN for a draw of one class); the sweep's
-        rows, one per (classifier, seed, theta): ``test_error`` and
-        ``query_along_xi``.
+    ``law`` holds :func:`~stsq_learn.studies.search_threshold`'s rows, one
+    per (classifier, seed, L): ``value`` is the minimal theta (NaN where the
+    bracket's top failed, ``bound`` then its top). ``alignment`` holds one
+    row per (seed, d, n/d, draw): ``draw`` (its rows' seed,
+    ``stream_seed(seed, "alignment <k>")``), ``n_features``, ``ratio``,
+    ``n_train`` and ``cosine`` (NaN for a draw of one class). ``error``
+    holds the sweep's rows, one per (classifier, seed, theta):
+    ``test_error`` and ``query_along_xi``. ``device`` is the attention
+    classifier's (None: its own).
     """
     bounds = signal_bounds(cfg)
     attention = clone(_ATTENTION if cfg.attention is None else cfg.attention)
@@ -319,36 +298,18 @@ def _alignment(cfg, seeds, progress, n_jobs):
 
 # -- what the tables give --------------------------------------------------------------------
 def threshold_laws(result, name, law):
-    """Per seed, ``law`` fitted to classifier ``name``'s thresholds against L.
+    """Seed to ``law`` fitted to classifier ``name``'s thresholds against L (:func:`fit_laws`).
 
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run, or one seed's view.
-    name : str
-        One of :data:`CLASSIFIERS`.
-    law : {"log", "sqrt"}
-        ``a + b ln L``, or ``c sqrt(L)`` through 0 (the pooled oracle's law;
-        its ``params["b"]`` is c).
-
-    Returns
-    -------
-    dict of int to Law or None
-        Seed to its law (None under the points the law needs; thresholds
-        not reached are left out). A figure draws their :meth:`Law.median`.
+    ``law`` is ``"log"`` (``a + b ln L``) or ``"sqrt"`` (``c sqrt(L)``
+    through 0, the pooled oracle's law: c is ``params["b"]``); thresholds
+    not reached are left out, a seed with too few points gets None.
     """
     rows = result.tables["law"].where(model=name)
     return fit_laws(rows, "seq_len", "value", law, origin=law == "sqrt")
 
 
 def alignment_theory(settings):
-    """The query's limiting cosine ``rho_2`` at each n/d of the settings (a mapping).
-
-    Returns
-    -------
-    list of float
-        :func:`~.theory.two_step_alignment` at each of ``alignment_ratios``.
-    """
+    """The query's limiting cosine ``rho_2`` (:func:`~.theory.two_step_alignment`) at each n/d."""
     ratios = np.array(settings["alignment_ratios"], float)
     _, query = two_step_alignment(
         settings["alignment_signal"], settings["alignment_seq_len"], ratios
@@ -357,15 +318,11 @@ def alignment_theory(settings):
 
 
 def attention_thresholds(result):
-    """Per seed, the signal where the informative share is 1/2 at the fitted query.
+    """Seed to the signal where the informative share is 1/2 at its fitted query (or None).
 
-    The query's norm is the median of the error part's positive
-    ``query_along_xi`` of that seed (:func:`~.theory.attention_threshold`).
-
-    Returns
-    -------
-    dict of int to float or None
-        Seed to the signal (None where no query was positive, or ``L = 1``).
+    The query's norm is the median of the seed's positive ``query_along_xi``
+    in the error part (:func:`~.theory.attention_threshold`); None where no
+    query was positive, or ``L = 1``.
     """
     L = result.settings["error_seq_len"]
     out = {}
@@ -459,26 +416,14 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The thresholds against L with each law, the two-step alignment, the error against theta.
+    """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two).
 
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`sparse_token_classification` (every seed).
-    axes : sequence of 4 matplotlib Axes, default=None
-        Where to draw; None makes a new figure (two rows of two).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Each classifier's minimal theta against L (median over the seeds,
-        min-max error bars; open triangles where the bracket's top failed)
-        with the median over the seeds of its law ``a + b ln L``, then of
-        ``c sqrt L``, beside the pooled oracle's threshold; each d's cosine
-        after two steps against n/d (median over every draw, min-max
-        shaded) beside the theory's limit; each classifier's test error
-        against theta beside the pooled oracle's exact error and the signal
-        of informative share 1/2 (median over the seeds, min-max shaded).
+    Each classifier's minimal theta against L (the median over the seeds,
+    min-max error bars; open triangles where the bracket's top failed) with
+    the median of its seeds' laws ``a + b ln L``, then ``c sqrt L``, beside
+    the pooled oracle's threshold; each d's cosine after two steps against
+    n/d (over every draw) beside the theory's limit; the test error against
+    theta beside the pooled oracle's and the signal of informative share 1/2.
     """
     new = axes is None
     fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4, ncols=2)

@@ -150,30 +150,13 @@ class SingleLocationSettings(Settings):
 
 # -- the runs --------------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The erf runs, softmax attention and the baselines over every seed.
+    """The tables of the module's docstring, every seed in them (the record's ``run``).
 
-    Parameters
-    ----------
-    cfg : SingleLocationSettings
-        The settings.
-    seeds : tuple of int
-        The seeds: every model of seed ``s`` (the four erf runs, the softmax
-        model) is fitted with ``random_state=s``; the linear fit's rows, the
-        held-out rows and the Bayes estimate's come from
-        :func:`~stsq_learn.studies.stream_seed` ``(s, "train")``,
-        ``(s, "test")`` and ``(s, "bayes")``.
-    device : str or None, default=None
-        Unused: the models run in NumPy.
-    progress : bool, default=False
-        The erf runs' progress bar.
-    n_jobs : int or None, default=None
-        Fits at once in the softmax sweep.
-
-    Returns
-    -------
-    dict of str to StudyTable
-        ``curves``, ``runs``, ``softmax``, ``baselines`` and ``theory`` (see
-        the module).
+    Every model of seed ``s`` (the four erf runs, the softmax model) is
+    fitted with ``random_state=s``; the linear fit's rows, the held-out rows
+    and the Bayes estimate's come from :func:`~stsq_learn.studies.stream_seed`
+    ``(s, "train")``, ``(s, "test")`` and ``(s, "bayes")``. The models run
+    in NumPy (``device`` is unused); ``n_jobs`` serves the softmax sweep.
     """
     task = SingleLocationTask(cfg.seq_len, cfg.n_features, gamma=cfg.gamma, noise=cfg.noise)
     erf = ErfAttentionRegressor(
@@ -312,49 +295,37 @@ def _seed_baselines(cfg, task, seed):
 
 def _theory(cfg, task):
     """Per schedule, the oracle and the swapped point at its final temperature; linear, zero."""
-    final_lambda = {
-        "decay": cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1)),
-        "constant": cfg.constant_lambda,
-    }
-    points = {lam: swapped_point(task, lam) for lam in set(final_lambda.values())}
-    rows = {}
-    for schedule in SCHEDULES:
-        lam = final_lambda[schedule]
-        point = points[lam]
-        row = {
-            "schedule": schedule,
-            "lambda": lam,
-            "oracle": float(oracle_risk(task, lam)),
-            "swapped_risk": float(point["risk"]),
-            "swapped_gap": float(point["relative_gap"]),
-            "swapped_k.v*": float(point["k.v*"]),
-            "swapped_v.k*": float(point["v.k*"]),
-            "swapped_converged": bool(point["converged"]),
-            "linear": float(linear_risk(task)),
-            "zero": float(task.trivial_mse),
-        }
-        for name, value in row.items():
-            rows.setdefault(name, []).append(value)
-    return StudyTable(rows, meta={"study": "single_location theory"})
+    decay = cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1))
+    lams = [decay, cfg.constant_lambda]
+    points = {lam: swapped_point(task, lam) for lam in set(lams)}
+    return StudyTable(
+        {
+            "schedule": list(SCHEDULES),
+            "lambda": lams,
+            "oracle": [float(oracle_risk(task, lam)) for lam in lams],
+            **{
+                f"swapped_{key}": [points[lam][name] for lam in lams]
+                for key, name in (
+                    ("risk", "risk"),
+                    ("gap", "relative_gap"),
+                    ("k.v*", "k.v*"),
+                    ("v.k*", "v.k*"),
+                    ("converged", "converged"),
+                )
+            },
+            "linear": [float(linear_risk(task))] * 2,
+            "zero": [float(task.trivial_mse)] * 2,
+        },
+        meta={"study": "single_location theory"},
+    )
 
 
 # -- what the tables give --------------------------------------------------------------------
 def ended_at(result, model, endpoint):
-    """The share of the runs of ``model`` (``"<init>/<schedule>"``) that ended at ``endpoint``.
+    """The share of the runs of ``model`` (of :data:`MODELS`) that ended at ``endpoint``.
 
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run (the share over its seeds) or one seed's view (0 or 1).
-    model : str
-        One of :data:`MODELS`.
-    endpoint : {"oracle", "swapped", "other"}
-        Where they ended.
-
-    Returns
-    -------
-    float
-        The share, in [0, 1].
+    Over the seeds of ``result``, or 0 or 1 for one seed's view; ``endpoint``
+    is one of :data:`ENDPOINTS`.
     """
     rows = result.tables["runs"].where(model=model)
     return float(np.mean([e == endpoint for e in rows["endpoint"]]))
@@ -428,24 +399,13 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """Risk, key and value alignment against the step, and where the runs ended, over the seeds.
+    """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two).
 
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`single_location` (every seed).
-    axes : sequence of 4 matplotlib Axes, default=None
-        Where to draw; None makes a new figure (two rows of two).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Each erf run's population risk against the step (log-log; median
-        over the seeds, min-max shaded) beside the best linear risk, the
-        oracle's at each schedule's final temperature and the softmax
-        model's test MSE (median, min-max shaded); ``|<k, k*>|`` and
-        ``|<v, v*>|`` the same way; per start and schedule, the share of the
-        seeds whose run ended at the oracle, at the swapped point or elsewhere.
+    Each erf run's population risk against the step (log-log; the median
+    over the seeds, min-max shaded) beside the best linear risk, the
+    oracle's at each schedule's final temperature and softmax attention's
+    test MSE; ``|<k, k*>|`` and ``|<v, v*>|`` the same way; per start and
+    schedule, the share of the seeds whose run ended at each endpoint.
     """
     new = axes is None
     fig, (ax_r, ax_k, ax_v, ax_e) = new_axes(axes, 4, ncols=2)
@@ -519,17 +479,13 @@ def _endpoints(ax, result):
 def single_location(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
     """Projected gradient descent on single-location regression, beside the baselines.
 
-    For each seed: the erf predictor
-    (:class:`~stsq_learn.ErfAttentionRegressor`, ``solver="pgd"``) trained
-    on the population risk from the sphere and from the manifold, under the
-    decaying and the constant temperature (four runs, of every seed in one
-    batched computation); the oracle's and the swapped point's risks at
-    each schedule's final temperature; the best linear predictor in closed
-    form and fitted on ``n_linear`` rows; the Bayes risk by Monte Carlo;
-    softmax attention (:class:`~stsq_learn.SoftmaxAttentionRegressor`)
-    trained online (see :mod:`stsq_learn.tasks.single_location.experiment`;
-    the settings: :class:`SingleLocationSettings`). The models run in
-    NumPy: ``device`` is checked and unused.
+    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`,
+    ``solver="pgd"``) from the sphere and from the manifold under both
+    temperature schedules, beside the oracle, the swapped point, the best
+    linear predictor, the Bayes risk and softmax attention (see
+    :mod:`stsq_learn.tasks.single_location.experiment`; the settings:
+    :class:`SingleLocationSettings`). The models run in NumPy: ``device`` is
+    checked and unused.
 
     Parameters
     ----------
