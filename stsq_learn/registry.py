@@ -327,14 +327,14 @@ def _register_builtins():
         sl_law.SingleLocationTask,
         estimators=(sl.ErfAttentionRegressor, sl.SoftmaxAttentionRegressor),
         make=sl_law.make_single_location,
-        experiments=(),  # PORT
+        experiments=("stsq_learn.tasks.single_location.experiment",),
         moved={"single_location": sl, "single_location_theory": theory},
     )
     register(
         stc_law.SparseTokenClassificationTask,
         estimators=(stc.SparseTokenClassifier,),
         make=stc_law.make_sparse_token_classification,
-        experiments=(),  # PORT
+        experiments=("stsq_learn.tasks.classification.experiment",),
         exports=(
             stc_baselines.FlattenTokens,
             stc_baselines.MeanPoolTokens,

@@ -3,6 +3,7 @@
 - :mod:`.estimators` (the attention classifier) and :mod:`.modules` (its
   torch module)
 - :mod:`.baselines` (the linear baselines)
+- :mod:`.experiment` (the experiment and its record)
 - :mod:`.task`
 - :mod:`.theory`
 

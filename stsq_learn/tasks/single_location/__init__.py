@@ -4,8 +4,7 @@
 - :mod:`.batch` (several erf-predictor fits in one batched computation:
   ``fit_online_batch``, ``fit_online_seeds``)
 - :mod:`.estimators`
-- :mod:`.experiment`
-- :mod:`.record`
+- :mod:`.experiment` (the experiment and its record)
 - :mod:`.task`
 - :mod:`.theory`
 

@@ -3,22 +3,34 @@
 The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025) trained by
 projected gradient descent on its population risk (in closed form), from the
 sphere and from their manifold, under the decaying temperature
-``lambda_0 / (1 + c t)`` and a constant one, for each seed of the run; beside
-it the oracle ``(k*, v*)`` at the final temperature, the best linear
-predictor (closed form and fitted), the Bayes risk (Monte Carlo) and softmax
-attention with one learned query trained online on the same law.
+``lambda_0 / (1 + c t)`` and a constant one, once per seed; beside it the
+oracle ``(k*, v*)`` and the swapped point
+(:func:`~stsq_learn.single_location_theory.swapped_point`) at each schedule's
+final temperature, the best linear predictor (closed form and fitted), the
+Bayes risk (Monte Carlo) and softmax attention with one learned query
+trained online on the same law.
 
-Seeds follow the studies' one rule (:mod:`stsq_learn.studies.seeds`): every
-model of seed ``s`` is fitted with ``random_state=s``, every row it draws
-comes from a stream :func:`~stsq_learn.studies.stream_seed` ``(s, name)``.
-The softmax model is a :func:`~stsq_learn.studies.sweep` over the seeds
-(trained as one batched model). The erf runs record their risk and
-alignments along the steps, which a study's table of scores does not hold:
-all of them (starts x schedules x seeds) are fitted in one batched
-computation (:func:`~stsq_learn.tasks.single_location.batch.fit_online_batch`)
-and their rows written to :class:`~stsq_learn.studies.StudyTable` s here.
-Each run's endpoint is classified: the oracle, the swapped point
-(:func:`~stsq_learn.single_location_theory.swapped_point`) or neither.
+The result's tables:
+
+- ``curves``: each erf run's population risk and alignments
+  ``<k, k*>``, ``<v, v*>`` every ``record_every`` steps;
+- ``runs``: where each erf run ended: its risk against the oracle's, its
+  inner products with ``k*`` and ``v*``, its ``endpoint`` (the oracle, the
+  swapped point or neither);
+- ``softmax``: softmax attention (a :func:`~stsq_learn.studies.sweep`,
+  the seeds one batched model);
+- ``baselines``: per seed, the fitted linear model's test MSE and the
+  Bayes risk's Monte Carlo estimate;
+- ``theory``: per schedule, what no seed changes (no ``seed`` column):
+  the oracle's and the swapped point's risks at the final temperature
+  (the swapped point is found by projected GD: kept, not recomputed), the
+  best linear risk and that of predicting 0.
+
+All the erf runs of all the seeds (starts x schedules x seeds) are one
+batched computation
+(:func:`~stsq_learn.tasks.single_location.batch.fit_online_batch`): they
+record their risk and alignments along the steps, which a study's table of
+scores does not hold, so their rows are written here.
 """
 
 from __future__ import annotations
@@ -26,20 +38,20 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
+from sklearn.utils._param_validation import Interval
 
-from ..._validation import check_positive_int
-from ...experiments._common import new_axes, seed_results
-from ...experiments._settings import Settings
-from ...studies import BandDisplay, StudyTable, Work, check_seeds, stream_seed, sweep
+from ...experiments import Experiment, Settings, document_experiment
+from ...experiments._common import new_axes
+from ...experiments._result import fmt_band
+from ...studies import BandDisplay, StudyTable, Work, stream_seed, sweep
 from ...studies.plan import active_plan
-from .. import SingleLocationTask
 from .batch import fit_online_batch
 from .estimators import ErfAttentionRegressor, SoftmaxAttentionRegressor
+from .task import SingleLocationTask
 from .theory import bayes_risk, linear_risk, oracle_risk, swapped_point
 
 INITS = ("sphere", "manifold")
@@ -49,260 +61,14 @@ MODELS = tuple(f"{init}/{schedule}" for init in INITS for schedule in SCHEDULES)
 PRODUCTS = ("k.k*", "k.v*", "v.k*", "v.v*", "k.v")
 """The inner products of a run's final ``(k, v)`` with ``k*``, ``v*`` and each other."""
 ENDPOINTS = ("oracle", "swapped", "other")
-_GAMMA = float(np.sqrt(0.5))  # gamma^2 = 1/2, the paper's
+"""Where a run ends: ``(k*, v*)`` up to sign, the swapped point, or neither."""
 
-
-@dataclass
-class SingleLocationResult:
-    """Risk and alignments along projected gradient descent, with the baselines, for one seed.
-
-    Attributes
-    ----------
-    config : dict
-        The settings and the seed (``random_state``).
-    curves : StudyTable
-        One row per erf run (``model``: ``"<init>/<schedule>"``, of
-        :data:`MODELS`) and recorded step: ``seed``, ``param_init``,
-        ``param_schedule``, ``step`` (0, ``record_every``, ..., and the
-        last), ``risk`` (the population risk before that step),
-        ``key_alignment`` and ``value_alignment`` (``<k, k*>``,
-        ``<v, v*>`` before it).
-    runs : StudyTable
-        One row per erf run: ``model``, ``seed``, ``param_init``,
-        ``param_schedule``, the final ``risk``, the ``oracle`` risk at the
-        final temperature ``lambda``, their ``relative_gap``, the five
-        inner products of :data:`PRODUCTS`, ``reached`` (1 where the run
-        reached the oracle: gap within ``rtol``, ``|<k, k*>|`` and
-        ``|<v, v*>|`` at least ``alignment``, else 0), ``endpoint``
-        (``"oracle"``: ``(k*, v*)`` up to sign; ``"swapped"``: the key on
-        the value direction, ``|<k, v*>| >= alignment``; ``"other"``) and
-        ``seconds`` (its share of the batched fit's wall time).
-    baselines : dict
-        ``zero`` (the predictor 0), ``linear`` (closed form),
-        ``linear_fitted`` (a :class:`~sklearn.linear_model.LinearRegression`
-        on flattened rows, test MSE) and ``linear_train_rows``, ``bayes`` and
-        ``bayes_se`` (Monte Carlo), ``oracle`` per schedule (at its final
-        temperature) and ``swapped`` per schedule: the stationary point near
-        ``(k, v) = (v*, k*)`` at the final temperature
-        (:func:`~stsq_learn.single_location_theory.swapped_point`: its
-        ``risk``, ``relative_gap`` to the oracle's, products, ``converged``).
-    softmax : StudyTable
-        Softmax attention trained online (a :func:`~stsq_learn.studies.sweep`
-        of one model): ``test_mse`` on the seed's held-out rows,
-        ``query_cosine`` and ``value_cosine`` (final cosines with ``k*`` and
-        ``v*``), ``n_iter``, ``seconds``, ``error``.
-
-    Examples
-    --------
-    >>> from stsq_learn.tasks.single_location.experiment import single_location
-    >>> res = single_location(seq_len=5, n_features=20, n_steps=50, n_softmax_steps=10,
-    ...                       n_test=500, random_state=0)
-    >>> res.runs["model"].tolist()
-    ['sphere/decay', 'sphere/constant', 'manifold/decay', 'manifold/constant']
-    """
-
-    config: dict
-    curves: StudyTable
-    runs: StudyTable
-    baselines: dict
-    softmax: StudyTable
-
-    def reached(self, init, schedule):
-        """Fraction of the runs of ``(init, schedule)`` that reached the oracle.
-
-        Parameters
-        ----------
-        init : str
-            The start of the runs (one of ``INITS``).
-        schedule : str
-            Their temperature schedule (one of ``SCHEDULES``).
-
-        Returns
-        -------
-        float
-            The fraction, in [0, 1] (for one seed's result: 0 or 1).
-        """
-        rows = self.runs.where(model=f"{init}/{schedule}")
-        return float(np.mean(rows["reached"])) if len(rows) else float("nan")
-
-    def ended_at(self, init, schedule, endpoint):
-        """Fraction of the runs of ``(init, schedule)`` that ended at ``endpoint``.
-
-        Parameters
-        ----------
-        init : str
-            The start of the runs (one of ``INITS``).
-        schedule : str
-            Their temperature schedule (one of ``SCHEDULES``).
-        endpoint : {"oracle", "swapped", "other"}
-            Where they ended (see ``runs``).
-
-        Returns
-        -------
-        float
-            The fraction, in [0, 1] (for one seed's result: 0 or 1).
-        """
-        rows = self.runs.where(model=f"{init}/{schedule}")
-        hits = [e == endpoint for e in rows["endpoint"]]
-        return float(np.mean(hits)) if hits else float("nan")
-
-    def to_dict(self):
-        """JSON-ready dict of the fields, each table as its ``to_dict()``.
-
-        Returns
-        -------
-        dict
-            ``config``, ``curves``, ``runs``, ``baselines`` and ``softmax``.
-        """
-        out = {name: getattr(self, name) for name in _FIELDS}
-        out.update({name: getattr(self, name).to_dict() for name in _TABLES})
-        return out
-
-    @classmethod
-    def from_dict(cls, data):
-        """The result :meth:`to_dict` described.
-
-        Parameters
-        ----------
-        data : dict
-            A :meth:`to_dict` (or its JSON read back).
-
-        Returns
-        -------
-        SingleLocationResult
-            The result, its tables rebuilt.
-        """
-        tables = {name: StudyTable.from_dict(data[name]) for name in _TABLES}
-        return cls(**{name: data[name] for name in _FIELDS}, **tables)
-
-    def plot(self, axes=None):
-        """Risk, key and value alignment against steps, and where the runs ended, on 4 axes.
-
-        Parameters
-        ----------
-        axes : sequence of 4 matplotlib Axes, default=None
-            Where to draw; ``None`` makes a new figure with one row of 4 axes.
-
-        Returns
-        -------
-        fig : matplotlib.figure.Figure
-            The figure holding the axes.
-        """
-        return self.plot_bands([self], axes)
-
-    @staticmethod
-    def plot_bands(results, axes=None):
-        """The figure of :meth:`plot` over seeds: medians with their min-max bands.
-
-        Parameters
-        ----------
-        results : sequence of SingleLocationResult
-            One per seed of one experiment (the same settings).
-        axes : sequence of 4 matplotlib Axes, default=None
-            Where to draw; ``None`` makes a new figure with one row of 4 axes.
-
-        Returns
-        -------
-        fig : matplotlib.figure.Figure
-            Each erf run's population risk against the step (log-log;
-            median over the seeds, min-max shaded), beside the best linear
-            risk, the oracle's at each schedule's final temperature and the
-            softmax model's test MSE (median over the seeds); ``|<k, k*>|``
-            and ``|<v, v*>|`` against the step, the same way; and, per start
-            and schedule, the share of the seeds whose run ended at the
-            oracle, at the swapped point or elsewhere.
-        """
-        return _plot(_checked(results), axes)
-
-
-_FIELDS = ("config", "baselines")
-_TABLES = ("curves", "runs", "softmax")
+_POSITIVE = [Interval(numbers.Real, 0, None, closed="neither")]
+_NON_NEGATIVE = [Interval(numbers.Real, 0, None, closed="left")]
+_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _COLORS = {m: f"C{i}" for i, m in enumerate(MODELS)}
+_LABELS = {m: f"{m.split('/')[0]}, lambda {m.split('/')[1]}" for m in MODELS}
 _N_PLOTTED = 60  # steps drawn per curve, spaced geometrically (the x axis is logarithmic)
-
-
-def _checked(results):
-    """``results`` as a list of results of one experiment's seeds, or raise naming the fault."""
-    results = seed_results(results, SingleLocationResult, ())
-    first = {k: v for k, v in results[0].config.items() if k != "random_state"}
-    for i, r in enumerate(results[1:], 1):
-        if differ := [k for k in first if r.config.get(k) != first[k]]:
-            raise ValueError(
-                f"results[{i}] differs from results[0] in {', '.join(differ)}: the seeds of "
-                "one experiment share their settings."
-            )
-    return results
-
-
-def _plot(results, axes):
-    """The four panels of :meth:`SingleLocationResult.plot_bands`."""
-    fig, (ax_r, ax_k, ax_v, ax_e) = new_axes(axes, 4, figsize=(20, 4.5))
-    curves = StudyTable.concat([r.curves for r in results])
-    steps = np.asarray(curves.unique("step"), dtype=float)
-    wanted = np.geomspace(1, steps.max() + 1, _N_PLOTTED) - 1
-    shown = set(steps[np.abs(steps[:, None] - wanted[None, :]).argmin(axis=0)].tolist())
-    curves = curves.where(step=lambda s: np.isin(s, list(shown)))
-    curves = curves.with_columns(
-        step=curves["step"] + 1,
-        key_alignment=np.abs(curves["key_alignment"]),
-        value_alignment=np.abs(curves["value_alignment"]),
-    )
-    labels = {m: f"{m.split('/')[0]}, lambda {m.split('/')[1]}" for m in MODELS}
-    for ax, column, ylabel, title in (
-        (ax_r, "risk", "risk E[(y - T(X))^2]", "Population risk"),
-        (ax_k, "key_alignment", "|<k, k*>|", "Key alignment |<k, k*>|"),
-        (ax_v, "value_alignment", "|<v, v*>|", "Value alignment |<v, v*>|"),
-    ):
-        display = BandDisplay.from_table(
-            curves,
-            x="step",
-            y=column,
-            ax=ax,
-            labels=labels,
-            colors=_COLORS,
-            xlabel="step + 1",
-            ylabel=ylabel,
-            title=title,
-        )
-        display.ax_.set_xscale("log")
-        for line in display.lines_.values():
-            line.set_marker("")
-    b = results[0].baselines
-    softmax = float(np.median(np.concatenate([r.softmax["test_mse"] for r in results])))
-    ax_r.axhline(b["linear"], color="k", ls=":", lw=1, label="best linear")
-    for schedule, ls in (("decay", "-."), ("constant", (0, (1, 3)))):
-        ax_r.axhline(
-            b["oracle"][schedule], color="C5", ls=ls, lw=1, label=f"oracle, final lambda {schedule}"
-        )
-    ax_r.axhline(softmax, color="C6", ls=":", lw=1.5, label="softmax attention (test)")
-    ax_r.set_yscale("log")
-    ax_r.legend(fontsize="x-small", loc="lower left")
-    for ax in (ax_k, ax_v):
-        ax.set_ylim(-0.02, 1.02)
-        ax.legend().remove()
-    _plot_endpoints(ax_e, results)
-    if len(results) > 1:
-        fig.suptitle(f"Single-location regression, median over {len(results)} seeds, band: min-max")
-    return fig
-
-
-def _plot_endpoints(ax, results):
-    """Stacked bars: per start and schedule, the share of the seeds ending at each endpoint."""
-    runs = StudyTable.concat([r.runs for r in results])
-    x = np.arange(len(MODELS))
-    bottom = np.zeros(len(MODELS))
-    for endpoint, color in zip(ENDPOINTS, ("C2", "C3", "0.6")):
-        share = np.array(
-            [np.mean([e == endpoint for e in runs.where(model=m)["endpoint"]]) for m in MODELS]
-        )
-        ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=endpoint)
-        bottom += share
-    ax.set_xticks(x, [m.replace("/", "\nlambda ") for m in MODELS], fontsize="small")
-    ax.set_ylim(0, 1.2)
-    ax.set_yticks(np.linspace(0, 1, 6))
-    ax.set_ylabel(f"share of the seeds ({len(results)})")
-    ax.set_title("Where the runs ended")
-    ax.legend(fontsize="small", loc="upper center", ncol=3)
 
 
 class SingleLocationSettings(Settings):
@@ -335,7 +101,8 @@ class SingleLocationSettings(Settings):
     rtol, alignment : float, default=1e-3, 0.999
         A run reaches the oracle when its final risk is within ``rtol``
         (relative) of the oracle's at its final temperature and both
-        ``|<k, k*>|`` and ``|<v, v*>|`` are at least ``alignment``.
+        ``|<k, k*>|`` and ``|<v, v*>|`` are at least ``alignment``; it ends
+        at the swapped point when ``|<k, v*>|`` is.
 
     Examples
     --------
@@ -344,9 +111,28 @@ class SingleLocationSettings(Settings):
     100
     """
 
+    _parameter_constraints = {
+        "seq_len": _COUNT,
+        "n_features": _COUNT,
+        "gamma": _POSITIVE,
+        "noise": _NON_NEGATIVE,
+        "n_steps": _COUNT,
+        "learning_rate": _POSITIVE,
+        "lambda_init": _POSITIVE,
+        "lambda_decay": _NON_NEGATIVE,
+        "constant_lambda": _POSITIVE,
+        "n_softmax_steps": _COUNT,
+        "softmax_learning_rate": _POSITIVE,
+        "n_test": _COUNT,
+        "n_linear": [*_COUNT, None],
+        "record_every": _COUNT,
+        "rtol": _NON_NEGATIVE,
+        "alignment": [Interval(numbers.Real, 0, 1, closed="right")],
+    }
+
     seq_len: int = 5
     n_features: int = 50
-    gamma: float = _GAMMA
+    gamma: float = float(np.sqrt(0.5))  # gamma^2 = 1/2, the paper's
     noise: float = 0.0
     n_steps: int = 3000
     learning_rate: float = 0.02
@@ -362,111 +148,16 @@ class SingleLocationSettings(Settings):
     alignment: float = 0.999
 
 
-def single_location(
-    settings=None, *, device="cpu", random_state=None, seeds=None, progress=False, **changes
-):
-    """Projected gradient descent on single-location regression, beside the baselines.
+# -- the runs --------------------------------------------------------------------------------
+def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
+    """The tables of the module's docstring, every seed in them (the record's ``run``).
 
-    For each seed: the erf predictor
-    (:class:`~stsq_learn.ErfAttentionRegressor`, ``solver="pgd"``) trained
-    on the population risk from the sphere and from the manifold, under the
-    decaying and the constant temperature (four runs); the oracle's and the
-    swapped point's risks at each schedule's final temperature; the best
-    linear predictor in closed form and fitted on ``n_linear`` rows; the
-    Bayes risk by Monte Carlo; softmax attention
-    (:class:`~stsq_learn.SoftmaxAttentionRegressor`) trained online.
-
-    Seeds follow the studies' one rule (:mod:`stsq_learn.studies.seeds`):
-    every model of seed ``s`` (the four erf runs, the softmax model) is
+    Every model of seed ``s`` (the four erf runs, the softmax model) is
     fitted with ``random_state=s``; the linear fit's rows, the held-out rows
-    (:func:`~stsq_learn.studies.stream_seed` ``(s, "train")`` and
-    ``(s, "test")``) and the Bayes estimate's (``(s, "bayes")``) come from
-    the streams of ``s``. All the erf runs of all the seeds are one batched
-    computation (:func:`~stsq_learn.tasks.single_location.batch.fit_online_batch`),
-    the softmax model's seeds one batched model
-    (:func:`~stsq_learn.studies.sweep`, ``batch_seeds=True``).
-
-    Parameters
-    ----------
-    settings : SingleLocationSettings, mapping or None, default=None
-        The task, the runs and the baselines (None: the defaults).
-    device : str, default="cpu"
-        Unused (the runs are NumPy); accepted as every experiment does.
-    random_state : int or None, default=None
-        The seed of a one-seed run (None: 0). Not with ``seeds``.
-    seeds : sequence of int or None, default=None
-        Run these seeds together and return one result per seed.
-    progress : bool, default=False
-        Show the erf runs' progress bar.
-    **changes
-        Settings of :class:`SingleLocationSettings` to change
-        (``single_location(n_steps=500)``).
-
-    Returns
-    -------
-    SingleLocationResult or list of SingleLocationResult
-        The seed's runs and baselines; with ``seeds``, one result per seed,
-        in order. Inside :func:`~stsq_learn.studies.planning`: None, the
-        work recorded in the plan.
-
-    Raises
-    ------
-    TypeError, ValueError
-        For a bad setting or seed (naming it), before any fit.
+    and the Bayes estimate's come from :func:`~stsq_learn.studies.stream_seed`
+    ``(s, "train")``, ``(s, "test")`` and ``(s, "bayes")``. The models run
+    in NumPy (``device`` is unused); ``n_jobs`` serves the softmax sweep.
     """
-    if seeds is not None and random_state is not None:
-        raise ValueError("give random_state (one seed) or seeds (several), not both.")
-    one = [0 if random_state is None else random_state]
-    run_seeds = check_seeds(one if seeds is None else seeds)
-    cfg = SingleLocationSettings.resolve(settings, changes)
-    task, erf, softmax = _parts(cfg)
-    plan = active_plan()
-    if plan is not None:
-        fits = len(MODELS) * len(run_seeds)
-        plan.append(Work("single_location: erf, projected GD", fits, cfg.n_steps, erf, task))
-        _softmax_table(cfg, task, softmax, run_seeds)
-        return None
-    curves, runs = _erf_tables(cfg, task, erf, run_seeds, progress)
-    soft = _softmax_table(cfg, task, softmax, run_seeds)
-    shared = _shared_baselines(cfg, task)
-    results = [
-        SingleLocationResult(
-            config={**dict(cfg), "random_state": s},
-            curves=_of_seed(curves, s),
-            runs=_of_seed(runs, s),
-            baselines={**shared, **_seed_baselines(cfg, task, s)},
-            softmax=_of_seed(soft, s),
-        )
-        for s in run_seeds
-    ]
-    return results if seeds is not None else results[0]
-
-
-def _real(value, name, *, low=0.0, strict=True, high=None):
-    """``value`` as a float, or raise naming ``name``: above ``low`` (or at it), up to ``high``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}: {value!r}.")
-    value = float(value)
-    below = value <= low if strict else value < low
-    if not np.isfinite(value) or below or (high is not None and value > high):
-        where = f"{'above' if strict else 'at least'} {low:g}"
-        where += "" if high is None else f" and at most {high:g}"
-        raise ValueError(f"{name} must be a finite number {where}, got {value!r}.")
-    return value
-
-
-def _parts(cfg):
-    """The task and the two models' settings, every setting checked (naming it)."""
-    for name in ("seq_len", "n_features", "n_steps", "n_softmax_steps", "n_test", "record_every"):
-        check_positive_int(cfg[name], name)
-    if cfg.n_linear is not None:
-        check_positive_int(cfg.n_linear, "n_linear")
-    for name in ("gamma", "learning_rate", "lambda_init", "constant_lambda"):
-        _real(cfg[name], name)
-    _real(cfg.softmax_learning_rate, "softmax_learning_rate")
-    for name in ("noise", "lambda_decay", "rtol"):
-        _real(cfg[name], name, strict=False)
-    _real(cfg.alignment, "alignment", high=1.0)
     task = SingleLocationTask(cfg.seq_len, cfg.n_features, gamma=cfg.gamma, noise=cfg.noise)
     erf = ErfAttentionRegressor(
         solver="pgd",
@@ -477,7 +168,32 @@ def _parts(cfg):
     softmax = SoftmaxAttentionRegressor(
         learning_rate_init=cfg.softmax_learning_rate, max_iter=cfg.n_softmax_steps
     )
-    return task, erf, softmax
+    plan = active_plan()
+    if plan is not None:  # a plan: the batched erf runs as one part, then the sweep's
+        fits = len(MODELS) * len(seeds)
+        plan.append(Work("single_location: erf, projected GD", fits, cfg.n_steps, erf, task))
+    else:
+        curves, runs = _erf_tables(cfg, task, erf, seeds, progress)
+    soft = sweep(
+        {"softmax": softmax},
+        task,
+        seeds=seeds,
+        n_steps=cfg.n_softmax_steps,
+        n_test=cfg.n_test,
+        scoring={"test_mse": _test_mse, "query_cosine": _query, "value_cosine": _value},
+        error_score="raise",
+        batch_seeds=True,
+        n_jobs=n_jobs,
+    )
+    if plan is not None:
+        return {"softmax": soft}
+    return {
+        "curves": curves,
+        "runs": runs,
+        "softmax": soft,
+        "baselines": StudyTable.concat([_seed_baselines(cfg, task, s) for s in seeds]),
+        "theory": _theory(cfg, task),
+    }
 
 
 def _erf_tables(cfg, task, erf, seeds, progress):
@@ -494,19 +210,17 @@ def _erf_tables(cfg, task, erf, seeds, progress):
                     lambda_schedule=schedule,
                     lambda_init=lam,
                     random_state=s,
-                    verbose=int(bool(progress)),
+                    verbose=int(progress),
                 )
             )
-    # Where a run ends is what the experiment counts (reached, swapped, its gap to the
-    # oracle): at the tests' size the constant-lambda runs end above the loss of predicting
-    # 0, and the estimator's end-of-run "worse than no model" warning would print that once
-    # per run.
+    # Where a run ends is what the experiment counts: at small sizes the constant-lambda
+    # runs end above the loss of predicting 0, and the estimator's end-of-run "worse than no
+    # model" warning would print that once per run.
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*worse than no model", category=UserWarning)
         fit_online_batch(models, task)
     share = (time.perf_counter() - start) / len(models)
-    k_star, v_star = task.directions
     curves, runs = {}, {}
     for (label, init, schedule, s), model in zip(keys, models):
         base = {"model": label, "seed": s, "param_init": init, "param_schedule": schedule}
@@ -519,18 +233,18 @@ def _erf_tables(cfg, task, erf, seeds, progress):
         }
         for name, value in {**{k: [v] * len(idx) for k, v in base.items()}, **rows}.items():
             curves.setdefault(name, []).extend(value)
-        final = _final(cfg, task, model, k_star, v_star)
-        for name, value in {**base, **final, "seconds": share}.items():
+        for name, value in {**base, **_final(cfg, task, model), "seconds": share}.items():
             runs.setdefault(name, []).append(value)
     meta = {"study": "single_location erf runs", "seeds": list(seeds), "batch_seeds": True}
     return StudyTable(curves, meta=meta), StudyTable(runs, meta=meta)
 
 
-def _final(cfg, task, model, k_star, v_star):
+def _final(cfg, task, model):
     """Where a fitted run ended: its risk against the oracle's, its products, its endpoint."""
+    k_star, v_star = task.directions
     risk = float(model.loss_curve_[-1])
     lam = float(model.lambda_curve_[-1])
-    oracle = oracle_risk(task, lam)
+    oracle = float(oracle_risk(task, lam))
     gap = (risk - oracle) / oracle
     k, v = model.k_, model.v_
     values = (k @ k_star, k @ v_star, v @ k_star, v @ v_star, k @ v)
@@ -539,27 +253,13 @@ def _final(cfg, task, model, k_star, v_star):
     swapped = abs(products["k.v*"]) >= cfg.alignment
     return {
         "risk": risk,
-        "oracle": float(oracle),
+        "oracle": oracle,
         "relative_gap": float(gap),
         "lambda": lam,
         **products,
         "reached": int(abs(gap) <= cfg.rtol and aligned),
         "endpoint": "oracle" if aligned else "swapped" if swapped else "other",
     }
-
-
-def _softmax_table(cfg, task, softmax, seeds):
-    """Softmax attention over the seeds (:func:`~stsq_learn.studies.sweep`, seeds batched)."""
-    return sweep(
-        {"softmax": softmax},
-        task,
-        seeds=seeds,
-        n_steps=cfg.n_softmax_steps,
-        n_test=cfg.n_test,
-        scoring={"test_mse": _test_mse, "query_cosine": _query, "value_cosine": _value},
-        error_score="raise",
-        batch_seeds=True,
-    )
 
 
 def _test_mse(estimator, X, y):
@@ -574,24 +274,6 @@ def _value(estimator, X, y):
     return float(estimator.alignment_curve_[-1, 1])
 
 
-def _shared_baselines(cfg, task):
-    """The baselines every seed shares: closed forms and the swapped point (computed once)."""
-    final_lambda = {
-        "decay": cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1)),
-        "constant": cfg.constant_lambda,
-    }
-    points = {}
-    for lam in set(final_lambda.values()):
-        point = swapped_point(task, lam)
-        points[lam] = {k: point[k] for k in ("risk", "relative_gap", "k.v*", "v.k*", "converged")}
-    return {
-        "zero": float(task.trivial_mse),
-        "linear": float(linear_risk(task)),
-        "oracle": {s: float(oracle_risk(task, final_lambda[s])) for s in SCHEDULES},
-        "swapped": {s: points[final_lambda[s]] for s in SCHEDULES},
-    }
-
-
 def _seed_baselines(cfg, task, seed):
     """The baselines drawn from seed ``seed``'s streams: the fitted linear model, the Bayes risk."""
     n_linear = cfg.n_linear or 10 * cfg.seq_len * cfg.n_features
@@ -600,16 +282,298 @@ def _seed_baselines(cfg, task, seed):
     fitted = LinearRegression().fit(X.reshape(len(X), -1), y)
     linear_fitted = float(np.mean((y_test - fitted.predict(X_test.reshape(len(X_test), -1))) ** 2))
     bayes, bayes_se = bayes_risk(task, cfg.n_test, random_state=stream_seed(seed, "bayes"))
-    return {
-        "linear_fitted": linear_fitted,
-        "linear_train_rows": int(n_linear),
-        "bayes": float(bayes),
-        "bayes_se": float(bayes_se),
-    }
+    return StudyTable(
+        {
+            "seed": [seed],
+            "linear_fitted": [linear_fitted],
+            "linear_train_rows": [int(n_linear)],
+            "bayes": [float(bayes)],
+            "bayes_se": [float(bayes_se)],
+        }
+    )
 
 
-def _of_seed(table, seed):
-    """The rows of ``seed``, its ``meta`` naming that seed alone."""
-    data = table.where(seed=seed).to_dict()
-    data["meta"]["seeds"] = [seed]
-    return StudyTable.from_dict(data)
+def _theory(cfg, task):
+    """Per schedule, the oracle and the swapped point at its final temperature; linear, zero."""
+    decay = cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1))
+    lams = [decay, cfg.constant_lambda]
+    points = {lam: swapped_point(task, lam) for lam in set(lams)}
+    return StudyTable(
+        {
+            "schedule": list(SCHEDULES),
+            "lambda": lams,
+            "oracle": [float(oracle_risk(task, lam)) for lam in lams],
+            **{
+                f"swapped_{key}": [points[lam][name] for lam in lams]
+                for key, name in (
+                    ("risk", "risk"),
+                    ("gap", "relative_gap"),
+                    ("k.v*", "k.v*"),
+                    ("v.k*", "v.k*"),
+                    ("converged", "converged"),
+                )
+            },
+            "linear": [float(linear_risk(task))] * 2,
+            "zero": [float(task.trivial_mse)] * 2,
+        },
+        meta={"study": "single_location theory"},
+    )
+
+
+# -- what the tables give --------------------------------------------------------------------
+def ended_at(result, model, endpoint):
+    """The share of the runs of ``model`` (of :data:`MODELS`) that ended at ``endpoint``.
+
+    Over the seeds of ``result``, or 0 or 1 for one seed's view; ``endpoint``
+    is one of :data:`ENDPOINTS`.
+    """
+    rows = result.tables["runs"].where(model=model)
+    return float(np.mean([e == endpoint for e in rows["endpoint"]]))
+
+
+def headline(result):
+    """The numbers one seed's run is judged by, flat.
+
+    ``reached_<init>_<schedule>`` and ``swapped_<init>_<schedule>`` (1
+    where the seed's run ended at ``(k*, v*)`` within ``rtol`` of the
+    oracle's risk, at the swapped point, else 0), ``gap_median_<init>_<schedule>``
+    (the run's final risk relative to the oracle's, minus 1; the name kept
+    from the runs of several seeds in one result, whose median it was),
+    ``oracle_<schedule>`` and ``swapped_gap_<schedule>`` (the swapped point's
+    risk relative to the oracle's, minus 1, at the final temperature),
+    ``linear``, ``linear_fitted``, ``bayes`` and ``softmax_test_mse``.
+    """
+    runs, theory = result.tables["runs"], result.tables["theory"]
+    out = {}
+    for model in MODELS:
+        key = model.replace("/", "_")
+        rows = runs.where(model=model)
+        out[f"reached_{key}"] = float(np.mean(rows["reached"]))
+        out[f"swapped_{key}"] = ended_at(result, model, "swapped")
+        out[f"gap_median_{key}"] = float(np.median(rows["relative_gap"]))
+    for schedule in SCHEDULES:
+        row = theory.where(schedule=schedule)[0]
+        out[f"oracle_{schedule}"] = row["oracle"]
+        out[f"swapped_gap_{schedule}"] = row["swapped_gap"]
+    out["linear"] = float(theory["linear"][0])
+    baselines = result.tables["baselines"]
+    out["linear_fitted"] = float(np.median(baselines["linear_fitted"]))
+    out["bayes"] = float(np.median(baselines["bayes"]))
+    out["softmax_test_mse"] = float(np.median(result.tables["softmax"]["test_mse"]))
+    return out
+
+
+def summary(result):
+    """Summary rows: where the runs ended, the oracle, the swapped point, the baselines."""
+    c, bands = result.settings, result.bands()
+    theory = result.tables["theory"]
+    n = len(result.seeds)
+    rows = []
+    first = (
+        f" single_location (d={c['n_features']}, L={c['seq_len']}, {c['n_steps']} steps, "
+        f"{n} seed{'s' * (n > 1)}) "
+    )
+    for schedule, name in (("decay", "decay"), ("constant", f"{c['constant_lambda']:g}")):
+        ends = " / ".join(
+            ", ".join(
+                f"{round(n * ended_at(result, f'{init}/{schedule}', e))} {e}"
+                for e in ENDPOINTS
+                if ended_at(result, f"{init}/{schedule}", e)
+            )
+            for init in INITS
+        )
+        rows.append(f"|{first}| where the runs ended, sphere / manifold, lambda {name} | {ends} |")
+        first = " "
+    decay = theory.where(schedule="decay")[0]
+    rows += [
+        f"| | oracle risk at the final lambda | {decay['oracle']:.4g} |",
+        f"| | swapped point's risk at the final lambda (vs the oracle's) | "
+        f"{decay['swapped_risk']:.4g} ({100 * decay['swapped_gap']:+.1f}%) |",
+        f"| | best linear risk (closed form / fitted) | {decay['linear']:.4g} / "
+        f"{fmt_band(bands['linear_fitted'], 4)} |",
+        f"| | Bayes risk (Monte Carlo) | {fmt_band(bands['bayes'], 4)} |",
+        f"| | softmax attention test MSE | {fmt_band(bands['softmax_test_mse'], 4)} |",
+    ]
+    return rows
+
+
+# -- the figure ------------------------------------------------------------------------------
+def figure(result, axes=None):
+    """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two).
+
+    Each erf run's population risk against the step (log-log; the median
+    over the seeds, min-max shaded) beside the best linear risk, the
+    oracle's at each schedule's final temperature and softmax attention's
+    test MSE; ``|<k, k*>|`` and ``|<v, v*>|`` the same way; per start and
+    schedule, the share of the seeds whose run ended at each endpoint.
+    """
+    new = axes is None
+    fig, (ax_r, ax_k, ax_v, ax_e) = new_axes(axes, 4, ncols=2)
+    curves = result.tables["curves"]
+    steps = np.asarray(curves.unique("step"), dtype=float)
+    wanted = np.geomspace(1, steps.max() + 1, _N_PLOTTED) - 1
+    shown = np.unique(steps[np.abs(steps[:, None] - wanted[None, :]).argmin(axis=0)])
+    curves = curves.where(step=lambda s: np.isin(s, shown))
+    curves = curves.with_columns(
+        step=curves["step"] + 1,
+        key_alignment=np.abs(curves["key_alignment"]),
+        value_alignment=np.abs(curves["value_alignment"]),
+    )
+    for ax, column, ylabel, title in (
+        (ax_r, "risk", "risk E[(y - T(X))^2]", "Population risk"),
+        (ax_k, "key_alignment", "|<k, k*>|", "Key alignment |<k, k*>|"),
+        (ax_v, "value_alignment", "|<v, v*>|", "Value alignment |<v, v*>|"),
+    ):
+        BandDisplay.from_table(
+            curves,
+            x="step",
+            y=column,
+            ax=ax,
+            logy=column == "risk",
+            labels=_LABELS,
+            colors=_COLORS,
+            xlabel="step + 1",
+            ylabel=ylabel,
+            title=title,
+            legend=False,
+            line_kw={"marker": ""},
+        )
+        ax.set_xscale("log")
+    theory = result.tables["theory"]
+    ax_r.axhline(theory["linear"][0], color="k", ls=":", lw=1, label="best linear")
+    for schedule, ls in (("decay", "-."), ("constant", (0, (1, 3)))):
+        oracle = theory.where(schedule=schedule)["oracle"][0]
+        ax_r.axhline(oracle, color="C5", ls=ls, lw=1, label=f"oracle, final lambda {schedule}")
+    soft = result.tables["softmax"]["test_mse"]
+    ax_r.axhline(np.median(soft), color="C6", ls=":", lw=1.5, label="softmax attention (test)")
+    if len(soft) > 1:
+        ax_r.axhspan(np.min(soft), np.max(soft), color="C6", alpha=0.15, lw=0)
+    ax_r.legend(fontsize="x-small", loc="lower left")
+    for ax in (ax_k, ax_v):
+        ax.set_ylim(-0.02, 1.02)
+    _endpoints(ax_e, result)
+    if new and len(result.seeds) > 1:
+        fig.suptitle(
+            f"Single-location regression, median over {len(result.seeds)} seeds, band: min-max"
+        )
+    return fig
+
+
+def _endpoints(ax, result):
+    """Stacked bars: per start and schedule, the share of the seeds ending at each endpoint."""
+    x = np.arange(len(MODELS))
+    bottom = np.zeros(len(MODELS))
+    for endpoint, color in zip(ENDPOINTS, ("C2", "C3", "0.6")):
+        share = np.array([ended_at(result, m, endpoint) for m in MODELS])
+        ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=endpoint)
+        bottom += share
+    ax.set_xticks(x, [m.replace("/", "\nlambda ") for m in MODELS], fontsize="small")
+    ax.set_ylim(0, 1.2)
+    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.set_ylabel(f"share of the seeds ({len(result.seeds)})")
+    ax.set_title("Where the runs ended")
+    ax.legend(fontsize="small", loc="upper center", ncol=3)
+
+
+@document_experiment
+def single_location(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
+    """Projected gradient descent on single-location regression, beside the baselines.
+
+    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`,
+    ``solver="pgd"``) from the sphere and from the manifold under both
+    temperature schedules, beside the oracle, the swapped point, the best
+    linear predictor, the Bayes risk and softmax attention (see
+    :mod:`stsq_learn.tasks.single_location.experiment`; the settings:
+    :class:`SingleLocationSettings`). The models run in NumPy: ``device`` is
+    checked and unused.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    {returns}
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import single_location
+    >>> result = single_location("tiny", seeds=2, n_steps=50, n_softmax_steps=100)
+    >>> sorted(result.tables)
+    ['baselines', 'curves', 'runs', 'softmax', 'theory']
+    >>> result.tables["runs"].where(seed=1)["model"].tolist()
+    ['sphere/decay', 'sphere/constant', 'manifold/decay', 'manifold/constant']
+    """
+    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
+
+
+PROVENANCE = {
+    "task": "paper: y = <x_J0, v*>, the relevant token N(sqrt(d/2) k*, gamma^2 I) at a uniform "
+    "position, the others N(0, I), k* and v* orthonormal",
+    "n_features, seq_len (full)": "paper: d = 400, L = 10, as every projected-GD run of theirs",
+    "n_features, seq_len (tiny, quick)": "ours: d = 20 and 50, L = 5",
+    "gamma": "paper: gamma^2 = 1/2",
+    "noise": "paper: none (their projected-GD runs have no noise; only their SGD run does)",
+    "model": "paper: T(X) = sum_l erf(lambda <x_l, k>) <x_l, v>, k and v on the unit sphere",
+    "objective": "paper: the population risk in closed form (theirs: a zeta integral by "
+    "adaptive quadrature, float32; ours: Gauss-Hermite quadrature, 160 nodes, float64; the "
+    "same function)",
+    "update": "ours: a Euclidean gradient step on k and v, then each divided by its norm "
+    "(the paper's code steps along the gradient projected on the sphere's tangent, then "
+    "normalises: the same direction, a step differing by the factor 1 - lr <k, grad>)",
+    "inits": "paper: uniform on the sphere, and on their manifold (k orthogonal to v*, v "
+    "orthogonal to k* and k)",
+    "learning_rate (full)": "paper: 0.004 (their alpha for the schedule and lambda = 0.1 runs)",
+    "learning_rate (tiny, quick)": "ours: 0.02",
+    "lambda schedule (full)": "paper: lambda_t = 1 / (1 + 1e-4 t) from lambda_0 = 1",
+    "lambda schedule (tiny, quick)": "ours: lambda_t = 1 / (1 + 3e-3 t)",
+    "constant_lambda": "paper: 0.1 (their manifold and small-lambda sphere runs)",
+    "n_steps (full)": "paper: 120,000 for the decaying schedule; ours for the constant one "
+    "(theirs: 20,000)",
+    "schedules per init": "ours: both schedules from both starts (the paper runs the manifold "
+    "at constant lambda only)",
+    "seeds": "ours: the runner's seeds, each one run per start and schedule (1 / 3 / 3 at "
+    "tiny / quick / full; the paper runs 30)",
+    "reached (rtol 1e-3, alignment 0.999)": "ours: when a run counts as at the oracle",
+    "swapped point and endpoints": "ours: the stationary point near (k, v) = (v*, k*) and "
+    "which runs end there",
+    "baselines (linear closed form and fitted, Bayes Monte Carlo, softmax attention)": "ours: "
+    "the paper proves linear predictors fail; the fitted one, the Bayes estimate and the "
+    "softmax model are ours",
+    "batched fit": "ours: every erf run of every seed in one batched computation "
+    "(fit_online_batch), the softmax model's seeds as one batched model (sweep, "
+    "batch_seeds=True): the numbers of separate fits up to rounding",
+}
+"""Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
+
+RECORD = Experiment(
+    name="single_location",
+    function=single_location,
+    settings=SingleLocationSettings,
+    presets={
+        "tiny": dict(n_features=20, n_steps=200, n_softmax_steps=20, n_test=500),
+        "quick": {},
+        # The paper's sizes: d = 400, L = 10, gamma^2 = 1/2, 120k steps from lambda_0 = 1.
+        "full": dict(
+            seq_len=10,
+            n_features=400,
+            n_steps=120_000,
+            learning_rate=0.004,
+            lambda_decay=1e-4,
+            n_softmax_steps=3000,
+            n_test=20_000,
+            n_linear=40_000,
+            record_every=100,
+        ),
+        "gpu": "full",  # NumPy runs: the same work on any machine
+    },
+    run=run,
+    figure=figure,
+    headline=headline,
+    summary=summary,
+    provenance=PROVENANCE,
+    aliases=("content",),
+    # 0 or 1 per seed, their median over the runner's seeds: a third either way is one
+    # seed of 3 (the tolerance of the 0.6 references, whose runs counted fractions).
+    reference_atol={"reached_*": 0.34, "swapped_*": 0.34},
+)
