@@ -162,7 +162,7 @@ def build_parser():
 
 def _experiments_text():
     """The registered experiments in run order, each with its aliases, for the help texts."""
-    from .experiments._record import RECORDS
+    from .experiments._registered import RECORDS
 
     return ", ".join(
         name + (f" (or {', '.join(rec.aliases)})" if rec.aliases else "")

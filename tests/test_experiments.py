@@ -29,7 +29,7 @@ from stsq_learn.experiments import (
     plan,
     reproduce,
 )
-from stsq_learn.experiments._record import RECORDS
+from stsq_learn.experiments._registered import RECORDS
 from stsq_learn.experiments._reproduce import resolve_experiments
 from stsq_learn.experiments._settings import positive_ints, to_json
 from stsq_learn.studies import StudyTable

@@ -11,14 +11,15 @@ check. The registry is restored afterwards.
 
 import importlib.util
 import json
+import numbers
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import Interval
 from user_tasks import PairMeanTask, make_test_pair_mean
 
 import stsq_learn
@@ -27,6 +28,7 @@ import stsq_learn.experiments
 from stsq_learn import AttentionRegressor, FCNRegressor, load_model, registry, save_model
 from stsq_learn.experiments import Settings
 from stsq_learn.experiments._record import SIZES, Experiment
+from stsq_learn.studies import BandDisplay, sweep
 
 matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,23 +46,6 @@ class PairMeanFCN(FCNRegressor):
     _task = PairMeanTask
 
 
-@dataclass
-class PairMeanResult:
-    """What the throwaway experiment measured."""
-
-    r2: float
-
-    def to_dict(self):
-        return {"r2": self.r2}
-
-    def plot(self):
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots()
-        ax.bar(["r2"], [self.r2])
-        return fig
-
-
 class PairMeanSettings(Settings):
     """The settings of :func:`pair_mean_study`.
 
@@ -70,28 +55,37 @@ class PairMeanSettings(Settings):
         Online steps.
     """
 
-    n_steps: int
+    _parameter_constraints = {"n_steps": [Interval(numbers.Integral, 1, None, closed="left")]}
+
+    n_steps: int = 40
 
 
-def pair_mean_study(settings=None, *, device="auto", random_state=0, progress=False, **changes):
+def _run(cfg, seeds, *, device, progress, n_jobs):
+    """Train the attention model on the task and score it, every seed (the throwaway study)."""
+    model = PairMeanAttention(width=16, **({} if device is None else {"device": device}))
+    table = sweep(model, PairMeanTask(6, 3), seeds=seeds, n_steps=cfg.n_steps, n_test=200,
+                  n_jobs=n_jobs, progress=progress)  # fmt: skip
+    return {"fits": table}
+
+
+def _figure(result, axes=None):
+    return BandDisplay.from_table(result.tables["fits"], x="seed", y="score").figure_
+
+
+def pair_mean_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
     """Train the attention model on the task and score it (the throwaway experiment)."""
-    n_steps = PairMeanSettings.resolve(settings, changes).n_steps
-    task = PairMeanTask(6, 3)
-    model = PairMeanAttention(width=16, random_state=random_state, device=device)
-    model.fit_online(task, n_steps)
-    X, y = task.sample(200, random_state=1)
-    return PairMeanResult(float(model.score(X, y)))
+    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
 RECORD = Experiment(
     name="test_pair_mean_study",
     function=pair_mean_study,
     settings=PairMeanSettings,
-    presets={size: PairMeanSettings(n_steps=40) for size in SIZES},
-    summary_rows=lambda rows, res: rows.append(f"| pair mean | R^2 | {res.r2:.3f} |"),
-    work=lambda settings: [],
+    presets={size: {} for size in SIZES},
+    run=_run,
+    figure=_figure,
+    headline=lambda view: {"r2": float(view.tables["fits"]["score"][0])},
     aliases=("pair",),
-    result=PairMeanResult,
 )
 
 
@@ -149,11 +143,12 @@ def test_one_registration_puts_the_task_in_every_list(registered, tmp_path, caps
     assert "test_pair_mean_study" in experiments.EXPERIMENTS
     assert experiments.PRESETS["tiny"]["test_pair_mean_study"] == {"n_steps": 40}
     assert experiments.pair_mean_study is pair_mean_study
-    assert {"pair_mean_study", "PairMeanResult"} <= set(experiments.__all__)
+    assert {"pair_mean_study", "PairMeanSettings"} <= set(experiments.__all__)
     results = experiments.reproduce("tiny", only="pair", out=tmp_path / "out", progress=False)
-    assert results["test_pair_mean_study"].r2 > 0.3
+    (r2,) = results["test_pair_mean_study"].headline()["r2"]
+    assert r2 > 0.3
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert saved["test_pair_mean_study"]["r2"] == results["test_pair_mean_study"].r2
+    assert saved["experiments"]["test_pair_mean_study"]["headline"]["r2"]["values"] == [r2]
     assert (tmp_path / "out" / "test_pair_mean_study.png").exists()
     # the CLI's choices and help texts
     from stsq_learn.cli import main

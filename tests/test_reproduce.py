@@ -31,7 +31,8 @@ from stsq_learn.experiments import (
     write_reference,
 )
 from stsq_learn.experiments._check import shipped_references, tolerance
-from stsq_learn.experiments._record import RECORDS, SIZES
+from stsq_learn.experiments._record import SIZES
+from stsq_learn.experiments._registered import RECORDS
 from stsq_learn.experiments._reproduce import wall_time
 
 matplotlib.use("Agg")

@@ -53,7 +53,7 @@ def _from_records():
     """Every registered experiment's function and settings class, and ``EXPERIMENTS`` and
     ``PRESETS``, by name."""
     from . import _reproduce
-    from ._record import RECORDS
+    from ._registered import RECORDS
 
     out = {"EXPERIMENTS": _reproduce.EXPERIMENTS, "PRESETS": _reproduce.PRESETS}
     for record in RECORDS.values():

@@ -142,7 +142,7 @@ def _read_run(results):
 
 def _step_tolerance(experiment, number):
     """``(rtol, atol)``: the least tolerances the experiment's record gives ``number``."""
-    from ._record import RECORDS
+    from ._registered import RECORDS
 
     if experiment not in RECORDS:
         return 0.0, 0.0

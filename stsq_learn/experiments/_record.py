@@ -8,7 +8,8 @@ its headline numbers (one seed's, read through
 :meth:`ExperimentResult.seed`) and summary rows, and one :class:`Experiment`
 record holding them with its presets (changes from the settings'
 defaults). The record is registered with its task
-(:func:`stsq_learn.registry.register`); :data:`RECORDS` lists them.
+(:func:`stsq_learn.registry.register`); ``RECORDS`` (:mod:`._registered`)
+lists them.
 
 Every experiment's public function has one signature,
 ``experiment(settings=None, *, seeds=3, device=None, progress=False,
@@ -25,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import registry
 from .._docstrings import Substitution
 from .._validation import resolve_device
 from ..studies import StudyTable, planning
@@ -288,18 +288,3 @@ class Experiment:
 
 def _non_negative(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value >= 0
-
-
-def _registered_records():
-    """Experiment name to its record, in run order, as the registry lists them now."""
-    import importlib
-
-    out = {}
-    for entry in registry.experiments():
-        record = importlib.import_module(entry).RECORD if isinstance(entry, str) else entry
-        out[record.name] = record
-    return out
-
-
-RECORDS = registry.View(_registered_records, "RECORDS")
-"""Experiment name to its :class:`Experiment`, in run order."""

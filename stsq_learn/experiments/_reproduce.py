@@ -28,7 +28,8 @@ from ..studies.fits import check_n_jobs
 from ..studies.plan import StudyPlan
 from ..studies.seeds import check_seeds
 from . import _runs
-from ._record import RECORDS, SIZES
+from ._record import SIZES
+from ._registered import RECORDS
 from ._result import ExperimentResult
 
 RESULTS_FORMAT = "stsq-learn results 2"

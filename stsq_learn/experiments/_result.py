@@ -210,7 +210,7 @@ class ExperimentResult:
         ValueError
             If no experiment of that name is registered.
         """
-        from ._record import RECORDS
+        from ._registered import RECORDS
 
         made_by = self.__dict__.get("_record")  # the record whose call made this result
         if made_by is not None:

@@ -31,6 +31,8 @@ __all__ = ["check_seeds", "stream_seed"]
 
 SEED_MAX = 2**31 - 2
 """The largest seed a study takes (every estimator and generator of the package takes it)."""
+MAX_COUNT = 10_000
+"""The most seeds a count makes (``seeds=n``): a larger count is a seed meant as a list."""
 
 
 def check_seeds(seeds, *, name="seeds"):
@@ -62,8 +64,11 @@ def check_seeds(seeds, *, name="seeds"):
     ((0, 1, 2), (7, 1))
     """
     if _is_int(seeds):
-        if seeds < 1:
-            raise ValueError(f"{name} must be a positive number of seeds or a list, got {seeds!r}.")
+        if not 1 <= seeds <= MAX_COUNT:
+            raise ValueError(
+                f"{name} must be a positive number of seeds (at most {MAX_COUNT}) or a list of "
+                f"seeds, got {seeds!r}; a seed of its own is a list: [{seeds!r}]."
+            )
         return tuple(range(int(seeds)))
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
         raise TypeError(
