@@ -294,12 +294,16 @@ def _register_builtins():
     from .tasks.single_location import task as sl_law
     from .tasks.single_location import theory
 
-    selection_records = ("convergence", "length_generalization", "separation", "encodings")
     register(
         sts_law.SparseTokenSelectionTask,
         estimators=(sts.SparseTokenSelector, sts.FCNSelector),
         make=sts_law.make_sparse_token_selection,
-        experiments=(),  # PORT: convergence, length_generalization, separation, encodings
+        experiments=(
+            "stsq_learn.tasks.selection.convergence",
+            "stsq_learn.tasks.selection.length",
+            "stsq_learn.tasks.selection.separation",
+            "stsq_learn.tasks.selection.encodings",
+        ),
         exports=(sts_law.shift_length,),
         moved={"estimators": sts},
     )
