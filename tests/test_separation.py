@@ -218,10 +218,11 @@ def test_a_users_models_and_task_get_the_same_study():
     # A user's task: its sizes stand (and are the settings' JSON); only the models of
     # widths are searched.
     task = SparseTokenSelectionTask(4, 3, 2)
-    res = width_separation(
-        "tiny", seeds=1, task=task, widths={"transformer": (4, 8)}, n_steps={"transformer": 20}
+    curve = SeparationCurve(
+        seq_lens=(4, 8), task=task, widths={"transformer": (4, 8)}, n_steps={"transformer": 20}
     )
-    assert res.settings["curves"][0]["n_features"] == 3
+    res = width_separation(curve, seeds=1, target_r2=0.5, n_val=200, floor_rows=500)
+    assert res.settings["curves"][0]["n_features"] == 3 and res.settings["target_r2"] == 0.5
     assert res.tables["widths"].unique("model") == ["transformer"]
     assert "q2.T8.floor_width" in res.headline()
 

@@ -397,7 +397,9 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     widths, floor = [], {"curve": [], "param_seq_len": [], "floor_width": []}
     for i, curve in enumerate(cfg.curves):
         d, q = curve.sizes()
-        task = curve.task or SparseTokenSelectionTask(curve.seq_lens[0], d, q)
+        task = (
+            SparseTokenSelectionTask(curve.seq_lens[0], d, q) if curve.task is None else curve.task
+        )
         floors = {}
         if "transformer" in curve.widths and isinstance(task, SparseTokenSelectionTask):
             if active_plan() is None:  # the theory's curve: no fit, no part of a plan
@@ -717,8 +719,7 @@ def width_separation_by_q(
     at every T, searched from its prediction (the floor's width for the
     transformer); the floor's widths; the law ``w = a + b q log2 T``
     fitted per seed to the transformer's widths of every curve together,
-    and to the floor's (see :mod:`stsq_learn.tasks.selection.separation`;
-    the settings: :class:`SeparationSettings`).
+    and to the floor's. The settings are :class:`SeparationSettings`.
 
     Parameters
     ----------
@@ -727,6 +728,11 @@ def width_separation_by_q(
     Returns
     -------
     {returns}
+
+    See Also
+    --------
+    width_separation : One curve of it.
+    stsq_learn.studies.minimal_width : The search of each model and length.
 
     Examples
     --------
@@ -746,9 +752,10 @@ def width_separation(
 ):
     """One curve of the width separation: both models' minimal widths against T.
 
-    :func:`width_separation_by_q` on the first curve of ``settings`` alone,
-    with the changes naming a setting of :class:`SeparationCurve` applied
-    to it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``):
+    :func:`width_separation_by_q` on the first curve of ``settings`` alone
+    (or on ``settings`` itself, a :class:`SeparationCurve`, with the
+    default search), the changes naming a setting of the curve applied to
+    it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``):
     any two estimators with a ``width``, any task with a ``seq_len``. The
     result is the separation experiment's, with one curve: its
     ``plot()``, ``bands()`` and summary are the experiment's.
@@ -761,6 +768,10 @@ def width_separation(
     -------
     {returns}
 
+    See Also
+    --------
+    width_separation_by_q : Several curves, beside the floor, with the joint law.
+
     Examples
     --------
     >>> from stsq_learn.experiments import width_separation
@@ -768,9 +779,10 @@ def width_separation(
     >>> len(result.settings["curves"]), result.tables["widths"].unique("model")
     (1, ['transformer', 'fcn'])
     """
+    curve = settings if isinstance(settings, SeparationCurve) else None
     own = {name: changes.pop(name) for name in SeparationCurve.field_names() if name in changes}
-    cfg = RECORD.resolve(settings, changes)
-    cfg = cfg.replace(curves=(cfg.curves[0].replace(**own),))
+    cfg = RECORD.resolve(None if curve is not None else settings, changes)
+    cfg = cfg.replace(curves=((cfg.curves[0] if curve is None else curve).replace(**own),))
     return RECORD(cfg, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
