@@ -313,27 +313,10 @@ def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     """Per T, the smallest of ``widths`` whose isotropic floor allows R^2 >= ``target``.
 
     Bisection over the increasing grid (the floor falls as the width
-    grows); None where even the largest width's floor is too high. The
-    floor is the theory's curve, the same for every seed: its rows are
-    simulated with ``random_state=0``.
-
-    Parameters
-    ----------
-    seq_lens : sequence of int
-        The lengths T.
-    n_selected : int
-        The subset size q.
-    widths : sequence of int
-        The increasing grid.
-    target : float
-        The R^2 the floor must allow.
-    n_samples : int
-        Rows each floor simulates.
-
-    Returns
-    -------
-    list of int or None
-        One per T.
+    grows) for each length of ``seq_lens`` at the subset size
+    ``n_selected``, each floor simulated on ``n_samples`` rows with
+    ``random_state=0`` (the theory's curve: the same for every seed); None
+    where even the largest width's floor is too high.
     """
     out = []
     for T in seq_lens:
@@ -369,30 +352,14 @@ def _start(cfg, curve, model, floors):
 
 
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """Every curve's searches over every seed, and the floor's widths: ``widths`` and ``floor``.
+    """Every curve's searches over every seed, and the floor's widths (the record's ``run``).
 
-    Parameters
-    ----------
-    cfg : SeparationSettings
-        The settings.
-    seeds : tuple of int
-        The seeds.
-    device : str or None, default=None
-        Training device (None: each estimator's own).
-    progress : bool, default=False
-        Progress bars.
-    n_jobs : int or None, default=None
-        Fits at once in each search.
-
-    Returns
-    -------
-    dict of str to StudyTable
-        ``widths``: :func:`~stsq_learn.studies.minimal_width`'s rows with a
-        ``curve`` column (``model``, ``seed``, ``param_seq_len``, ``value``
-        the minimal width, NaN where not reached, ``bound``, ``n_fits``,
-        ...); ``floor``: ``curve``, ``param_seq_len``, ``floor_width`` (NaN
-        where no width of the grid allows the target), without ``seed``,
-        and not simulated inside :func:`~stsq_learn.studies.planning`.
+    Returns ``widths``, :func:`~stsq_learn.studies.minimal_width`'s rows
+    with a ``curve`` column (``model``, ``seed``, ``param_seq_len``,
+    ``value``: the minimal width, NaN where not reached, ``bound``,
+    ``n_fits``, ...), and ``floor``: ``curve``, ``param_seq_len`` and
+    ``floor_width`` (NaN where no width of the grid allows the target),
+    without ``seed``, not simulated inside :func:`~stsq_learn.studies.planning`.
     """
     widths, floor = [], {"curve": [], "param_seq_len": [], "floor_width": []}
     for i, curve in enumerate(cfg.curves):
@@ -472,19 +439,10 @@ def _joint_points(result, table, column):
 def joint_laws(result):
     """Per seed, ``w = a + b q log2 T`` through the transformer's widths of every curve.
 
-    The law ``a + b log2 x`` at ``x = T^q``
-    (:func:`~stsq_learn.studies.fit_laws`; ``params["a"]`` and
-    ``params["b"]``): the headline's ``law.*``.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`width_separation_by_q`, or a view of one seed.
-
-    Returns
-    -------
-    dict
-        Seed to its :class:`~stsq_learn.studies.Law` (None with fewer than 3 widths).
+    The law ``a + b log2 x`` at ``x = T^q`` (the headline's ``law.*``), by
+    :func:`~stsq_learn.studies.fit_laws`: seed to its
+    :class:`~stsq_learn.studies.Law`, None with fewer than 3 widths. A
+    seed's view (``result.seed(s)``) has that seed's alone.
     """
     rows = result.tables["widths"].where(model="transformer")
     return fit_laws(_joint_points(result, rows, "value"), "x", "value", "log2")
@@ -618,7 +576,7 @@ def summary(result):
 
 
 # -- the figure --------------------------------------------------------------------------------
-_OPEN_SQUARES = {"marker": "s", "mfc": "none"}
+_SQUARES = {"marker": "s", "mfc": "none"}  # the floor's widths: open squares
 
 
 def _drawn(laws):
@@ -661,7 +619,7 @@ def figure(result, axes=None):
         xs, ys = floor.where(curve=i).xy("seq_len", "floor_width")
         if len(xs):
             by_q["theory"][f"{name}: the floor's minimal width"] = (xs, ys)
-            by_q["theory_kw"][f"{name}: the floor's minimal width"] = {"color": f"C{i}"}
+            by_q["theory_kw"][f"{name}: the floor's minimal width"] = {"color": f"C{i}", **_SQUARES}
     with_fcn = [i for i in range(len(cfg["curves"])) if len(widths.where(curve=i, model="fcn"))]
     i = (with_fcn or [0])[0]
     curve, xs, ys = cfg["curves"][i], *floor.where(curve=i).xy("seq_len", "floor_width")
@@ -678,14 +636,13 @@ def figure(result, axes=None):
             hue="model",
             laws=_drawn(curve_laws(result, i)),
             theory={floor_label: (xs, ys)} if len(xs) else {},
-            theory_kw={floor_label: {"color": "C0"}},
+            theory_kw={floor_label: {"color": "C0", **_SQUARES}},
             labels=_LABELS,
             colors={"transformer": "C0", "fcn": "C1"},
             title=f"Both models (d={curve['n_features']}, q={curve['n_selected']})",
         ),
     ]
     for ax, panel in zip(axes, panels):
-        kw = {key: {**_OPEN_SQUARES, **style} for key, style in panel.pop("theory_kw").items()}
         BandDisplay.from_table(
             **panel,
             x="seq_len",
@@ -699,7 +656,6 @@ def figure(result, axes=None):
             xlabel="T",
             ylabel=f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}",
             legend=False,
-            theory_kw=kw,
         )
         ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
     if len(result.seeds) > 1:
