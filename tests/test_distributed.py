@@ -199,19 +199,19 @@ def test_ray_joblib_backend_matches_sequential(data, one_torch_thread):
 
 
 # -- stsq-learn reproduce --scheduler ---------------------------------------
+# One curve of the width separation fitted on finite rows (the tiny preset's, scanned).
 GRIDSEARCH = dict(
     seq_lens=(4,),
-    n_features=2,
-    n_selected=2,
     target_r2=0.5,
     transformer=SparseTokenSelector(max_iter=3),
     fcn=FCNSelector(max_iter=3),
     widths={"transformer": (2, 8), "fcn": (4, 16)},
     regime="finite",
+    stop_fits=False,
     search="scan",
     n_train=300,
     device="cpu",
-    random_state=0,
+    seeds=1,
 )
 
 
@@ -225,15 +225,15 @@ def running_cluster():
 
 
 def _as_json(result):
-    """The result as JSON, less the wall-clock seconds (which differ from run to run)."""
+    """An experiment's result as JSON, less the wall-clock seconds (which differ by run)."""
     return _without_seconds(json.loads(json.dumps(result.to_dict())))
 
 
 def _without_seconds(out):
-    """A result's JSON less its seconds, its curves' and their tables' (width separation)."""
-    for part in [out, *out.get("curves", [])]:
-        part.pop("seconds", None)
-        part.get("table", {}).get("columns", {}).pop("seconds", None)
+    """A result's JSON less its seconds and its tables' ``seconds`` columns."""
+    out.pop("seconds", None)
+    for table in out["tables"].values():
+        table["columns"].pop("seconds", None)
     return out
 
 
@@ -258,14 +258,11 @@ def test_reproduce_rejects_bad_scheduler_before_work(tmp_path, capsys, plan):
 def test_reproduce_separation_on_a_scheduler_matches_sequential(
     tmp_path, running_cluster, one_torch_thread
 ):
-    """`stsq-learn reproduce --scheduler ADDRESS`: the online sweep, same result as in-process."""
+    """`stsq-learn reproduce --scheduler ADDRESS`: the searches, the same result as in-process."""
     from stsq_learn.cli import main
     from stsq_learn.experiments import width_separation_by_q
-    from stsq_learn.experiments._reproduce import PRESETS
 
-    sequential = width_separation_by_q(
-        **PRESETS["tiny"]["separation"], device="cpu", random_state=0
-    )
+    sequential = width_separation_by_q("tiny", seeds=1, device="cpu")
     with Client(running_cluster):
         rc = main(
             [
@@ -283,10 +280,9 @@ def test_reproduce_separation_on_a_scheduler_matches_sequential(
             ]
         )
     assert rc == 0
-    # The searches hand the cluster only the fits pending at once (the studies' execute):
-    # one model and one seed have one at a time, trained here; the numbers are the same.
-    got = json.loads((tmp_path / "results.json").read_text())["separation"]
-    assert got.pop("seeds") == [0]  # tiny: one seed; the seeds' bands are reproduce's own
+    # reproduce runs the experiment inside dask_backend with n_jobs=-1: the searches hand
+    # the cluster the fits pending at once; the numbers are those of a run in this process.
+    got = json.loads((tmp_path / "results.json").read_text())["experiments"]["separation"]
     got.pop("headline")
     assert _without_seconds(got) == _as_json(sequential)
     # The cluster was reached by address: it is still up, its workers as they were.
@@ -303,8 +299,9 @@ def test_width_separation_on_finite_rows_on_a_scheduler_matches_sequential(
 ):
     from stsq_learn.experiments import width_separation
 
-    sequential = width_separation(**GRIDSEARCH)
+    sequential = width_separation("tiny", **GRIDSEARCH)
     with Client(running_cluster) as client:
-        on_cluster = width_separation(**GRIDSEARCH, scheduler=client)
+        with dask_backend(client):
+            on_cluster = width_separation("tiny", n_jobs=-1, **GRIDSEARCH)
         assert client.status == "running"
     assert _as_json(on_cluster) == _as_json(sequential)

@@ -1,45 +1,30 @@
-"""The width separation on the study tools: the searches, the seeds, the laws, the figure."""
+"""The width separation: the tiny run beside the floor, its result, its settings, its record."""
 
 import json
+import math
 
 import matplotlib
 import numpy as np
 import pytest
 import torch
+from sklearn.base import BaseEstimator
 
-from stsq_learn import FCNSelector, SparseTokenSelectionTask, SparseTokenSelector
+from stsq_learn import FCNSelector, SparseTokenSelectionTask
 from stsq_learn.experiments import (
     PRESETS,
+    ExperimentResult,
     SeparationCurve,
-    SeparationResult,
-    WidthSeparationSettings,
-    width_separation,
-)
-from stsq_learn.experiments._records import separation as record
-from stsq_learn.studies import fit_law
-from stsq_learn.tasks.selection import separation as sep
-from stsq_learn.tasks.selection.separation import (
-    SeparationByQResult,
     SeparationSettings,
-    floor_widths,
-    joint_law,
+    width_separation,
     width_separation_by_q,
 )
+from stsq_learn.experiments._record import RECORDS
+from stsq_learn.studies import StudyTable, fit_law
+from stsq_learn.tasks.selection import separation as sep
 
 matplotlib.use("Agg")
 
 TINY = PRESETS["tiny"]["separation"]
-# One curve of the tiny preset's first (q = 2) as width_separation's settings.
-CURVE = dict(
-    seq_lens=(4, 8),
-    n_features=2,
-    n_selected=2,
-    widths={"transformer": (4, 8), "fcn": (4, 8)},
-    n_steps={"transformer": 20, "fcn": 20},
-    n_val=200,
-    target_r2=0.5,
-    floor_rows=500,
-)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -51,286 +36,293 @@ def _one_thread():
 
 
 @pytest.fixture(scope="module")
-def seeds3():
-    return width_separation_by_q(TINY, device="cpu", seeds=[0, 1, 2])
+def tiny():
+    """The tiny preset's three seeds, in one call."""
+    return width_separation_by_q("tiny", seeds=3, device="cpu")
 
 
-def _no_seconds(data):
-    if isinstance(data, dict):
-        return {k: _no_seconds(v) for k, v in data.items() if k != "seconds"}
-    if isinstance(data, list):
-        return [_no_seconds(v) for v in data]
-    return data
+def _without_seconds(result):
+    """The result's JSON less what the clock measures (the run's and each search's seconds)."""
+    out = json.loads(json.dumps(result.to_dict()))
+    out.pop("seconds")
+    for table in out["tables"].values():
+        table["columns"].pop("seconds", None)
+    return out
 
 
-def test_tiny_numbers_of_three_seeds(seeds3):
-    heads = [record.headline(r) for r in seeds3]
+# -- the tiny run beside the theory ------------------------------------------------------------
+def test_tiny_numbers_of_three_seeds(tiny):
+    head = tiny.headline()
     # The q = 2 curve: the floor allows R^2 0.5 at width 4, the transformer reaches it at
     # 4 or 8; the FCN's grid tops out at 8, short of the target at T = 8 for every seed.
-    assert [h["q2.T4.floor_width"] for h in heads] == [4.0, 4.0, 4.0]
-    assert [h["q2.T4.transformer_width"] for h in heads] == [4.0, 8.0, 4.0]
-    assert [h["q2.T8.transformer_width"] for h in heads] == [8.0, 8.0, 8.0]
-    assert [h["q2.T8.fcn_width"] for h in heads] == [8.0, 8.0, 8.0]
-    assert [h.get("q2.T8.fcn_width_is_bound") for h in heads] == [1.0, 1.0, 1.0]
-    assert [h["q3.T8.transformer_width"] for h in heads] == [8.0, 8.0, 8.0]
+    assert head["q2.T4.floor_width"] == [4.0, 4.0, 4.0]
+    assert head["q2.T4.transformer_width"] == [4.0, 8.0, 4.0]
+    assert head["q2.T8.transformer_width"] == [8.0, 8.0, 8.0]
+    assert head["q2.T8.fcn_width"] == [8.0, 8.0, 8.0]
+    assert head["q2.T8.fcn_width_is_bound"] == [1.0, 1.0, 1.0]
+    assert head["q3.T8.transformer_width"] == [8.0, 8.0, 8.0]
+    assert "q3.T4.fcn_width" not in head  # the q = 3 curve searches no FCN
     # The joint law a + b q log2 T through the 4 widths of seed 0 (4, 8 at q=2; 8, 8 at q=3).
-    x = [4.0**2, 8.0**2, 4.0**3, 8.0**3]
-    law = fit_law(x, [4, 8, 8, 8], "log2")
-    assert heads[0]["law.slope"] == pytest.approx(law.params["b"])
-    assert heads[0]["law.intercept"] == pytest.approx(law.params["a"])
-    assert heads[0]["law.r2"] == pytest.approx(law.r2)
+    law = fit_law([4.0**2, 8.0**2, 4.0**3, 8.0**3], [4, 8, 8, 8], "log2")
+    assert head["law.slope"][0] == pytest.approx(law.params["b"])
+    assert head["law.intercept"][0] == pytest.approx(law.params["a"])
+    assert head["law.r2"][0] == pytest.approx(law.r2)
     assert law.params["b"] == pytest.approx(12 / 17)
     # Bisections from the floor's width 4: at T=4 it passes and is the grid's smallest (one
     # fit); at T=8 it fails, and 8 passes (two).
-    table = seeds3[0].curves[0].table
-    assert list(table.where(model="transformer")["n_fits"]) == [1, 2]
-    assert set(table["seed"]) == {0}
+    rows = tiny.seed(0).tables["widths"].where(curve=0, model="transformer")
+    assert list(rows["n_fits"]) == [1, 2]
 
 
-def test_one_seed_is_the_same_as_that_seed_in_a_list(seeds3):
-    one = width_separation_by_q(TINY, device="cpu", random_state=2)
-    assert isinstance(one, SeparationByQResult)
-    assert _no_seconds(one.to_dict()) == _no_seconds(seeds3[2].to_dict())
-    with pytest.raises(ValueError, match=r"random_state .* or seeds .*, not both"):
-        width_separation_by_q(TINY, random_state=1, seeds=[1])
-    with pytest.raises(ValueError, match=r"seeds holds 1 twice"):
-        width_separation_by_q(TINY, seeds=[1, 1])
-    with pytest.raises(TypeError, match="seeds must be a list or tuple"):
-        width_separation_by_q(TINY, seeds=3)
-
-
-def test_to_dict_round_trip(seeds3):
-    data = json.loads(json.dumps(seeds3[1].to_dict()))
-    again = SeparationByQResult.from_dict(data)
-    assert again.to_dict() == seeds3[1].to_dict()
-    curve = again.curves[0]
-    assert curve.minimal_width == seeds3[1].curves[0].minimal_width
-    assert data["curves"][0]["table"]["columns"]["model"][0] == "transformer"
-    assert data["law"]["name"] == "log2"
-
-
-def test_width_separation_one_curve_and_its_laws():
-    res = width_separation(**CURVE, device="cpu", random_state=0, search="scan")
-    assert isinstance(res, SeparationResult)
-    assert res.seq_lens == [4, 8] and res.config["search"] == "scan"
-    # The scan tries the grid upwards: the transformer passes at 4, the FCN fails at 4 and 8
-    # at T=4, and T=8 is not searched (skipped after the miss, its bound carried over).
-    assert res.minimal_width == {"transformer": [4, 4], "fcn": [None, None]}
-    assert res.lower_bound["fcn"] == [8, 8] and res.width_text("fcn") == ["> 8", "> 8"]
-    assert list(res.table.where(model="fcn")["skipped"]) == [False, True]
-    assert res.width_ratio() == [None, None]
-    assert res.floor_width == floor_widths((4, 8), 2, (4, 8), 0.5, n_samples=500)
-    # Two widths per model: too few for a law (3 points are the least).
-    assert res.laws == {"transformer": None, "fcn": None}
-    again = SeparationResult.from_dict(json.loads(json.dumps(res.to_dict())))
-    assert again.to_dict() == res.to_dict()
-
-
-def test_seeds_list_of_width_separation_matches_one_by_one():
-    both = width_separation(**CURVE, device="cpu", seeds=(3, 5))
-    alone = width_separation(**CURVE, device="cpu", random_state=5)
-    assert _no_seconds(both[1].to_dict()) == _no_seconds(alone.to_dict())
-
-
-def test_a_users_models_get_the_same_study():
-    # Any estimator with a width: here the FCN in the transformer's place.
-    res = width_separation(
-        **{**CURVE, "seq_lens": (4,)},
-        transformer=FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=256),
-        device="cpu",
-        random_state=0,
+def test_the_measured_widths_are_at_least_the_floors(tiny):
+    floor = tiny.tables["floor"]
+    assert "seed" not in floor.columns  # the theory's curve: one for every seed
+    assert list(floor.where(curve=0)["floor_width"]) == sep.floor_widths(
+        (4, 8), 2, (4, 8), 0.5, n_samples=500
     )
-    assert "FCNSelector" in res.config["estimators"]["transformer"]
-    assert len(res.table.where(model="transformer")) == 1
-    # A user's task: its fields stand; a task field given twice must agree.
-    task = SparseTokenSelectionTask(4, 3, 2)
-    res = width_separation(**{**CURVE, "n_features": None}, task=task, max_seq_len={"fcn": 1})
-    assert res.config["n_features"] == 3 and not res.searched("fcn")
-    with pytest.raises(ValueError, match=r"n_features=2 differs from the task's n_features=3"):
-        width_separation(**CURVE, task=task)
+    for s in tiny.seeds:
+        head = tiny.seed(s).headline()
+        for q, T in [(2, 4), (2, 8), (3, 4), (3, 8)]:
+            floor_width = head[f"q{q}.T{T}.floor_width"][0]
+            assert head[f"q{q}.T{T}.transformer_width"][0] >= floor_width
 
 
-@pytest.mark.parametrize(
-    ("change", "error", "match"),
-    [
-        ({"search": "grid"}, ValueError, "search must be 'bracket', 'bisect' or 'scan', got"),
-        ({"regime": "gridsearch"}, ValueError, "regime must be 'online' or 'finite'"),
-        ({"target_r2": 1.0}, ValueError, "target_r2 must lie strictly between 0 and 1"),
-        ({"seq_lens": ()}, ValueError, "seq_lens must hold at least one length"),
-        ({"widths": {"fcn": (8, 4)}}, ValueError, r"widths\['fcn'\] must be increasing"),
-        ({"widths": {"mlp": (4,)}}, ValueError, r"widths has unknown models \['mlp'\]"),
-        ({"n_steps": {"fcn": 0}}, ValueError, r"n_steps\['fcn'\] must be an integer >= 1"),
-        ({"floor_rows": 0}, ValueError, "floor_rows must be an integer >= 1, got 0"),
-        ({"transformer": object()}, TypeError, "transformer must be a scikit-learn estimator"),
-        ({"fcn": torch.nn.Linear(2, 2)}, TypeError, "fcn must be a scikit-learn estimator"),
-        ({"stop_fits": True, "regime": "finite"}, ValueError, "stop_fits stops online fits"),
-        ({"seq_len": (4,)}, ValueError, r"\['seq_len'\] are not settings"),
-    ],
-)
-def test_bad_settings_are_refused_by_name_before_any_fit(monkeypatch, change, error, match):
-    def no_work(*args, **kwargs):
-        raise AssertionError("a fit ran before the settings were checked")
-
-    monkeypatch.setattr(sep, "minimal_width", no_work)
-    monkeypatch.setattr(sep, "floor_widths", no_work)
-    with pytest.raises(error, match=match):
-        width_separation(**{**CURVE, **change})
+def test_a_seed_view_is_a_one_seed_run(tiny):
+    one = width_separation_by_q("tiny", seeds=[2], device="cpu")
+    view = tiny.seed(2)
+    assert view.headline() == one.headline()
+    assert _without_seconds(view)["tables"] == _without_seconds(one)["tables"]
 
 
-def test_a_model_without_width_is_refused():
-    from sklearn.linear_model import Ridge
-
-    with pytest.raises(TypeError, match="fcn must have a 'width' parameter, got Ridge"):
-        width_separation(**CURVE, fcn=Ridge())
-
-
-@pytest.mark.parametrize(
-    "curves, match",
-    [
-        ((), "non-empty sequence"),
-        ({"label": "x"}, "non-empty sequence"),
-        (({"label": 3},), r"curves\[0\] must have a str 'label', got 3"),
-        (({"label": "x", "target_r2": 0.5},), r"\['target_r2'\] are not settings of Separ"),
-    ],
-)
-def test_width_separation_by_q_rejects_bad_curves(curves, match):
-    with pytest.raises(ValueError, match=match):
-        SeparationSettings(curves=curves)
+# -- the result --------------------------------------------------------------------------------
+def _drawn(fig):
+    return [
+        (ax.get_title(), [(line.get_label(), line.get_xydata().tolist()) for line in ax.lines])
+        for ax in fig.axes
+    ]
 
 
-def test_a_bad_curve_fails_before_any_curve_trains(monkeypatch):
-    def no_work(*args, **kwargs):
-        raise AssertionError("a curve trained before every curve was checked")
+def test_result_round_trips_and_draws_the_same_figure(tiny):
+    again = ExperimentResult.from_dict(json.loads(json.dumps(tiny.to_dict())))
+    assert again == tiny and again.bands() == tiny.bands()
+    first, second = tiny.plot(), again.plot()
+    assert _drawn(first) == _drawn(second)
+    left, right = first.axes[:2]
+    assert left.get_title().startswith("Transformer per q") and "Both models" in right.get_title()
+    assert "median over 3 seeds" in first._suptitle.get_text()
+    labels = [line.get_label() for line in right.get_lines()]
+    assert "FCN: not reached, > bound" in labels
+    matplotlib.pyplot.close("all")
 
-    monkeypatch.setattr(sep, "minimal_width", no_work)
-    curves = (TINY.curves[0], TINY.curves[1].replace(widths={"transformer": (0, 8)}))
-    with pytest.raises(ValueError, match=r"widths\['transformer'\]\[i\] must be"):
-        width_separation_by_q(TINY, curves=curves)
 
-
-def test_headline_and_summary_mark_the_fcn_bounds(seeds3):
-    res = seeds3[0]
-    head = record.headline(res)
-    assert all(isinstance(v, float) for v in head.values())
-    assert head["q2.T8.fcn_width"] == 8.0 and head["q2.T8.fcn_width_is_bound"] == 1.0
-    assert "q3.T4.fcn_width" not in head  # the q = 3 curve searches no FCN
-    rows = []
-    record.summary_rows(rows, res)
-    text = "\n".join(rows)
+def test_summary_marks_the_fcn_bounds_and_the_laws(tiny):
+    text = "\n".join(tiny.summary())
+    assert "| | minimal width, transformer | 4 [4, 8] / 8 |" in text
     assert "the floor's minimal width | 4 / 4 |" in text
-    assert "> 8 (not reached within 20 steps)" in text and "w = a + b q log2 T" in text
+    # Two seeds of three find no FCN width at T = 4; none does at T = 8.
+    assert "| | minimal width, fcn | 8 (2 of 3 seeds: > bound) / > 8 (not reached within 20" in text
+    assert "| | transformer, measured: w = a + b q log2 T | a=2.59 [2.59, 8]" in text
+    assert "floor's: w = a + b q log2 T | a=1.1, b=0.784 (R^2 0.49)" in text
 
 
-def test_work_counts_the_bisections():
-    work = record.work(TINY)
-    # Per curve: 3 + 2 transformer fits; the FCN's grid (4, 8) is below 4 T d at T=4 on
-    # the first curve (its two top widths, then no search); no FCN on the second.
-    assert sum(p.fits for p in work) == 12
-    assert [p.label for p in work][-2:] == [
-        "separation q=3: transformer T=4",
-        "separation q=3: transformer T=8",
-    ]
-    assert all(p.steps == 15 for p in work)  # 3/4 of the 20 steps: fits stop at the target
-
-
-def test_joint_law_is_a_plus_b_q_log2_T(seeds3):
-    curves = seeds3[0].curves
-    law = joint_law(curves, lambda c: c.floor_width)
-    ws = [4, 4, 8, 8]
-    qs_logs = [2 * 2, 2 * 3, 3 * 2, 3 * 3]
-    b, a = np.polyfit(qs_logs, ws, 1)
+def test_floor_law_is_a_plus_b_q_log2_T(tiny):
+    law = sep.floor_law(tiny)
+    b, a = np.polyfit([2 * 2, 2 * 3, 3 * 2, 3 * 3], [4, 4, 8, 8], 1)
     assert law.params["b"] == pytest.approx(b) and law.params["a"] == pytest.approx(a)
-    assert joint_law(curves[:1], lambda c: c.floor_width) is None  # 2 points
+    one_curve = ExperimentResult(
+        "separation",
+        {**tiny.settings, "curves": tiny.settings["curves"][:1]},
+        {"widths": tiny.tables["widths"].where(curve=0), "floor": tiny.tables["floor"]},
+    )
+    assert sep.floor_law(one_curve) is None  # 2 widths: too few for a law
+    assert math.isnan(one_curve.seed(0).headline()["floor_law.slope"][0])
 
 
-def _quick_like_result(widths_q2, floors_q2, seed):
-    """A one-seed result with the widths given (no training: the figure's inputs)."""
-    from stsq_learn.studies import StudyTable
+def _quick_like(transformer_q2, seeds=(0, 1)):
+    """A two-seed result of the quick preset's shape, its widths given (no training)."""
+    Ts, Ts3 = [4, 8, 16, 32], [16, 32, 64]
+    rows = {"curve": [], "model": [], "seed": [], "param_seq_len": [], "value": [], "bound": []}
 
-    Ts = [4, 8, 16, 32]
-    table = StudyTable(
+    def add(curve, model, seed, lengths, values, bounds):
+        for T, v, b in zip(lengths, values, bounds):
+            for name, x in zip(rows, (curve, model, seed, T, v, b)):
+                rows[name].append(x)
+
+    for k, seed in enumerate(seeds):
+        add(0, "transformer", seed, Ts, transformer_q2[k], [np.nan] * 4)
+        add(0, "fcn", seed, Ts, [8.0, 32.0, 128.0, np.nan], [np.nan] * 3 + [256.0])
+        add(1, "transformer", seed, Ts3, [128.0, 256.0, 512.0], [np.nan] * 3)
+    floor = StudyTable(
         {
-            "model": ["transformer"] * 4 + ["fcn"] * 4,
-            "seed": [seed] * 8,
-            "param_seq_len": Ts * 2,
-            "value": [float(w) for w in widths_q2] + [8.0, 32.0, 128.0, np.nan],
-            "bound": [np.nan] * 7 + [256.0],
+            "curve": [0] * 4 + [1] * 3,
+            "param_seq_len": Ts + Ts3,
+            "floor_width": [8.0, 12.0, 16.0, 16.0, 128.0, 128.0, 256.0],
         }
     )
-    cfg = {"n_features": 2, "n_selected": 2, "target_r2": 0.9, "n_steps": {"fcn": 500}}
-    q2 = SeparationResult(cfg, Ts, table, floor_width=floors_q2)
-    table3 = StudyTable(
-        {
-            "model": ["transformer"] * 3,
-            "seed": [seed] * 3,
-            "param_seq_len": [16, 32, 64],
-            "value": [128.0, 256.0, 512.0],
-            "bound": [np.nan] * 3,
-        }
-    )
-    cfg3 = {"n_features": 4, "n_selected": 3, "target_r2": 0.9}
-    q3 = SeparationResult(cfg3, [16, 32, 64], table3, floor_width=[128, 128, 256])
-    return SeparationByQResult([q2, q3], ["plain GD", "paced SGD"], None, None)
+    settings = SeparationSettings().to_json()
+    return ExperimentResult("separation", settings, {"widths": StudyTable(rows), "floor": floor})
 
 
-def test_figure_draws_bands_and_each_law_only_over_its_own_q():
-    results = [
-        _quick_like_result([8, 12, 16, 24], [8, 12, 16, 16], 0),
-        _quick_like_result([8, 12, 16, 32], [8, 12, 16, 16], 1),
-    ]
-    fig = SeparationByQResult.plot_bands(results)
+def test_figure_draws_each_curves_law_over_its_own_lengths():
+    fig = _quick_like([[8, 12, 16, 24], [8, 12, 16, 32]]).plot()
     left, right = fig.axes[:2]
-    assert "per q" in left.get_title() and "Both models" in right.get_title()
     assert "median over 2 seeds" in fig._suptitle.get_text()
-    labels = [line.get_label() for line in left.get_lines()]
-    # One law per q, fitted to that q's widths only, drawn over that q's lengths.
+    # One law per q, the median of its seeds' laws, drawn over that q's lengths.
     laws = [line for line in left.get_lines() if "log2(T)" in line.get_label()]
-    assert len(laws) == 2
+    assert len(laws) == 2 and all("median of 2 fits" in line.get_label() for line in laws)
     spans = sorted((line.get_xdata().min(), line.get_xdata().max()) for line in laws)
     assert spans == [(4.0, 32.0), (16.0, 64.0)]
+    labels = [line.get_label() for line in left.get_lines()]
     assert sum("the floor's minimal width" in label for label in labels) == 2
     # The right panel: both models, the FCN's lower bound at T=32, its law over 4..16.
-    right_labels = [line.get_label() for line in right.get_lines()]
-    assert any("not reached" in label for label in right_labels)
-    fcn_law = [line for line in right.get_lines() if line.get_label().endswith(")")]
-    assert any(line.get_xdata().max() == 16.0 for line in fcn_law)
+    assert any("not reached" in line.get_label() for line in right.get_lines())
+    fcn_law = [line for line in right.get_lines() if " T (median of 2" in line.get_label()]
+    assert [line.get_xdata().max() for line in fcn_law] == [16.0]
     matplotlib.pyplot.close(fig)
 
 
 def test_a_law_that_does_not_describe_its_points_is_not_drawn():
     # Widths that do not grow like log T (R^2 of a + b log2 T below 0.8): no law drawn.
-    results = [_quick_like_result([16, 4, 16, 4], [8, 12, 16, 16], 0)]
-    fig = results[0].plot()
+    fig = _quick_like([[16, 4, 16, 4]], seeds=(0,)).plot()
     laws = [line for line in fig.axes[0].get_lines() if "log2(T)" in line.get_label()]
     assert len(laws) == 1  # the q = 3 curve's only
     assert laws[0].get_xdata().min() == 16.0
     matplotlib.pyplot.close(fig)
 
 
-def test_plot_bands_refuses_other_results(seeds3):
-    with pytest.raises(TypeError, match="results must be a non-empty sequence of Separa"):
-        SeparationByQResult.plot_bands([seeds3[0], {"curves": []}])
-    short = _quick_like_result([8, 12, 16, 24], [8, 12, 16, 16], 0)
-    with pytest.raises(ValueError, match=r"results\[1\] searched other lengths"):
-        SeparationByQResult.plot_bands([seeds3[0], short])
+# -- one curve, a user's models and task -------------------------------------------------------
+def test_width_separation_runs_one_curve():
+    res = width_separation("tiny", seeds=[0], search="scan", stop_fits=False, device="cpu")
+    assert [c["n_selected"] for c in res.settings["curves"]] == [2]
+    assert res.settings["search"] == "scan"
+    # The scan tries the grid upwards: the transformer passes at 4 at T=4 (one fit), at 8 at
+    # T=8 (two); the FCN fails at 4 and 8 at T=4, and T=8 is not searched (skipped after the
+    # miss, its bound carried over).
+    widths = res.tables["widths"]
+    transformer = widths.where(model="transformer")
+    assert list(transformer["value"]) == [4.0, 8.0] and list(transformer["n_fits"]) == [1, 2]
+    fcn = widths.where(model="fcn")
+    assert np.isnan(fcn["value"]).all() and list(fcn["bound"]) == [8.0, 8.0]
+    assert list(fcn["skipped"]) == [False, True]
+    head = res.headline()
+    assert head["q2.T8.fcn_width"] == [8.0] and head["q2.T8.fcn_width_is_bound"] == [1.0]
+    assert math.isnan(head["law.slope"][0])  # two widths: too few for a law
 
 
-def test_settings_classes_and_presets():
-    assert type(TINY) is SeparationSettings
-    assert all(type(curve) is SeparationCurve for curve in TINY.curves)
-    as_dict = TINY.replace(curves=(dict(TINY.curves[1]),))
-    assert type(as_dict.curves[0]) is SeparationCurve
-    assert WidthSeparationSettings().search == "bracket"
+def test_a_users_models_and_task_get_the_same_study():
+    # Any estimator with a width: here the FCN in the transformer's place.
+    fcn = FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=256)
+    res = width_separation("tiny", seeds=1, seq_lens=(4,), transformer=fcn, device="cpu")
+    assert "FCNSelector" in res.settings["curves"][0]["transformer"]
+    assert len(res.tables["widths"].where(model="transformer")) == 1
+    # A user's task: its sizes stand (and are the settings' JSON); only the models of
+    # widths are searched.
+    task = SparseTokenSelectionTask(4, 3, 2)
+    curve = SeparationCurve(
+        seq_lens=(4, 8), task=task, widths={"transformer": (4, 8)}, n_steps={"transformer": 20}
+    )
+    res = width_separation(curve, seeds=1, target_r2=0.5, n_val=200, floor_rows=500)
+    assert res.settings["curves"][0]["n_features"] == 3 and res.settings["target_r2"] == 0.5
+    assert res.tables["widths"].unique("model") == ["transformer"]
+    assert "q2.T8.floor_width" in res.headline()
+
+
+# -- settings refused by name before any work --------------------------------------------------
+class _NoOnline(BaseEstimator):
+    def __init__(self, width=4):
+        self.width = width
+
+    def fit(self, X, y):
+        return self
+
+
+@pytest.mark.parametrize(
+    ("function", "change", "match"),
+    [
+        (width_separation_by_q, {"search": "grid"}, "'search' parameter"),
+        (width_separation_by_q, {"regime": "gridsearch"}, "'regime' parameter"),
+        (width_separation_by_q, {"target_r2": 1.0}, "'target_r2' parameter"),
+        (width_separation_by_q, {"n_val": 0}, "'n_val' parameter"),
+        (width_separation_by_q, {"n_train": 5}, "'n_train' parameter"),
+        (width_separation_by_q, {"stop_fits": 1}, "'stop_fits' parameter"),
+        (width_separation_by_q, {"regime": "finite"}, "stop_fits stops online fits"),
+        (width_separation_by_q, {"curves": ()}, "'curves' parameter"),
+        (width_separation_by_q, {"curves": ({"label": 3},)}, r"curves\[0\]: .*'label'"),
+        (width_separation_by_q, {"curves": ({"target_r2": 0.5},)}, r"curves\[0\]: .*target_r2"),
+        (width_separation_by_q, {"seq_len": (4,)}, r"\['seq_len'\] are not settings"),
+        (width_separation_by_q, {"seeds": [1, 1]}, "seeds"),
+        (width_separation_by_q, {"n_jobs": 0}, "n_jobs"),
+        (width_separation, {"seq_lens": ()}, "'seq_lens' parameter"),
+        (width_separation, {"seq_lens": (8, 4)}, "'seq_lens' parameter"),
+        (width_separation, {"n_features": 0}, "'n_features' parameter"),
+        (width_separation, {"task": "selection"}, "'task' parameter"),
+        (width_separation, {"transformer": object()}, "'transformer' parameter"),
+        (width_separation, {"fcn": torch.nn.Linear(2, 2)}, "'fcn' parameter"),
+        (width_separation, {"widths": {"fcn": (8, 4)}}, "'widths' parameter"),
+        (width_separation, {"widths": {"mlp": (4,)}}, "'widths' parameter"),
+        (width_separation, {"widths": {}}, "widths must give the grid of at least one model"),
+        (width_separation, {"n_steps": {"fcn": 0}}, "'n_steps' parameter"),
+        (width_separation, {"n_steps": {"transformer": 20}}, "n_steps must give the steps"),
+        (width_separation, {"max_seq_len": {"fcn": 0}}, "'max_seq_len' parameter"),
+        (width_separation, {"floor_rows": 0}, "'floor_rows' parameter"),
+        (width_separation, {"fcn": _NoOnline()}, r"fcn \(_NoOnline\) has no fit"),
+        (width_separation, {"label": 3}, "'label' parameter"),
+        (
+            width_separation,
+            {"task": SparseTokenSelectionTask(4, 3, 2), "n_features": 2},
+            "n_features=2 differs from the task's n_features=3",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_by_name_before_any_fit(monkeypatch, function, change, match):
+    def no_work(*args, **kwargs):
+        raise AssertionError("work ran before the settings were checked")
+
+    monkeypatch.setattr(sep, "minimal_width", no_work)
+    monkeypatch.setattr(sep, "floor_widths", no_work)
+    with pytest.raises((ValueError, TypeError), match=match):
+        function("tiny", **change)
+
+
+def test_a_model_without_width_is_refused():
+    from sklearn.linear_model import Ridge
+
+    with pytest.raises(TypeError, match="fcn must have a 'width' parameter, got Ridge"):
+        SeparationCurve(fcn=Ridge())
+
+
+# -- the record --------------------------------------------------------------------------------
+def test_the_plan_runs_no_fit_and_no_floor(monkeypatch):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the plan simulated the floor")
+
+    monkeypatch.setattr(sep, "floor_widths", no_work)
+    work = RECORDS["separation"].planned_work("tiny")
+    labels = [part.label for part in work]
+    assert labels[:4] == [f"search width: {m} seq_len={T}" for m in sep.MODELS for T in (4, 8)]
+    assert len(work) == 6  # the q = 3 curve: the transformer at T = 4 and 8
+
+
+def test_presets_set_solver_and_rates():
+    assert PRESETS["quick"]["separation"] == SeparationSettings()
     for size in ("tiny", "quick", "full", "gpu"):
-        for curve in PRESETS[size]["separation"]["curves"]:
-            params = curve["transformer"].get_params()
-            assert params["solver"] == "sgd" and params["batch_size"] == 256
-            plain = curve["label"].startswith("plain GD, the paper's algorithm")
+        for curve in PRESETS[size]["separation"].curves:
+            params = curve.transformer.get_params()
+            assert params["solver"] == "sgd" and params["learning_rate"] == "constant"
+            assert params["batch_size"] == 256
+            plain = curve.label.startswith("plain GD, the paper's algorithm")
             assert plain == (params["token_block_rate"] == 1.0)
-    assert isinstance(TINY.curves[0].transformer, SparseTokenSelector)
+            params = curve.fcn.get_params()
+            assert params["solver"] == "adam" and params["learning_rate"] in ("constant", "cosine")
+    full = PRESETS["full"]["separation"].curves
+    assert [max(c.seq_lens) for c in full] == [256, 256]
+    assert [c.searched() for c in full] == [("transformer", "fcn"), ("transformer",)]
+    assert full[0].lengths("fcn") == [4, 8, 16, 32, 64]
+    assert [c.sizes() for c in PRESETS["gpu"]["separation"].curves] == [(2, 2), (8, 3)]
 
 
 def test_provenance_says_paper_or_ours():
-    assert all(v.startswith(("paper: ", "ours: ")) for v in record.PROVENANCE.values())
-    paper = {k for k, v in record.PROVENANCE.items() if v.startswith("paper: ")}
+    provenance = RECORDS["separation"].provenance
+    assert all(v.startswith(("paper: ", "ours: ")) for v in provenance.values())
+    paper = {k for k, v in provenance.items() if v.startswith("paper: ")}
     assert paper == {"batch_size", "tokens", "subsets", "transformer_width_law", "fcn_width_law"}

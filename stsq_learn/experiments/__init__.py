@@ -50,8 +50,8 @@ from ._settings import Settings as Settings
 
 
 def _from_records():
-    """Every registered experiment's function and settings class, and ``EXPERIMENTS`` and
-    ``PRESETS``, by name."""
+    """Every registered experiment's function, settings class and other exports, and
+    ``EXPERIMENTS`` and ``PRESETS``, by name."""
     from . import _reproduce
     from ._registered import RECORDS
 
@@ -59,10 +59,11 @@ def _from_records():
     for record in RECORDS.values():
         out[record.function.__name__] = record.function
         out[record.settings.__name__] = record.settings
+        out.update({obj.__name__: obj for obj in record.exports})
     return out
 
 
-_OWN = [  # and, in __all__, every registered experiment's function and settings
+_OWN = [  # and, in __all__, every registered experiment's function, settings and exports
     "EXPERIMENTS",
     "PRESETS",
     "RESULTS_FORMAT",

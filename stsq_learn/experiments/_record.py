@@ -114,6 +114,11 @@ class Experiment:
         Headline numbers that move in steps (a width of a grid, a fraction
         of a few seeds) to the least relative or absolute tolerance a
         reference gives them, by ``fnmatch`` pattern (``"*_width": 0.5``).
+    exports : tuple, default=()
+        Other public functions and classes of the experiment's module that
+        :mod:`stsq_learn.experiments` exports by their ``__name__``, beside
+        its function and settings (a study of one part of it, a settings
+        class of its parts).
     """
 
     name: str
@@ -128,6 +133,7 @@ class Experiment:
     aliases: tuple = field(default=())
     reference_rtol: dict | None = None
     reference_atol: dict | None = None
+    exports: tuple = field(default=())
 
     def __post_init__(self):
         if not (isinstance(self.settings, type) and issubclass(self.settings, Settings)):

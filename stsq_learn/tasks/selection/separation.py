@@ -1,376 +1,308 @@
-"""The width separation: the smallest width reaching a target R^2 against T, for two models.
+"""The width separation: the smallest width reaching a target R^2 against T, per q.
 
 The paper's expressivity claim: a one-layer transformer selects ``q`` of
 ``T`` tokens with width ``O(d + q log T)``, a fully-connected net needs
-``Omega(T d)``. :func:`width_separation` measures one curve of it as a
-composition of the study tools: each model's minimal width at every length
-(:func:`~stsq_learn.studies.minimal_width`, followed along ``seq_len``),
-the transformer's search started at the isotropic floor's minimal width
-(:func:`~stsq_learn.isotropic_floor`), and the growth laws
-(:func:`~stsq_learn.studies.fit_law`): ``a + b log2 T`` for the transformer,
-``a + b T`` (a multiple of ``T d``) for the FCN. :func:`width_separation_by_q`
-runs several curves (q = 2 and q = 3 in the record) and fits ``a + b q log2 T``
-to all of them. Any pair of estimators with a ``width`` (a user's models) and
-any task with a ``seq_len`` get the same study.
+``Omega(T d)``. Each curve (:class:`SeparationCurve`: a subset size q, its
+lengths T, its two models and their grids) is measured by one
+:func:`~stsq_learn.studies.minimal_width` search per model along
+``seq_len`` (every width trained from scratch and scored on held-out rows),
+beside the theory's curve: per T, the smallest width of the transformer's
+grid whose isotropic floor (:func:`~stsq_learn.isotropic_floor`, the best
+``W = gamma I`` reaches) allows the target. The bisection of each length
+starts at a prediction: the floor's width for the transformer; for the
+FCN, the previous T's minimal width times the ratio of the lengths (at the
+first T, ``2 T d``); and each fit stops once it reaches the target on its
+held-out rows.
 
-Seeds follow the studies' one rule (:mod:`stsq_learn.studies.seeds`): seed
-``s`` fits every model with ``random_state=s`` and scores it on the rows of
-``stream_seed(s, "test")``. The floor is the theory's curve, one for every
-seed (simulated with ``random_state=0``). Several seeds run as one study:
-the seeds whose searches ask for the same width are fitted together.
+The result's tables are ``widths`` (the searches' rows, every seed, a
+``curve`` column numbering the curves) and ``floor`` (the floor's widths,
+no ``seed`` column: simulated once, with ``random_state=0``). The laws are
+functions of them, fitted per seed (:func:`~stsq_learn.studies.fit_laws`):
+``w = a + b q log2 T`` through the transformer's widths of every curve
+(:func:`joint_laws`, the headline's ``law.*``, and the floor's,
+:func:`floor_law`); per curve, ``a + b log2 T`` for the transformer and
+``b T`` for the FCN, drawn as the median of the seeds' laws. Any pair
+of estimators with a ``width`` and any task with a ``seq_len`` get the same
+study (:func:`width_separation` runs one curve).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import numbers
+import textwrap
+from dataclasses import field
 
-from ..._validation import check_positive_int
+import numpy as np
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+
 from ...encodings.floor import isotropic_floor
-from ...experiments._settings import Settings
-from ...studies import BandDisplay, StudyTable, fit_law, minimal_width
-from ...studies.laws import Law
-from ...studies.seeds import check_seeds
+from ...experiments import Experiment, Settings, document_experiment
+from ...experiments._common import new_axes
+from ...experiments._result import band, fmt_band
+from ...experiments._settings import MappingOf, SequenceOf, positive_ints
+from ...studies import BandDisplay, Law, StudyTable, fit_law, fit_laws, minimal_width
+from ...studies.plan import active_plan
+from ..task import Task
 from .estimators import FCNSelector, SparseTokenSelector
 from .task import SparseTokenSelectionTask
 
-__all__ = [
-    "CurveSettings",
-    "SeparationByQResult",
-    "SeparationCurve",
-    "SeparationResult",
-    "SeparationSettings",
-    "WidthSeparationSettings",
-    "width_separation",
-    "width_separation_by_q",
-]
-
 MODELS = ("transformer", "fcn")
-DEFAULT_ESTIMATORS = {
-    "transformer": SparseTokenSelector(
-        solver="adam", learning_rate_init=0.1, batch_size=256, max_iter=30
-    ),
-    "fcn": FCNSelector(solver="adam", learning_rate_init=0.01, batch_size=1024, max_iter=30),
-}
-DEFAULT_WIDTHS = {"transformer": (2, 4, 8, 16, 32, 64), "fcn": (2, 4, 8, 16, 32, 64, 128, 256)}
-DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
-# Each model's law against T: the transformer's a + b log2 T, the FCN's a + b T (b / d per T d).
-LAW_OF = {"transformer": "log2", "fcn": "linear"}
+"""The two models of a curve, in the order they are searched."""
+LAW_OF = {"transformer": ("log2", False), "fcn": ("linear", True)}
+"""Each model's law against T (and whether through the origin): ``a + b log2 T``, ``b T``."""
 GOOD_FIT = 0.8
-"""The R^2 below which a law is not drawn: it does not describe its points."""
+"""The R^2 below which a curve's law is not drawn: it does not describe its points."""
 _LABELS = {"transformer": "transformer", "fcn": "FCN"}
 
+# The paper's algorithm: plain gradient descent, a constant step, a fresh batch of 256 rows
+# a step, every block of W (token rows too) at the same step. The step 3 is ours.
+_PLAIN_GD = SparseTokenSelector(
+    solver="sgd",
+    learning_rate="constant",
+    learning_rate_init=3.0,
+    token_block_rate=1.0,
+    batch_size=256,
+)
+_PLAIN_GD_LABEL = "plain GD, the paper's algorithm (every block at one step; step 3 ours)"
+# Ours: SGD with the estimator's width-scaled step (the identity direction paced on its own,
+# the token rows at lr / width), constant, 256 fresh rows a step. At q = 3 and widths
+# 128-512, plain GD with every block at one step stays below the floor within our budgets
+# (R^2 0.79 at T=64, width 256, 600 steps, floor 0.93), and Adam too (0.73 at step 0.03).
+# This one leaves uniform attention late at long lengths (T=256, width 256: R^2 0.15 at
+# step 1000, 0.88 at 1500, 0.899 from 2000 on, floor 0.904): the full preset stops at
+# T=256 with 3000 steps; T=1024 is in the gpu preset only, with 8000.
+_PACED_SGD = SparseTokenSelector(solver="sgd", learning_rate="constant", batch_size=256)
+_PACED_LABEL = (
+    "SGD, ours: width-scaled paced step (plain GD and Adam stay below the floor in budget)"
+)
+_FCN = FCNSelector(
+    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
+)
+_FCN_LONG = FCNSelector(
+    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+)
+_Q2_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+_Q3_GRID = (32, 64, 128, 256, 512, 1024, 2048)
+_FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
-def law_from_dict(data):
-    """A :class:`~stsq_learn.studies.Law` from its ``to_dict()`` (None stays None)."""
-    if data is None:
-        return None
-    return Law(
-        name=data["name"],
-        params=dict(data["params"]),
-        r2=data["r2"],
-        rms=data["rms"],
-        residuals=tuple(data["residuals"]),
-        x_range=tuple(data["x_range"]),
-        n_points=data["n_points"],
-    )
+_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_SIZE = [Interval(numbers.Integral, 1, None, closed="left"), None]
+_ESTIMATOR = [HasMethods(["fit", "get_params"])]
+_PER_MODEL = MappingOf(MODELS, *_COUNT)
 
 
-def law_or_none(x, y, name):
-    """:func:`~stsq_learn.studies.fit_law`, or None where the points cannot carry the law."""
-    try:
-        return fit_law(x, y, name)
-    except ValueError:  # fewer than 3 finite points, or 1 distinct x
-        return None
+class SeparationCurve(Settings):
+    """One curve of the width separation: its task, its two models and their grids.
 
-
-class CurveSettings(Settings):
-    """The settings of one curve of the width separation: the task, the models, their grids.
+    The defaults are the quick preset's q = 2 curve.
 
     Attributes
     ----------
-    seq_lens : tuple of int, default=(4, 8, 16)
-        The lengths T.
+    label : str, default="plain GD, the paper's algorithm (...)"
+        How its transformer is trained, in words (the figure's legend and
+        the summary show it): say it when you change ``transformer``.
+    seq_lens : tuple of int, default=(4, 8, 16, 32)
+        The lengths T, increasing.
     n_features, n_selected : int or None, default=None
         Token dimension d and subset size q of the
         :class:`~stsq_learn.SparseTokenSelectionTask` (None: 2, or the
-        given ``task``'s, which they must then match).
+        ``task``'s, which a given value must then match).
     task : Task or None, default=None
-        A task with a ``seq_len`` field (set to each T): a user's task. None
-        is the sparse token selection of ``n_features`` and ``n_selected``.
-    transformer, fcn : estimator or None, default=None
-        The two models, any estimators with a ``width`` parameter (and
-        ``fit_online`` in the online regime). None: ``SparseTokenSelector(
-        solver="adam", learning_rate_init=0.1, batch_size=256, max_iter=30)``
-        and ``FCNSelector(solver="adam", learning_rate_init=0.01,
-        batch_size=1024, max_iter=30)``.
-    widths : dict or None, default=None
-        Increasing width grid per model, ``{"transformer": (...), "fcn": (...)}``;
-        a model left out keeps ``(2, 4, ..., 64)`` and ``(2, 4, ..., 256)``.
-    n_steps : dict or None, default=None
-        Online steps per width and model; defaults ``{"transformer": 300, "fcn": 500}``.
-    max_seq_len : dict or None, default=None
-        Longest T searched per model, e.g. ``{"fcn": 128}``; a model whose
-        limit is below every T is not searched.
+        A task of one's own (its ``seq_len`` set to each T); None is the
+        sparse token selection of ``n_features`` and ``n_selected``. The
+        floor is drawn for the sparse token selection only.
+    transformer, fcn : estimator, default=plain GD and Adam
+        The two models: any estimators with a ``width`` parameter (and
+        ``fit_online`` in the online regime). The defaults:
+        ``SparseTokenSelector(solver="sgd", learning_rate="constant",
+        learning_rate_init=3.0, token_block_rate=1.0, batch_size=256)`` and
+        ``FCNSelector(solver="adam", learning_rate_init=0.01,
+        learning_rate="constant", batch_size=1024)``.
+    widths : dict, default={"transformer": (2, 3, 4, ..., 128), "fcn": (4, 8, ..., 1024)}
+        Model to its increasing grid of widths; a model left out is not
+        searched.
+    n_steps : dict, default={"transformer": 400, "fcn": 500}
+        Model to its online steps per width (an upper bound where fits stop
+        at the target), one for every model of ``widths``.
+    max_seq_len : dict, default={}
+        Model to the longest T it is searched at (``{"fcn": 64}``); a model
+        left out is searched at every T.
     floor_rows : int, default=4000
         Rows each :func:`~stsq_learn.isotropic_floor` simulates.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import SeparationCurve
+    >>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=3, widths={"transformer": (8, 16)},
+    ...                         n_steps={"transformer": 20})
+    >>> curve.sizes(), curve.searched()
+    ((2, 3), ('transformer',))
     """
 
-    seq_lens: tuple = (4, 8, 16)
+    _parameter_constraints = {
+        "label": [str],
+        "seq_lens": [positive_ints(increasing=True)],
+        "n_features": _SIZE,
+        "n_selected": _SIZE,
+        "task": [Task, None],
+        "transformer": _ESTIMATOR,
+        "fcn": _ESTIMATOR,
+        "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
+        "n_steps": [_PER_MODEL],
+        "max_seq_len": [_PER_MODEL],
+        "floor_rows": _COUNT,
+    }
+
+    label: str = _PLAIN_GD_LABEL
+    seq_lens: tuple = (4, 8, 16, 32)
     n_features: int | None = None
     n_selected: int | None = None
     task: object = None
-    transformer: object = None
-    fcn: object = None
-    widths: dict | None = None
-    n_steps: dict | None = None
-    max_seq_len: dict | None = None
+    transformer: object = _PLAIN_GD
+    fcn: object = _FCN
+    widths: dict = field(default_factory=lambda: {"transformer": _Q2_GRID, "fcn": _FCN_GRID})
+    n_steps: dict = field(default_factory=lambda: {"transformer": 400, "fcn": 500})
+    max_seq_len: dict = field(default_factory=dict)
     floor_rows: int = 4000
 
+    def _validate(self):
+        if not self.widths:
+            raise ValueError("widths must give the grid of at least one model, got {}.")
+        for model in self.widths:
+            if model not in self.n_steps:
+                raise ValueError(
+                    f"n_steps must give the steps of every model of widths: {model!r} is "
+                    f"searched, n_steps={self.n_steps!r}."
+                )
+            if "width" not in self[model].get_params(deep=False):
+                raise TypeError(
+                    f"{model} must have a 'width' parameter, got {type(self[model]).__name__}."
+                )
+        for name in ("n_features", "n_selected"):
+            own = getattr(self.task, name, None)
+            if self.task is not None and self[name] is not None and self[name] != own:
+                raise ValueError(f"{name}={self[name]!r} differs from the task's {name}={own!r}.")
 
-class WidthSeparationSettings(CurveSettings):
-    """The settings of :func:`width_separation`: those of :class:`CurveSettings` and the search.
+    def sizes(self):
+        """``(d, q)``: the task's token dimension and subset size (None where it has none)."""
+        if self.task is not None:
+            return getattr(self.task, "n_features", None), getattr(self.task, "n_selected", None)
+        return self.n_features or 2, self.n_selected or 2
+
+    def searched(self):
+        """The models searched on this curve (in ``widths``, at one T or more), in order."""
+        return tuple(m for m in MODELS if m in self.widths and self.lengths(m))
+
+    def lengths(self, model):
+        """The lengths T at which ``model`` is searched (to its ``max_seq_len``)."""
+        return [T for T in self.seq_lens if T <= self.max_seq_len.get(model, T)]
+
+    def to_json(self):
+        """The settings as JSON, ``n_features`` and ``n_selected`` as the task's (:meth:`sizes`)."""
+        out = super().to_json()
+        out["n_features"], out["n_selected"] = self.sizes()
+        return out
+
+
+_Q3_CURVE = SeparationCurve(
+    label=_PACED_LABEL,
+    seq_lens=(16, 32, 64),
+    n_features=4,
+    n_selected=3,
+    transformer=_PACED_SGD,
+    widths={"transformer": _Q3_GRID},
+    n_steps={"transformer": 300},
+)
+
+
+class SeparationSettings(Settings):
+    """The settings of :func:`width_separation_by_q`: the curves, the target, the search.
+
+    The defaults are the quick preset's.
 
     Attributes
     ----------
-    seq_lens, n_features, n_selected, task, transformer, fcn, widths, n_steps, \
-max_seq_len, floor_rows
-        The task, the models and their grids: see :class:`CurveSettings`.
+    curves : tuple of SeparationCurve, default=(q = 2, q = 3)
+        The curves, in order (a mapping is read as a :class:`SeparationCurve`).
+        The defaults: q = 2, d = 2 at T = 4 ... 32, both models, the
+        transformer trained by the paper's plain gradient descent; q = 3,
+        d = 4 at T = 16, 32, 64, the transformer alone, trained by our
+        paced SGD.
     target_r2 : float, default=0.9
-        The R^2 a width must reach.
+        The R^2 a width must reach, on every curve.
+    n_val : int, default=1000
+        Held-out rows scoring each width (and stopping its fit).
+    stop_fits : bool, default=True
+        Stop each online fit once it reaches ``target_r2`` on its scoring
+        rows (checked every 25 steps). The stopping rule acts on one net:
+        with it the seeds are fitted one after another; without it, the
+        seeds that try the same width at the same T train together.
+    search : {"bisect", "bracket", "scan"}, default="bisect"
+        How each length's widths are visited
+        (:func:`~stsq_learn.studies.search_threshold`). ``"bisect"``: from
+        the predicted width (the floor's for the transformer, the scaled
+        previous one for the FCN), until a passing width's neighbour below
+        failed; the FCN skips the lengths after a miss. ``"bracket"``: from
+        the previous T's minimal width outwards, a length after a miss not
+        searched. ``"scan"``: upwards from the smallest width.
     regime : {"online", "finite"}, default="online"
         ``"online"``: every width trained on fresh batches for its
         ``n_steps``; ``"finite"``: fitted on ``n_train`` rows (``fit``).
     n_train : int, default=20000
         Training rows per fit (``regime="finite"``).
-    n_val : int, default=2000
-        Held-out rows scoring each width.
-    search : {"bracket", "bisect", "scan"}, default="bracket"
-        How each length's widths are visited
-        (:func:`~stsq_learn.studies.search_threshold`). ``"bracket"``: from
-        the previous T's minimal width outwards, a length after a miss not
-        searched. ``"bisect"``: the transformer from the floor's minimal
-        width at T, the FCN from the previous T's minimal width times the
-        ratio of the lengths (at the first T from ``2 T d``), then
-        bisection until a passing width's neighbour below fails; the FCN
-        skips the lengths after a miss. ``"scan"``: upwards from the
-        smallest width.
-    stop_fits : bool, default=False
-        Stop each online fit once it reaches ``target_r2`` on its scoring
-        rows (:class:`~stsq_learn.studies.StopAtTarget`).
 
     Examples
     --------
-    >>> from stsq_learn.experiments import WidthSeparationSettings
-    >>> settings = WidthSeparationSettings(seq_lens=(4, 8), target_r2=0.5)
-    >>> settings.replace(search="bisect").search, settings.target_r2
-    ('bisect', 0.5)
+    >>> from stsq_learn.experiments import SeparationSettings
+    >>> settings = SeparationSettings(target_r2=0.5)
+    >>> [c.sizes() for c in settings.curves], settings.replace(search="scan").search
+    ([(2, 2), (4, 3)], 'scan')
     """
 
+    _parameter_constraints = {
+        "curves": [SequenceOf(SeparationCurve)],
+        "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "n_val": _COUNT,
+        "stop_fits": ["boolean"],
+        "search": [StrOptions({"bisect", "bracket", "scan"})],
+        "regime": [StrOptions({"online", "finite"})],
+        "n_train": [Interval(numbers.Integral, 10, None, closed="left")],
+    }
+
+    curves: tuple = (SeparationCurve(), _Q3_CURVE)
     target_r2: float = 0.9
+    n_val: int = 1000
+    stop_fits: bool = True
+    search: str = "bisect"
     regime: str = "online"
-    n_train: int = 20000
-    n_val: int = 2000
-    search: str = "bracket"
-    stop_fits: bool = False
+    n_train: int = 20_000
+
+    def __post_init__(self):
+        if isinstance(self.curves, (list, tuple)):  # mappings read as curves, each named
+            curves = []
+            for i, curve in enumerate(self.curves):
+                try:
+                    curves.append(SeparationCurve.resolve(curve))
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"curves[{i}]: {exc}") from None
+            object.__setattr__(self, "curves", tuple(curves))
+        super().__post_init__()
+
+    def _validate(self):
+        if self.stop_fits and self.regime != "online":
+            raise ValueError("stop_fits stops online fits: it needs regime='online'.")
+        for i, curve in enumerate(self.curves):
+            for model in curve.searched():
+                if self.regime == "online" and not hasattr(curve[model], "fit_online"):
+                    raise TypeError(
+                        f"curves[{i}].{model} ({type(curve[model]).__name__}) has no "
+                        "fit_online: use regime='finite'."
+                    )
 
 
-@dataclass
-class SeparationResult:
-    """One seed's minimal widths against T for both models, the floor's, and the laws.
-
-    Attributes
-    ----------
-    config : dict
-        The settings (task sizes, grids, steps, target, search).
-    seq_lens : list of int
-        The lengths T.
-    table : StudyTable
-        :func:`~stsq_learn.studies.minimal_width`'s rows of both models
-        (``model``, ``seed``, ``param_seq_len``, ``value``: the minimal
-        width, NaN where not reached, ``bound``, ``n_fits``, ...).
-    floor_width : list of int or None
-        Per T, the smallest width of the transformer's grid whose isotropic
-        floor allows ``target_r2`` (None where none does, or for a task other
-        than the sparse token selection).
-    laws : dict of str to Law or None
-        Per model, its law fitted to its minimal widths (``a + b log2 T``,
-        ``a + b T``); None with fewer than 3 widths.
-    seconds : dict of str to float
-        Seconds each model's searches took.
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import width_separation
-    >>> res = width_separation(seq_lens=(4, 8), widths={"transformer": (4, 8), "fcn": (4, 8)},
-    ...                        n_steps={"transformer": 20, "fcn": 20}, n_val=200,
-    ...                        target_r2=0.5, floor_rows=300)
-    >>> sorted(res.minimal_width)
-    ['fcn', 'transformer']
-    """
-
-    config: dict
-    seq_lens: list
-    table: StudyTable
-    floor_width: list = field(default_factory=list)
-    laws: dict = field(default_factory=dict)
-    seconds: dict = field(default_factory=dict)
-
-    def _column(self, model, name):
-        rows = self.table.where(model=model)
-        found = dict(zip(rows["param_seq_len"], rows[name]))
-        return [_width(found.get(T)) for T in self.seq_lens]
-
-    @property
-    def minimal_width(self):
-        """dict of str to list: per model and T the minimal width, None where not found."""
-        return {m: self._column(m, "value") for m in MODELS}
-
-    @property
-    def lower_bound(self):
-        """dict of str to list: per model and T the width known to fall short, or None."""
-        return {m: self._column(m, "bound") for m in MODELS}
-
-    def searched(self, model):
-        """Whether ``model`` was searched at any length.
-
-        Parameters
-        ----------
-        model : {"transformer", "fcn"}
-            The model.
-
-        Returns
-        -------
-        bool
-            True where the table holds a row of ``model``.
-        """
-        return bool(len(self.table.where(model=model)))
-
-    def width_ratio(self):
-        """FCN minimal width over the transformer's, per T (None where either is missing)."""
-        w = self.minimal_width
-        return [f / t if t and f else None for t, f in zip(w["transformer"], w["fcn"])]
-
-    def width_text(self, model):
-        """Per T, the minimal width as text, ``"> b"`` for a lower bound, ``"-"`` if unknown.
-
-        Parameters
-        ----------
-        model : {"transformer", "fcn"}
-            The model.
-
-        Returns
-        -------
-        list of str
-            One entry per ``seq_lens``.
-        """
-        pairs = zip(self.minimal_width[model], self.lower_bound[model])
-        return [str(w) if w else (f"> {b}" if b else "-") for w, b in pairs]
-
-    def to_dict(self):
-        """JSON-ready dict of the fields (the table's and laws' ``to_dict()``), and width ratios."""
-        return {
-            "config": self.config,
-            "seq_lens": list(self.seq_lens),
-            "table": self.table.to_dict(),
-            "floor_width": list(self.floor_width),
-            "laws": {m: None if law is None else law.to_dict() for m, law in self.laws.items()},
-            "seconds": dict(self.seconds),
-            "minimal_width": self.minimal_width,
-            "lower_bound": self.lower_bound,
-            "width_ratio": self.width_ratio(),
-        }
-
-    @classmethod
-    def from_dict(cls, data):
-        """The result that :meth:`to_dict` wrote.
-
-        Parameters
-        ----------
-        data : dict
-            A :meth:`to_dict` (read back from JSON).
-
-        Returns
-        -------
-        SeparationResult
-        """
-        return cls(
-            config=data["config"],
-            seq_lens=list(data["seq_lens"]),
-            table=StudyTable.from_dict(data["table"]),
-            floor_width=list(data["floor_width"]),
-            laws={m: law_from_dict(law) for m, law in data["laws"].items()},
-            seconds=dict(data["seconds"]),
-        )
-
-    def plot(self, ax=None):
-        """Both models' minimal widths against T (log-log), their bounds, laws and the floor.
-
-        Parameters
-        ----------
-        ax : matplotlib Axes, default=None
-            Where to draw (None: a new figure).
-
-        Returns
-        -------
-        fig : matplotlib.figure.Figure
-            The figure holding the panel.
-        """
-        return plot_both_models([self], ax).figure_
-
-
-def _width(value):
-    """A table's width as an int, None for NaN or a missing one."""
-    if value is None or not math.isfinite(float(value)):
-        return None
-    return int(value)
-
-
-def plot_both_models(results, ax=None):
-    """Both models' minimal widths over seeds with their min-max band, bounds and laws.
-
-    Each law is fitted to every seed's widths and drawn over the lengths it
-    was fitted on, where its R^2 is at least :data:`GOOD_FIT`; the floor's
-    minimal widths (the first seed's) are the theory's curve.
-    """
-    first = results[0]
-    table = StudyTable.concat([r.table for r in results])
-    models = [m for m in MODELS if first.searched(m)]
-    laws = {}
-    for model in models:
-        x, y = table.where(model=model).xy("seq_len", "value")
-        law = law_or_none(x, y, LAW_OF[model])
-        if law is not None and law.r2 >= GOOD_FIT:
-            laws[model] = law
-    theory = None
-    floors = [(T, w) for T, w in zip(first.seq_lens, first.floor_width) if w is not None]
-    if floors:
-        theory = {"floor's minimal width (transformer)": tuple(zip(*floors))}
-    cfg = first.config
-    return BandDisplay.from_table(
-        table,
-        x="seq_len",
-        y="value",
-        hue="model",
-        laws=laws,
-        theory=theory,
-        bound="bound",
-        ax=ax,
-        style="errorbar",
-        logx=True,
-        logy=True,
-        labels=_LABELS,
-        colors={"transformer": "C0", "fcn": "C1"},
-        xlabel="T",
-        ylabel=f"smallest width reaching R$^2$ >= {cfg['target_r2']}",
-        title=f"Both models (d={cfg['n_features']}, q={cfg['n_selected']})",
-    )
-
-
+# -- the theory's curve ------------------------------------------------------------------------
 @functools.cache
 def _floor_allows(seq_len, n_selected, width, n_samples, target):
     floor = isotropic_floor(seq_len, n_selected, width, n_samples=n_samples, random_state=0)
@@ -381,27 +313,10 @@ def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     """Per T, the smallest of ``widths`` whose isotropic floor allows R^2 >= ``target``.
 
     Bisection over the increasing grid (the floor falls as the width
-    grows); None where even the largest width's floor is too high. The floor
-    is the theory's curve, the same for every seed of a study: its rows are
-    simulated with ``random_state=0``.
-
-    Parameters
-    ----------
-    seq_lens : sequence of int
-        The lengths T.
-    n_selected : int
-        The subset size q.
-    widths : sequence of int
-        The increasing grid.
-    target : float
-        The R^2 the floor must allow.
-    n_samples : int
-        Rows each floor simulates.
-
-    Returns
-    -------
-    list of int or None
-        One per T.
+    grows) for each length of ``seq_lens`` at the subset size
+    ``n_selected``, each floor simulated on ``n_samples`` rows with
+    ``random_state=0`` (the theory's curve: the same for every seed); None
+    where even the largest width's floor is too high.
     """
     out = []
     for T in seq_lens:
@@ -417,170 +332,15 @@ def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     return out
 
 
-# -- settings, checked before any fit ----------------------------------------------------------
-def _per_model(value, default, name):
-    """``{"transformer": ..., "fcn": ...}`` from a dict naming some of the models (or None)."""
-    if value is None:
-        return dict(default)
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a dict keyed by 'transformer'/'fcn', got {value!r}.")
-    unknown = sorted(set(value) - set(MODELS))
-    if unknown:
-        raise ValueError(f"{name} has unknown models {unknown}; use 'transformer' and 'fcn'.")
-    return {**default, **value}
-
-
-def _checked_grid(grid, name):
-    if isinstance(grid, (str, bytes)) or not hasattr(grid, "__iter__"):
-        raise TypeError(f"{name} must be a sequence of widths, got {grid!r}.")
-    grid = tuple(check_positive_int(w, f"{name}[i]") for w in grid)
-    if not grid or list(grid) != sorted(set(grid)):
-        raise ValueError(f"{name} must be increasing widths, each once, got {grid!r}.")
-    return grid
-
-
-def _checked_model(given, model):
-    est = DEFAULT_ESTIMATORS[model] if given is None else given
-    if not (hasattr(est, "get_params") and hasattr(est, "fit")):
-        raise TypeError(f"{model} must be a scikit-learn estimator, got {est!r}.")
-    if "width" not in est.get_params(deep=False):
-        raise TypeError(f"{model} must have a 'width' parameter, got {type(est).__name__}.")
-    return est
-
-
-def _checked_task(cfg):
-    task = cfg.task
-    if task is None:
-        d = 2 if cfg.n_features is None else cfg.n_features
-        q = 2 if cfg.n_selected is None else cfg.n_selected
-        return SparseTokenSelectionTask(min(cfg.seq_lens), d, q)
-    if not any(f.name == "seq_len" for f in dataclasses.fields(task)):
-        raise TypeError(f"task must be a task with a seq_len field, got {task!r}.")
-    for name in ("n_features", "n_selected"):
-        given, own = cfg[name], getattr(task, name, None)
-        if given is not None and given != own:
-            raise ValueError(f"{name}={given!r} differs from the task's {name}={own!r}.")
-    return task
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """One curve's search, every setting checked."""
-
-    task: object
-    seq_lens: tuple
-    models: dict
-    widths: dict
-    n_steps: dict
-    lengths: dict
-    target: float
-    regime: str
-    n_train: int
-    n_val: int
-    search: str
-    stop_fits: bool
-    floor_rows: int
-
-    def config(self):
-        """The settings a result records."""
-        return {
-            "task": type(self.task).__name__,
-            "n_features": getattr(self.task, "n_features", None),
-            "n_selected": getattr(self.task, "n_selected", None),
-            "estimators": {m: repr(est) for m, est in self.models.items()},
-            "target_r2": self.target,
-            "regime": self.regime,
-            "widths": {m: list(w) for m, w in self.widths.items()},
-            "n_steps": dict(self.n_steps),
-            "n_train": self.n_train if self.regime == "finite" else None,
-            "n_val": self.n_val,
-            "search": self.search,
-            "stop_fits": self.stop_fits,
-            "max_seq_len": {m: max(ts, default=0) for m, ts in self.lengths.items()},
-        }
-
-
-def _checked(cfg):
-    """The :class:`_Plan` of checked :class:`WidthSeparationSettings`."""
-    if cfg.search not in ("bracket", "bisect", "scan"):
-        raise ValueError(f"search must be 'bracket', 'bisect' or 'scan', got {cfg.search!r}.")
-    if cfg.regime not in ("online", "finite"):
-        raise ValueError(f"regime must be 'online' or 'finite', got {cfg.regime!r}.")
-    if cfg.stop_fits and cfg.regime != "online":
-        raise ValueError("stop_fits stops online fits: it needs regime='online'.")
-    target = cfg.target_r2
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
-        raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {target!r}.")
-    if isinstance(cfg.seq_lens, (str, bytes)) or not hasattr(cfg.seq_lens, "__iter__"):
-        raise TypeError(f"seq_lens must be a sequence of lengths, got {cfg.seq_lens!r}.")
-    seq_lens = tuple(sorted({check_positive_int(T, "seq_lens[i]") for T in cfg.seq_lens}))
-    if not seq_lens:
-        raise ValueError("seq_lens must hold at least one length, got an empty sequence.")
-    widths = _per_model(cfg.widths, DEFAULT_WIDTHS, "widths")
-    widths = {m: _checked_grid(g, f"widths[{m!r}]") for m, g in widths.items()}
-    steps = _per_model(cfg.n_steps, DEFAULT_STEPS, "n_steps")
-    steps = {m: check_positive_int(k, f"n_steps[{m!r}]") for m, k in steps.items()}
-    limits = _per_model(cfg.max_seq_len, dict.fromkeys(MODELS, max(seq_lens)), "max_seq_len")
-    limits = {m: check_positive_int(t, f"max_seq_len[{m!r}]") for m, t in limits.items()}
-    models = {m: _checked_model(cfg[m], m) for m in MODELS}
-    if cfg.regime == "online":
-        for m, est in models.items():
-            if not hasattr(est, "fit_online"):
-                raise TypeError(f"{m} ({type(est).__name__}) has no fit_online: use 'finite'.")
-    return _Plan(
-        task=_checked_task(cfg.replace(seq_lens=seq_lens)),
-        seq_lens=seq_lens,
-        models=models,
-        widths=widths,
-        n_steps=steps,
-        lengths={m: [T for T in seq_lens if T <= limits[m]] for m in MODELS},
-        target=float(target),
-        regime=cfg.regime,
-        n_train=check_positive_int(cfg.n_train, "n_train", minimum=10),
-        n_val=check_positive_int(cfg.n_val, "n_val"),
-        search=cfg.search,
-        stop_fits=bool(cfg.stop_fits),
-        floor_rows=check_positive_int(cfg.floor_rows, "floor_rows"),
-    )
-
-
-def _seeds_of(random_state, seeds):
-    """The seeds of a run, and whether one result (not a list) is returned."""
-    if seeds is not None and random_state is not None:
-        raise ValueError(
-            f"give random_state (one seed) or seeds (a list), not both: got "
-            f"random_state={random_state!r}, seeds={seeds!r}."
-        )
-    if seeds is None:
-        return check_seeds([0 if random_state is None else random_state]), True
-    if not isinstance(seeds, (list, tuple)):
-        raise TypeError(f"seeds must be a list or tuple of ints, got {seeds!r}.")
-    return check_seeds(seeds), False
-
-
-# -- the study ---------------------------------------------------------------------------------
-def _floors_of(plan):
-    """The floor's minimal width per T (None for a task other than the selection)."""
-    task = plan.task
-    if not isinstance(task, SparseTokenSelectionTask):
-        return [None] * len(plan.seq_lens)
-    grid = plan.widths["transformer"]
-    return floor_widths(
-        plan.seq_lens, task.n_selected, grid, plan.target, n_samples=plan.floor_rows
-    )
-
-
-def _start(plan, model, floors):
-    """The search's start policy of ``model`` (see :class:`WidthSeparationSettings`)."""
-    if plan.search == "scan":
-        return None
-    if plan.search == "bracket":
-        return "previous"
+# -- the studies -------------------------------------------------------------------------------
+def _start(cfg, curve, model, floors):
+    """Where each length's search of ``model`` starts (see :class:`SeparationSettings`)."""
+    if cfg.search != "bisect":
+        return "previous" if cfg.search == "bracket" else None
     if model == "transformer":
-        top = plan.widths["transformer"][-1]
-        at = dict(zip(plan.seq_lens, floors))
-        return lambda params, previous: at.get(params["seq_len"]) or top
-    d = getattr(plan.task, "n_features", 1)
+        top = curve.widths["transformer"][-1]
+        return lambda params, previous: floors.get(params["seq_len"]) or top
+    d = curve.sizes()[0] or 1
 
     def scaled(params, previous):
         T = params["seq_len"]
@@ -591,483 +351,480 @@ def _start(plan, model, floors):
     return scaled
 
 
-def _search(plan, seeds, *, device, progress, scheduler):
-    """Per seed, the :class:`SeparationResult` of one checked curve."""
-    floors = _floors_of(plan)
-    tables, seconds = [], {}
-    for model in (m for m in MODELS if plan.lengths[m]):
-        start = time.perf_counter()
-        table = _with_backend(
-            scheduler,
-            minimal_width,
-            {model: plan.models[model]},
-            plan.task,
-            plan.widths[model],
-            target=plan.target,
-            grid={"seq_len": plan.lengths[model]},
-            method=plan.search,
-            start=_start(plan, model, floors),
-            skip_after_miss=plan.search != "bisect" or model == "fcn",
-            stop_at_target=plan.stop_fits,
-            seeds=list(seeds),
-            batch_seeds=True,
-            n_steps=plan.n_steps[model] if plan.regime == "online" else "auto",
-            n_train=plan.n_train if plan.regime == "finite" else None,
-            n_test=plan.n_val,
-            device=device,
-            progress=progress,
+def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
+    """Every curve's searches over every seed, and the floor's widths (the record's ``run``).
+
+    Returns ``widths``, :func:`~stsq_learn.studies.minimal_width`'s rows
+    with a ``curve`` column (``model``, ``seed``, ``param_seq_len``,
+    ``value``: the minimal width, NaN where not reached, ``bound``,
+    ``n_fits``, ...), and ``floor``: ``curve``, ``param_seq_len`` and
+    ``floor_width`` (NaN where no width of the grid allows the target),
+    without ``seed``, not simulated inside :func:`~stsq_learn.studies.planning`.
+    """
+    widths, floor = [], {"curve": [], "param_seq_len": [], "floor_width": []}
+    for i, curve in enumerate(cfg.curves):
+        d, q = curve.sizes()
+        task = (
+            SparseTokenSelectionTask(curve.seq_lens[0], d, q) if curve.task is None else curve.task
         )
-        tables.append(table)
-        seconds[model] = round((time.perf_counter() - start) / len(seeds), 1)
-    searches = {t["model"][0]: {k: v for k, v in t.meta.items() if k != "seeds"} for t in tables}
-    table = StudyTable.concat(tables)
-    out = []
-    for s in seeds:
-        rows = table.where(seed=s)
-        meta = {"study": "width_separation", "seeds": [s], "searches": searches}
-        own = StudyTable({c: rows[c] for c in rows.columns}, meta=meta)
-        laws = {
-            m: law_or_none(*own.where(model=m).xy("seq_len", "value"), LAW_OF[m])
-            for m in MODELS
-            if plan.lengths[m]
-        }
-        out.append(
-            SeparationResult(
-                config=plan.config(),
-                seq_lens=list(plan.seq_lens),
-                table=own,
-                floor_width=list(floors),
-                laws=laws,
-                seconds=dict(seconds),
+        floors = {}
+        if "transformer" in curve.widths and isinstance(task, SparseTokenSelectionTask):
+            if active_plan() is None:  # the theory's curve: no fit, no part of a plan
+                found = floor_widths(
+                    curve.seq_lens,
+                    q,
+                    curve.widths["transformer"],
+                    cfg.target_r2,
+                    n_samples=curve.floor_rows,
+                )
+                floors = dict(zip(curve.seq_lens, found))
+                floor["curve"] += [i] * len(found)
+                floor["param_seq_len"] += list(curve.seq_lens)
+                floor["floor_width"] += [np.nan if w is None else float(w) for w in found]
+        online = cfg.regime == "online"
+        for model in curve.searched():
+            part = minimal_width(
+                {model: curve[model]},
+                task,
+                curve.widths[model],
+                target=cfg.target_r2,
+                grid={"seq_len": curve.lengths(model)},
+                method=cfg.search,
+                start=_start(cfg, curve, model, floors),
+                skip_after_miss=cfg.search != "bisect" or model == "fcn",
+                stop_at_target=cfg.stop_fits,
+                seeds=seeds,
+                batch_seeds=True,
+                n_steps=curve.n_steps[model] if online else "auto",
+                n_train=None if online else cfg.n_train,
+                n_test=cfg.n_val,
+                n_jobs=n_jobs,
+                device=device,
+                progress=progress,
             )
-        )
+            columns = {"curve": [i] * len(part), **{c: part[c] for c in part.columns}}
+            widths.append(StudyTable(columns))
+    meta = {"study": "minimal_width", "target": cfg.target_r2, "method": cfg.search}
+    return {
+        "widths": StudyTable.concat(widths, meta=meta),
+        "floor": StudyTable(floor, meta={"study": "isotropic_floor", "random_state": 0}),
+    }
+
+
+# -- what the tables give ----------------------------------------------------------------------
+def _prefix(curve, i):
+    """A curve's headline prefix: ``q<q>`` (``curve<i>`` for a task without a q)."""
+    return f"curve{i}" if curve["n_selected"] is None else f"q{curve['n_selected']}"
+
+
+def _number(value):
+    """A width as a float, ``inf`` where there is none (NaN: not reached)."""
+    value = float(value)
+    return value if math.isfinite(value) else math.inf
+
+
+def _joint_points(result, table, column):
+    """Rows ``x = T^q`` and ``column`` of ``table``, every curve with a q (and ``seed``)."""
+    parts = []
+    for i, curve in enumerate(result.settings["curves"]):
+        q = curve["n_selected"]
+        rows = table.where(curve=i)
+        if q is None or not len(rows):
+            continue
+        x = [float(T) ** q for T in rows["param_seq_len"]]
+        parts.append(rows.with_columns(x=x))
+    return StudyTable.concat(parts) if parts else StudyTable({"seed": [], "x": [], column: []})
+
+
+def joint_laws(result):
+    """Per seed, ``w = a + b q log2 T`` through the transformer's widths of every curve.
+
+    The law ``a + b log2 x`` at ``x = T^q`` (the headline's ``law.*``), by
+    :func:`~stsq_learn.studies.fit_laws`: seed to its
+    :class:`~stsq_learn.studies.Law`, None with fewer than 3 widths. A
+    seed's view (``result.seed(s)``) has that seed's alone.
+    """
+    rows = result.tables["widths"].where(model="transformer")
+    return fit_laws(_joint_points(result, rows, "value"), "x", "value", "log2")
+
+
+def floor_law(result):
+    """``w = a + b q log2 T`` through the floor's widths (None with fewer than 3)."""
+    points = _joint_points(result, result.tables["floor"], "floor_width")
+    try:
+        return fit_law(*points.xy("x", "floor_width"), "log2")
+    except ValueError:  # fewer than 3 widths, or one x
+        return None
+
+
+def seed_laws(result, i, model):
+    """Per seed, ``model``'s law against T on curve ``i`` (None: fewer than its points).
+
+    ``a + b log2 T`` for the transformer, ``b T`` for the FCN (``b / d``
+    per ``T d``, the paper's ``Omega(T d)``; :data:`LAW_OF`), by
+    :func:`~stsq_learn.studies.fit_laws`.
+    """
+    rows = result.tables["widths"].where(curve=i, model=model)
+    law, origin = LAW_OF[model]
+    return fit_laws(rows, "seq_len", "value", law, origin=origin)
+
+
+def curve_laws(result, i):
+    """Per model searched on curve ``i``, the median of its seeds' laws (:func:`seed_laws`)."""
+    laws = {model: Law.median(seed_laws(result, i, model)) for model in MODELS}
+    return {model: law for model, law in laws.items() if law is not None}
+
+
+def headline(result):
+    """The numbers one seed's run is judged by, flat.
+
+    Per curve and T (the prefix ``q<q>.T<T>``): ``transformer_width`` and
+    ``floor_width`` (``inf`` where no width of the grid reached the target,
+    or allows it); where the FCN was searched, ``fcn_width`` (its lower
+    bound where no width reached the target) and ``fcn_width_is_bound``
+    (1.0 for a bound, else 0.0). Then ``law.intercept``, ``law.slope`` and
+    ``law.r2`` of ``w = a + b q log2 T`` (:func:`joint_laws`) and
+    ``floor_law.*`` (:func:`floor_law`); NaN with too few widths.
+    """
+    widths, floor = result.tables["widths"], result.tables["floor"]
+    out = {}
+    for i, curve in enumerate(result.settings["curves"]):
+        rows, floors = widths.where(curve=i), floor.where(curve=i)
+        for T in curve["seq_lens"]:
+            key = f"{_prefix(curve, i)}.T{T}"
+            at = rows.where(seq_len=T)
+            found = at.where(model="transformer")
+            if len(found):
+                out[f"{key}.transformer_width"] = _number(found["value"][0])
+            if len(floors.where(seq_len=T)):
+                out[f"{key}.floor_width"] = _number(floors.where(seq_len=T)["floor_width"][0])
+            fcn = at.where(model="fcn")
+            if len(fcn):
+                bound = not math.isfinite(fcn["value"][0])
+                out[f"{key}.fcn_width"] = float(fcn["bound" if bound else "value"][0])
+                out[f"{key}.fcn_width_is_bound"] = float(bound)
+    laws = {"law": Law.median(joint_laws(result)), "floor_law": floor_law(result)}
+    for name, law in laws.items():
+        out[f"{name}.intercept"] = math.nan if law is None else law.params["a"]
+        out[f"{name}.slope"] = math.nan if law is None else law.params["b"]
+        out[f"{name}.r2"] = math.nan if law is None else law.r2
     return out
 
 
-def _with_backend(scheduler, function, *args, **kwargs):
-    """``function(*args, **kwargs)``, its fits on the dask cluster ``scheduler`` when given."""
-    if scheduler is None:
-        return function(*args, **kwargs)
-    from ...distributed import dask_backend
+def _width_text(bands, key, n, steps):
+    """One width's band as text; an FCN's bound ``> w``, with the seeds it holds for."""
+    if key not in bands:
+        return "-"
+    text = fmt_band(bands[key])
+    bound = int(sum(bands.get(f"{key}_is_bound", {"values": [0]})["values"]))
+    if bound == n:
+        return f"> {text} (not reached within {steps} steps)"
+    return f"{text} ({bound} of {n} seeds: > bound)" if bound else text
 
-    with dask_backend(scheduler):
-        return function(*args, n_jobs=-1, **kwargs)
+
+def _ratio_text(bands, at):
+    """The FCN's median width over the transformer's, where both reached the target."""
+    fcn, transformer = bands.get(f"{at}fcn_width"), bands.get(f"{at}transformer_width")
+    if fcn is None or transformer is None or bands[f"{at}fcn_width_is_bound"]["max"]:
+        return "n/a"
+    return f"{fcn['median'] / transformer['median']:.1f}"
 
 
-def width_separation(
-    settings=None,
-    *,
-    device=None,
-    random_state=None,
-    seeds=None,
-    progress=False,
-    scheduler=None,
-    **changes,
-):
-    """Measure the smallest width that reaches ``target_r2``, for both models, as T grows.
+def summary(result):
+    """Summary rows: per curve the widths (the FCN's bounds marked), the floor's, the laws.
 
-    Each model's minimal width at every length is searched by
-    :func:`~stsq_learn.studies.minimal_width` along ``seq_len`` (every
-    width trained from scratch and scored on held-out rows); the laws
-    ``a + b log2 T`` (transformer) and ``a + b T`` (FCN) are fitted to the
-    widths found (:func:`~stsq_learn.studies.fit_law`). See
-    :class:`WidthSeparationSettings` for the searches.
+    Widths and laws are their headline bands, ``median [min, max]`` over
+    the seeds; the FCN's law ``w = b T d`` is fitted per seed likewise.
+    """
+    cfg, bands, n = result.settings, result.bands(), len(result.seeds)
+    widths = result.tables["widths"]
+    rows = []
+    for i, curve in enumerate(cfg["curves"]):
+        d, at = curve["n_features"], [f"{_prefix(curve, i)}.T{T}." for T in curve["seq_lens"]]
+        steps = curve["n_steps"].get("fcn")
+        texts = {
+            m: " / ".join(_width_text(bands, f"{k}{m}_width", n, steps) for k in at)
+            for m in ("transformer", "floor", "fcn")
+        }
+        rows += [
+            f"| width separation (d={d}, q={curve['n_selected']}, R^2 >= {cfg['target_r2']}, "
+            f"transformer: {curve['label']}) | T = {', '.join(map(str, curve['seq_lens']))} | |",
+            f"| | minimal width, transformer | {texts['transformer']} |",
+            f"| | the floor's minimal width | {texts['floor']} |",
+        ]
+        if not len(widths.where(curve=i, model="fcn")):
+            continue
+        rows.append(f"| | minimal width, fcn | {texts['fcn']} |")
+        ratios = " / ".join(_ratio_text(bands, k) for k in at)
+        rows.append(f"| | FCN / transformer width (medians) | {ratios} |")
+        laws = [law for law in seed_laws(result, i, "fcn").values() if law is not None]
+        if laws:
+            b = fmt_band(band([law.params["b"] / (d or 1) for law in laws]))
+            r2 = fmt_band(band([law.r2 for law in laws]))
+            rows.append(f"| | FCN: w = b T d, per seed | b={b} (fit R^2 {r2}) |")
+    spent = [
+        f"{m} {np.sum(widths.where(model=m)['seconds']) / n:.0f} s"
+        for m in MODELS
+        if len(widths.where(model=m))
+    ]
+    rows.append(f"| | search time per seed | {', '.join(spent)} |")
+    for name, what in (("law", "measured"), ("floor_law", "floor's")):
+        if math.isfinite(bands[f"{name}.slope"]["median"]):
+            a, b, r2 = (fmt_band(bands[f"{name}.{k}"]) for k in ("intercept", "slope", "r2"))
+            rows.append(f"| | transformer, {what}: w = a + b q log2 T | a={a}, b={b} (R^2 {r2}) |")
+    return rows
+
+
+# -- the figure --------------------------------------------------------------------------------
+_SQUARES = {"marker": "s", "mfc": "none"}  # the floor's widths: open squares
+
+
+def _drawn(laws):
+    """The laws that describe their points (R^2 at least :data:`GOOD_FIT`)."""
+    return {key: law for key, law in laws.items() if law.r2 >= GOOD_FIT}
+
+
+def figure(result, axes=None):
+    """Minimal widths against T over the seeds: per q beside the floor, and both models.
+
+    Left: the transformer's minimal widths of every curve (the median over
+    the seeds that found one, min-max error bars, lower bounds as open
+    triangles), the floor's widths dashed in the curve's colour, and per
+    curve the median of its seeds' laws ``a + b log2 T``, drawn over its
+    lengths where its R^2 is at least :data:`GOOD_FIT`. Right: both models
+    of the first curve that searched the FCN, with their laws (the FCN's
+    ``b T``) and the floor.
 
     Parameters
     ----------
-    settings : WidthSeparationSettings, mapping or None, default=None
-        The task, the models, their grids and the search (None: the defaults).
-    device : str or None, default=None
-        Training device; None keeps each estimator's.
-    random_state : int or None, default=None
-        The one seed of the run (None: 0); a result is returned.
-    seeds : sequence of int or None, default=None
-        Several seeds, run as one study; a list of results is returned,
-        one per seed, each as ``random_state=seed`` returns it.
-    progress : bool, default=False
-        Show progress bars.
-    scheduler : str or distributed.Client, default=None
-        Run the searches on joblib's dask backend (``"local:N"`` or an
-        address, see :func:`stsq_learn.distributed.dask_backend`): the fits
-        a search has pending at once (seeds trying different widths) go to
-        the workers, a single pending fit is trained here; the numbers are
-        those of a run in this process.
-    **changes
-        Settings of :class:`WidthSeparationSettings` to change.
+    result : ExperimentResult
+        A run of :func:`width_separation_by_q` (every seed).
+    axes : sequence of 2 matplotlib Axes, default=None
+        Where to draw; None makes a new figure.
 
     Returns
     -------
-    SeparationResult or list of SeparationResult
-        The minimal widths of both models, the floor's and the laws.
+    matplotlib.figure.Figure
+    """
+    fig, axes = new_axes(axes, 2)
+    cfg, widths, floor = result.settings, result.tables["widths"], result.tables["floor"]
+    by_q = dict(laws={}, theory={}, theory_kw={}, labels={}, colors={})
+    for i, curve in enumerate(cfg["curves"]):
+        name = f"q={curve['n_selected']}, d={curve['n_features']}"
+        by_q["labels"][i] = textwrap.fill(f"{name}: {curve['label']}", 60)
+        by_q["colors"][i] = f"C{i}"
+        law = _drawn(curve_laws(result, i)).get("transformer")
+        if law is not None:
+            by_q["laws"][i] = law
+        xs, ys = floor.where(curve=i).xy("seq_len", "floor_width")
+        if len(xs):
+            by_q["theory"][f"{name}: the floor's minimal width"] = (xs, ys)
+            by_q["theory_kw"][f"{name}: the floor's minimal width"] = {"color": f"C{i}", **_SQUARES}
+    with_fcn = [i for i in range(len(cfg["curves"])) if len(widths.where(curve=i, model="fcn"))]
+    i = (with_fcn or [0])[0]
+    curve, xs, ys = cfg["curves"][i], *floor.where(curve=i).xy("seq_len", "floor_width")
+    floor_label = "floor's minimal width (transformer)"
+    panels = [
+        dict(
+            table=widths.where(model="transformer"),
+            hue="curve",
+            title="Transformer per q, beside the floor's widths",
+            **by_q,
+        ),
+        dict(
+            table=widths.where(curve=i),
+            hue="model",
+            laws=_drawn(curve_laws(result, i)),
+            theory={floor_label: (xs, ys)} if len(xs) else {},
+            theory_kw={floor_label: {"color": "C0", **_SQUARES}},
+            labels=_LABELS,
+            colors={"transformer": "C0", "fcn": "C1"},
+            title=f"Both models (d={curve['n_features']}, q={curve['n_selected']})",
+        ),
+    ]
+    for ax, panel in zip(axes, panels):
+        BandDisplay.from_table(
+            **panel,
+            x="seq_len",
+            y="value",
+            bound="bound",
+            ax=ax,
+            style="errorbar",
+            logx=True,
+            logy=True,
+            law_variable="T",
+            xlabel="T",
+            ylabel=f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}",
+            legend=False,
+        )
+        ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    if len(result.seeds) > 1:
+        fig.suptitle(
+            f"Width separation, median over {len(result.seeds)} seeds, error bars: min-max"
+        )
+    return fig
+
+
+@document_experiment
+def width_separation_by_q(
+    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
+):
+    """Minimal widths against T at several q, beside the floor's, with ``a + b q log2 T``.
+
+    For each curve (:class:`SeparationCurve`), each model's minimal width
+    at every T, searched from its prediction (the floor's width for the
+    transformer); the floor's widths; the law ``w = a + b q log2 T``
+    fitted per seed to the transformer's widths of every curve together,
+    and to the floor's. The settings are :class:`SeparationSettings`.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    {returns}
+
+    See Also
+    --------
+    width_separation : One curve of it.
+    stsq_learn.studies.minimal_width : The search of each model and length.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import width_separation_by_q
+    >>> result = width_separation_by_q("tiny", seeds=2)
+    >>> sorted(result.tables), result.seeds
+    (['floor', 'widths'], (0, 1))
+    >>> result.bands()["q2.T8.transformer_width"]["values"]
+    [8.0, 8.0]
+    """
+    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
+
+
+@document_experiment
+def width_separation(
+    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
+):
+    """One curve of the width separation: both models' minimal widths against T.
+
+    :func:`width_separation_by_q` on the first curve of ``settings`` alone
+    (or on ``settings`` itself, a :class:`SeparationCurve`, with the
+    default search), the changes naming a setting of the curve applied to
+    it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``):
+    any two estimators with a ``width``, any task with a ``seq_len``. The
+    result is the separation experiment's, with one curve: its
+    ``plot()``, ``bands()`` and summary are the experiment's.
+
+    Parameters
+    ----------
+    {parameters}
+
+    Returns
+    -------
+    {returns}
+
+    See Also
+    --------
+    width_separation_by_q : Several curves, beside the floor, with the joint law.
 
     Examples
     --------
     >>> from stsq_learn.experiments import width_separation
-    >>> res = width_separation(seq_lens=(4, 8), widths={"transformer": (4, 8), "fcn": (4, 8)},
-    ...                        n_steps={"transformer": 20, "fcn": 20}, n_val=200,
-    ...                        target_r2=0.5, floor_rows=300, search="bisect")
-    >>> len(res.seq_lens), res.config["search"]
-    (2, 'bisect')
+    >>> result = width_separation("tiny", seeds=1, search="scan")
+    >>> len(result.settings["curves"]), result.tables["widths"].unique("model")
+    (1, ['transformer', 'fcn'])
     """
-    cfg = WidthSeparationSettings.resolve(settings, changes)
-    seeds, one = _seeds_of(random_state, seeds)
-    plan = _checked(cfg)
-    out = _search(plan, seeds, device=device, progress=progress, scheduler=scheduler)
-    return out[0] if one else out
+    curve = settings if isinstance(settings, SeparationCurve) else None
+    own = {name: changes.pop(name) for name in SeparationCurve.field_names() if name in changes}
+    cfg = RECORD.resolve(None if curve is not None else settings, changes)
+    cfg = cfg.replace(curves=((cfg.curves[0] if curve is None else curve).replace(**own),))
+    return RECORD(cfg, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
-class SeparationCurve(CurveSettings):
-    """One curve of :func:`width_separation_by_q`: its :class:`CurveSettings` and a label.
+PROVENANCE = {
+    "batch_size": "paper: a fresh batch of 256 rows at every step",
+    "tokens": "paper: Gaussian tokens",
+    "subsets": "paper: a uniform q-subset of the positions",
+    "transformer_width_law": "paper: width O~(d + q log T) for the transformer",
+    "fcn_width_law": "paper: width Omega~(T d) for fully-connected nets",
+    "transformer_solver_q2": "ours: plain gradient descent, the algorithm the paper's theory "
+    "analyses, every block at one constant step (3.0, ours)",
+    "transformer_solver_q3": "ours: SGD with the width-scaled, identity-paced step (plain GD "
+    "and Adam did not reach the floor within our budgets)",
+    "fcn_solver": "ours: Adam (step 0.01 constant; 0.003 cosine in full and gpu)",
+    "seq_lens": "ours: the lengths T of every curve",
+    "n_features": "ours: d = 2 at q = 2, d = 4 (8 in gpu) at q = 3",
+    "n_selected": "ours: q = 2 and q = 3",
+    "width_grids": "ours: the width grids searched",
+    "n_steps": "ours: the steps per width (an upper bound: fits stop at the target)",
+    "target_r2": "ours: the R^2 a width must reach (0.9)",
+    "n_val": "ours: the held-out rows scoring each width and stopping its fit",
+    "search": "ours: bisection from the floor's minimal width (the FCN's: from T d scaling)",
+    "floor": "ours: isotropic_floor's smallest width allowing the target, as the theory's curve",
+    "pe_sampling": "ours: marginal encoding draws (the same law as full draws)",
+}
+"""Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
 
-    Attributes
-    ----------
-    label : str
-        How its transformer is trained, in words (required).
-    seq_lens, n_features, n_selected, task, transformer, fcn, widths, n_steps, \
-max_seq_len, floor_rows
-        See :class:`CurveSettings`.
-    """
+_Q2_CURVE = SeparationCurve()
+_TINY = dict(seq_lens=(4, 8), floor_rows=500)
 
-    label: str
-
-
-class SeparationSettings(Settings):
-    """The settings of :func:`width_separation_by_q`: the curves and their target.
-
-    Attributes
-    ----------
-    curves : tuple of SeparationCurve
-        The curves, in order (a mapping is read as a :class:`SeparationCurve`
-        when the settings are made). Required.
-    target_r2 : float, default=0.9
-        The R^2 a width must reach, on every curve.
-    n_val : int, default=2000
-        Held-out rows scoring each width (and stopping its fit).
-    stop_fits : bool, default=True
-        Stop each fit once it reaches ``target_r2`` on its scoring rows
-        (checked every 25 steps). The stopping rule acts on one net: with it
-        the seeds are fitted one after another; without it, each fit trains
-        all its steps and the seeds that try the same width at the same T
-        train together as one batched model.
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import SeparationCurve, SeparationSettings
-    >>> curve = SeparationCurve(label="Adam", seq_lens=(4, 8), n_selected=2)
-    >>> settings = SeparationSettings(curves=(curve,), target_r2=0.5)
-    >>> settings.curves[0].seq_lens, settings.n_val
-    ((4, 8), 2000)
-    """
-
-    curves: tuple
-    target_r2: float = 0.9
-    n_val: int = 2000
-    stop_fits: bool = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "curves", _checked_curves(self.curves))
-
-
-def _checked_curves(curves):
-    """``curves`` as a tuple of :class:`SeparationCurve`, each read before any fit."""
-    if isinstance(curves, Mapping) or not isinstance(curves, (tuple, list)) or not curves:
-        raise ValueError(f"curves must be a non-empty sequence of SeparationCurve, got {curves!r}.")
-    out = []
-    for i, curve in enumerate(curves):
-        try:
-            curve = SeparationCurve.resolve(curve)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"curves[{i}]: {exc}") from None
-        if not isinstance(curve.label, str):
-            raise ValueError(f"curves[{i}] must have a str 'label', got {curve.label!r}.")
-        out.append(curve)
-    return tuple(out)
-
-
-@dataclass
-class SeparationByQResult:
-    """One seed's width separation at several subset sizes q, with the joint law.
-
-    Attributes
-    ----------
-    curves : list of SeparationResult
-        One bisection search per curve (:func:`width_separation`).
-    labels : list of str
-        Per curve, how its transformer was trained, in words.
-    law : Law or None
-        ``w = a + b q log2 T`` fitted to the transformer's minimal widths of
-        every curve (``fit_law`` of ``log2`` at ``x = T^q``; ``params["a"]``
-        and ``params["b"]``); None with fewer than 3 widths.
-    floor_law : Law or None
-        The same law fitted to the floor's minimal widths.
-    seconds : float
-        Wall-clock seconds of the run (the seeds' share, where several ran together).
-    """
-
-    curves: list
-    labels: list
-    law: Law | None
-    floor_law: Law | None
-    seconds: float = 0.0
-
-    def to_dict(self):
-        """JSON-ready dict: every curve's ``to_dict()``, the labels and both laws."""
-        return {
-            "curves": [c.to_dict() for c in self.curves],
-            "labels": list(self.labels),
-            "law": None if self.law is None else self.law.to_dict(),
-            "floor_law": None if self.floor_law is None else self.floor_law.to_dict(),
-            "seconds": self.seconds,
-        }
-
-    @classmethod
-    def from_dict(cls, data):
-        """The result that :meth:`to_dict` wrote.
-
-        Parameters
-        ----------
-        data : dict
-            A :meth:`to_dict` (read back from JSON).
-
-        Returns
-        -------
-        SeparationByQResult
-        """
-        return cls(
-            curves=[SeparationResult.from_dict(c) for c in data["curves"]],
-            labels=list(data["labels"]),
-            law=law_from_dict(data["law"]),
-            floor_law=law_from_dict(data["floor_law"]),
-            seconds=data["seconds"],
-        )
-
-    def plot(self, axes=None):
-        """The figure of :meth:`plot_bands` for this one seed.
-
-        Parameters
-        ----------
-        axes : sequence of 2 matplotlib Axes, default=None
-            Where to draw (None: a new figure).
-
-        Returns
-        -------
-        fig : matplotlib.figure.Figure
-            The two panels.
-        """
-        return self.plot_bands([self], axes)
-
-    @staticmethod
-    def plot_bands(results, axes=None):
-        """Minimal widths against T over seeds: per q beside the floor, and both models.
-
-        Parameters
-        ----------
-        results : sequence of SeparationByQResult
-            One per seed, with the same curves.
-        axes : sequence of 2 matplotlib Axes, default=None
-            Where to draw (None: a new figure).
-
-        Returns
-        -------
-        fig : matplotlib.figure.Figure
-            Left: the transformer's minimal widths per q (median over the
-            seeds, min-max error bars, lower bounds as open triangles), the
-            floor's minimal widths dashed, and per q the law ``a + b log2 T``
-            fitted to that q's widths, drawn over its lengths where its
-            R^2 is at least 0.8. Right: both models of the first curve that
-            searched the FCN, with their laws.
-        """
-        import matplotlib.pyplot as plt
-
-        results = list(results)
-        if not results or not all(isinstance(r, SeparationByQResult) for r in results):
-            raise TypeError("results must be a non-empty sequence of SeparationByQResult.")
-        first = results[0]
-        for i, res in enumerate(results):
-            if [c.seq_lens for c in res.curves] != [c.seq_lens for c in first.curves]:
-                raise ValueError(
-                    f"results[{i}] searched other lengths than results[0]: the seeds of one "
-                    "experiment search the same lengths."
-                )
-        if axes is None:
-            _, axes = plt.subplots(1, 2, figsize=(14, 5.2), layout="constrained")
-        plot_by_q(results, axes[0])
-        with_fcn = [i for i, c in enumerate(first.curves) if c.searched("fcn")]
-        plot_both_models([r.curves[(with_fcn or [0])[0]] for r in results], axes[1])
-        if len(results) > 1:
-            axes[0].figure.suptitle(
-                f"Width separation, median over {len(results)} seeds, error bars: min-max"
-            )
-        return axes[0].figure
-
-
-def plot_by_q(results, ax):
-    """The transformer's minimal widths per q over seeds, the floor's, and a law per q."""
-    first = results[0]
-    rows = []
-    laws, theory, labels = {}, {}, {}
-    for i, (curve, label) in enumerate(zip(first.curves, first.labels)):
-        q, d = curve.config["n_selected"], curve.config["n_features"]
-        key = f"q={q}, d={d}"
-        part = StudyTable.concat([r.curves[i].table.where(model="transformer") for r in results])
-        rows.append(part.with_columns(curve=[key] * len(part)))
-        law = law_or_none(*part.xy("seq_len", "value"), "log2")
-        if law is not None and law.r2 >= GOOD_FIT:
-            laws[key] = law
-        floors = [(T, w) for T, w in zip(curve.seq_lens, curve.floor_width) if w is not None]
-        if floors:
-            theory[f"{key}: the floor's minimal width"] = tuple(zip(*floors))
-        labels[key] = f"{key}: {label}"
-    target = first.curves[0].config["target_r2"]
-    display = BandDisplay.from_table(
-        StudyTable.concat(rows),
-        x="seq_len",
-        y="value",
-        hue="curve",
-        laws=laws,
-        theory=theory,
-        bound="bound",
-        ax=ax,
-        style="errorbar",
-        logx=True,
-        logy=True,
-        labels=labels,
-        xlabel="T",
-        ylabel=f"smallest width reaching R$^2$ >= {target}",
-        title="Transformer: measured minimal width beside the floor's, per q",
-    )
-    for key, line in display.theory_lines_.items():  # the floor in its curve's colour
-        line.set_color(display.lines_[key.split(":")[0]].get_color())
-    display.ax_.legend(fontsize="x-small", loc="upper left")
-    return display
-
-
-def width_separation_by_q(
-    settings=None,
-    *,
-    device=None,
-    random_state=None,
-    seeds=None,
-    progress=False,
-    scheduler=None,
-    **changes,
-):
-    """Minimal widths against T at several q, beside the floor's, with ``a + b q log2 T``.
-
-    Every curve is :func:`width_separation` with ``search="bisect"``: the
-    transformer's search starts at the floor's minimal width, the FCN's at
-    the previous T's scaled by the lengths' ratio, and (``stop_fits``) each
-    fit stops once it reaches ``target_r2``. Then
-    ``w = a + b q log2 T`` is fitted to the transformer's minimal widths of
-    all curves together, and to the floor's.
-
-    Parameters
-    ----------
-    settings : SeparationSettings or mapping
-        The curves, the target R^2 and the scoring rows.
-    device : str or None, default=None
-        Training device; None keeps each estimator's.
-    random_state : int or None, default=None
-        The one seed of the run (None: 0); a result is returned.
-    seeds : sequence of int or None, default=None
-        Several seeds, run as one study; a list of results, one per seed.
-    progress : bool, default=False
-        Show progress bars.
-    scheduler : str or distributed.Client, default=None
-        As for :func:`width_separation`.
-    **changes
-        Settings of :class:`SeparationSettings` to change.
-
-    Returns
-    -------
-    SeparationByQResult or list of SeparationByQResult
-        One :class:`SeparationResult` per curve and the laws (per seed).
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import PRESETS, width_separation_by_q
-    >>> res = width_separation_by_q(PRESETS["tiny"]["separation"], seeds=[0, 1])
-    >>> len(res), len(res[0].curves)
-    (2, 2)
-    """
-    cfg = SeparationSettings.resolve(settings, changes)
-    seeds, one = _seeds_of(random_state, seeds)
-    plans = _plans(cfg)  # every curve checked before the first trains
-    start = time.perf_counter()
-    curves = [
-        _search(plan, seeds, device=device, progress=progress, scheduler=scheduler)
-        for plan in plans
-    ]
-    seconds = round((time.perf_counter() - start) / len(seeds), 1)
-    labels = [c.label for c in cfg.curves]
-    out = []
-    for k in range(len(seeds)):
-        own = [c[k] for c in curves]
-        out.append(
-            SeparationByQResult(
-                curves=own,
-                labels=labels,
-                law=joint_law(own, lambda c: c.minimal_width["transformer"]),
-                floor_law=joint_law(own, lambda c: c.floor_width),
-                seconds=seconds,
-            )
-        )
-    return out[0] if one else out
-
-
-def _plans(cfg):
-    """The checked search of every curve of :class:`SeparationSettings`."""
-    shared = CurveSettings.field_names()
-    return [
-        _checked(
-            WidthSeparationSettings(
-                **{name: curve[name] for name in shared},
-                target_r2=cfg.target_r2,
-                n_val=cfg.n_val,
-                search="bisect",
-                stop_fits=cfg.stop_fits,
-            )
-        )
-        for curve in cfg.curves
-    ]
-
-
-def separation_plans(settings):
-    """The checked search of every curve of :func:`width_separation_by_q`'s settings.
-
-    Parameters
-    ----------
-    settings : SeparationSettings or mapping
-        The settings.
-
-    Returns
-    -------
-    list
-        Per curve, its checked search (task, models, grids, steps, lengths).
-    """
-    return _plans(SeparationSettings.resolve(settings, {}))
-
-
-def joint_law(curves, widths_of):
-    """``w = a + b q log2 T`` fitted to the curves' widths: ``log2`` at ``x = T^q``.
-
-    Parameters
-    ----------
-    curves : sequence of SeparationResult
-        The curves (their ``n_selected`` is q).
-    widths_of : callable
-        ``widths_of(curve)``: its widths per T (None where not found).
-
-    Returns
-    -------
-    Law or None
-        None with fewer than 3 widths.
-    """
-    x, y = [], []
-    for curve in curves:
-        q = curve.config["n_selected"]
-        for T, w in zip(curve.seq_lens, widths_of(curve)):
-            if w is not None:
-                x.append(float(T) ** q)
-                y.append(float(w))
-    return law_or_none(x, y, "log2")
+RECORD = Experiment(
+    name="separation",
+    function=width_separation_by_q,
+    settings=SeparationSettings,
+    presets={
+        "tiny": dict(
+            curves=(
+                _Q2_CURVE.replace(
+                    widths={"transformer": (4, 8), "fcn": (4, 8)},
+                    n_steps={"transformer": 20, "fcn": 20},
+                    **_TINY,
+                ),
+                _Q3_CURVE.replace(
+                    widths={"transformer": (8, 16)}, n_steps={"transformer": 20}, **_TINY
+                ),
+            ),
+            target_r2=0.5,
+            n_val=200,
+        ),
+        "quick": {},
+        "full": dict(
+            curves=(
+                _Q2_CURVE.replace(
+                    seq_lens=tuple(4 * 2**k for k in range(7)),
+                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)},
+                    n_steps={"transformer": 2000, "fcn": 2000},
+                    fcn=_FCN_LONG,
+                    max_seq_len={"fcn": 64},
+                ),
+                _Q3_CURVE.replace(seq_lens=(16, 32, 64, 128, 256), n_steps={"transformer": 3000}),
+            ),
+        ),
+        "gpu": dict(
+            curves=(
+                _Q2_CURVE.replace(
+                    seq_lens=tuple(4 * 2**k for k in range(9)),
+                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)},
+                    n_steps={"transformer": 4000, "fcn": 4000},
+                    fcn=_FCN_LONG,
+                    max_seq_len={"fcn": 128},
+                ),
+                _Q3_CURVE.replace(
+                    seq_lens=(16, 64, 256, 1024), n_features=8, n_steps={"transformer": 8000}
+                ),
+            ),
+            n_val=4000,
+        ),
+    },
+    run=run,
+    figure=figure,
+    headline=headline,
+    summary=summary,
+    provenance=PROVENANCE,
+    aliases=("width",),
+    exports=(width_separation, SeparationCurve),
+    # Widths of grids whose neighbours are at most twice apart: one step either way; the
+    # laws fitted to them move with them.
+    reference_rtol={"*_width": 0.5, "law.*": 0.5},
+)
