@@ -71,7 +71,7 @@ def new_axes(axes, n, *, figsize=None, ncols=None, panel=(5.0, 4.0)):
 
     The new grid has ``ncols`` columns (None: one row of n) of panels of
     ``panel`` inches (or the whole ``figsize``); the cells past ``n`` are
-    hidden.
+    left empty.
     """
     import matplotlib.pyplot as plt
 
@@ -82,8 +82,8 @@ def new_axes(axes, n, *, figsize=None, ncols=None, panel=(5.0, 4.0)):
             figsize = (panel[0] * ncols, panel[1] * nrows)
         fig, grid = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained")
         grid = list(np.atleast_1d(grid).ravel())
-        for ax in grid[n:]:
-            ax.set_visible(False)
+        for ax in grid[n:]:  # the cells past n: an empty space, not axes of the figure
+            ax.remove()
         return fig, grid[:n]
     axes = list(np.atleast_1d(axes))
     if len(axes) != n:

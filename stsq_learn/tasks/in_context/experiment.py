@@ -23,7 +23,7 @@ its closed form (:mod:`.theory`):
 
 The result's tables are ``convergence``, ``lengths`` and ``baselines``;
 the best lengths, the line and the theory are functions of them and of
-the settings (:func:`best_lengths`, :func:`theory`).
+the settings (:func:`best_lengths`, :func:`closed_forms`).
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
 
 # -- what the tables give --------------------------------------------------------------------
-def theory(settings):
+def closed_forms(settings):
     """The closed forms of a run's settings (a mapping: its JSON or an instance).
 
     Returns
@@ -350,7 +350,7 @@ def at_train_length(result):
     return rows.with_columns(n_test=[int(v) - 1 for v in rows["eval_seq_len"]])
 
 
-def measured(result, column, model=LAYER):
+def values_of(result, column, model=LAYER):
     """``{x: value}`` of one seed's view: per M for ``risk``-like columns, per c for shifts.
 
     Parameters
@@ -436,9 +436,9 @@ def headline(result):
     the same at every c); ``least_squares_slope_c<c>`` at the largest c
     (theory 1).
     """
-    th = theory(result.settings)
+    th = closed_forms(result.settings)
     out = {f"precond_error_{law}": final_error(result, law) for law in LAWS}
-    risk = measured(result, "risk")
+    risk = values_of(result, "risk")
     for m, value in sorted(risk.items()):
         out[f"risk_ratio_M{m}"] = value / th["risk"][m]
     best = best_lengths(result)
@@ -446,16 +446,16 @@ def headline(result):
         out[f"best_n_M{int(m)}"] = float(n)
     (law,) = best_length_laws(result).values()
     out["best_n_slope"] = math.nan if law is None else law.params["b"]
-    gd = measured(result, "risk", BASELINES[1])
+    gd = values_of(result, "risk", BASELINES[1])
     N = result.settings["n_train"]
     out["gd_over_layer_at_N"] = gd[N] / risk[N] if N in gd and N in risk else math.nan
-    slope = measured(result, "slope")
+    slope = values_of(result, "slope")
     for c, value in slope.items():
         out[f"slope_c{c:g}"] = value
     if slope:  # the slope scales as c^2 exactly: one ratio to c^2 / g says it at every c
         c = max(slope)
         out["slope_ratio"] = slope[c] / th["slope"][c]
-    ls = measured(result, "slope", BASELINES[0])
+    ls = values_of(result, "slope", BASELINES[0])
     if ls:
         c = max(ls)
         out[f"least_squares_slope_c{c:g}"] = ls[c]
@@ -465,7 +465,7 @@ def headline(result):
 def summary(result):
     """Summary rows: the convergence, the risk against the formula, the slopes, the best N."""
     c, bands = result.settings, result.bands()
-    th = theory(c)
+    th = closed_forms(c)
 
     def band(key, digits=3):
         return fmt_band(bands[key], digits) if key in bands else "n/a"
@@ -507,7 +507,7 @@ def figure(result, axes=None):
     """
     fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5, ncols=3)
     c = result.settings
-    th = theory(c)
+    th = closed_forms(c)
     d, N = c["n_features"], c["n_train"]
     BandDisplay.from_table(
         result.tables["convergence"],
