@@ -307,7 +307,7 @@ def _register_builtins():
         qsa_law.SparseAveragingTask,
         estimators=(qsa.SparseTokenAverager, qsa.FCNAverager),
         make=qsa_law.make_sparse_averaging,
-        experiments=(),  # PORT
+        experiments=("stsq_learn.tasks.averaging.experiment",),
         exports=(qsa_law.shift_averaging, qsa_law.subset_means),
         modules=(modules.AttentionAverager, modules.FullyConnectedAverager),
         moved={"averaging": qsa},

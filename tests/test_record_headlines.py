@@ -1,4 +1,4 @@
-"""The records' headline numbers and provenance (encodings, length, averaging)."""
+"""The records' headline numbers and provenance (encodings, length)."""
 
 import math
 
@@ -7,7 +7,6 @@ import torch
 
 from stsq_learn.experiments._records import encodings as enc_record
 from stsq_learn.experiments._records import length_generalization as len_record
-from stsq_learn.tasks.averaging import record as qsa_record
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -18,7 +17,7 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("record", [enc_record, len_record, qsa_record])
+@pytest.mark.parametrize("record", [enc_record, len_record])
 def test_provenance_says_paper_or_ours_for_every_setting(record):
     assert record.PROVENANCE
     for name, origin in record.PROVENANCE.items():
@@ -41,7 +40,7 @@ def test_length_provenance_names_the_paper_validation_set():
 def tiny_results():
     from stsq_learn.experiments import reproduce
 
-    names = ["encodings", "length_generalization", "qsa"]
+    names = ["encodings", "length_generalization"]
     return reproduce("tiny", only=names, progress=False, n_threads=1)
 
 
@@ -54,7 +53,6 @@ def tiny_results():
             ["stochastic_r2_at_2T", "fixed_r2_at_1T", "codebook_L16_r2_at_2T"],
         ),
         (len_record, "length_generalization", ["stochastic_r2_at_2T", "fixed_r2_at_1T"]),
-        (qsa_record, "qsa", ["attention_width_N4", "transfer_floor", "length_stochastic_r2_at_2N"]),
     ],
 )
 def test_headline_is_flat_names_to_floats(tiny_results, record, name, keys):
