@@ -316,7 +316,7 @@ def _register_builtins():
         ret_law.SparseRetrievalTask,
         estimators=(ret.SparseTokenRetriever, ret.FCNRetriever),
         make=ret_law.make_sparse_retrieval,
-        experiments=(),  # PORT
+        experiments=("stsq_learn.tasks.retrieval.experiment",),
         moved={"retrieval": ret},
     )
     register(
