@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from sklearn.utils._param_validation import InvalidParameterError
 
 from stsq_learn import (
     FCNAverager,
@@ -276,6 +277,13 @@ def test_bad_settings_are_refused_by_name_before_work(change, error, match, monk
         monkeypatch.setattr(cls, "fit_online", lambda *a, **k: pytest.fail("a model trained"))
     with planning() as plan, pytest.raises(error, match=match):
         sparse_averaging(TINY, **change)
+    assert len(plan) == 0
+
+
+@pytest.mark.parametrize("name", SparseAveragingSettings.field_names())
+def test_every_setting_is_checked_by_its_constraint(name):
+    with planning() as plan, pytest.raises(InvalidParameterError, match=f"'{name}' parameter"):
+        sparse_averaging(TINY, **{name: "bad"})
     assert len(plan) == 0
 
 

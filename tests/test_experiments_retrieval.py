@@ -8,6 +8,7 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
+from sklearn.utils._param_validation import InvalidParameterError
 
 matplotlib.use("Agg")
 
@@ -244,6 +245,13 @@ def test_bad_settings_are_refused_by_name_before_any_fit(change, error, match, m
         monkeypatch.setattr(cls, "fit_online", lambda *a, **k: pytest.fail("a model trained"))
     with planning() as plan, pytest.raises(error, match=match):
         sparse_retrieval(TINY, **change)
+    assert len(plan) == 0
+
+
+@pytest.mark.parametrize("name", SparseRetrievalSettings.field_names())
+def test_every_setting_is_checked_by_its_constraint(name):
+    with planning() as plan, pytest.raises(InvalidParameterError, match=f"'{name}' parameter"):
+        sparse_retrieval(TINY, **{name: "bad"})
     assert len(plan) == 0
 
 
