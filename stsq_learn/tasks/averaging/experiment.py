@@ -634,9 +634,7 @@ def sparse_averaging(
     """Widths against N and q, zero-shot transfer and length generalization on qSA.
 
     One attention layer of width O~(d + q log N) represents q-sparse
-    averaging, where a fully-connected net needs Omega~(N d) (see
-    :mod:`stsq_learn.tasks.averaging.experiment`; the settings:
-    :class:`SparseAveragingSettings`).
+    averaging, where a fully-connected net needs Omega~(N d).
 
     Parameters
     ----------
@@ -645,6 +643,11 @@ def sparse_averaging(
     Returns
     -------
     {returns}
+
+    See Also
+    --------
+    SparseAveragingSettings : The settings, and the defaults of the quick size.
+    stsq_learn.tasks.averaging.experiment : The studies, the numbers and the figure.
 
     Examples
     --------

@@ -120,13 +120,13 @@ n_val, stop_at_target
         "fcn": [FCNRetriever],
         "seq_len": _COUNT,
         "n_features": _COUNT,
+        "n_test": _COUNT,
         "q_values": [positive_ints(increasing=True)],
         "n_heads": [positive_ints(increasing=True)],
         "heads_width": _COUNT,
         "heads_steps": _STEPS,
         "heads_estimator": [SparseTokenRetriever, None],
         "estimator": [SparseTokenRetriever],
-        "n_test": _COUNT,
     }
 
     seq_lens: tuple = (4, 8, 16, 32)
@@ -136,10 +136,6 @@ n_val, stop_at_target
     widths: dict = field(default_factory=lambda: dict(_WIDTHS))
     n_steps: dict = field(default_factory=lambda: {"transformer": 150, "fcn": 300})
     fcn_max_seq_len: int = 16
-    length_task: tuple = (16, 4, 2)
-    length_width: int = 32
-    length_steps: int | str = 200
-    factors: tuple = (1, 2, 4)
     seq_len: int = 16
     n_features: int = 4
     q_values: tuple = (2, 3)
@@ -148,6 +144,10 @@ n_val, stop_at_target
     heads_steps: int | str = 150
     heads_estimator: SparseTokenRetriever | None = _SEARCH
     estimator: SparseTokenRetriever = _SGD
+    length_task: tuple = (16, 4, 2)
+    length_width: int = 32
+    length_steps: int | str = 200
+    factors: tuple = (1, 2, 4)
     n_test: int = 3000
 
     def _validate(self):
@@ -416,6 +416,11 @@ def sparse_retrieval(
     Returns
     -------
     {returns}
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad setting (naming it), before any fit.
 
     Examples
     --------
