@@ -311,7 +311,7 @@ def _register_builtins():
         qsa_law.SparseAveragingTask,
         estimators=(qsa.SparseTokenAverager, qsa.FCNAverager),
         make=qsa_law.make_sparse_averaging,
-        experiments=(),  # PORT
+        experiments=("stsq_learn.tasks.averaging.experiment",),
         exports=(qsa_law.shift_averaging, qsa_law.subset_means),
         modules=(modules.AttentionAverager, modules.FullyConnectedAverager),
         moved={"averaging": qsa},
@@ -320,7 +320,7 @@ def _register_builtins():
         ret_law.SparseRetrievalTask,
         estimators=(ret.SparseTokenRetriever, ret.FCNRetriever),
         make=ret_law.make_sparse_retrieval,
-        experiments=(),  # PORT
+        experiments=("stsq_learn.tasks.retrieval.experiment",),
         moved={"retrieval": ret},
     )
     register(

@@ -349,7 +349,9 @@ class BandDisplay:
                     self.bands_[key] = ax.errorbar(xs, med, yerr=[med - lo, hi - med], **ekw)
             self._law(ax, key, color, logx, law_kw)
             self._bounds(ax, key, color, label, bound)
-            y_seen += self._bound_values(key, bound)
+            bound_x, bound_y = self._bound_values(key, bound)
+            x_seen += bound_x  # a curve of bounds alone still gets its ticks
+            y_seen += bound_y
         self._theory(ax, x_seen, logx, theory_kw)
         self._axes(ax, x_seen, y_seen, logx, logy, FuncFormatter, LogLocator, MaxNLocator)
         ax.set_xlabel(self.xlabel or self.x)
@@ -421,9 +423,10 @@ class BandDisplay:
 
     def _bound_values(self, key, bound):
         if self.bounds is None or not len(self.bounds):
-            return []
+            return [], []
         rows = self.bounds if self.hue is None else self.bounds.where(**{self.hue: key})
-        return list(rows.xy(self.x, bound)[1])
+        xs, ys = rows.xy(self.x, bound)
+        return list(xs), list(ys)
 
     def _bounds(self, ax, key, color, label, bound):
         if self.bounds is None or not len(self.bounds):

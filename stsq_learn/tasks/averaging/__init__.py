@@ -2,8 +2,6 @@
 
 - :mod:`.estimators`
 - :mod:`.experiment`
-- :mod:`.experiment_plots`
-- :mod:`.record`
 - :mod:`.task`
 
 The law and its generator are importable from here; the estimators, the

@@ -1,427 +1,283 @@
-"""Experiment 5: q-sparse averaging (qSA), the task with one query per position.
+"""q-sparse averaging (qSA): widths against N and q, zero-shot transfer, length generalization.
 
-A composition of the study tools (:mod:`stsq_learn.studies`): the smallest
-width reaching a target R^2 against the number of positions N (the attention
-model and the FCN, :func:`~stsq_learn.studies.minimal_width`, with the growth
-laws of :func:`~stsq_learn.studies.fit_law`) and against the subset size q;
-zero-shot transfer of a W fitted on sparse token selection
-(:func:`~stsq_learn.studies.sweep`); length generalization of stochastic and
-fixed encodings (:func:`~stsq_learn.studies.length_curve`). Every seed follows
-the studies' one rule (:mod:`stsq_learn.studies.seeds`).
+q-sparse averaging (Sanford, Hsu and Telgarsky, 2023) asks every position
+for the mean of its own subset of q tokens. The studies, every seed in
+each table:
+
+1. ``by_length``: the smallest width reaching ``target_r2`` against N of
+   the attention model (:class:`~stsq_learn.SparseTokenAverager`) and the
+   fully-connected net (:class:`~stsq_learn.FCNAverager`)
+   (:func:`search_widths`, shared with the retrieval experiment), with the
+   theory's laws ``a + b log2 N`` and ``b N^c`` fitted per seed
+   (:func:`law_numbers`);
+2. ``by_q``: the attention model's smallest width against q, each q's
+   search starting where the isotropic floor (:func:`~stsq_learn.isotropic_floor`)
+   allows the target (:class:`FloorWidths`, column ``floor_width``);
+3. ``transfer``: a :class:`~stsq_learn.SparseTokenSelector` trained on sparse
+   token selection answers qSA through
+   :meth:`~stsq_learn.SparseTokenAverager.from_selector`, with no training,
+   beside an averager trained on qSA and the floor (``relative_mse``, ``floor``);
+4. ``length``: R^2 of stochastic and fixed encodings on rows lengthened to
+   ``factors`` times N (:func:`~stsq_learn.studies.length_curve`).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+import math
+import numbers
+from dataclasses import field
 
+import numpy as np
 from sklearn.base import clone
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from ..._validation import check_bool, check_positive_int
 from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
-from ...experiments._settings import Settings
+from ...experiments import Experiment, Settings, document_experiment
+from ...experiments._common import new_axes
+from ...experiments._result import band, fmt_band
+from ...experiments._settings import MappingOf, SequenceOf, positive_ints
 from ...studies import (
+    BandDisplay,
+    Law,
     StudyTable,
-    check_seeds,
-    fit_law,
+    fit_laws,
     length_curve,
     minimal_width,
     stream_seed,
     sweep,
 )
 from ...studies.fits import test_rows
-from .. import SparseAveragingTask, SparseTokenSelectionTask
 from ..selection.estimators import SparseTokenSelector
+from ..selection.task import SparseTokenSelectionTask
 from .estimators import FCNAverager, SparseTokenAverager
-from .experiment_plots import plot_figure
+from .task import SparseAveragingTask
 
-_DEFAULT_MODELS = {
-    # The q=2 search by N: Adam decayed by a cosine. The width-following SGD keeps
-    # gamma's travel fixed, and q=2's best gamma is infinite: at N=256 it needs width 40
-    # where this needs 24 (measured, 1000 steps).
-    "transformer": SparseTokenAverager(
-        solver="adam", learning_rate_init=0.1, learning_rate="cosine", batch_size="auto"
-    ),
-    "fcn": FCNAverager(solver="adam", learning_rate_init=0.01, batch_size=1024),
-    # Everything else: the estimators' width-following SGD (their defaults, set here).
-    "estimator": SparseTokenAverager(
-        solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
-    ),
+LAWS = {"attention": "log2", "fcn": "power"}
+"""The law the theory gives each model's minimal width against N."""
+TRANSFER = ("selector on STS_q", "selector on qSA", "averager on qSA")
+"""The models of the transfer, in the table's order."""
+ENCODINGS = ("stochastic", "fixed")
+"""The positional encodings of the length part."""
+MODELS = ("transformer", "fcn")
+"""The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
+_FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e. about 0.001)
+_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_STEPS = [*_COUNT, StrOptions({"auto"})]
+
+# The search against N (q = 2): Adam at 0.1 decayed by a cosine, 256 queries a step
+# (batch_size="auto": ceil(256 / N) rows). The width-following SGD keeps gamma's travel
+# fixed, and q=2's best gamma is infinite: at N=256 it needs width 40 where this needs 24
+# (measured, 1000 steps). The FCN: the separation's, size for size. Against q, the transfer
+# and the length part: the estimators' width-following SGD.
+_ATTENTION = SparseTokenAverager(
+    solver="adam", learning_rate_init=0.1, learning_rate="cosine", batch_size="auto"
+)
+_FCN = FCNAverager(
+    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
+)
+_SGD = SparseTokenAverager(
+    solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
+)
+_WIDTHS = {
+    "transformer": (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64),
+    "fcn": (8, 32, 512),
 }
-_DEFAULT_WIDTHS = {"transformer": (4, 8, 16, 32, 64), "fcn": (8, 32, 128, 512)}
-_DEFAULT_STEPS = {"transformer": 300, "fcn": 500}
-_LABELS = {"transformer": "attention", "fcn": "fcn"}
-_FLOOR_SAMPLES = 20_000
-"""Rows simulated per isotropic floor of the search against q (standard error about 0.001)."""
-_TRANSFER = ("selector on STS_q", "selector on qSA", "averager on qSA")
 
 
-class SparseAveragingSettings(Settings):
-    """The settings of :func:`sparse_averaging`: the searches, the transfer and the length part.
+class WidthsAndLengthSettings(Settings):
+    """The settings the qSA and the retrieval experiments share: a width search, a length part.
+
+    The width search against the length (:func:`search_widths`) and the
+    length part (:func:`encodings_curve`); each experiment's settings give
+    the defaults and the models' classes.
 
     Attributes
     ----------
-    seq_lens : tuple of int, default=(4, 8, 16, 32)
-        The numbers of positions N of the width search.
-    n_features, n_selected : int, default=2, 2
-        Token dimension d and subset size q of the search against N. With
-        q = 2 the floor is about 0 at a few dozen widths; keep d small so the
-        FCN reaches the target within its grid.
-    transformer : SparseTokenAverager or None, default=None
-        The attention model of the search against N (cloned per width and
-        seed). None is Adam at 0.1 decayed by a cosine,
-        ``batch_size="auto"`` (256 queries a step).
-    fcn : FCNAverager or None, default=None
-        The FCN of the search against N. None is Adam at 0.01, 1024 rows a step.
-    widths : dict or None, default=None
-        Width grids ``{"transformer": (...), "fcn": (...)}`` of the search
-        against N; a model left out keeps ``(4, 8, 16, 32, 64)`` /
-        ``(8, 32, 128, 512)``.
-    n_steps : dict or None, default=None
-        Online steps per width and model of the search against N; default
-        ``{"transformer": 300, "fcn": 500}``.
-    fcn_max_seq_len : int, default=8
-        Longest N the FCN is searched at.
+    seq_lens : tuple of int
+        The lengths searched, increasing.
+    n_selected : int
+        q of the search's task.
+    transformer, fcn : estimator
+        The attention model and the fully-connected net (cloned per width and seed).
+    widths, n_steps : dict
+        Width grid and online steps per width by model (``"transformer"``,
+        ``"fcn"``); a model left out keeps its default.
+    fcn_max_seq_len : int
+        The longest length the FCN is searched at.
     target_r2 : float, default=0.9
-        The R^2 a width must reach.
-    n_val : int, default=1000
-        Held-out rows scoring each width (N queries each).
-    estimator : SparseTokenAverager or None, default=None
+        The R^2 a width must reach, in (0, 1).
+    n_val : int, default=500
+        Held-out rows scoring each width.
+    stop_at_target : bool, default=True
+        End each fit once it meets ``target_r2`` on those rows, checked every
+        25 steps (:class:`~stsq_learn.studies.StopAtTarget`); False trains
+        every width all its steps.
+    length_task : tuple of 3 int
+        (length, d, q) the length part trains at.
+    length_width : int
+        Width of its models.
+    length_steps : int or "auto"
+        Online steps of each (``"auto"``: the estimator's own plan).
+    factors : tuple of int
+        Its evaluation lengths, as multiples of its length, increasing.
+    """
+
+    _parameter_constraints = {
+        "seq_lens": [positive_ints(increasing=True)],
+        "n_selected": _COUNT,
+        "transformer": [HasMethods(["fit_online"])],
+        "fcn": [HasMethods(["fit_online"])],
+        "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
+        "n_steps": [MappingOf(MODELS, *_COUNT)],
+        "fcn_max_seq_len": _COUNT,
+        "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "n_val": _COUNT,
+        "stop_at_target": ["boolean"],
+        "length_task": [SequenceOf(*_COUNT, min_len=3)],
+        "length_width": _COUNT,
+        "length_steps": _STEPS,
+        "factors": [positive_ints(increasing=True)],
+    }
+
+    seq_lens: tuple
+    n_selected: int
+    transformer: object
+    fcn: object
+    widths: dict
+    n_steps: dict
+    fcn_max_seq_len: int
+    target_r2: float = 0.9
+    n_val: int = 500
+    stop_at_target: bool = True
+    length_task: tuple
+    length_width: int
+    length_steps: int | str
+    factors: tuple
+
+    def __post_init__(self):
+        for name in ("widths", "n_steps"):  # a model left out keeps its default
+            default = self.__dataclass_fields__[name].default_factory
+            if isinstance(self[name], dict) and callable(default):
+                object.__setattr__(self, name, {**default(), **self[name]})
+        super().__post_init__()
+
+    def _validate(self):
+        for name, value in self.items():
+            if hasattr(value, "_validate_params"):  # an estimator: its own constraints
+                value._validate_params()
+            if name.endswith("_task") and len(value) != 3:
+                raise ValueError(f"{name} must be (length, d, q), got {value!r}.")
+
+
+class SparseAveragingSettings(WidthsAndLengthSettings):
+    """The settings of :func:`sparse_averaging` (the defaults are the quick size's).
+
+    Attributes
+    ----------
+    seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
+n_val, stop_at_target
+        The search against N (:class:`WidthsAndLengthSettings`; ``n_val``
+        and ``stop_at_target`` also of the search against q). Defaults: N = 4,
+        8, 16, 32 at q = 2; the attention model
+        (:class:`~stsq_learn.SparseTokenAverager`) on Adam at 0.1 decayed
+        by a cosine, widths 4 ... 64, 300 steps; the FCN
+        (:class:`~stsq_learn.FCNAverager`) on Adam at 0.01, 1024 rows a
+        step, widths 8, 32, 512, 500 steps, up to N = 8; R^2 0.9 on 500 rows.
+    n_features : int, default=2
+        Token dimension d of both searches. With q = 2 the floor is about 0
+        at a few dozen widths; keep d small so the FCN reaches the target.
+    estimator : SparseTokenAverager, default=the width-following SGD
         The attention model of the search against q, of the transfer (its
         hyperparameters give the selector's too) and of the length part.
-        None is the estimators' width-following SGD (``solver="sgd"``,
-        ``learning_rate_init="auto"``, ``learning_rate="cooldown"``,
-        ``batch_size="auto"``).
     q_values : tuple of int, default=(1, 2, 3)
-        Subset sizes q of the search against q.
+        Subset sizes q of the search against q, increasing.
     q_seq_len : int, default=16
-        N of the search against q (``n_features`` tokens).
-    q_widths : tuple of int, default=(4, 6, ..., 128)
-        Its width grid.
-    q_steps : int or "auto", default="auto"
-        Its online steps per width; ``"auto"`` is the estimator's own plan,
-        which grows with the width.
+        N of the search against q.
+    q_widths : tuple of int, default=(4, 6, 8, 12, ..., 256)
+        Its width grid, increasing.
+    q_steps, transfer_steps : int or "auto", default=400, 300
+        Online steps per model of the search against q and of the transfer;
+        ``"auto"`` is the estimator's own plan.
     transfer_task : tuple of 3 int, default=(32, 8, 4)
         (N, d, q) of the transfer.
     transfer_width : int, default=64
         Width of both transfer models.
-    transfer_steps : int or "auto", default="auto"
-        Online steps of each transfer model.
-    length_task : tuple of 3 int, default=(16, 8, 2)
-        (N, d, q) the length part trains at.
-    length_width : int, default=32
-        Width of the length part's models.
-    length_steps : int or "auto", default="auto"
-        Online steps of each.
-    factors : tuple of int, default=(1, 2, 4)
-        Evaluation lengths of the length part, as multiples of its N.
+    length_task, length_width, length_steps, factors : default=(16, 8, 2), 32, 400, (1, 2, 4)
+        The length part (:class:`WidthsAndLengthSettings`).
     n_test : int, default=4000
-        Held-out queries of the transfer and length parts: ``n_test`` rows of
-        sparse token selection, ``ceil(n_test / N)`` rows of qSA.
-    stop_at_target : bool, default=True
-        End each width's fit of the two searches (against N and against q)
-        once it meets ``target_r2`` on the search's held-out rows, checked
-        every 25 steps (:class:`~stsq_learn.studies.StopAtTarget`): the
-        score at the stop is the width's score. False trains every width
-        all its steps.
+        Held-out queries of the transfer and the length part: ``n_test`` rows
+        of sparse token selection, ``ceil(n_test / N)`` rows of qSA.
 
     Examples
     --------
     >>> from stsq_learn.experiments import SparseAveragingSettings
-    >>> SparseAveragingSettings(seq_lens=(4, 8)).replace(q_values=(1, 2)).q_values
-    (1, 2)
+    >>> SparseAveragingSettings(widths={"fcn": (8, 16)}).widths["fcn"]
+    (8, 16)
     """
+
+    _parameter_constraints = {
+        **WidthsAndLengthSettings._parameter_constraints,
+        "transformer": [SparseTokenAverager],
+        "fcn": [FCNAverager],
+        "n_features": _COUNT,
+        "estimator": [SparseTokenAverager],
+        "q_values": [positive_ints(increasing=True)],
+        "q_seq_len": _COUNT,
+        "q_widths": [positive_ints(increasing=True)],
+        "q_steps": _STEPS,
+        "transfer_task": [SequenceOf(*_COUNT, min_len=3)],
+        "transfer_width": _COUNT,
+        "transfer_steps": _STEPS,
+        "n_test": _COUNT,
+    }
 
     seq_lens: tuple = (4, 8, 16, 32)
-    n_features: int = 2
     n_selected: int = 2
-    transformer: SparseTokenAverager | None = None
-    fcn: FCNAverager | None = None
-    widths: dict | None = None
-    n_steps: dict | None = None
+    transformer: SparseTokenAverager = _ATTENTION
+    fcn: FCNAverager = _FCN
+    widths: dict = field(default_factory=lambda: dict(_WIDTHS))
+    n_steps: dict = field(default_factory=lambda: {"transformer": 300, "fcn": 500})
     fcn_max_seq_len: int = 8
-    target_r2: float = 0.9
-    n_val: int = 1000
-    estimator: SparseTokenAverager | None = None
-    q_values: tuple = (1, 2, 3)
-    q_seq_len: int = 16
-    q_widths: tuple = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-    q_steps: int | str = "auto"
-    transfer_task: tuple = (32, 8, 4)
-    transfer_width: int = 64
-    transfer_steps: int | str = "auto"
     length_task: tuple = (16, 8, 2)
     length_width: int = 32
-    length_steps: int | str = "auto"
+    length_steps: int | str = 400  # the planned 960 steps took 2.4x the time, same shape
     factors: tuple = (1, 2, 4)
+    n_features: int = 2
+    estimator: SparseTokenAverager = _SGD
+    q_values: tuple = (1, 2, 3)
+    q_seq_len: int = 16
+    q_widths: tuple = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+    q_steps: int | str = 400  # q = 3 (width 96) as good as the planned 1470 steps
+    transfer_task: tuple = (32, 8, 4)
+    transfer_width: int = 64
+    transfer_steps: int | str = 300  # 1.01x the floor, as the planned 1200 steps
     n_test: int = 4000
-    stop_at_target: bool = True
+
+    def _validate(self):
+        super()._validate()
+        # Every task made once: a bad (N, d, q) is refused by its task before any fit.
+        SparseAveragingTask(self.seq_lens[0], self.n_features, self.n_selected)
+        SparseAveragingTask(self.q_seq_len, self.n_features, self.q_values[-1])
+        SparseTokenSelectionTask(*self.transfer_task)
+        SparseAveragingTask(*self.transfer_task)
+        SparseAveragingTask(*self.length_task)
 
 
-@dataclass
-class SparseAveragingResult:
-    """Widths, transfer and length generalization on q-sparse averaging, for one seed.
-
-    Every part is a :class:`~stsq_learn.studies.StudyTable` of the seed's
-    rows; the results of several seeds draw their bands together
-    (:meth:`plot_bands`).
-
-    Attributes
-    ----------
-    config : dict
-        The experiment's settings and the seed (``random_state``).
-    by_length : StudyTable
-        :func:`~stsq_learn.studies.minimal_width` against N
-        (``param_seq_len``) for ``model`` ``"attention"`` and ``"fcn"`` (the
-        FCN up to ``fcn_max_seq_len``): ``value`` (the minimal width, NaN
-        where none of the grid reached the target or the N was not
-        searched), ``bound`` (the largest width that failed there).
-    by_q : StudyTable
-        The attention model's minimal width against q (``param_n_selected``)
-        at ``q_seq_len``, and ``floor_width``: the smallest width of the grid
-        whose isotropic floor (:func:`~stsq_learn.isotropic_floor`) is at
-        most ``1 - target_r2`` (NaN if none is), where each search starts.
-    transfer : StudyTable
-        One row per ``model``: ``"selector on STS_q"`` (a
-        :class:`~stsq_learn.SparseTokenSelector` trained on sparse token
-        selection), ``"selector on qSA"`` (its W through
-        :meth:`~stsq_learn.SparseTokenAverager.from_selector`, no training)
-        and ``"averager on qSA"`` (trained on qSA): ``relative_mse``
-        (1 - R^2 on the seed's held-out queries), ``floor`` (the isotropic
-        floor at the same N, q and width) and ``floor_ratio``.
-    length : StudyTable
-        :func:`~stsq_learn.studies.length_curve` of averagers trained at
-        ``length_task`` with ``model`` ``"stochastic"`` and ``"fixed"``
-        encodings: ``score`` (R^2) at each ``eval_seq_len``.
-    seconds : dict of str to float
-        Wall-clock seconds of each part (for all the seeds run together).
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import PRESETS, sparse_averaging
-    >>> res = sparse_averaging(PRESETS["tiny"]["qsa"], random_state=0)
-    >>> res.transfer.unique("model")
-    ['selector on STS_q', 'selector on qSA', 'averager on qSA']
-    """
-
-    config: dict
-    by_length: StudyTable
-    by_q: StudyTable
-    transfer: StudyTable
-    length: StudyTable
-    seconds: dict = field(default_factory=dict)
-
-    def law(self, model="attention"):
-        """The growth law of a model's minimal widths against N, where it describes them.
-
-        ``a + b log2 N`` for the attention model, ``b N^c`` for the FCN,
-        fitted to the minimal widths found at 3 or more N.
-
-        Parameters
-        ----------
-        model : {"attention", "fcn"}, default="attention"
-            The model.
-
-        Returns
-        -------
-        Law or None
-            None with minimal widths at fewer than 3 N.
-        """
-        return _growth_law(self.by_length, model)
-
-    def width_growth(self, model="attention"):
-        """A model's minimal width at the longest N found over that at the shortest.
-
-        Parameters
-        ----------
-        model : {"attention", "fcn"}, default="attention"
-            The model.
-
-        Returns
-        -------
-        float or None
-            None with fewer than two minimal widths.
-        """
-        _, widths = self.by_length.where(model=model).xy("seq_len", "value")
-        return float(widths[-1] / widths[0]) if len(widths) >= 2 else None
-
-    def to_dict(self):
-        """JSON-ready dict: the settings, every part's table (``to_dict()``), laws and growth.
-
-        Returns
-        -------
-        dict
-            ``config``, ``by_length``, ``by_q``, ``transfer``, ``length``
-            (each a :meth:`StudyTable.to_dict`), ``laws`` (model to
-            :meth:`Law.to_dict` or None), ``width_growth`` and ``seconds``.
-        """
-        laws = {m: self.law(m) for m in ("attention", "fcn")}
-        return {
-            "config": self.config,
-            "by_length": self.by_length.to_dict(),
-            "by_q": self.by_q.to_dict(),
-            "transfer": self.transfer.to_dict(),
-            "length": self.length.to_dict(),
-            "laws": {m: None if law is None else law.to_dict() for m, law in laws.items()},
-            "width_growth": self.width_growth(),
-            "seconds": dict(self.seconds),
-        }
-
-    def plot(self, axes=None):
-        """Widths against N, widths against q, transfer, and length generalization.
-
-        Parameters
-        ----------
-        axes : sequence of 4 matplotlib Axes, default=None
-            Where to draw; ``None`` makes a new figure with one row of 4 axes.
-
-        Returns
-        -------
-        fig : matplotlib.figure.Figure
-            The figure holding the axes.
-        """
-        return SparseAveragingResult.plot_bands([self], axes)
-
-    @staticmethod
-    def plot_bands(results, axes=None):
-        """The figure of :meth:`plot` over seeds: medians with their min-max bands.
-
-        Parameters
-        ----------
-        results : sequence of SparseAveragingResult
-            One per seed, of the same settings.
-        axes : sequence of 4 matplotlib Axes, default=None
-            Where to draw; ``None`` makes a new figure with one row of 4 axes.
-
-        Returns
-        -------
-        fig : matplotlib.figure.Figure
-            Minimal widths against N (both models, their laws drawn over the
-            N they were fitted on) and against q (beside the widths the
-            isotropic floor allows) as medians with min-max error bars and
-            the lower bounds of seeds that reached no width; the transfer's
-            relative MSEs as median bars with min-max error bars beside the
-            floor; the length part's R^2 as medians with the min-max shaded.
-        """
-        name = SparseAveragingResult.__name__
-        if isinstance(results, SparseAveragingResult):
-            raise TypeError(f"results must be a list of results, got one {name}: pass [result].")
-        results = list(results)
-        if not results:
-            raise ValueError(f"results must hold at least one {name}, got none.")
-        for i, r in enumerate(results):
-            if not isinstance(r, SparseAveragingResult):
-                raise TypeError(f"results[{i}] must be a {name}, got {type(r).__name__}.")
-        settings = [{k: v for k, v in r.config.items() if k != "random_state"} for r in results]
-        if any(s != settings[0] for s in settings[1:]):
-            raise ValueError("results must come from the same settings (seeds apart).")
-        table = StudyTable.concat([r.by_length for r in results])
-        laws = {m: _growth_law(table, m) for m in ("attention", "fcn")}
-        return plot_figure(results, {m: law for m, law in laws.items() if law is not None}, axes)
-
-
-def _growth_law(table, model):
-    """``a + b log2 N`` (attention) or ``b N^c`` (FCN) of the widths, where found at 3+ N."""
-    x, y = table.where(model=model).xy("seq_len", "value")
-    if len(set(x.tolist())) < 3:
-        return None
-    return fit_law(x, y, "log2" if model == "attention" else "power")
-
-
-def _grid(values, name):
-    """Sorted distinct positive ints, at least one."""
-    out = sorted({check_positive_int(v, f"{name}[i]") for v in values})
-    if not out:
-        raise ValueError(f"{name} must hold at least one value, got an empty sequence.")
-    return out
-
-
-def _steps(value, name):
-    """``"auto"`` or a positive int of online steps."""
-    return value if isinstance(value, str) and value == "auto" else check_positive_int(value, name)
-
-
-def _triple(value, name):
-    """A tuple (N, d, q) of positive ints."""
-    if not isinstance(value, (tuple, list)) or len(value) != 3:
-        raise ValueError(f"{name} must be a tuple (N, d, q), got {value!r}.")
-    return tuple(check_positive_int(v, f"{name}[{i}]") for i, v in enumerate(value))
-
-
-def _per_model(value, defaults, name, check):
-    """``{"transformer": ..., "fcn": ...}``: ``value``'s entries over the defaults, checked."""
-    value = {} if value is None else value
-    if not isinstance(value, dict):
-        raise TypeError(f"{name} must be a dict keyed by model or None, got {value!r}.")
-    unknown = sorted(set(value) - set(defaults))
-    if unknown:
-        raise ValueError(f"{name} has models {unknown}; the models are {sorted(defaults)}.")
-    return {m: check(value.get(m, defaults[m]), f"{name}[{m!r}]") for m in defaults}
-
-
-def _model(given, name, cls):
-    """The settings' estimator ``name`` (the default when None), of class ``cls``."""
-    est = _DEFAULT_MODELS[name] if given is None else given
-    if not isinstance(est, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, got {type(est).__name__}: {est!r}.")
-    return est
-
-
-def checked_settings(cfg):
-    """The settings, every value checked (before any fit): a dict of the values used."""
-    if not 0 < cfg.target_r2 < 1:
-        raise ValueError(f"target_r2 must lie strictly between 0 and 1, got {cfg.target_r2!r}.")
-    c = {
-        "seq_lens": _grid(cfg.seq_lens, "seq_lens"),
-        "n_features": check_positive_int(cfg.n_features, "n_features"),
-        "n_selected": check_positive_int(cfg.n_selected, "n_selected"),
-        "transformer": _model(cfg.transformer, "transformer", SparseTokenAverager),
-        "fcn": _model(cfg.fcn, "fcn", FCNAverager),
-        "estimator": _model(cfg.estimator, "estimator", SparseTokenAverager),
-        "widths": _per_model(cfg.widths, _DEFAULT_WIDTHS, "widths", _grid),
-        "n_steps": _per_model(cfg.n_steps, _DEFAULT_STEPS, "n_steps", check_positive_int),
-        "fcn_max_seq_len": check_positive_int(cfg.fcn_max_seq_len, "fcn_max_seq_len"),
-        "target_r2": float(cfg.target_r2),
-        "n_val": check_positive_int(cfg.n_val, "n_val"),
-        "q_values": _grid(cfg.q_values, "q_values"),
-        "q_seq_len": check_positive_int(cfg.q_seq_len, "q_seq_len"),
-        "q_widths": _grid(cfg.q_widths, "q_widths"),
-        "q_steps": _steps(cfg.q_steps, "q_steps"),
-        "transfer_task": _triple(cfg.transfer_task, "transfer_task"),
-        "transfer_width": check_positive_int(cfg.transfer_width, "transfer_width"),
-        "transfer_steps": _steps(cfg.transfer_steps, "transfer_steps"),
-        "length_task": _triple(cfg.length_task, "length_task"),
-        "length_width": check_positive_int(cfg.length_width, "length_width"),
-        "length_steps": _steps(cfg.length_steps, "length_steps"),
-        "factors": _grid(cfg.factors, "factors"),
-        "n_test": check_positive_int(cfg.n_test, "n_test"),
-        "stop_at_target": check_bool(cfg.stop_at_target, "stop_at_target"),
-    }
-    # Every task is made once here: a bad (N, d, q) is refused by its task before any fit.
-    SparseAveragingTask(c["seq_lens"][0], c["n_features"], c["n_selected"])
-    SparseAveragingTask(c["q_seq_len"], c["n_features"], c["q_values"][-1])
-    SparseTokenSelectionTask(*c["transfer_task"])
-    SparseAveragingTask(*c["transfer_task"])
-    SparseAveragingTask(*c["length_task"])
-    return c
-
-
-class _FloorWidths:
-    """The smallest width of the grid whose isotropic floor allows the target, per q.
+class FloorWidths:
+    """Per q, the smallest width of ``grid`` whose isotropic floor at N allows the target R^2.
 
     The floor is a property of (N, q, width): simulated once, on fixed
-    draws, it sets where every seed's search against q starts.
+    draws, it sets where every seed's search against q starts (:meth:`start`).
     """
 
     def __init__(self, seq_len, grid, target):
         self.seq_len, self.grid, self.target, self.found = seq_len, grid, target, {}
 
     def allows(self, q, width):
-        floor = isotropic_floor(
-            self.seq_len, q, width, n_samples=_FLOOR_SAMPLES, random_state=0
-        ).relative_mse
-        return 1.0 - floor >= self.target
+        """Whether the floor at (N, q, width) allows the target."""
+        floor = isotropic_floor(self.seq_len, q, width, n_samples=_FLOOR_SAMPLES, random_state=0)
+        return 1.0 - floor.relative_mse >= self.target
 
     def __call__(self, q):
         """The width (None if the grid's largest does not allow the target), by bisection."""
@@ -446,8 +302,8 @@ class _FloorWidths:
         return begin
 
 
-class _TransferredScore:
-    """Scorer of a fitted selector: R^2 on qSA of its W, with no training (picklable)."""
+class TransferredScore:
+    """Scorer of a fitted selector: R^2 of its W on the seed's held-out qSA rows, untrained."""
 
     def __init__(self, task, n_rows):
         self.task, self.n_rows = task, n_rows
@@ -459,209 +315,450 @@ class _TransferredScore:
 
 
 def _own_score(estimator, X, y):
-    """The estimator's own score (R^2), as a scorer."""
     return estimator.score(X, y)
 
 
-def run_studies(c, seeds, *, device=None, progress=False):
-    """The studies of all the seeds at once: the tables (``by_length``, ``by_q``, ``selector``,
-    ``averager``, ``length``; empty inside :func:`~stsq_learn.studies.planning`), the widths
-    the floor allows against q, and each part's seconds. ``c``: :func:`checked_settings`."""
-    # The seeds of a model at a point train as one batched model where they move in lockstep;
-    # the searches' fits that stop at the target fit one after another (the studies decide).
-    common = {"seeds": seeds, "device": device, "progress": progress, "batch_seeds": True}
-    search = {"target": c["target_r2"], "stop_at_target": c["stop_at_target"], **common}
-    tables, seconds = {}, {}
+# -- the studies -----------------------------------------------------------------------------
+def search_widths(cfg, models, task, **common):
+    """The minimal width of each model against ``cfg.seq_lens``, the FCN's to ``fcn_max_seq_len``.
 
-    start = time.perf_counter()
-    task = SparseAveragingTask(c["seq_lens"][0], c["n_features"], c["n_selected"])
+    The width search of this experiment and of the retrieval experiment
+    (:func:`~stsq_learn.studies.minimal_width`, every seed): ``models``
+    maps each model's label in the table to the estimator, in the order of
+    :data:`MODELS` (whose keys ``cfg.widths`` and ``cfg.n_steps`` use).
+    """
     parts = []
-    for name in ("transformer", "fcn"):
-        lens = [N for N in c["seq_lens"] if name == "transformer" or N <= c["fcn_max_seq_len"]]
+    for key, (label, model) in zip(MODELS, models.items()):
+        lens = [n for n in cfg.seq_lens if key == "transformer" or n <= cfg.fcn_max_seq_len]
         if lens:
             parts.append(
                 minimal_width(
-                    {_LABELS[name]: c[name]},
+                    {label: model},
                     task,
-                    c["widths"][name],
+                    cfg.widths[key],
                     grid={"seq_len": lens},
-                    n_steps=c["n_steps"][name],
-                    n_test=c["n_val"],
-                    **search,
+                    n_steps=cfg.n_steps[key],
+                    target=cfg.target_r2,
+                    stop_at_target=cfg.stop_at_target,
+                    n_test=cfg.n_val,
+                    **common,
                 )
             )
-    tables["by_length"] = StudyTable.concat(parts)
-    seconds["by_length"] = round(time.perf_counter() - start, 1)
+    return StudyTable.concat(parts)
 
-    start = time.perf_counter()
-    floors = _FloorWidths(c["q_seq_len"], c["q_widths"], c["target_r2"])
-    q_task = SparseAveragingTask(c["q_seq_len"], c["n_features"], c["q_values"][0])
-    tables["by_q"] = minimal_width(
-        {"attention": c["estimator"]},
-        q_task,
-        c["q_widths"],
-        grid={"n_selected": c["q_values"]},
-        start=floors.start,
-        n_steps=c["q_steps"],
-        n_test=c["n_val"],
-        **search,
-    )
-    seconds["by_q"] = round(time.perf_counter() - start, 1)
 
-    start = time.perf_counter()
-    N, d, q = c["transfer_task"]
-    averager = clone(c["estimator"]).set_params(width=c["transfer_width"])
-    qsa, rows = SparseAveragingTask(N, d, q), -(-c["n_test"] // N)
-    tables["selector"] = sweep(
-        {"selector": SparseTokenSelector(**averager.get_params())},
-        SparseTokenSelectionTask(N, d, q),
-        scoring={"sts_q": _own_score, "qsa": _TransferredScore(qsa, rows)},
-        n_steps=c["transfer_steps"],
-        n_test=c["n_test"],
+def encodings_curve(cfg, model, task, n_test, **common):
+    """The length part: ``model`` with stochastic and fixed encodings, R^2 at ``cfg.factors``.
+
+    :func:`~stsq_learn.studies.length_curve` of both encodings trained at
+    ``task`` (``cfg.length_task``) and scored on ``n_test`` held-out rows
+    lengthened by the task's shift; shared with the retrieval experiment.
+    """
+    return length_curve(
+        {pe: clone(model).set_params(positional_encoding=pe) for pe in ENCODINGS},
+        task,
+        [f * task.seq_len for f in cfg.factors],
+        n_steps=cfg.length_steps,
+        n_test=n_test,
         **common,
-    )
-    tables["averager"] = sweep(
-        {"averager": averager}, qsa, n_steps=c["transfer_steps"], n_test=rows, **common
-    )
-    seconds["transfer"] = round(time.perf_counter() - start, 1)
-
-    start = time.perf_counter()
-    N, d, q = c["length_task"]
-    model = clone(c["estimator"]).set_params(width=c["length_width"])
-    tables["length"] = length_curve(
-        {pe: clone(model).set_params(positional_encoding=pe) for pe in ("stochastic", "fixed")},
-        SparseAveragingTask(N, d, q),
-        [f * N for f in c["factors"]],
-        n_steps=c["length_steps"],
-        n_test=-(-c["n_test"] // N),
-        **common,
-    )
-    seconds["length"] = round(time.perf_counter() - start, 1)
-    return tables, floors, seconds
-
-
-def _transfer_table(c, selector, averager, seed):
-    """The transfer's rows of one seed: relative MSEs, the floor and the ratios to it."""
-    N, _, q = c["transfer_task"]
-    floor = isotropic_floor(
-        N, q, c["transfer_width"], random_state=stream_seed(seed, "floor")
-    ).relative_mse
-    scores = [selector["sts_q"][0], selector["qsa"][0], averager["score"][0]]
-    rel = [1.0 - float(s) for s in scores]
-    return StudyTable(
-        {
-            "model": list(_TRANSFER),
-            "seed": [seed] * 3,
-            "relative_mse": rel,
-            "floor": [float(floor)] * 3,
-            "floor_ratio": [r / floor if floor > 0 else None for r in rel],
-        },
-        meta={
-            "study": "transfer",
-            "seq_len": N,
-            "n_features": c["transfer_task"][1],
-            "n_selected": q,
-            "width": c["transfer_width"],
-            "n_steps": c["transfer_steps"],
-        },
     )
 
 
 @reusing_batches
+def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
+    """The studies over every seed: ``by_length``, ``by_q``, ``transfer`` and ``length``.
+
+    Each model's seeds train as one batched model where they move in
+    lockstep; a search's fits that stop at the target fit one after another.
+    """
+    common = dict(seeds=seeds, device=device, progress=progress, n_jobs=n_jobs, batch_seeds=True)
+    task = SparseAveragingTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
+    by_length = search_widths(cfg, {"attention": cfg.transformer, "fcn": cfg.fcn}, task, **common)
+    floors = FloorWidths(cfg.q_seq_len, cfg.q_widths, cfg.target_r2)
+    by_q = minimal_width(
+        {"attention": cfg.estimator},
+        SparseAveragingTask(cfg.q_seq_len, cfg.n_features, cfg.q_values[0]),
+        cfg.q_widths,
+        grid={"n_selected": list(cfg.q_values)},
+        start=floors.start,
+        n_steps=cfg.q_steps,
+        target=cfg.target_r2,
+        stop_at_target=cfg.stop_at_target,
+        n_test=cfg.n_val,
+        **common,
+    )
+    by_q = by_q.with_columns(floor_width=[floors(int(q)) for q in by_q["param_n_selected"]])
+
+    N, d, q = cfg.transfer_task
+    averager = clone(cfg.estimator).set_params(width=cfg.transfer_width)
+    qsa, rows = SparseAveragingTask(N, d, q), -(-cfg.n_test // N)
+    selector = sweep(
+        {"selector": SparseTokenSelector(**averager.get_params())},
+        SparseTokenSelectionTask(N, d, q),
+        scoring={"sts_q": _own_score, "qsa": TransferredScore(qsa, rows)},
+        n_steps=cfg.transfer_steps,
+        n_test=cfg.n_test,
+        **common,
+    )
+    trained = sweep({"averager": averager}, qsa, n_steps=cfg.transfer_steps, n_test=rows, **common)
+    transfer = {"model": [], "seed": [], "relative_mse": [], "floor": []}
+    for seed in selector.unique("seed"):
+        own, other = selector.where(seed=seed)[0], trained.where(seed=seed)[0]
+        floor = isotropic_floor(N, q, cfg.transfer_width, random_state=stream_seed(seed, "floor"))
+        transfer["model"] += TRANSFER
+        transfer["seed"] += [seed] * 3
+        transfer["relative_mse"] += [1.0 - own["sts_q"], 1.0 - own["qsa"], 1.0 - other["score"]]
+        transfer["floor"] += [floor.relative_mse] * 3
+
+    model = clone(cfg.estimator).set_params(width=cfg.length_width)
+    task = SparseAveragingTask(*cfg.length_task)
+    length = encodings_curve(cfg, model, task, -(-cfg.n_test // task.seq_len), **common)
+    transfer = StudyTable(transfer)
+    return {"by_length": by_length, "by_q": by_q, "transfer": transfer, "length": length}
+
+
+# -- what the tables give --------------------------------------------------------------------
+def law_numbers(table, model, law):
+    """One seed's law of ``model``'s minimal widths against the length: parameters and ``r2``.
+
+    ``a`` and ``b`` of a linear law, ``b`` and ``c`` of ``"power"``; NaN
+    where the seed found widths at fewer than 3 lengths.
+    """
+    (fit,) = fit_laws(table.where(model=model), "seq_len", "value", law).values() or [None]
+    names = ("b", "c") if law == "power" else ("a", "b")
+    out = {p: math.nan if fit is None else fit.params[p] for p in names}
+    return {**out, "r2": math.nan if fit is None else fit.r2}
+
+
+def median_laws(table, laws):
+    """Model to the median of its seeds' laws (:meth:`Law.median`), where a seed has one."""
+    fits = {
+        m: Law.median(fit_laws(table.where(model=m), "seq_len", "value", law))
+        for m, law in laws.items()
+    }
+    return {model: fit for model, fit in fits.items() if fit is not None}
+
+
+def headline(result):
+    """The numbers one seed's run is judged by, flat.
+
+    Minimal widths against N, ``attention_width_N<N>`` and ``fcn_width_N<N>``
+    (NaN where none reached the target or N was not searched), and
+    ``attention_width_growth`` (at the longest N found over the shortest);
+    the laws ``attention_log_law_a``, ``_b``, ``_r2`` and
+    ``fcn_power_law_b``, ``_c``, ``_r2`` (:func:`law_numbers`); against q,
+    ``attention_width_q<q>`` and the floor's ``floor_width_q<q>``; the
+    transfer's ``transfer_floor``, ``transfer_<model>_relative_mse`` and
+    ``_floor_ratio``; the length part's ``length_<encoding>_r2_at_<k>N``.
+    """
+    c, tables = result.settings, result.tables
+    widths, out = tables["by_length"], {}
+    for label in LAWS:
+        for N in c["seq_lens"]:
+            found = widths.where(model=label, seq_len=N)["value"]
+            out[f"{label}_width_N{N}"] = found[0] if len(found) else math.nan
+    _, found = widths.where(model="attention").xy("seq_len", "value")
+    out["attention_width_growth"] = found[-1] / found[0] if len(found) >= 2 else math.nan
+    for label, name in (("attention", "log"), ("fcn", "power")):
+        for p, value in law_numbers(widths, label, LAWS[label]).items():
+            out[f"{label}_{name}_law_{p}"] = value
+    for row in tables["by_q"]:
+        out[f"attention_width_q{row['param_n_selected']}"] = row["value"]
+        out[f"floor_width_q{row['param_n_selected']}"] = row["floor_width"]
+    out["transfer_floor"] = tables["transfer"]["floor"][0]
+    for row in tables["transfer"]:
+        key = _transfer_key(row["model"])
+        out[f"transfer_{key}_relative_mse"] = row["relative_mse"]
+        out[f"transfer_{key}_floor_ratio"] = row["relative_mse"] / row["floor"]
+    N = c["length_task"][0]
+    for row in tables["length"]:
+        out[f"length_{row['model']}_r2_at_{row['eval_seq_len'] // N}N"] = row["score"]
+    return out
+
+
+def _transfer_key(model):
+    return model.replace(" ", "_").replace("on_", "").lower()  # "selector on qSA": selector_qsa
+
+
+def widths_text(table, x):
+    """A search's minimal widths along ``x`` over the seeds, as summary text.
+
+    ``median [min, max]`` of the widths found (``(k of n none)`` where k
+    seeds found none), ``>b`` where no seed did (``b``: the largest width
+    that failed), ``-`` where none was searched.
+    """
+    out = []
+    for (_,), rows in table.groups(x):
+        values, bounds = rows.xy("seed", "value")[1], rows.xy("seed", "bound")[1]
+        if len(values) == len(rows):
+            out.append(fmt_band(band(values)))
+        elif len(values):
+            out.append(f"{fmt_band(band(values))} ({len(rows) - len(values)} of {len(rows)} none)")
+        else:
+            out.append(f">{max(bounds):g}" if len(bounds) else "-")
+    return " / ".join(out) or "-"
+
+
+def summary(result):
+    """Summary rows: widths and laws against N, widths against q, the transfer, the length."""
+    c, bands, tables = result.settings, result.bands(), result.tables
+
+    def b(key):
+        return fmt_band(bands[key])
+
+    lens, qs = ", ".join(map(str, c["seq_lens"])), ", ".join(map(str, c["q_values"]))
+    rows = [
+        f"| qSA widths (d={c['n_features']}, q={c['n_selected']}, R^2 >= {c['target_r2']}) "
+        f"| N = {lens} | |"
+    ]
+    for label, name in (("attention", "attention"), ("fcn", "FCN")):
+        text = widths_text(tables["by_length"].where(model=label), "seq_len")
+        rows.append(f"| | minimal width, {name} | {text} |")
+    growth = b("attention_width_growth")
+    rows.append(f"| | attention: minimal width, longest N over shortest | {growth} |")
+    for label, name, form in (("attention", "log", "a + b log2(N)"), ("fcn", "power", "b N^c")):
+        key = f"{label}_{name}_law"
+        if math.isfinite(bands[f"{key}_b"]["median"]):
+            params = ", ".join(f"{p} {b(f'{key}_{p}')}" for p in ("ab" if name == "log" else "bc"))
+            rows.append(f"| | {label}: w = {form}, per seed | {params}, fit R^2 {b(f'{key}_r2')} |")
+    text = widths_text(tables["by_q"], "n_selected")
+    rows.append(f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} | {text} |")
+    floors = " / ".join(b(f"floor_width_q{q}") for q in c["q_values"])
+    rows.append(f"| | width the isotropic floor allows, q = {qs} | {floors} |")
+    N, d, q = c["transfer_task"]
+    rows.append(
+        f"| qSA transfer (N={N}, d={d}, q={q}, m={c['transfer_width']}) "
+        f"| isotropic floor (relative MSE) | {b('transfer_floor')} |"
+    )
+    for model in TRANSFER:
+        key = f"transfer_{_transfer_key(model)}"
+        rows.append(
+            f"| | relative MSE, {model} | {b(f'{key}_relative_mse')} "
+            f"({b(f'{key}_floor_ratio')}x the floor) |"
+        )
+    N, _, q = c["length_task"]
+    lens = ", ".join(str(f * N) for f in c["factors"])
+    rows.append(
+        f"| qSA length (trained at N={N}, q={q}, m={c['length_width']}) | R^2 at N' = {lens} | |"
+    )
+    for pe in ENCODINGS:
+        text = " / ".join(b(f"length_{pe}_r2_at_{f}N") for f in c["factors"])
+        rows.append(f"| | {pe} | {text} |")
+    return rows
+
+
+# -- the figure ------------------------------------------------------------------------------
+def figure(result, axes=None):
+    """The four panels over the seeds (two rows of two; ``axes``: 4 matplotlib Axes).
+
+    Minimal widths against N (both models, log-log, each with the median of
+    its seeds' laws over the N they were fitted on) and against q (beside
+    the widths the isotropic floor allows), medians with min-max error bars
+    and open triangles for lower bounds; the transfer's relative MSEs as
+    median bars with min-max error bars beside the floor; the length
+    part's R^2, medians with the min-max shaded.
+    """
+    fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4, ncols=2)
+    c, tables = result.settings, result.tables
+    widths = dict(y="value", bound="bound", style="errorbar", logx=True, logy=True)
+    ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"
+    BandDisplay.from_table(
+        tables["by_length"],
+        x="seq_len",
+        laws=median_laws(tables["by_length"], LAWS),
+        law_variable="N",
+        ax=ax_n,
+        labels={"attention": "attention (SPE)", "fcn": "FCN"},
+        xlabel="positions N (log scale)",
+        ylabel=ylabel,
+        title=f"qSA: width against N (d={c['n_features']}, q={c['n_selected']})",
+        **widths,
+    )
+    qs, floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
+    BandDisplay.from_table(
+        tables["by_q"],
+        x="n_selected",
+        theory={"isotropic floor allows": (qs, floors)},
+        ax=ax_q,
+        labels={"attention": "trained: smallest width reaching"},
+        xlabel="subset size q (log scale)",
+        ylabel=ylabel,
+        title=f"qSA: width against q (N={c['q_seq_len']}, d={c['n_features']})",
+        **widths,
+    )
+    _transfer_panel(tables["transfer"], ax_tr, c)
+    N, _, q = c["length_task"]
+    BandDisplay.from_table(
+        tables["length"],
+        x="eval_seq_len",
+        y="score",
+        ax=ax_len,
+        logx=True,
+        colors={"stochastic": "C0", "fixed": "C3"},
+        labels={pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS},
+        xlabel="evaluation positions N' (log scale)",
+        ylabel="$R^2$ over every position",
+        title=f"qSA: length generalization (q={q}, m={c['length_width']})",
+    )
+    return fig
+
+
+def _transfer_panel(table, ax, c):
+    """Median relative MSE of each transfer model, min-max error bars, beside the floor."""
+    bands = table.bands("model", "relative_mse", by=())
+    med, lo, hi = (np.asarray(bands[k], float) for k in ("median", "min", "max"))
+    yerr = [med - lo, hi - med] if len(table) > len(TRANSFER) else None
+    bars = ax.bar(range(3), med, yerr=yerr, capsize=4, color=["C1", "C0", "C2"])
+    floor = float(np.median(table["floor"]))
+    ax.axhline(floor, color="k", ls="--", lw=1, label=f"isotropic floor {floor:.3f}")
+    for bar, top, value, model in zip(bars, hi, med, TRANSFER):
+        rows = table.where(model=model)
+        ratio = float(np.median(rows["relative_mse"] / rows["floor"]))
+        x = bar.get_x() + bar.get_width() / 2
+        ax.annotate(
+            f"{value:.3f}\n({ratio:.2f}x)", (x, top), ha="center", va="bottom", fontsize="small"
+        )
+    ax.set_xticks(range(3), [n.replace(" on ", "\non ") for n in TRANSFER])
+    ax.set_ylim(0, 1.45 * max([*hi, floor]))
+    ax.set_ylabel("relative MSE (1 - $R^2$)")
+    N, d, q = c["transfer_task"]
+    where = f"N={N}, d={d}, q={q}, m={c['transfer_width']}"
+    ax.set_title(f"Zero-shot transfer STS$_q$ -> qSA ({where})")
+    ax.legend(fontsize="small", loc="upper center")
+
+
+@document_experiment
 def sparse_averaging(
-    settings=None, *, device=None, random_state=None, seeds=None, progress=False, **changes
+    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
 ):
-    """Widths, zero-shot transfer and length generalization on q-sparse averaging.
+    """Widths against N and q, zero-shot transfer and length generalization on qSA.
 
-    q-sparse averaging (Sanford, Hsu and Telgarsky, 2023) asks every position
-    for the mean of its own subset of q tokens: N sparse token selection
-    queries over the same tokens. Three parts, each a study of
-    :mod:`stsq_learn.studies`:
-
-    1. *Widths.* The smallest width reaching ``target_r2`` against N at
-       fixed q (``seq_lens``, ``n_selected``), for the attention model
-       (:class:`~stsq_learn.SparseTokenAverager`, up to the longest N) and the
-       fully-connected net (:class:`~stsq_learn.FCNAverager`, up to
-       ``fcn_max_seq_len``), by :func:`~stsq_learn.studies.minimal_width`:
-       every width trained from scratch online, each N's bracketed search
-       starting from the previous N's minimal width, an N after one where no
-       width reached the target not searched; the growth laws ``a + b log2 N``
-       and ``b N^c`` (:func:`~stsq_learn.studies.fit_law`). And against q at
-       N = ``q_seq_len`` for the attention model (``estimator``,
-       ``q_widths``, ``q_steps``), each q's search starting at the larger of
-       the previous q's minimal width and the smallest width whose isotropic
-       floor allows the target (for q >= 3 the floor, not the training, sets
-       the width).
-    2. *Transfer.* A :class:`~stsq_learn.SparseTokenSelector` trained on
-       sparse token selection at ``transfer_task`` = (N, d, q) and width
-       ``transfer_width`` predicts qSA through
-       :meth:`~stsq_learn.SparseTokenAverager.from_selector`, with no training;
-       its relative MSE is compared with an averager trained on qSA and with
-       the isotropic floor (:func:`~stsq_learn.studies.sweep`).
-    3. *Length.* Averagers with stochastic and with fixed encodings trained
-       at ``length_task`` = (N, d, q), width ``length_width``, scored on
-       held-out rows lengthened to ``factors`` times N
-       (:func:`~stsq_learn.studies.length_curve`).
-
-    Seed ``s`` fits every model with ``random_state=s`` and draws its rows
-    from :func:`~stsq_learn.studies.stream_seed` ``(s, ...)``; ``seeds``
-    runs several seeds through the same studies at once.
+    One attention layer of width O~(d + q log N) represents q-sparse
+    averaging, where a fully-connected net needs Omega~(N d).
 
     Parameters
     ----------
-    settings : SparseAveragingSettings, mapping or None, default=None
-        The three parts' settings (None: the defaults).
-    device : str or None, default=None
-        Training device; None keeps each estimator's.
-    random_state : int or None, default=None
-        The seed of a one-seed run (None: 0). Not with ``seeds``.
-    seeds : sequence of int or None, default=None
-        Run these seeds together and return one result per seed.
-    progress : bool, default=False
-        Show tqdm progress bars.
-    **changes
-        Settings of :class:`SparseAveragingSettings` to change
-        (``sparse_averaging(q_values=(1, 2))``).
+    {parameters}
 
     Returns
     -------
-    SparseAveragingResult or list of SparseAveragingResult
-        The seed's result; with ``seeds``, one per seed in their order.
+    {returns}
+
+    See Also
+    --------
+    SparseAveragingSettings : The settings, and the defaults of the quick size.
+    stsq_learn.tasks.averaging.experiment : The studies, the numbers and the figure.
 
     Examples
     --------
-    >>> from stsq_learn.experiments import PRESETS, sparse_averaging
-    >>> one, two = sparse_averaging(PRESETS["tiny"]["qsa"], seeds=[0, 1])
-    >>> one.config["random_state"], two.config["random_state"]
-    (0, 1)
+    >>> from stsq_learn.experiments import sparse_averaging
+    >>> result = sparse_averaging("tiny", seeds=2)
+    >>> sorted(result.tables), result.seed(1).tables["transfer"]["model"].tolist()[0]
+    (['by_length', 'by_q', 'length', 'transfer'], 'selector on STS_q')
     """
-    cfg = SparseAveragingSettings.resolve(settings, changes)
-    if seeds is not None and random_state is not None:
-        raise ValueError(
-            f"give random_state (one seed) or seeds (several), not both: got "
-            f"random_state={random_state!r} and seeds={seeds!r}."
-        )
-    one = [0 if random_state is None else random_state]
-    run_seeds = check_seeds(one if seeds is None else seeds)
-    c = checked_settings(cfg)
-    tables, floors, seconds = run_studies(c, run_seeds, device=device, progress=progress)
-    by_q = tables["by_q"]
-    by_q = by_q.with_columns(
-        floor_width=[floors(int(q)) for q in by_q["param_n_selected"]],
-    )
-    config = {k: repr(v) if k in ("transformer", "fcn", "estimator") else v for k, v in c.items()}
-    results = []
-    for s in run_seeds:
-        results.append(
-            SparseAveragingResult(
-                config={**config, "random_state": s},
-                by_length=tables["by_length"].where(seed=s),
-                by_q=by_q.where(seed=s),
-                transfer=_transfer_table(
-                    c, tables["selector"].where(seed=s), tables["averager"].where(seed=s), s
-                ),
-                length=tables["length"].where(seed=s),
-                seconds=seconds,
-            )
-        )
-    return results[0] if seeds is None else results
+    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
+
+
+PROVENANCE = {
+    "tokens": "paper: Gaussian tokens",
+    "subsets": "paper: uniform q-subsets (one per position: Sanford, Hsu and Telgarsky, 2023)",
+    "width_law": "paper: width O~(d + q log N) for attention against Omega~(N d) for the FCN; "
+    "fitted here per seed (a + b log2 N, b N^c)",
+    "batch_size": "ours: 256 queries a step (ceil(256 / N) rows of qSA); the transfer's "
+    "selector trains on the paper's fresh batch of 256 rows per step",
+    "transformer, fcn, estimator": "ours: Adam at 0.1 with a cosine decay; Adam at 0.01 "
+    "(quick) or 0.003 with a cosine (full, gpu); the estimators' width-following SGD",
+    "seq_lens, n_features, n_selected, fcn_max_seq_len, widths, n_steps, target_r2, n_val, "
+    "stop_at_target": "ours: the search against N, a fit ending at the target",
+    "q_values, q_seq_len, q_widths, q_steps": "ours: the search against q, each q starting at "
+    "the width its isotropic floor allows",
+    "transfer_*, length_*, factors, n_test": "ours: the transfer's and the length part's "
+    "sizes, budgets, test lengths and held-out queries",
+    "metric": "ours: R^2 = 1 - relative MSE, and the relative MSE",
+}
+"""Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
+
+_ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
+_FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+_Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+# N = 4 ... 256 (the FCN to 32), q = 1, 2, 4, 8 at N = 32, the transfer at N = 64, q = 4,
+# width 256, the length part at N = 32.
+_FULL = dict(
+    seq_lens=(4, 8, 16, 32, 64, 128, 256),
+    fcn=FCNAverager(
+        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+    ),
+    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
+    n_steps={"transformer": 1000, "fcn": 2000},
+    fcn_max_seq_len=32,
+    n_val=1000,
+    q_values=(1, 2, 4, 8),
+    q_seq_len=32,
+    q_widths=_Q_GRID,
+    q_steps="auto",
+    transfer_task=(64, 8, 4),
+    transfer_width=256,
+    transfer_steps="auto",
+    length_task=(32, 8, 2),
+    length_width=64,
+    length_steps="auto",
+    n_test=8000,
+)
+
+RECORD = Experiment(
+    name="qsa",
+    function=sparse_averaging,
+    settings=SparseAveragingSettings,
+    presets={
+        "tiny": dict(
+            seq_lens=(4, 8),
+            widths={"transformer": (4, 8), "fcn": (4, 8)},
+            n_steps={"transformer": 20, "fcn": 20},
+            target_r2=0.5,
+            n_val=100,
+            q_values=(1, 2),
+            q_seq_len=8,
+            q_widths=(4, 8),
+            q_steps=20,
+            transfer_task=(8, 2, 2),
+            transfer_width=8,
+            transfer_steps=20,
+            length_task=(8, 2, 2),
+            length_width=8,
+            length_steps=20,
+            factors=(1, 2),
+            n_test=400,
+        ),
+        "quick": {},  # N to 32 (the FCN to 8), q to 3 at N = 16
+        "full": _FULL,
+        "gpu": {
+            **_FULL,
+            "seq_lens": (4, 8, 16, 32, 64, 128, 256, 512, 1024),
+            "widths": {"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
+            "n_steps": {"transformer": 2000, "fcn": 4000},
+            "fcn_max_seq_len": 64,
+            "n_val": 4000,
+            "q_values": (1, 2, 4, 8, 16),
+            "q_seq_len": 64,
+            "q_widths": (*_Q_GRID, 1536, 2048),
+            "transfer_width": 1024,
+            "length_task": (64, 8, 2),
+            "length_width": 128,
+            "factors": (1, 2, 4, 8),
+            "n_test": 64000,
+        },
+    },
+    run=run,
+    figure=figure,
+    headline=headline,
+    summary=summary,
+    provenance=PROVENANCE,
+    aliases=("averaging",),
+    # Widths of grids whose neighbours are at most twice apart: one step either way.
+    reference_rtol={
+        "*width_N*": 0.5,
+        "*width_q*": 0.5,
+        "attention_width_growth": 0.5,
+        "*_law_*": 0.5,
+    },
+)
