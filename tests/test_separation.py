@@ -18,7 +18,7 @@ from stsq_learn.experiments import (
     width_separation,
     width_separation_by_q,
 )
-from stsq_learn.experiments._record import RECORDS
+from stsq_learn.experiments._registered import RECORDS
 from stsq_learn.studies import StudyTable, fit_law
 from stsq_learn.tasks.selection import separation as sep
 
