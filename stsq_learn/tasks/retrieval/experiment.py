@@ -12,7 +12,7 @@ every seed in each table:
    (:func:`thresholds`) is the fewest heads whose error is below ``1 / (2q)``;
 2. ``widths``: at H = q, the smallest width reaching ``target_r2`` against
    T of the attention model and the fully-connected net (the search of the
-   qSA experiment, :func:`~stsq_learn.tasks.averaging.experiment.search_widths`),
+   qSA experiment, :func:`~stsq_learn.experiments._widths.search_widths`),
    with the theory's laws ``a + b log2 T`` and ``b T^c`` fitted per seed;
 3. ``length`` (:func:`~stsq_learn.studies.length_curve`): R^2 of stochastic
    and fixed encodings on rows lengthened to ``factors`` times T.
@@ -33,9 +33,7 @@ from ...experiments import Experiment, document_experiment
 from ...experiments._common import new_axes
 from ...experiments._result import band, fmt_band
 from ...experiments._settings import positive_ints
-from ...scoring import relative_mse
-from ...studies import BandDisplay, StudyTable, sweep
-from ..averaging.experiment import (
+from ...experiments._widths import (
     ENCODINGS,
     WidthsAndLengthSettings,
     encodings_curve,
@@ -44,6 +42,8 @@ from ..averaging.experiment import (
     search_widths,
     widths_text,
 )
+from ...scoring import relative_mse
+from ...studies import BandDisplay, StudyTable, sweep
 from .estimators import FCNRetriever, SparseTokenRetriever
 from .task import SparseRetrievalTask
 
@@ -74,7 +74,7 @@ class SparseRetrievalSettings(WidthsAndLengthSettings):
     seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
 n_val, stop_at_target
         The width search against T at H = q
-        (:class:`~stsq_learn.tasks.averaging.experiment.WidthsAndLengthSettings`).
+        (:class:`~stsq_learn.experiments._widths.WidthsAndLengthSettings`).
         Defaults: T = 4, 8, 16, 32 at q = 2 (four lengths for the attention
         model's law: three gave fit R^2 0.75; no width to 64 reached R^2
         0.9 at T = 64 in 150 steps); the attention model
@@ -103,7 +103,7 @@ n_val, stop_at_target
     estimator : SparseTokenRetriever, default=the width-following SGD
         The attention model of the length part (with q heads).
     length_task, length_width, length_steps, factors : default=(16, 4, 2), 32, 200, (1, 2, 4)
-        The length part (:class:`~stsq_learn.tasks.averaging.experiment.WidthsAndLengthSettings`).
+        The length part (:class:`~stsq_learn.experiments._widths.WidthsAndLengthSettings`).
     n_test : int, default=3000
         Held-out rows (queries of q slots) of the heads and length parts.
 

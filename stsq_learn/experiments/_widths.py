@@ -1,0 +1,202 @@
+"""The parts of the width experiments of several tasks: a width search against the length.
+
+The q-sparse averaging and the q-sparse retrieval experiments (each in its
+task's home) measure the same two things for their own models: the smallest
+width reaching a target against the length, with the theory's law fitted
+per seed, and the R^2 of stochastic against fixed encodings on longer rows.
+Their settings (:class:`WidthsAndLengthSettings`), the two studies
+(:func:`search_widths`, :func:`encodings_curve`) and what is read of the
+search (:func:`law_numbers`, :func:`median_laws`, :func:`widths_text`) are
+written here once.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from sklearn.base import clone
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+
+from ..studies import Law, StudyTable, fit_laws, length_curve, minimal_width
+from ._result import band, fmt_band
+from ._settings import MappingOf, SequenceOf, Settings, positive_ints
+
+ENCODINGS = ("stochastic", "fixed")
+"""The positional encodings of the length part."""
+MODELS = ("transformer", "fcn")
+"""The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
+MODELS = ("transformer", "fcn")
+"""The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
+_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_STEPS = [*_COUNT, StrOptions({"auto"})]
+
+
+class WidthsAndLengthSettings(Settings):
+    """The settings the qSA and the retrieval experiments share: a width search, a length part.
+
+    The width search against the length (:func:`search_widths`) and the
+    length part (:func:`encodings_curve`); each experiment's settings give
+    the defaults and the models' classes.
+
+    Attributes
+    ----------
+    seq_lens : tuple of int
+        The lengths searched, increasing.
+    n_selected : int
+        q of the search's task.
+    transformer, fcn : estimator
+        The attention model and the fully-connected net (cloned per width and seed).
+    widths, n_steps : dict
+        Width grid and online steps per width by model (``"transformer"``,
+        ``"fcn"``); a model left out keeps its default.
+    fcn_max_seq_len : int
+        The longest length the FCN is searched at.
+    target_r2 : float, default=0.9
+        The R^2 a width must reach, in (0, 1).
+    n_val : int, default=500
+        Held-out rows scoring each width.
+    stop_at_target : bool, default=True
+        End each fit once it meets ``target_r2`` on those rows, checked every
+        25 steps (:class:`~stsq_learn.studies.StopAtTarget`); False trains
+        every width all its steps.
+    length_task : tuple of 3 int
+        (length, d, q) the length part trains at.
+    length_width : int
+        Width of its models.
+    length_steps : int or "auto"
+        Online steps of each (``"auto"``: the estimator's own plan).
+    factors : tuple of int
+        Its evaluation lengths, as multiples of its length, increasing.
+    """
+
+    _parameter_constraints = {
+        "seq_lens": [positive_ints(increasing=True)],
+        "n_selected": _COUNT,
+        "transformer": [HasMethods(["fit_online"])],
+        "fcn": [HasMethods(["fit_online"])],
+        "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
+        "n_steps": [MappingOf(MODELS, *_COUNT)],
+        "fcn_max_seq_len": _COUNT,
+        "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "n_val": _COUNT,
+        "stop_at_target": ["boolean"],
+        "length_task": [SequenceOf(*_COUNT, min_len=3)],
+        "length_width": _COUNT,
+        "length_steps": _STEPS,
+        "factors": [positive_ints(increasing=True)],
+    }
+
+    seq_lens: tuple
+    n_selected: int
+    transformer: object
+    fcn: object
+    widths: dict
+    n_steps: dict
+    fcn_max_seq_len: int
+    target_r2: float = 0.9
+    n_val: int = 500
+    stop_at_target: bool = True
+    length_task: tuple
+    length_width: int
+    length_steps: int | str
+    factors: tuple
+
+    def __post_init__(self):
+        for name in ("widths", "n_steps"):  # a model left out keeps its default
+            default = self.__dataclass_fields__[name].default_factory
+            if isinstance(self[name], dict) and callable(default):
+                object.__setattr__(self, name, {**default(), **self[name]})
+        super().__post_init__()
+
+    def _validate(self):
+        for name, value in self.items():
+            if hasattr(value, "_validate_params"):  # an estimator: its own constraints
+                value._validate_params()
+            if name.endswith("_task") and len(value) != 3:
+                raise ValueError(f"{name} must be (length, d, q), got {value!r}.")
+
+
+def search_widths(cfg, models, task, **common):
+    """The minimal width of each model against ``cfg.seq_lens``, the FCN's to ``fcn_max_seq_len``.
+
+    The width search of this experiment and of the retrieval experiment
+    (:func:`~stsq_learn.studies.minimal_width`, every seed): ``models``
+    maps each model's label in the table to the estimator, in the order of
+    :data:`MODELS` (whose keys ``cfg.widths`` and ``cfg.n_steps`` use).
+    """
+    parts = []
+    for key, (label, model) in zip(MODELS, models.items()):
+        lens = [n for n in cfg.seq_lens if key == "transformer" or n <= cfg.fcn_max_seq_len]
+        if lens:
+            parts.append(
+                minimal_width(
+                    {label: model},
+                    task,
+                    cfg.widths[key],
+                    grid={"seq_len": lens},
+                    n_steps=cfg.n_steps[key],
+                    target=cfg.target_r2,
+                    stop_at_target=cfg.stop_at_target,
+                    n_test=cfg.n_val,
+                    **common,
+                )
+            )
+    return StudyTable.concat(parts)
+
+
+def encodings_curve(cfg, model, task, n_test, **common):
+    """The length part: ``model`` with stochastic and fixed encodings, R^2 at ``cfg.factors``.
+
+    :func:`~stsq_learn.studies.length_curve` of both encodings trained at
+    ``task`` (``cfg.length_task``) and scored on ``n_test`` held-out rows
+    lengthened by the task's shift; shared with the retrieval experiment.
+    """
+    return length_curve(
+        {pe: clone(model).set_params(positional_encoding=pe) for pe in ENCODINGS},
+        task,
+        [f * task.seq_len for f in cfg.factors],
+        n_steps=cfg.length_steps,
+        n_test=n_test,
+        **common,
+    )
+
+
+def law_numbers(table, model, law):
+    """One seed's law of ``model``'s minimal widths against the length: parameters and ``r2``.
+
+    ``a`` and ``b`` of a linear law, ``b`` and ``c`` of ``"power"``; NaN
+    where the seed found widths at fewer than 3 lengths.
+    """
+    (fit,) = fit_laws(table.where(model=model), "seq_len", "value", law).values() or [None]
+    names = ("b", "c") if law == "power" else ("a", "b")
+    out = {p: math.nan if fit is None else fit.params[p] for p in names}
+    return {**out, "r2": math.nan if fit is None else fit.r2}
+
+
+def median_laws(table, laws):
+    """Model to the median of its seeds' laws (:meth:`Law.median`), where a seed has one."""
+    fits = {
+        m: Law.median(fit_laws(table.where(model=m), "seq_len", "value", law))
+        for m, law in laws.items()
+    }
+    return {model: fit for model, fit in fits.items() if fit is not None}
+
+
+def widths_text(table, x):
+    """A search's minimal widths along ``x`` over the seeds, as summary text.
+
+    ``median [min, max]`` of the widths found (``(k of n none)`` where k
+    seeds found none), ``>b`` where no seed did (``b``: the largest width
+    that failed), ``-`` where none was searched.
+    """
+    out = []
+    for (_,), rows in table.groups(x):
+        values, bounds = rows.xy("seed", "value")[1], rows.xy("seed", "bound")[1]
+        if len(values) == len(rows):
+            out.append(fmt_band(band(values)))
+        elif len(values):
+            out.append(f"{fmt_band(band(values))} ({len(rows) - len(values)} of {len(rows)} none)")
+        else:
+            out.append(f">{max(bounds):g}" if len(bounds) else "-")
+    return " / ".join(out) or "-"
