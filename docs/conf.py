@@ -74,10 +74,8 @@ numpydoc_validation_exclude = {
     r"\.__init__$",
     # The torch loss modules: their constructor is nn.Module's (*args, **kwargs).
     r"^stsq_learn\.nn\.(SquaredError|LogisticLoss)$",
-    # Result dataclasses of the experiments: built by the experiment
-    # functions, their fields are documented as Attributes, not Parameters.
-    r"^stsq_learn\.experiments\.\w+Result$",
-    r"^stsq_learn\.experiments\.(ConvergenceRun|ReproduceResults|ReferenceCheck|Experiment)$",
+    # The records of the experiments: their fields are documented as Attributes.
+    r"^stsq_learn\.experiments\.(ReproduceResults|ReferenceCheck|Experiment|ExperimentResult)$",
     # ReproduceResults is a dict: the methods it inherits are documented by Python.
     r"^stsq_learn\.experiments\.ReproduceResults\.(clear|copy|fromkeys|get|items|keys|pop|popitem|setdefault|update|values)$",
     # The result of isotropic_floor, likewise.
@@ -87,6 +85,8 @@ numpydoc_validation_exclude = {
     # mapping methods they inherit, documented by Python.
     r"^stsq_learn\.experiments\.(\w+Settings|SeparationCurve)$",
     r"^stsq_learn\.experiments\.(\w*Settings|SeparationCurve)\.(get|items|keys|values)$",
+    # The constraints: scikit-learn's Options by descent, documented as classes.
+    r"^stsq_learn\.experiments\.(SequenceOf|MappingOf)$",
     # The studies' dataclasses (fields documented as Attributes), the list methods
     # StudyPlan and the sequence methods StudyTable inherit (documented by Python),
     # and the skorch callback hooks of StopAtTarget and Trace (documented by skorch).
