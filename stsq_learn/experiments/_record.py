@@ -38,7 +38,7 @@ from ._settings import Settings
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
 
-document_experiment = Substitution(
+_PIECES = Substitution(
     parameters="""\
 settings : Settings, mapping, str or None, default=None
     The experiment's settings: an instance of its settings class, a
@@ -68,7 +68,27 @@ ExperimentResult
     ``plot()`` draws the figure, ``bands()`` the headline numbers over
     the seeds, ``seed(s)`` one seed's view.""",
 )
-"""Fills the ``{parameters}`` and ``{returns}`` of an experiment function's docstring."""
+
+
+def document_experiment(function):
+    """Fill the ``{parameters}`` and ``{returns}`` fields of an experiment function's docstring.
+
+    The shared parameters of the one experiment signature (``settings``,
+    ``seeds``, ``device``, ``progress``, ``n_jobs``, ``**changes``) and its
+    result, written once for every experiment.
+
+    Parameters
+    ----------
+    function : callable
+        The experiment's public function, its docstring holding both fields
+        alone on their lines.
+
+    Returns
+    -------
+    callable
+        ``function``, its docstring filled.
+    """
+    return _PIECES(function)
 
 
 @dataclass(frozen=True)
@@ -216,6 +236,13 @@ class Experiment:
     def resolve(self, settings=None, changes=None):
         """The settings of a call: an instance, a mapping, a size's name or None, and changes.
 
+        Parameters
+        ----------
+        settings : Settings, mapping, str or None, default=None
+            The base (a size's name: its preset).
+        changes : mapping or None, default=None
+            Settings to change on top of it.
+
         Returns
         -------
         Settings
@@ -240,6 +267,7 @@ class Experiment:
         Returns
         -------
         dict of str to float
+            Headline number to its value for that seed.
         """
         numbers_ = self.headline(result)
         if not isinstance(numbers_, dict):
@@ -281,7 +309,19 @@ class Experiment:
         return list(plan)
 
     def step_tolerance(self, number):
-        """``(rtol, atol)``: the least tolerances the record gives a headline number."""
+        """The least tolerances the record gives a headline number (its step patterns).
+
+        Parameters
+        ----------
+        number : str
+            A headline number's name.
+
+        Returns
+        -------
+        rtol, atol : float
+            The largest ``reference_rtol`` and ``reference_atol`` of the
+            patterns it matches (0 where none does).
+        """
 
         def most(patterns):
             patterns = patterns or {}

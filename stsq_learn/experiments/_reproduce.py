@@ -126,6 +126,8 @@ class ReproduceResults(dict):
         Returns
         -------
         dict
+            ``format``, ``meta`` and ``experiments`` (name to the result's
+            ``to_dict()`` with its ``headline`` bands), JSON-ready.
         """
         headline = self.headline
         return {

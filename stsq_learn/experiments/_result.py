@@ -169,6 +169,7 @@ class ExperimentResult:
         Returns
         -------
         ExperimentResult
+            A result of that seed alone.
         """
         if seed not in self.seeds:
             raise ValueError(
@@ -261,6 +262,7 @@ class ExperimentResult:
         Returns
         -------
         list of str
+            The rows (none for a record without a summary).
         """
         summary = self.record.summary
         return [] if summary is None else list(summary(self))
@@ -277,6 +279,7 @@ class ExperimentResult:
         Returns
         -------
         matplotlib.figure.Figure
+            The figure drawn.
         """
         return self.record.figure(self, axes)
 

@@ -54,6 +54,18 @@ class SequenceOf(Options):
         self.increasing = increasing
 
     def is_satisfied_by(self, val):
+        """Whether ``val`` meets the constraint (the check ``validate_parameter_constraints`` runs).
+
+        Parameters
+        ----------
+        val : object
+            A setting's value.
+
+        Returns
+        -------
+        bool
+            True when it meets it.
+        """
         if not isinstance(val, (list, tuple)) or len(val) < self.min_len:
             return False
         if not all(any(c.is_satisfied_by(v) for c in self.items) for v in val):
@@ -83,6 +95,18 @@ class MappingOf(Options):
         self.values = [make_constraint(c) for c in values]
 
     def is_satisfied_by(self, val):
+        """Whether ``val`` meets the constraint (the check ``validate_parameter_constraints`` runs).
+
+        Parameters
+        ----------
+        val : object
+            A setting's value.
+
+        Returns
+        -------
+        bool
+            True when it meets it.
+        """
         if not isinstance(val, Mapping):
             return False
         for key, value in val.items():

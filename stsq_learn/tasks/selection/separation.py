@@ -196,7 +196,18 @@ class SeparationCurve(Settings):
         return tuple(m for m in MODELS if m in self.widths and self.lengths(m))
 
     def lengths(self, model):
-        """The lengths T at which ``model`` is searched (to its ``max_seq_len``)."""
+        """The lengths T at which ``model`` is searched (to its ``max_seq_len``).
+
+        Parameters
+        ----------
+        model : {"transformer", "fcn"}
+            The model.
+
+        Returns
+        -------
+        list of int
+            Its lengths, increasing.
+        """
         return [T for T in self.seq_lens if T <= self.max_seq_len.get(model, T)]
 
     def to_json(self):
