@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.abspath(".."))
 sys.path.insert(0, os.path.abspath("."))  # _sorting.py, _registry.py
 
+import _figures
 import _inventories
 import _registry
 import torch
@@ -174,7 +175,9 @@ sphinx_gallery_conf = {
     # "Examples using X" lists on the API pages.
     "doc_module": ("stsq_learn",),
     "backreferences_dir": "generated/backreferences",
-    "reference_url": {"stsq_learn": None},
+    # matplotlib's scraper, after checking that the legends and tick labels are
+    # at least 9 px as the page shows the figure (docs/_figures.py).
+    "image_scrapers": (_figures.ReadableFigures(),),
 }
 
 # -- HTML (pydata-sphinx-theme), offline --------------------------------------

@@ -97,7 +97,12 @@ tuned = [
     for m in np.round(fine)
 ]
 
-fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(13, 3.8))
+fig, axes = plt.subplot_mosaic(
+    [["convergence", "matrix"], ["error", "error"]],
+    figsize=(10, 7.5),
+    layout="constrained",
+)
+ax0, ax1, ax2 = axes["convergence"], axes["matrix"], axes["error"]
 ax0.semilogy(np.arange(1, len(distance.errors_) + 1), distance.errors_)
 ax0.axhline(0.05, color="grey", linestyle=":", label="5%")
 ax0.set(
@@ -107,13 +112,14 @@ ax0.set(
 )
 ax0.legend()
 lim = np.abs(target).max()
-ax1.imshow(
+image = ax1.imshow(
     np.hstack([model.preconditioner_, np.full((5, 1), np.nan), target]),
     cmap="RdBu_r",
     vmin=-lim,
     vmax=lim,
 )
 ax1.set(title="preconditioner_  |  Gamma^-1", xticks=[], yticks=[])
+fig.colorbar(image, ax=ax1, shrink=0.8, label="entry")
 ax2.loglog(fine, formula, color="C0", label="layer, formula")
 ax2.loglog(
     fine, tuned, color="C1", linestyle="--", label="GD step tuned to M, formula"
@@ -143,8 +149,7 @@ ax2.set(
     ylabel="mean squared error",
     title="Error vs M",
 )
-ax2.legend(fontsize=7)
-fig.tight_layout()
+ax2.legend(loc="upper right")
 plt.show()
 
 # %%

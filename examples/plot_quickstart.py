@@ -59,7 +59,7 @@ generator = torch.Generator().manual_seed(0)
 with torch.no_grad():
     attention = module.attention_weights(row, generator)[0, 0].numpy()
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6), layout="constrained")
 axes[0].plot(model.loss_curve_)
 axes[0].set(
     xlabel="epoch", ylabel="training loss", title="Training loss", yscale="log"
@@ -84,5 +84,4 @@ axes[2].set(
 )
 axes[2].set_xticks(range(0, 16, 3))
 axes[2].legend()
-fig.tight_layout()
 plt.show()

@@ -125,7 +125,7 @@ print(
 # the swapped point's, lower here. Softmax attention, whose query may grow
 # without bound, goes far below the erf predictor's floor, towards the Bayes
 # risk.
-fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(10, 5.2), layout="constrained")
 colors = {"sphere": "C0", "manifold": "C1"}
 styles = {"decay": "-", "constant": "--"}
 steps = np.arange(1, 3001)
@@ -148,7 +148,9 @@ ax_r.set(
     ylabel="population risk",
     title="Risk of the erf predictor",
 )
-ax_r.legend(fontsize=8)
+fig.legend(
+    *ax_r.get_legend_handles_labels(), loc="outside lower center", ncols=2
+)
 ax_a.set(
     xscale="log",
     xlabel="step + 1",

@@ -83,7 +83,7 @@ ax_cal.set(
     ylabel="fraction of positives",
     title="Calibration",
 )
-ax_cal.legend(fontsize=8)
+ax_cal.legend()
 
 # %%
 # Where the attention looks: its weights on the tokens of a few positive

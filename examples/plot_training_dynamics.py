@@ -63,7 +63,10 @@ print(
 # lower, positional block is a bright diagonal; its top ``d = 8`` rows, the
 # token block, stay pale.
 W = model.key_query.detach().numpy()
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+fig, axes = plt.subplot_mosaic(
+    [["loss", "W"], ["align", "W"]], figsize=(10, 6.5), layout="constrained"
+)
+axes = [axes["loss"], axes["align"], axes["W"]]
 axes[0].plot(history["step"], history["loss"])
 axes[0].set(
     xlabel="step", ylabel="relative MSE (batch)", title="Loss", yscale="log"
@@ -88,5 +91,4 @@ image = axes[2].imshow(W, cmap="RdBu_r", vmin=-limit, vmax=limit)
 axes[2].axhline(task.n_features - 0.5, color="black", lw=0.8)
 axes[2].set(title="Learned W (token rows on top)", xlabel="column", ylabel="row")
 fig.colorbar(image, ax=axes[2], shrink=0.8)
-fig.tight_layout()
 plt.show()
