@@ -714,3 +714,119 @@ def test_no_code_line_is_wider_than_the_column():
     }
     stale = {where: starts for where, starts in stale.items() if starts}
     assert not stale, f"wrapped now: remove them from KNOWN_TOO_WIDE: {stale}"
+
+
+# -- The pages' snippets run -------------------------------------------------------------
+def _doctest_pages():
+    return [doc for doc, text in _sources().items() if re.search(r"^\s*>>> ", text, re.M)]
+
+
+@pytest.mark.parametrize("doc", _doctest_pages() if API.exists() else [])
+def test_page_doctests_pass(doc):
+    """Every ``>>>`` example of a page gives the output the page shows."""
+    import doctest
+
+    text = _sources()[doc]
+    test = doctest.DocTestParser().get_doctest(text, {}, doc, f"docs/{doc}.rst", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = []
+    runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
+    assert runner.tries > 0
+
+
+def _python_blocks():
+    """``{"page:line": code}`` of every ``.. code-block:: python`` of the pages."""
+    import textwrap
+
+    blocks = {}
+    for doc, text in _sources().items():
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"\s*\.\. code-block:: python\s*$", line):
+                body, _ = _indented_block(lines, i + 1, _indent(line))
+                code = "\n".join(text for _, text in body)
+                blocks[f"{doc}:{body[0][0] if body else i + 1}"] = textwrap.dedent(code)
+    return blocks
+
+
+# The code blocks the tests run (each standalone and under ~15 s on one core), by
+# page and the block's first line; and those they do not, with the reason. Every
+# block of a page is in one of the two (a ">>>" block is a doctest, run above).
+CODE_RUN = {
+    "index": "from stsq_learn import SparseTokenSelector",
+    "user_guide/estimators": "from stsq_learn import SparseTokenSelectionTask",
+    "user_guide/qsa": "from sklearn.metrics import make_scorer",
+    "user_guide/task": "from stsq_learn import SparseTokenSelectionTask",
+    "user_guide/single_location": "from stsq_learn import SingleLocationTask",
+}
+CODE_NOT_RUN = {
+    "distributed": {
+        "from sklearn.model_selection import GridSearchCV": "a cluster of worker processes "
+        "(30 s); tests/test_distributed.py runs such searches",
+        'with dask_backend("tcp://HEAD:8786")': "a scheduler at an address of one's own",
+        "from dask_cuda import LocalCUDACluster": "dask-cuda and GPUs",
+        'with dask_backend("tcp://HEAD:8786", resources=': "a scheduler with GPU workers",
+        "import joblib": "ray, not a dependency of the tests",
+    },
+    "user_guide/encodings": {
+        "from stsq_learn import SparseTokenSelector": "a width search, minutes",
+        "model = SparseTokenSelector(width=64, positional": "goes on from the block before",
+    },
+    "user_guide/estimators": {
+        "model = SparseTokenSelector(width=1024": "X, y of the page's text; a width-1024 fit",
+        "model = SparseTokenSelector(width=256, random_state=0).fit_online": "a task of "
+        "the page's text",
+        "from skorch.callbacks import Callback": "a model and data of the page's text",
+        "from sklearn.model_selection import GridSearchCV, cross_validate": "X, y of the "
+        "page's text",
+    },
+    "user_guide/gpu": {"model = SparseTokenSelector(width=256": "a GPU"},
+    "user_guide/length_shift": {
+        "from sklearn.model_selection import cross_validate": "a model of one's own",
+        "from sklearn.model_selection import GridSearchCV": "X, y of the page's text",
+    },
+    "user_guide/models": {"from stsq_learn import isotropic_floor": "a model of the page's text"},
+    "user_guide/reproduce": {
+        "from stsq_learn.experiments import check_reference": "reproduce at a size, minutes",
+        "from stsq_learn import SparseTokenSelector": "an experiment, a minute",
+        "from stsq_learn.experiments import PRESETS": "an experiment, a minute",
+    },
+    "user_guide/retrieval": {
+        "from sklearn.model_selection import GridSearchCV": "a search "
+        "over four head counts, three folds each: minutes"
+    },
+    "user_guide/single_location": {
+        "from stsq_learn import ErfAttentionRegressor": "40 s of training",
+    },
+    "user_guide/studies": {
+        "from stsq_learn import FCNSelector": "a study over seeds, minutes",
+    },
+}
+
+
+def test_every_python_block_is_run_or_says_why_not():
+    """A new code block of a page is run by the tests or listed with its reason."""
+    unclassified = []
+    for where, code in _python_blocks().items():
+        doc = where.rpartition(":")[0]
+        first = code.lstrip()
+        if first.startswith(">>>"):
+            continue
+        run = CODE_RUN.get(doc)
+        skipped = CODE_NOT_RUN.get(doc, {})
+        if not (run and first.startswith(run)) and not any(map(first.startswith, skipped)):
+            unclassified.append(f"{where}: {first.splitlines()[0]}")
+    assert unclassified == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc", sorted(CODE_RUN))
+def test_page_code_runs(doc):
+    """The page's block runs as written, in a fresh namespace."""
+    (code,) = [
+        code
+        for where, code in _python_blocks().items()
+        if where.rpartition(":")[0] == doc and code.lstrip().startswith(CODE_RUN[doc])
+    ]
+    exec(compile(code, f"docs/{doc}.rst", "exec"), {"__name__": "__docs__"})
