@@ -24,8 +24,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from sklearn.model_selection import GridSearchCV
-
-from stsq_learn import AttentionRegressor, LengthShiftScorer, Task, load_model, save_model
+from stsq_learn import (
+    AttentionRegressor,
+    LengthShiftScorer,
+    Task,
+    load_model,
+    save_model,
+)
 from stsq_learn.queries import Slots
 from stsq_learn.tasks import register_task
 
@@ -33,14 +38,18 @@ from stsq_learn.tasks import register_task
 @register_task
 @dataclass(frozen=True)
 class DifferenceTask(Task):
-    """Rows of ``seq_len`` Gaussian tokens; target ``x_a - x_b`` for the named a and b."""
+    """Rows of ``seq_len`` Gaussian tokens; target ``x_a - x_b`` (a, b named)."""
 
     seq_len: int
     n_features: int
 
     name = "difference"
-    structure = Slots  # a query holds the named positions' encodings, one slot per role
-    readout_required = True  # the output is not one average: a readout is learned
+    structure = (
+        Slots  # a query holds the named positions' encodings, one slot per role
+    )
+    readout_required = (
+        True  # the output is not one average: a readout is learned
+    )
     n_slots = 2
 
     def __post_init__(self):
@@ -52,7 +61,9 @@ class DifferenceTask(Task):
 
     def _sample(self, n_samples, rng):
         tokens = rng.standard_normal((n_samples, self.seq_len, self.n_features))
-        named = rng.random_sample((n_samples, self.seq_len)).argsort(axis=1)[:, :2]
+        named = rng.random_sample((n_samples, self.seq_len)).argsort(axis=1)[
+            :, :2
+        ]
         rows = np.arange(n_samples)
         roles = np.zeros((n_samples, self.seq_len, 1))
         roles[rows, named[:, 0]], roles[rows, named[:, 1]] = 1.0, 2.0
@@ -65,7 +76,9 @@ class DifferenceTask(Task):
         X = task.check_rows(X)
         y = np.asarray(y, dtype=float)
         if y.shape != (len(X), task.n_features):
-            raise ValueError(f"y must have shape {(len(X), task.n_features)}, got {y.shape}.")
+            raise ValueError(
+                f"y must have shape {(len(X), task.n_features)}, got {y.shape}."
+            )
         return task, X, y
 
     def check_rows(self, X, owner="the model"):
@@ -73,21 +86,34 @@ class DifferenceTask(Task):
         roles = X[..., -1]
         once = ((roles == 1).sum(1) == 1) & ((roles == 2).sum(1) == 1)
         if X.shape[2] != self.n_features + 1 or not once.all():
-            raise ValueError(f"{owner} reads rows of d + 1 channels naming roles 1 and 2 once.")
+            raise ValueError(
+                f"{owner} reads rows of d + 1 channels naming roles 1 and 2 "
+                "once."
+            )
         return X
 
     def queries(self, X):
-        where = torch.stack([(X[..., -1] == j).float().argmax(1) for j in (1, 2)], dim=1)
+        where = torch.stack(
+            [(X[..., -1] == j).float().argmax(1) for j in (1, 2)], dim=1
+        )
         return Slots(X, self.n_features, where)
 
-    def shift(self, X, y, seq_len, random_state=None):  # insert unnamed tokens anywhere
+    def shift(
+        self, X, y, seq_len, random_state=None
+    ):  # insert unnamed tokens anywhere
         rng = np.random.default_rng(random_state)
         n, T, c = X.shape
         new = np.concatenate(
-            [rng.standard_normal((n, seq_len - T, c - 1)), np.zeros((n, seq_len - T, 1))], axis=2
+            [
+                rng.standard_normal((n, seq_len - T, c - 1)),
+                np.zeros((n, seq_len - T, 1)),
+            ],
+            axis=2,
         )
         rows = np.concatenate([X, new], axis=1)
-        order = rng.random((n, seq_len)).argsort(axis=1)  # a random order of positions
+        order = rng.random((n, seq_len)).argsort(
+            axis=1
+        )  # a random order of positions
         return np.take_along_axis(rows, order[..., None], axis=1), y
 
 
@@ -99,8 +125,12 @@ class DifferenceTask(Task):
 task = DifferenceTask(seq_len=8, n_features=2)
 X, y = task.sample(1000, random_state=0)
 X_test, y_test = task.sample(1000, random_state=1)
-settings = dict(width=16, length_scale="log", batch_size=100, max_iter=40, random_state=0)
-search = GridSearchCV(AttentionRegressor("difference", **settings), {"n_heads": [1, 2]}, cv=2)
+settings = dict(
+    width=16, length_scale="log", batch_size=100, max_iter=40, random_state=0
+)
+search = GridSearchCV(
+    AttentionRegressor("difference", **settings), {"n_heads": [1, 2]}, cv=2
+)
 best = search.fit(X, y).best_estimator_
 errors = dict(zip((1, 2), (1 - search.cv_results_["mean_test_score"]).tolist()))
 print("relative MSE by heads:", {h: round(e, 3) for h, e in errors.items()})
@@ -112,8 +142,14 @@ print("grid search picks", search.best_params_)
 # and loads where the task is registered.
 for scale in ("log", None):
     best.set_params(length_scale=scale)
-    r2 = [LengthShiftScorer(factor=f, random_state=0)(best, X_test, y_test) for f in (2, 4)]
-    print(f"length_scale={scale!r}: R^2 at 2x and 4x the length: {r2[0]:.3f}, {r2[1]:.3f}")
+    r2 = [
+        LengthShiftScorer(factor=f, random_state=0)(best, X_test, y_test)
+        for f in (2, 4)
+    ]
+    print(
+        f"length_scale={scale!r}: R^2 at 2x and 4x the length: "
+        f"{r2[0]:.3f}, {r2[1]:.3f}"
+    )
 best.set_params(length_scale="log")
 path = os.path.join(tempfile.mkdtemp(), "difference.stsq")
 save_model(best, path)

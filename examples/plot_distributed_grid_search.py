@@ -4,7 +4,8 @@ A width x encoding grid search on a cluster
 
 A separation study fits many models: several widths, both positional
 encodings, several folds, and later several sequence lengths and seeds. Each
-fit is independent, so scikit-learn's :class:`~sklearn.model_selection.GridSearchCV`
+fit is independent, so scikit-learn's
+:class:`~sklearn.model_selection.GridSearchCV`
 can spread them over a cluster through joblib's ``"dask"`` backend, with no
 scheduler of our own. This example runs a small search over ``width`` x
 ``positional_encoding`` with length-shift scoring on a
@@ -34,12 +35,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
-
-from stsq_learn import SparseTokenSelector, length_shift_scoring, make_sparse_token_selection
+from stsq_learn import (
+    SparseTokenSelector,
+    length_shift_scoring,
+    make_sparse_token_selection,
+)
 
 warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
-X, y = make_sparse_token_selection(1000, seq_len=16, n_features=4, n_selected=3, random_state=0)
+X, y = make_sparse_token_selection(
+    1000, seq_len=16, n_features=4, n_selected=3, random_state=0
+)
 
 widths = [8, 32, 128]
 search = GridSearchCV(
@@ -73,7 +79,8 @@ if __name__ == "__main__":
         fitted = time.perf_counter()
         n_workers = len(client.scheduler_info()["workers"])
     print(
-        f"{n_workers} workers up in {started - start:.1f} s; search took {fitted - started:.1f} s"
+        f"{n_workers} workers up in {started - start:.1f} s; "
+        f"search took {fitted - started:.1f} s"
     )
 
 # %%
@@ -86,9 +93,13 @@ if __name__ == "__main__":
 if __name__ == "__main__":
     results = search.cv_results_
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-    for ax, key, title in zip(axes, ["r2", "x4"], ["T = 16 (training length)", "T' = 64"]):
+    for ax, key, title in zip(
+        axes, ["r2", "x4"], ["T = 16 (training length)", "T' = 64"]
+    ):
         for encoding, marker in [("stochastic", "o"), ("fixed", "s")]:
-            rows = np.flatnonzero(results["param_positional_encoding"] == encoding)
+            rows = np.flatnonzero(
+                results["param_positional_encoding"] == encoding
+            )
             order = rows[np.argsort(results["param_width"][rows].astype(int))]
             ax.errorbar(
                 results["param_width"][order].astype(int),

@@ -15,14 +15,17 @@ predictions with ``warm_start=True`` and ``n_pe_samples_fit``.
 
 # %%
 import matplotlib.pyplot as plt
-
 from stsq_learn import SparseTokenSelector, make_sparse_token_selection
 
-X, y = make_sparse_token_selection(2000, seq_len=16, n_features=8, n_selected=3, random_state=0)
+X, y = make_sparse_token_selection(
+    2000, seq_len=16, n_features=8, n_selected=3, random_state=0
+)
 model = SparseTokenSelector(width=64, random_state=0).fit(X, y)
 
 test_sets = {
-    T: make_sparse_token_selection(1000, seq_len=T, n_features=8, n_selected=3, random_state=T)
+    T: make_sparse_token_selection(
+        1000, seq_len=T, n_features=8, n_selected=3, random_state=T
+    )
     for T in (16, 64)
 }
 
@@ -35,7 +38,10 @@ for K in draws:
     model.set_params(n_pe_samples=K)
     for T, (X_T, y_T) in test_sets.items():
         errors[T].append(1 - model.score(X_T, y_T))
-    print(f"K={K:>2}: " + "  ".join(f"T={T}: {errors[T][-1]:.3f}" for T in test_sets))
+    print(
+        f"K={K:>2}: "
+        + "  ".join(f"T={T}: {errors[T][-1]:.3f}" for T in test_sets)
+    )
 
 # %%
 # At the training length the error falls about threefold: there most of it
@@ -51,7 +57,10 @@ ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_xticks(draws, [str(K) for K in draws])
 ax.set(xlabel="encoding draws averaged at predict time (n_pe_samples)")
-ax.set(ylabel="relative MSE (1 - $R^2$)", title="One fitted model (trained at T=16, m=64)")
+ax.set(
+    ylabel="relative MSE (1 - $R^2$)",
+    title="One fitted model (trained at T=16, m=64)",
+)
 ax.legend()
 fig.tight_layout()
 plt.show()
@@ -68,7 +77,6 @@ plt.show()
 import warnings
 
 from sklearn.exceptions import ConvergenceWarning
-
 from stsq_learn.nn import positional_alignment
 
 gamma_before = positional_alignment(model.key_query_, 8)["gamma"]
@@ -77,7 +85,10 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)
     model.set_params(warm_start=True, n_pe_samples_fit=8, max_iter=20).fit(X, y)
 gamma_after = positional_alignment(model.key_query_, 8)["gamma"]
-print(f"gamma {gamma_before:.2f} -> {gamma_after:.2f}; epochs in all: {model.n_iter_}")
+print(
+    f"gamma {gamma_before:.2f} -> {gamma_after:.2f}; "
+    f"epochs in all: {model.n_iter_}"
+)
 
 X_16, y_16 = test_sets[16]
 tuned = []

@@ -18,8 +18,11 @@ steps and seed, and scores them on rows moved to T' = 16 ... 128.
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-
-from stsq_learn import LengthShiftScorer, SparseTokenSelectionTask, SparseTokenSelector
+from stsq_learn import (
+    LengthShiftScorer,
+    SparseTokenSelectionTask,
+    SparseTokenSelector,
+)
 
 task = SparseTokenSelectionTask(seq_len=16, n_features=8, n_selected=3)
 X, y = task.sample(1000, random_state=0)
@@ -29,10 +32,14 @@ variants = {
     "fixed": dict(positional_encoding="fixed"),
     "randomized, L=32": dict(positional_encoding="randomized", max_positions=32),
     "randomized, L=64": dict(positional_encoding="randomized", max_positions=64),
-    "randomized, L=256": dict(positional_encoding="randomized", max_positions=256),
+    "randomized, L=256": dict(
+        positional_encoding="randomized", max_positions=256
+    ),
 }
 models = {
-    name: SparseTokenSelector(width=64, random_state=0, **params).fit_online(task, n_steps=1500)
+    name: SparseTokenSelector(width=64, random_state=0, **params).fit_online(
+        task, n_steps=1500
+    )
     for name, params in variants.items()
 }
 
@@ -47,11 +54,16 @@ for T_eval in lengths:
     scorer = LengthShiftScorer(T_eval, random_state=0)
     for name, model in models.items():
         L = model.max_positions_
-        scores[name].append(np.nan if L is not None and T_eval > L else scorer(model, X, y))
+        scores[name].append(
+            np.nan if L is not None and T_eval > L else scorer(model, X, y)
+        )
 
 print("R^2 at T' =" + "".join(f"{t:>8}" for t in lengths))
 for name, values in scores.items():
-    print(f"{name:>17}: " + "".join(f"{v:8.3f}" if np.isfinite(v) else "     n/a" for v in values))
+    print(
+        f"{name:>17}: "
+        + "".join(f"{v:8.3f}" if np.isfinite(v) else "     n/a" for v in values)
+    )
 
 # %%
 # The answer is *yes, up to the codebook's size*. Fixed encodings (L = T) are

@@ -15,7 +15,6 @@ the width on whichever length matters.
 # %%
 import matplotlib.pyplot as plt
 from sklearn.model_selection import GridSearchCV
-
 from stsq_learn import (
     LengthShiftScorer,
     SparseTokenSelector,
@@ -23,7 +22,9 @@ from stsq_learn import (
     make_sparse_token_selection,
 )
 
-X, y = make_sparse_token_selection(1500, seq_len=16, n_features=8, n_selected=3, random_state=0)
+X, y = make_sparse_token_selection(
+    1500, seq_len=16, n_features=8, n_selected=3, random_state=0
+)
 
 # Keys: "r2" (the rows as they are, T=16), "x2" (T'=32) and "x4" (T'=64).
 scoring = length_shift_scoring(factors=(1, 2, 4), random_state=0)
@@ -46,7 +47,11 @@ print(f"refitted model, R^2 on 4x longer folds: {search.best_score_:.3f}")
 # encodings are less noisy and degrade more slowly as T grows.
 widths = search.cv_results_["param_width"].data.astype(int)
 fig, ax = plt.subplots(figsize=(6, 4))
-for name, label in (("r2", "T'=16 (as trained)"), ("x2", "T'=32"), ("x4", "T'=64")):
+for name, label in (
+    ("r2", "T'=16 (as trained)"),
+    ("x2", "T'=32"),
+    ("x4", "T'=64"),
+):
     mean = search.cv_results_[f"mean_test_{name}"]
     std = search.cv_results_[f"std_test_{name}"]
     ax.errorbar(widths, mean, yerr=std, marker="o", capsize=3, label=label)

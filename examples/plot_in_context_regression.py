@@ -17,7 +17,6 @@ formula, one gradient step with the best step for each M, and least squares.
 import matplotlib.pyplot as plt
 import numpy as np
 from skorch.callbacks import Callback
-
 from stsq_learn import (
     InContextRegressionTask,
     LinearAttentionRegressor,
@@ -29,9 +28,16 @@ from stsq_learn import (
 )
 
 covariance = np.array([2.0, 1.5, 1.0, 0.5, 0.25])  # Lambda, diagonal
-task = InContextRegressionTask(seq_len=21, n_features=5, covariance=covariance)  # N = 20
+task = InContextRegressionTask(
+    seq_len=21, n_features=5, covariance=covariance
+)  # N = 20
 target = in_context_preconditioner(20, covariance)
-print("prompts:", task.sample(3, random_state=0)[0].shape, " Gamma^-1 diagonal:", target.diagonal())
+print(
+    "prompts:",
+    task.sample(3, random_state=0)[0].shape,
+    " Gamma^-1 diagonal:",
+    target.diagonal(),
+)
 
 
 # %%
@@ -46,12 +52,19 @@ class Distance(Callback):
     def on_batch_end(self, net, training=False, **kwargs):
         if training:
             A = net.module_.preconditioner().detach().numpy()
-            self.errors_.append(np.linalg.norm(A - target) / np.linalg.norm(target))
+            self.errors_.append(
+                np.linalg.norm(A - target) / np.linalg.norm(target)
+            )
 
 
 distance = Distance()
-model = LinearAttentionRegressor(random_state=0, callbacks=[distance]).fit_online(task)
-print(f"relative distance to Gamma^-1 after {model.n_iter_} steps: {distance.errors_[-1]:.3f}")
+model = LinearAttentionRegressor(
+    random_state=0, callbacks=[distance]
+).fit_online(task)
+print(
+    f"relative distance to Gamma^-1 after {model.n_iter_} steps: "
+    f"{distance.errors_[-1]:.3f}"
+)
 
 # %%
 # The error at test length M, on 4000 fresh prompts per M. The layer's
@@ -65,40 +78,78 @@ lengths = np.array([2, 3, 5, 10, 20, 40, 80, 160])
 measured = {"layer": [], "one GD step (tuned to M)": [], "least squares": []}
 for M in lengths:
     X, y = task.at_examples(int(M)).sample(4000, random_state=int(M))
-    gd = PromptGradientStep(step=in_context_gd_step(int(M), covariance)).fit(X, y)
-    for name, estimator in zip(measured, (model, gd, PromptRidge().fit(X, y)), strict=True):
+    gd = PromptGradientStep(step=in_context_gd_step(int(M), covariance)).fit(
+        X, y
+    )
+    for name, estimator in zip(
+        measured, (model, gd, PromptRidge().fit(X, y)), strict=True
+    ):
         measured[name].append(np.mean((estimator.predict(X) - y) ** 2))
 fine = np.geomspace(2, 160, 60)
 formula = [in_context_risk(m, 20, covariance) for m in np.round(fine)]
 tuned = [
-    in_context_risk(m, m, covariance, preconditioner=in_context_gd_step(m, covariance) * np.eye(5))
+    in_context_risk(
+        m,
+        m,
+        covariance,
+        preconditioner=in_context_gd_step(m, covariance) * np.eye(5),
+    )
     for m in np.round(fine)
 ]
 
-fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(13, 3.8))
+fig, axes = plt.subplot_mosaic(
+    [["convergence", "matrix"], ["error", "error"]],
+    figsize=(10, 7.5),
+    layout="constrained",
+)
+ax0, ax1, ax2 = axes["convergence"], axes["matrix"], axes["error"]
 ax0.semilogy(np.arange(1, len(distance.errors_) + 1), distance.errors_)
 ax0.axhline(0.05, color="grey", linestyle=":", label="5%")
-ax0.set(xlabel="step", ylabel="||u U^T - Gamma^-1|| / ||Gamma^-1||", title="Convergence")
+ax0.set(
+    xlabel="step",
+    ylabel="||u U^T - Gamma^-1|| / ||Gamma^-1||",
+    title="Convergence",
+)
 ax0.legend()
 lim = np.abs(target).max()
-ax1.imshow(
+image = ax1.imshow(
     np.hstack([model.preconditioner_, np.full((5, 1), np.nan), target]),
     cmap="RdBu_r",
     vmin=-lim,
     vmax=lim,
 )
 ax1.set(title="preconditioner_  |  Gamma^-1", xticks=[], yticks=[])
+fig.colorbar(image, ax=ax1, shrink=0.8, label="entry")
 ax2.loglog(fine, formula, color="C0", label="layer, formula")
-ax2.loglog(fine, tuned, color="C1", linestyle="--", label="GD step tuned to M, formula")
-for (name, values), marker, color in zip(measured.items(), "o^s", ("C0", "C1", "C2"), strict=True):
+ax2.loglog(
+    fine, tuned, color="C1", linestyle="--", label="GD step tuned to M, formula"
+)
+for (name, values), marker, color in zip(
+    measured.items(), "o^s", ("C0", "C1", "C2"), strict=True
+):
     values = np.array(values)
     shown = values > 1e-6  # least squares is 0 (to rounding) from M = d
-    ax2.loglog(lengths[shown], values[shown], marker, color=color, label=f"{name}, measured")
-ax2.text(0.03, 0.04, "least squares: 0 from M = d = 5", transform=ax2.transAxes, color="C2")
+    ax2.loglog(
+        lengths[shown],
+        values[shown],
+        marker,
+        color=color,
+        label=f"{name}, measured",
+    )
+ax2.text(
+    0.03,
+    0.04,
+    "least squares: 0 from M = d = 5",
+    transform=ax2.transAxes,
+    color="C2",
+)
 ax2.axvline(20, color="grey", linestyle=":")
-ax2.set(xlabel="examples M in the test prompt", ylabel="mean squared error", title="Error vs M")
-ax2.legend(fontsize=7)
-fig.tight_layout()
+ax2.set(
+    xlabel="examples M in the test prompt",
+    ylabel="mean squared error",
+    title="Error vs M",
+)
+ax2.legend(loc="upper right")
 plt.show()
 
 # %%

@@ -14,8 +14,11 @@ draws (``n_pe_samples``).
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-
-from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, isotropic_floor
+from stsq_learn import (
+    SparseTokenSelectionTask,
+    SparseTokenSelector,
+    isotropic_floor,
+)
 from stsq_learn.nn import positional_alignment
 
 # %%
@@ -25,7 +28,8 @@ from stsq_learn.nn import positional_alignment
 # the attention weights, the expected error of Gaussian tokens is the same
 # whatever their dimension.
 floor = isotropic_floor(seq_len=16, n_selected=3, width=64, random_state=0)
-print(floor)
+print(f"T=16, q=3, width 64: relative MSE {floor.relative_mse:.4f}", end=" ")
+print(f"+- {floor.std_error:.4f}, at gamma = {floor.gamma:.3g}")
 
 # %%
 # Train models of three widths
@@ -43,10 +47,12 @@ for m in widths:
     gamma = positional_alignment(model.key_query_, model.n_features_in_)["gamma"]
     floors[m] = isotropic_floor(16, 3, m, random_state=0)
     trained[m] = (error, gamma)
+    floor = floors[m]
     print(
-        f"width {m:>3}: relative MSE {error:.3f}, floor {floors[m].relative_mse:.3f} "
-        f"({error / floors[m].relative_mse:.2f} x), trained gamma {gamma:.2f}, "
-        f"best gamma {floors[m].gamma:.2f}"
+        f"width {m:>3}: relative MSE {error:.3f}, "
+        f"floor {floor.relative_mse:.3f} "
+        f"({error / floor.relative_mse:.2f} x); gamma {gamma:.2f}, "
+        f"best {floor.gamma:.2f}"
     )
 
 # %%
@@ -54,11 +60,20 @@ for m in widths:
 # function of gamma at each trained width (``floor.gammas`` and
 # ``floor.relative_mse_curve``), with each trained model's gamma marked.
 grid = [8, 16, 32, 64, 128, 256, 512]
-curve = [isotropic_floor(16, 3, m, n_samples=30_000, random_state=0).relative_mse for m in grid]
+curve = [
+    isotropic_floor(16, 3, m, n_samples=30_000, random_state=0).relative_mse
+    for m in grid
+]
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
 ax1.plot(grid, curve, "k-", label="isotropic floor")
-ax1.plot(widths, [trained[m][0] for m in widths], "o", ms=8, label="trained, 1500 steps")
+ax1.plot(
+    widths,
+    [trained[m][0] for m in widths],
+    "o",
+    ms=8,
+    label="trained, 1500 steps",
+)
 ax1.set_xscale("log", base=2)
 ax1.set_yscale("log")
 ax1.set(xlabel="width m", ylabel="relative MSE (1 - $R^2$)", title="T=16, q=3")
@@ -67,7 +82,12 @@ ax1.legend()
 for m, color in zip(widths, ["tab:blue", "tab:orange", "tab:green"]):
     f = floors[m]
     finite = np.isfinite(f.gammas) & (f.gammas > 0)
-    ax2.plot(f.gammas[finite], f.relative_mse_curve[finite], color=color, label=f"width {m}")
+    ax2.plot(
+        f.gammas[finite],
+        f.relative_mse_curve[finite],
+        color=color,
+        label=f"width {m}",
+    )
     ax2.axvline(trained[m][1], color=color, ls=":", lw=1)
 ax2.set_xscale("log")
 ax2.set_ylim(0, 1.2)

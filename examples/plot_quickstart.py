@@ -16,10 +16,11 @@ API, score it, and look inside: where does the fitted model put its attention?
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-
 from stsq_learn import SparseTokenSelector, make_sparse_token_selection
 
-X, y = make_sparse_token_selection(2000, seq_len=16, n_features=8, n_selected=3, random_state=0)
+X, y = make_sparse_token_selection(
+    2000, seq_len=16, n_features=8, n_selected=3, random_state=0
+)
 X_test, y_test = make_sparse_token_selection(
     1000, seq_len=16, n_features=8, n_selected=3, random_state=1
 )
@@ -32,7 +33,10 @@ print("selected positions of row 0:", np.flatnonzero(X[0, :, -1]))
 # ``score`` is the coefficient of determination R^2, which on this task is
 # 1 minus the relative mean squared error (0 is the trivial predictor 0).
 model = SparseTokenSelector(width=64, random_state=0).fit(X, y)
-print(f"R^2 at T=16: {model.score(X_test, y_test):.3f} after {model.n_iter_} epochs")
+print(
+    f"R^2 at T=16: {model.score(X_test, y_test):.3f} "
+    f"after {model.n_iter_} epochs"
+)
 
 # %%
 # The same fitted model reads rows four times longer than any it saw in
@@ -55,22 +59,29 @@ generator = torch.Generator().manual_seed(0)
 with torch.no_grad():
     attention = module.attention_weights(row, generator)[0, 0].numpy()
 
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6), layout="constrained")
 axes[0].plot(model.loss_curve_)
-axes[0].set(xlabel="epoch", ylabel="training loss", title="Training loss", yscale="log")
+axes[0].set(
+    xlabel="epoch", ylabel="training loss", title="Training loss", yscale="log"
+)
 
 y_pred = model.predict(X_test)
 axes[1].scatter(y_test[:, 0], y_pred[:, 0], s=4, alpha=0.5)
 lim = np.abs(y_test[:, 0]).max()
 axes[1].plot([-lim, lim], [-lim, lim], color="black", lw=1)
-axes[1].set(xlabel="true $y_1$", ylabel="predicted $y_1$", title="Test predictions (T=16)")
+axes[1].set(
+    xlabel="true $y_1$",
+    ylabel="predicted $y_1$",
+    title="Test predictions (T=16)",
+)
 
 selected = X_test[0, :, -1] == 1
 colors = np.where(selected, "tab:orange", "tab:blue")
 axes[2].bar(np.arange(16), attention, color=colors)
 axes[2].axhline(1 / 3, color="tab:orange", ls="--", lw=1, label="1/q")
-axes[2].set(xlabel="position t", ylabel="softmax weight", title="Attention on one row")
+axes[2].set(
+    xlabel="position t", ylabel="softmax weight", title="Attention on one row"
+)
 axes[2].set_xticks(range(0, 16, 3))
 axes[2].legend()
-fig.tight_layout()
 plt.show()

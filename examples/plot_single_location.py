@@ -18,8 +18,11 @@ point ``(k, v) = (+-v*, +-k*)``, whose risk here is *below* the oracle's.
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.linear_model import LinearRegression
-
-from stsq_learn import ErfAttentionRegressor, SingleLocationTask, SoftmaxAttentionRegressor
+from stsq_learn import (
+    ErfAttentionRegressor,
+    SingleLocationTask,
+    SoftmaxAttentionRegressor,
+)
 from stsq_learn.tasks.single_location.batch import fit_online_batch
 from stsq_learn.tasks.single_location.theory import (
     bayes_risk,
@@ -72,11 +75,19 @@ for (init, schedule, _, _), model in zip(settings, models):
 # schedule; from the manifold every seed reaches ``(k*, v*)``.
 k_star, v_star = task.directions
 swapped = swapped_point(task, 0.1)
-print(f"swapped point: risk {swapped['risk']:.4f}, oracle {swapped['oracle']:.4f} at lambda 0.1")
+print(
+    f"swapped point: risk {swapped['risk']:.4f}, "
+    f"oracle {swapped['oracle']:.4f} at lambda 0.1"
+)
 for (init, schedule), group in runs.items():
-    at_oracle = sum(min(abs(m.k_ @ k_star), abs(m.v_ @ v_star)) > 0.999 for m in group)
+    at_oracle = sum(
+        min(abs(m.k_ @ k_star), abs(m.v_ @ v_star)) > 0.999 for m in group
+    )
     at_swapped = sum(abs(m.k_ @ v_star) > 0.999 for m in group)
-    print(f"{init:8s} lambda {schedule:8s}: {at_oracle} at (k*, v*), {at_swapped} swapped")
+    print(
+        f"{init:8s} lambda {schedule:8s}: "
+        f"{at_oracle} at (k*, v*), {at_swapped} swapped"
+    )
 
 # %%
 # The baselines: the oracle ``(k*, v*)`` at the final temperature, the best
@@ -85,13 +96,26 @@ for (init, schedule), group in runs.items():
 decay = runs["manifold", "decay"][0]
 oracle = oracle_risk(task, decay.lambda_curve_[-1])
 linear = LinearRegression().fit(X.reshape(len(X), -1), y)
-linear_mse = np.mean((y_test - linear.predict(X_test.reshape(len(X_test), -1))) ** 2)
-softmax = SoftmaxAttentionRegressor(learning_rate_init=0.02, max_iter=300, random_state=0)
+linear_mse = np.mean(
+    (y_test - linear.predict(X_test.reshape(len(X_test), -1))) ** 2
+)
+softmax = SoftmaxAttentionRegressor(
+    learning_rate_init=0.02, max_iter=300, random_state=0
+)
 softmax.fit_online(task)
 softmax_mse = np.mean((y_test - softmax.predict(X_test)) ** 2)
-print(f"erf: final risk {decay.loss_curve_[-1]:.4f}, oracle at the final lambda {oracle:.4f}")
-print(f"best linear {linear_risk(task):.4f} (fitted: {linear_mse:.4f}); predicting 0: 0.5")
-print(f"Bayes (Monte Carlo) {bayes_risk(task, 10_000)[0]:.5f}; softmax attention {softmax_mse:.5f}")
+print(
+    f"erf: final risk {decay.loss_curve_[-1]:.4f}, "
+    f"oracle at the final lambda {oracle:.4f}"
+)
+print(
+    f"best linear {linear_risk(task):.4f} (fitted: {linear_mse:.4f}); "
+    "predicting 0: 0.5"
+)
+print(
+    f"Bayes (Monte Carlo) {bayes_risk(task, 10_000)[0]:.5f}; "
+    f"softmax attention {softmax_mse:.5f}"
+)
 
 # %%
 # Risk and alignments along training, every seed. The runs that reach
@@ -101,7 +125,7 @@ print(f"Bayes (Monte Carlo) {bayes_risk(task, 10_000)[0]:.5f}; softmax attention
 # the swapped point's, lower here. Softmax attention, whose query may grow
 # without bound, goes far below the erf predictor's floor, towards the Bayes
 # risk.
-fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(10, 5.2), layout="constrained")
 colors = {"sphere": "C0", "manifold": "C1"}
 styles = {"decay": "-", "constant": "--"}
 steps = np.arange(1, 3001)
@@ -113,7 +137,9 @@ for (init, schedule), group in runs.items():
         ax_a.plot(np.arange(1, 3002), np.abs(model.alignment_curve_[:, 0]), **kw)
 ax_r.axhline(linear_risk(task), color="k", ls=":", label="best linear predictor")
 ax_r.axhline(oracle, color="C2", ls="-.", label="oracle at the final lambda")
-ax_r.axhline(swapped["risk"], color="C4", ls="-.", label="swapped point (k = v*, v = k*)")
+ax_r.axhline(
+    swapped["risk"], color="C4", ls="-.", label="swapped point (k = v*, v = k*)"
+)
 ax_r.axhline(softmax_mse, color="C3", ls=":", label="softmax attention (test)")
 ax_r.set(
     xscale="log",
@@ -122,7 +148,9 @@ ax_r.set(
     ylabel="population risk",
     title="Risk of the erf predictor",
 )
-ax_r.legend(fontsize=8)
+fig.legend(
+    *ax_r.get_legend_handles_labels(), loc="outside lower center", ncols=2
+)
 ax_a.set(
     xscale="log",
     xlabel="step + 1",

@@ -14,7 +14,6 @@ training.
 # %%
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
-
 from stsq_learn import (
     LengthShiftScorer,
     SparseTokenAverager,
@@ -25,8 +24,12 @@ from stsq_learn import (
 )
 
 N, d, q = 16, 4, 3
-X, y = make_sparse_averaging(600, seq_len=N, n_features=d, n_selected=q, random_state=0)
-X_test, y_test = make_sparse_averaging(300, seq_len=N, n_features=d, n_selected=q, random_state=1)
+X, y = make_sparse_averaging(
+    600, seq_len=N, n_features=d, n_selected=q, random_state=0
+)
+X_test, y_test = make_sparse_averaging(
+    300, seq_len=N, n_features=d, n_selected=q, random_state=1
+)
 print("X:", X.shape, " y:", y.shape)
 print("position 0 averages positions", X[0, 0, d:].astype(int).tolist())
 
@@ -48,7 +51,8 @@ for m in widths:
     transferred.append(1 - zero_shot.score(X_test, y_test))
     floors.append(isotropic_floor(N, q, m).relative_mse)
     print(
-        f"width {m:>2}: trained {trained[-1]:.3f}  from STS {transferred[-1]:.3f}  "
+        f"width {m:>2}: trained {trained[-1]:.3f}  "
+        f"from STS {transferred[-1]:.3f}  "
         f"floor {floors[-1]:.3f}"
     )
 
@@ -58,13 +62,18 @@ for m in widths:
 factors = [1, 2, 4]
 shifted = {}
 for encoding in ("stochastic", "fixed"):
-    model = SparseTokenAverager(width=32, positional_encoding=encoding, random_state=0).fit(X, y)
+    model = SparseTokenAverager(
+        width=32, positional_encoding=encoding, random_state=0
+    ).fit(X, y)
     shifted[encoding] = [
-        LengthShiftScorer(factor=f, random_state=0)(model, X_test, y_test) for f in factors
+        LengthShiftScorer(factor=f, random_state=0)(model, X_test, y_test)
+        for f in factors
     ]
     print(
         f"{encoding:>10}: "
-        + "  ".join(f"N={f * N}: {s:.2f}" for f, s in zip(factors, shifted[encoding]))
+        + "  ".join(
+            f"N={f * N}: {s:.2f}" for f, s in zip(factors, shifted[encoding])
+        )
     )
 
 # %%
@@ -85,14 +94,21 @@ ax0.set(
     title=f"N={N}, q={q}, d={d}",
 )
 ax0.set_xticks(widths, [str(m) for m in widths])
-ax0.xaxis.set_minor_formatter(NullFormatter())  # only the chosen ticks are labelled
-ax0.yaxis.set_major_locator(LogLocator(subs=(1, 2, 3, 4, 5, 7)))  # 0.1, 0.2, ... as numbers
+ax0.xaxis.set_minor_formatter(
+    NullFormatter()
+)  # only the chosen ticks are labelled
+ax0.yaxis.set_major_locator(
+    LogLocator(subs=(1, 2, 3, 4, 5, 7))
+)  # 0.1, 0.2, ... as numbers
 ax0.yaxis.set_major_formatter(FormatStrFormatter("%.2g"))
 ax0.yaxis.set_minor_formatter(NullFormatter())
 ax0.legend()
 for encoding, marker in (("stochastic", "o"), ("fixed", "s")):
     ax1.plot(
-        [f * N for f in factors], shifted[encoding], marker=marker, label=f"{encoding} encodings"
+        [f * N for f in factors],
+        shifted[encoding],
+        marker=marker,
+        label=f"{encoding} encodings",
     )
 ax1.set(
     xscale="log",

@@ -21,7 +21,6 @@ import numpy as np
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
-
 from stsq_learn import (
     SparseTokenClassificationTask,
     SparseTokenClassifier,
@@ -29,7 +28,9 @@ from stsq_learn import (
     make_pooled_logistic,
 )
 
-task = SparseTokenClassificationTask(seq_len=64, n_features=8, signal=3.0, random_state=0)
+task = SparseTokenClassificationTask(
+    seq_len=64, n_features=8, signal=3.0, random_state=0
+)
 X, y = task.sample(600, random_state=0)
 X_test, y_test = task.sample(2000, random_state=1)
 print("X:", X.shape, " positives:", int(y.sum()), "of", len(y))
@@ -44,7 +45,11 @@ search = GridSearchCV(
     cv=StratifiedKFold(3, shuffle=True, random_state=0),
 )
 search.fit(X, y)
-print("best:", search.best_params_, f"cross-validated ROC AUC {search.best_score_:.3f}")
+print(
+    "best:",
+    search.best_params_,
+    f"cross-validated ROC AUC {search.best_score_:.3f}",
+)
 
 # %%
 # The two linear baselines are scikit-learn pipelines: a transformer that
@@ -52,13 +57,16 @@ print("best:", search.best_params_, f"cross-validated ROC AUC {search.best_score
 models = {
     "attention": search.best_estimator_,
     "flattened + logistic": make_flat_logistic(C=1.0, max_iter=1000).fit(X, y),
-    "mean token + logistic": make_pooled_logistic(C=1.0, max_iter=1000).fit(X, y),
+    "mean token + logistic": make_pooled_logistic(C=1.0, max_iter=1000).fit(
+        X, y
+    ),
 }
 for name, model in models.items():
     proba = model.predict_proba(X_test)[:, 1]
     print(
         f"{name:>22}: accuracy {model.score(X_test, y_test):.3f}, "
-        f"ROC AUC {roc_auc_score(y_test, proba):.3f}, Brier {brier_score_loss(y_test, proba):.3f}"
+        f"ROC AUC {roc_auc_score(y_test, proba):.3f}, "
+        f"Brier {brier_score_loss(y_test, proba):.3f}"
     )
 
 # %%
@@ -70,8 +78,12 @@ for name, model in models.items():
     frac, mean = calibration_curve(y_test, proba, n_bins=10, strategy="quantile")
     ax_cal.plot(mean, frac, "o-", label=name)
 ax_cal.plot([0, 1], [0, 1], "k:", label="calibrated")
-ax_cal.set(xlabel="predicted probability", ylabel="fraction of positives", title="Calibration")
-ax_cal.legend(fontsize=8)
+ax_cal.set(
+    xlabel="predicted probability",
+    ylabel="fraction of positives",
+    title="Calibration",
+)
+ax_cal.legend()
 
 # %%
 # Where the attention looks: its weights on the tokens of a few positive

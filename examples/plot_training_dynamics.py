@@ -24,13 +24,14 @@ of the step, a preconditioning of ours.)
 # %%
 import matplotlib.pyplot as plt
 import torch
-
 from stsq_learn import SparseTokenSelectionTask
 from stsq_learn.nn import AttentionSelector, SquaredError, positional_alignment
 
 task = SparseTokenSelectionTask(seq_len=16, n_features=8, n_selected=3)
 width = 32
-model = AttentionSelector(task.n_features, width, positional_encoding="stochastic")
+model = AttentionSelector(
+    task.n_features, width, positional_encoding="stochastic"
+)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
 loss_fn = SquaredError()
 generator = torch.Generator().manual_seed(0)
@@ -40,7 +41,9 @@ for step in range(601):
     X, y = task.sample_torch(256, generator=generator)
     loss = loss_fn(model(X, generator=generator), y)
     if step % 5 == 0:
-        stats = positional_alignment(model.key_query.detach().numpy(), task.n_features)
+        stats = positional_alignment(
+            model.key_query.detach().numpy(), task.n_features
+        )
         history["step"].append(step)
         history["loss"].append(loss.item() / task.trivial_mse)  # relative MSE
         for key, value in stats.items():
@@ -60,16 +63,27 @@ print(
 # lower, positional block is a bright diagonal; its top ``d = 8`` rows, the
 # token block, stay pale.
 W = model.key_query.detach().numpy()
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+fig, axes = plt.subplot_mosaic(
+    [["loss", "W"], ["align", "W"]], figsize=(10, 6.5), layout="constrained"
+)
+axes = [axes["loss"], axes["align"], axes["W"]]
 axes[0].plot(history["step"], history["loss"])
-axes[0].set(xlabel="step", ylabel="relative MSE (batch)", title="Loss", yscale="log")
+axes[0].set(
+    xlabel="step", ylabel="relative MSE (batch)", title="Loss", yscale="log"
+)
 
 axes[1].plot(history["step"], history["cos"], label=r"$\cos(W_{pp}, I)$")
-axes[1].set(xlabel="step", ylabel="cosine", title="Alignment and scale", ylim=(0, 1.05))
+axes[1].set(
+    xlabel="step", ylabel="cosine", title="Alignment and scale", ylim=(0, 1.05)
+)
 twin = axes[1].twinx()
-twin.plot(history["step"], history["gamma"], color="tab:orange", label=r"$\gamma$")
+twin.plot(
+    history["step"], history["gamma"], color="tab:orange", label=r"$\gamma$"
+)
 twin.set_ylabel(r"$\gamma = \mathrm{tr}(W_{pp}) / m$")
-handles = axes[1].get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+handles = (
+    axes[1].get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+)
 axes[1].legend(handles=handles, loc="lower right")
 
 limit = abs(W).max()
@@ -77,5 +91,4 @@ image = axes[2].imshow(W, cmap="RdBu_r", vmin=-limit, vmax=limit)
 axes[2].axhline(task.n_features - 0.5, color="black", lw=0.8)
 axes[2].set(title="Learned W (token rows on top)", xlabel="column", ylabel="row")
 fig.colorbar(image, ax=axes[2], shrink=0.8)
-fig.tight_layout()
 plt.show()

@@ -17,14 +17,16 @@ good at T=8 from width 256 on, fails at T=32 even with 1024 units.
 
 # %%
 import matplotlib.pyplot as plt
-
 from stsq_learn import FCNSelector, SparseTokenSelectionTask, SparseTokenSelector
 
 n_features, n_selected = 4, 2
 seq_lens = [8, 32]
 grids = {
     "transformer": (SparseTokenSelector(random_state=0), [4, 16, 64]),
-    "fcn": (FCNSelector(learning_rate_init=3e-3, random_state=0), [64, 256, 1024]),
+    "fcn": (
+        FCNSelector(learning_rate_init=3e-3, random_state=0),
+        [64, 256, 1024],
+    ),
 }
 
 scores = {name: {} for name in grids}
@@ -33,12 +35,16 @@ for T in seq_lens:
     X_val, y_val = task.sample(1000, random_state=1)
     for name, (estimator, widths) in grids.items():
         scores[name][T] = [
-            estimator.set_params(width=w).fit_online(task, n_steps=300).score(X_val, y_val)
+            estimator.set_params(width=w)
+            .fit_online(task, n_steps=300)
+            .score(X_val, y_val)
             for w in widths
         ]
         print(
             f"{name:>11} T={T:>2}: "
-            + "  ".join(f"w={w}: {s:.2f}" for w, s in zip(widths, scores[name][T]))
+            + "  ".join(
+                f"w={w}: {s:.2f}" for w, s in zip(widths, scores[name][T])
+            )
         )
 
 # %%
@@ -54,7 +60,13 @@ for ax, (name, (_, widths)) in zip(axes, grids.items()):
         line = ax.plot(widths, scores[name][T], marker=marker, label=f"T={T}")[0]
         if name == "fcn":
             size = T * (n_features + 1)
-            ax.axvline(size, color=line.get_color(), ls=":", lw=1, label=f"input size {size}")
+            ax.axvline(
+                size,
+                color=line.get_color(),
+                ls=":",
+                lw=1,
+                label=f"input size {size}",
+            )
     ax.set_xscale("log", base=2)
     ax.set_xticks(widths, [str(w) for w in widths])
     ax.set(xlabel="width", ylim=(-0.05, 1.05))

@@ -18,11 +18,16 @@ search picks the widest.
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.model_selection import validation_curve
-
-from stsq_learn import SparseTokenSelector, isotropic_floor, make_sparse_token_selection
+from stsq_learn import (
+    SparseTokenSelector,
+    isotropic_floor,
+    make_sparse_token_selection,
+)
 
 T, d, q = 16, 8, 3
-X, y = make_sparse_token_selection(2000, seq_len=T, n_features=d, n_selected=q, random_state=0)
+X, y = make_sparse_token_selection(
+    2000, seq_len=T, n_features=d, n_selected=q, random_state=0
+)
 widths = [4, 16, 64, 256]
 
 train_scores, test_scores = validation_curve(
@@ -36,14 +41,19 @@ train_scores, test_scores = validation_curve(
 error = 1 - test_scores.mean(axis=1)  # relative MSE = 1 - R^2 on this task
 floor = [isotropic_floor(T, q, m, random_state=0).relative_mse for m in widths]
 for m, e, f in zip(widths, error, floor):
-    print(f"width {m:4d}: cross-validated 1 - R^2 {e:.3f}, floor {f:.3f}, ratio {e / f:.2f}")
+    print(
+        f"width {m:4d}: cross-validated 1 - R^2 {e:.3f}, "
+        f"floor {f:.3f}, ratio {e / f:.2f}"
+    )
 
 # %%
 # What ``"auto"`` resolved to is recorded on the fitted model:
 model = SparseTokenSelector(width=256, random_state=0).fit(X, y)
 print(
-    f"solver_={model.solver_!r}, learning_rate_init_={model.learning_rate_init_:.3g}, "
-    f"token_block_rate_={model.token_block_rate_:.3g}, planned_steps_={model.planned_steps_}, "
+    f"solver_={model.solver_!r}, "
+    f"learning_rate_init_={model.learning_rate_init_:.3g}, "
+    f"token_block_rate_={model.token_block_rate_:.3g}, "
+    f"planned_steps_={model.planned_steps_}, "
     f"epochs run: {model.n_iter_}"
 )
 

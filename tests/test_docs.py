@@ -15,35 +15,55 @@ API = DOCS / "api.rst"
 pytestmark = pytest.mark.skipif(not API.exists(), reason="docs/ is not part of this checkout")
 
 
-def _autosummary_entries(text):
-    """Names listed in the autosummary blocks of an rst source, with their module."""
-    entries, module, in_block = set(), None, False
-    for line in text.splitlines():
-        current = re.match(r"\.\. currentmodule:: (\S+)", line)
+_ENTRY_DIRECTIVE = re.compile(
+    r"\.\. (?:py:)?(?:data|autodata|autoclass|autofunction|function|class):: (\S+)"
+)
+
+
+def _autosummary_entries(text, toctree_only=False):
+    """Names an rst source gives an entry, with their module: those listed in its
+    autosummary blocks (only the blocks with a ``:toctree:``, which make pages, if
+    ``toctree_only``) and those of its ``data``/``autoclass``/... directives."""
+    entries, module, block, has_toctree = [], None, None, False
+    for line in [*text.splitlines(), "<end>"]:
+        if block is not None and line.strip() and not line.startswith(" "):
+            if has_toctree or not toctree_only:  # the block ends: its entries count
+                entries += block
+            block = None
+        current = re.match(r"\.\. (?:current)?module:: (\S+)", line)
         if current:
             module = current.group(1)
+        directive = _ENTRY_DIRECTIVE.match(line)
+        if directive and not toctree_only:
+            entries.append(f"{module}.{directive.group(1)}")
         if line.startswith(".. autosummary::"):
-            in_block = True
-            continue
-        if in_block:
-            if line and not line.startswith(" "):
-                in_block = False
-            elif line.strip() and not line.strip().startswith(":"):
-                entries.add(f"{module}.{line.strip().lstrip('~')}")
+            block, has_toctree = [], False
+        elif block is not None and line.strip().startswith(":toctree:"):
+            has_toctree = True
+        elif block is not None and line.strip() and not line.strip().startswith(":"):
+            block.append(f"{module}.{line.strip().lstrip('~')}")
     return entries
 
 
-def _api_text():
-    """api.rst with the lists conf.py writes from the registry in place of their include."""
+def _registry_lists():
+    """docs/_registry.py, loaded as conf.py loads it."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_registry", DOCS / "_registry.py")
     lists = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lists)
-    include = ".. include:: api_lists.rst\n   :start-line: 2"
+    return lists
+
+
+def _api_text():
+    """api.rst with the lists conf.py writes from the registry in place of their includes."""
+    lists = _registry_lists()
     text = API.read_text()
-    assert include in text
-    return text.replace(include, lists.api_lists())
+    for name, made in zip(lists.FILES, (lists.api_lists(), lists.experiment_lists())):
+        include = f".. include:: {name}\n"
+        assert text.count(include) == 1, f"api.rst includes {name} once"
+        text = text.replace(include, made + "\n")
+    return text
 
 
 def _public_names(module):
@@ -53,25 +73,39 @@ def _public_names(module):
 def test_autosummary_parser_reads_blocks():
     text = (
         ".. currentmodule:: pkg\n\n.. autosummary::\n   :toctree: generated/\n\n   A\n   b\n\n"
-        "Prose A2\n\n.. currentmodule:: pkg.sub\n\n.. autosummary::\n\n   C\n"
+        "Prose A2\n\n.. currentmodule:: pkg.sub\n\n.. autosummary::\n\n   C\n\n"
+        ".. py:data:: D\n\n   Text.\n\n.. module:: pkg.mod\n\n.. autoclass:: E\n"
     )
-    assert _autosummary_entries(text) == {"pkg.A", "pkg.b", "pkg.sub.C"}
+    expected = {"pkg.A", "pkg.b", "pkg.sub.C", "pkg.sub.D", "pkg.mod.E"}
+    assert set(_autosummary_entries(text)) == expected
+    assert _autosummary_entries(text, toctree_only=True) == ["pkg.A", "pkg.b"]
 
 
-def test_every_public_name_is_in_the_api_page():
-    entries = _autosummary_entries(_api_text())
-    missing = [n for n in _public_names(stsq_learn) if f"stsq_learn.{n}" not in entries]
-    assert not missing, f"docs/api.rst lacks autosummary entries for {missing}"
+@pytest.mark.parametrize("module", ["stsq_learn", "stsq_learn.studies", "stsq_learn.experiments"])
+def test_every_public_name_has_an_entry(module):
+    """Every name of ``__all__`` (data such as ``__version__`` or ``SIZES`` included)
+    has an entry of the API page, where it lives or where its home module lists it."""
+    package = importlib.import_module(module)
+    entries = set(_autosummary_entries(_api_text()))
+    missing = [
+        name
+        for name in package.__all__
+        if f"{module}.{name}" not in entries
+        and not _listed_elsewhere(getattr(package, name), name, entries)
+    ]
+    assert not missing, f"docs/api.rst lacks entries for {module}.{missing}"
 
 
 def test_every_nn_name_is_in_the_api_page():
-    entries = _autosummary_entries(_api_text())
+    entries = set(_autosummary_entries(_api_text()))
     missing = [n for n in _public_names(stsq_learn.nn) if f"stsq_learn.nn.{n}" not in entries]
     assert not missing, f"docs/api.rst lacks autosummary entries for stsq_learn.nn.{missing}"
 
 
 def _listed_elsewhere(obj, name, entries):
     """Whether ``obj`` is listed under its own name in another module's block (a re-export)."""
+    if isinstance(obj, (str, int, float, tuple, dict)):  # data: only its own entry counts
+        return False
     for entry in entries:
         module, _, listed = entry.rpartition(".")
         if listed == name and getattr(importlib.import_module(module), name, None) is obj:
@@ -89,31 +123,80 @@ def test_a_reexport_counts_where_its_home_lists_it():
     assert not _listed_elsewhere(sweep, "Work", entries)
 
 
-def test_experiments_functions_are_in_the_api_page():
-    experiments = pytest.importorskip("stsq_learn.experiments")
-    entries = _autosummary_entries(_api_text())
-    names = [n for n in _public_names(experiments) if callable(getattr(experiments, n))]
-    missing = [
-        n
-        for n in names
-        if f"stsq_learn.experiments.{n}" not in entries
-        and not _listed_elsewhere(getattr(experiments, n), n, entries)
-    ]
-    assert not missing, f"docs/api.rst lacks entries for stsq_learn.experiments.{missing}"
-
-
 @pytest.mark.parametrize(
-    "module", ["stsq_learn.engine.batch_reuse", "stsq_learn.engine.members", "stsq_learn.studies"]
+    "module",
+    ["stsq_learn.engine.batch_reuse", "stsq_learn.engine.members", "stsq_learn.nn.members"],
 )
 def test_module_names_are_in_the_api_page(module):
-    names = [n for n in importlib.import_module(module).__all__ if not n.isupper()]
-    entries = _autosummary_entries(_api_text())
+    names = importlib.import_module(module).__all__
+    entries = set(_autosummary_entries(_api_text()))
     missing = [n for n in names if f"{module}.{n}" not in entries]
     assert not missing, f"docs/api.rst lacks entries for {module}.{missing}"
 
 
-def test_version_is_mentioned():
-    assert "stsq_learn.__version__" in API.read_text()
+def _sources():
+    """The rst documents Sphinx reads: docs/**/*.rst less build outputs and the
+    registry's lists (included by api.rst, not documents)."""
+    lists = _registry_lists()
+    skip = ("_build", "generated", "auto_examples", "_templates")
+    return {
+        path.relative_to(DOCS).with_suffix("").as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(DOCS.rglob("*.rst"))
+        if path.relative_to(DOCS).parts[0] not in skip and path.name not in lists.FILES
+    }
+
+
+def _toctree_children(name, text):
+    """The documents a source's toctree directives name (resolved like Sphinx does)."""
+    children, in_tree = [], False
+    base = name.rpartition("/")[0]
+    for line in text.splitlines():
+        if re.match(r"\s*\.\. toctree::", line):
+            in_tree = True
+            continue
+        if in_tree:
+            if line.strip() and not line.startswith(" "):
+                in_tree = False
+            elif line.strip() and not line.strip().startswith(":"):
+                entry = line.strip()
+                entry = entry[1:] if entry.startswith("/") else f"{base}/{entry}".lstrip("/")
+                children.append(entry)
+    return children
+
+
+def test_no_orphan_page():
+    """Every document is reached from the root's toctree, none is marked ``:orphan:``,
+    and the registry's lists are included, not documents (conf.py excludes them)."""
+    sources = _sources()
+    reached, todo = set(), ["index"]
+    while todo:
+        doc = todo.pop()
+        if doc in reached or doc not in sources:
+            continue
+        reached.add(doc)
+        todo += _toctree_children(doc, sources[doc])
+    assert sorted(set(sources) - reached) == []
+    assert [doc for doc, text in sources.items() if ":orphan:" in text] == []
+    conf = (DOCS / "conf.py").read_text()
+    assert re.search(r"exclude_patterns = \[[^\]]*\*_registry\.FILES", conf)
+    lists = _registry_lists()
+    for made in (lists.api_lists(), lists.experiment_lists()):
+        assert ":orphan:" not in made
+
+
+def test_every_api_page_sits_in_one_toctree():
+    """An entry's page has one parent (its navigation sidebar shows its siblings):
+    no name is in two autosummary blocks that make pages, across every source."""
+    lists = _registry_lists()
+    texts = [*_sources().values(), lists.api_lists(), lists.experiment_lists()]
+    entries = [entry for text in texts for entry in _autosummary_entries(text, toctree_only=True)]
+    twice = sorted({entry for entry in entries if entries.count(entry) > 1})
+    assert twice == []
+    assert "stsq_learn.SparseTokenSelector" in entries
+
+
+def test_version_has_an_entry():
+    assert "stsq_learn.__version__" in _autosummary_entries(API.read_text())
 
 
 def test_every_example_has_a_title_and_prose():
@@ -204,3 +287,553 @@ def test_the_readme_and_the_install_page_tell_one_story():
         assert 'pip install ".[ray]"' in words and "not published on a package index" in words
         for extra in ("test", "docs", "distributed", "ray"):
             assert re.search(rf"``{extra}``|`{extra}` \(", words), extra
+
+
+# -- Code blocks fit the content column at 1440 px ------------------------------------
+# pydata-sphinx-theme at a 1440 x 900 window: a code block of a page's column is
+# 718 px wide, one in a docstring (an API page's <dd>) 686 px, each with 16 px of
+# padding either side; code is set at 14 px in the theme's monospace stack, whose
+# widest common members (DejaVu Sans Mono, Menlo, SF Mono) advance 0.602 em a
+# character: 8.43 px. A block nested in a list or a field (indented in its source)
+# loses another 32 px. Checked in headless Chromium: a line of 81 characters fits a
+# page's block, one of 82 overflows it (scrollWidth > clientWidth).
+CHAR_PX = 0.602 * 14
+PAGE_COLUMNS = int((718 - 32) / CHAR_PX)  # 81
+DOCSTRING_COLUMNS = int((686 - 32) / CHAR_PX)  # 77
+NESTED_PX = 32
+
+_CODE_DIRECTIVE = re.compile(
+    r"^(\s*)\.\. (?:code-block|code|sourcecode|doctest|testcode|testoutput|parsed-literal)::"
+)
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip())
+
+
+def _indented_block(lines, start, base):
+    """``(line number, text)`` of the lines from ``start`` indented deeper than ``base``,
+    blank lines and the directive's options left out, and the index after them."""
+    block, i = [], start
+    while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > base):
+        block.append((i + 1, lines[i]))
+        i += 1
+    body = [(n, line) for n, line in block if line.strip()]
+    if body and body[0][1].lstrip().startswith(":"):  # options, up to the first blank line
+        first_blank = next((n for n, line in block if not line.strip()), None)
+        body = [(n, line) for n, line in body if first_blank is not None and n > first_blank]
+    return body, i
+
+
+_LIST_ITEM = re.compile(r"\s*(?:[*+-]|\d+\.|#\.)\s+")
+
+
+def code_lines(text):
+    """``(line number, columns, nested)`` of every line of the code blocks of an rst text:
+    literal blocks (``::``), code directives and doctest blocks (``>>>``); columns are
+    counted from the block's left edge, ``nested`` says the block sits in a list, a
+    field or a directive (its paragraph or directive is indented in the source)."""
+    lines = text.splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        directive = _CODE_DIRECTIVE.match(line)
+        literal = line.rstrip().endswith("::") and not re.match(r"\s*\.\. ", line)
+        doctest = line.lstrip().startswith(">>>")
+        if directive or literal:
+            item = _LIST_ITEM.match(line)
+            nested = (len(item.group(0)) if item else _indent(line)) > 0
+            body, end = _indented_block(lines, i + 1, _indent(line))
+            if body:
+                left = min(_indent(b) for _, b in body)
+                out += [(n, len(b.rstrip()) - left, nested) for n, b in body]
+            i = max(end, i + 1)
+        elif doctest:
+            base = _indent(line)
+            while i < len(lines) and lines[i].strip():
+                out.append((i + 1, len(lines[i].rstrip()) - base, base > 0))
+                i += 1
+        else:
+            i += 1
+    return out
+
+
+def test_code_lines_reads_every_kind_of_block():
+    text = "\n".join(
+        [
+            "Prose::",  # 1
+            "",
+            "    literal line",  # 3
+            "",
+            ".. code-block:: python",  # 5
+            "   :caption: x",
+            "",
+            "   code = 1",  # 8
+            "",
+            ">>> doctest",  # 10
+            "output",  # 11
+            "",
+            "* item::",  # 13
+            "",
+            "      nested",  # 15
+        ]
+    )
+    assert code_lines(text) == [
+        (3, 12, False),
+        (8, 8, False),
+        (10, 11, False),
+        (11, 6, False),
+        (15, 6, True),
+    ]
+
+
+def _limit(columns, nested):
+    return columns - (int(NESTED_PX / CHAR_PX) if nested else 0)
+
+
+def _too_long_in_rst():
+    """``{page: [line text, ...]}`` of the code lines of docs/**/*.rst too wide for it."""
+    found = {}
+    for doc, text in _sources().items():
+        lines = text.splitlines()
+        for number, columns, nested in code_lines(text):
+            if columns > _limit(PAGE_COLUMNS, nested):
+                found.setdefault(f"docs/{doc}.rst", []).append(lines[number - 1].strip())
+    return found
+
+
+def _documented_objects():
+    """``{qualified name: docstring}`` of every object whose docstring an API page
+    shows: each entry, and a class's methods and properties (inherited ones too,
+    once, under the name of the class that defines them)."""
+    import inspect
+
+    text = _api_text()
+    seen = {}
+    for module in re.findall(r"^\.\. automodule:: (\S+)", text, re.M):  # on the API page
+        seen[module] = inspect.getdoc(importlib.import_module(module))
+    for entry in set(_autosummary_entries(text)):  # autoclass entries too
+        module = entry
+        while True:  # the longest importable prefix, then attributes
+            module = module.rpartition(".")[0]
+            try:
+                obj = importlib.import_module(module)
+                break
+            except ImportError:
+                continue
+        for part in entry[len(module) + 1 :].split("."):
+            obj = getattr(obj, part)
+        objects = [obj]
+        if inspect.isclass(obj):
+            for name in dir(obj):
+                owner = next((k for k in obj.__mro__ if name in vars(k)), None)
+                if name.startswith("_") or owner is None:
+                    continue
+                member = vars(owner)[name]
+                member = getattr(member, "fget", None) or getattr(member, "__func__", member)
+                if callable(member):
+                    objects.append(member)
+        for member in objects:
+            home = getattr(member, "__module__", None) or ""
+            if home.startswith("stsq_learn") and member.__doc__:
+                seen[f"{home}.{getattr(member, '__qualname__', entry)}"] = inspect.getdoc(member)
+    return seen
+
+
+def _too_long_in_docstrings():
+    """``{object: [line text, ...]}`` of the code lines of the docstrings autodoc renders."""
+    found = {}
+    for key, doc in _documented_objects().items():
+        lines = doc.splitlines()
+        for number, columns, nested in code_lines(doc):
+            if columns > _limit(DOCSTRING_COLUMNS, nested):
+                found.setdefault(key, []).append(lines[number - 1].strip())
+    return found
+
+
+def _too_long_in_examples():
+    """``{example: [line text, ...]}`` of the gallery's code lines too wide for a page
+    (the module docstring and the text cells, ``# %%`` and its comment lines, are prose)."""
+    import ast
+
+    found = {}
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        first = ast.parse(source).body[0]
+        after_docstring = first.end_lineno if isinstance(first, ast.Expr) else 0
+        in_text_cell = False
+        for number, line in enumerate(source.splitlines(), 1):
+            if line.startswith("# %%"):
+                in_text_cell = True
+            elif not (in_text_cell and line.startswith("#")):
+                in_text_cell = False
+                if number > after_docstring and len(line.rstrip()) > PAGE_COLUMNS:
+                    found.setdefault(f"examples/{path.name}", []).append(line.strip())
+    return found
+
+
+# Lines still too wide, in pages and docstrings being rewritten on other branches
+# (keyed by page, or by the object whose docstring holds them; each line by its
+# first characters): to be wrapped where they are written. Each entry is checked to
+# be still there and still too wide, so that the list only shrinks.
+KNOWN_TOO_WIDE = {
+    "stsq_learn.distributed.TorchThreads": [
+        ">>> with LocalCluster(n_workers=1, threads_per_worker=1) ",
+        "...     client.submit(torch.get_num_threads, pure=False).",
+    ],
+    "docs/user_guide/classification.rst": [
+        ">>> from stsq_learn import SparseTokenClassificationTask",
+    ],
+    "docs/user_guide/encodings.rst": [
+        "result = encoding_families(n_steps=1500, codebook_factor",
+        "model = SparseTokenSelector(width=64, positional_encodin",
+    ],
+    "docs/user_guide/in_context.rst": [
+        ">>> X, y = make_in_context_regression(1000, n_examples=2",
+        ">>> bool(np.linalg.norm(model.preconditioner_ - target) ",
+    ],
+    "docs/user_guide/reproduce.rst": [
+        "stsq-learn reproduce --full --plan     # fits, steps and",
+        "stsq-learn reproduce --gpu             # longer sequence",
+        "stsq-learn reproduce --quick --check   # does this machi",
+        "outcome.ok, outcome.mismatches              # (True, [])",
+        "stsq-learn fit --task retrieval --n-selected 2 --n-featu",
+        "stsq-learn fit --import my_tasks.py --task triple_sum --",
+        "result = length_generalization(estimator=SparseTokenSele",
+    ],
+    "docs/user_guide/single_location.rst": [
+        "X, y = task.sample(1000, random_state=0)                ",
+        "est = ErfAttentionRegressor(learning_rate_init=0.004, la",
+        "models = fit_online_seeds(est, task, random_states=range",
+    ],
+    "stsq_learn.encodings.sampling.randomized_positions": [
+        ">>> idx = randomized_positions(2, 3, 10, generator=torch",
+    ],
+    "stsq_learn.engine.batch_reuse.reuse_batches": [
+        "...         _ = SparseTokenSelector(width, random_state=",
+    ],
+    "stsq_learn.engine.batch_reuse.reusing_batches": [
+        "...         SparseTokenSelector(width, random_state=0).f",
+        ">>> two_widths(SparseTokenSelectionTask(seq_len=8, n_fea",
+    ],
+    "stsq_learn.engine.members.fit_members": [
+        ">>> X, y = make_sparse_token_selection(200, seq_len=8, n",
+        ">>> fitted = fit_members([clone(est).set_params(random_s",
+    ],
+    "stsq_learn.experiments._check.check_reference": [
+        '>>> check_reference(reproduce("tiny", only="convergence"',
+    ],
+    "stsq_learn.experiments._reproduce.plan": [
+        '>>> est["in_context_regression"]["seeds"], est["in_conte',
+    ],
+    "stsq_learn.experiments._result.ExperimentResult": [
+        '...                     "param_seq_len": [4, 8, 4, 8], "',
+    ],
+    "stsq_learn.experiments._settings.Settings": [
+        "sklearn.utils._param_validation.InvalidParameterError: T",
+    ],
+    "stsq_learn.io.persistence.save_model": [
+        ">>> model = SparseTokenSelector(width=16, max_iter=5, ra",
+    ],
+    "stsq_learn.metrics.averaging_accuracy": [
+        ">>> averaging_accuracy([[[1.0, 0.0], [0.0, 1.0]]], [[[1.",
+        ">>> scorer = make_scorer(averaging_accuracy, epsilon=0.5",
+    ],
+    "stsq_learn.metrics.worst_position_error": [
+        ">>> worst_position_error([[[1.0, 0.0], [0.0, 1.0]]], [[[",
+    ],
+    "stsq_learn.regressors.AttentionRegressor": [
+        '>>> model = AttentionRegressor(task="averaging", width=1',
+    ],
+    "stsq_learn.scoring.LengthShiftScorer": [
+        ">>> model = SparseTokenSelector(width=16, max_iter=20, r",
+    ],
+    "stsq_learn.studies.display.BandDisplay": [
+        ">>> sorted(display.lines_), display.ax_.get_xscale(), di",
+    ],
+    "stsq_learn.studies.laws.Law.median": [
+        '>>> laws = [fit_law([4, 8, 16], [b, 2 * b, 3 * b], "log2',
+    ],
+    "stsq_learn.studies.laws.fit_laws": [
+        '>>> table = StudyTable({"seed": [0, 0, 0, 1, 1, 1], "par',
+        '>>> {s: round(law.params["b"], 9) for s, law in fit_laws',
+    ],
+    "stsq_learn.studies.plan.planning": [
+        "...     table = length_curve(SparseTokenSelector(width=8",
+    ],
+    "stsq_learn.studies.search.minimal_width": [
+        ">>> table = minimal_width(SparseTokenSelector(), SparseT",
+        "...                       [2, 4, 8, 16], target=0.5, see",
+        '>>> bool(table["reached"][0]), float(table["value"][0]) ',
+    ],
+    "stsq_learn.studies.search.search_threshold": [
+        ">>> table = search_threshold(SparseTokenSelector(), Spar",
+        '...                          "width", [2, 4, 8, 16], tar',
+    ],
+    "stsq_learn.studies.seeds.stream_seed": [
+        '>>> stream_seed(0, "test") == stream_seed(0, "test") != ',
+    ],
+    "stsq_learn.studies.sweep.length_curve": [
+        ">>> table = length_curve(SparseTokenSelector(width=16), ",
+    ],
+    "stsq_learn.studies.sweep.training_curve": [
+        "...     return positional_alignment(est.key_query_, est.",
+        ">>> table = training_curve(SparseTokenSelector(width=16)",
+    ],
+    "stsq_learn.studies.table.StudyTable": [
+        '...                     "param_seq_len": [8, 8, 8], "sco',
+    ],
+    "stsq_learn.tasks.averaging.estimators.SparseTokenAverager.from_selector": [
+        "...                         make_sparse_averaging, make_",
+    ],
+    "stsq_learn.tasks.classification.baselines.make_flat_logistic": [
+        ">>> from stsq_learn import make_flat_logistic, make_spar",
+        ">>> X, y = make_sparse_token_classification(200, 8, 4, s",
+    ],
+    "stsq_learn.tasks.classification.baselines.make_pooled_logistic": [
+        ">>> from stsq_learn import make_pooled_logistic, make_sp",
+        ">>> X, y = make_sparse_token_classification(200, 8, 4, s",
+    ],
+    "stsq_learn.tasks.classification.estimators.SparseTokenClassifier": [
+        ">>> from stsq_learn import SparseTokenClassifier, make_s",
+    ],
+    "stsq_learn.tasks.classification.experiment.SparseTokenClassificationSettings": [
+        ">>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16",
+    ],
+    "stsq_learn.tasks.classification.experiment.sparse_token_classification": [
+        '...     "tiny", seeds=1, n_bisect=1, alignment_features=',
+    ],
+    "stsq_learn.tasks.classification.task.SparseTokenClassificationTask": [
+        ">>> task = SparseTokenClassificationTask(seq_len=16, n_f",
+    ],
+    "stsq_learn.tasks.classification.task.make_sparse_token_classification": [
+        ">>> X, y = make_sparse_token_classification(200, seq_len",
+    ],
+    "stsq_learn.tasks.classification.theory.attention_threshold": [
+        ">>> round(float(attention_threshold(101, n_informative=1",
+    ],
+    "stsq_learn.tasks.classification.theory.pooled_threshold": [
+        ">>> round(float(pooled_threshold(16, target_error=0.5 - ",
+    ],
+    "stsq_learn.tasks.in_context.baselines.PromptGradientStep": [
+        ">>> X, y = make_in_context_regression(4000, n_examples=1",
+        ">>> round(PromptGradientStep().fit(X, y).step_, 1)      ",
+    ],
+    "stsq_learn.tasks.in_context.baselines.PromptRidge": [
+        ">>> X, y = make_in_context_regression(100, n_examples=10",
+        ">>> float(abs(model.predict(X) - y).max()) < 1e-8     # ",
+    ],
+    "stsq_learn.tasks.in_context.estimators.LinearAttentionRegressor": [
+        ">>> from stsq_learn import (InContextRegressionTask, Lin",
+        ">>> model = LinearAttentionRegressor(random_state=0).fit",
+        ">>> bool(np.linalg.norm(model.preconditioner_ - target) ",
+        ">>> X, y = task.at_examples(80).sample(1000, random_stat",
+    ],
+    "stsq_learn.tasks.in_context.experiment.in_context_regression": [
+        '>>> result = in_context_regression("tiny", seeds=2, n_st',
+    ],
+    "stsq_learn.tasks.in_context.task.InContextRegressionTask": [
+        ">>> task = InContextRegressionTask(seq_len=21, n_feature",
+    ],
+    "stsq_learn.tasks.in_context.task.make_in_context_regression": [
+        ">>> X, y = make_in_context_regression(200, n_examples=20",
+    ],
+    "stsq_learn.tasks.in_context.theory.in_context_best_train_length": [
+        ">>> round(in_context_best_train_length(40, np.ones(5), n",
+    ],
+    "stsq_learn.tasks.in_context.theory.in_context_gd_step": [
+        ">>> round(eta, 4), round(in_context_risk(10, 10, np.ones",
+    ],
+    "stsq_learn.tasks.in_context.theory.in_context_least_squares_risk": [
+        ">>> in_context_least_squares_risk(3, np.ones(5)), in_con",
+    ],
+    "stsq_learn.tasks.in_context.theory.in_context_risk": [
+        ">>> round(in_context_risk(np.inf, 20, 4 * np.ones(5), pr",
+    ],
+    "stsq_learn.tasks.in_context.theory.in_context_slope": [
+        ">>> round(in_context_slope(20, 9 * np.ones(5), precondit",
+    ],
+    "stsq_learn.tasks.retrieval.estimators.SparseTokenRetriever": [
+        ">>> model = SparseTokenRetriever(width=12, n_heads=2, ba",
+    ],
+    "stsq_learn.tasks.retrieval.estimators.relative_mse_per_role": [
+        ">>> relative_mse_per_role(y, np.array([[1.0, 0.0], [3.0,",
+    ],
+    "stsq_learn.tasks.retrieval.task.SparseRetrievalTask": [
+        ">>> sorted(X[0, :, -1][X[0, :, -1] > 0].tolist())   # ro",
+    ],
+    "stsq_learn.tasks.selection.convergence.training_dynamics": [
+        ">>> result = training_dynamics(seq_len=8, n_features=2, ",
+        "...                            estimator=SparseTokenSele",
+        "...                                                     ",
+    ],
+    "stsq_learn.tasks.selection.encodings.EncodingsSettings": [
+        ">>> EncodingsSettings(seq_len=8, factors=(1, 2), sweep_f",
+    ],
+    "stsq_learn.tasks.selection.encodings.encoding_families": [
+        '>>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # ',
+    ],
+    "stsq_learn.tasks.selection.estimators.SparseTokenSelector": [
+        ">>> X_long, y_long = make_sparse_token_selection(200, se",
+        "...                                              n_selec",
+    ],
+    "stsq_learn.tasks.selection.length.length_generalization": [
+        '>>> result = length_generalization("tiny", seeds=2, n_st',
+    ],
+    "stsq_learn.tasks.selection.separation.SeparationCurve": [
+        ">>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=",
+    ],
+    "stsq_learn.tasks.selection.separation.SeparationSettings": [
+        ">>> [c.sizes() for c in settings.curves], settings.repla",
+    ],
+    "stsq_learn.tasks.single_location.estimators.ErfAttentionRegressor": [
+        "...                               max_iter=3000, random_",
+        ">>> bool(abs(model.alignment_curve_[-1]).min() > 0.999) ",
+    ],
+    "stsq_learn.tasks.single_location.experiment.single_location": [
+        '>>> result = single_location("tiny", seeds=2, n_steps=50',
+    ],
+    "stsq_learn.tasks.single_location.task.make_single_location": [
+        ">>> X, y = make_single_location(200, seq_len=10, n_featu",
+    ],
+    "stsq_learn.tasks.task.Task.check_sizes": [
+        "...     _sample = from_data = check_rows = shift = None ",
+    ],
+}
+
+
+def test_no_code_line_is_wider_than_the_column():
+    """Every line of a code block, on a page, in a docstring autodoc renders or in a
+    gallery example, fits the content column at 1440 px (none is cut at the edge)."""
+    found = {**_too_long_in_rst(), **_too_long_in_docstrings(), **_too_long_in_examples()}
+    known = {where: tuple(starts) for where, starts in KNOWN_TOO_WIDE.items()}
+    new = {
+        where: [line for line in lines if not line.startswith(known.get(where, ()) or ("\0",))]
+        for where, lines in found.items()
+    }
+    new = {where: lines for where, lines in new.items() if lines}
+    assert not new, f"code lines wider than the column ({PAGE_COLUMNS} characters on a page, " + (
+        f"{DOCSTRING_COLUMNS} in a docstring, less in a list): {new}"
+    )
+    stale = {
+        where: [s for s in starts if not any(line.startswith(s) for line in found.get(where, ()))]
+        for where, starts in known.items()
+    }
+    stale = {where: starts for where, starts in stale.items() if starts}
+    assert not stale, f"wrapped now: remove them from KNOWN_TOO_WIDE: {stale}"
+
+
+# -- The pages' snippets run -------------------------------------------------------------
+def _doctest_pages():
+    return [doc for doc, text in _sources().items() if re.search(r"^\s*>>> ", text, re.M)]
+
+
+@pytest.mark.parametrize("doc", _doctest_pages() if API.exists() else [])
+def test_page_doctests_pass(doc):
+    """Every ``>>>`` example of a page gives the output the page shows."""
+    import doctest
+
+    text = _sources()[doc]
+    test = doctest.DocTestParser().get_doctest(text, {}, doc, f"docs/{doc}.rst", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = []
+    runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
+    assert runner.tries > 0
+
+
+def _python_blocks():
+    """``{"page:line": code}`` of every ``.. code-block:: python`` of the pages."""
+    import textwrap
+
+    blocks = {}
+    for doc, text in _sources().items():
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"\s*\.\. code-block:: python\s*$", line):
+                body, _ = _indented_block(lines, i + 1, _indent(line))
+                code = "\n".join(text for _, text in body)
+                blocks[f"{doc}:{body[0][0] if body else i + 1}"] = textwrap.dedent(code)
+    return blocks
+
+
+# The code blocks the tests run (each standalone and under ~15 s on one core), by
+# page and the block's first line; and those they do not, with the reason. Every
+# block of a page is in one of the two (a ">>>" block is a doctest, run above).
+CODE_RUN = {
+    "index": "from stsq_learn import SparseTokenSelector",
+    "user_guide/estimators": "from stsq_learn import SparseTokenSelectionTask",
+    "user_guide/qsa": "from sklearn.metrics import make_scorer",
+    "user_guide/task": "from stsq_learn import SparseTokenSelectionTask",
+    "user_guide/single_location": "from stsq_learn import SingleLocationTask",
+}
+CODE_NOT_RUN = {
+    "distributed": {
+        "from sklearn.model_selection import GridSearchCV": "a cluster of worker processes "
+        "(30 s); tests/test_distributed.py runs such searches",
+        'with dask_backend("tcp://HEAD:8786")': "a scheduler at an address of one's own",
+        "from dask_cuda import LocalCUDACluster": "dask-cuda and GPUs",
+        'with dask_backend("tcp://HEAD:8786", resources=': "a scheduler with GPU workers",
+        "import joblib": "ray, not a dependency of the tests",
+    },
+    "user_guide/encodings": {
+        "from stsq_learn import SparseTokenSelector": "a width search, minutes",
+        "model = SparseTokenSelector(width=64, positional": "goes on from the block before",
+    },
+    "user_guide/estimators": {
+        "model = SparseTokenSelector(width=1024": "X, y of the page's text; a width-1024 fit",
+        "model = SparseTokenSelector(width=256, random_state=0).fit_online": "a task of "
+        "the page's text",
+        "from skorch.callbacks import Callback": "a model and data of the page's text",
+        "from sklearn.model_selection import GridSearchCV, cross_validate": "X, y of the "
+        "page's text",
+    },
+    "user_guide/gpu": {"model = SparseTokenSelector(width=256": "a GPU"},
+    "user_guide/length_shift": {
+        "from sklearn.model_selection import cross_validate": "a model of one's own",
+        "from sklearn.model_selection import GridSearchCV": "X, y of the page's text",
+    },
+    "user_guide/models": {"from stsq_learn import isotropic_floor": "a model of the page's text"},
+    "user_guide/reproduce": {
+        "from stsq_learn.experiments import check_reference": "reproduce at a size, minutes",
+        "from stsq_learn import SparseTokenSelector": "an experiment, a minute",
+        "from stsq_learn.experiments import PRESETS": "an experiment, a minute",
+    },
+    "user_guide/retrieval": {
+        "from sklearn.model_selection import GridSearchCV": "a search "
+        "over four head counts, three folds each: minutes"
+    },
+    "user_guide/single_location": {
+        "from stsq_learn import ErfAttentionRegressor": "40 s of training",
+    },
+    "user_guide/studies": {
+        "from stsq_learn import FCNSelector": "a study over seeds, minutes",
+    },
+}
+
+
+def test_every_python_block_is_run_or_says_why_not():
+    """A new code block of a page is run by the tests or listed with its reason."""
+    unclassified = []
+    for where, code in _python_blocks().items():
+        doc = where.rpartition(":")[0]
+        first = code.lstrip()
+        if first.startswith(">>>"):
+            continue
+        run = CODE_RUN.get(doc)
+        skipped = CODE_NOT_RUN.get(doc, {})
+        if not (run and first.startswith(run)) and not any(map(first.startswith, skipped)):
+            unclassified.append(f"{where}: {first.splitlines()[0]}")
+    assert unclassified == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc", sorted(CODE_RUN))
+def test_page_code_runs(doc):
+    """The page's block runs as written, in a fresh namespace."""
+    (code,) = [
+        code
+        for where, code in _python_blocks().items()
+        if where.rpartition(":")[0] == doc and code.lstrip().startswith(CODE_RUN[doc])
+    ]
+    exec(compile(code, f"docs/{doc}.rst", "exec"), {"__name__": "__docs__"})
