@@ -799,6 +799,9 @@ CODE_NOT_RUN = {
         "from stsq_learn import SparseTokenSelector": "an experiment, a minute",
         "from stsq_learn.experiments import PRESETS": "an experiment, a minute",
     },
+    "user_guide/qsa": {
+        "from stsq_learn.experiments import sparse_averaging": "an experiment, a minute"
+    },
     "user_guide/retrieval": {
         "from sklearn.model_selection import GridSearchCV": "a search "
         "over four head counts, three folds each: minutes"

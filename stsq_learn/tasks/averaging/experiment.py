@@ -485,8 +485,10 @@ def sparse_averaging(
     --------
     >>> from stsq_learn.experiments import sparse_averaging
     >>> result = sparse_averaging("tiny", seeds=2)
-    >>> sorted(result.tables), result.seed(1).tables["transfer"]["model"].tolist()[0]
-    (['by_length', 'by_q', 'length', 'transfer'], 'selector on STS_q')
+    >>> sorted(result.tables)
+    ['by_length', 'by_q', 'length', 'transfer']
+    >>> result.seed(1).tables["transfer"]["model"].tolist()[0]
+    'selector on STS_q'
     """
     return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 

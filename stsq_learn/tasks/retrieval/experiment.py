@@ -426,8 +426,10 @@ def sparse_retrieval(
     --------
     >>> from stsq_learn.experiments import sparse_retrieval
     >>> result = sparse_retrieval("tiny", seeds=2)
-    >>> sorted(result.tables), result.bands()["relative_mse.q=2.H=2"]["median"] < 1
-    (['heads', 'length', 'widths'], True)
+    >>> sorted(result.tables)
+    ['heads', 'length', 'widths']
+    >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
+    True
     """
     return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
