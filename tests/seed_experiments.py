@@ -62,14 +62,10 @@ def level_headline(result):
     return {"value": value, "twice": 2 * value}
 
 
-def level_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
-    """``level`` plus noise of scale 0.01 per seed (no training)."""
-    return LEVEL(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 LEVEL = Experiment(
     name="test_level",
-    function=level_study,
+    function_name="level_study",
+    doc="``level`` plus noise of scale 0.01 per seed (no training).",
     settings=LevelSettings,
     presets={size: {} for size in SIZES},
     run=level_run,
@@ -78,10 +74,12 @@ LEVEL = Experiment(
     summary=lambda result: [f"| level | seeds | {len(result.seeds)} |"],
     provenance={"level": "ours: a number of the test", "noise": "paper: scale 0.01"},
 )
+level_study = LEVEL.function
 
 PLAIN = Experiment(
     name="test_plain",
-    function=level_study,
+    function_name="plain_study",
+    doc="The level experiment without headline numbers.",
     settings=LevelSettings,
     presets={size: {"level": 5.0} for size in SIZES},
     run=level_run,
@@ -124,20 +122,17 @@ def fit_figure(result, axes=None):
     return BandDisplay.from_table(result.tables["fits"], x="seed", y="score").figure_
 
 
-def fit_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
-    """The trained selector's R^2 per seed."""
-    return FIT(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 FIT = Experiment(
     name="test_fit",
-    function=fit_study,
+    function_name="fit_study",
+    doc="The trained selector's R^2 per seed.",
     settings=FitSettings,
     presets={size: {} for size in SIZES},
     run=fit_run,
     figure=fit_figure,
     headline=lambda result: {"r2": float(result.tables["fits"]["score"][0])},
 )
+fit_study = FIT.function
 
 
 class WidthSettings(Settings):
@@ -176,14 +171,10 @@ def width_run(cfg, seeds, *, device, progress, n_jobs):
     return {"widths": table}
 
 
-def width_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
-    """The least width of the pair-mean task against its length."""
-    return WIDTH(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 WIDTH = Experiment(
     name="test_width",
-    function=width_study,
+    function_name="width_study",
+    doc="The least width of the pair-mean task against its length.",
     settings=WidthSettings,
     presets={size: {} for size in SIZES},
     run=width_run,
@@ -196,3 +187,4 @@ WIDTH = Experiment(
     },
 )
 """A user's experiment written on the studies, its seeds trained together."""
+width_study = WIDTH.function

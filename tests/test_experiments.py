@@ -6,6 +6,7 @@ constraint, presets made of changes, provenance saying paper or ours.
 """
 
 import dataclasses
+import importlib
 import inspect
 import json
 import math
@@ -17,6 +18,7 @@ import pytest
 import seed_experiments as se
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 
+import stsq_learn.experiments
 from stsq_learn import SparseTokenSelector
 from stsq_learn.experiments import (
     EXPERIMENTS,
@@ -194,12 +196,32 @@ def test_a_run_returns_named_study_tables():
 
 def test_every_experiment_has_the_one_signature_and_its_shared_docs():
     expected = inspect.signature(se.level_study)
+    assert list(expected.parameters) == [
+        "settings", "seeds", "device", "progress", "n_jobs", "changes"
+    ]  # fmt: skip
     for name, record in RECORDS.items():
         function = record.function
+        module = importlib.import_module(function.__module__)
         assert inspect.signature(function) == expected, name
-        assert function.__name__ in dir(__import__("stsq_learn.experiments").experiments), name
-        assert "The experiment's settings: an instance of its settings class" in function.__doc__
-        assert "ExperimentResult" in function.__doc__ and "Examples" in function.__doc__, name
+        assert getattr(module, function.__name__) is function, name  # bound in its module
+        assert function.__globals__ is vars(module), name  # its examples run in its module
+        assert function.__name__ in dir(stsq_learn.experiments), name
+        doc = inspect.getdoc(function)
+        assert "The experiment's settings: an instance of its settings class" in doc, name
+        assert doc.index("Parameters") < doc.index("Returns") < doc.index("Examples"), name
+
+
+def test_a_records_function_calls_it_and_pickles_by_its_name():
+    import pickle
+
+    cloudpickle = pytest.importorskip("cloudpickle")  # what sends a record to a worker
+
+    assert se.level_study.__name__ == "level_study" and se.level_study.__module__ == se.__name__
+    again = pickle.loads(cloudpickle.dumps(se.LEVEL))
+    assert again.function is not se.level_study and again.function(seeds=[2]).seeds == (2,)
+    assert pickle.loads(pickle.dumps(se.level_study)) is se.level_study
+    with pytest.raises(ValueError, match="function_name must be a Python name, got 'a b'"):
+        dataclasses.replace(se.LEVEL, function_name="a b")
 
 
 def test_every_experiment_declares_its_settings_with_constraints():

@@ -72,14 +72,10 @@ def _figure(result, axes=None):
     return BandDisplay.from_table(result.tables["fits"], x="seed", y="score").figure_
 
 
-def pair_mean_study(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
-    """Train the attention model on the task and score it (the throwaway experiment)."""
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 RECORD = Experiment(
     name="test_pair_mean_study",
-    function=pair_mean_study,
+    function_name="pair_mean_study",
+    doc="Train the attention model on the task and score it (the throwaway experiment).",
     settings=PairMeanSettings,
     presets={size: {} for size in SIZES},
     run=_run,
@@ -87,6 +83,7 @@ RECORD = Experiment(
     headline=lambda view: {"r2": float(view.tables["fits"]["score"][0])},
     aliases=("pair",),
 )
+pair_mean_study = RECORD.function
 
 
 @pytest.fixture

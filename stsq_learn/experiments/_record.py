@@ -11,22 +11,26 @@ defaults). The record is registered with its task
 (:func:`stsq_learn.registry.register`); ``RECORDS`` (:mod:`._registered`)
 lists them.
 
-Every experiment's public function has one signature,
-``experiment(settings=None, *, seeds=3, device=None, progress=False,
-n_jobs=None, **changes)``, and returns one
-:class:`~stsq_learn.experiments.ExperimentResult`; its shared parameters
-are documented once (:data:`document_experiment`).
+Every experiment's public function is made by its record, so that it has
+the one signature, ``experiment(settings=None, *, seeds=3, device=None,
+progress=False, n_jobs=None, **changes)``, returns one
+:class:`~stsq_learn.experiments.ExperimentResult`, and documents the shared
+parameters once: the record's ``doc`` gives its summary, description and
+examples, and the module binds ``name = RECORD.function``.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import numbers
+import sys
+import textwrap
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._docstrings import Substitution
 from .._validation import resolve_device
 from ..studies import StudyTable, planning
 from ..studies.fits import check_n_jobs
@@ -38,8 +42,9 @@ from ._settings import Settings
 SIZES = ("tiny", "quick", "full", "gpu")
 """The sizes every record defines, smallest first."""
 
-_PIECES = Substitution(
-    parameters="""\
+_PARAMETERS = """\
+Parameters
+----------
 settings : Settings, mapping, str or None, default=None
     The experiment's settings: an instance of its settings class, a
     mapping of setting to value, the name of a size of ``SIZES`` (its
@@ -61,34 +66,64 @@ n_jobs : int or None, default=None
     processes, or a dask cluster: :func:`stsq_learn.distributed.dask_backend`);
     the numbers do not depend on it.
 **changes
-    Settings to change (``n_steps=200``).""",
-    returns="""\
+    Settings to change (``n_steps=200``).
+
+Returns
+-------
 ExperimentResult
     The settings and every study's table, every seed in them; its
     ``plot()`` draws the figure, ``bands()`` the headline numbers over
-    the seeds, ``seed(s)`` one seed's view.""",
-)
+    the seeds, ``seed(s)`` one seed's view.
+"""
+
+
+def _calling(record):
+    """The one experiment signature, calling ``record`` (the code every public function runs)."""
+
+    def experiment(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
+        return record(
+            settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs
+        )
+
+    return experiment
+
+
+def _document(doc):
+    """``doc`` (summary, description, sections) with the shared Parameters and Returns.
+
+    They go before the first section the docstring has (See Also, Notes,
+    Examples), as numpydoc orders them.
+    """
+    doc = inspect.cleandoc(doc)
+    cut = min(
+        (doc.find(f"\n{name}\n") for name in ("See Also", "Notes", "References", "Examples")),
+        key=lambda i: len(doc) if i < 0 else i,
+    )
+    cut = len(doc) if cut < 0 else cut
+    body = f"{doc[:cut].rstrip()}\n\n{_PARAMETERS}{doc[cut:]}"
+    first, _, rest = body.partition("\n")
+    return f"{first}\n{textwrap.indent(rest, '    ')}\n    "
 
 
 def document_experiment(function):
-    """Fill the ``{parameters}`` and ``{returns}`` fields of an experiment function's docstring.
+    """Add the one experiment signature's Parameters and Returns to ``function``'s docstring.
 
-    The shared parameters of the one experiment signature (``settings``,
-    ``seeds``, ``device``, ``progress``, ``n_jobs``, ``**changes``) and its
-    result, written once for every experiment.
+    For a function of one's own with the experiments' signature (the
+    records' functions have them already, :attr:`Experiment.function`).
 
     Parameters
     ----------
     function : callable
-        The experiment's public function, its docstring holding both fields
-        alone on their lines.
+        A function whose docstring has its summary, description and
+        examples, and no Parameters or Returns section.
 
     Returns
     -------
     callable
-        ``function``, its docstring filled.
+        ``function``, its docstring completed.
     """
-    return _PIECES(function)
+    function.__doc__ = _document(function.__doc__ or "")
+    return function
 
 
 @dataclass(frozen=True)
@@ -99,8 +134,13 @@ class Experiment:
     ----------
     name : str
         Its name: a section of ``results.json`` and a value of ``only``.
-    function : callable
-        Its public function (the shared signature, see the module).
+    function_name : str
+        The name of its public function, which the record makes
+        (:attr:`function`: the one signature, calling the record) and the
+        experiment's module binds (``name = RECORD.function``).
+    doc : str
+        That function's docstring less the shared Parameters and Returns:
+        its summary, description and Examples.
     settings : type
         Its settings, a subclass of :class:`~stsq_learn.experiments.Settings`.
     presets : dict
@@ -142,7 +182,8 @@ class Experiment:
     """
 
     name: str
-    function: Callable
+    function_name: str
+    doc: str
     settings: type
     presets: dict
     run: Callable
@@ -181,7 +222,14 @@ class Experiment:
                 raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
         presets = {size: presets[size] for size in SIZES}
         object.__setattr__(self, "presets", presets)
-        for name in ("run", "figure", "function"):
+        if not (isinstance(self.function_name, str) and self.function_name.isidentifier()):
+            raise ValueError(
+                f"experiment {self.name!r}: function_name must be a Python name, got "
+                f"{self.function_name!r}."
+            )
+        if not isinstance(self.doc, str) or not self.doc.strip():
+            raise TypeError(f"experiment {self.name!r}: doc must be the function's docstring.")
+        for name in ("run", "figure"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"experiment {self.name!r}: {name} must be callable.")
         for name in ("headline", "summary"):
@@ -200,6 +248,49 @@ class Experiment:
                     f"experiment {self.name!r}: the provenance of {key!r} must start with "
                     f"'paper:' or 'ours:', got {source!r}."
                 )
+
+    @property
+    def function(self):
+        """The experiment's public function: the one signature, calling this record.
+
+        Made once, in the module of :attr:`run` (whose globals its examples
+        run in) under :attr:`function_name`, its docstring :attr:`doc` with
+        the shared Parameters and Returns.
+
+        Returns
+        -------
+        callable
+        """
+        made = self.__dict__.get("_function")
+        if made is None:
+            template = _calling(self)
+            # The globals of run's module (of a doctest's namespace where it is defined there).
+            run = inspect.unwrap(self.run)  # the function under its decorators
+            scope = getattr(run, "__globals__", None)
+            if scope is None:
+                scope = vars(
+                    sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
+                )
+            made = types.FunctionType(
+                template.__code__,
+                scope,
+                self.function_name,
+                template.__defaults__,
+                template.__closure__,
+            )
+            made.__kwdefaults__ = dict(template.__kwdefaults__)
+            made.__qualname__ = self.function_name
+            made.__module__ = scope.get("__name__")
+            made.__doc__ = _document(self.doc)
+            object.__setattr__(self, "_function", made)
+        return made
+
+    def __getstate__(self):  # the function is made again where the record is unpickled
+        return {k: v for k, v in self.__dict__.items() if k != "_function"}
+
+    def __setstate__(self, state):
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
 
     def __call__(
         self, settings=None, changes=None, *, seeds=3, device=None, progress=False, n_jobs=None

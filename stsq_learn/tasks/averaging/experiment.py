@@ -33,7 +33,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment, document_experiment
+from ...experiments import Experiment
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
@@ -459,40 +459,6 @@ def _transfer_panel(table, ax, c):
     ax.legend(fontsize="small", loc="upper center")
 
 
-@document_experiment
-def sparse_averaging(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """Widths against N and q, zero-shot transfer and length generalization on qSA.
-
-    One attention layer of width O~(d + q log N) represents q-sparse
-    averaging, where a fully-connected net needs Omega~(N d).
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    See Also
-    --------
-    SparseAveragingSettings : The settings, and the defaults of the quick size.
-    stsq_learn.tasks.averaging.experiment : The studies, the numbers and the figure.
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import sparse_averaging
-    >>> result = sparse_averaging("tiny", seeds=2)
-    >>> sorted(result.tables)
-    ['by_length', 'by_q', 'length', 'transfer']
-    >>> result.seed(1).tables["transfer"]["model"].tolist()[0]
-    'selector on STS_q'
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 PROVENANCE = {
     "tokens": "paper: Gaussian tokens",
     "subsets": "paper: uniform q-subsets (one per position: Sanford, Hsu and Telgarsky, 2023)",
@@ -541,7 +507,26 @@ _FULL = dict(
 
 RECORD = Experiment(
     name="qsa",
-    function=sparse_averaging,
+    function_name="sparse_averaging",
+    doc="""Widths against N and q, zero-shot transfer and length generalization on qSA.
+
+    One attention layer of width O~(d + q log N) represents q-sparse
+    averaging, where a fully-connected net needs Omega~(N d).
+
+    See Also
+    --------
+    SparseAveragingSettings : The settings, and the defaults of the quick size.
+    stsq_learn.tasks.averaging.experiment : The studies, the numbers and the figure.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import sparse_averaging
+    >>> result = sparse_averaging("tiny", seeds=2)
+    >>> sorted(result.tables)
+    ['by_length', 'by_q', 'length', 'transfer']
+    >>> result.seed(1).tables["transfer"]["model"].tolist()[0]
+    'selector on STS_q'
+    """,
     settings=SparseAveragingSettings,
     presets={
         "tiny": dict(
@@ -596,3 +581,4 @@ RECORD = Experiment(
         "*_law_*": 0.5,
     },
 )
+sparse_averaging = RECORD.function

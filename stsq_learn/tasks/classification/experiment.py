@@ -41,7 +41,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, FitFailedWarning
 from sklearn.utils._param_validation import Interval
 
-from ...experiments import Experiment, Settings, document_experiment
+from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import MappingOf, SequenceOf, positive_ints
@@ -505,40 +505,6 @@ def figure(result, axes=None):
     return fig
 
 
-@document_experiment
-def sparse_token_classification(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """The log L against sqrt L law, the two-step alignment and error against theta.
-
-    The smallest signal at which the attention classifier and the two linear
-    baselines reach a target test error, against L, with the laws
-    ``a + b ln L`` and ``c sqrt(L)`` fitted per seed; the query's cosine with
-    ``xi`` after two steps against n/d; test error against theta beside the
-    pooled oracle (see :mod:`stsq_learn.tasks.classification.experiment`;
-    the settings: :class:`SparseTokenClassificationSettings`).
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import sparse_token_classification
-    >>> result = sparse_token_classification(
-    ...     "tiny", seeds=1, n_bisect=1, alignment_features=(8,), error_signals=(2.0,))
-    >>> sorted(result.tables), result.seeds
-    (['alignment', 'error', 'law'], (0,))
-    >>> result.tables["law"].unique("seq_len")
-    [4, 8, 16]
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 PROVENANCE = {
     "task": "paper: Barnfield, Cui and Lu (ICLR 2026): positive rows X = theta v xi^T + Z "
     "with R informative tokens at random places, negative rows X = Z",
@@ -566,7 +532,26 @@ PROVENANCE = {
 
 RECORD = Experiment(
     name="classification",
-    function=sparse_token_classification,
+    function_name="sparse_token_classification",
+    doc="""The log L against sqrt L law, the two-step alignment and error against theta.
+
+    The smallest signal at which the attention classifier and the two linear
+    baselines reach a target test error, against L, with the laws
+    ``a + b ln L`` and ``c sqrt(L)`` fitted per seed; the query's cosine with
+    ``xi`` after two steps against n/d; test error against theta beside the
+    pooled oracle (see :mod:`stsq_learn.tasks.classification.experiment`;
+    the settings: :class:`SparseTokenClassificationSettings`).
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import sparse_token_classification
+    >>> result = sparse_token_classification(
+    ...     "tiny", seeds=1, n_bisect=1, alignment_features=(8,), error_signals=(2.0,))
+    >>> sorted(result.tables), result.seeds
+    (['alignment', 'error', 'law'], (0,))
+    >>> result.tables["law"].unique("seq_len")
+    [4, 8, 16]
+    """,
     settings=SparseTokenClassificationSettings,
     presets={
         "tiny": dict(
@@ -609,3 +594,4 @@ RECORD = Experiment(
     provenance=PROVENANCE,
     aliases=("sparse_token_classification",),
 )
+sparse_token_classification = RECORD.function

@@ -34,7 +34,7 @@ import numbers
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ...experiments import Experiment, Settings, document_experiment
+from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
@@ -593,40 +593,6 @@ def figure(result, axes=None):
     return fig
 
 
-@document_experiment
-def in_context_regression(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """The trained linear self-attention layer beside the theory of in-context regression.
-
-    Its convergence to the global minimum ``Gamma^{-1}``, its risk against
-    the test length beside the formula, least squares and the tuned
-    gradient step, the covariate shift, and the best training length per
-    test length (see :mod:`stsq_learn.tasks.in_context.experiment`; the
-    settings: :class:`InContextSettings`).
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import in_context_regression
-    >>> result = in_context_regression("tiny", seeds=2, n_steps=40, n_test=300, n_tune=300)
-    >>> sorted(result.tables), result.seeds
-    (['baselines', 'convergence', 'lengths'], (0, 1))
-    >>> sorted(result.bands())[:3]
-    ['best_n_M10', 'best_n_M20', 'best_n_M5']
-    >>> len(result.bands()["precond_error_isotropic"]["values"])
-    2
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 PROVENANCE = {
     "task": "paper: w ~ N(0, I_d) per prompt, x_i and x_q ~ N(0, Lambda), y_i = <w, x_i>, "
     "no label noise; the error against <w, x_q>",
@@ -658,7 +624,26 @@ PROVENANCE = {
 
 RECORD = Experiment(
     name="in_context_regression",
-    function=in_context_regression,
+    function_name="in_context_regression",
+    doc="""The trained linear self-attention layer beside the theory of in-context regression.
+
+    Its convergence to the global minimum ``Gamma^{-1}``, its risk against
+    the test length beside the formula, least squares and the tuned
+    gradient step, the covariate shift, and the best training length per
+    test length (see :mod:`stsq_learn.tasks.in_context.experiment`; the
+    settings: :class:`InContextSettings`).
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import in_context_regression
+    >>> result = in_context_regression("tiny", seeds=2, n_steps=40, n_test=300, n_tune=300)
+    >>> sorted(result.tables), result.seeds
+    (['baselines', 'convergence', 'lengths'], (0, 1))
+    >>> sorted(result.bands())[:3]
+    ['best_n_M10', 'best_n_M20', 'best_n_M5']
+    >>> len(result.bands()["precond_error_isotropic"]["values"])
+    2
+    """,
     settings=InContextSettings,
     presets={
         "tiny": dict(
@@ -684,3 +669,4 @@ RECORD = Experiment(
     reference_atol={"precond_error_*": 0.02, "best_n_slope": 0.5},
     reference_rtol={"best_n_M*": 1.0},
 )
+in_context_regression = RECORD.function

@@ -29,7 +29,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment, document_experiment
+from ...experiments import Experiment
 from ...experiments._common import new_axes
 from ...experiments._result import band, fmt_band
 from ...experiments._settings import positive_ints
@@ -399,41 +399,6 @@ def _heads_panel(result, ax):
     ax.legend(fontsize="small", loc="upper right")
 
 
-@document_experiment
-def sparse_retrieval(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """The error against heads, widths against T and length generalization on retrieval.
-
-    A readout of H heads retrieves at most H of q named tokens: the error
-    has its threshold at H = q (see :mod:`stsq_learn.tasks.retrieval.experiment`;
-    the settings: :class:`SparseRetrievalSettings`).
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    Raises
-    ------
-    TypeError, ValueError
-        For a bad setting (naming it), before any fit.
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import sparse_retrieval
-    >>> result = sparse_retrieval("tiny", seeds=2)
-    >>> sorted(result.tables)
-    ['heads', 'length', 'widths']
-    >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
-    True
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 PROVENANCE = {
     "task": "paper: q-sparse token retrieval as Mousavi-Hosseini, Sanford, Wu and Erdogdu "
     "(2025) pose it (q positions named in order); the target, the named tokens side by "
@@ -488,7 +453,27 @@ _FULL = dict(
 
 RECORD = Experiment(
     name="retrieval",
-    function=sparse_retrieval,
+    function_name="sparse_retrieval",
+    doc="""The error against heads, widths against T and length generalization on retrieval.
+
+    A readout of H heads retrieves at most H of q named tokens: the error
+    has its threshold at H = q (see :mod:`stsq_learn.tasks.retrieval.experiment`;
+    the settings: :class:`SparseRetrievalSettings`).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a bad setting (naming it), before any fit.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import sparse_retrieval
+    >>> result = sparse_retrieval("tiny", seeds=2)
+    >>> sorted(result.tables)
+    ['heads', 'length', 'widths']
+    >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
+    True
+    """,
     settings=SparseRetrievalSettings,
     presets={
         "tiny": dict(
@@ -539,3 +524,4 @@ RECORD = Experiment(
     reference_rtol={"threshold.*": 0.5, "law.*": 0.5},
     aliases=("sparse_retrieval",),
 )
+sparse_retrieval = RECORD.function

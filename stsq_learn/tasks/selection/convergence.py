@@ -31,7 +31,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval
 
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment, Settings, document_experiment
+from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import band, fmt_band
 from ...experiments._settings import SequenceOf, StrOptions
@@ -368,46 +368,6 @@ def figure(result, axes=None):
     return fig
 
 
-@document_experiment
-def training_dynamics(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """Train the selection transformer with plain gradient descent from W = 0; measure W.
-
-    Every run of ``token_block_rates`` trains a clone of the estimator from
-    W = 0 on fresh batches, from the same seed, and is measured along its
-    training (see :mod:`stsq_learn.tasks.selection.convergence`; the
-    settings: :class:`ConvergenceSettings`). At T=16, d=8, q=3, width 64,
-    300 steps at step 1, the token block's norm ends at 0.55 with every
-    block at the same step and 0.067 preconditioned; cos(W_pp, I) 0.999
-    and gamma 2.63 either way. The measuring callback acts on one net, so
-    the seeds' fits run one after another, with the numbers of one-seed
-    runs.
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import training_dynamics
-    >>> from stsq_learn import SparseTokenSelector
-    >>> result = training_dynamics(seq_len=8, n_features=2, n_selected=2, n_steps=20,
-    ...                            estimator=SparseTokenSelector(16, solver="sgd",
-    ...                                                          learning_rate_init=1.0),
-    ...                            n_test=100, seeds=2)
-    >>> result.tables["dynamics"].unique("model"), result.seeds
-    (['same_step', 'preconditioned'], (0, 1))
-    >>> sorted(result.bands())[:2]
-    ['preconditioned.cos', 'preconditioned.gamma']
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 PROVENANCE = {
     "batch": "paper: a fresh batch of n = 256 rows at every step",
     "tokens": "paper: Gaussian tokens",
@@ -430,7 +390,32 @@ _FULL = dict(seq_len=64, n_features=16, n_selected=4, estimator=clone(GD).set_pa
 
 RECORD = Experiment(
     name="convergence",
-    function=training_dynamics,
+    function_name="training_dynamics",
+    doc="""Train the selection transformer with plain gradient descent from W = 0; measure W.
+
+    Every run of ``token_block_rates`` trains a clone of the estimator from
+    W = 0 on fresh batches, from the same seed, and is measured along its
+    training (see :mod:`stsq_learn.tasks.selection.convergence`; the
+    settings: :class:`ConvergenceSettings`). At T=16, d=8, q=3, width 64,
+    300 steps at step 1, the token block's norm ends at 0.55 with every
+    block at the same step and 0.067 preconditioned; cos(W_pp, I) 0.999
+    and gamma 2.63 either way. The measuring callback acts on one net, so
+    the seeds' fits run one after another, with the numbers of one-seed
+    runs.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import training_dynamics
+    >>> from stsq_learn import SparseTokenSelector
+    >>> result = training_dynamics(seq_len=8, n_features=2, n_selected=2, n_steps=20,
+    ...                            estimator=SparseTokenSelector(16, solver="sgd",
+    ...                                                          learning_rate_init=1.0),
+    ...                            n_test=100, seeds=2)
+    >>> result.tables["dynamics"].unique("model"), result.seeds
+    (['same_step', 'preconditioned'], (0, 1))
+    >>> sorted(result.bands())[:2]
+    ['preconditioned.cos', 'preconditioned.gamma']
+    """,
     settings=ConvergenceSettings,
     presets={
         "tiny": dict(
@@ -451,3 +436,4 @@ RECORD = Experiment(
     summary=summary,
     provenance=PROVENANCE,
 )
+training_dynamics = RECORD.function

@@ -31,7 +31,7 @@ from sklearn.base import clone
 
 from ...encodings.families import POSITIONAL_ENCODINGS
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment, document_experiment
+from ...experiments import Experiment
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import positive_ints
@@ -353,39 +353,6 @@ def _size(settings, model):
     return max_positions(settings) if model == "randomized" else int(model.removeprefix("L="))
 
 
-@document_experiment
-def encoding_families(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """Train every positional-encoding family at length T; score at T' = factor * T.
-
-    The four families and the codebook sweep (see
-    :mod:`stsq_learn.tasks.selection.encodings`; the settings:
-    :class:`EncodingsSettings`) with the same width, steps and seeds. The
-    stochastic family, the fresh batch of 256 rows per step, Gaussian
-    tokens and uniform q-subsets are the paper's; the other families, the
-    sizes, steps, optimiser, test lengths and the sweep are ours.
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import encoding_families
-    >>> result = encoding_families("tiny", seeds=2, n_steps=10, n_val=100)
-    >>> result.tables["lengths"].unique("model")
-    ['stochastic', 'fixed', 'randomized', 'sinusoidal', 'L=32', 'L=8']
-    >>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # 8 positions cannot score at 16
-    [nan, nan]
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 PROVENANCE = {
     **SHARED_PROVENANCE,
     "positional_encoding": (
@@ -401,7 +368,25 @@ PROVENANCE = {
 
 RECORD = Experiment(
     name="encodings",
-    function=encoding_families,
+    function_name="encoding_families",
+    doc="""Train every positional-encoding family at length T; score at T' = factor * T.
+
+    The four families and the codebook sweep (see
+    :mod:`stsq_learn.tasks.selection.encodings`; the settings:
+    :class:`EncodingsSettings`) with the same width, steps and seeds. The
+    stochastic family, the fresh batch of 256 rows per step, Gaussian
+    tokens and uniform q-subsets are the paper's; the other families, the
+    sizes, steps, optimiser, test lengths and the sweep are ours.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import encoding_families
+    >>> result = encoding_families("tiny", seeds=2, n_steps=10, n_val=100)
+    >>> result.tables["lengths"].unique("model")
+    ['stochastic', 'fixed', 'randomized', 'sinusoidal', 'L=32', 'L=8']
+    >>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # 8 positions cannot score at 16
+    [nan, nan]
+    """,
     settings=EncodingsSettings,
     presets={
         "tiny": dict(
@@ -436,3 +421,4 @@ RECORD = Experiment(
     summary=summary,
     provenance=PROVENANCE,
 )
+encoding_families = RECORD.function

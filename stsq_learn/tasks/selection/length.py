@@ -26,7 +26,7 @@ from sklearn.utils._param_validation import Interval
 
 from ...encodings.length_scale import LENGTH_SCALES, cached_floor
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment, Settings, document_experiment
+from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, StrOptions, positive_ints
@@ -378,41 +378,6 @@ def figure(result, axes=None):
     return fig
 
 
-@document_experiment
-def length_generalization(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """Train stochastic and fixed encodings at length T; score them at T' = factor * T.
-
-    Two clones of the estimator, with ``positional_encoding="stochastic"``
-    and ``"fixed"``, are trained online at ``seq_len`` (and, with
-    ``train_range``, a stochastic one over a range of lengths); each is
-    scored on its seed's held-out rows moved to each T', with its
-    predict-time variants (see :mod:`stsq_learn.tasks.selection.length`;
-    the settings: :class:`LengthGeneralizationSettings`). From the paper:
-    the fresh batch of 256 rows per step, the 128-row validation set,
-    Gaussian tokens and uniform q-subsets; the rest is ours (``PROVENANCE``).
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import length_generalization
-    >>> result = length_generalization("tiny", seeds=2, n_steps=10, n_val_large=150)
-    >>> result.tables["r2"].unique("eval_seq_len"), result.seeds
-    ([8, 16], (0, 1))
-    >>> len(result.bands()["fixed_r2_at_2T"]["values"])
-    2
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 SHARED_PROVENANCE = {
     "batch_size": "paper: a fresh batch of 256 rows per step (online training)",
     "tokens": "paper: Gaussian tokens",
@@ -443,7 +408,27 @@ PROVENANCE = {
 
 RECORD = Experiment(
     name="length_generalization",
-    function=length_generalization,
+    function_name="length_generalization",
+    doc="""Train stochastic and fixed encodings at length T; score them at T' = factor * T.
+
+    Two clones of the estimator, with ``positional_encoding="stochastic"``
+    and ``"fixed"``, are trained online at ``seq_len`` (and, with
+    ``train_range``, a stochastic one over a range of lengths); each is
+    scored on its seed's held-out rows moved to each T', with its
+    predict-time variants (see :mod:`stsq_learn.tasks.selection.length`;
+    the settings: :class:`LengthGeneralizationSettings`). From the paper:
+    the fresh batch of 256 rows per step, the 128-row validation set,
+    Gaussian tokens and uniform q-subsets; the rest is ours (``PROVENANCE``).
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import length_generalization
+    >>> result = length_generalization("tiny", seeds=2, n_steps=10, n_val_large=150)
+    >>> result.tables["r2"].unique("eval_seq_len"), result.seeds
+    ([8, 16], (0, 1))
+    >>> len(result.bands()["fixed_r2_at_2T"]["values"])
+    2
+    """,
     settings=LengthGeneralizationSettings,
     presets={
         "tiny": dict(
@@ -481,3 +466,4 @@ RECORD = Experiment(
     provenance=PROVENANCE,
     aliases=("length",),
 )
+length_generalization = RECORD.function

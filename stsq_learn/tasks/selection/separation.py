@@ -677,43 +677,6 @@ def figure(result, axes=None):
 
 
 @document_experiment
-def width_separation_by_q(
-    settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
-):
-    """Minimal widths against T at several q, beside the floor's, with ``a + b q log2 T``.
-
-    For each curve (:class:`SeparationCurve`), each model's minimal width
-    at every T, searched from its prediction (the floor's width for the
-    transformer); the floor's widths; the law ``w = a + b q log2 T``
-    fitted per seed to the transformer's widths of every curve together,
-    and to the floor's. The settings are :class:`SeparationSettings`.
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    See Also
-    --------
-    width_separation : One curve of it.
-    stsq_learn.studies.minimal_width : The search of each model and length.
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import width_separation_by_q
-    >>> result = width_separation_by_q("tiny", seeds=2)
-    >>> sorted(result.tables), result.seeds
-    (['floor', 'widths'], (0, 1))
-    >>> result.bands()["q2.T8.transformer_width"]["values"]
-    [8.0, 8.0]
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
-@document_experiment
 def width_separation(
     settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes
 ):
@@ -727,13 +690,6 @@ def width_separation(
     result is the separation experiment's, with one curve: its
     ``plot()``, ``bands()`` and summary are the experiment's.
 
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
 
     See Also
     --------
@@ -782,7 +738,29 @@ _TINY = dict(seq_lens=(4, 8), floor_rows=500)
 
 RECORD = Experiment(
     name="separation",
-    function=width_separation_by_q,
+    function_name="width_separation_by_q",
+    doc="""Minimal widths against T at several q, beside the floor's, with ``a + b q log2 T``.
+
+    For each curve (:class:`SeparationCurve`), each model's minimal width
+    at every T, searched from its prediction (the floor's width for the
+    transformer); the floor's widths; the law ``w = a + b q log2 T``
+    fitted per seed to the transformer's widths of every curve together,
+    and to the floor's. The settings are :class:`SeparationSettings`.
+
+    See Also
+    --------
+    width_separation : One curve of it.
+    stsq_learn.studies.minimal_width : The search of each model and length.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import width_separation_by_q
+    >>> result = width_separation_by_q("tiny", seeds=2)
+    >>> sorted(result.tables), result.seeds
+    (['floor', 'widths'], (0, 1))
+    >>> result.bands()["q2.T8.transformer_width"]["values"]
+    [8.0, 8.0]
+    """,
     settings=SeparationSettings,
     presets={
         "tiny": dict(
@@ -839,3 +817,4 @@ RECORD = Experiment(
     # laws fitted to them move with them.
     reference_rtol={"*_width": 0.5, "law.*": 0.5},
 )
+width_separation_by_q = RECORD.function

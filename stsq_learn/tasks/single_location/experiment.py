@@ -44,7 +44,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 from sklearn.utils._param_validation import Interval
 
-from ...experiments import Experiment, Settings, document_experiment
+from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...studies import BandDisplay, StudyTable, Work, stream_seed, sweep
@@ -475,38 +475,6 @@ def _endpoints(ax, result):
     ax.legend(fontsize="small", loc="upper center", ncol=3)
 
 
-@document_experiment
-def single_location(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
-    """Projected gradient descent on single-location regression, beside the baselines.
-
-    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`,
-    ``solver="pgd"``) from the sphere and from the manifold under both
-    temperature schedules, beside the oracle, the swapped point, the best
-    linear predictor, the Bayes risk and softmax attention (see
-    :mod:`stsq_learn.tasks.single_location.experiment`; the settings:
-    :class:`SingleLocationSettings`). The models run in NumPy: ``device`` is
-    checked and unused.
-
-    Parameters
-    ----------
-    {parameters}
-
-    Returns
-    -------
-    {returns}
-
-    Examples
-    --------
-    >>> from stsq_learn.experiments import single_location
-    >>> result = single_location("tiny", seeds=2, n_steps=50, n_softmax_steps=100)
-    >>> sorted(result.tables)
-    ['baselines', 'curves', 'runs', 'softmax', 'theory']
-    >>> result.tables["runs"].where(seed=1)["model"].tolist()
-    ['sphere/decay', 'sphere/constant', 'manifold/decay', 'manifold/constant']
-    """
-    return RECORD(settings, changes, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
-
-
 PROVENANCE = {
     "task": "paper: y = <x_J0, v*>, the relevant token N(sqrt(d/2) k*, gamma^2 I) at a uniform "
     "position, the others N(0, I), k* and v* orthonormal",
@@ -548,7 +516,26 @@ PROVENANCE = {
 
 RECORD = Experiment(
     name="single_location",
-    function=single_location,
+    function_name="single_location",
+    doc="""Projected gradient descent on single-location regression, beside the baselines.
+
+    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`,
+    ``solver="pgd"``) from the sphere and from the manifold under both
+    temperature schedules, beside the oracle, the swapped point, the best
+    linear predictor, the Bayes risk and softmax attention (see
+    :mod:`stsq_learn.tasks.single_location.experiment`; the settings:
+    :class:`SingleLocationSettings`). The models run in NumPy: ``device`` is
+    checked and unused.
+
+    Examples
+    --------
+    >>> from stsq_learn.experiments import single_location
+    >>> result = single_location("tiny", seeds=2, n_steps=50, n_softmax_steps=100)
+    >>> sorted(result.tables)
+    ['baselines', 'curves', 'runs', 'softmax', 'theory']
+    >>> result.tables["runs"].where(seed=1)["model"].tolist()
+    ['sphere/decay', 'sphere/constant', 'manifold/decay', 'manifold/constant']
+    """,
     settings=SingleLocationSettings,
     presets={
         "tiny": dict(n_features=20, n_steps=200, n_softmax_steps=20, n_test=500),
@@ -577,3 +564,4 @@ RECORD = Experiment(
     # seed of 3 (the tolerance of the 0.6 references, whose runs counted fractions).
     reference_atol={"reached_*": 0.34, "swapped_*": 0.34},
 )
+single_location = RECORD.function
