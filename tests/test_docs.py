@@ -492,15 +492,6 @@ KNOWN_TOO_WIDE = {
         ">>> X, y = make_in_context_regression(1000, n_examples=2",
         ">>> bool(np.linalg.norm(model.preconditioner_ - target) ",
     ],
-    "docs/user_guide/reproduce.rst": [
-        "stsq-learn reproduce --full --plan     # fits, steps and",
-        "stsq-learn reproduce --gpu             # longer sequence",
-        "stsq-learn reproduce --quick --check   # does this machi",
-        "outcome.ok, outcome.mismatches              # (True, [])",
-        "stsq-learn fit --task retrieval --n-selected 2 --n-featu",
-        "stsq-learn fit --import my_tasks.py --task triple_sum --",
-        "result = length_generalization(estimator=SparseTokenSele",
-    ],
     "docs/user_guide/single_location.rst": [
         "X, y = task.sample(1000, random_state=0)                ",
         "est = ErfAttentionRegressor(learning_rate_init=0.004, la",
@@ -796,8 +787,7 @@ CODE_NOT_RUN = {
     "user_guide/models": {"from stsq_learn import isotropic_floor": "a model of the page's text"},
     "user_guide/reproduce": {
         "from stsq_learn.experiments import check_reference": "reproduce at a size, minutes",
-        "from stsq_learn import SparseTokenSelector": "an experiment, a minute",
-        "from stsq_learn.experiments import PRESETS": "an experiment, a minute",
+        "from stsq_learn.experiments import length_generalization": "an experiment, a minute",
     },
     "user_guide/qsa": {
         "from stsq_learn.experiments import sparse_averaging": "an experiment, a minute"
