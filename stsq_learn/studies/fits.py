@@ -340,7 +340,8 @@ def fit_and_measure(
     keep : bool, default=False
         Return the fitted estimators too.
     batch_seeds : bool, default=False
-        Train the seeds as one batched model (:func:`batched_fits`).
+        Train the seeds as one batched model (:func:`batched_fits`), each
+        seed's callbacks acting on its own member.
 
     Returns
     -------
@@ -411,29 +412,40 @@ def batched_fits(ests, task, seeds, n_steps, n_train, made):
     :func:`~stsq_learn.engine.members.fit_online_members` (online) or
     :func:`~stsq_learn.engine.members.fit_members` on each seed's own rows
     (``n_train``): each seed its own initialisation and draws, the numbers
-    of its own fit up to float rounding. The seconds of the batched run are
-    shared equally among the seeds. Returns None, having fitted nothing,
-    where the seeds cannot train together: a single seed, per-seed
-    callbacks (a stopping rule, a trace: they act on one net), or
+    of its own fit up to float rounding. Each seed's callbacks of the study
+    (``made``: a stopping rule, a trace) act on that seed's member alone: a
+    member that reaches its target stops there and leaves the run, the
+    others go on. The seconds of the batched run are shared among the seeds
+    in proportion to the steps each ran. Returns None, having fitted
+    nothing, where the seeds cannot train together: a single seed, or
     estimators the members engine does not take (their error says why);
     the engine itself falls back to one fit after another for settings that
     do not move in lockstep.
     """
     from ..engine.members import fit_members, fit_online_members
 
-    if len(ests) < 2 or any(made):
+    if len(ests) < 2:
         return None
     start = time.perf_counter()
     try:
         if n_train is None:
-            fitted = fit_online_members(ests, task, n_steps, errors="return")
+            fitted = fit_online_members(ests, task, n_steps, errors="return", callbacks=made)
         else:
             rows = [task.sample(n_train, random_state=stream_seed(s, "train")) for s in seeds]
-            fitted = fit_members(ests, [X for X, _ in rows], [y for _, y in rows], errors="return")
+            fitted = fit_members(
+                ests, [X for X, _ in rows], [y for _, y in rows], errors="return", callbacks=made
+            )
     except (TypeError, ValueError):  # not members of one estimator: nothing was changed
         return None
-    share = (time.perf_counter() - start) / len(ests)
-    return [(res if isinstance(res, BaseException) else None, share) for res in fitted]
+    seconds = time.perf_counter() - start
+    steps = [
+        max(int(getattr(est, "n_iter_", 0)), 1) if not isinstance(res, BaseException) else 1
+        for est, res in zip(ests, fitted)
+    ]
+    return [
+        (res if isinstance(res, BaseException) else None, seconds * k / sum(steps))
+        for res, k in zip(fitted, steps)
+    ]
 
 
 def _score(est, err, scorers, X, y, error_score):

@@ -330,6 +330,19 @@ class _Search:
         return 3 if first else 2
 
 
+def _ready(pending, position, batch_seeds):
+    """The searches that fit in this round: all of them, or, where seeds train together,
+    those of each (model, line) at its earliest point (the others wait for them there,
+    so that the seeds of a point that try one value train as one model)."""
+    if not batch_seeds:
+        return list(pending)
+    earliest = {}
+    for (label, li, _), (point, _) in pending.items():
+        at = position[id(point)]
+        earliest[(label, li)] = min(earliest.get((label, li), at), at)
+    return [key for key, (point, _) in pending.items() if position[id(point)] == earliest[key[:2]]]
+
+
 def _lines(points, grid_names):
     """The points grouped into lines along the grid's first name, each in grid order."""
     lines = {}
@@ -453,8 +466,13 @@ def search_threshold(
         As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
     batch_seeds : bool, default=False
         As in :func:`~stsq_learn.studies.sweep`: the seeds whose searches
-        try the same value at the same point train together (without
-        ``stop_at_target``, whose stopping rule acts on one net).
+        try the same value at the same point train together, as one
+        batched model (the searches of a line wait for each other at each
+        point, so that they meet there; seeds that want different values
+        next train in one batched model per value). With
+        ``stop_at_target``, each seed's member stops when it reaches the
+        target, keeps its weights of that step (its score is the score it
+        stopped at) and costs nothing more, while the others go on.
     scoring : None, str or callable, default=None
         The score compared with ``target`` (None: the estimator's ``score``).
     return_trials : bool, default=False
@@ -609,12 +627,14 @@ def search_threshold(
             for seed in seeds:
                 chains[(label, li, seed)] = search.chain(line)
     pending = {key: next(gen) for key, gen in chains.items()}
+    position = {id(point): k for line in lines for k, point in enumerate(line)}
     outcomes, trials = {}, []
     desc = f"search {param}: {len(models)} models x {len(points)} points x {len(seeds)} seeds"
     with tqdm(desc=desc, disable=not progress, unit="fit", dynamic_ncols=True) as bar:
         while pending:
             groups = {}
-            for key, (point, value) in pending.items():
+            for key in _ready(pending, position, batch_seeds):
+                point, value = pending[key]
                 label = key[0]
                 groups.setdefault((label, id(point), value), (point, value, []))[2].append(key)
             calls = []

@@ -252,9 +252,12 @@ def sweep(
         are those of its own fit up to float rounding (float64: within
         1e-9 after 200 steps), at a fraction of the time of one fit after
         another for small models. Off by default, so that numbers stay the
-        same bit for bit. Fits with callbacks of the study (a search's
-        ``stop_at_target``, :func:`training_curve`'s trace) and settings
-        that do not move in lockstep fit one after another.
+        same bit for bit. A study's callbacks act on each seed's member
+        alone (a search's ``stop_at_target`` stops a member that reaches the
+        target while the others go on; :func:`training_curve` measures every
+        member); settings that do not move in lockstep (an adaptive rate,
+        warm starts, the estimator's own ``callbacks``) fit one after
+        another.
     progress : bool, default=False
         A progress bar over the fits, which says the study's size first.
     dry_run : bool, default=False
@@ -495,6 +498,7 @@ def training_curve(
     device=None,
     progress=False,
     dry_run=False,
+    batch_seeds=False,
 ):
     """Measure each model along its online training: at the start and every ``every`` steps.
 
@@ -512,6 +516,10 @@ def training_curve(
         Steps between two measurements.
     grid, seeds, n_steps, error_score, n_jobs, device, progress, dry_run
         As in :func:`sweep`.
+    batch_seeds : bool, default=False
+        Train the seeds of each model and point as one batched model (as
+        in :func:`sweep`); every seed's member is measured as it stands at
+        each step, as in its own fit.
 
     Returns
     -------
@@ -553,6 +561,7 @@ def training_curve(
         error_score=error_score,
         n_jobs=n_jobs,
         device=device,
+        batch_seeds=batch_seeds,
     )
     columns = ("step", *measures, "loss", "fit_failure")
 
