@@ -35,7 +35,7 @@ import dataclasses
 import math
 
 import numpy as np
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier, is_regressor
 from skorch.callbacks import Callback
 from tqdm.auto import tqdm
 
@@ -45,6 +45,7 @@ from .fits import (
     check_count,
     check_error_score,
     check_n_jobs,
+    check_online,
     execute,
     fit_and_measure,
     models_of,
@@ -163,6 +164,9 @@ class StopAtTarget(Callback):
         The step at which the last fit reached the target.
     """
 
+    EVERY = 25
+    """The default steps between two checks."""
+
     def __init__(self, template, task, X, y, target, scorer=None, greater_is_better=True, every=25):
         self.template = template
         self.task = task
@@ -277,7 +281,7 @@ class _Search:
         """The point with the searched parameter at ``value`` (and its estimator changes)."""
         if self.in_task:
             task = dataclasses.replace(point.task, **{self.param: value})
-            return Point(point.values, task, point.changes), None
+            return Point(point.values, task, point.changes, point.settings), None
         return point, {self.param: value}
 
     def chain(self, points):
@@ -322,6 +326,12 @@ class _Search:
         bound = None if found is not None else max(failing, default=None)
         return {"value": found, "bound": bound, "tried": tried, "skipped": False}
 
+    def typical_value(self):
+        """A candidate the plan times a search's fits at: the middle of the grid (or range)."""
+        if self.method == "geometric":
+            return float(np.sqrt(self.values[0] * self.values[1]))
+        return self.values[(len(self.values) - 1) // 2]
+
     def expected_fits(self, first):
         if self.method == "geometric":
             return self.n_iter
@@ -350,6 +360,58 @@ def _lines(points, grid_names):
         key = tuple((k, repr(v)) for k, v in point.values if k != grid_names[0])
         lines.setdefault(key, []).append(point)
     return list(lines.values())
+
+
+# The range of a score: the estimators' own (R^2 at most 1; a classifier's accuracy in
+# [0, 1]) and scikit-learn's scorers by name (the "neg_" ones at most 0).
+_SCORER_RANGES = {
+    "r2": ("R^2", -math.inf, 1.0),
+    "explained_variance": ("the explained variance", -math.inf, 1.0),
+    "accuracy": ("accuracy", 0.0, 1.0),
+    "balanced_accuracy": ("balanced accuracy", 0.0, 1.0),
+    "roc_auc": ("ROC AUC", 0.0, 1.0),
+    "average_precision": ("average precision", 0.0, 1.0),
+    "f1": ("F1", 0.0, 1.0),
+    "precision": ("precision", 0.0, 1.0),
+    "recall": ("recall", 0.0, 1.0),
+    "jaccard": ("the Jaccard index", 0.0, 1.0),
+}
+
+
+def _score_range(scoring, label, est):
+    """``(name, lowest, highest)`` of the score a search compares, or None where not known."""
+    if scoring is None:
+        if is_classifier(est):
+            return f"{label}'s score (accuracy)", 0.0, 1.0
+        if is_regressor(est):
+            return f"{label}'s score (R^2)", -math.inf, 1.0
+        return None
+    if isinstance(scoring, str):
+        if scoring.startswith("neg_"):
+            return f"the scorer {scoring!r}", -math.inf, 0.0
+        for key, (what, low, high) in _SCORER_RANGES.items():
+            if scoring == key or scoring.startswith(key + "_"):  # f1_macro, roc_auc_ovr, ...
+                return f"the scorer {scoring!r} ({what})", low, high
+    return None
+
+
+def _check_reachable(target, greater_is_better, scoring, models):
+    """Refuse a target no fit can reach: above the score's highest (below its lowest)."""
+    for label, est in models.items():
+        known = _score_range(scoring, label, est)
+        if known is None:
+            continue
+        name, low, high = known
+        if greater_is_better and target > high:
+            raise ValueError(
+                f"target={target!r} cannot be reached: {name} is at most {high:g}. Give a "
+                f"target of at most {high:g} (e.g. 0.9)."
+            )
+        if not greater_is_better and target < low:
+            raise ValueError(
+                f"target={target!r} cannot be reached with greater_is_better=False: {name} "
+                f"is at least {low:g}."
+            )
 
 
 def _check_search(task, param, values, method, target, n_iter, models):
@@ -520,6 +582,7 @@ def search_threshold(
                 f'start must be "previous", None, a number or a callable, got {start!r}.'
             )
     values, in_task, n_iter = _check_search(task, param, values, method, target, n_iter, models)
+    _check_reachable(float(target), bool(greater_is_better), scoring, models)
     points = points_of(task, grid, models)
     grid_names = [name for name, _ in points[0].values]
     if param in grid_names:
@@ -535,14 +598,8 @@ def search_threshold(
         n_iter,
         in_task,
     )
-    if n_train is None:
-        for label, est in models.items():
-            if not hasattr(est, "fit_online"):
-                raise TypeError(
-                    f"{label} ({type(est).__name__}) has no fit_online: give n_train to fit it "
-                    "on rows drawn from the task."
-                )
-    if stop_at_target and n_train is not None:
+    check_online(models, points, n_train)
+    if stop_at_target and any(p.n_train(n_train) is not None for p in points):
         raise ValueError("stop_at_target stops online fits; it does not apply with n_train.")
     lines = _lines(points, grid_names) if grid_names else [points]
     meta = {
@@ -564,11 +621,14 @@ def search_threshold(
         "models": {label: type(est).__name__ for label, est in models.items()},
     }
     work = []
+    typical = search.typical_value()
     for label, est in models.items():
         for line in lines:
             for k, point in enumerate(line):
-                model = prepare(est, point, seeds[0], label=label, device=device)
-                steps = 0 if n_train is not None else planned_steps(model, n_steps)
+                at, extra = search.candidate(point, typical)  # timed at a typical candidate
+                model = prepare(est, at, seeds[0], label=label, device=device, extra=extra)
+                rows = point.n_train(n_train)
+                steps = 0 if rows is not None else planned_steps(model, n_steps)
                 where = ", ".join(f"{name}={v}" for name, v in point.values)
                 work.append(
                     Work(
@@ -576,10 +636,14 @@ def search_threshold(
                         len(seeds) * search.expected_fits(k == 0),
                         steps,
                         model,
-                        point.task,
+                        at.task,
                         n_test,
                         None,
-                        n_train,
+                        rows,
+                        members=len(seeds) if batch_seeds else 1,
+                        check_every=StopAtTarget.EVERY if stop_at_target else 0,
+                        check_rows=n_test if stop_at_target else 0,
+                        stops=bool(stop_at_target),
                     )
                 )
     columns = ["model", "seed", *(f"param_{n}" for n in grid_names)]
