@@ -664,3 +664,20 @@ def test_plan_entry_compares_the_estimate_with_the_run(bench):
     for case in rec["cases"].values():
         assert case["planned_seconds"] > 0 and case["seconds"] > 0
         assert case["ratio"] == case["planned_seconds"] / case["seconds"]
+
+
+def test_profile_step_splits_a_step_into_its_parts():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("profile_step", BENCH / "profile_step.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines = []
+    rows = module.profile("in_context", steps=3, repeats=1, out=lines.append)
+    assert list(rows) == ["step", "batch", "model", "optimiser", "engine"]
+    assert rows["step"] > 0 and min(rows["batch"], rows["model"], rows["optimiser"]) > 0
+    assert rows["engine"] == pytest.approx(
+        rows["step"] - rows["batch"] - rows["model"] - rows["optimiser"]
+    )
+    assert lines[0].startswith("in_context: LinearAttentionRegressor, 1 member(s), 3 steps")
+    assert set(module.TASKS) == {"selection", "fcn", "averaging", "retrieval", "in_context"}
