@@ -37,7 +37,7 @@ from stsq_learn import (
 from stsq_learn.encodings import sampling
 from stsq_learn.encodings.draws import StreamedDraws
 from stsq_learn.engine.batch_reuse import reuse_batches
-from stsq_learn.engine.members import fit_members, fit_online_members
+from stsq_learn.engine.members import fit_members, fit_online_members, predict_members
 from stsq_learn.engine.training import OnlineData
 from stsq_learn.nn import Attention, FullyConnected
 
@@ -571,3 +571,16 @@ def test_a_stacked_fully_connected_net_keeps_its_parameter_names():
     assert list(stacked.state_dict()) == list(modules[0].state_dict())
     X = torch.randn(6, 5, 3, dtype=torch.float64)
     torch.testing.assert_close(stacked(X), torch.cat([m(x) for m, x in zip(modules, X.chunk(3))]))
+
+
+@pytest.mark.parametrize("case", ["selector marginal", "FCN averager", "linear attention"])
+def test_members_predict_together_as_each_alone(case):
+    est, task = ONLINE[case]
+    members = fit_online_members(_clones(est.set_params(dtype="float32")), task, n_steps=20)
+    rows = [task.sample(30, random_state=20 + s)[0] for s in SEEDS]
+    checked = [members[0].task_.check_rows(X) for X in rows]
+    together = predict_members(members, checked)
+    for member, X, pred in zip(members, rows, together):
+        np.testing.assert_array_equal(pred, member.predict(X))  # to the bit
+    assert predict_members(members, [checked[0], checked[1], checked[2][:10]]) is None
+    assert predict_members(members[:1], checked[:1]) is None

@@ -771,13 +771,44 @@ class _Members(Callback):
                     continue
             try:
                 for cb in self.callbacks[s]:
-                    cb.on_batch_end(member, batch=None, training=True)
+                    if not hasattr(type(cb), "members_batch_end"):
+                        cb.on_batch_end(member, batch=None, training=True)
             except KeyboardInterrupt:  # its callback stops it, as its fit would stop
                 leaving.append(s)
             except ValueError as exc:  # its fit would fail with this error
                 self.failed[s] = exc
                 leaving.append(s)
+        self._together(leaving)
         self._leave(net, leaving)
+
+    def _together(self, leaving):
+        """The callbacks whose class answers for all members at once (``members_batch_end``).
+
+        Called after the members' other callbacks of the step, once per class
+        with every member still going on (``[(callback, its member's net)]``),
+        it returns per member whether it stops (as a ``KeyboardInterrupt`` of
+        its ``on_batch_end`` would): a stopping rule scores the members due
+        for a check in one forward.
+        """
+        groups = {}
+        for s in self.slots_:
+            if s in leaving:
+                continue
+            for cb in self.callbacks[s]:
+                if hasattr(type(cb), "members_batch_end"):
+                    groups.setdefault(type(cb), []).append((s, cb))
+        for kind, members in groups.items():
+            try:
+                stops = kind.members_batch_end([(cb, self.nets[s]) for s, cb in members])
+            except ValueError as exc:  # each member's fit would fail with this error
+                stops = [exc] * len(members)
+            for (s, _), stop in zip(members, stops):
+                if s in leaving:
+                    continue
+                if isinstance(stop, BaseException):
+                    self.failed[s] = stop
+                if stop:
+                    leaving.append(s)
 
     def on_epoch_end(self, net, **kwargs):
         count = net.history[-1].get("train_batch_count")
@@ -847,3 +878,68 @@ class _Members(Callback):
                 self.optimizer_states[s] = _optimizer_state(net, slot)
             _unbind(self.nets[s].module_)
         self.slots_ = []
+
+
+def predict_members(estimators, Xs):
+    """Each estimator's prediction of its own rows, in one forward of their stacked modules.
+
+    ``estimators`` are fitted estimators of one class and settings (the
+    members of a batched fit, or views of them as they train), ``Xs`` their
+    rows, checked by the task's ``check_rows``. Member s's prediction is
+    what ``estimators[s]._predict_validated(Xs[s])`` gives, to the bit on a
+    CPU: its rows go through its own slice of a stacked copy of the modules
+    with the keyed draws of its own prediction seed (keyed by row, they do
+    not depend on the other rows), every product with its weights computed
+    on its rows alone, in one chunk as its own prediction takes them. A
+    prediction's fixed cost (the draws' and the module's calls) is paid once
+    for all.
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        Fitted estimators on the engine, of one class and parameters.
+    Xs : list of ndarray
+        Each one's rows, of one shape.
+
+    Returns
+    -------
+    list of ndarray or None
+        Each member's prediction; None, having predicted nothing, where they
+        cannot be predicted together (fewer than two, rows of other shapes
+        or largest queries, a module without ``stacked``, more rows than
+        one chunk of a prediction, an output that overflows): then predict
+        them one by one.
+    """
+    from ..encodings.families import KeyedDraws
+    from ..encodings.keyed import row_keys
+    from .base import _PREDICT_ELEMENTS
+
+    first = estimators[0]
+    modules = [est.net_.module_ for est in estimators]
+    if len(estimators) < 2 or not hasattr(type(modules[0]), "stacked"):
+        return None
+    if any(X.shape != Xs[0].shape for X in Xs) or not len(Xs[0]):
+        return None
+    n, T = Xs[0].shape[:2]
+    queries = {first.task_.largest_query(X) for X in Xs}
+    kwargs = first._forward_kwargs()
+    if len(queries) > 1:
+        return None
+    per_row = modules[0].elements_per_row(T, kwargs.get("pe_sampling"), n_selected=queries.pop())
+    if n > max(1, _PREDICT_ELEMENTS // per_row):
+        return None
+    for est in estimators:
+        est._check_predict_seq_len(T)
+    param = next(modules[0].parameters())
+    rows = [tr.as_tensor(X, param.dtype, param.device) for X in Xs]
+    keys = torch.cat([row_keys(X, est._predict_seed) for X, est in zip(rows, estimators)])
+    draws = KeyedDraws(first._predict_seed, keys, dtype=param.dtype)
+    with torch.no_grad():
+        stacked = type(modules[0]).stacked(modules)
+    stacked.eval()
+    with torch.inference_mode():
+        out = stacked(torch.cat(rows), generator=draws, **kwargs)
+    if not torch.isfinite(out).all():
+        return None
+    parts = out.cpu().numpy().astype(np.float64).reshape(len(estimators), n, *out.shape[1:])
+    return [p.ravel() if est._y_1d else p for p, est in zip(parts, estimators)]

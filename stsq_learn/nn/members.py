@@ -50,7 +50,29 @@ def linear(x, weight):
     """
     if weight.dim() == 2:
         return x @ weight.T
-    return torch.cat([x_s @ w_s.T for x_s, w_s in zip(x.chunk(weight.shape[0]), weight)])
+    parts = zip(x.chunk(weight.shape[0]), weight)
+    return torch.cat([_as_alone(x_s, x) @ _as_alone(w_s, weight).T for x_s, w_s in parts])
+
+
+def _as_alone(part, whole):
+    """Member s's block ``part`` of ``whole``, starting where its own tensor would.
+
+    A member's block of rows starts inside the batch, and its weight inside
+    the stacked parameter, where the member's own fit reads them at the start
+    of their own memory (as ``whole``'s first block starts). A BLAS kernel
+    may take another path, and round otherwise, for a matrix that starts at
+    another 64-byte alignment: such a block is copied, with its strides, to
+    memory that starts at ``whole``'s alignment.
+    """
+    shift = (part.data_ptr() - whole.data_ptr()) % 64
+    if shift == 0:
+        return part
+    size = part.element_size()
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(part.shape, part.stride()))
+    buffer = torch.empty(span + 64 // size, dtype=part.dtype, device=part.device)
+    offset = ((whole.data_ptr() - buffer.data_ptr()) % 64) // size
+    out = buffer.as_strided(part.shape, part.stride(), offset)
+    return out.copy_(part)
 
 
 class GroupedLinear(nn.Module):
@@ -81,8 +103,13 @@ class GroupedLinear(nn.Module):
         Each member's block goes through ``nn.functional.linear`` with its
         weight and bias, as in its single module (rounded as there).
         """
-        parts = zip(x.chunk(self.weight.shape[0]), self.weight, self.bias)
-        return torch.cat([nn.functional.linear(x_s, w_s, b_s) for x_s, w_s, b_s in parts])
+        W, b = self.weight, self.bias
+        return torch.cat(
+            [
+                nn.functional.linear(_as_alone(x_s, x), _as_alone(w_s, W), _as_alone(b_s, b))
+                for x_s, w_s, b_s in zip(x.chunk(W.shape[0]), W, b)
+            ]
+        )
 
 
 def stack(modules):

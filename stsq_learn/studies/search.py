@@ -207,34 +207,94 @@ class StopAtTarget(Callback):
         view = fitted_view(self.template, net, self.task)
         was_training = net.module_.training
         try:
-            if self.scorer is not None:
+            if not self._fast(view):
+                if self.scorer is None:
+                    return float(view.score(self.X, self.y))
                 return float(self.scorer(view, self.X, self.y))
-            if type(view).score is not _Regressor.score:
-                return float(view.score(self.X, self.y))
-            # The regressors' score, step by step, with the rows checked once per fit (they
-            # do not change) and scikit-learn's R^2 without its argument checks: the same
-            # number, without a fixed cost that is most of a check on a few thousand rows.
-            if self._checked is None:
-                X = view.task_.check_rows(self.X, type(view).__name__)
-                self._checked = X, view.task_.check_targets(self.y, X)
-            X, y = self._checked
-            with sklearn.config_context(skip_parameter_validation=True):
-                return float(view.task_.score(y, view._predict_validated(X)))
+            X, y = self._rows(view)
+            return self._r2(view, y, view._predict_validated(X))
         finally:
             net.module_.train(was_training)
+
+    def _fast(self, view):
+        """Whether the score is a regressor's own (then computed in parts: :meth:`_r2`)."""
+        return self.scorer is None and type(view).score is _Regressor.score
+
+    def _rows(self, view):
+        """The held-out rows and targets, checked by the task once per fit (they do not change)."""
+        if self._checked is None:
+            X = view.task_.check_rows(self.X, type(view).__name__)
+            self._checked = X, view.task_.check_targets(self.y, X)
+        return self._checked
+
+    @staticmethod
+    def _r2(view, y, y_pred):
+        """The regressors' ``score``, given its prediction: scikit-learn's R^2 without its
+        argument checks (the same number, without a fixed cost that is most of a check on a
+        few thousand rows)."""
+        with sklearn.config_context(skip_parameter_validation=True):
+            return float(view.task_.score(y, y_pred))
+
+    def _due(self, net):
+        """The step, where this one is a check's (else None)."""
+        step = len(net.history[-1]["batches"])
+        return None if step % self.every else step
+
+    def _reached(self, net, step, score):
+        """Record a check; whether it reached the target (the stop recorded in the history)."""
+        self.checks_.append((step, score))
+        if not _passes(score, self.target, self.greater_is_better):
+            return False
+        self.stopped_at_ = step
+        net.history.record(STOP_REASON, "target_reached")
+        return True
 
     def on_batch_end(self, net, training=False, **kwargs):
         if not training:
             return
-        step = len(net.history[-1]["batches"])
-        if step % self.every:
-            return
-        score = self.score_module(net)
-        self.checks_.append((step, score))
-        if _passes(score, self.target, self.greater_is_better):
-            self.stopped_at_ = step
-            net.history.record(STOP_REASON, "target_reached")
+        step = self._due(net)
+        if step is not None and self._reached(net, step, self.score_module(net)):
             raise KeyboardInterrupt  # how skorch stops a fit (as its EarlyStopping does)
+
+    @classmethod
+    def members_batch_end(cls, pairs):
+        """The checks of the members of a batched fit at one step, scored together.
+
+        What each member's :meth:`on_batch_end` does, for all of them at once
+        (:func:`~stsq_learn.engine.members.fit_members` calls it with every
+        member's ``(callback, net)``): the members due for a check are scored
+        on their own held-out rows in one forward of their stacked modules
+        (:func:`~stsq_learn.engine.members.predict_members`: each member's
+        prediction to the bit, the prediction's fixed cost paid once), or
+        one by one where that cannot be.
+
+        Parameters
+        ----------
+        pairs : list of (StopAtTarget, skorch.NeuralNet)
+            Each member's callback and its net (its weights of the moment).
+
+        Returns
+        -------
+        list of bool
+            Per pair, whether the member reached the target (and stops).
+        """
+        from ..engine.members import predict_members
+
+        due = [(cb, net, cb._due(net)) for cb, net in pairs]
+        due = [(cb, net, step) for cb, net, step in due if step is not None]
+        scores = {}
+        views = [fitted_view(cb.template, net, cb.task) for cb, net, _ in due]
+        if len(due) > 1 and all(cb._fast(v) for (cb, _, _), v in zip(due, views)):
+            rows = [cb._rows(v) for (cb, _, _), v in zip(due, views)]
+            predictions = predict_members(views, [X for X, _ in rows])
+            if predictions is not None:
+                for (cb, _, _), view, (_, y), pred in zip(due, views, rows, predictions):
+                    scores[id(cb)] = cb._r2(view, y, pred)
+        stops = {}
+        for cb, net, step in due:
+            score = scores[id(cb)] if id(cb) in scores else cb.score_module(net)
+            stops[id(cb)] = cb._reached(net, step, score)
+        return [stops.get(id(cb), False) for cb, _ in pairs]
 
 
 class _Stopper:
