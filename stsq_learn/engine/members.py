@@ -40,7 +40,12 @@ stops a member when its own epoch loss stops improving, and a member's
 callbacks of the call (``callbacks``) may stop it (``KeyboardInterrupt``,
 as a single fit stops) or fail it (``ValueError``); they are given the
 member's own net, whose module's tensors are views of the member's slice of
-the stacked module, so they see its weights of the moment at no cost. A
+the stacked module, so they see its weights of the moment at no cost; a
+callback class may answer for every member at once (a classmethod
+``members_batch_end(pairs)``, called once a step after the members' other
+callbacks with each member's ``(callback, net)``, returning per member
+whether it stops): the studies' stopping rule scores the members due for a
+check in one forward (:func:`predict_members`). A
 member that stops or fails leaves the run at that step: it keeps its
 weights and optimiser state of that step (copied into its own module and
 net), and its slice of every parameter, buffer and optimiser moment is cut
@@ -114,7 +119,7 @@ from . import progress
 from . import training as tr
 from .memory import check_fit_memory
 
-__all__ = ["fit_members", "fit_online_members"]
+__all__ = ["fit_members", "fit_online_members", "predict_members"]
 
 ERRORS = ("raise", "return")
 

@@ -50,8 +50,27 @@ def linear(x, weight):
     """
     if weight.dim() == 2:
         return x @ weight.T
-    parts = zip(x.chunk(weight.shape[0]), weight)
-    return torch.cat([_as_alone(x_s, x) @ _as_alone(w_s, weight).T for x_s, w_s in parts])
+    S = weight.shape[0]
+    parts = zip(_rows_of(x, S), _members_of(weight))
+    return torch.cat([x_s @ w_s.T for x_s, w_s in parts])
+
+
+def _rows_of(x, S):
+    """The members' blocks of rows of ``x`` (member-major), each as its own tensor starts."""
+    return _as_own(x, x.chunk(S), x.stride(0) * (x.shape[0] // S))
+
+
+def _members_of(weight):
+    """The members' slices of a stacked ``weight``, each as its own parameter starts."""
+    return _as_own(weight, weight.unbind(0), weight.stride(0))
+
+
+def _as_own(whole, parts, step):
+    """``parts`` of ``whole``, ``step`` elements apart: as they are where that keeps every
+    part at ``whole``'s 64-byte alignment (one check), else each by :func:`_as_alone`."""
+    if (step * whole.element_size()) % 64 == 0:
+        return parts
+    return [_as_alone(part, whole) for part in parts]
 
 
 def _as_alone(part, whole):
@@ -104,12 +123,8 @@ class GroupedLinear(nn.Module):
         weight and bias, as in its single module (rounded as there).
         """
         W, b = self.weight, self.bias
-        return torch.cat(
-            [
-                nn.functional.linear(_as_alone(x_s, x), _as_alone(w_s, W), _as_alone(b_s, b))
-                for x_s, w_s, b_s in zip(x.chunk(W.shape[0]), W, b)
-            ]
-        )
+        parts = zip(_rows_of(x, W.shape[0]), _members_of(W), b.unbind(0))
+        return torch.cat([nn.functional.linear(x_s, w_s, b_s) for x_s, w_s, b_s in parts])
 
 
 def stack(modules):

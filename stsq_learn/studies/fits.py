@@ -444,7 +444,7 @@ def batched_fits(ests, task, seeds, n_steps, n_train, made):
     :func:`~stsq_learn.engine.members.fit_online_members` (online) or
     :func:`~stsq_learn.engine.members.fit_members` on each seed's own rows
     (``n_train``): each seed its own initialisation and draws, the numbers
-    of its own fit up to float rounding. Each seed's callbacks of the study
+    of its own fit (to the bit on a CPU). Each seed's callbacks of the study
     (``made``: a stopping rule, a trace) act on that seed's member alone: a
     member that reaches its target stops there and leaves the run, the
     others go on. The seconds of the batched run are shared among the seeds

@@ -248,10 +248,11 @@ def sweep(
         model (:func:`~stsq_learn.engine.members.fit_online_members`, or
         :func:`~stsq_learn.engine.members.fit_members` with ``n_train``):
         each seed keeps its own initialisation and draws, and its numbers
-        are those of its own fit up to float rounding (float64: within
-        1e-9 after 200 steps), at a fraction of the time of one fit after
-        another for small models. Off by default, so that numbers stay the
-        same bit for bit. A study's callbacks act on each seed's member
+        are those of its own fit (to the bit on a CPU: every product with
+        a seed's weights is computed on its own rows), at a fraction of the
+        time of one fit after another for small models. Off by default, so
+        that numbers do not depend on the machine's kernels. A study's
+        callbacks act on each seed's member
         alone (a search's ``stop_at_target`` stops a member that reaches the
         target while the others go on; :func:`training_curve` measures every
         member); settings that do not move in lockstep (an adaptive rate,
