@@ -182,3 +182,27 @@ def test_a_batched_training_curve_measures_every_member_as_its_own_fit():
     assert list(batched["step"]) == list(one["step"]) == [0, 10, 20, 30, 40] * 3
     for col in ("gamma", "r2", "loss"):
         _close(one, batched, col)
+
+
+@pytest.mark.slow
+def test_the_quick_separation_search_finds_each_seeds_own_width_batched():
+    # The quick separation preset's first curve (plain GD at q = 2: its widths, lengths,
+    # steps, target and held-out rows) with the FCN beside it, in float32 as the experiment
+    # runs it: each seed's widths, steps and scores those of its search alone, to the bit.
+    models = {k: v for k, v in _search_models("float32").items()}
+    kwargs = dict(
+        estimators=models,
+        task=SparseTokenSelectionTask(4, 2, 2),
+        widths=[2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128],
+        target=0.9,
+        grid={"seq_len": [4, 8, 16]},
+        stop_at_target=True,
+        n_steps=400,
+        n_test=1000,
+        return_trials=True,
+    )
+    seeds = [0, 1, 2]
+    batched, trials = minimal_width(seeds=seeds, batch_seeds=True, **kwargs)
+    for s in seeds:
+        table, own_trials = minimal_width(seeds=[s], **kwargs)
+        _same_searches(batched.where(seed=s), table, trials.where(seed=s), own_trials, 0.0)
