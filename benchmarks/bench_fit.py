@@ -50,6 +50,8 @@ def _ours(X, y, X_test, y_test, cfg, learn_token_block, pe_sampling="marginal"):
     def fit(seed):
         model = SparseTokenSelector(
             width=cfg["width"],
+            solver="adam",  # the plain loop's optimiser (the default "auto" resolves to SGD)
+            learning_rate="constant",
             learning_rate_init=cfg["lr"],
             batch_size=cfg["batch_size"],
             max_iter=cfg["epochs"],

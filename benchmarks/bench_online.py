@@ -44,6 +44,8 @@ def runners(cfg):
             model = SparseTokenSelector(
                 width=cfg["width"],
                 pe_sampling=pe_sampling,
+                solver="adam",  # the plain loop's optimiser (the default "auto" resolves to SGD)
+                learning_rate="constant",
                 learning_rate_init=cfg["lr"],
                 batch_size=cfg["batch_size"],
                 learn_token_block=False,

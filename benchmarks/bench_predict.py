@@ -86,6 +86,8 @@ def train(cfg, seq_len):
     task = SparseTokenSelectionTask(seq_len, cfg["n_features"], cfg["n_selected"])
     model = SparseTokenSelector(
         width=cfg["width"],
+        solver="adam",  # the plain loop's optimiser (the default "auto" resolves to SGD)
+        learning_rate="constant",
         learning_rate_init=cfg["lr"],
         batch_size=cfg["batch_size"],
         device="cpu",

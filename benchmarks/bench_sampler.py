@@ -136,6 +136,8 @@ def runners(cfg, seq_len, with_full):
             model = SparseTokenSelector(
                 width=cfg["width"],
                 pe_sampling=pe_sampling,
+                solver="adam",  # the plain loop's optimiser (the default "auto" resolves to SGD)
+                learning_rate="constant",
                 learning_rate_init=cfg["lr"],
                 batch_size=cfg["batch_size"],
                 device="cpu",

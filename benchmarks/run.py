@@ -33,6 +33,12 @@ The entries (``--only`` picks some, repeatable):
 * ``seeds``: S seeds of ``SparseTokenSelector`` and ``FCNSelector`` trained as
   one batched model (``fit_online_members``) against the same fits one after
   another, at S = 3 and 8;
+* ``studies``: a width search whose fits stop at their target over 8 seeds
+  and a training curve over 6 seeds, with ``batch_seeds=True`` against the
+  same studies seed by seed, checked to give the same numbers;
+* ``plan``: what ``dry_run=True`` (``StudyPlan.estimate``) says a study takes
+  against what it takes, for a sweep, a length curve, a training curve and
+  a stopping width search, with and without ``batch_seeds``;
 * ``single_location``: projected GD on single-location regression over 1
   and 10 seeds, batched and one after another, against the authors' update
   vmapped in JAX (skipped without jax and quadax);
@@ -87,6 +93,8 @@ ENTRIES = [
     "averaging",
     "reuse",
     "seeds",
+    "studies",
+    "plan",
     "single_location",
     "in_context",
     "gpu",

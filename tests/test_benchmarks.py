@@ -65,6 +65,8 @@ def test_registry_and_configs(bench):
         "averaging",
         "reuse",
         "seeds",
+        "studies",
+        "plan",
         "single_location",
         "in_context",
         "gpu",
@@ -630,3 +632,52 @@ def test_plain_lsa_loop_is_the_package_layer(bench):
         module.value, module.key_query, X[:, :-1, :-1], X[:, :-1, -1], X[:, -1, :-1]
     )
     torch.testing.assert_close(plain, module(X))
+
+
+def test_studies_entry_times_both_ways_and_checks_the_numbers(bench):
+    module = bench.run.load("studies")
+    cfg = bench.harness.merge_config(
+        module,
+        overrides=dict(seq_len=6, n_features=2, search_widths=(2, 8), search_lengths=(4, 6))
+        | dict(target=0.5, n_steps=30, n_test=100, search_seeds=2, curve_seeds=2)
+        | dict(curve_width=8, curve_steps=20, every=5, repeats=1),
+    )
+    rec = module.run(cfg, None)
+    assert set(rec["cases"]) == {"search", "curve"}
+    for case in rec["cases"].values():
+        assert set(case["runners"]) == {"batched", "seed by seed"}
+        assert all(v == 0.0 for v in case["max_difference"].values())  # to the bit
+    assert [name for name, _ in module.table(rec)] == ["search", "curve"]
+
+
+def test_plan_entry_compares_the_estimate_with_the_run(bench):
+    module = bench.run.load("plan")
+    cfg = bench.harness.merge_config(
+        module,
+        overrides=dict(seq_len=8, n_features=2, seeds=2, n_steps=20, n_test=100, every=5)
+        | dict(studies=("length_curve", "search")),
+    )
+    rec = module.run(cfg, None)
+    assert set(rec["cases"]) == {
+        f"{s}, {w}" for s in ("length_curve", "search") for w in ("batched", "seed by seed")
+    }
+    for case in rec["cases"].values():
+        assert case["planned_seconds"] > 0 and case["seconds"] > 0
+        assert case["ratio"] == case["planned_seconds"] / case["seconds"]
+
+
+def test_profile_step_splits_a_step_into_its_parts():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("profile_step", BENCH / "profile_step.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines = []
+    rows = module.profile("in_context", steps=3, repeats=1, out=lines.append)
+    assert list(rows) == ["step", "batch", "model", "optimiser", "engine"]
+    assert rows["step"] > 0 and min(rows["batch"], rows["model"], rows["optimiser"]) > 0
+    assert rows["engine"] == pytest.approx(
+        rows["step"] - rows["batch"] - rows["model"] - rows["optimiser"]
+    )
+    assert lines[0].startswith("in_context: LinearAttentionRegressor, 1 member(s), 3 steps")
+    assert set(module.TASKS) == {"selection", "fcn", "averaging", "retrieval", "in_context"}

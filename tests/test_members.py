@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.base import clone
+from skorch.callbacks import Callback
 from user_tasks import PairMeanTask
 
 from stsq_learn import (
@@ -36,7 +37,8 @@ from stsq_learn import (
 from stsq_learn.encodings import sampling
 from stsq_learn.encodings.draws import StreamedDraws
 from stsq_learn.engine.batch_reuse import reuse_batches
-from stsq_learn.engine.members import fit_members, fit_online_members
+from stsq_learn.engine.members import fit_members, fit_online_members, predict_members
+from stsq_learn.engine.training import OnlineData
 from stsq_learn.nn import Attention, FullyConnected
 
 STS = SparseTokenSelectionTask(seq_len=6, n_features=2, n_selected=2)
@@ -213,6 +215,127 @@ def test_early_stopping_freezes_each_member_at_its_own_epoch():
         single = clone(est).set_params(random_state=seed).fit(X, y)
         _assert_same_fit(member, single, X)
         assert member.net_.history[-1]["stop_reason"] == "no_improvement"
+
+
+# -- members that stop: their own callbacks -------------------------------------------------
+class _StopAt(Callback):
+    """Stops its fit at step ``step`` (None: never), as a study's stopping rule does."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training and sum(len(e["batches"]) for e in net.history) == self.step:
+            net.history.record("stop_reason", "test_stop")
+            raise KeyboardInterrupt
+
+
+class _Probe(Callback):
+    """Records the first weight of its fit's module at every step: what a member's callback sees."""
+
+    def initialize(self):
+        self.seen_ = []
+        return self
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training:
+            self.seen_.append(float(next(net.module_.parameters()).detach().flatten()[0]))
+
+
+def _optimizer_states(est):
+    state = est.net_.optimizer_.state_dict()
+    return [{k: v for k, v in s.items()} for _, s in sorted(state["state"].items())], [
+        {k: v for k, v in g.items() if k != "params"} for g in state["param_groups"]
+    ]
+
+
+def _assert_same_optimizer(batched, single):
+    (a, groups_a), (b, groups_b) = _optimizer_states(batched), _optimizer_states(single)
+    assert groups_a == groups_b
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for k in x:
+            diff = (x[k] - y[k]).abs().max() if torch.is_tensor(x[k]) else abs(x[k] - y[k])
+            assert float(diff) <= TOL, (k, float(diff))
+
+
+STOPS = {0: 12, 1: None, 2: 31}  # seed -> the step its callback stops it at
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "selector marginal",
+        "selector fixed, log scale, ranges",
+        "FCN selector, momentum, decay, invscaling",
+        "retriever marginal, 2 heads",
+        "linear attention",
+    ],
+)
+def test_a_member_that_stops_keeps_its_state_and_the_others_go_on(case, monkeypatch):
+    est, task = ONLINE[case]
+    drawn = []  # members drawn from at every step: a stopped member costs nothing more
+    original = OnlineData.draw
+
+    def counting(self, batch_size, generator):
+        if isinstance(generator, list):
+            drawn.append(len(generator))
+        return original(self, batch_size, generator)
+
+    monkeypatch.setattr(OnlineData, "draw", counting)
+    members = _clones(est)
+    probes = [_Probe() for _ in SEEDS]
+    callbacks = [[_StopAt(STOPS[s]), probe] for s, probe in zip(SEEDS, probes)]
+    fit_online_members(members, task, n_steps=50, callbacks=callbacks)
+    monkeypatch.setattr(OnlineData, "draw", original)
+    X, _ = task.at_length(task.length_range[1]).sample(40, random_state=9)
+    for seed, member, probe in zip(SEEDS, members, probes):
+        own = _Probe()
+        single = clone(est).set_params(random_state=seed, callbacks=[_StopAt(STOPS[seed]), own])
+        single.fit_online(task, n_steps=50)
+        single.set_params(callbacks=None)
+        assert member.n_iter_ == (STOPS[seed] or 50) == single.n_iter_
+        _assert_same_fit(member, single, X)
+        _assert_same_optimizer(member, single)
+        np.testing.assert_allclose(probe.seen_, own.seen_, rtol=0, atol=TOL)
+        assert member.get_params()["callbacks"] == est.get_params()["callbacks"]
+    assert drawn[:12] == [3] * 12 and drawn[12:31] == [2] * 19 and drawn[31:] == [1] * 19
+
+
+def test_a_member_that_stops_within_an_epoch_of_a_fit_on_rows():
+    X, y = STS.sample(40, random_state=0)
+    est = FCNSelector(8, max_iter=30, **SMALL)  # 3 batches an epoch
+    members = _clones(est)
+    fit_members(members, X, y, callbacks=[[_StopAt(STOPS[s])] for s in SEEDS])
+    for seed, member in zip(SEEDS, members):
+        single = clone(est).set_params(random_state=seed, callbacks=[_StopAt(STOPS[seed])])
+        single.fit(X, y).set_params(callbacks=None)
+        _assert_same_fit(member, single, X)
+        _assert_same_optimizer(member, single)
+
+
+def test_member_callbacks_are_refused_before_any_work():
+    members = _clones(SparseTokenSelector(8, **SMALL))
+    with pytest.raises(ValueError, match="callbacks must be a list of 3 lists"):
+        fit_online_members(members, STS, n_steps=5, callbacks=[[]])
+    with pytest.raises(TypeError, match=r"callbacks\[1\] must be a list of skorch callbacks"):
+        fit_online_members(members, STS, n_steps=5, callbacks=[[], [object()], []])
+    stop = _StopAt(3)
+    with pytest.raises(ValueError, match="one callback object twice"):
+        fit_online_members(members, STS, n_steps=5, callbacks=[[stop], [stop], []])
+    assert not any(hasattr(m, "net_") for m in members)
+
+
+def test_member_callbacks_of_an_estimator_off_the_engine_act_on_its_fits():
+    X, y = SparseTokenClassificationTask(seq_len=6, n_features=3).sample(60, random_state=0)
+    est = SparseTokenClassifier(max_iter=20)
+    members = fit_members(_clones(est), X, y, callbacks=[[_StopAt(s + 2)] for s in SEEDS])
+    for seed, member in zip(SEEDS, members):
+        single = clone(est).set_params(random_state=seed, callbacks=[_StopAt(seed + 2)])
+        single.fit(X, y)
+        assert member.callbacks is None and member.net_.history[-1]["stop_reason"] == "test_stop"
+        np.testing.assert_array_equal(member.decision_function(X), single.decision_function(X))
 
 
 # -- failures: per member, or the whole call ------------------------------------------------
@@ -448,3 +571,16 @@ def test_a_stacked_fully_connected_net_keeps_its_parameter_names():
     assert list(stacked.state_dict()) == list(modules[0].state_dict())
     X = torch.randn(6, 5, 3, dtype=torch.float64)
     torch.testing.assert_close(stacked(X), torch.cat([m(x) for m, x in zip(modules, X.chunk(3))]))
+
+
+@pytest.mark.parametrize("case", ["selector marginal", "FCN averager", "linear attention"])
+def test_members_predict_together_as_each_alone(case):
+    est, task = ONLINE[case]
+    members = fit_online_members(_clones(est.set_params(dtype="float32")), task, n_steps=20)
+    rows = [task.sample(30, random_state=20 + s)[0] for s in SEEDS]
+    checked = [members[0].task_.check_rows(X) for X in rows]
+    together = predict_members(members, checked)
+    for member, X, pred in zip(members, rows, together):
+        np.testing.assert_array_equal(pred, member.predict(X))  # to the bit
+    assert predict_members(members, [checked[0], checked[1], checked[2][:10]]) is None
+    assert predict_members(members[:1], checked[:1]) is None

@@ -21,7 +21,7 @@ F64 = dict(dtype="float64", device="cpu")
 
 def _close(a, b, col, tol=1e-9):
     x, y = np.asarray(a[col], dtype=float), np.asarray(b[col], dtype=float)
-    assert x.shape == y.shape and np.allclose(x, y, rtol=0, atol=tol), (x, y)
+    assert x.shape == y.shape and np.allclose(x, y, rtol=0, atol=tol, equal_nan=True), (x, y)
 
 
 @pytest.mark.parametrize(
@@ -89,3 +89,120 @@ def test_batch_seeds_must_be_a_boolean(study):
     extra = {"target": 0.5} if study is search_threshold else {}
     with pytest.raises(TypeError, match="batch_seeds must be True or False, got 'yes'"):
         study(*args, batch_seeds="yes", seeds=1, n_steps=5, **extra)
+
+
+# -- stopping and measuring each member: the numbers of each seed alone ---------------------
+# The separation's models (its tiny and quick presets): plain GD on the attention model,
+# Adam on the FCN, each fit stopped once it meets the target on its held-out rows.
+PLAIN_GD = dict(
+    solver="sgd",
+    learning_rate="constant",
+    learning_rate_init=3.0,
+    token_block_rate=1.0,
+    batch_size=256,
+)
+FCN = dict(solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024)
+
+
+def _search_models(dtype):
+    return {
+        "transformer": SparseTokenSelector(dtype=dtype, device="cpu", **PLAIN_GD),
+        "fcn": FCNSelector(dtype=dtype, device="cpu", **FCN),
+    }
+
+
+def _same_searches(batched, alone, trials_b, trials_a, tol):
+    for col in ("value", "bound"):
+        np.testing.assert_array_equal(batched[col], alone[col])
+    for col in ("reached", "skipped", "n_fits", "n_iter", "seed", "model"):
+        assert list(batched[col]) == list(alone[col]), col
+    assert len(trials_b) == len(trials_a)
+    # every fit of every seed: the same candidate, steps and score (to rounding)
+    key = ("model", "seed", "param_seq_len", "param_width")
+    order_b = sorted(range(len(trials_b)), key=lambda i: [trials_b[k][i] for k in key])
+    order_a = sorted(range(len(trials_a)), key=lambda i: [trials_a[k][i] for k in key])
+    for col in (*key, "n_iter"):
+        assert [trials_b[col][i] for i in order_b] == [trials_a[col][i] for i in order_a], col
+    scores_b = np.array([trials_b["score"][i] for i in order_b])
+    scores_a = np.array([trials_a["score"][i] for i in order_a])
+    np.testing.assert_allclose(scores_b, scores_a, rtol=0, atol=tol)
+
+
+def _each_seed_alone(study, seeds, **kwargs):
+    from stsq_learn.studies import StudyTable
+
+    parts = [study(seeds=[s], **kwargs) for s in seeds]
+    tables = StudyTable.concat([p[0] for p in parts]), StudyTable.concat([p[1] for p in parts])
+    order = lambda t: sorted(  # noqa: E731 - the batched table's row order
+        range(len(t)), key=lambda i: (list(kwargs["estimators"]).index(t["model"][i]), i)
+    )
+    return [t.take(order(t)) if hasattr(t, "take") else t for t in tables]
+
+
+@pytest.mark.parametrize(
+    "dtype, models, tol",
+    [("float64", ("transformer", "fcn"), 1e-9), ("float32", ("transformer",), 1e-6)],
+)
+def test_a_batched_stopping_search_finds_each_seeds_own_value(dtype, models, tol):
+    estimators = {k: v for k, v in _search_models(dtype).items() if k in models}
+    kwargs = dict(
+        estimators=estimators,
+        task=TASK,
+        widths=[2, 4, 8, 16],
+        target=0.5,
+        grid={"seq_len": [4, 8]},
+        stop_at_target=True,
+        n_steps=60,
+        n_test=200,
+        return_trials=True,
+    )
+    seeds = [0, 1, 2]
+    batched, trials = minimal_width(seeds=seeds, batch_seeds=True, **kwargs)
+    alone = [minimal_width(seeds=[s], **kwargs) for s in seeds]
+    for s, (table, own_trials) in zip(seeds, alone):
+        _same_searches(batched.where(seed=s), table, trials.where(seed=s), own_trials, tol)
+    assert any(v < 60 for v in trials["n_iter"])  # some fits stopped at the target
+
+
+def test_a_batched_training_curve_measures_every_member_as_its_own_fit():
+    from stsq_learn.nn import positional_alignment
+    from stsq_learn.studies import training_curve
+
+    def gamma(est):
+        return positional_alignment(est.key_query_, est.n_features_in_)["gamma"]
+
+    def r2(est):
+        return est.score(*TASK.sample(100, random_state=5))
+
+    est = SparseTokenSelector(width=8, **F64)
+    kw = dict(measures={"gamma": gamma, "r2": r2}, every=10, seeds=3, n_steps=40)
+    one = training_curve(est, TASK, **kw)
+    batched = training_curve(est, TASK, batch_seeds=True, **kw)
+    assert batched.meta["batch_seeds"] is True
+    assert list(batched["step"]) == list(one["step"]) == [0, 10, 20, 30, 40] * 3
+    for col in ("gamma", "r2", "loss"):
+        _close(one, batched, col)
+
+
+@pytest.mark.slow
+def test_the_quick_separation_search_finds_each_seeds_own_width_batched():
+    # The quick separation preset's first curve (plain GD at q = 2: its widths, lengths,
+    # steps, target and held-out rows) with the FCN beside it, in float32 as the experiment
+    # runs it: each seed's widths, steps and scores those of its search alone, to the bit.
+    models = {k: v for k, v in _search_models("float32").items()}
+    kwargs = dict(
+        estimators=models,
+        task=SparseTokenSelectionTask(4, 2, 2),
+        widths=[2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128],
+        target=0.9,
+        grid={"seq_len": [4, 8, 16]},
+        stop_at_target=True,
+        n_steps=400,
+        n_test=1000,
+        return_trials=True,
+    )
+    seeds = [0, 1, 2]
+    batched, trials = minimal_width(seeds=seeds, batch_seeds=True, **kwargs)
+    for s in seeds:
+        table, own_trials = minimal_width(seeds=[s], **kwargs)
+        _same_searches(batched.where(seed=s), table, trials.where(seed=s), own_trials, 0.0)

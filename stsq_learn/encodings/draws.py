@@ -254,6 +254,17 @@ class StreamedDraws(_DrawSource):
         """
         return StreamedDraws([self._generators[i] for i in index], self.reuse)
 
+    def keep(self, index):
+        """Keep only the members at positions ``index``: the others stopped (a batched fit).
+
+        Parameters
+        ----------
+        index : list of int
+            Positions, in this stream's list, of the members that go on.
+        """
+        self._generators[:] = [self._generators[i] for i in index]
+        self._buffer = None
+
     def get_state(self):
         states = [None if g is None else g.get_state() for g in self._generators]
         return states if isinstance(self.generator, list) else states[0]

@@ -432,18 +432,22 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
         self._y_1d = run.y_1d
 
     @classmethod
-    def _fit_members(cls, estimators, method, calls, errors):
+    def _fit_members(cls, estimators, method, calls, errors, callbacks=None):
         """Fit ``estimators``, checked seeds of one estimator, together (:mod:`.members`).
 
         ``method`` is ``"fit"`` or ``"fit_online"`` and ``calls`` each
         member's arguments (one tuple object for all where they are shared);
-        returns the estimators (or, with ``errors="return"``, a failed
-        member's exception in its place). A model class with loops of its
-        own overrides it.
+        ``callbacks`` each member's callbacks of the call. Returns the
+        estimators (or, with ``errors="return"``, a failed member's
+        exception in its place). A model class with loops of its own
+        overrides it (without ``callbacks``: a call with member callbacks
+        then fits its members one after another).
         """
         from .members import fit_stacked
 
-        return fit_stacked(estimators, method, calls, errors)
+        return fit_stacked(estimators, method, calls, errors, callbacks)
+
+    _fit_members.__func__.takes_callbacks = True
 
     def _seeds(self, warm):
         """Seeds of initialisation, batch order, training encodings and prediction draws."""

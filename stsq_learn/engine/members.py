@@ -3,12 +3,18 @@
 :func:`fit_members` and :func:`fit_online_members` fit S estimators of one
 class and settings that differ only in ``random_state`` (the seeds of a
 study) at once. Each ends as the estimator ``est.fit(X, y)`` /
-``est.fit_online(task, n_steps)`` gives, up to float rounding (the sums of a
-batched product run in another order: in float64 the weights agree to about
-1e-15 after 200 steps), with the same checks, warnings and errors, judged
-per member. (One case agrees in law only: several heads that start
-identical, a readout at their average, with the marginal sampler, whose
-triangular factor turns rounding into a gradient's direction.)
+``est.fit_online(task, n_steps)`` gives, with the same checks, warnings
+and errors, judged per member: to the bit on a CPU, in float32 and float64
+(every product with a member's parameters is its fit's own expression on
+its rows, and each member's loss its own mean, so they are rounded as
+there), but for a task with a range of lengths, whose members go through
+the model in groups of one length (float64 weights then agree to about
+1e-15). (One case agrees in law only: several heads
+that start identical, a readout at their average, with the marginal
+sampler, whose triangular factor turns rounding into a gradient's
+direction.) ``callbacks`` gives each member callbacks of its own (a
+study's stopping rule, a trace), which see it as it stands at every step
+and may stop it alone.
 
 How the engine batches them
 ---------------------------
@@ -29,20 +35,34 @@ weight decay, Adam) act elementwise, so each member steps as its fit does;
 the step-size paces (:mod:`.rates`) pace each member's blocks, and the
 rate schedule is the same for all. Every member keeps its own history (the
 loss of each of its batches), and the rules its fit applies are applied to
-it alone: a loss that is not finite fails that member (its parameters and
-optimiser state are then set to 0 and frozen; the others go on), early
-stopping freezes a member (parameters and optimiser state left as they
-are) when its own epoch loss stops improving, and training ends when no
-member is left. After the run each member's weights are loaded into its own
-single module, its own skorch net holds it (built as its fit builds it),
-and it is judged as its fit would be (non-finite weights, divergence,
-``on_divergence``) before any fitted state is assigned.
+it alone: a loss that is not finite fails that member, early stopping
+stops a member when its own epoch loss stops improving, and a member's
+callbacks of the call (``callbacks``) may stop it (``KeyboardInterrupt``,
+as a single fit stops) or fail it (``ValueError``); they are given the
+member's own net, whose module's tensors are views of the member's slice of
+the stacked module, so they see its weights of the moment at no cost; a
+callback class may answer for every member at once (a classmethod
+``members_batch_end(pairs)``, called once a step after the members' other
+callbacks with each member's ``(callback, net)``, returning per member
+whether it stops): the studies' stopping rule scores the members due for a
+check in one forward (:func:`predict_members`). A
+member that stops or fails leaves the run at that step: it keeps its
+weights and optimiser state of that step (copied into its own module and
+net), and its slice of every parameter, buffer and optimiser moment is cut
+from the stacked module, as are its batch and draw generators from the
+lists the run reads, so that from the next step it costs nothing and the
+others' steps are those of a run without it. Training ends when no member
+is left. After the run each member's own net holds its weights (its own
+skorch net, built as its fit builds it), and it is judged as its fit would
+be (non-finite weights, divergence, ``on_divergence``) before any fitted
+state is assigned.
 
 Settings that do not move in lockstep fall back to fitting the estimators
 one after another (exactly the sequential fits): a single estimator;
 ``warm_start=True`` on a fitted estimator; ``learning_rate="adaptive"``
-(each member would lower its own rate); user ``callbacks`` (they act on one
-net); ``verbose > 0`` (each fit prints its own progress); an estimator
+(each member would lower its own rate); the estimators' own ``callbacks``
+parameter (it acts on one net; per-member callbacks go through the
+``callbacks`` of the call); ``verbose > 0`` (each fit prints its own progress); an estimator
 class without a batched path (:meth:`_fit_members`), or a module class
 without :meth:`stacked`; members with rows of their own (``fit_members``
 given one array per member) of other sizes, or whose resolved step sizes
@@ -95,23 +115,23 @@ from skorch.callbacks import Callback, LRScheduler
 
 from .._validation import check_callbacks
 from ..encodings.draws import StreamedDraws
-from ..nn.members import member_weights
 from . import progress
 from . import training as tr
 from .memory import check_fit_memory
 
-__all__ = ["fit_members", "fit_online_members"]
+__all__ = ["fit_members", "fit_online_members", "predict_members"]
 
 ERRORS = ("raise", "return")
 
 
-def fit_members(estimators, X, y, *, errors="raise"):
+def fit_members(estimators, X, y, *, errors="raise", callbacks=None):
     """Fit several seeds of one estimator on ``(X, y)`` together, as one model.
 
-    The same as ``[est.fit(X, y) for est in estimators]`` up to float
-    rounding, in one batched training run: every estimator keeps its own
-    initialisation, batch order and encoding draws (those of its own fit),
-    its own early stopping and its own verdict.
+    The same as ``[est.fit(X, y) for est in estimators]`` (to the bit on
+    a CPU, but for a range of lengths: see the module), in one batched
+    training run: every estimator keeps its own initialisation, batch order
+    and encoding draws (those of its own fit), its own early stopping and
+    its own verdict.
 
     Parameters
     ----------
@@ -133,6 +153,15 @@ def fit_members(estimators, X, y, *, errors="raise"):
         estimator is changed; ``"return"``: the other members are fitted,
         the failed one is left as it was and its ``ValueError`` takes its
         place in the returned list.
+    callbacks : list of list of skorch callbacks, or None, default=None
+        Each member's own callbacks (one list per estimator), which act on
+        that member as its fit's ``callbacks`` would, without being set on
+        the estimator: they are given its net at every step, holding the
+        member's weights of that moment, so they can score or measure it; a
+        callback that raises ``KeyboardInterrupt`` (as skorch's early
+        stopping does) stops that member alone, which keeps its weights and
+        optimiser state of that step and leaves the run (the others go on,
+        and it costs nothing more); one that raises ``ValueError`` fails it.
 
     Returns
     -------
@@ -145,9 +174,10 @@ def fit_members(estimators, X, y, *, errors="raise"):
     TypeError, ValueError
         For estimators that are not of one class, that differ in a
         parameter other than ``random_state`` (named), that hold one object
-        twice, or an invalid hyperparameter, input or size (as ``fit``
-        checks them, and the memory of all members together), before any
-        work; for failed members, with ``errors="raise"``.
+        twice, for ``callbacks`` that are not one list of skorch callbacks
+        per estimator, or an invalid hyperparameter, input or size (as
+        ``fit`` checks them, and the memory of all members together),
+        before any work; for failed members, with ``errors="raise"``.
 
     Notes
     -----
@@ -177,8 +207,8 @@ def fit_members(estimators, X, y, *, errors="raise"):
                 f"many target arrays, got {type(y).__name__}"
                 + (f" of {len(y)}." if isinstance(y, (list, tuple)) else ".")
             )
-        return _fit(estimators, "fit", list(zip(X, y)), errors)
-    return _fit(estimators, "fit", (X, y), errors)
+        return _fit(estimators, "fit", list(zip(X, y)), errors, callbacks)
+    return _fit(estimators, "fit", (X, y), errors, callbacks)
 
 
 def _per_member(X, estimators):
@@ -191,12 +221,13 @@ def _per_member(X, estimators):
     )
 
 
-def fit_online_members(estimators, task, n_steps="auto", *, errors="raise"):
+def fit_online_members(estimators, task, n_steps="auto", *, errors="raise", callbacks=None):
     """Fit several seeds of one estimator online on ``task`` together, as one model.
 
     The same as ``[est.fit_online(task, n_steps) for est in estimators]``
-    up to float rounding, in one batched training run: every estimator
-    draws its own batches and encodings (those of its own fit).
+    (to the bit on a CPU, but for a range of lengths), in one batched
+    training run: every estimator draws its own batches and encodings
+    (those of its own fit).
 
     Parameters
     ----------
@@ -209,6 +240,10 @@ def fit_online_members(estimators, task, n_steps="auto", *, errors="raise"):
         Steps of every member (``"auto"``: the estimators' own).
     errors : {"raise", "return"}, default="raise"
         What a failed member does to the call (as in :func:`fit_members`).
+    callbacks : list of list of skorch callbacks, or None, default=None
+        Each member's own callbacks (as in :func:`fit_members`): a member
+        whose callback stops it (``KeyboardInterrupt``) keeps its weights of
+        that step and leaves the run.
 
     Returns
     -------
@@ -234,19 +269,63 @@ def fit_online_members(estimators, task, n_steps="auto", *, errors="raise"):
     >>> bool(abs(one.key_query_ - models[1].key_query_).max() < 1e-9)
     True
     """
-    return _fit(estimators, "fit_online", (task, n_steps), errors)
+    return _fit(estimators, "fit_online", (task, n_steps), errors, callbacks)
 
 
-def _fit(estimators, method, args, errors):
+def _fit(estimators, method, args, errors, callbacks=None):
     """Check, then fit: ``args`` the call's arguments, or a list of each member's."""
     if errors not in ERRORS:
         raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}.")
     estimators = check_members(estimators)
+    callbacks = check_member_callbacks(callbacks, len(estimators))
     calls = args if isinstance(args, list) else [args] * len(estimators)
     hook = getattr(type(estimators[0]), "_fit_members", None)
-    if hook is None:
-        return fit_one_by_one(estimators, method, calls, errors)
+    if hook is None or (any(callbacks) and not getattr(hook, "takes_callbacks", False)):
+        return fit_one_by_one(estimators, method, calls, errors, callbacks)
+    if getattr(hook, "takes_callbacks", False):
+        return hook(estimators, method, calls, errors, callbacks=callbacks)
     return hook(estimators, method, calls, errors)
+
+
+def check_member_callbacks(callbacks, n_members):
+    """``callbacks`` as one list of skorch callbacks per member (None: none).
+
+    Parameters
+    ----------
+    callbacks : list of list of skorch callbacks, or None
+        Each member's callbacks.
+    n_members : int
+        The members.
+
+    Returns
+    -------
+    list of list
+        One list per member.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For anything else (naming what), before any work.
+    """
+    if callbacks is None:
+        return [[] for _ in range(n_members)]
+    if not isinstance(callbacks, (list, tuple)) or len(callbacks) != n_members:
+        raise ValueError(
+            f"callbacks must be a list of {n_members} lists of skorch callbacks, one per "
+            f"estimator, got {callbacks!r}."
+        )
+    out = []
+    for i, own in enumerate(callbacks):
+        if not isinstance(own, (list, tuple)) or not all(isinstance(c, Callback) for c in own):
+            raise TypeError(
+                f"callbacks[{i}] must be a list of skorch callbacks (instances of "
+                f"skorch.callbacks.Callback), got {own!r}."
+            )
+        out.append(list(own))
+    seen = [id(c) for own in out for c in own]
+    if len(set(seen)) < len(seen):
+        raise ValueError("callbacks holds one callback object twice; give each member its own.")
+    return out
 
 
 def check_members(estimators):
@@ -309,13 +388,14 @@ def _same(a, b):
         return False
 
 
-def fit_one_by_one(estimators, method, calls, errors):
+def fit_one_by_one(estimators, method, calls, errors, callbacks=None):
     """``getattr(est, method)(*call)`` for each estimator in turn: the exact sequential fits.
 
     With ``errors="raise"`` a failure restores every estimator fitted before
     it (a failed call changes none); with ``"return"`` a member whose fit
     raises ``ValueError`` is left as it was and its exception is returned in
-    its place.
+    its place. A member's ``callbacks`` are added to its ``callbacks``
+    parameter for its fit only (the parameter is given back after).
 
     Parameters
     ----------
@@ -327,6 +407,8 @@ def fit_one_by_one(estimators, method, calls, errors):
         Each member's positional arguments.
     errors : {"raise", "return"}
         As in :func:`fit_members`.
+    callbacks : list of list, or None, default=None
+        Each member's callbacks of the call (:func:`check_member_callbacks`).
 
     Returns
     -------
@@ -335,10 +417,19 @@ def fit_one_by_one(estimators, method, calls, errors):
         failed ones).
     """
     saved = [dict(est.__dict__) for est in estimators]
+    callbacks = callbacks or [[] for _ in estimators]
     results = []
-    for est, state, args in zip(estimators, saved, calls):
+    for est, state, args, own in zip(estimators, saved, calls, callbacks):
         try:
-            getattr(est, method)(*args)
+            if own:
+                given = est.get_params().get("callbacks")
+                est.set_params(callbacks=[*(given or []), *own])
+                try:
+                    getattr(est, method)(*args)
+                finally:
+                    est.set_params(callbacks=given)
+            else:
+                getattr(est, method)(*args)
         except ValueError as exc:
             _restore(est, state)
             if errors == "raise":
@@ -390,7 +481,7 @@ def fallback_reason(estimators, online=True):
     return None
 
 
-def fit_stacked(estimators, method, calls, errors):
+def fit_stacked(estimators, method, calls, errors, callbacks=None):
     """The engine's batched fit (``_BaseEstimator._fit_members``): one stacked module.
 
     Parameters
@@ -404,12 +495,15 @@ def fit_stacked(estimators, method, calls, errors):
         tuple for all where the rows are shared).
     errors : {"raise", "return"}
         As in :func:`fit_members`.
+    callbacks : list of list, or None, default=None
+        Each member's callbacks of the call (:func:`check_member_callbacks`).
 
     Returns
     -------
     list
         As :func:`fit_members`.
     """
+    callbacks = callbacks or [[] for _ in estimators]
     for est in estimators:  # every member's hyperparameters, before any work
         est._validate_params()
         check_callbacks(est.callbacks)
@@ -423,7 +517,7 @@ def fit_stacked(estimators, method, calls, errors):
         meta = first._make_module(fitted_task, 0)
     stackable = hasattr(meta, "stacked")
     if fallback_reason(estimators, online) is not None or not stackable or not _lockstep(inputs):
-        return fit_one_by_one(estimators, method, calls, errors)
+        return fit_one_by_one(estimators, method, calls, errors, callbacks)
     device, batch_size, epochs = (inputs[0][k] for k in ("device", "batch_size", "epochs"))
     n_steps = first._planned_steps(inputs[0]["data"], epochs, batch_size)[1]
     steps = [
@@ -431,7 +525,7 @@ def fit_stacked(estimators, method, calls, errors):
         for e, i in zip(estimators, inputs)
     ]
     if any(s != steps[0] for s in steps):  # a step size following each member's own rows
-        return fit_one_by_one(estimators, method, calls, errors)
+        return fit_one_by_one(estimators, method, calls, errors, callbacks)
     n_read = max((i["n_read"] for i in inputs), key=lambda q: -1 if q is None else q)
     check_fit_memory(first, fitted_task, batch_size, device, n_read, members=S)
     runs = [  # each member's seeds, drawn in list order as its fit draws them, and module
@@ -442,12 +536,23 @@ def fit_stacked(estimators, method, calls, errors):
     run0 = runs[0]
     stacked = type(run0.module).stacked([run.module for run in runs])
     nets = [tr.initialize_net(est._run_net(run)) for est, run in zip(estimators, runs)]
+    # Each member's callbacks on its own net, after its fit's own (as its fit orders them).
+    for net, own in zip(nets, callbacks):
+        for i, cb in enumerate(own):
+            cb.initialize()
+            net.callbacks_.append((f"member_callback_{i}", cb))
+    # The members' batch and draw generators: the lists are read at every step, and a
+    # member that stops leaves them (and the stacked module, and its optimiser state).
+    order = [torch.Generator(device=device).manual_seed(int(run.order_seed)) for run in runs]
+    draws = StreamedDraws(
+        [torch.Generator(device=device).manual_seed(run.pe_seed) for run in runs], reuse=True
+    )
     # The stacked net: the members' paces and rate schedule (the same for all), then the
     # members' own bookkeeping, last (after the optimiser, the paces and the schedule).
     paces = first._resolve_optimiser(inputs[0]["zero_loss"], run0.n_steps, meta, online)[3]
     schedule = [c for c in run0.callbacks if isinstance(c, LRScheduler)]
     schedule = copy.deepcopy(schedule)  # a fresh instance: run0's belongs to member 0's net
-    members = _Members(nets, data)
+    members = _Members(nets, data, callbacks, order, draws)
     stacked_net = first._build_net(
         stacked,
         device,
@@ -456,19 +561,24 @@ def fit_stacked(estimators, method, calls, errors):
         callbacks=[*paces, *schedule, members],
         max_epochs=epochs,
         batch_size=batch_size,
-        order_seed=[run.order_seed for run in runs],
+        order_seed=order,
         step_progress=False,
     )
     stacked_net.set_params(criterion__n_members=S)
     probes = [torch.Generator(device=device).manual_seed(run.pe_seed + 1) for run in runs]
     starts = progress.start_loss(stacked, data, probes, run0.kwargs, run0.chunk, first._criterion())
-    generators = [torch.Generator(device=device).manual_seed(run.pe_seed) for run in runs]
-    for net in nets:
-        net.notify("on_train_begin", X=data, y=None)
-    first._run(stacked_net, data, StreamedDraws(generators, reuse=True))
-    for net in nets:
-        net.notify("on_train_end", X=data, y=None)
-    results, losses = _judge(estimators, runs, nets, stacked_net, starts, members.failed)
+    for s, net in enumerate(nets):  # each member's module reads its slice of the stacked one
+        _bind(stacked, net.module_, s)
+    try:
+        for net in nets:
+            net.notify("on_train_begin", X=data, y=None)
+        first._run(stacked_net, data, draws)
+    finally:
+        members.release(stacked_net)
+    for s, net in enumerate(nets):
+        if s not in members.failed:
+            net.notify("on_train_end", X=data, y=None)
+    results, losses = _judge(estimators, runs, nets, starts, members)
     raise_failures(estimators, results, errors)
     for est, run, net, result, curve in zip(estimators, runs, nets, results, losses):
         if not isinstance(result, BaseException):
@@ -522,17 +632,18 @@ def _steps(optimiser):
     return solver, rate, token_rate, [(type(p).__name__, p.rate) for p in paces]
 
 
-def _judge(estimators, runs, nets, stacked_net, starts, failed):
-    """Load every member's weights into its net and judge it; ``(results, loss curves)``."""
+def _judge(estimators, runs, nets, starts, members):
+    """Judge every member on its own net (its weights and optimiser state in it).
+
+    Returns ``(results, loss curves)``.
+    """
     results, curves = [], []
-    stacked = stacked_net.module_
     for s, (est, run, net, start) in enumerate(zip(estimators, runs, nets, starts)):
-        if s in failed:
-            results.append(failed[s])
+        if s in members.failed:
+            results.append(members.failed[s])
             curves.append(None)
             continue
-        net.module_.load_state_dict(member_weights(stacked, s))
-        _copy_optimizer_state(stacked_net.optimizer_, stacked, net.optimizer_, net.module_, s)
+        _load_optimizer_state(net, members.optimizer_states[s])
         try:
             curves.append(est._judge_run(run, net, start))
         except ValueError as exc:
@@ -543,48 +654,102 @@ def _judge(estimators, runs, nets, stacked_net, starts, failed):
     return results, curves
 
 
-def _copy_optimizer_state(optimizer, stacked, own, module, member):
-    """Member ``member``'s optimiser state (moments, step counts, rates) into its own optimiser."""
-    mine = dict(module.named_parameters())
-    for name, param in stacked.named_parameters():
-        state = optimizer.state.get(param)
-        if not state:
+def _bind(stacked, module, slot):
+    """Make ``module``'s parameters and buffers views of ``stacked``'s at member ``slot``.
+
+    The member's own module then holds its weights of the moment at no cost:
+    what its callbacks score, or measure, is the member as it stands.
+    """
+    with torch.no_grad():
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            source = _stacked_tensor(stacked, name)
+            tensor.data = source.data[slot]
+
+
+def _unbind(module):
+    """Give ``module`` its own copies of the tensors it views (its weights at this moment)."""
+    with torch.no_grad():
+        for _, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            tensor.data = tensor.data.clone()
+
+
+def _stacked_tensor(stacked, name):
+    parent, _, leaf = name.rpartition(".")
+    return getattr(stacked.get_submodule(parent), leaf)
+
+
+def _optimizer_state(net, slot):
+    """Member ``slot``'s optimiser state in the stacked ``net``: ``(per parameter name, groups)``.
+
+    Copies of its slices of every moment (tensors with the parameter's
+    shape), the shared step counts, and the rates of the moment.
+    """
+    optimizer = net.optimizer_
+    state = {}
+    for name, param in net.module_.named_parameters():
+        own = optimizer.state.get(param)
+        if not own:
             continue
-        own.state[mine[name]] = {
-            k: (v[member] if v.dim() and v.shape == param.shape else v).detach().clone()
+        state[name] = {
+            k: (v[slot] if v.dim() and v.shape == param.shape else v).detach().clone()
             if torch.is_tensor(v)
-            else v
-            for k, v in state.items()
+            else copy.deepcopy(v)
+            for k, v in own.items()
         }
-    for group, own_group in zip(optimizer.param_groups, own.param_groups):
-        own_group.update({k: v for k, v in group.items() if k != "params"})
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    return state, copy.deepcopy(groups)
+
+
+def _load_optimizer_state(net, kept):
+    """A member's optimiser state (:func:`_optimizer_state`) into its own net's optimiser."""
+    state, groups = kept
+    mine = dict(net.module_.named_parameters())
+    for name, values in state.items():
+        net.optimizer_.state[mine[name]] = values
+    for group, own_group in zip(groups, net.optimizer_.param_groups):
+        own_group.update(group)
 
 
 class _Members(Callback):
-    """The members' own bookkeeping in the stacked run: history, guard, early stopping, freezing.
+    """The members' own bookkeeping in the stacked run: history, guard, stopping, leaving.
 
     Each member's net (built as its fit builds it, holding its single
-    module) keeps the history its fit would: the member's loss of every
-    batch, and at every epoch's end its own epoch loss, best flag and early
-    stopping, by its own callbacks (``on_epoch_begin``/``on_epoch_end``). A
-    member whose batch loss is not finite fails with its fit's error; a
-    member that stops is frozen: after every later step its slices of the
-    parameters and of the optimiser state are put back.
+    module, whose tensors view the member's slice of the stacked module)
+    keeps the history its fit would: the member's loss of every batch, and
+    at every epoch's end its own epoch loss, best flag and early stopping,
+    by its own callbacks (``on_epoch_begin``/``on_epoch_end``); its
+    callbacks of the call (``callbacks`` of :func:`fit_members`) see every
+    step (``on_batch_end``) with the member as it stands. A member whose
+    batch loss is not finite fails with its fit's error; a member that stops
+    (its early stopping, or one of its callbacks raising ``KeyboardInterrupt``
+    as a single fit's stop does) keeps its weights and optimiser state of
+    that step, in its own module and net. Either leaves the run: its slice
+    of every parameter, buffer and optimiser moment is cut from the stacked
+    module, its batch and draw generators from the lists the run reads, so
+    that it costs nothing from the next step on.
     """
 
-    def __init__(self, nets, data):
+    def __init__(self, nets, data, callbacks, order, draws):
         self.nets = nets
         self.data = data
+        self.callbacks = callbacks
+        self.order = order
+        self.draws = draws
 
     def initialize(self):
-        self.active_ = list(range(len(self.nets)))
+        self.slots_ = list(range(len(self.nets)))  # the members still in the run, in order
         self.failed = {}  # member -> its ValueError
-        self.frozen_ = {}  # member -> {param: (value, {state key: value})}
+        self.optimizer_states = {}  # member -> its optimiser state when it left
         return self
+
+    @property
+    def active_(self):
+        """The members still training."""
+        return list(self.slots_)
 
     def on_epoch_begin(self, net, **kwargs):
         self.epochs_ = {}
-        for s in self.active_:
+        for s in self.slots_:
             member = self.nets[s]
             member.notify("on_epoch_begin", dataset_train=self.data, dataset_valid=None)
             self.epochs_[s] = list.__getitem__(member.history, -1)  # its epoch's record
@@ -595,59 +760,191 @@ class _Members(Callback):
         losses = net.criterion_.member_losses_.tolist()
         record = net.history[-1]["batches"][-1]  # the step's: its rate, with the batch's size
         X = batch[0]
-        rows = len(X[0]) if isinstance(X, list) else len(X) // len(self.nets)
-        for s in list(self.active_):
+        rows = len(X[0]) if isinstance(X, list) else len(X) // len(self.slots_)
+        leaving = []
+        for slot, s in enumerate(self.slots_):
             # The record its fit makes (keys in the same order), with its own loss.
-            batch_record = {**record, "train_loss": losses[s], "train_batch_size": rows}
+            batch_record = {**record, "train_loss": losses[slot], "train_batch_size": rows}
             self.epochs_[s]["batches"].append(batch_record)
-            if math.isfinite(losses[s]):
-                continue
+            member = self.nets[s]
+            if not math.isfinite(losses[slot]):
+                try:
+                    tr.TrainingGuard().on_batch_end(member, training=True)
+                except ValueError as exc:  # its fit would stop here with this error
+                    self.failed[s] = exc
+                    leaving.append(s)
+                    continue
             try:
-                tr.TrainingGuard().on_batch_end(self.nets[s], training=True)
-            except ValueError as exc:  # its fit would stop here with this error
+                for cb in self.callbacks[s]:
+                    if not hasattr(type(cb), "members_batch_end"):
+                        cb.on_batch_end(member, batch=None, training=True)
+            except KeyboardInterrupt:  # its callback stops it, as its fit would stop
+                leaving.append(s)
+            except ValueError as exc:  # its fit would fail with this error
                 self.failed[s] = exc
-                self._freeze(net, s, zero=True)
-        self._restore(net)
-        if not self.active_:
-            raise KeyboardInterrupt  # no member left: skorch ends the run
+                leaving.append(s)
+        self._together(leaving)
+        self._leave(net, leaving)
+
+    def _together(self, leaving):
+        """The callbacks whose class answers for all members at once (``members_batch_end``).
+
+        Called after the members' other callbacks of the step, once per class
+        with every member still going on (``[(callback, its member's net)]``),
+        it returns per member whether it stops (as a ``KeyboardInterrupt`` of
+        its ``on_batch_end`` would): a stopping rule scores the members due
+        for a check in one forward.
+        """
+        groups = {}
+        for s in self.slots_:
+            if s in leaving:
+                continue
+            for cb in self.callbacks[s]:
+                if hasattr(type(cb), "members_batch_end"):
+                    groups.setdefault(type(cb), []).append((s, cb))
+        for kind, members in groups.items():
+            try:
+                stops = kind.members_batch_end([(cb, self.nets[s]) for s, cb in members])
+            except ValueError as exc:  # each member's fit would fail with this error
+                stops = [exc] * len(members)
+            for (s, _), stop in zip(members, stops):
+                if s in leaving:
+                    continue
+                if isinstance(stop, BaseException):
+                    self.failed[s] = stop
+                if stop:
+                    leaving.append(s)
 
     def on_epoch_end(self, net, **kwargs):
         count = net.history[-1].get("train_batch_count")
-        for s in list(self.active_):
+        leaving = []
+        for s in self.slots_:
             member = self.nets[s]
             member.history.record("train_batch_count", count)
             try:
                 member.notify("on_epoch_end", dataset_train=self.data, dataset_valid=None)
             except KeyboardInterrupt:  # its early stopping, which recorded why
-                self._freeze(net, s)
-        if not self.active_:
-            raise KeyboardInterrupt
+                leaving.append(s)
+        self._leave(net, leaving)
 
-    def _freeze(self, net, member, zero=False):
-        """Keep member ``member``'s parameters and optimiser state as they are (or at 0)."""
-        self.active_.remove(member)
-        kept = {}
-        with torch.no_grad():
-            for param in net.module_.parameters():
-                value = param[member].detach().clone()
-                state = net.optimizer_.state.get(param, {})
-                moments = {
-                    k: v[member].clone()
-                    for k, v in state.items()
-                    if torch.is_tensor(v) and v.dim() and v.shape == param.shape
-                }
-                if zero:
-                    value.zero_()
-                    for v in moments.values():
-                        v.zero_()
-                kept[param] = (value, moments)
-        self.frozen_[member] = kept
+    def _leave(self, net, members):
+        """Members ``members`` leave the run, kept as they stand (or failed)."""
+        if not members:
+            return
+        for s in members:
+            slot = self.slots_.index(s)
+            if s not in self.failed:
+                self.optimizer_states[s] = _optimizer_state(net, slot)
+            _unbind(self.nets[s].module_)
+        keep = [i for i, s in enumerate(self.slots_) if s not in members]
+        self.slots_ = [self.slots_[i] for i in keep]
+        if not self.slots_:
+            raise KeyboardInterrupt  # no member left: skorch ends the run
+        self._cut(net, keep)
 
-    def _restore(self, net):
+    def _cut(self, net, keep):
+        """Keep only the stacked positions ``keep`` in the module, optimiser and draws."""
+        module, optimizer = net.module_, net.optimizer_
+        index = torch.tensor(keep, device=next(module.parameters()).device)
+        renamed = {}
         with torch.no_grad():
-            for member, kept in self.frozen_.items():
-                for param, (value, moments) in kept.items():
-                    param[member].copy_(value)
-                    state = net.optimizer_.state.get(param, {})
-                    for k, v in moments.items():
-                        state[k][member].copy_(v)
+            # New parameters (a leaf's autograd keeps its shape): their state moves with them.
+            for name, param in list(module.named_parameters()):
+                new = torch.nn.Parameter(param.detach().index_select(0, index))
+                state = optimizer.state.pop(param, None)
+                if state:
+                    optimizer.state[new] = {
+                        k: v.index_select(0, index)
+                        if torch.is_tensor(v) and v.dim() and v.shape == param.shape
+                        else v
+                        for k, v in state.items()
+                    }
+                parent, _, leaf = name.rpartition(".")
+                setattr(module.get_submodule(parent), leaf, new)
+                renamed[param] = new
+            for group in optimizer.param_groups:
+                group["params"] = [renamed.get(p, p) for p in group["params"]]
+            for name, buffer in list(module.named_buffers()):
+                parent, _, leaf = name.rpartition(".")
+                setattr(module.get_submodule(parent), leaf, buffer.index_select(0, index))
+        module.n_members = len(keep)
+        net.criterion_.n_members = len(keep)
+        self.order[:] = [self.order[i] for i in keep]
+        self.draws.keep(keep)
+        if isinstance(self.data, tr.MemberRows):
+            self.data.keep(keep)
+        for slot, s in enumerate(self.slots_):
+            _bind(module, self.nets[s].module_, slot)
+
+    def release(self, net):
+        """After the run: every member still in it keeps its weights and optimiser state."""
+        for slot, s in enumerate(self.slots_):
+            if s not in self.failed:
+                self.optimizer_states[s] = _optimizer_state(net, slot)
+            _unbind(self.nets[s].module_)
+        self.slots_ = []
+
+
+def predict_members(estimators, Xs):
+    """Each estimator's prediction of its own rows, in one forward of their stacked modules.
+
+    ``estimators`` are fitted estimators of one class and settings (the
+    members of a batched fit, or views of them as they train), ``Xs`` their
+    rows, checked by the task's ``check_rows``. Member s's prediction is
+    what ``estimators[s]._predict_validated(Xs[s])`` gives, to the bit on a
+    CPU: its rows go through its own slice of a stacked copy of the modules
+    with the keyed draws of its own prediction seed (keyed by row, they do
+    not depend on the other rows), every product with its weights computed
+    on its rows alone, in one chunk as its own prediction takes them. A
+    prediction's fixed cost (the draws' and the module's calls) is paid once
+    for all.
+
+    Parameters
+    ----------
+    estimators : list of estimator
+        Fitted estimators on the engine, of one class and parameters.
+    Xs : list of ndarray
+        Each one's rows, of one shape.
+
+    Returns
+    -------
+    list of ndarray or None
+        Each member's prediction; None, having predicted nothing, where they
+        cannot be predicted together (fewer than two, rows of other shapes
+        or largest queries, a module without ``stacked``, more rows than
+        one chunk of a prediction, an output that overflows): then predict
+        them one by one.
+    """
+    from ..encodings.families import KeyedDraws
+    from ..encodings.keyed import row_keys
+    from .base import _PREDICT_ELEMENTS
+
+    first = estimators[0]
+    modules = [est.net_.module_ for est in estimators]
+    if len(estimators) < 2 or not hasattr(type(modules[0]), "stacked"):
+        return None
+    if any(X.shape != Xs[0].shape for X in Xs) or not len(Xs[0]):
+        return None
+    n, T = Xs[0].shape[:2]
+    queries = {first.task_.largest_query(X) for X in Xs}
+    kwargs = first._forward_kwargs()
+    if len(queries) > 1:
+        return None
+    per_row = modules[0].elements_per_row(T, kwargs.get("pe_sampling"), n_selected=queries.pop())
+    if n > max(1, _PREDICT_ELEMENTS // per_row):
+        return None
+    for est in estimators:
+        est._check_predict_seq_len(T)
+    param = next(modules[0].parameters())
+    rows = [tr.as_tensor(X, param.dtype, param.device) for X in Xs]
+    keys = torch.cat([row_keys(X, est._predict_seed) for X, est in zip(rows, estimators)])
+    draws = KeyedDraws(first._predict_seed, keys, dtype=param.dtype)
+    with torch.no_grad():
+        stacked = type(modules[0]).stacked(modules)
+    stacked.eval()
+    with torch.inference_mode():
+        out = stacked(torch.cat(rows), generator=draws, **kwargs)
+    if not torch.isfinite(out).all():
+        return None
+    parts = out.cpu().numpy().astype(np.float64).reshape(len(estimators), n, *out.shape[1:])
+    return [p.ravel() if est._y_1d else p for p, est in zip(parts, estimators)]

@@ -89,14 +89,16 @@ class TensorData(torch.utils.data.Dataset):
         """Shuffled batches: each epoch a permutation drawn from ``generator``.
 
         A list of generators gives the members of a batched fit their own
-        permutations, and a batch is every member's rows in turn.
+        permutations, and a batch is the rows of every member still in the
+        list at that step (:func:`live_members`), in turn.
         """
         generators = generator if isinstance(generator, list) else [generator]
         n = len(self.X)
-        perms = [torch.randperm(n, generator=g, device=self.X.device) for g in generators]
+        perms = {id(g): torch.randperm(n, generator=g, device=self.X.device) for g in generators}
         for start in range(0, n, batch_size):
-            idx = torch.cat([perm[start : start + batch_size] for perm in perms])
-            yield self.X[idx], self.y[idx]
+            idx = torch.cat([perms[id(g)][start : start + batch_size] for g in generators])
+            # index_select: the rows X[idx] gives, five times faster on a CPU
+            yield self.X.index_select(0, idx), self.y.index_select(0, idx)
 
 
 class MemberRows(torch.utils.data.Dataset):
@@ -108,6 +110,10 @@ class MemberRows(torch.utils.data.Dataset):
 
     def __init__(self, members):
         self.members = list(members)
+
+    def keep(self, index):
+        """Keep only the members at positions ``index`` (the others have stopped)."""
+        self.members[:] = [self.members[i] for i in index]
 
     def __len__(self):
         return len(self.members[0])
@@ -121,9 +127,9 @@ class MemberRows(torch.utils.data.Dataset):
         return (member_batch(parts) for parts in zip(*probes))
 
     def batches(self, batch_size, generator):
-        """Every member's batches from its own generator, joined step by step."""
+        """Every live member's batches from its own generator, joined step by step."""
         streams = [m.batches(batch_size, g) for m, g in zip(self.members, generator)]
-        return (member_batch(parts) for parts in zip(*streams))
+        return live_members(streams, generator)
 
 
 class OnlineData(torch.utils.data.Dataset):
@@ -172,8 +178,7 @@ class OnlineData(torch.utils.data.Dataset):
         if reuse is None:
             return (self.draw(batch_size, generator) for _ in range(self.n_steps))
         if isinstance(generator, list):
-            streams = [self.batches(batch_size, g) for g in generator]
-            return (member_batch(batches) for batches in zip(*streams))
+            return live_members([self.batches(batch_size, g) for g in generator], generator)
         start = generator.get_state().numpy().tobytes()  # the seed, and anything drawn since
         key = (self.task, batch_size, start, str(self.device), self.dtype)
         return reuse.stream(key, self.n_steps, generator, lambda g: self.draw(batch_size, g))
@@ -193,16 +198,19 @@ class OnlineData(torch.utils.data.Dataset):
 class BatchIterator:
     """skorch ``iterator_train``: whole-tensor batches from a ``batches`` dataset.
 
-    ``seed`` is the batch seed of one fit, or a list of them: the members of
-    a batched fit, each drawing its batches from its own generator (the
-    batches of its single fit; the dataset joins a step's batches).
+    ``seed`` is the batch seed of one fit, or a list of the members' batch
+    generators (``torch.Generator``, one per member of a batched fit, each
+    seeded with its fit's batch seed): the list itself is read, so a member
+    removed from it (it stopped) draws no more batches, from the next step.
     """
 
     def __init__(self, dataset, batch_size, shuffle=True, seed=0, device="cpu"):
         self.dataset, self.batch_size = dataset, batch_size
-        seeds = seed if isinstance(seed, list) else [seed]
-        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
-        self.generator = None if isinstance(seed, list) else self.generators[0]
+        if isinstance(seed, list):
+            self.generators, self.generator = seed, None
+        else:
+            self.generator = torch.Generator(device=device).manual_seed(int(seed))
+            self.generators = [self.generator]
 
     def __iter__(self):
         generator = self.generators if self.generator is None else self.generator
@@ -210,6 +218,22 @@ class BatchIterator:
 
     def __len__(self):
         return -(-len(self.dataset) // self.batch_size)
+
+
+def live_members(streams, generators):
+    """The members' streams joined step by step, each step of the members still in ``generators``.
+
+    ``streams[s]`` is the batches of the member whose generator is
+    ``generators[s]``; ``generators`` is read at every step, so a member
+    removed from it (in place: it stopped) is no longer drawn from.
+    """
+    by_member = {id(g): stream for g, stream in zip(generators, streams)}
+    while True:
+        try:
+            parts = [next(by_member[id(g)]) for g in generators]
+        except StopIteration:
+            return
+        yield member_batch(parts)
 
 
 def member_batch(batches):

@@ -52,7 +52,9 @@ class _Loss(nn.Module):
         if isinstance(y_pred, list):
             losses = torch.stack([self.losses(p, t).mean() for p, t in zip(y_pred, y_true)])
         else:
-            losses = self.losses(y_pred, y_true).reshape(self.n_members, -1).mean(1)
+            # each member's mean as its fit takes it (one reduction of its rows' losses)
+            rows = self.losses(y_pred, y_true).chunk(self.n_members)
+            losses = torch.stack([part.mean() for part in rows])
         self.member_losses_ = losses.detach()
         return losses.sum()
 

@@ -29,6 +29,13 @@ __all__ = ["GroupedLinear", "forward_groups", "linear", "member_parts", "member_
 def linear(x, weight):
     """``x @ weight.T``, each member's rows by its own weight when ``weight`` has a member axis.
 
+    Each member's product is the single module's own expression on its
+    block of rows (not one batched product), so that its result and the
+    gradient it sends to the weight (a sum over the member's rows) are
+    rounded as in its single fit: a member's float32 weights are its fit's
+    to the bit, where a batched kernel would sum in another order and
+    rounding, amplified by training, would move them by 1e-5.
+
     Parameters
     ----------
     x : Tensor of shape (N, ..., in)
@@ -44,8 +51,47 @@ def linear(x, weight):
     if weight.dim() == 2:
         return x @ weight.T
     S = weight.shape[0]
-    out = torch.bmm(x.reshape(S, -1, x.shape[-1]), weight.transpose(1, 2))
-    return out.view(*x.shape[:-1], weight.shape[1])
+    parts = zip(_rows_of(x, S), _members_of(weight))
+    return torch.cat([x_s @ w_s.T for x_s, w_s in parts])
+
+
+def _rows_of(x, S):
+    """The members' blocks of rows of ``x`` (member-major), each as its own tensor starts."""
+    return _as_own(x, x.chunk(S), x.stride(0) * (x.shape[0] // S))
+
+
+def _members_of(weight):
+    """The members' slices of a stacked ``weight``, each as its own parameter starts."""
+    return _as_own(weight, weight.unbind(0), weight.stride(0))
+
+
+def _as_own(whole, parts, step):
+    """``parts`` of ``whole``, ``step`` elements apart: as they are where that keeps every
+    part at ``whole``'s 64-byte alignment (one check), else each by :func:`_as_alone`."""
+    if (step * whole.element_size()) % 64 == 0:
+        return parts
+    return [_as_alone(part, whole) for part in parts]
+
+
+def _as_alone(part, whole):
+    """Member s's block ``part`` of ``whole``, starting where its own tensor would.
+
+    A member's block of rows starts inside the batch, and its weight inside
+    the stacked parameter, where the member's own fit reads them at the start
+    of their own memory (as ``whole``'s first block starts). A BLAS kernel
+    may take another path, and round otherwise, for a matrix that starts at
+    another 64-byte alignment: such a block is copied, with its strides, to
+    memory that starts at ``whole``'s alignment.
+    """
+    shift = (part.data_ptr() - whole.data_ptr()) % 64
+    if shift == 0:
+        return part
+    size = part.element_size()
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(part.shape, part.stride()))
+    buffer = torch.empty(span + 64 // size, dtype=part.dtype, device=part.device)
+    offset = ((whole.data_ptr() - buffer.data_ptr()) % 64) // size
+    out = buffer.as_strided(part.shape, part.stride(), offset)
+    return out.copy_(part)
 
 
 class GroupedLinear(nn.Module):
@@ -71,12 +117,14 @@ class GroupedLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(n_members, out_features))
 
     def forward(self, x):
-        """Rows ``x`` (S * n, in_features), member-major, to (S * n, out_features)."""
-        S = self.weight.shape[0]
-        out = torch.baddbmm(
-            self.bias.unsqueeze(1), x.reshape(S, -1, x.shape[-1]), self.weight.transpose(1, 2)
-        )
-        return out.view(x.shape[0], self.out_features)
+        """Rows ``x`` (S * n, in_features), member-major, to (S * n, out_features).
+
+        Each member's block goes through ``nn.functional.linear`` with its
+        weight and bias, as in its single module (rounded as there).
+        """
+        W, b = self.weight, self.bias
+        parts = zip(_rows_of(x, W.shape[0]), _members_of(W), b.unbind(0))
+        return torch.cat([nn.functional.linear(x_s, w_s, b_s) for x_s, w_s, b_s in parts])
 
 
 def stack(modules):

@@ -90,16 +90,29 @@ class Point:
         The task with the point's task fields replaced.
     changes : tuple of (str, object)
         The point's estimator parameters.
+    settings : tuple of (str, object), default=()
+        The point's settings of the study itself (:data:`STUDY_NAMES`:
+        ``n_train``, the rows each fit is fitted on there).
     """
 
     values: tuple
     task: object
     changes: tuple
+    settings: tuple = ()
 
     @property
     def params(self):
         """The point's values as a dict."""
         return dict(self.values)
+
+    def n_train(self, default):
+        """The rows each fit is fitted on at this point: its ``n_train``, or ``default``."""
+        return dict(self.settings).get("n_train", default)
+
+
+STUDY_NAMES = ("n_train",)
+"""Grid names that are settings of the study, not of the task or the estimators:
+``n_train``, the rows each fit draws from the task and is fitted on (``fit``)."""
 
 
 def expand_grid(grid):
@@ -163,13 +176,17 @@ def points_of(task, grid, models, *, extra=None):
     fields = task_fields(task)
     points = []
     for values in expand_grid(grid):
-        changes = {k: v for k, v in values.items() if k not in fields}
+        settings = {k: v for k, v in values.items() if k in STUDY_NAMES and k not in fields}
+        changes = {k: v for k, v in values.items() if k not in fields and k not in settings}
         task_changes = {k: v for k, v in values.items() if k in fields}
         try:
             at = dataclasses.replace(task, **task_changes) if task_changes else task
+            for name, value in settings.items():
+                check_count(value, f"grid[{name!r}] value")
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"grid point {values}: {exc}") from None
-        point = Point(tuple(values.items()), at, tuple(changes.items()))
+        settings = {k: int(v) for k, v in settings.items()}
+        point = Point(tuple(values.items()), at, tuple(changes.items()), tuple(settings.items()))
         for label, est in models.items():
             prepare(est, point, None, label=label)
         points.append(point)
@@ -190,8 +207,9 @@ def prepare(estimator, point, seed, *, label="estimator", device=None, extra=Non
     if unknown:
         raise ValueError(
             f"grid point {point.params}: {unknown[0]!r} is neither a field of "
-            f"{type(point.task).__name__} ({', '.join(task_fields(point.task))}) nor a "
-            f"parameter of {label} ({type(estimator).__name__})."
+            f"{type(point.task).__name__} ({', '.join(task_fields(point.task))}), a "
+            f"setting of the study ({', '.join(STUDY_NAMES)}) nor a parameter of {label} "
+            f"({type(estimator).__name__})."
         )
     if seed is not None and "random_state" in known:
         params["random_state"] = seed
@@ -210,6 +228,18 @@ def prepare(estimator, point, seed, *, label="estimator", device=None, extra=Non
             f"study's task is a {type(point.task).__name__}."
         )
     return est
+
+
+def check_online(models, points, n_train):
+    """Refuse a model without ``fit_online`` at a point that trains online (no ``n_train``)."""
+    if all(point.n_train(n_train) is not None for point in points):
+        return
+    for label, est in models.items():
+        if not hasattr(est, "fit_online"):
+            raise TypeError(
+                f"{label} ({type(est).__name__}) has no fit_online: give n_train (or n_train in "
+                "the grid, at every point) to fit it on rows drawn from the task."
+            )
 
 
 # -- rows and scores ------------------------------------------------------------------------
@@ -317,7 +347,8 @@ def fit_and_measure(
     n_steps : int or "auto"
         Online steps (``n_train`` None).
     n_train : int or None
-        Training rows of each seed (``fit``), or None to train online.
+        Training rows of each seed (``fit``), or None to train online (the
+        point's own ``n_train``, where the grid sets it, comes first).
     n_test : int
         Held-out rows of each seed.
     scorers : dict of str to callable
@@ -340,7 +371,8 @@ def fit_and_measure(
     keep : bool, default=False
         Return the fitted estimators too.
     batch_seeds : bool, default=False
-        Train the seeds as one batched model (:func:`batched_fits`).
+        Train the seeds as one batched model (:func:`batched_fits`), each
+        seed's callbacks acting on its own member.
 
     Returns
     -------
@@ -352,6 +384,7 @@ def fit_and_measure(
         (the seed's callback objects, after the fit).
     """
     task = point.task
+    n_train = point.n_train(n_train)
     ests = [prepare(estimator, point, s, label=label, device=device, extra=extra) for s in seeds]
     made = [[cb(est, task) for cb in callbacks] for est in ests]
     records = []
@@ -411,29 +444,40 @@ def batched_fits(ests, task, seeds, n_steps, n_train, made):
     :func:`~stsq_learn.engine.members.fit_online_members` (online) or
     :func:`~stsq_learn.engine.members.fit_members` on each seed's own rows
     (``n_train``): each seed its own initialisation and draws, the numbers
-    of its own fit up to float rounding. The seconds of the batched run are
-    shared equally among the seeds. Returns None, having fitted nothing,
-    where the seeds cannot train together: a single seed, per-seed
-    callbacks (a stopping rule, a trace: they act on one net), or
+    of its own fit (to the bit on a CPU). Each seed's callbacks of the study
+    (``made``: a stopping rule, a trace) act on that seed's member alone: a
+    member that reaches its target stops there and leaves the run, the
+    others go on. The seconds of the batched run are shared among the seeds
+    in proportion to the steps each ran. Returns None, having fitted
+    nothing, where the seeds cannot train together: a single seed, or
     estimators the members engine does not take (their error says why);
     the engine itself falls back to one fit after another for settings that
     do not move in lockstep.
     """
     from ..engine.members import fit_members, fit_online_members
 
-    if len(ests) < 2 or any(made):
+    if len(ests) < 2:
         return None
     start = time.perf_counter()
     try:
         if n_train is None:
-            fitted = fit_online_members(ests, task, n_steps, errors="return")
+            fitted = fit_online_members(ests, task, n_steps, errors="return", callbacks=made)
         else:
             rows = [task.sample(n_train, random_state=stream_seed(s, "train")) for s in seeds]
-            fitted = fit_members(ests, [X for X, _ in rows], [y for _, y in rows], errors="return")
+            fitted = fit_members(
+                ests, [X for X, _ in rows], [y for _, y in rows], errors="return", callbacks=made
+            )
     except (TypeError, ValueError):  # not members of one estimator: nothing was changed
         return None
-    share = (time.perf_counter() - start) / len(ests)
-    return [(res if isinstance(res, BaseException) else None, share) for res in fitted]
+    seconds = time.perf_counter() - start
+    steps = [
+        max(int(getattr(est, "n_iter_", 0)), 1) if not isinstance(res, BaseException) else 1
+        for est, res in zip(ests, fitted)
+    ]
+    return [
+        (res if isinstance(res, BaseException) else None, seconds * k / sum(steps))
+        for res, k in zip(fitted, steps)
+    ]
 
 
 def _score(est, err, scorers, X, y, error_score):

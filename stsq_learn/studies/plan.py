@@ -19,7 +19,7 @@ import contextvars
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import clone
@@ -49,6 +49,20 @@ class Work:
         Length of the predicted rows (the task's when None).
     train_rows : int or None, default=None
         Rows a model fitted on data is fitted on (None: online).
+    members : int, default=1
+        Fits trained together as one batched model (a study's seeds with
+        ``batch_seeds=True``): the part runs ``ceil(fits / members)``
+        batched fits.
+    check_every : int, default=0
+        Steps between two checks of a fit along its training (a stopping
+        rule's scores, a training curve's measures); 0: none.
+    check_rows : int, default=0
+        Rows a check scores (a stopping rule's held-out rows).
+    measures : dict or None, default=None
+        A training curve's measures, called at every check and at step 0.
+    stops : bool, default=False
+        Whether a fit stops once it reaches its target: its steps are then
+        an expected number (:data:`STOP_SHARE` of the planned steps).
     """
 
     label: str
@@ -59,6 +73,27 @@ class Work:
     predict_rows: int = 0
     predict_len: int | None = None
     train_rows: int | None = None
+    members: int = 1
+    check_every: int = 0
+    check_rows: int = 0
+    measures: object = field(default=None, compare=False)
+    stops: bool = False
+
+    @property
+    def expected_steps(self):
+        """Steps a fit of the part is expected to run (fewer where fits stop at a target)."""
+        return self.steps * STOP_SHARE if self.stops else self.steps
+
+
+STOP_SHARE = 0.75
+"""The share of its planned steps a fit that stops at its target is expected to run.
+
+A search's fits are about half below the threshold, which run every step,
+and half at or above it, which stop once they reach the target; at the
+threshold that is late. A width search over 8 seeds at T = 8 and 16
+(widths 4 to 64, target R^2 0.8, 300 steps: the ``studies`` entry of the
+benchmarks) ran 0.77 of its fits' steps.
+"""
 
 
 class StudyPlan(list):
@@ -87,9 +122,14 @@ class StudyPlan(list):
     def estimate(self, *, device="cpu"):
         """Per part, its fits, steps and estimated seconds on this machine.
 
-        Each distinct model and task is timed once: two short ``fit_online``
-        runs (a step's time and a fit's fixed cost; one fit on its rows for a
-        model fitted on data), and a prediction on up to 256 rows.
+        Each distinct model, task and number of members trained together is
+        timed once: two short training runs (a step's time and a fit's
+        fixed cost: ``fit_online``, or ``fit_online_members`` of as many
+        seeds as train together; one fit on its rows for a model fitted on
+        data), and, where the part scores or measures, one such scoring on
+        as many rows (up to 2048, then scaled) and one call of the measures.
+        A fit that stops at its target counts :data:`STOP_SHARE` of its
+        steps, and its checks along them.
 
         Parameters
         ----------
@@ -102,17 +142,34 @@ class StudyPlan(list):
             ``label``, ``fits``, ``steps`` and ``seconds`` per part.
         """
         out = []
-        cache = {}
+        cache, scores = {}, {}
         for part in self:
-            key = (repr(part.estimator), part.task, part.train_rows)
+            members = max(1, min(part.members, part.fits))
+            key = (repr(part.estimator), part.task, part.train_rows, members)
             if key not in cache:
-                cache[key] = _time_fit(part, device)
+                cache[key] = _time_fit(part, device, members)
             per_step, per_fit, model = cache[key]
-            seconds = part.fits * (per_fit + part.steps * per_step)
-            if part.predict_rows and part.fits and model is not None:
-                seconds += part.fits * _time_predict(
-                    model, part.task, part.predict_rows, part.predict_len
-                )
+            steps = part.expected_steps
+            seconds = math.ceil(part.fits / members) * (per_fit + steps * per_step)
+            if part.fits and model is not None:
+                checks = int(steps // part.check_every) if part.check_every else 0
+                per_check = 0.0
+                if part.check_rows:
+                    where = (key, part.check_rows, None)
+                    if where not in scores:
+                        scores[where] = _time_score(model, part.task, part.check_rows, None)
+                    per_check += scores[where]
+                if part.measures:
+                    checks += 1  # the measure at step 0
+                    per_check += _time_measures(model, part.measures)
+                seconds += part.fits * checks * per_check
+                if part.predict_rows:
+                    where = (key, part.predict_rows, part.predict_len)
+                    if where not in scores:
+                        scores[where] = _time_score(
+                            model, part.task, part.predict_rows, part.predict_len
+                        )
+                    seconds += part.fits * scores[where]
             out.append(
                 {
                     "label": part.label,
@@ -186,38 +243,90 @@ def _quiet():
         yield
 
 
-def _time_fit(part, device, probe_steps=(4, 12)):
-    """``(seconds per step, seconds per fit, a fitted model)`` of a part, timed here."""
-    settings = {"device": device, "random_state": 0, "callbacks": None, "on_divergence": "warn"}
+def _time_fit(part, device, members=1, probe_steps=(4, 12)):
+    """``(seconds per step, seconds per fit, a fitted model)`` of a part, timed here.
+
+    With ``members > 1`` the times are those of a batched fit of as many
+    seeds (:mod:`stsq_learn.engine.members`), and the model is its first.
+    """
+    from ..engine.members import fit_members, fit_online_members
+
+    settings = {"device": device, "callbacks": None, "on_divergence": "warn"}
     own = part.estimator.get_params()
     params = {p: v for p, v in settings.items() if p in own}
+
+    def models():
+        return [
+            clone(part.estimator).set_params(
+                **params, **({"random_state": s} if "random_state" in own else {})
+            )
+            for s in range(members)
+        ]
+
     if part.train_rows is not None:
-        X, y = part.task.sample(part.train_rows, random_state=0)
-        model = clone(part.estimator).set_params(**params)
+        ests = models()
+        rows = [part.task.sample(part.train_rows, random_state=s) for s in range(members)]
         with _quiet():
             start = time.perf_counter()
-            model.fit(X, y)
-        return 0.0, time.perf_counter() - start, model
+            if members > 1:
+                fit_members(ests, [X for X, _ in rows], [y for _, y in rows])
+            else:
+                ests[0].fit(*rows[0])
+        return 0.0, time.perf_counter() - start, ests[0]
     times = {}
-    model = None
+    ests = None
     for k in (probe_steps[0], *probe_steps):
-        model = clone(part.estimator).set_params(**params)
+        ests = models()
         with _quiet():
             start = time.perf_counter()
-            model.fit_online(part.task, n_steps=k)
+            if members > 1:
+                fit_online_members(ests, part.task, n_steps=k)
+            else:
+                ests[0].fit_online(part.task, n_steps=k)
             times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
     short, long = (times[k] for k in probe_steps)
     per_step = max((long - short) / (probe_steps[1] - probe_steps[0]), long / probe_steps[1] / 2)
-    return per_step, max(short - probe_steps[0] * per_step, 0.0), model
+    return per_step, max(short - probe_steps[0] * per_step, 0.0), ests[0]
 
 
-def _time_predict(model, task, rows, length):
-    """Seconds to predict ``rows`` rows of length ``length`` (timed on up to 256)."""
-    n = int(min(rows, 256))
+_TIMED_ROWS = 2048
+"""Rows a scoring is timed on at most (a scoring of more is scaled from it)."""
+
+
+def _time_score(model, task, rows, length):
+    """Seconds to score ``rows`` rows of length ``length`` (timed on up to 2048 of them).
+
+    The estimator's ``score`` (its prediction and the metric) where it has
+    one, else its ``predict``: a scoring's fixed cost (validation, the
+    draws' set-up) is a large part of it on a few thousand rows, so it is
+    timed on the rows themselves, not scaled from a few.
+    """
+    n = int(min(rows, _TIMED_ROWS))
     X, y = task.sample(n, random_state=0)
     if length is not None and length != task.seq_len:
-        X, _ = task.shift(X, y, length, random_state=0)
-    start = time.perf_counter()
+        X, y = task.shift(X, y, length, random_state=0)
+
+    def call():
+        return model.score(X, y) if hasattr(model, "score") else model.predict(X)
+
     with _quiet():
-        model.predict(X)
+        try:
+            call()  # a first call sets up what later ones reuse
+        except (TypeError, ValueError):  # a timing model's score may not exist: its prediction
+
+            def call():
+                return model.predict(X)
+
+            call()
+        start = time.perf_counter()
+        call()
     return (time.perf_counter() - start) * rows / n
+
+
+def _time_measures(model, measures):
+    """Seconds of one call of every measure of a training curve on ``model``."""
+    with _quiet():
+        start = time.perf_counter()
+        for fn in measures.values():
+            fn(model)
+    return time.perf_counter() - start

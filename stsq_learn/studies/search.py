@@ -35,16 +35,19 @@ import dataclasses
 import math
 
 import numpy as np
-from sklearn.base import clone
+import sklearn
+from sklearn.base import clone, is_classifier, is_regressor
 from skorch.callbacks import Callback
 from tqdm.auto import tqdm
 
+from ..engine.regression import _Regressor
 from ..engine.training import STOP_REASON
 from .fits import (
     Point,
     check_count,
     check_error_score,
     check_n_jobs,
+    check_online,
     execute,
     fit_and_measure,
     models_of,
@@ -163,6 +166,9 @@ class StopAtTarget(Callback):
         The step at which the last fit reached the target.
     """
 
+    EVERY = 25
+    """The default steps between two checks."""
+
     def __init__(self, template, task, X, y, target, scorer=None, greater_is_better=True, every=25):
         self.template = template
         self.task = task
@@ -182,6 +188,7 @@ class StopAtTarget(Callback):
         self.every = check_count(self.every, "every")
         self.checks_ = []
         self.stopped_at_ = None
+        self._checked = None
         return self
 
     def score_module(self, net):
@@ -200,24 +207,94 @@ class StopAtTarget(Callback):
         view = fitted_view(self.template, net, self.task)
         was_training = net.module_.training
         try:
-            if self.scorer is None:
-                return float(view.score(self.X, self.y))
-            return float(self.scorer(view, self.X, self.y))
+            if not self._fast(view):
+                if self.scorer is None:
+                    return float(view.score(self.X, self.y))
+                return float(self.scorer(view, self.X, self.y))
+            X, y = self._rows(view)
+            return self._r2(view, y, view._predict_validated(X))
         finally:
             net.module_.train(was_training)
+
+    def _fast(self, view):
+        """Whether the score is a regressor's own (then computed in parts: :meth:`_r2`)."""
+        return self.scorer is None and type(view).score is _Regressor.score
+
+    def _rows(self, view):
+        """The held-out rows and targets, checked by the task once per fit (they do not change)."""
+        if self._checked is None:
+            X = view.task_.check_rows(self.X, type(view).__name__)
+            self._checked = X, view.task_.check_targets(self.y, X)
+        return self._checked
+
+    @staticmethod
+    def _r2(view, y, y_pred):
+        """The regressors' ``score``, given its prediction: scikit-learn's R^2 without its
+        argument checks (the same number, without a fixed cost that is most of a check on a
+        few thousand rows)."""
+        with sklearn.config_context(skip_parameter_validation=True):
+            return float(view.task_.score(y, y_pred))
+
+    def _due(self, net):
+        """The step, where this one is a check's (else None)."""
+        step = len(net.history[-1]["batches"])
+        return None if step % self.every else step
+
+    def _reached(self, net, step, score):
+        """Record a check; whether it reached the target (the stop recorded in the history)."""
+        self.checks_.append((step, score))
+        if not _passes(score, self.target, self.greater_is_better):
+            return False
+        self.stopped_at_ = step
+        net.history.record(STOP_REASON, "target_reached")
+        return True
 
     def on_batch_end(self, net, training=False, **kwargs):
         if not training:
             return
-        step = len(net.history[-1]["batches"])
-        if step % self.every:
-            return
-        score = self.score_module(net)
-        self.checks_.append((step, score))
-        if _passes(score, self.target, self.greater_is_better):
-            self.stopped_at_ = step
-            net.history.record(STOP_REASON, "target_reached")
+        step = self._due(net)
+        if step is not None and self._reached(net, step, self.score_module(net)):
             raise KeyboardInterrupt  # how skorch stops a fit (as its EarlyStopping does)
+
+    @classmethod
+    def members_batch_end(cls, pairs):
+        """The checks of the members of a batched fit at one step, scored together.
+
+        What each member's :meth:`on_batch_end` does, for all of them at once
+        (:func:`~stsq_learn.engine.members.fit_members` calls it with every
+        member's ``(callback, net)``): the members due for a check are scored
+        on their own held-out rows in one forward of their stacked modules
+        (:func:`~stsq_learn.engine.members.predict_members`: each member's
+        prediction to the bit, the prediction's fixed cost paid once), or
+        one by one where that cannot be.
+
+        Parameters
+        ----------
+        pairs : list of (StopAtTarget, skorch.NeuralNet)
+            Each member's callback and its net (its weights of the moment).
+
+        Returns
+        -------
+        list of bool
+            Per pair, whether the member reached the target (and stops).
+        """
+        from ..engine.members import predict_members
+
+        due = [(cb, net, cb._due(net)) for cb, net in pairs]
+        due = [(cb, net, step) for cb, net, step in due if step is not None]
+        scores = {}
+        views = [fitted_view(cb.template, net, cb.task) for cb, net, _ in due]
+        if len(due) > 1 and all(cb._fast(v) for (cb, _, _), v in zip(due, views)):
+            rows = [cb._rows(v) for (cb, _, _), v in zip(due, views)]
+            predictions = predict_members(views, [X for X, _ in rows])
+            if predictions is not None:
+                for (cb, _, _), view, (_, y), pred in zip(due, views, rows, predictions):
+                    scores[id(cb)] = cb._r2(view, y, pred)
+        stops = {}
+        for cb, net, step in due:
+            score = scores[id(cb)] if id(cb) in scores else cb.score_module(net)
+            stops[id(cb)] = cb._reached(net, step, score)
+        return [stops.get(id(cb), False) for cb, _ in pairs]
 
 
 class _Stopper:
@@ -277,7 +354,7 @@ class _Search:
         """The point with the searched parameter at ``value`` (and its estimator changes)."""
         if self.in_task:
             task = dataclasses.replace(point.task, **{self.param: value})
-            return Point(point.values, task, point.changes), None
+            return Point(point.values, task, point.changes, point.settings), None
         return point, {self.param: value}
 
     def chain(self, points):
@@ -322,12 +399,31 @@ class _Search:
         bound = None if found is not None else max(failing, default=None)
         return {"value": found, "bound": bound, "tried": tried, "skipped": False}
 
+    def typical_value(self):
+        """A candidate the plan times a search's fits at: the middle of the grid (or range)."""
+        if self.method == "geometric":
+            return float(np.sqrt(self.values[0] * self.values[1]))
+        return self.values[(len(self.values) - 1) // 2]
+
     def expected_fits(self, first):
         if self.method == "geometric":
             return self.n_iter
         if self.method == "bisect":
             return math.ceil(math.log2(max(len(self.values), 2))) + 2
         return 3 if first else 2
+
+
+def _ready(pending, position, batch_seeds):
+    """The searches that fit in this round: all of them, or, where seeds train together,
+    those of each (model, line) at its earliest point (the others wait for them there,
+    so that the seeds of a point that try one value train as one model)."""
+    if not batch_seeds:
+        return list(pending)
+    earliest = {}
+    for (label, li, _), (point, _) in pending.items():
+        at = position[id(point)]
+        earliest[(label, li)] = min(earliest.get((label, li), at), at)
+    return [key for key, (point, _) in pending.items() if position[id(point)] == earliest[key[:2]]]
 
 
 def _lines(points, grid_names):
@@ -337,6 +433,58 @@ def _lines(points, grid_names):
         key = tuple((k, repr(v)) for k, v in point.values if k != grid_names[0])
         lines.setdefault(key, []).append(point)
     return list(lines.values())
+
+
+# The range of a score: the estimators' own (R^2 at most 1; a classifier's accuracy in
+# [0, 1]) and scikit-learn's scorers by name (the "neg_" ones at most 0).
+_SCORER_RANGES = {
+    "r2": ("R^2", -math.inf, 1.0),
+    "explained_variance": ("the explained variance", -math.inf, 1.0),
+    "accuracy": ("accuracy", 0.0, 1.0),
+    "balanced_accuracy": ("balanced accuracy", 0.0, 1.0),
+    "roc_auc": ("ROC AUC", 0.0, 1.0),
+    "average_precision": ("average precision", 0.0, 1.0),
+    "f1": ("F1", 0.0, 1.0),
+    "precision": ("precision", 0.0, 1.0),
+    "recall": ("recall", 0.0, 1.0),
+    "jaccard": ("the Jaccard index", 0.0, 1.0),
+}
+
+
+def _score_range(scoring, label, est):
+    """``(name, lowest, highest)`` of the score a search compares, or None where not known."""
+    if scoring is None:
+        if is_classifier(est):
+            return f"{label}'s score (accuracy)", 0.0, 1.0
+        if is_regressor(est):
+            return f"{label}'s score (R^2)", -math.inf, 1.0
+        return None
+    if isinstance(scoring, str):
+        if scoring.startswith("neg_"):
+            return f"the scorer {scoring!r}", -math.inf, 0.0
+        for key, (what, low, high) in _SCORER_RANGES.items():
+            if scoring == key or scoring.startswith(key + "_"):  # f1_macro, roc_auc_ovr, ...
+                return f"the scorer {scoring!r} ({what})", low, high
+    return None
+
+
+def _check_reachable(target, greater_is_better, scoring, models):
+    """Refuse a target no fit can reach: above the score's highest (below its lowest)."""
+    for label, est in models.items():
+        known = _score_range(scoring, label, est)
+        if known is None:
+            continue
+        name, low, high = known
+        if greater_is_better and target > high:
+            raise ValueError(
+                f"target={target!r} cannot be reached: {name} is at most {high:g}. Give a "
+                f"target of at most {high:g} (e.g. 0.9)."
+            )
+        if not greater_is_better and target < low:
+            raise ValueError(
+                f"target={target!r} cannot be reached with greater_is_better=False: {name} "
+                f"is at least {low:g}."
+            )
 
 
 def _check_search(task, param, values, method, target, n_iter, models):
@@ -453,8 +601,13 @@ def search_threshold(
         As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
     batch_seeds : bool, default=False
         As in :func:`~stsq_learn.studies.sweep`: the seeds whose searches
-        try the same value at the same point train together (without
-        ``stop_at_target``, whose stopping rule acts on one net).
+        try the same value at the same point train together, as one
+        batched model (the searches of a line wait for each other at each
+        point, so that they meet there; seeds that want different values
+        next train in one batched model per value). With
+        ``stop_at_target``, each seed's member stops when it reaches the
+        target, keeps its weights of that step (its score is the score it
+        stopped at) and costs nothing more, while the others go on.
     scoring : None, str or callable, default=None
         The score compared with ``target`` (None: the estimator's ``score``).
     return_trials : bool, default=False
@@ -502,6 +655,7 @@ def search_threshold(
                 f'start must be "previous", None, a number or a callable, got {start!r}.'
             )
     values, in_task, n_iter = _check_search(task, param, values, method, target, n_iter, models)
+    _check_reachable(float(target), bool(greater_is_better), scoring, models)
     points = points_of(task, grid, models)
     grid_names = [name for name, _ in points[0].values]
     if param in grid_names:
@@ -517,14 +671,8 @@ def search_threshold(
         n_iter,
         in_task,
     )
-    if n_train is None:
-        for label, est in models.items():
-            if not hasattr(est, "fit_online"):
-                raise TypeError(
-                    f"{label} ({type(est).__name__}) has no fit_online: give n_train to fit it "
-                    "on rows drawn from the task."
-                )
-    if stop_at_target and n_train is not None:
+    check_online(models, points, n_train)
+    if stop_at_target and any(p.n_train(n_train) is not None for p in points):
         raise ValueError("stop_at_target stops online fits; it does not apply with n_train.")
     lines = _lines(points, grid_names) if grid_names else [points]
     meta = {
@@ -546,11 +694,14 @@ def search_threshold(
         "models": {label: type(est).__name__ for label, est in models.items()},
     }
     work = []
+    typical = search.typical_value()
     for label, est in models.items():
         for line in lines:
             for k, point in enumerate(line):
-                model = prepare(est, point, seeds[0], label=label, device=device)
-                steps = 0 if n_train is not None else planned_steps(model, n_steps)
+                at, extra = search.candidate(point, typical)  # timed at a typical candidate
+                model = prepare(est, at, seeds[0], label=label, device=device, extra=extra)
+                rows = point.n_train(n_train)
+                steps = 0 if rows is not None else planned_steps(model, n_steps)
                 where = ", ".join(f"{name}={v}" for name, v in point.values)
                 work.append(
                     Work(
@@ -558,10 +709,14 @@ def search_threshold(
                         len(seeds) * search.expected_fits(k == 0),
                         steps,
                         model,
-                        point.task,
+                        at.task,
                         n_test,
                         None,
-                        n_train,
+                        rows,
+                        members=len(seeds) if batch_seeds else 1,
+                        check_every=StopAtTarget.EVERY if stop_at_target else 0,
+                        check_rows=n_test if stop_at_target else 0,
+                        stops=bool(stop_at_target),
                     )
                 )
     columns = ["model", "seed", *(f"param_{n}" for n in grid_names)]
@@ -609,12 +764,14 @@ def search_threshold(
             for seed in seeds:
                 chains[(label, li, seed)] = search.chain(line)
     pending = {key: next(gen) for key, gen in chains.items()}
+    position = {id(point): k for line in lines for k, point in enumerate(line)}
     outcomes, trials = {}, []
     desc = f"search {param}: {len(models)} models x {len(points)} points x {len(seeds)} seeds"
     with tqdm(desc=desc, disable=not progress, unit="fit", dynamic_ncols=True) as bar:
         while pending:
             groups = {}
-            for key, (point, value) in pending.items():
+            for key in _ready(pending, position, batch_seeds):
+                point, value = pending[key]
                 label = key[0]
                 groups.setdefault((label, id(point), value), (point, value, []))[2].append(key)
             calls = []

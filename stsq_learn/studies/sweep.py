@@ -20,12 +20,14 @@ from .fits import (
     check_count,
     check_error_score,
     check_n_jobs,
+    check_online,
     execute,
     fit_and_measure,
     models_of,
     points_of,
     prepare,
     scorers_of,
+    test_rows,
     warn_failures,
 )
 from .plan import StudyPlan, Work, active_plan, planned_steps, planning
@@ -70,21 +72,16 @@ class _Study:
         self.device = device
         self.points = points_of(task, grid, self.models)
         self.grid_names = [name for name, _ in self.points[0].values] if self.points else []
-        if self.n_train is None:
-            for label, est in self.models.items():
-                if not hasattr(est, "fit_online"):
-                    raise TypeError(
-                        f"{label} ({type(est).__name__}) has no fit_online: give n_train to fit "
-                        "it on rows drawn from the task."
-                    )
+        check_online(self.models, self.points, self.n_train)
 
-    def work(self, predict_rows, predict_len=None, label=None):
-        """The :class:`Work` of every (model, point)."""
+    def work(self, predict_rows, predict_len=None, label=None, checks=None):
+        """The :class:`Work` of every (model, point) (``checks``: its measures along the fits)."""
         out = []
         for name, est in self.models.items():
             for point in self.points:
                 model = prepare(est, point, self.seeds[0], label=name, device=self.device)
-                steps = 0 if self.n_train is not None else planned_steps(model, self.n_steps)
+                n_train = point.n_train(self.n_train)
+                steps = 0 if n_train is not None else planned_steps(model, self.n_steps)
                 where = ", ".join(f"{k}={v}" for k, v in point.values)
                 out.append(
                     Work(
@@ -95,7 +92,9 @@ class _Study:
                         point.task,
                         predict_rows,
                         predict_len,
-                        self.n_train,
+                        n_train,
+                        members=len(self.seeds) if self.batch_seeds else 1,
+                        **(checks or {}),
                     )
                 )
         return out
@@ -249,12 +248,16 @@ def sweep(
         model (:func:`~stsq_learn.engine.members.fit_online_members`, or
         :func:`~stsq_learn.engine.members.fit_members` with ``n_train``):
         each seed keeps its own initialisation and draws, and its numbers
-        are those of its own fit up to float rounding (float64: within
-        1e-9 after 200 steps), at a fraction of the time of one fit after
-        another for small models. Off by default, so that numbers stay the
-        same bit for bit. Fits with callbacks of the study (a search's
-        ``stop_at_target``, :func:`training_curve`'s trace) and settings
-        that do not move in lockstep fit one after another.
+        are those of its own fit (to the bit on a CPU: every product with
+        a seed's weights is computed on its own rows), at a fraction of the
+        time of one fit after another for small models. Off by default, so
+        that numbers do not depend on the machine's kernels. A study's
+        callbacks act on each seed's member
+        alone (a search's ``stop_at_target`` stops a member that reaches the
+        target while the others go on; :func:`training_curve` measures every
+        member); settings that do not move in lockstep (an adaptive rate,
+        warm starts, the estimator's own ``callbacks``) fit one after
+        another.
     progress : bool, default=False
         A progress bar over the fits, which says the study's size first.
     dry_run : bool, default=False
@@ -320,6 +323,38 @@ def _check_lengths(lengths):
     return out
 
 
+_SHIFT_PROBE_ROWS = 16
+"""Held-out rows of the first seed each evaluation length is tried on before any fit."""
+
+
+def _check_shifts(study, lengths):
+    """Refuse, before any fit, an evaluation length the task's shift cannot move rows to.
+
+    At every point the first seed's first held-out rows are moved to every
+    length (as the study will move all of them after the fits): a length
+    the law refuses (shorter than the tokens a row must keep, a prompt
+    with label noise lengthened) raises here, naming it and the point.
+    """
+    seen = []
+    for point in study.points:
+        task = point.task
+        if task in seen:
+            continue
+        seen.append(task)
+        X, y = test_rows(task, study.seeds[0], min(study.n_test, _SHIFT_PROBE_ROWS))
+        for i, L in enumerate(lengths):
+            if L == task.seq_len:
+                continue
+            try:
+                task.shift(X, y, L, random_state=0)
+            except (TypeError, ValueError) as exc:
+                where = f" at grid point {point.params}" if point.values else ""
+                raise ValueError(
+                    f"lengths[{i}]={L}: the task's length shift cannot move its rows "
+                    f"(length {task.seq_len}) there{where}: {exc}"
+                ) from None
+
+
 def length_curve(
     estimators,
     task,
@@ -346,7 +381,10 @@ def length_curve(
     :class:`~stsq_learn.LengthShiftScorer` does; the models of a seed are
     scored on the same moved rows. A model that cannot predict at a length
     (a fully-connected net off its training length) scores ``error_score``
-    there, its error in the column ``fit_failure``.
+    there, its error in the column ``fit_failure``. A length the task's
+    shift refuses (shorter than the tokens a row must keep, for one) is
+    refused before the first fit: each length is tried on a few held-out
+    rows of the first seed at every point.
 
     Parameters
     ----------
@@ -395,6 +433,7 @@ def length_curve(
         device=device,
         batch_seeds=batch_seeds,
     )
+    _check_shifts(study, lengths)
     columns = ("eval_seq_len", *study.scorers, "n_iter", "seconds", "fit_failure")
 
     def rows_of(record):
@@ -495,6 +534,7 @@ def training_curve(
     device=None,
     progress=False,
     dry_run=False,
+    batch_seeds=False,
 ):
     """Measure each model along its online training: at the start and every ``every`` steps.
 
@@ -512,6 +552,10 @@ def training_curve(
         Steps between two measurements.
     grid, seeds, n_steps, error_score, n_jobs, device, progress, dry_run
         As in :func:`sweep`.
+    batch_seeds : bool, default=False
+        Train the seeds of each model and point as one batched model (as
+        in :func:`sweep`); every seed's member is measured as it stands at
+        each step, as in its own fit.
 
     Returns
     -------
@@ -553,7 +597,10 @@ def training_curve(
         error_score=error_score,
         n_jobs=n_jobs,
         device=device,
+        batch_seeds=batch_seeds,
     )
+    if any(point.settings for point in study.points):
+        raise ValueError("training_curve trains online: n_train is not a grid name of it.")
     columns = ("step", *measures, "loss", "fit_failure")
 
     def rows_of(record):
@@ -570,7 +617,7 @@ def training_curve(
         study,
         progress,
         dry_run,
-        study.work(0),
+        study.work(0, checks={"check_every": every, "measures": measures}),
         {"callbacks": [_Tracer(measures, every)], "scorers": {}},
         rows_of,
         columns,
