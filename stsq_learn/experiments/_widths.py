@@ -26,8 +26,6 @@ ENCODINGS = ("stochastic", "fixed")
 """The positional encodings of the length part."""
 MODELS = ("transformer", "fcn")
 """The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
-MODELS = ("transformer", "fcn")
-"""The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
