@@ -1,22 +1,11 @@
-"""The record of an experiment: what ``reproduce`` knows of it, and the call every one shares.
+"""The record of an experiment (:class:`Experiment`): what ``reproduce`` knows of it.
 
-An experiment is a composition of studies. Its module (in its task's home)
-declares its settings (:class:`~stsq_learn.experiments.Settings`, with
-constraints), the function running its studies over every seed (``run``:
-settings and seeds to named tables), the figure drawn from those tables,
-its headline numbers (one seed's, read through
-:meth:`ExperimentResult.seed`) and summary rows, and one :class:`Experiment`
-record holding them with its presets (changes from the settings'
-defaults). The record is registered with its task
-(:func:`stsq_learn.registry.register`); ``RECORDS`` (:mod:`._registered`)
-lists them.
-
-Every experiment's public function is made by its record, so that it has
-the one signature, ``experiment(settings=None, *, seeds=3, device=None,
-progress=False, n_jobs=None, **changes)``, returns one
-:class:`~stsq_learn.experiments.ExperimentResult`, and documents the shared
-parameters once: the record's ``doc`` gives its summary, description and
-examples, and the module binds ``name = RECORD.function``.
+An experiment's module (in its task's home) declares its settings, the
+studies it runs over every seed, its figure, headline numbers and summary
+rows, and one record holding them with its presets; the record is
+registered with its task (:func:`stsq_learn.registry.register`) and makes
+the experiment's public function: the one signature, its shared Parameters
+and Returns written once here (the module binds ``name = RECORD.function``).
 """
 
 from __future__ import annotations
@@ -78,7 +67,7 @@ ExperimentResult
 
 
 def _calling(record):
-    """The one experiment signature, calling ``record`` (the code every public function runs)."""
+    """The one experiment signature, calling ``record``: the code of every public function."""
 
     def experiment(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
         return record(
@@ -197,56 +186,55 @@ class Experiment:
     exports: tuple = field(default=())
 
     def __post_init__(self):
+        who = f"experiment {self.name!r}"
         if not (isinstance(self.settings, type) and issubclass(self.settings, Settings)):
             raise TypeError(
-                f"experiment {self.name!r}: settings must be a subclass of "
-                f"stsq_learn.experiments.Settings, got {self.settings!r}."
+                f"{who}: settings must be a subclass of stsq_learn.experiments.Settings, "
+                f"got {self.settings!r}."
             )
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
-            raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
+            raise ValueError(f"{who} has no preset for {missing}.")
         presets = {}
         for size in sorted(SIZES, key=lambda size: isinstance(self.presets[size], str)):
             preset = self.presets[size]
             if isinstance(preset, str):  # another size's preset, the same instance
                 if preset not in SIZES or isinstance(self.presets[preset], str):
                     raise ValueError(
-                        f"experiment {self.name!r}, preset {size!r}: {preset!r} names no size "
-                        "with settings of its own."
+                        f"{who}, preset {size!r}: {preset!r} names no size with settings of its "
+                        "own."
                     )
                 presets[size] = presets[preset]
                 continue
             try:
                 presets[size] = self.settings.resolve(preset)
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
-        presets = {size: presets[size] for size in SIZES}
-        object.__setattr__(self, "presets", presets)
+                raise ValueError(f"{who}, preset {size!r}: {exc}") from None
+        object.__setattr__(self, "presets", {size: presets[size] for size in SIZES})
         if not (isinstance(self.function_name, str) and self.function_name.isidentifier()):
             raise ValueError(
-                f"experiment {self.name!r}: function_name must be a Python name, got "
-                f"{self.function_name!r}."
+                f"{who}: function_name must be a Python name, got {self.function_name!r}."
             )
         if not isinstance(self.doc, str) or not self.doc.strip():
-            raise TypeError(f"experiment {self.name!r}: doc must be the function's docstring.")
+            raise TypeError(f"{who}: doc must be the function's docstring.")
         for name in ("run", "figure"):
             if not callable(getattr(self, name)):
-                raise TypeError(f"experiment {self.name!r}: {name} must be callable.")
+                raise TypeError(f"{who}: {name} must be callable.")
         for name in ("headline", "summary"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
-                raise TypeError(f"experiment {self.name!r}: {name} must be a callable or None.")
+                raise TypeError(f"{who}: {name} must be a callable or None.")
         for option in ("reference_rtol", "reference_atol"):
             for pattern, value in dict(getattr(self, option) or {}).items():
                 if not isinstance(pattern, str) or not _non_negative(value):
                     raise ValueError(
-                        f"experiment {self.name!r}: {option} maps number patterns to "
-                        f"non-negative numbers, got {pattern!r}: {value!r}."
+                        f"{who}: {option} maps number patterns to non-negative numbers, got "
+                        f"{pattern!r}: {value!r}."
                     )
         for key, source in dict(self.provenance or {}).items():
             if not isinstance(source, str) or not source.startswith(("paper:", "ours:")):
                 raise ValueError(
-                    f"experiment {self.name!r}: the provenance of {key!r} must start with "
-                    f"'paper:' or 'ours:', got {source!r}."
+                    f"{who}: the provenance of {key!r} must start with 'paper:' or 'ours:', got "
+                    f"{source!r}."
                 )
 
     @property
@@ -256,21 +244,14 @@ class Experiment:
         Made once, in the module of :attr:`run` (whose globals its examples
         run in) under :attr:`function_name`, its docstring :attr:`doc` with
         the shared Parameters and Returns.
-
-        Returns
-        -------
-        callable
         """
         made = self.__dict__.get("_function")
         if made is None:
             template = _calling(self)
-            # The globals of run's module (of a doctest's namespace where it is defined there).
-            run = inspect.unwrap(self.run)  # the function under its decorators
-            scope = getattr(run, "__globals__", None)
-            if scope is None:
-                scope = vars(
-                    sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
-                )
+            run = inspect.unwrap(self.run)  # its globals: those of a doctest where defined there
+            scope = getattr(run, "__globals__", None) or vars(
+                sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
+            )
             made = types.FunctionType(
                 template.__code__,
                 scope,
@@ -325,7 +306,7 @@ class Experiment:
         return ExperimentResult(self.name, cfg.to_json(), tables, seconds).made_by(self)
 
     def resolve(self, settings=None, changes=None):
-        """The settings of a call: an instance, a mapping, a size's name or None, and changes.
+        """The settings of a call, checked: an instance of :attr:`settings`.
 
         Parameters
         ----------
@@ -337,7 +318,6 @@ class Experiment:
         Returns
         -------
         Settings
-            An instance of :attr:`settings`, checked.
         """
         if isinstance(settings, str):
             if settings not in SIZES:
@@ -348,18 +328,7 @@ class Experiment:
         return self.settings.resolve(settings, changes)
 
     def headline_numbers(self, result):
-        """``headline(result)``, checked: a flat dict of str to a real number.
-
-        Parameters
-        ----------
-        result : ExperimentResult
-            A one-seed view.
-
-        Returns
-        -------
-        dict of str to float
-            Headline number to its value for that seed.
-        """
+        """``headline(result)`` of a one-seed view, checked: a dict of str to float."""
         numbers_ = self.headline(result)
         if not isinstance(numbers_, dict):
             raise TypeError(
@@ -379,20 +348,8 @@ class Experiment:
         return out
 
     def planned_work(self, size, *, n_seeds=1):
-        """The :class:`Work` of the preset ``size``, from one pass of ``run`` in a plan.
-
-        Parameters
-        ----------
-        size : str
-            One of ``SIZES``.
-        n_seeds : int, default=1
-            Seeds (a batched run plans every seed's fits).
-
-        Returns
-        -------
-        list of Work
-            The run's parts.
-        """
+        """The parts (a list of :class:`Work`) of the preset ``size`` with ``n_seeds`` seeds,
+        from one pass of ``run`` in a plan."""
         with planning() as plan:
             self.run(
                 self.presets[size], check_seeds(n_seeds), device=None, progress=False, n_jobs=None
@@ -400,27 +357,14 @@ class Experiment:
         return list(plan)
 
     def step_tolerance(self, number):
-        """The least tolerances the record gives a headline number (its step patterns).
-
-        Parameters
-        ----------
-        number : str
-            A headline number's name.
-
-        Returns
-        -------
-        rtol, atol : float
-            The largest ``reference_rtol`` and ``reference_atol`` of the
-            patterns it matches (0 where none does).
-        """
+        """``(rtol, atol)``: the largest ``reference_rtol`` and ``reference_atol`` whose
+        patterns match the headline number ``number`` (0 where none does)."""
 
         def most(patterns):
-            patterns = patterns or {}
-            return max(
-                (v for p, v in patterns.items() if fnmatch.fnmatchcase(number, p)), default=0
-            )
+            matching = (v for p, v in (patterns or {}).items() if fnmatch.fnmatchcase(number, p))
+            return float(max(matching, default=0))
 
-        return float(most(self.reference_rtol)), float(most(self.reference_atol))
+        return most(self.reference_rtol), most(self.reference_atol)
 
 
 def _non_negative(value):

@@ -54,18 +54,7 @@ class SequenceOf(Options):
         self.increasing = increasing
 
     def is_satisfied_by(self, val):
-        """Whether ``val`` meets the constraint (the check ``validate_parameter_constraints`` runs).
-
-        Parameters
-        ----------
-        val : object
-            A setting's value.
-
-        Returns
-        -------
-        bool
-            True when it meets it.
-        """
+        """Whether the value ``val`` meets the constraint."""
         if not isinstance(val, (list, tuple)) or len(val) < self.min_len:
             return False
         if not all(any(c.is_satisfied_by(v) for c in self.items) for v in val):
@@ -95,18 +84,7 @@ class MappingOf(Options):
         self.values = [make_constraint(c) for c in values]
 
     def is_satisfied_by(self, val):
-        """Whether ``val`` meets the constraint (the check ``validate_parameter_constraints`` runs).
-
-        Parameters
-        ----------
-        val : object
-            A setting's value.
-
-        Returns
-        -------
-        bool
-            True when it meets it.
-        """
+        """Whether the value ``val`` meets the constraint."""
         if not isinstance(val, Mapping):
             return False
         for key, value in val.items():
@@ -203,72 +181,39 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
 
     @classmethod
     def field_names(cls):
-        """The settings' names, in declaration order.
-
-        Returns
-        -------
-        tuple of str
-            The field names.
-        """
+        """The settings' names, in declaration order (a tuple of str)."""
         return tuple(cls.__dataclass_fields__)
 
     def replace(self, **changes):
-        """A copy with ``changes`` applied (checked as a new instance is).
-
-        Parameters
-        ----------
-        **changes
-            Setting name to its new value.
-
-        Returns
-        -------
-        Settings
-            The changed copy (this instance is not changed).
+        """A copy with ``changes`` (setting name to value) applied, checked as a new one is.
 
         Raises
         ------
         ValueError
-            If a name is not one of the settings (the message lists them),
-            or a value breaks its constraint.
+            If a name is not one of the settings, or a value breaks its constraint.
         """
         _check_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def resolve(cls, settings=None, changes=None):
-        """An instance from ``settings`` (an instance, a mapping or None) and keyword changes.
+        """An instance from ``settings`` (an instance, a mapping or None) and ``changes``.
 
-        Parameters
-        ----------
-        settings : Settings, mapping or None, default=None
-            The base: an instance of this class, a mapping of setting name
-            to value, or None for the defaults.
-        changes : mapping or None, default=None
-            Settings to change on top of the base.
-
-        Returns
-        -------
-        Settings
-            An instance of this class.
+        None is the defaults; the mapping ``changes`` goes on top.
 
         Raises
         ------
         TypeError
-            If ``settings`` is an instance of another experiment's settings,
-            or neither a mapping nor None.
+            If ``settings`` is another class's settings, or neither a mapping nor None.
         ValueError
-            If a name is not one of the settings, a required one is
-            missing, or a value breaks its constraint.
+            If a name is not a setting, a required one is missing, or a value breaks its
+            constraint.
         """
         changes = dict(changes or {})
-        if settings is None:
-            settings = {}
-        elif isinstance(settings, Settings) and not isinstance(settings, cls):
-            raise TypeError(
-                f"settings must be {cls.__name__} (or a mapping, or None), "
-                f"got {type(settings).__name__}."
-            )
-        elif not isinstance(settings, Mapping):
+        settings = {} if settings is None else settings
+        if not isinstance(settings, Mapping) or (
+            isinstance(settings, Settings) and not isinstance(settings, cls)
+        ):
             raise TypeError(
                 f"settings must be {cls.__name__}, a mapping of setting to value or None, "
                 f"got {type(settings).__name__}: {settings!r}."
@@ -277,27 +222,17 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
             return settings.replace(**changes) if changes else settings
         merged = {**settings, **changes}
         _check_names(cls, merged)
-        missing = [
-            name
-            for name, f in cls.__dataclass_fields__.items()
-            if name not in merged
-            and f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ]
+        fields = cls.__dataclass_fields__.items()  # no default: default, default_factory MISSING
+        missing = [n for n, f in fields if n not in merged and f.default is f.default_factory]
         if missing:
             raise ValueError(f"{cls.__name__}: missing required settings {missing}.")
         return cls(**merged)
 
     def to_json(self):
-        """The settings as JSON values: what a result records of them.
+        """Setting name to its JSON value: what a result records of the settings.
 
         Estimators and tasks are written as their ``repr``, nested settings
         as their own JSON, tuples as lists, an infinity as ``"inf"``.
-
-        Returns
-        -------
-        dict
-            Setting name to its JSON value.
         """
         return {name: to_json(value) for name, value in self.items()}
 
