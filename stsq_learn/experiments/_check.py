@@ -2,12 +2,9 @@
 
 The package ships, per size (preset), the median of every headline number
 of every experiment over a reference run's seeds, with a tolerance derived
-from their spread (``references/<preset>.json``). :func:`check_reference`
-compares a run with them number by number; :func:`write_reference` writes
-such a file from a run, so that a reference is redone with one command
-(``stsq-learn reproduce --quick --write-reference PATH``).
-
-The reference file (JSON)::
+from their spread (``references/<preset>.json``); :func:`write_reference`
+writes such a file from a run
+(``stsq-learn reproduce --quick --write-reference PATH``). The file (JSON)::
 
     {
       "format": "stsq-learn reference 1",
@@ -28,13 +25,13 @@ A run matches a number when ``|measured median - median| <= tolerance``
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
 import os
 import platform
 import sys
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -49,13 +46,7 @@ FACTOR, RTOL, ATOL = 3.0, 0.05, 1e-3
 
 
 def shipped_references():
-    """The sizes the package ships reference numbers for, in ``SIZES`` order.
-
-    Returns
-    -------
-    tuple of str
-        The presets with a ``references/<preset>.json``.
-    """
+    """The presets with a ``references/<preset>.json`` in the package, in ``SIZES`` order."""
     folder = resources.files(__package__) / "references"
     return tuple(p for p in SIZES if (folder / f"{p}.json").is_file())
 
@@ -97,17 +88,13 @@ def load_reference(reference):
         raise TypeError(
             f"reference must be a preset name, a path or a dict, got {type(reference).__name__}."
         )
-    path = Path(reference)
-    if not path.is_file():
-        raise ValueError(
-            f"reference={os.fspath(reference)!r} is neither a preset ({', '.join(SIZES)}) "
-            "nor a file."
-        )
+    what = f"reference={os.fspath(reference)!r}"
+    if not Path(reference).is_file():
+        raise ValueError(f"{what} is neither a preset ({', '.join(SIZES)}) nor a file.")
     try:
-        data = json.loads(path.read_text())
+        return _checked(json.loads(Path(reference).read_text()), what)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"reference={os.fspath(reference)!r} is not JSON: {exc}.") from None
-    return _checked(data, f"reference={os.fspath(reference)!r}")
+        raise ValueError(f"{what} is not JSON: {exc}.") from None
 
 
 def _checked(data, what):
@@ -140,44 +127,18 @@ def _read_run(results):
     return results.preset, results.meta, results.headline, results.seeds
 
 
-def _step_tolerance(experiment, number):
-    """``(rtol, atol)``: the least tolerances the experiment's record gives ``number``."""
-    from ._registered import RECORDS
-
-    if experiment not in RECORDS:
-        return 0.0, 0.0
-    return RECORDS[experiment].step_tolerance(number)
+def _finite(value):
+    return value if math.isfinite(value) else 0.0
 
 
 def tolerance(band, *, factor=FACTOR, rtol=RTOL, atol=ATOL):
-    """``max(factor x (max - min), rtol x |median|, atol)`` of a band (the spread where finite).
-
-    Parameters
-    ----------
-    band : dict
-        ``{"min": ..., "median": ..., "max": ...}``.
-    factor, rtol, atol : float
-        The weights of the spread, of the median and the absolute floor.
-
-    Returns
-    -------
-    float
-    """
-    spread = band["max"] - band["min"]
-    spread = spread if math.isfinite(spread) else 0.0
-    scale = abs(band["median"]) if math.isfinite(band["median"]) else 0.0
+    """``max(factor x (max - min), rtol x |median|, atol)`` of a band (non-finite terms: 0)."""
+    spread, scale = _finite(band["max"] - band["min"]), _finite(abs(band["median"]))
     return float(max(factor * spread, rtol * scale, atol))
 
 
 def write_reference(
-    results,
-    path=None,
-    *,
-    command=None,
-    factor=FACTOR,
-    rtol=RTOL,
-    atol=ATOL,
-    floors=None,
+    results, path=None, *, command=None, factor=FACTOR, rtol=RTOL, atol=ATOL, floors=None
 ):
     """The reference numbers of a run: each headline number's median and tolerance.
 
@@ -200,13 +161,6 @@ def write_reference(
         ``"experiment.number"`` to a floor of its own, in place of
         ``max(rtol x |median|, atol)``.
 
-    Notes
-    -----
-    A number that moves in steps (a width of a grid, a number of heads) is
-    given at least its record's ``reference_rtol`` times ``|median|`` (and
-    its ``reference_atol``; :class:`~stsq_learn.experiments.Experiment`),
-    so a run one step away still matches.
-
     Returns
     -------
     dict
@@ -216,7 +170,16 @@ def write_reference(
     ------
     ValueError
         If the run has no headline numbers, or a floor names no number of it.
+
+    Notes
+    -----
+    A number that moves in steps (a width of a grid, a number of heads) is
+    given at least its record's ``reference_rtol`` times ``|median|`` (and
+    its ``reference_atol``; :class:`~stsq_learn.experiments.Experiment`),
+    so a run one step away still matches.
     """
+    from ._registered import RECORDS
+
     preset, meta, bands, seeds = _read_run(results)
     for name, value in (("factor", factor), ("rtol", rtol), ("atol", atol)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
@@ -225,25 +188,20 @@ def write_reference(
     own_floors = bool(floors)
     experiments = {}
     for name, numbers in bands.items():
-        if not numbers:
-            continue
-        experiments[name] = {}
-        for number, band in numbers.items():
+        for number, band in (numbers or {}).items():
             key = f"{name}.{number}"
             if key in floors:
-                tol = max(factor * _finite_spread(band), float(floors.pop(key)))
+                tol = max(factor * _finite(band["max"] - band["min"]), float(floors.pop(key)))
             else:
                 tol = tolerance(band, factor=factor, rtol=rtol, atol=atol)
-            step_rtol, step_atol = _step_tolerance(name, number)
-            if step_rtol and math.isfinite(band["median"]):
-                tol = max(tol, step_rtol * abs(band["median"]))
-            tol = max(tol, step_atol)
-            experiments[name][number] = {
+            step_rtol, step_atol = (
+                RECORDS[name].step_tolerance(number) if name in RECORDS else (0, 0)
+            )
+            tol = max(tol, step_rtol * _finite(abs(band["median"])), step_atol)
+            experiments.setdefault(name, {})[number] = {
                 "median": band["median"],
                 "tolerance": tol,
-                "min": band["min"],
-                "max": band["max"],
-                "values": band["values"],
+                **{k: band[k] for k in ("min", "max", "values")},
             }
     if floors:
         raise ValueError(f"floors names no headline number of the run: {', '.join(floors)}.")
@@ -252,6 +210,7 @@ def write_reference(
             "the run has no headline numbers (no experiment of it has a record with a "
             "headline): there is nothing to write a reference of."
         )
+    made = {key: meta.get(key) for key in ("torch", "device", "torch_threads", "n_jobs")}
     reference = {
         "format": FORMAT,
         "preset": preset,
@@ -261,10 +220,7 @@ def write_reference(
             "command": command or f"stsq_learn.experiments.reproduce({preset!r}) + write_reference",
             "machine": machine(),
             "python": meta.get("python", platform.python_version()),
-            "torch": meta.get("torch"),
-            "device": meta.get("device"),
-            "torch_threads": meta.get("torch_threads"),
-            "n_jobs": meta.get("n_jobs"),
+            **made,
             "seeds": {name: seeds[name] for name in experiments},
             "wall_seconds": meta.get("wall_seconds"),
         },
@@ -279,11 +235,6 @@ def write_reference(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(reference, indent=2) + "\n")
     return reference
-
-
-def _finite_spread(band):
-    spread = band["max"] - band["min"]
-    return spread if math.isfinite(spread) else 0.0
 
 
 def machine():
@@ -304,7 +255,7 @@ def machine():
     return out
 
 
-@dataclass
+@dataclasses.dataclass
 class ReferenceCheck:
     """The check of a run against reference numbers (see :func:`check_reference`).
 
@@ -330,10 +281,10 @@ class ReferenceCheck:
 
     preset: str
     rows: list
-    not_run: list = field(default_factory=list)
-    not_referenced: list = field(default_factory=list)
-    made: dict = field(default_factory=dict)
-    differences: list = field(default_factory=list)
+    not_run: list = dataclasses.field(default_factory=list)
+    not_referenced: list = dataclasses.field(default_factory=list)
+    made: dict = dataclasses.field(default_factory=dict)
+    differences: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self):
@@ -347,24 +298,19 @@ class ReferenceCheck:
 
     def table(self):
         """A Markdown table: number, reference, tolerance, measured, ok; then the notes."""
-        lines = [
-            "| number | reference | tolerance | measured | ok |",
-            "|---|---|---|---|---|",
+        lines = ["| number | reference | tolerance | measured | ok |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {r['experiment']}.{r['number']} | {_num(r['reference'])} | "
+            f"{_num(r['tolerance'])} | {_num(r['measured'])} | {'yes' if r['ok'] else 'NO'} |"
+            for r in self.rows
         ]
-        for r in self.rows:
-            measured = "missing" if r["measured"] is None else _num(r["measured"])
-            lines.append(
-                f"| {r['experiment']}.{r['number']} | {_num(r['reference'])} | "
-                f"{_num(r['tolerance'])} | {measured} | {'yes' if r['ok'] else 'NO'} |"
-            )
         if self.not_run:
             lines.append(f"\nNot run, not compared: {', '.join(self.not_run)}.")
         if self.not_referenced:
             lines.append(f"\nMeasured, not in the reference: {', '.join(self.not_referenced)}.")
         if not self.rows:
             lines.append("\nNo number compared: the run has none of the reference's experiments.")
-        for difference in self.differences:
-            lines.append(f"\nMade otherwise than the reference: {difference}.")
+        lines += [f"\nMade otherwise than the reference: {d}." for d in self.differences]
         return "\n".join(lines)
 
     def message(self):
@@ -378,36 +324,33 @@ class ReferenceCheck:
             return (
                 f"every one of the {len(self.rows)} reference numbers of {self.preset!r} matched."
             )
-        bad = [r for r in self.rows if not r["ok"]]
-        parts = [
-            f"{r['experiment']}.{r['number']} (measured "
-            f"{'missing' if r['measured'] is None else _num(r['measured'])}, reference "
+        bad = [
+            f"{r['experiment']}.{r['number']} (measured {_num(r['measured'])}, reference "
             f"{_num(r['reference'])} +- {_num(r['tolerance'])})"
-            for r in bad
+            for r in self.rows
+            if not r["ok"]
         ]
         otherwise = "".join(
             f" The run was made otherwise than the reference: {d}." for d in self.differences
         )
         return (
             f"{len(bad)} of {len(self.rows)} numbers outside the reference of "
-            f"{self.preset!r}: {', '.join(parts)}.{otherwise}"
+            f"{self.preset!r}: {', '.join(bad)}.{otherwise}"
         )
 
     def to_dict(self):
-        """The check, JSON-ready."""
+        """The check, JSON-ready (its fields, ``ok`` and ``mismatches``)."""
         return {
             "preset": self.preset,
             "ok": self.ok,
             "mismatches": self.mismatches,
-            "rows": self.rows,
-            "not_run": self.not_run,
-            "not_referenced": self.not_referenced,
-            "made": self.made,
-            "differences": self.differences,
+            **dataclasses.asdict(self),
         }
 
 
 def _num(v):
+    if v is None:
+        return "missing"
     return f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else str(v)
 
 
@@ -456,14 +399,12 @@ def check_reference(results, reference=None):
             f"the reference is of preset {ref['preset']!r} and the run of {preset!r}: "
             "check a run against the reference of its own size."
         )
-    rows, not_run, not_referenced = [], [], []
+    rows = []
     for name, numbers in ref["experiments"].items():
         if name not in bands:
-            not_run.append(name)
             continue
-        measured_all = bands[name] or {}
         for number, entry in numbers.items():
-            measured = measured_all.get(number)
+            measured = (bands[name] or {}).get(number)
             value = None if measured is None else float(measured["median"])
             reference_value, tol = float(entry["median"]), float(entry["tolerance"])
             rows.append(
@@ -476,28 +417,27 @@ def check_reference(results, reference=None):
                     "ok": _matches(value, reference_value, tol),
                 }
             )
-    for name, numbers in bands.items():
-        for number in numbers or {}:
-            if number not in ref["experiments"].get(name, {}):
-                not_referenced.append(f"{name}.{number}")
+    not_run = [name for name in ref["experiments"] if name not in bands]
+    not_referenced = [
+        f"{name}.{number}"
+        for name, numbers in bands.items()
+        for number in numbers or {}
+        if number not in ref["experiments"].get(name, {})
+    ]
     made = dict(ref.get("made", {}))
     differences = _differences(meta, seeds, made, [r["experiment"] for r in rows])
     return ReferenceCheck(preset, rows, not_run, not_referenced, made, differences)
 
 
-def _device_kind(device):
-    """``"cpu"``, ``"cuda"``, ...: the kind of a recorded device (None when not recorded)."""
-    return None if device is None else str(device).split(":")[0]
-
-
 def _differences(meta, seeds, made, compared):
-    """How a run (its ``meta`` and ``seeds``) was made otherwise than a reference (``made``).
-
-    The kind of device (float arithmetic differs between a CPU and a GPU),
-    and the seeds of each compared experiment.
-    """
+    """How a run (its ``meta`` and ``seeds``) was made otherwise than a reference (``made``):
+    the kind of device (float arithmetic differs between a CPU and a GPU), and the seeds of
+    each compared experiment."""
     out = []
-    run_device, ref_device = _device_kind(meta.get("device")), _device_kind(made.get("device"))
+    run_device, ref_device = (
+        None if device is None else str(device).split(":")[0]
+        for device in (meta.get("device"), made.get("device"))
+    )
     if run_device and ref_device and run_device != ref_device:
         out.append(
             f"the run trained on {meta.get('device')}, the reference on {made.get('device')} "
@@ -517,20 +457,8 @@ def _differences(meta, seeds, made, compared):
 
 
 def command_line(argv=None):
-    """The ``stsq-learn`` command that ran, for a reference's provenance.
-
-    Parameters
-    ----------
-    argv : list of str or None, default=None
-        The arguments :func:`stsq_learn.cli.main` parsed; None: this
-        process's ``sys.argv[1:]`` (the console script's).
-
-    Returns
-    -------
-    str or None
-        ``"stsq-learn "`` and the arguments; None when there are none to
-        name (no ``argv`` and an empty ``sys.argv``).
-    """
+    """``"stsq-learn "`` and the arguments ``argv`` (None: ``sys.argv[1:]``), for a
+    reference's provenance; None when there are none (no ``argv``, an empty ``sys.argv``)."""
     if argv is None:
         if not sys.argv:
             return None
