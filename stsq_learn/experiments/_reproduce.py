@@ -30,7 +30,7 @@ from ..studies.seeds import check_seeds
 from . import _runs
 from ._record import SIZES
 from ._registered import RECORDS
-from ._result import ExperimentResult
+from ._result import ExperimentResult, fmt_band
 
 RESULTS_FORMAT = "stsq-learn results 2"
 """The ``format`` of the ``results.json`` this version writes and reads (0.8: every seed)."""
@@ -39,44 +39,29 @@ DEFAULT_SEEDS = {"tiny": 1, "quick": 3, "full": 3, "gpu": 3}
 """Seeds per experiment at each size when ``n_seeds`` is None."""
 
 
-def experiment_names():
-    """Names of the registered experiments, in run order (sections of ``results.json``)."""
-    return tuple(RECORDS)
-
-
-def experiment_aliases():
-    """Alias to experiment name, for ``only`` and ``--only``."""
-    return {alias: name for name, rec in RECORDS.items() for alias in rec.aliases}
-
-
-def presets():
-    """Size to experiment name to its settings, from the records."""
-    return {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
-
-
 def __getattr__(name):
     # EXPERIMENTS and PRESETS are read from the registry when asked, so that an
     # experiment registered after import is in them.
     if name == "EXPERIMENTS":
-        return experiment_names()
+        return tuple(RECORDS)
     if name == "PRESETS":
-        return presets()
+        return {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve_experiments(only):
-    """Experiment names from ``only`` (None, a name, or a sequence of names)."""
-    names_known, aliases = experiment_names(), experiment_aliases()
+    """Experiment names from ``only`` (None, a name or alias, or a sequence of them)."""
+    known = tuple(RECORDS)
+    aliases = {alias: name for name, rec in RECORDS.items() for alias in rec.aliases}
     if only is None:
-        return list(names_known)
-    names = [only] if isinstance(only, str) else list(only)
+        return list(known)
     out = []
-    for name in names:
+    for name in [only] if isinstance(only, str) else list(only):
         full = aliases.get(name, name)
-        if full not in names_known:
+        if full not in known:
             raise ValueError(
                 f"Unknown experiment {name!r} in only={only!r}; choose from "
-                f"{', '.join(names_known)} (aliases: {', '.join(aliases)})."
+                f"{', '.join(known)} (aliases: {', '.join(aliases)})."
             )
         if full not in out:
             out.append(full)
@@ -130,14 +115,10 @@ class ReproduceResults(dict):
             ``to_dict()`` with its ``headline`` bands), JSON-ready.
         """
         headline = self.headline
-        return {
-            "format": RESULTS_FORMAT,
-            "meta": self.meta,
-            "experiments": {
-                name: {**result.to_dict(), "headline": headline[name]}
-                for name, result in self.items()
-            },
+        experiments = {
+            name: {**r.to_dict(), "headline": headline[name]} for name, r in self.items()
         }
+        return {"format": RESULTS_FORMAT, "meta": self.meta, "experiments": experiments}
 
 
 def reproduce(
@@ -217,40 +198,32 @@ def reproduce(
     >>> list(results), results.seeds
     (['in_context_regression'], {'in_context_regression': [0]})
     """
-    _check_preset(preset)
     names, resolved, seeds = check_run_options(
-        out=out,
+        preset=preset,
+        only=only,
         device=device,
         seed=seed,
-        only=only,
-        n_threads=n_threads,
-        scheduler=scheduler,
         n_seeds=n_seeds,
         n_jobs=n_jobs,
-        preset=preset,
+        n_threads=n_threads,
+        out=out,
+        scheduler=scheduler,
     )
     out_dir = None if out is None else Path(out)
     if out_dir is not None:
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ValueError(
-                f"out={str(out)!r} cannot be created: {exc.strerror or exc}."
-            ) from None
+        out_dir.mkdir(parents=True, exist_ok=True)
     n_threads = 1 if n_threads is None else n_threads
-    jobs = []
-    for name in names:
-        kwargs = {"settings": preset, "seeds": seeds, "device": str(resolved)}
-        if scheduler is not None:
-            kwargs["n_jobs"] = -1
-        record = RECORDS[name]
-        function = (
-            record if scheduler is None else functools.partial(_on_cluster, record, scheduler)
-        )
-        jobs.append((name, function, kwargs, scheduler is not None))
-    workers = _runs.resolve_n_jobs(
-        n_jobs, sum(1 for job in jobs if not job[3]), device=resolved.type
-    )
+    kwargs = {"settings": preset, "seeds": seeds, "device": str(resolved)}
+    if scheduler is None:
+        jobs = [(name, RECORDS[name], kwargs) for name in names]
+        workers = _runs.resolve_n_jobs(n_jobs, len(jobs), device=resolved.type)
+    else:  # one after another in this process, their fits on the cluster
+        kwargs["n_jobs"] = -1
+        jobs = [
+            (name, functools.partial(_on_cluster, RECORDS[name], scheduler), kwargs)
+            for name in names
+        ]
+        workers = 1
 
     def when_done(name, result):  # each figure is drawn while the other runs go on
         if out_dir is not None:
@@ -258,12 +231,7 @@ def reproduce(
 
     start = time.perf_counter()
     done = _runs.run_all(
-        jobs,
-        n_jobs=workers,
-        n_threads=n_threads,
-        progress=progress,
-        log=log,
-        when_done=when_done,
+        jobs, n_jobs=workers, n_threads=n_threads, progress=progress, log=log, when_done=when_done
     )
     meta = {
         "stsq_learn": __version__,
@@ -299,18 +267,40 @@ def _on_cluster(record, scheduler, **kwargs):
 
 
 def check_run_options(
-    *, out, device, seed, only, n_threads, scheduler, n_seeds=None, n_jobs=None, preset="quick"
+    *,
+    preset="quick",
+    only=None,
+    device="auto",
+    seed=0,
+    n_seeds=None,
+    n_jobs=None,
+    n_threads=None,
+    out=None,
+    scheduler=None,
 ):
-    """Check every option of :func:`reproduce` but the size; ``(names, device, seeds)``.
+    """Check the options of :func:`reproduce` (and :func:`plan`); ``(names, device, seeds)``.
 
-    All of them are checked before any work, and the same way for a plan of
-    the run (``stsq-learn reproduce --plan``) as for the run itself. The
-    seeds are checked by the studies' one seed check
+    All of them before any work, the same way for a plan of the run
+    (``stsq-learn reproduce --plan``) as for the run itself. The seeds
+    ``seed, seed + 1, ...`` (``n_seeds`` of them; None: :data:`DEFAULT_SEEDS`)
+    are checked by the studies' one seed check
     (:func:`~stsq_learn.studies.check_seeds`).
     """
+    if preset not in SIZES:
+        raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
     names = resolve_experiments(only)
     resolved = resolve_device(device)
-    seeds = seeds_of(seed, n_seeds, preset)
+    if n_seeds is not None:
+        check_positive_int(n_seeds, "n_seeds")
+    count = DEFAULT_SEEDS[preset] if n_seeds is None else int(n_seeds)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}.")
+    try:
+        seeds = check_seeds(list(range(int(seed), int(seed) + count)))
+    except ValueError as exc:
+        raise ValueError(
+            f"seed={seed!r} and n_seeds={count} run the seeds {seed} to {seed + count - 1}: {exc}"
+        ) from None
     check_n_jobs(n_jobs)
     if out is not None:
         check_out_dir(out)
@@ -320,35 +310,6 @@ def check_run_options(
         check_scheduler(scheduler)  # a bad specification fails before dask is imported
         from .. import distributed  # noqa: F401  (a missing extra fails here too)
     return names, resolved, seeds
-
-
-def seeds_of(seed, n_seeds, preset):
-    """The seeds of a run, ``seed, seed + 1, ...``, checked as a study's seeds are.
-
-    Parameters
-    ----------
-    seed : int
-        The first seed.
-    n_seeds : int or None
-        How many (None: :data:`DEFAULT_SEEDS` of ``preset``).
-    preset : str
-        The size.
-
-    Returns
-    -------
-    tuple of int
-    """
-    if n_seeds is not None:
-        check_positive_int(n_seeds, "n_seeds")
-    count = DEFAULT_SEEDS.get(preset, 1) if n_seeds is None else int(n_seeds)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}.")
-    try:
-        return check_seeds(list(range(int(seed), int(seed) + count)))
-    except ValueError as exc:
-        raise ValueError(
-            f"seed={seed!r} and n_seeds={count} run the seeds {seed} to {seed + count - 1}: {exc}"
-        ) from None
 
 
 def check_out_dir(out):
@@ -416,9 +377,7 @@ def _read_results_json(path):
             f"results must be the path of a run's results.json or directory, got "
             f"{type(path).__name__}."
         )
-    file = Path(path)
-    if file.is_dir():
-        file = file / "results.json"
+    file = Path(path) / "results.json" if Path(path).is_dir() else Path(path)
     if not file.is_file():
         raise ValueError(f"{os.fspath(path)!r}: no results.json there.")
     try:
@@ -426,20 +385,19 @@ def _read_results_json(path):
     except json.JSONDecodeError as exc:
         raise ValueError(f"{os.fspath(file)!r} is not JSON: {exc}.") from None
     got = data.get("format") if isinstance(data, dict) else None
-    if got != RESULTS_FORMAT:
-        if isinstance(data, dict) and got is None and "meta" in data:
-            version = data["meta"].get("stsq_learn", "0.7 or earlier")
-            raise ValueError(
-                f"{os.fspath(file)!r} is a results.json of stsq-learn {version}, written without "
-                "a format (0.7 and earlier: one seed's tables per experiment), and this version "
-                f"reads format {RESULTS_FORMAT!r} (every seed's tables): rerun reproduce to "
-                "redraw its figures."
-            )
+    if got == RESULTS_FORMAT:
+        return data
+    if isinstance(data, dict) and got is None and "meta" in data:
+        version = data["meta"].get("stsq_learn", "0.7 or earlier")
         raise ValueError(
-            f"{os.fspath(file)!r} is not a results.json of format {RESULTS_FORMAT!r} "
-            f"(format: {got!r})."
+            f"{os.fspath(file)!r} is a results.json of stsq-learn {version}, written without "
+            "a format (0.7 and earlier: one seed's tables per experiment), and this version "
+            f"reads format {RESULTS_FORMAT!r} (every seed's tables): rerun reproduce to "
+            "redraw its figures."
         )
-    return data
+    raise ValueError(
+        f"{os.fspath(file)!r} is not a results.json of format {RESULTS_FORMAT!r} (format: {got!r})."
+    )
 
 
 def plot_results(results, out):
@@ -463,18 +421,16 @@ def plot_results(results, out):
     """
     data = _read_results_json(results)
     check_out_dir(out)
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, section in data["experiments"].items():
-        written.append(_draw(name, ExperimentResult.from_dict(section), out_dir))
-    written.append(_draw_bands(data, out_dir))
-    return written
+    Path(out).mkdir(parents=True, exist_ok=True)
+    written = [
+        _draw(name, ExperimentResult.from_dict(section), Path(out))
+        for name, section in data["experiments"].items()
+    ]
+    return [*written, _draw_bands(data, Path(out))]
 
 
 def _draw(name, result, out_dir):
-    fig = result.plot()
-    return _save_figure(fig, out_dir / f"{name}.png")
+    return _save_figure(result.plot(), out_dir / f"{name}.png")
 
 
 def _draw_bands(data, out_dir):
@@ -512,14 +468,20 @@ def summary_table(results):
     rows = ["| experiment | measure | value |", "|---|---|---|"]
     for result in results.values():
         rows += result.summary()
-    bands = {name: result.bands() or None for name, result in results.items()}
-    seeds = {name: list(result.seeds) for name, result in results.items()}
-    if any(b is not None for b in bands.values()):
-        rows += ["", "Headline numbers over seeds:", "", *_runs.band_rows(bands, seeds)]
-    provenance = getattr(results, "provenance", {})
+    bands = [(name, result.bands(), len(result.seeds)) for name, result in results.items()]
+    if any(numbers for _, numbers, _ in bands):
+        rows += ["", "Headline numbers over seeds:", ""]
+        rows += [
+            "| experiment | headline number | median [min, max] | seeds |",
+            "|---|---|---|---|",
+        ]
+        for name, numbers, n_seeds in bands:
+            for i, (key, b) in enumerate(numbers.items()):  # name and seeds on the first row
+                first = (name, n_seeds) if i == 0 else ("", "")
+                rows.append(f"| {first[0]} | {key} | {fmt_band(b)} | {first[1]} |")
     ours = {
         name: [key for key, where in prov.items() if str(where).startswith("ours")]
-        for name, prov in provenance.items()
+        for name, prov in getattr(results, "provenance", {}).items()
     }
     if any(ours.values()):
         rows += [
@@ -529,11 +491,6 @@ def summary_table(results):
         ]
         rows += [f"- {name}: {', '.join(keys)}" for name, keys in ours.items() if keys]
     return "\n".join(rows)
-
-
-def _check_preset(preset):
-    if preset not in SIZES:
-        raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
 
 
 # -- the plan of a run -----------------------------------------------------------------------
@@ -563,8 +520,8 @@ def wall_time(run_seconds, n_jobs, *, cores=None):
     """Estimated wall-clock seconds of runs of ``run_seconds`` on ``n_jobs`` processes.
 
     The runs go longest first to the least loaded process (as a pool hands
-    out work); processes beyond the usable cores share them. One process runs
-    in this process, with no start-up.
+    out work); processes beyond the usable ``cores`` share them. One process
+    is this one, with no start-up.
     """
     cores = _runs.usable_cores() if cores is None else cores
     if n_jobs <= 1 or not run_seconds:
@@ -616,15 +573,13 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     >>> est["in_context_regression"]["seeds"], est["in_context_regression"]["fits"] > 0
     (1, True)
     """
-    _check_preset(preset)
-    names = resolve_experiments(only)
-    resolved = resolve_device(device)
-    seeds = seeds_of(0, n_seeds, preset)
-    check_n_jobs(n_jobs)
+    names, resolved, seeds = check_run_options(
+        preset=preset, only=only, device=device, n_seeds=n_seeds, n_jobs=n_jobs, n_threads=n_threads
+    )
     threads_before = torch.get_num_threads()
-    torch.set_num_threads(1 if n_threads is None else check_positive_int(n_threads, "n_threads"))
+    torch.set_num_threads(1 if n_threads is None else n_threads)
     try:
-        out, runs = {}, []
+        out = {}
         for name in names:
             work = StudyPlan(RECORDS[name].planned_work(preset, n_seeds=len(seeds)))
             parts = work.estimate(device=str(resolved))
@@ -636,9 +591,9 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
                 "seeds": len(seeds),
                 "parts": parts,
             }
-            runs.append(seconds)
-        workers = _runs.resolve_n_jobs(n_jobs, len(runs), device=resolved.type)
-        return Plan(out, n_jobs=workers, wall_seconds=round(wall_time(runs, workers), 1))
+        workers = _runs.resolve_n_jobs(n_jobs, len(out), device=resolved.type)
+        wall = wall_time([est["seconds"] for est in out.values()], workers)
+        return Plan(out, n_jobs=workers, wall_seconds=round(wall, 1))
     finally:
         torch.set_num_threads(threads_before)
 
@@ -658,20 +613,15 @@ def plan_table(estimates):
         :class:`Plan`, the estimated wall time on its processes.
     """
     rows = ["| experiment | fits | steps | estimated time | seeds |", "|---|---|---|---|---|"]
-    for name, est in estimates.items():
-        rows.append(
-            f"| {name} | {est['fits']} | {est['steps']} | {_duration(est['seconds'])} | "
-            f"{est.get('seeds', 1)} |"
-        )
-    total = sum(e["seconds"] for e in estimates.values())
-    fits = sum(e["fits"] for e in estimates.values())
-    steps = sum(e["steps"] for e in estimates.values())
-    rows.append(f"| total | {fits} | {steps} | {_duration(total)} | |")
-    wall = getattr(estimates, "wall_seconds", None)
-    if wall is not None:
-        n_jobs = estimates.n_jobs
-        where = "in this process" if n_jobs == 1 else f"on {n_jobs} processes"
-        rows.append(f"\nEstimated wall time {where}: {_duration(wall)}.")
+    rows += [
+        f"| {name} | {e['fits']} | {e['steps']} | {_duration(e['seconds'])} | {e.get('seeds', 1)} |"
+        for name, e in estimates.items()
+    ]
+    total = {key: sum(e[key] for e in estimates.values()) for key in ("fits", "steps", "seconds")}
+    rows.append(f"| total | {total['fits']} | {total['steps']} | {_duration(total['seconds'])} | |")
+    if getattr(estimates, "wall_seconds", None) is not None:
+        where = "in this process" if estimates.n_jobs == 1 else f"on {estimates.n_jobs} processes"
+        rows.append(f"\nEstimated wall time {where}: {_duration(estimates.wall_seconds)}.")
     return "\n".join(rows)
 
 

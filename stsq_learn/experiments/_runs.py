@@ -1,8 +1,7 @@
 """The processes of a run, and the figure of how far its seeds agree.
 
 :func:`~stsq_learn.experiments.reproduce` calls each experiment once, with
-every seed (its studies train the seeds together where the models batch
-them); the experiments are independent, so they go to a pool of worker
+every seed; the experiments are independent, so they go to a pool of worker
 processes (joblib's process backend, loky), each with its own torch
 threads. A run's numbers depend only on its arguments and seeds, not on the
 process it ran in nor on the other runs: the same seeds give the same
@@ -102,29 +101,15 @@ def _malloc_trim():
 
 
 def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
-    """Run every job; ``{key: (result, seconds)}``.
+    """Run every job ``(key, function, kwargs)``; ``{key: (result, seconds)}``.
 
-    Parameters
-    ----------
-    jobs : list of (key, function, kwargs, local)
-        ``key`` names the run (the experiment); ``local`` runs it in this
-        process (an experiment whose studies use a dask scheduler).
-    n_jobs : int
-        Worker processes for the others; 1 runs everything in this process.
-    n_threads : int
-        Torch threads of each run.
-    progress : bool
-        Progress bars: each run's own when in this process, one over the
-        runs when they are spread.
-    log : callable or None
-        Called with a line after each run.
-    when_done : callable or None, default=None
-        Called with the key and result of each run as it finishes (in this
-        process, while the other runs go on).
+    ``n_jobs`` worker processes run them (1: this process), each run with
+    ``n_threads`` torch threads. ``progress`` shows each run's own bars in
+    this process, one bar over the runs when they are spread. ``log`` (or
+    None) is called with a line after each run, ``when_done`` (or None)
+    with its key and result, in this process while the other runs go on.
     """
     done = {}
-    spread = [job for job in jobs if not job[3]] if n_jobs > 1 else []
-    here = [job for job in jobs if job[3]] if n_jobs > 1 else list(jobs)
 
     def finished(key, result, seconds):
         done[key] = (result, seconds)
@@ -133,80 +118,46 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
         if when_done is not None:
             when_done(key, result)
 
-    if spread:
-        from joblib import Parallel, delayed, parallel_config
+    if n_jobs <= 1:
+        for key, function, kwargs in jobs:
+            finished(key, *run_one(function, {**kwargs, "progress": progress}, n_threads))
+        return done
+    from joblib import Parallel, delayed, parallel_config
+    from tqdm.auto import tqdm
 
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(spread), desc=f"runs on {n_jobs} processes", leave=False)
-        calls = (
-            delayed(_keyed)(key, function, {**kwargs, "progress": False}, n_threads)
-            for key, function, kwargs, _ in spread
-        )
-        with (
-            parallel_config(backend="loky", inner_max_num_threads=n_threads),
-            warnings.catch_warnings(),
-        ):
-            # The warning of a worker loky replaced after its resident size grew by 300 MB
-            # (release_memory: freed memory a C library without malloc_trim keeps). The new
-            # worker runs the remaining runs, whose numbers do not depend on the process.
-            warnings.filterwarnings("ignore", message=_WORKER_STOPPED, category=UserWarning)
-            parallel = Parallel(n_jobs=n_jobs, **_unordered())
-            try:
-                for key, result, seconds in parallel(calls):
-                    finished(key, result, seconds)
-                    if bar is not None:
-                        bar.update()
-            finally:
-                if bar is not None:
-                    bar.close()
-    for key, function, kwargs, _ in here:
-        result, seconds = run_one(function, {**kwargs, "progress": progress}, n_threads)
-        finished(key, result, seconds)
+    calls = (
+        delayed(_keyed)(key, function, {**kwargs, "progress": False}, n_threads)
+        for key, function, kwargs in jobs
+    )
+    bar = tqdm(
+        total=len(jobs), desc=f"runs on {n_jobs} processes", leave=False, disable=not progress
+    )
+    with (
+        parallel_config(backend="loky", inner_max_num_threads=n_threads),
+        warnings.catch_warnings(),
+        bar,
+    ):
+        # The warning of a worker loky replaced after its resident size grew by 300 MB
+        # (release_memory: freed memory a C library without malloc_trim keeps). The new
+        # worker runs the remaining runs, whose numbers do not depend on the process.
+        warnings.filterwarnings("ignore", message=_WORKER_STOPPED, category=UserWarning)
+        for key, result, seconds in Parallel(n_jobs=n_jobs, **_unordered())(calls):
+            finished(key, result, seconds)
+            bar.update()
     return done
 
 
 def _keyed(key, function, kwargs, n_threads):
     """:func:`run_one` with the run's key, so that results may come back in any order."""
-    result, seconds = run_one(function, kwargs, n_threads)
-    return key, result, seconds
+    return key, *run_one(function, kwargs, n_threads)
 
 
 def _unordered():
     """Results as they finish where joblib can (1.4 and later), in order otherwise."""
-    import inspect
+    import joblib
 
-    from joblib import Parallel
-
-    if "return_as" in inspect.signature(Parallel).parameters:
-        import joblib
-
-        major, minor = (int(p) for p in joblib.__version__.split(".")[:2])
-        if (major, minor) >= (1, 4):
-            return {"return_as": "generator_unordered"}
-    return {}
-
-
-def band_rows(bands, seeds):
-    """Markdown rows of the bands: experiment, headline number, median [min, max], seeds."""
-    from ._result import fmt_band
-
-    rows = [
-        "| experiment | headline number | median [min, max] | seeds |",
-        "|---|---|---|---|",
-    ]
-    for name, numbers_ in bands.items():
-        if numbers_ is None:
-            continue
-        first = True
-        for key, b in numbers_.items():
-            label = name if first else ""
-            count = str(len(seeds[name])) if first else ""
-            rows.append(f"| {label} | {key} | {fmt_band(b)} | {count} |")
-            first = False
-    return rows
+    major, minor = (int(p) for p in joblib.__version__.split(".")[:2])
+    return {"return_as": "generator_unordered"} if (major, minor) >= (1, 4) else {}
 
 
 def plot_bands(bands):
