@@ -1,12 +1,8 @@
-"""Run the experiments at a named size; write results.json, its figures and a summary.
+"""Run the experiments at a named size; write results.json, its figures and a summary; plan a run.
 
-:func:`reproduce` calls every registered experiment once, with all its
-seeds, each on a worker process; ``results.json`` holds every experiment's
-whole :class:`~stsq_learn.experiments.ExperimentResult` (every seed's
-tables) and the bands of its headline numbers, under a format version.
-Every figure is drawn from ``results.json`` as read back
-(:func:`plot_results`), so ``stsq-learn plot RESULTS_JSON`` redraws a
-run's PNGs equal, pixel for pixel, to the run's own.
+Every figure is drawn from ``results.json`` as read back, so ``stsq-learn
+plot RESULTS_JSON`` (:func:`plot_results`) redraws a run's PNGs equal,
+pixel for pixel, to the run's own.
 """
 
 from __future__ import annotations
@@ -106,13 +102,13 @@ class ReproduceResults(dict):
         return dict(self.meta.get("provenance", {}))
 
     def to_dict(self):
-        """``results.json``: the format, the meta, and per experiment its result and bands.
+        """``results.json``, JSON-ready.
 
         Returns
         -------
         dict
-            ``format``, ``meta`` and ``experiments`` (name to the result's
-            ``to_dict()`` with its ``headline`` bands), JSON-ready.
+            ``format``, ``meta`` and ``experiments``: name to the result's
+            ``to_dict()`` and its ``headline`` bands.
         """
         headline = self.headline
         experiments = {
@@ -179,17 +175,9 @@ def reproduce(
     -------
     results : ReproduceResults
         Experiment name to its :class:`ExperimentResult`, in ``EXPERIMENTS``
-        order.
-
-    Notes
-    -----
-    ``results.json`` (format :data:`RESULTS_FORMAT`) holds the ``meta`` of
-    the run and, per experiment, its whole result (``to_dict()``: settings,
-    every seed's tables, seconds) and the bands of its headline numbers
-    (``"headline"``: per number its per-seed ``values``, ``min``,
-    ``median`` and ``max``). :func:`check_reference` compares a run with
-    the reference numbers the package ships; :func:`plot_results` redraws
-    its figures.
+        order: what ``results.json`` holds (format :data:`RESULTS_FORMAT`),
+        with the bands of the headline numbers (``values`` per seed, ``min``,
+        ``median``, ``max``) beside each result.
 
     Examples
     --------
@@ -199,15 +187,7 @@ def reproduce(
     (['in_context_regression'], {'in_context_regression': [0]})
     """
     names, resolved, seeds = check_run_options(
-        preset=preset,
-        only=only,
-        device=device,
-        seed=seed,
-        n_seeds=n_seeds,
-        n_jobs=n_jobs,
-        n_threads=n_threads,
-        out=out,
-        scheduler=scheduler,
+        preset, out, device, seed, n_seeds, only, n_jobs, n_threads, scheduler
     )
     out_dir = None if out is None else Path(out)
     if out_dir is not None:
@@ -266,18 +246,7 @@ def _on_cluster(record, scheduler, **kwargs):
         return record(**kwargs)
 
 
-def check_run_options(
-    *,
-    preset="quick",
-    only=None,
-    device="auto",
-    seed=0,
-    n_seeds=None,
-    n_jobs=None,
-    n_threads=None,
-    out=None,
-    scheduler=None,
-):
+def check_run_options(preset, out, device, seed, n_seeds, only, n_jobs, n_threads, scheduler):
     """Check the options of :func:`reproduce` (and :func:`plan`); ``(names, device, seeds)``.
 
     All of them before any work, the same way for a plan of the run
@@ -403,9 +372,9 @@ def _read_results_json(path):
 def plot_results(results, out):
     """Draw every figure of a run into ``out``: ``<experiment>.png`` and ``bands.png``.
 
-    No training: the figures are drawn from the tables of ``results.json``.
-    On one machine they equal, pixel for pixel, the run's own PNGs (the run
-    draws them from ``results.json`` too). What ``stsq-learn plot`` calls.
+    No training: the figures are drawn from the tables of ``results.json``,
+    equal, pixel for pixel, to the run's own PNGs on the same machine.
+    What ``stsq-learn plot`` calls.
 
     Parameters
     ----------
@@ -536,12 +505,10 @@ def wall_time(run_seconds, n_jobs, *, cores=None):
 def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=None, n_jobs=None):
     """The fits, steps and estimated seconds of :func:`reproduce`, from a few timed steps.
 
-    Each experiment's studies are run once in a plan
-    (:func:`~stsq_learn.studies.planning`): they record their work instead
-    of training, and every part is timed on this machine
-    (:meth:`~stsq_learn.studies.StudyPlan.estimate`: a few steps of one of
-    its models, and a prediction). Where a search decides how many fits
-    run, the expected number is counted. Takes seconds to tens of seconds.
+    Each experiment's studies record their work in a plan instead of
+    training (:func:`~stsq_learn.studies.planning`), and every part is timed
+    on this machine (:meth:`~stsq_learn.studies.StudyPlan.estimate`). Takes
+    seconds to tens of seconds.
 
     Parameters
     ----------
@@ -573,8 +540,8 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     >>> est["in_context_regression"]["seeds"], est["in_context_regression"]["fits"] > 0
     (1, True)
     """
-    names, resolved, seeds = check_run_options(
-        preset=preset, only=only, device=device, n_seeds=n_seeds, n_jobs=n_jobs, n_threads=n_threads
+    names, resolved, seeds = check_run_options(  # no out, no scheduler; the seeds from 0
+        preset, None, device, 0, n_seeds, only, n_jobs, n_threads, None
     )
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1 if n_threads is None else n_threads)
