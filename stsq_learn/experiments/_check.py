@@ -368,8 +368,7 @@ def check_reference(results, reference=None):
     Parameters
     ----------
     results : ReproduceResults or path
-        What :func:`reproduce` returned, or the path of a run's
-        ``results.json`` (or its directory).
+        The run, as :func:`write_reference` takes it.
     reference : str, path or dict, default=None
         The reference (see :func:`load_reference`); None is the one the
         package ships for the run's preset.

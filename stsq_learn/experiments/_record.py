@@ -119,6 +119,9 @@ def document_experiment(function):
 class Experiment:
     """The record of one experiment of :func:`~stsq_learn.experiments.reproduce`.
 
+    Registered with its task, it makes the experiment's public function
+    (:attr:`function`) and tells ``reproduce`` how to run, draw and judge it.
+
     Attributes
     ----------
     name : str

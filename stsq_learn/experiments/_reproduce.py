@@ -133,6 +133,8 @@ def reproduce(
 ):
     """Run the registered experiments over seeds; optionally write figures and ``results.json``.
 
+    Each experiment runs once, with every seed, on a pool of worker processes.
+
     Parameters
     ----------
     preset : {"tiny", "quick", "full", "gpu"}, default="quick"

@@ -50,6 +50,9 @@ def fmt_band(b, digits=3):
 class ExperimentResult:
     """An experiment's run over its seeds: its settings and its studies' tables.
 
+    Every number the experiment derives, and its figure, is a function of
+    the tables (:meth:`seed` gives one seed's view of them).
+
     Attributes
     ----------
     experiment : str
