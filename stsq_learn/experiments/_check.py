@@ -63,13 +63,8 @@ def load_reference(reference):
     Returns
     -------
     dict
-        The reference (see the module's description of the format).
-
-    Raises
-    ------
-    ValueError
-        If no reference is shipped for the preset, or the file is not a
-        reference file of this format.
+        ``format``, ``preset``, ``made`` (provenance), ``tolerance_rule`` and
+        ``experiments``: per experiment, number to its ``median`` and ``tolerance``.
     """
     if isinstance(reference, dict):
         return _checked(reference, "the reference given")
@@ -151,12 +146,14 @@ def write_reference(
         File to write the reference to (JSON); None writes nothing. The
         package's own are ``stsq_learn/experiments/references/<preset>.json``.
     command : str, default=None
-        The command that made the run, kept in the reference's provenance
-        (``made.command``); None says the Python call.
+        The command that made the run, kept as ``made.command``; None says
+        the Python call.
     factor, rtol, atol : float, default=3.0, 0.05, 0.001
         Each number's tolerance is ``max(factor x (max - min), rtol x |median|,
         atol)``: three times its spread over the seeds (the range of a few
-        seeds understates it), never below a floor.
+        seeds understates it), never below a floor. A number that moves in
+        steps gets at least its record's ``reference_rtol`` and
+        ``reference_atol`` (:class:`~stsq_learn.experiments.Experiment`).
     floors : dict of str to float, default=None
         ``"experiment.number"`` to a floor of its own, in place of
         ``max(rtol x |median|, atol)``.
@@ -165,18 +162,6 @@ def write_reference(
     -------
     dict
         The reference, as written.
-
-    Raises
-    ------
-    ValueError
-        If the run has no headline numbers, or a floor names no number of it.
-
-    Notes
-    -----
-    A number that moves in steps (a width of a grid, a number of heads) is
-    given at least its record's ``reference_rtol`` times ``|median|`` (and
-    its ``reference_atol``; :class:`~stsq_learn.experiments.Experiment`),
-    so a run one step away still matches.
     """
     from ._registered import RECORDS
 
@@ -378,12 +363,6 @@ def check_reference(results, reference=None):
     ReferenceCheck
         Its ``ok`` says whether every number matched, ``mismatches`` names
         those that did not, ``table()`` gives the table.
-
-    Raises
-    ------
-    ValueError
-        If the package ships no reference for the run's preset (and none
-        is given), or the reference is of another preset.
 
     Examples
     --------

@@ -1,11 +1,8 @@
-"""The record of an experiment (:class:`Experiment`): what ``reproduce`` knows of it.
+"""The record of an experiment (:class:`Experiment`), and the one signature its function has.
 
-An experiment's module (in its task's home) declares its settings, the
-studies it runs over every seed, its figure, headline numbers and summary
-rows, and one record holding them with its presets; the record is
-registered with its task (:func:`stsq_learn.registry.register`) and makes
-the experiment's public function: the one signature, its shared Parameters
-and Returns written once here (the module binds ``name = RECORD.function``).
+The record makes the experiment's public function (its module binds
+``name = RECORD.function``), whose shared Parameters and Returns are written
+once here.
 """
 
 from __future__ import annotations
@@ -97,14 +94,13 @@ def _document(doc):
 def document_experiment(function):
     """Add the one experiment signature's Parameters and Returns to ``function``'s docstring.
 
-    For a function of one's own with the experiments' signature (the
-    records' functions have them already, :attr:`Experiment.function`).
+    For a function of one's own with the experiments' signature (a record's
+    function has them already).
 
     Parameters
     ----------
     function : callable
-        A function whose docstring has its summary, description and
-        examples, and no Parameters or Returns section.
+        Its docstring has no Parameters or Returns section.
 
     Returns
     -------
@@ -127,12 +123,9 @@ class Experiment:
     name : str
         Its name: a section of ``results.json`` and a value of ``only``.
     function_name : str
-        The name of its public function, which the record makes
-        (:attr:`function`: the one signature, calling the record) and the
-        experiment's module binds (``name = RECORD.function``).
+        The name of its public function (:attr:`function`).
     doc : str
-        That function's docstring less the shared Parameters and Returns:
-        its summary, description and Examples.
+        That function's docstring less the shared Parameters and Returns.
     settings : type
         Its settings, a subclass of :class:`~stsq_learn.experiments.Settings`.
     presets : dict
@@ -168,9 +161,7 @@ class Experiment:
         reference gives them, by ``fnmatch`` pattern (``"*_width": 0.5``).
     exports : tuple, default=()
         Other public functions and classes of the experiment's module that
-        :mod:`stsq_learn.experiments` exports by their ``__name__``, beside
-        its function and settings (a study of one part of it, a settings
-        class of its parts).
+        :mod:`stsq_learn.experiments` exports by their ``__name__``.
     """
 
     name: str
@@ -244,9 +235,8 @@ class Experiment:
     def function(self):
         """The experiment's public function: the one signature, calling this record.
 
-        Made once, in the module of :attr:`run` (whose globals its examples
-        run in) under :attr:`function_name`, its docstring :attr:`doc` with
-        the shared Parameters and Returns.
+        Made once, in the module of :attr:`run` (its examples run there),
+        its docstring :attr:`doc` with the shared Parameters and Returns.
         """
         made = self.__dict__.get("_function")
         if made is None:
@@ -279,16 +269,7 @@ class Experiment:
     def __call__(
         self, settings=None, changes=None, *, seeds=3, device=None, progress=False, n_jobs=None
     ):
-        """Run the experiment (what its public function does): check, run, time.
-
-        Every argument is checked before any fit: the settings against
-        their constraints, the seeds by :func:`~stsq_learn.studies.check_seeds`,
-        the device, ``progress`` and ``n_jobs``.
-
-        Returns
-        -------
-        ExperimentResult
-        """
+        """Run the experiment, every argument checked before any fit: what its function does."""
         cfg = self.resolve(settings, changes)
         seeds = check_seeds(seeds)
         if device is not None:
@@ -309,7 +290,7 @@ class Experiment:
         return ExperimentResult(self.name, cfg.to_json(), tables, seconds).made_by(self)
 
     def resolve(self, settings=None, changes=None):
-        """The settings of a call, checked: an instance of :attr:`settings`.
+        """The settings of a call (:attr:`settings`, checked) from ``settings`` and ``changes``.
 
         Parameters
         ----------

@@ -191,9 +191,8 @@ def reproduce(
     names, resolved, seeds = check_run_options(
         preset, out, device, seed, n_seeds, only, n_jobs, n_threads, scheduler
     )
-    out_dir = None if out is None else Path(out)
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
     n_threads = 1 if n_threads is None else n_threads
     kwargs = {"settings": preset, "seeds": seeds, "device": str(resolved)}
     if scheduler is None:
@@ -207,13 +206,18 @@ def reproduce(
         ]
         workers = 1
 
-    def when_done(name, result):  # each figure is drawn while the other runs go on
-        if out_dir is not None:
-            _draw(name, _round_trip(result), out_dir)
+    def draw(name, result):  # while the other runs go on, from the result as JSON gives it back
+        result = ExperimentResult.from_dict(json.loads(json.dumps(result.to_dict())))
+        _save_figure(result.plot(), Path(out) / f"{name}.png")
 
     start = time.perf_counter()
     done = _runs.run_all(
-        jobs, n_jobs=workers, n_threads=n_threads, progress=progress, log=log, when_done=when_done
+        jobs,
+        n_jobs=workers,
+        n_threads=n_threads,
+        progress=progress,
+        log=log,
+        when_done=None if out is None else draw,
     )
     meta = {
         "stsq_learn": __version__,
@@ -232,11 +236,10 @@ def reproduce(
         },
     }
     results = ReproduceResults({name: done[name][0] for name in names}, preset=preset, meta=meta)
-    if out_dir is not None:
-        payload = results.to_dict()
-        (out_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
-        _draw_bands(json.loads(json.dumps(payload)), out_dir)
-        (out_dir / "summary.md").write_text(summary_table(results) + "\n")
+    if out is not None:
+        (Path(out) / "results.json").write_text(json.dumps(results.to_dict(), indent=1) + "\n")
+        _save_figure(_runs.plot_bands(results.headline), Path(out) / "bands.png")
+        (Path(out) / "summary.md").write_text(summary_table(results) + "\n")
     return results
 
 
@@ -310,11 +313,6 @@ def check_out_dir(out):
 
 
 # -- results.json and its figures ------------------------------------------------------------
-def _round_trip(result):
-    """``result`` as ``results.json`` gives it back (the figures are drawn from that)."""
-    return ExperimentResult.from_dict(json.loads(json.dumps(result.to_dict())))
-
-
 def load_results(path):
     """A run read back from its ``results.json`` (or the directory holding it).
 
@@ -390,23 +388,11 @@ def plot_results(results, out):
     list of Path
         The files written.
     """
-    data = _read_results_json(results)
+    results = load_results(results)
     check_out_dir(out)
     Path(out).mkdir(parents=True, exist_ok=True)
-    written = [
-        _draw(name, ExperimentResult.from_dict(section), Path(out))
-        for name, section in data["experiments"].items()
-    ]
-    return [*written, _draw_bands(data, Path(out))]
-
-
-def _draw(name, result, out_dir):
-    return _save_figure(result.plot(), out_dir / f"{name}.png")
-
-
-def _draw_bands(data, out_dir):
-    bands = {name: section.get("headline") for name, section in data["experiments"].items()}
-    return _save_figure(_runs.plot_bands(bands), out_dir / "bands.png")
+    written = [_save_figure(r.plot(), Path(out) / f"{name}.png") for name, r in results.items()]
+    return [*written, _save_figure(_runs.plot_bands(results.headline), Path(out) / "bands.png")]
 
 
 def _save_figure(fig, path):
