@@ -34,10 +34,10 @@ from ._settings import Settings as Settings
 def _from_records():
     """Every registered experiment's function, settings class and other exports, and
     ``EXPERIMENTS`` and ``PRESETS``, by name."""
-    from . import _reproduce
     from ._registered import RECORDS
 
-    out = {"EXPERIMENTS": _reproduce.EXPERIMENTS, "PRESETS": _reproduce.PRESETS}
+    presets = {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
+    out = {"EXPERIMENTS": tuple(RECORDS), "PRESETS": presets}
     for record in RECORDS.values():
         out[record.function.__name__] = record.function
         out[record.settings.__name__] = record.settings

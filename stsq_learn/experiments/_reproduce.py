@@ -35,16 +35,6 @@ DEFAULT_SEEDS = {"tiny": 1, "quick": 3, "full": 3, "gpu": 3}
 """Seeds per experiment at each size when ``n_seeds`` is None."""
 
 
-def __getattr__(name):
-    # EXPERIMENTS and PRESETS are read from the registry when asked, so that an
-    # experiment registered after import is in them.
-    if name == "EXPERIMENTS":
-        return tuple(RECORDS)
-    if name == "PRESETS":
-        return {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def resolve_experiments(only):
     """Experiment names from ``only`` (None, a name or alias, or a sequence of them)."""
     known = tuple(RECORDS)
@@ -138,39 +128,33 @@ def reproduce(
     Parameters
     ----------
     preset : {"tiny", "quick", "full", "gpu"}, default="quick"
-        Sizes (see ``PRESETS``): ``"quick"`` takes a few minutes on 2 CPU
-        cores, ``"full"`` about an hour on 2 CPU cores, ``"gpu"`` is sized
-        for one GPU, ``"tiny"`` for tests. :func:`plan` estimates the time.
+        The size (``PRESETS``): ``"quick"`` a few minutes on 2 CPU cores,
+        ``"full"`` about an hour, ``"gpu"`` for one GPU, ``"tiny"`` for tests.
     out : str or path, default=None
         Directory to write ``<experiment>.png``, ``bands.png``,
-        ``results.json`` and ``summary.md`` into (created if missing); None
-        writes nothing.
+        ``results.json`` and ``summary.md`` into; None writes nothing.
     device : str, default="auto"
         Training device of every model.
     seed : int, default=0
         The first seed: every experiment runs ``seed``, ``seed + 1``, ...
     n_seeds : int, default=None
-        Seeds of every experiment (None: 1 at ``"tiny"``, 3 at the other
-        sizes). Each experiment runs all of them in one call.
+        Seeds of every experiment (None: 1 at ``"tiny"``, 3 at the other sizes).
     only : str or sequence of str, default=None
         Run only these experiments (names of ``EXPERIMENTS`` or their aliases).
     n_jobs : int, default=None
-        Worker processes the experiments are spread over (joblib's process
-        backend); never more than the experiments. None is every usable core
-        on a CPU and 1 on a GPU, -1 every usable core; 1 runs everything in
-        this process. The numbers do not depend on it.
+        Worker processes, never more than the experiments: None is every
+        usable core on a CPU and 1 on a GPU, -1 every usable core, 1 this
+        process. The numbers do not depend on it.
     n_threads : int, default=None
-        PyTorch intra-op CPU threads of each run (restored afterwards);
-        None is one. The models are small, so one thread per run, and runs
-        on every core, is fastest.
+        PyTorch CPU threads of each run; None is one (the models are small:
+        one thread per run, and runs on every core, is fastest).
     progress : bool, default=True
         Show tqdm progress bars (on stderr).
     log : callable, default=None
         Called with a line of text after each experiment (e.g. ``print``).
     scheduler : str, default=None
-        Run every experiment's studies on a dask cluster: ``"local:N"`` (a
-        LocalCluster of N worker processes) or a scheduler address (see
-        :func:`stsq_learn.distributed.dask_backend`); the experiments then
+        Fit on a dask cluster: ``"local:N"`` or a scheduler address
+        (:func:`stsq_learn.distributed.dask_backend`); the experiments then
         run one after another in this process, their fits on the cluster.
 
     Returns
@@ -325,12 +309,7 @@ def load_results(path):
     -------
     ReproduceResults
         Experiment name to its :class:`ExperimentResult`, with the run's meta.
-
-    Raises
-    ------
-    ValueError
-        If the file is missing, not JSON, or of another format (a 0.7
-        ``results.json``, which kept one seed's tables, is refused naming it).
+        A 0.7 ``results.json`` (one seed's tables) is refused, naming it.
     """
     data = _read_results_json(path)
     results = {
@@ -507,8 +486,7 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     device : str, default="auto"
         Device the steps are timed on.
     n_threads : int, default=None
-        PyTorch CPU threads while timing (restored afterwards); None is
-        one, as each run of :func:`reproduce`.
+        PyTorch CPU threads while timing, as in :func:`reproduce`.
     n_seeds : int, default=None
         Seeds per experiment, as in :func:`reproduce`.
     n_jobs : int, default=None

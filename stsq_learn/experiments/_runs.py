@@ -1,11 +1,8 @@
 """The processes of a run, and the figure of how far its seeds agree.
 
-:func:`~stsq_learn.experiments.reproduce` calls each experiment once, with
-every seed; the experiments are independent, so they go to a pool of worker
-processes (joblib's process backend, loky), each with its own torch
-threads. A run's numbers depend only on its arguments and seeds, not on the
-process it ran in nor on the other runs: the same seeds give the same
-numbers whatever ``n_jobs``.
+The experiments are independent, so they go to a pool of worker processes
+(loky), each with its own torch threads; a run's numbers depend only on its
+arguments and seeds, not on the process it ran in: the same whatever ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -45,10 +42,8 @@ def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
 def run_one(function, kwargs, n_threads):
     """Run ``function(**kwargs)`` with ``n_threads`` torch threads; ``(result, seconds)``.
 
-    The function a worker process runs (and this process, when the runs are
-    not spread): the thread count is restored afterwards. The run's fits
-    draw each batch stream once (:func:`~stsq_learn.engine.batch_reuse.reuse_batches`:
-    a width search's fits of one task and seed read the same batches).
+    The thread count is restored afterwards; the run's fits draw each batch
+    stream once (:func:`~stsq_learn.engine.batch_reuse.reuse_batches`).
     """
     import torch
 
@@ -69,17 +64,12 @@ def run_one(function, kwargs, n_threads):
 def release_memory():
     """Hand the memory a finished run freed back to the system: ``gc``, then ``malloc_trim``.
 
-    glibc's allocator keeps the heap a run freed (a width search's largest
-    batches: about 300 MB after the quick separation run) for the next
-    allocations, so a process's resident size stays near the peak of its
-    largest run. loky, joblib's process backend, reads a worker whose
-    resident size grew by more than 300 MB since its first run as leaking:
-    it stops it, starts another and warns "A worker stopped while some jobs
-    were given to the executor". Trimming the heap after every run keeps a
-    worker at its real size (measured: 822 MB after the quick separation
-    run, 537 MB trimmed, the same after every repeat: freed memory, not a
-    leak). Where the C library has no ``malloc_trim`` (not glibc) only the
-    garbage is collected.
+    glibc keeps the heap a run freed (about 300 MB after the quick separation
+    run), and loky reads a worker whose resident size grew by 300 MB as
+    leaking: it replaces it, warning :data:`_WORKER_STOPPED`. Trimmed after
+    every run, a worker stays at its real size (measured: 822 MB untrimmed,
+    537 MB trimmed, the same after every repeat). Without ``malloc_trim``
+    (not glibc) only the garbage is collected.
     """
     import gc
 
@@ -161,25 +151,12 @@ def _unordered():
 
 
 def plot_bands(bands):
-    """How far the seeds agree, experiment by experiment: one readable panel for the run.
+    """``bands.png``: how far the seeds agree, one row per experiment with headline numbers.
 
-    Each row is an experiment; each of its headline numbers is a dot at its
-    spread over the seeds, ``(max - min) / |median|`` in percent (the
-    absolute spread where the median is 0), on a log axis where a spread of 0
-    (seeds that agree) sits at the left edge; a bar marks the median spread.
-    The numbers themselves, with their bands, are in each experiment's own
-    figure, in ``results.json`` and in ``summary.md``.
-
-    Parameters
-    ----------
-    bands : dict
-        Experiment name to its numbers' bands (None for an experiment
-        without headline numbers, left out).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One panel, one row per experiment with headline numbers.
+    ``bands`` maps an experiment to its numbers' bands (or None). Each number
+    is a dot at its spread over the seeds, ``(max - min) / |median|`` in
+    percent (the absolute spread where the median is 0), on a log axis where
+    a spread of 0 sits at the left edge; a bar marks the median spread.
     """
     import matplotlib.pyplot as plt
 

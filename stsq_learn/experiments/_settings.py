@@ -1,14 +1,10 @@
 """Typed settings of an experiment, with declared constraints checked before any work.
 
-Each experiment declares its settings once, as a subclass of
-:class:`Settings`: typed fields with their defaults and, as scikit-learn's
-estimators do, ``_parameter_constraints`` (setting name to the constraints
-of :mod:`sklearn.utils._param_validation`, with :class:`SequenceOf` and
-:class:`MappingOf` for grids and per-model values). An instance is checked
-when it is made, by ``validate_parameter_constraints``: a bad value is
-refused naming the setting and the value, whether it comes from a preset,
-a user's call or a change, before any fit. Checks between settings (a
-length that must be one of a grid) go in :meth:`Settings._validate`.
+As scikit-learn's estimators, a :class:`Settings` subclass declares
+``_parameter_constraints`` (with :class:`SequenceOf` and :class:`MappingOf`
+for grids and per-model values); an instance is checked when it is made,
+from a preset, a call or a change alike. Checks between settings go in
+:meth:`Settings._validate`.
 """
 
 from __future__ import annotations
@@ -34,8 +30,7 @@ __all__ = ["Interval", "MappingOf", "SequenceOf", "Settings", "StrOptions"]
 class SequenceOf(Options):
     """A constraint: a list or tuple whose every item meets one of ``items``.
 
-    (An :class:`~sklearn.utils._param_validation.Options` by descent only, so
-    that scikit-learn's ``validate_parameter_constraints`` takes it.)
+    (An ``Options`` by descent only, so that ``validate_parameter_constraints`` takes it.)
 
     Parameters
     ----------
