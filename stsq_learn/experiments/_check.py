@@ -260,8 +260,7 @@ class ReferenceCheck:
         The reference's provenance.
     differences : list of str
         How the run was made otherwise than the reference (another kind of
-        device, other seeds): where a number is outside its tolerance, the
-        first place to look.
+        device, other seeds): the first place to look at a mismatch.
     """
 
     preset: str

@@ -37,11 +37,11 @@ settings : Settings, mapping, str or None, default=None
     preset), or None (the defaults). Every setting is checked against its
     constraints before any fit.
 seeds : int or sequence of int, default=3
-    The seeds (:func:`~stsq_learn.studies.check_seeds`: ``3`` is
-    ``(0, 1, 2)``). Seed ``s`` fits every model with ``random_state=s`` and
-    draws its rows from :func:`~stsq_learn.studies.stream_seed`, so a run
-    of several seeds gives, seed by seed, the numbers of one-seed runs;
-    the seeds train together where the models batch them.
+    The seeds (``3`` is ``(0, 1, 2)``). Seed ``s`` fits every model with
+    ``random_state=s`` and draws its rows from
+    :func:`~stsq_learn.studies.stream_seed`, so a run of several seeds gives,
+    seed by seed, the numbers of one-seed runs (trained together where the
+    models batch them).
 device : str or None, default=None
     Training device of every model (``"auto"``, ``"cpu"``, ``"cuda"``);
     None keeps each estimator's own.
@@ -130,26 +130,20 @@ class Experiment:
         Its settings, a subclass of :class:`~stsq_learn.experiments.Settings`.
     presets : dict
         Size of :data:`SIZES` to the changes from the settings' defaults
-        (a dict), or to the name of another size whose preset it shares;
-        made :attr:`settings` instances when the record is built.
+        (a dict), or to the name of another size whose preset it shares.
     run : callable
         ``run(settings, seeds, *, device, progress, n_jobs)``: its studies
         over every seed, returning a dict of name to
-        :class:`~stsq_learn.studies.StudyTable`. Inside
-        :func:`~stsq_learn.studies.planning` it records its work and does
-        no other heavy work (the plan of a run).
+        :class:`~stsq_learn.studies.StudyTable`; inside
+        :func:`~stsq_learn.studies.planning`, no other heavy work.
     figure : callable
-        ``figure(result, axes=None)``: the experiment's figure, from the
-        tables of an :class:`ExperimentResult` alone.
+        ``figure(result, axes=None)``: the figure, from the tables alone.
     headline : callable or None, default=None
-        ``headline(result)`` of a one-seed view (:meth:`ExperimentResult.seed`):
-        the numbers a run is judged by, a flat dict of str to float. Their
-        bands over the seeds go to ``results.json`` and the summary, and
-        ``--check`` compares the medians with the shipped reference.
+        ``headline(result)`` of a one-seed view: the numbers a run is judged
+        by (their bands over the seeds), a flat dict of str to float.
     summary : callable or None, default=None
         ``summary(result)``: the experiment's rows of the Markdown summary
-        (``| experiment | measure | value |``), read from the tables and the
-        headline bands.
+        (``| experiment | measure | value |``).
     provenance : dict or None, default=None
         Setting name to where its value comes from: ``"paper: ..."`` or
         ``"ours: ..."``, written to ``results.json``'s meta.

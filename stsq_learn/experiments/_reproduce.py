@@ -57,10 +57,8 @@ def resolve_experiments(only):
 
 
 class ReproduceResults(dict):
-    """What :func:`reproduce` (and :func:`load_results`) gives: experiment name to its result.
-
-    A dict of :class:`~stsq_learn.experiments.ExperimentResult`, each with
-    every seed's tables, in ``EXPERIMENTS`` order.
+    """What :func:`reproduce` and :func:`load_results` give: a dict of experiment name to its
+    :class:`~stsq_learn.experiments.ExperimentResult`, in ``EXPERIMENTS`` order.
 
     Attributes
     ----------
@@ -351,9 +349,8 @@ def _read_results_json(path):
 def plot_results(results, out):
     """Draw every figure of a run into ``out``: ``<experiment>.png`` and ``bands.png``.
 
-    No training: the figures are drawn from the tables of ``results.json``,
-    equal, pixel for pixel, to the run's own PNGs on the same machine.
-    What ``stsq-learn plot`` calls.
+    No training: drawn from the tables of ``results.json``, equal pixel for
+    pixel to the run's own PNGs on the same machine (``stsq-learn plot``).
 
     Parameters
     ----------
@@ -391,15 +388,13 @@ def summary_table(results):
     Parameters
     ----------
     results : ReproduceResults or dict
-        As :func:`reproduce` or :func:`load_results` gives it, or a dict of
-        experiment name to :class:`ExperimentResult`.
+        Experiment name to its :class:`ExperimentResult`.
 
     Returns
     -------
     str
-        The experiments' summary rows (read from their tables and bands),
-        the bands of the headline numbers (median [min, max] over the
-        seeds), and the settings each record calls its own (not the paper's).
+        The summary rows, the headline bands (median [min, max] over the
+        seeds) and the settings each record calls its own (not the paper's).
     """
     rows = ["| experiment | measure | value |", "|---|---|---|"]
     for result in results.values():
@@ -495,9 +490,8 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     Returns
     -------
     Plan
-        Per experiment (a dict): ``fits``, ``steps`` and ``seconds``
-        (estimated, all its seeds together), ``seeds`` (how many) and
-        ``parts``; its ``wall_seconds`` and ``n_jobs`` give the whole run's.
+        Per experiment: ``fits``, ``steps``, ``seconds`` (all its seeds),
+        ``seeds`` and ``parts``; ``wall_seconds`` and ``n_jobs`` the run's.
 
     Examples
     --------
@@ -542,8 +536,7 @@ def plan_table(estimates):
     Returns
     -------
     str
-        The table (time: all seeds of an experiment together), then, for a
-        :class:`Plan`, the estimated wall time on its processes.
+        The table (all seeds of an experiment together), then a plan's wall time.
     """
     rows = ["| experiment | fits | steps | estimated time | seeds |", "|---|---|---|---|---|"]
     rows += [

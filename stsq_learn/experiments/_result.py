@@ -56,14 +56,13 @@ class ExperimentResult:
     Attributes
     ----------
     experiment : str
-        The name of the experiment's record (``EXPERIMENTS``), which knows
-        its figure, headline numbers and summary.
+        The name of the experiment's record, which knows its figure,
+        headline numbers and summary.
     settings : dict
         The settings of the run, as JSON (:meth:`Settings.to_json`).
     tables : dict of str to StudyTable
-        Each study's table, every seed's rows in it (the ``seed`` column);
-        a table without that column holds what no seed changes (a theory
-        curve).
+        Each study's table, every seed's rows in it (the ``seed`` column;
+        a table without one holds what no seed changes).
     seconds : dict of str to float
         Wall-clock seconds of the run (``"total"``).
 
@@ -104,7 +103,6 @@ class ExperimentResult:
         tables = ", ".join(f"{k} ({len(t)} rows)" for k, t in self.tables.items())
         return f"ExperimentResult({self.experiment!r}, seeds {list(self.seeds)}: {tables})"
 
-    # -- seeds ------------------------------------------------------------------------
     @property
     def seeds(self):
         """The seeds of the run (a tuple of int), in order of first appearance in the tables."""
@@ -147,7 +145,7 @@ class ExperimentResult:
         Parameters
         ----------
         record : Experiment or None
-            The record (None: the registered one of :attr:`experiment`).
+            None: the registered one of :attr:`experiment`.
 
         Returns
         -------
@@ -157,7 +155,6 @@ class ExperimentResult:
         object.__setattr__(self, "_record", record)
         return self
 
-    # -- what the record derives --------------------------------------------------------
     @property
     def record(self):
         """The :class:`~stsq_learn.experiments.Experiment` whose call made the result, else
@@ -222,17 +219,14 @@ class ExperimentResult:
         Parameters
         ----------
         axes : sequence of matplotlib Axes, default=None
-            Where to draw (as many as the figure's panels); None makes a
-            new figure.
+            One per panel; None makes a new figure.
 
         Returns
         -------
         matplotlib.figure.Figure
-            The figure drawn.
         """
         return self.record.figure(self, axes)
 
-    # -- saving -------------------------------------------------------------------------
     def to_dict(self):
         """The whole result, JSON-ready.
 
