@@ -224,20 +224,16 @@ def write_reference(
 
 def machine():
     """This machine, for a reference's provenance: system, processor, cores, torch's CPU kind."""
+    import torch
+
     from ._runs import usable_cores
 
-    out = {
+    return {
         "system": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cores": usable_cores(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
-    try:
-        import torch
-
-        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # pragma: no cover - an old torch
-        pass
-    return out
 
 
 @dataclasses.dataclass
