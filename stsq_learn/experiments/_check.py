@@ -2,25 +2,10 @@
 
 The package ships, per size (preset), the median of every headline number
 of every experiment over a reference run's seeds, with a tolerance derived
-from their spread (``references/<preset>.json``); :func:`write_reference`
-writes such a file from a run
-(``stsq-learn reproduce --quick --write-reference PATH``). The file (JSON)::
-
-    {
-      "format": "stsq-learn reference 1",
-      "preset": "tiny",
-      "made": {"stsq_learn": ..., "date": ..., "command": ..., "machine": {...},
-               "python": ..., "torch": ..., "device": ..., "torch_threads": ...,
-               "n_jobs": ..., "seeds": {experiment: [seeds]}, "wall_seconds": ...},
-      "tolerance_rule": "max(3 x (max - min), 0.05 x |median|, 0.001)",
-      "experiments": {
-        experiment: {number: {"median": m, "tolerance": t, "min": ..., "max": ...,
-                              "values": [...]}}
-      }
-    }
-
-A run matches a number when ``|measured median - median| <= tolerance``
-(a non-finite median, a bound not reached, must be measured equal).
+from their spread (``references/<preset>.json``: :func:`load_reference`
+reads it, :func:`write_reference` writes one from a run). A run matches a
+number when ``|measured median - median| <= tolerance`` (a non-finite
+median, a bound not reached, must be measured equal).
 """
 
 from __future__ import annotations
@@ -63,8 +48,10 @@ def load_reference(reference):
     Returns
     -------
     dict
-        ``format``, ``preset``, ``made`` (provenance), ``tolerance_rule`` and
-        ``experiments``: per experiment, number to its ``median`` and ``tolerance``.
+        ``format`` (``"stsq-learn reference 1"``), ``preset``, ``made`` (the
+        run's provenance: versions, date, command, machine, device, seeds),
+        ``tolerance_rule`` and ``experiments``: per experiment, number to its
+        ``median`` and ``tolerance`` (and the run's ``min``, ``max``, ``values``).
     """
     if isinstance(reference, dict):
         return _checked(reference, "the reference given")

@@ -284,18 +284,18 @@ class Experiment:
         return ExperimentResult(self.name, cfg.to_json(), tables, seconds).made_by(self)
 
     def resolve(self, settings=None, changes=None):
-        """The settings of a call (:attr:`settings`, checked) from ``settings`` and ``changes``.
+        """The settings of a call: :meth:`Settings.resolve`, or a size's preset and changes.
 
         Parameters
         ----------
         settings : Settings, mapping, str or None, default=None
-            The base (a size's name: its preset).
+            A size's name is its preset.
         changes : mapping or None, default=None
-            Settings to change on top of it.
 
         Returns
         -------
         Settings
+            An instance of :attr:`settings`, checked.
         """
         if isinstance(settings, str):
             if settings not in SIZES:
@@ -306,7 +306,17 @@ class Experiment:
         return self.settings.resolve(settings, changes)
 
     def headline_numbers(self, result):
-        """``headline(result)`` of a one-seed view, checked: a dict of str to float."""
+        """``headline(result)``, checked.
+
+        Parameters
+        ----------
+        result : ExperimentResult
+            A one-seed view.
+
+        Returns
+        -------
+        dict of str to float
+        """
         numbers_ = self.headline(result)
         if not isinstance(numbers_, dict):
             raise TypeError(
@@ -326,8 +336,19 @@ class Experiment:
         return out
 
     def planned_work(self, size, *, n_seeds=1):
-        """The parts (a list of :class:`Work`) of the preset ``size`` with ``n_seeds`` seeds,
-        from one pass of ``run`` in a plan."""
+        """The parts of a preset's run, from one pass of ``run`` in a plan.
+
+        Parameters
+        ----------
+        size : str
+            One of :data:`SIZES`.
+        n_seeds : int, default=1
+            Seeds (a batched run plans every seed's fits).
+
+        Returns
+        -------
+        list of Work
+        """
         with planning() as plan:
             self.run(
                 self.presets[size], check_seeds(n_seeds), device=None, progress=False, n_jobs=None
@@ -335,8 +356,19 @@ class Experiment:
         return list(plan)
 
     def step_tolerance(self, number):
-        """``(rtol, atol)``: the largest ``reference_rtol`` and ``reference_atol`` whose
-        patterns match the headline number ``number`` (0 where none does)."""
+        """The least tolerances the record gives a headline number.
+
+        Parameters
+        ----------
+        number : str
+            A headline number's name.
+
+        Returns
+        -------
+        rtol, atol : float
+            The largest ``reference_rtol`` and ``reference_atol`` of the
+            patterns it matches (0 where none does).
+        """
 
         def most(patterns):
             matching = (v for p, v in (patterns or {}).items() if fnmatch.fnmatchcase(number, p))

@@ -176,33 +176,44 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
 
     @classmethod
     def field_names(cls):
-        """The settings' names, in declaration order (a tuple of str)."""
+        """The settings' names, in declaration order.
+
+        Returns
+        -------
+        tuple of str
+        """
         return tuple(cls.__dataclass_fields__)
 
     def replace(self, **changes):
-        """A copy with ``changes`` (setting name to value) applied, checked as a new one is.
+        """A copy with ``changes`` applied, checked as a new instance is.
 
-        Raises
-        ------
-        ValueError
-            If a name is not one of the settings, or a value breaks its constraint.
+        Parameters
+        ----------
+        **changes
+            Setting name to its new value.
+
+        Returns
+        -------
+        Settings
         """
         _check_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def resolve(cls, settings=None, changes=None):
-        """An instance from ``settings`` (an instance, a mapping or None) and ``changes``.
+        """An instance from ``settings`` and keyword ``changes``.
 
-        None is the defaults; the mapping ``changes`` goes on top.
+        Parameters
+        ----------
+        settings : Settings, mapping or None, default=None
+            An instance of this class, a mapping of setting to value, or None
+            (the defaults).
+        changes : mapping or None, default=None
+            Settings to change on top of it.
 
-        Raises
-        ------
-        TypeError
-            If ``settings`` is another class's settings, or neither a mapping nor None.
-        ValueError
-            If a name is not a setting, a required one is missing, or a value breaks its
-            constraint.
+        Returns
+        -------
+        Settings
         """
         changes = dict(changes or {})
         settings = {} if settings is None else settings
@@ -224,10 +235,14 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
         return cls(**merged)
 
     def to_json(self):
-        """Setting name to its JSON value: what a result records of the settings.
+        """The settings as JSON values: what a result records of them.
 
         Estimators and tasks are written as their ``repr``, nested settings
         as their own JSON, tuples as lists, an infinity as ``"inf"``.
+
+        Returns
+        -------
+        dict
         """
         return {name: to_json(value) for name, value in self.items()}
 
