@@ -1,29 +1,11 @@
 """The experiments: each task's claims, measured over seeds, and the run that reproduces them.
 
-Every experiment is a composition of the studies (:mod:`stsq_learn.studies`)
-living in its task's home, with one signature,
-``experiment(settings=None, *, seeds=3, device=None, progress=False,
-n_jobs=None, **changes)``, and one result: an :class:`ExperimentResult`
-holding the experiment's settings (as JSON) and its studies' tables, every
-seed's rows in them. What an experiment derives (a threshold, a law, a
-best length) is a function of those tables; ``result.seed(s)`` is one
-seed's view, ``result.bands()`` its headline numbers over the seeds,
-``result.plot()`` its figure, drawn from the tables alone.
-
-Each experiment's settings are a :class:`Settings` subclass whose every
-setting declares its constraints (checked before any fit); its record
-(:class:`Experiment`: the settings, the studies it runs, the figure, the
-headline numbers, the summary rows and presets per size of :data:`SIZES`)
-is registered with its task, and :data:`EXPERIMENTS` lists them in run
-order. :func:`reproduce` runs them at a size and writes ``results.json``
-(every result whole) with its figures and a summary; :func:`plot_results`
-redraws the figures of a saved run; :func:`plan` estimates a size's time
-on this machine; :func:`check_reference` compares a run with the reference
-numbers the package ships per size (``references/<preset>.json``) and
-:func:`write_reference` writes such a file from a run. An experiment of
-one's own, registered with its task
-(``stsq_learn.registry.register(..., experiments=(record,))``), runs under
-``reproduce`` as the built-in ones do.
+Every experiment composes the studies (:mod:`stsq_learn.studies`) in its
+task's home, and its record (:class:`Experiment`) is registered with its
+task (``stsq_learn.registry.register(..., experiments=(record,))``: one's
+own runs under :func:`reproduce` as the built-in ones do). The reference
+numbers :func:`check_reference` compares a run with ship per size in
+``references/<preset>.json``.
 """
 
 from .._live_names import live_names
@@ -52,10 +34,10 @@ from ._settings import Settings as Settings
 def _from_records():
     """Every registered experiment's function, settings class and other exports, and
     ``EXPERIMENTS`` and ``PRESETS``, by name."""
-    from . import _reproduce
     from ._registered import RECORDS
 
-    out = {"EXPERIMENTS": _reproduce.EXPERIMENTS, "PRESETS": _reproduce.PRESETS}
+    presets = {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
+    out = {"EXPERIMENTS": tuple(RECORDS), "PRESETS": presets}
     for record in RECORDS.values():
         out[record.function.__name__] = record.function
         out[record.settings.__name__] = record.settings
@@ -63,30 +45,8 @@ def _from_records():
     return out
 
 
-_OWN = [  # and, in __all__, every registered experiment's function, settings and exports
-    "EXPERIMENTS",
-    "PRESETS",
-    "RESULTS_FORMAT",
-    "SIZES",
-    "Experiment",
-    "ExperimentResult",
-    "MappingOf",
-    "ReferenceCheck",
-    "ReproduceResults",
-    "SequenceOf",
-    "Settings",
-    "Work",
-    "check_reference",
-    "document_experiment",
-    "load_reference",
-    "load_results",
-    "plan",
-    "plan_table",
-    "plot_results",
-    "reproduce",
-    "summary_table",
-    "write_reference",
-]
+# Own names: those imported above (__all__ adds every registered experiment's).
+_OWN = ["EXPERIMENTS", "PRESETS", *(n for n in dir() if n[0] != "_" and n != "live_names")]
 
 # The registered experiments, their presets and settings: read from the registry when asked.
 __getattr__, __dir__ = live_names(__name__, _from_records, own=_OWN)

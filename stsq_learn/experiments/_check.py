@@ -2,39 +2,21 @@
 
 The package ships, per size (preset), the median of every headline number
 of every experiment over a reference run's seeds, with a tolerance derived
-from their spread (``references/<preset>.json``). :func:`check_reference`
-compares a run with them number by number; :func:`write_reference` writes
-such a file from a run, so that a reference is redone with one command
-(``stsq-learn reproduce --quick --write-reference PATH``).
-
-The reference file (JSON)::
-
-    {
-      "format": "stsq-learn reference 1",
-      "preset": "tiny",
-      "made": {"stsq_learn": ..., "date": ..., "command": ..., "machine": {...},
-               "python": ..., "torch": ..., "device": ..., "torch_threads": ...,
-               "n_jobs": ..., "seeds": {experiment: [seeds]}, "wall_seconds": ...},
-      "tolerance_rule": "max(3 x (max - min), 0.05 x |median|, 0.001)",
-      "experiments": {
-        experiment: {number: {"median": m, "tolerance": t, "min": ..., "max": ...,
-                              "values": [...]}}
-      }
-    }
-
-A run matches a number when ``|measured median - median| <= tolerance``
-(a non-finite median, a bound not reached, must be measured equal).
+from their spread (``references/<preset>.json``: :func:`load_reference`
+reads it, :func:`write_reference` writes one from a run). A run matches a
+number when ``|measured median - median| <= tolerance`` (a non-finite
+median, a bound not reached, must be measured equal).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
 import os
 import platform
 import sys
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -49,13 +31,7 @@ FACTOR, RTOL, ATOL = 3.0, 0.05, 1e-3
 
 
 def shipped_references():
-    """The sizes the package ships reference numbers for, in ``SIZES`` order.
-
-    Returns
-    -------
-    tuple of str
-        The presets with a ``references/<preset>.json``.
-    """
+    """The presets with a ``references/<preset>.json`` in the package, in ``SIZES`` order."""
     folder = resources.files(__package__) / "references"
     return tuple(p for p in SIZES if (folder / f"{p}.json").is_file())
 
@@ -72,13 +48,10 @@ def load_reference(reference):
     Returns
     -------
     dict
-        The reference (see the module's description of the format).
-
-    Raises
-    ------
-    ValueError
-        If no reference is shipped for the preset, or the file is not a
-        reference file of this format.
+        ``format`` (``"stsq-learn reference 1"``), ``preset``, ``made`` (the
+        run's provenance: versions, date, command, machine, device, seeds),
+        ``tolerance_rule`` and ``experiments``: per experiment, number to its
+        ``median`` and ``tolerance`` (and the run's ``min``, ``max``, ``values``).
     """
     if isinstance(reference, dict):
         return _checked(reference, "the reference given")
@@ -97,17 +70,13 @@ def load_reference(reference):
         raise TypeError(
             f"reference must be a preset name, a path or a dict, got {type(reference).__name__}."
         )
-    path = Path(reference)
-    if not path.is_file():
-        raise ValueError(
-            f"reference={os.fspath(reference)!r} is neither a preset ({', '.join(SIZES)}) "
-            "nor a file."
-        )
+    what = f"reference={os.fspath(reference)!r}"
+    if not Path(reference).is_file():
+        raise ValueError(f"{what} is neither a preset ({', '.join(SIZES)}) nor a file.")
     try:
-        data = json.loads(path.read_text())
+        return _checked(json.loads(Path(reference).read_text()), what)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"reference={os.fspath(reference)!r} is not JSON: {exc}.") from None
-    return _checked(data, f"reference={os.fspath(reference)!r}")
+        raise ValueError(f"{what} is not JSON: {exc}.") from None
 
 
 def _checked(data, what):
@@ -140,44 +109,18 @@ def _read_run(results):
     return results.preset, results.meta, results.headline, results.seeds
 
 
-def _step_tolerance(experiment, number):
-    """``(rtol, atol)``: the least tolerances the experiment's record gives ``number``."""
-    from ._registered import RECORDS
-
-    if experiment not in RECORDS:
-        return 0.0, 0.0
-    return RECORDS[experiment].step_tolerance(number)
+def _finite(value):
+    return value if math.isfinite(value) else 0.0
 
 
 def tolerance(band, *, factor=FACTOR, rtol=RTOL, atol=ATOL):
-    """``max(factor x (max - min), rtol x |median|, atol)`` of a band (the spread where finite).
-
-    Parameters
-    ----------
-    band : dict
-        ``{"min": ..., "median": ..., "max": ...}``.
-    factor, rtol, atol : float
-        The weights of the spread, of the median and the absolute floor.
-
-    Returns
-    -------
-    float
-    """
-    spread = band["max"] - band["min"]
-    spread = spread if math.isfinite(spread) else 0.0
-    scale = abs(band["median"]) if math.isfinite(band["median"]) else 0.0
+    """``max(factor x (max - min), rtol x |median|, atol)`` of a band (non-finite terms: 0)."""
+    spread, scale = _finite(band["max"] - band["min"]), _finite(abs(band["median"]))
     return float(max(factor * spread, rtol * scale, atol))
 
 
 def write_reference(
-    results,
-    path=None,
-    *,
-    command=None,
-    factor=FACTOR,
-    rtol=RTOL,
-    atol=ATOL,
-    floors=None,
+    results, path=None, *, command=None, factor=FACTOR, rtol=RTOL, atol=ATOL, floors=None
 ):
     """The reference numbers of a run: each headline number's median and tolerance.
 
@@ -190,33 +133,25 @@ def write_reference(
         File to write the reference to (JSON); None writes nothing. The
         package's own are ``stsq_learn/experiments/references/<preset>.json``.
     command : str, default=None
-        The command that made the run, kept in the reference's provenance
-        (``made.command``); None says the Python call.
+        The command that made the run, kept as ``made.command``; None says
+        the Python call.
     factor, rtol, atol : float, default=3.0, 0.05, 0.001
         Each number's tolerance is ``max(factor x (max - min), rtol x |median|,
         atol)``: three times its spread over the seeds (the range of a few
-        seeds understates it), never below a floor.
+        seeds understates it), never below a floor. A number that moves in
+        steps gets at least its record's ``reference_rtol`` and
+        ``reference_atol`` (:class:`~stsq_learn.experiments.Experiment`).
     floors : dict of str to float, default=None
         ``"experiment.number"`` to a floor of its own, in place of
         ``max(rtol x |median|, atol)``.
-
-    Notes
-    -----
-    A number that moves in steps (a width of a grid, a number of heads) is
-    given at least its record's ``reference_rtol`` times ``|median|`` (and
-    its ``reference_atol``; :class:`~stsq_learn.experiments.Experiment`),
-    so a run one step away still matches.
 
     Returns
     -------
     dict
         The reference, as written.
-
-    Raises
-    ------
-    ValueError
-        If the run has no headline numbers, or a floor names no number of it.
     """
+    from ._registered import RECORDS
+
     preset, meta, bands, seeds = _read_run(results)
     for name, value in (("factor", factor), ("rtol", rtol), ("atol", atol)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
@@ -225,25 +160,20 @@ def write_reference(
     own_floors = bool(floors)
     experiments = {}
     for name, numbers in bands.items():
-        if not numbers:
-            continue
-        experiments[name] = {}
-        for number, band in numbers.items():
+        for number, band in (numbers or {}).items():
             key = f"{name}.{number}"
             if key in floors:
-                tol = max(factor * _finite_spread(band), float(floors.pop(key)))
+                tol = max(factor * _finite(band["max"] - band["min"]), float(floors.pop(key)))
             else:
                 tol = tolerance(band, factor=factor, rtol=rtol, atol=atol)
-            step_rtol, step_atol = _step_tolerance(name, number)
-            if step_rtol and math.isfinite(band["median"]):
-                tol = max(tol, step_rtol * abs(band["median"]))
-            tol = max(tol, step_atol)
-            experiments[name][number] = {
+            step_rtol, step_atol = (
+                RECORDS[name].step_tolerance(number) if name in RECORDS else (0, 0)
+            )
+            tol = max(tol, step_rtol * _finite(abs(band["median"])), step_atol)
+            experiments.setdefault(name, {})[number] = {
                 "median": band["median"],
                 "tolerance": tol,
-                "min": band["min"],
-                "max": band["max"],
-                "values": band["values"],
+                **{k: band[k] for k in ("min", "max", "values")},
             }
     if floors:
         raise ValueError(f"floors names no headline number of the run: {', '.join(floors)}.")
@@ -252,6 +182,7 @@ def write_reference(
             "the run has no headline numbers (no experiment of it has a record with a "
             "headline): there is nothing to write a reference of."
         )
+    made = {key: meta.get(key) for key in ("torch", "device", "torch_threads", "n_jobs")}
     reference = {
         "format": FORMAT,
         "preset": preset,
@@ -261,10 +192,7 @@ def write_reference(
             "command": command or f"stsq_learn.experiments.reproduce({preset!r}) + write_reference",
             "machine": machine(),
             "python": meta.get("python", platform.python_version()),
-            "torch": meta.get("torch"),
-            "device": meta.get("device"),
-            "torch_threads": meta.get("torch_threads"),
-            "n_jobs": meta.get("n_jobs"),
+            **made,
             "seeds": {name: seeds[name] for name in experiments},
             "wall_seconds": meta.get("wall_seconds"),
         },
@@ -281,30 +209,21 @@ def write_reference(
     return reference
 
 
-def _finite_spread(band):
-    spread = band["max"] - band["min"]
-    return spread if math.isfinite(spread) else 0.0
-
-
 def machine():
     """This machine, for a reference's provenance: system, processor, cores, torch's CPU kind."""
+    import torch
+
     from ._runs import usable_cores
 
-    out = {
+    return {
         "system": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cores": usable_cores(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
-    try:
-        import torch
-
-        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # pragma: no cover - an old torch
-        pass
-    return out
 
 
-@dataclass
+@dataclasses.dataclass
 class ReferenceCheck:
     """The check of a run against reference numbers (see :func:`check_reference`).
 
@@ -324,16 +243,15 @@ class ReferenceCheck:
         The reference's provenance.
     differences : list of str
         How the run was made otherwise than the reference (another kind of
-        device, other seeds): where a number is outside its tolerance, the
-        first place to look.
+        device, other seeds): the first place to look at a mismatch.
     """
 
     preset: str
     rows: list
-    not_run: list = field(default_factory=list)
-    not_referenced: list = field(default_factory=list)
-    made: dict = field(default_factory=dict)
-    differences: list = field(default_factory=list)
+    not_run: list = dataclasses.field(default_factory=list)
+    not_referenced: list = dataclasses.field(default_factory=list)
+    made: dict = dataclasses.field(default_factory=dict)
+    differences: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self):
@@ -347,24 +265,19 @@ class ReferenceCheck:
 
     def table(self):
         """A Markdown table: number, reference, tolerance, measured, ok; then the notes."""
-        lines = [
-            "| number | reference | tolerance | measured | ok |",
-            "|---|---|---|---|---|",
+        lines = ["| number | reference | tolerance | measured | ok |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {r['experiment']}.{r['number']} | {_num(r['reference'])} | "
+            f"{_num(r['tolerance'])} | {_num(r['measured'])} | {'yes' if r['ok'] else 'NO'} |"
+            for r in self.rows
         ]
-        for r in self.rows:
-            measured = "missing" if r["measured"] is None else _num(r["measured"])
-            lines.append(
-                f"| {r['experiment']}.{r['number']} | {_num(r['reference'])} | "
-                f"{_num(r['tolerance'])} | {measured} | {'yes' if r['ok'] else 'NO'} |"
-            )
         if self.not_run:
             lines.append(f"\nNot run, not compared: {', '.join(self.not_run)}.")
         if self.not_referenced:
             lines.append(f"\nMeasured, not in the reference: {', '.join(self.not_referenced)}.")
         if not self.rows:
             lines.append("\nNo number compared: the run has none of the reference's experiments.")
-        for difference in self.differences:
-            lines.append(f"\nMade otherwise than the reference: {difference}.")
+        lines += [f"\nMade otherwise than the reference: {d}." for d in self.differences]
         return "\n".join(lines)
 
     def message(self):
@@ -378,36 +291,33 @@ class ReferenceCheck:
             return (
                 f"every one of the {len(self.rows)} reference numbers of {self.preset!r} matched."
             )
-        bad = [r for r in self.rows if not r["ok"]]
-        parts = [
-            f"{r['experiment']}.{r['number']} (measured "
-            f"{'missing' if r['measured'] is None else _num(r['measured'])}, reference "
+        bad = [
+            f"{r['experiment']}.{r['number']} (measured {_num(r['measured'])}, reference "
             f"{_num(r['reference'])} +- {_num(r['tolerance'])})"
-            for r in bad
+            for r in self.rows
+            if not r["ok"]
         ]
         otherwise = "".join(
             f" The run was made otherwise than the reference: {d}." for d in self.differences
         )
         return (
             f"{len(bad)} of {len(self.rows)} numbers outside the reference of "
-            f"{self.preset!r}: {', '.join(parts)}.{otherwise}"
+            f"{self.preset!r}: {', '.join(bad)}.{otherwise}"
         )
 
     def to_dict(self):
-        """The check, JSON-ready."""
+        """The check, JSON-ready (its fields, ``ok`` and ``mismatches``)."""
         return {
             "preset": self.preset,
             "ok": self.ok,
             "mismatches": self.mismatches,
-            "rows": self.rows,
-            "not_run": self.not_run,
-            "not_referenced": self.not_referenced,
-            "made": self.made,
-            "differences": self.differences,
+            **dataclasses.asdict(self),
         }
 
 
 def _num(v):
+    if v is None:
+        return "missing"
     return f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else str(v)
 
 
@@ -425,8 +335,7 @@ def check_reference(results, reference=None):
     Parameters
     ----------
     results : ReproduceResults or path
-        What :func:`reproduce` returned, or the path of a run's
-        ``results.json`` (or its directory).
+        The run, as :func:`write_reference` takes it.
     reference : str, path or dict, default=None
         The reference (see :func:`load_reference`); None is the one the
         package ships for the run's preset.
@@ -436,12 +345,6 @@ def check_reference(results, reference=None):
     ReferenceCheck
         Its ``ok`` says whether every number matched, ``mismatches`` names
         those that did not, ``table()`` gives the table.
-
-    Raises
-    ------
-    ValueError
-        If the package ships no reference for the run's preset (and none
-        is given), or the reference is of another preset.
 
     Examples
     --------
@@ -456,14 +359,12 @@ def check_reference(results, reference=None):
             f"the reference is of preset {ref['preset']!r} and the run of {preset!r}: "
             "check a run against the reference of its own size."
         )
-    rows, not_run, not_referenced = [], [], []
+    rows = []
     for name, numbers in ref["experiments"].items():
         if name not in bands:
-            not_run.append(name)
             continue
-        measured_all = bands[name] or {}
         for number, entry in numbers.items():
-            measured = measured_all.get(number)
+            measured = (bands[name] or {}).get(number)
             value = None if measured is None else float(measured["median"])
             reference_value, tol = float(entry["median"]), float(entry["tolerance"])
             rows.append(
@@ -476,28 +377,27 @@ def check_reference(results, reference=None):
                     "ok": _matches(value, reference_value, tol),
                 }
             )
-    for name, numbers in bands.items():
-        for number in numbers or {}:
-            if number not in ref["experiments"].get(name, {}):
-                not_referenced.append(f"{name}.{number}")
+    not_run = [name for name in ref["experiments"] if name not in bands]
+    not_referenced = [
+        f"{name}.{number}"
+        for name, numbers in bands.items()
+        for number in numbers or {}
+        if number not in ref["experiments"].get(name, {})
+    ]
     made = dict(ref.get("made", {}))
     differences = _differences(meta, seeds, made, [r["experiment"] for r in rows])
     return ReferenceCheck(preset, rows, not_run, not_referenced, made, differences)
 
 
-def _device_kind(device):
-    """``"cpu"``, ``"cuda"``, ...: the kind of a recorded device (None when not recorded)."""
-    return None if device is None else str(device).split(":")[0]
-
-
 def _differences(meta, seeds, made, compared):
-    """How a run (its ``meta`` and ``seeds``) was made otherwise than a reference (``made``).
-
-    The kind of device (float arithmetic differs between a CPU and a GPU),
-    and the seeds of each compared experiment.
-    """
+    """How a run (its ``meta`` and ``seeds``) was made otherwise than a reference (``made``):
+    the kind of device (float arithmetic differs between a CPU and a GPU), and the seeds of
+    each compared experiment."""
     out = []
-    run_device, ref_device = _device_kind(meta.get("device")), _device_kind(made.get("device"))
+    run_device, ref_device = (
+        None if device is None else str(device).split(":")[0]
+        for device in (meta.get("device"), made.get("device"))
+    )
     if run_device and ref_device and run_device != ref_device:
         out.append(
             f"the run trained on {meta.get('device')}, the reference on {made.get('device')} "
@@ -517,20 +417,8 @@ def _differences(meta, seeds, made, compared):
 
 
 def command_line(argv=None):
-    """The ``stsq-learn`` command that ran, for a reference's provenance.
-
-    Parameters
-    ----------
-    argv : list of str or None, default=None
-        The arguments :func:`stsq_learn.cli.main` parsed; None: this
-        process's ``sys.argv[1:]`` (the console script's).
-
-    Returns
-    -------
-    str or None
-        ``"stsq-learn "`` and the arguments; None when there are none to
-        name (no ``argv`` and an empty ``sys.argv``).
-    """
+    """``"stsq-learn "`` and the arguments ``argv`` (None: ``sys.argv[1:]``), for a
+    reference's provenance; None when there are none (no ``argv``, an empty ``sys.argv``)."""
     if argv is None:
         if not sys.argv:
             return None

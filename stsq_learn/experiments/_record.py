@@ -1,22 +1,8 @@
-"""The record of an experiment: what ``reproduce`` knows of it, and the call every one shares.
+"""The record of an experiment (:class:`Experiment`), and the one signature its function has.
 
-An experiment is a composition of studies. Its module (in its task's home)
-declares its settings (:class:`~stsq_learn.experiments.Settings`, with
-constraints), the function running its studies over every seed (``run``:
-settings and seeds to named tables), the figure drawn from those tables,
-its headline numbers (one seed's, read through
-:meth:`ExperimentResult.seed`) and summary rows, and one :class:`Experiment`
-record holding them with its presets (changes from the settings'
-defaults). The record is registered with its task
-(:func:`stsq_learn.registry.register`); ``RECORDS`` (:mod:`._registered`)
-lists them.
-
-Every experiment's public function is made by its record, so that it has
-the one signature, ``experiment(settings=None, *, seeds=3, device=None,
-progress=False, n_jobs=None, **changes)``, returns one
-:class:`~stsq_learn.experiments.ExperimentResult`, and documents the shared
-parameters once: the record's ``doc`` gives its summary, description and
-examples, and the module binds ``name = RECORD.function``.
+The record makes the experiment's public function (its module binds
+``name = RECORD.function``), whose shared Parameters and Returns are written
+once here.
 """
 
 from __future__ import annotations
@@ -51,11 +37,11 @@ settings : Settings, mapping, str or None, default=None
     preset), or None (the defaults). Every setting is checked against its
     constraints before any fit.
 seeds : int or sequence of int, default=3
-    The seeds (:func:`~stsq_learn.studies.check_seeds`: ``3`` is
-    ``(0, 1, 2)``). Seed ``s`` fits every model with ``random_state=s`` and
-    draws its rows from :func:`~stsq_learn.studies.stream_seed`, so a run
-    of several seeds gives, seed by seed, the numbers of one-seed runs;
-    the seeds train together where the models batch them.
+    The seeds (``3`` is ``(0, 1, 2)``). Seed ``s`` fits every model with
+    ``random_state=s`` and draws its rows from
+    :func:`~stsq_learn.studies.stream_seed`, so a run of several seeds gives,
+    seed by seed, the numbers of one-seed runs (trained together where the
+    models batch them).
 device : str or None, default=None
     Training device of every model (``"auto"``, ``"cpu"``, ``"cuda"``);
     None keeps each estimator's own.
@@ -78,7 +64,7 @@ ExperimentResult
 
 
 def _calling(record):
-    """The one experiment signature, calling ``record`` (the code every public function runs)."""
+    """The one experiment signature, calling ``record``: the code of every public function."""
 
     def experiment(settings=None, *, seeds=3, device=None, progress=False, n_jobs=None, **changes):
         return record(
@@ -108,14 +94,13 @@ def _document(doc):
 def document_experiment(function):
     """Add the one experiment signature's Parameters and Returns to ``function``'s docstring.
 
-    For a function of one's own with the experiments' signature (the
-    records' functions have them already, :attr:`Experiment.function`).
+    For a function of one's own with the experiments' signature (a record's
+    function has them already).
 
     Parameters
     ----------
     function : callable
-        A function whose docstring has its summary, description and
-        examples, and no Parameters or Returns section.
+        Its docstring has no Parameters or Returns section.
 
     Returns
     -------
@@ -130,41 +115,35 @@ def document_experiment(function):
 class Experiment:
     """The record of one experiment of :func:`~stsq_learn.experiments.reproduce`.
 
+    Registered with its task, it makes the experiment's public function
+    (:attr:`function`) and tells ``reproduce`` how to run, draw and judge it.
+
     Attributes
     ----------
     name : str
         Its name: a section of ``results.json`` and a value of ``only``.
     function_name : str
-        The name of its public function, which the record makes
-        (:attr:`function`: the one signature, calling the record) and the
-        experiment's module binds (``name = RECORD.function``).
+        The name of its public function (:attr:`function`).
     doc : str
-        That function's docstring less the shared Parameters and Returns:
-        its summary, description and Examples.
+        That function's docstring less the shared Parameters and Returns.
     settings : type
         Its settings, a subclass of :class:`~stsq_learn.experiments.Settings`.
     presets : dict
         Size of :data:`SIZES` to the changes from the settings' defaults
-        (a dict), or to the name of another size whose preset it shares;
-        made :attr:`settings` instances when the record is built.
+        (a dict), or to the name of another size whose preset it shares.
     run : callable
         ``run(settings, seeds, *, device, progress, n_jobs)``: its studies
         over every seed, returning a dict of name to
-        :class:`~stsq_learn.studies.StudyTable`. Inside
-        :func:`~stsq_learn.studies.planning` it records its work and does
-        no other heavy work (the plan of a run).
+        :class:`~stsq_learn.studies.StudyTable`; inside
+        :func:`~stsq_learn.studies.planning`, no other heavy work.
     figure : callable
-        ``figure(result, axes=None)``: the experiment's figure, from the
-        tables of an :class:`ExperimentResult` alone.
+        ``figure(result, axes=None)``: the figure, from the tables alone.
     headline : callable or None, default=None
-        ``headline(result)`` of a one-seed view (:meth:`ExperimentResult.seed`):
-        the numbers a run is judged by, a flat dict of str to float. Their
-        bands over the seeds go to ``results.json`` and the summary, and
-        ``--check`` compares the medians with the shipped reference.
+        ``headline(result)`` of a one-seed view: the numbers a run is judged
+        by (their bands over the seeds), a flat dict of str to float.
     summary : callable or None, default=None
         ``summary(result)``: the experiment's rows of the Markdown summary
-        (``| experiment | measure | value |``), read from the tables and the
-        headline bands.
+        (``| experiment | measure | value |``).
     provenance : dict or None, default=None
         Setting name to where its value comes from: ``"paper: ..."`` or
         ``"ours: ..."``, written to ``results.json``'s meta.
@@ -176,9 +155,7 @@ class Experiment:
         reference gives them, by ``fnmatch`` pattern (``"*_width": 0.5``).
     exports : tuple, default=()
         Other public functions and classes of the experiment's module that
-        :mod:`stsq_learn.experiments` exports by their ``__name__``, beside
-        its function and settings (a study of one part of it, a settings
-        class of its parts).
+        :mod:`stsq_learn.experiments` exports by their ``__name__``.
     """
 
     name: str
@@ -197,80 +174,71 @@ class Experiment:
     exports: tuple = field(default=())
 
     def __post_init__(self):
+        who = f"experiment {self.name!r}"
         if not (isinstance(self.settings, type) and issubclass(self.settings, Settings)):
             raise TypeError(
-                f"experiment {self.name!r}: settings must be a subclass of "
-                f"stsq_learn.experiments.Settings, got {self.settings!r}."
+                f"{who}: settings must be a subclass of stsq_learn.experiments.Settings, "
+                f"got {self.settings!r}."
             )
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
-            raise ValueError(f"experiment {self.name!r} has no preset for {missing}.")
+            raise ValueError(f"{who} has no preset for {missing}.")
         presets = {}
         for size in sorted(SIZES, key=lambda size: isinstance(self.presets[size], str)):
             preset = self.presets[size]
             if isinstance(preset, str):  # another size's preset, the same instance
                 if preset not in SIZES or isinstance(self.presets[preset], str):
                     raise ValueError(
-                        f"experiment {self.name!r}, preset {size!r}: {preset!r} names no size "
-                        "with settings of its own."
+                        f"{who}, preset {size!r}: {preset!r} names no size with settings of its "
+                        "own."
                     )
                 presets[size] = presets[preset]
                 continue
             try:
                 presets[size] = self.settings.resolve(preset)
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"experiment {self.name!r}, preset {size!r}: {exc}") from None
-        presets = {size: presets[size] for size in SIZES}
-        object.__setattr__(self, "presets", presets)
+                raise ValueError(f"{who}, preset {size!r}: {exc}") from None
+        object.__setattr__(self, "presets", {size: presets[size] for size in SIZES})
         if not (isinstance(self.function_name, str) and self.function_name.isidentifier()):
             raise ValueError(
-                f"experiment {self.name!r}: function_name must be a Python name, got "
-                f"{self.function_name!r}."
+                f"{who}: function_name must be a Python name, got {self.function_name!r}."
             )
         if not isinstance(self.doc, str) or not self.doc.strip():
-            raise TypeError(f"experiment {self.name!r}: doc must be the function's docstring.")
+            raise TypeError(f"{who}: doc must be the function's docstring.")
         for name in ("run", "figure"):
             if not callable(getattr(self, name)):
-                raise TypeError(f"experiment {self.name!r}: {name} must be callable.")
+                raise TypeError(f"{who}: {name} must be callable.")
         for name in ("headline", "summary"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
-                raise TypeError(f"experiment {self.name!r}: {name} must be a callable or None.")
+                raise TypeError(f"{who}: {name} must be a callable or None.")
         for option in ("reference_rtol", "reference_atol"):
             for pattern, value in dict(getattr(self, option) or {}).items():
                 if not isinstance(pattern, str) or not _non_negative(value):
                     raise ValueError(
-                        f"experiment {self.name!r}: {option} maps number patterns to "
-                        f"non-negative numbers, got {pattern!r}: {value!r}."
+                        f"{who}: {option} maps number patterns to non-negative numbers, got "
+                        f"{pattern!r}: {value!r}."
                     )
         for key, source in dict(self.provenance or {}).items():
             if not isinstance(source, str) or not source.startswith(("paper:", "ours:")):
                 raise ValueError(
-                    f"experiment {self.name!r}: the provenance of {key!r} must start with "
-                    f"'paper:' or 'ours:', got {source!r}."
+                    f"{who}: the provenance of {key!r} must start with 'paper:' or 'ours:', got "
+                    f"{source!r}."
                 )
 
     @property
     def function(self):
         """The experiment's public function: the one signature, calling this record.
 
-        Made once, in the module of :attr:`run` (whose globals its examples
-        run in) under :attr:`function_name`, its docstring :attr:`doc` with
-        the shared Parameters and Returns.
-
-        Returns
-        -------
-        callable
+        Made once, in the module of :attr:`run` (its examples run there),
+        its docstring :attr:`doc` with the shared Parameters and Returns.
         """
         made = self.__dict__.get("_function")
         if made is None:
             template = _calling(self)
-            # The globals of run's module (of a doctest's namespace where it is defined there).
-            run = inspect.unwrap(self.run)  # the function under its decorators
-            scope = getattr(run, "__globals__", None)
-            if scope is None:
-                scope = vars(
-                    sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
-                )
+            run = inspect.unwrap(self.run)  # its globals: those of a doctest where defined there
+            scope = getattr(run, "__globals__", None) or vars(
+                sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
+            )
             made = types.FunctionType(
                 template.__code__,
                 scope,
@@ -295,16 +263,7 @@ class Experiment:
     def __call__(
         self, settings=None, changes=None, *, seeds=3, device=None, progress=False, n_jobs=None
     ):
-        """Run the experiment (what its public function does): check, run, time.
-
-        Every argument is checked before any fit: the settings against
-        their constraints, the seeds by :func:`~stsq_learn.studies.check_seeds`,
-        the device, ``progress`` and ``n_jobs``.
-
-        Returns
-        -------
-        ExperimentResult
-        """
+        """Run the experiment, every argument checked before any fit: what its function does."""
         cfg = self.resolve(settings, changes)
         seeds = check_seeds(seeds)
         if device is not None:
@@ -325,14 +284,13 @@ class Experiment:
         return ExperimentResult(self.name, cfg.to_json(), tables, seconds).made_by(self)
 
     def resolve(self, settings=None, changes=None):
-        """The settings of a call: an instance, a mapping, a size's name or None, and changes.
+        """The settings of a call: :meth:`Settings.resolve`, or a size's preset and changes.
 
         Parameters
         ----------
         settings : Settings, mapping, str or None, default=None
-            The base (a size's name: its preset).
+            A size's name is its preset.
         changes : mapping or None, default=None
-            Settings to change on top of it.
 
         Returns
         -------
@@ -348,7 +306,7 @@ class Experiment:
         return self.settings.resolve(settings, changes)
 
     def headline_numbers(self, result):
-        """``headline(result)``, checked: a flat dict of str to a real number.
+        """``headline(result)``, checked.
 
         Parameters
         ----------
@@ -358,7 +316,6 @@ class Experiment:
         Returns
         -------
         dict of str to float
-            Headline number to its value for that seed.
         """
         numbers_ = self.headline(result)
         if not isinstance(numbers_, dict):
@@ -379,19 +336,18 @@ class Experiment:
         return out
 
     def planned_work(self, size, *, n_seeds=1):
-        """The :class:`Work` of the preset ``size``, from one pass of ``run`` in a plan.
+        """The parts of a preset's run, from one pass of ``run`` in a plan.
 
         Parameters
         ----------
         size : str
-            One of ``SIZES``.
+            One of :data:`SIZES`.
         n_seeds : int, default=1
             Seeds (a batched run plans every seed's fits).
 
         Returns
         -------
         list of Work
-            The run's parts.
         """
         with planning() as plan:
             self.run(
@@ -400,7 +356,7 @@ class Experiment:
         return list(plan)
 
     def step_tolerance(self, number):
-        """The least tolerances the record gives a headline number (its step patterns).
+        """The least tolerances the record gives a headline number.
 
         Parameters
         ----------
@@ -415,12 +371,10 @@ class Experiment:
         """
 
         def most(patterns):
-            patterns = patterns or {}
-            return max(
-                (v for p, v in patterns.items() if fnmatch.fnmatchcase(number, p)), default=0
-            )
+            matching = (v for p, v in (patterns or {}).items() if fnmatch.fnmatchcase(number, p))
+            return float(max(matching, default=0))
 
-        return float(most(self.reference_rtol)), float(most(self.reference_atol))
+        return most(self.reference_rtol), most(self.reference_atol)
 
 
 def _non_negative(value):

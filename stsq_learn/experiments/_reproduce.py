@@ -1,12 +1,8 @@
-"""Run the experiments at a named size; write results.json, its figures and a summary.
+"""Run the experiments at a named size; write results.json, its figures and a summary; plan a run.
 
-:func:`reproduce` calls every registered experiment once, with all its
-seeds, each on a worker process; ``results.json`` holds every experiment's
-whole :class:`~stsq_learn.experiments.ExperimentResult` (every seed's
-tables) and the bands of its headline numbers, under a format version.
-Every figure is drawn from ``results.json`` as read back
-(:func:`plot_results`), so ``stsq-learn plot RESULTS_JSON`` redraws a
-run's PNGs equal, pixel for pixel, to the run's own.
+Every figure is drawn from ``results.json`` as read back, so ``stsq-learn
+plot RESULTS_JSON`` (:func:`plot_results`) redraws a run's PNGs equal,
+pixel for pixel, to the run's own.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ from ..studies.seeds import check_seeds
 from . import _runs
 from ._record import SIZES
 from ._registered import RECORDS
-from ._result import ExperimentResult
+from ._result import ExperimentResult, fmt_band
 
 RESULTS_FORMAT = "stsq-learn results 2"
 """The ``format`` of the ``results.json`` this version writes and reads (0.8: every seed)."""
@@ -39,44 +35,19 @@ DEFAULT_SEEDS = {"tiny": 1, "quick": 3, "full": 3, "gpu": 3}
 """Seeds per experiment at each size when ``n_seeds`` is None."""
 
 
-def experiment_names():
-    """Names of the registered experiments, in run order (sections of ``results.json``)."""
-    return tuple(RECORDS)
-
-
-def experiment_aliases():
-    """Alias to experiment name, for ``only`` and ``--only``."""
-    return {alias: name for name, rec in RECORDS.items() for alias in rec.aliases}
-
-
-def presets():
-    """Size to experiment name to its settings, from the records."""
-    return {size: {name: rec.presets[size] for name, rec in RECORDS.items()} for size in SIZES}
-
-
-def __getattr__(name):
-    # EXPERIMENTS and PRESETS are read from the registry when asked, so that an
-    # experiment registered after import is in them.
-    if name == "EXPERIMENTS":
-        return experiment_names()
-    if name == "PRESETS":
-        return presets()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def resolve_experiments(only):
-    """Experiment names from ``only`` (None, a name, or a sequence of names)."""
-    names_known, aliases = experiment_names(), experiment_aliases()
+    """Experiment names from ``only`` (None, a name or alias, or a sequence of them)."""
+    known = tuple(RECORDS)
+    aliases = {alias: name for name, rec in RECORDS.items() for alias in rec.aliases}
     if only is None:
-        return list(names_known)
-    names = [only] if isinstance(only, str) else list(only)
+        return list(known)
     out = []
-    for name in names:
+    for name in [only] if isinstance(only, str) else list(only):
         full = aliases.get(name, name)
-        if full not in names_known:
+        if full not in known:
             raise ValueError(
                 f"Unknown experiment {name!r} in only={only!r}; choose from "
-                f"{', '.join(names_known)} (aliases: {', '.join(aliases)})."
+                f"{', '.join(known)} (aliases: {', '.join(aliases)})."
             )
         if full not in out:
             out.append(full)
@@ -86,10 +57,8 @@ def resolve_experiments(only):
 
 
 class ReproduceResults(dict):
-    """What :func:`reproduce` (and :func:`load_results`) gives: experiment name to its result.
-
-    A dict of :class:`~stsq_learn.experiments.ExperimentResult`, each with
-    every seed's tables, in ``EXPERIMENTS`` order.
+    """What :func:`reproduce` and :func:`load_results` give: a dict of experiment name to its
+    :class:`~stsq_learn.experiments.ExperimentResult`, in ``EXPERIMENTS`` order.
 
     Attributes
     ----------
@@ -121,23 +90,19 @@ class ReproduceResults(dict):
         return dict(self.meta.get("provenance", {}))
 
     def to_dict(self):
-        """``results.json``: the format, the meta, and per experiment its result and bands.
+        """``results.json``, JSON-ready.
 
         Returns
         -------
         dict
-            ``format``, ``meta`` and ``experiments`` (name to the result's
-            ``to_dict()`` with its ``headline`` bands), JSON-ready.
+            ``format``, ``meta`` and ``experiments``: name to the result's
+            ``to_dict()`` and its ``headline`` bands.
         """
         headline = self.headline
-        return {
-            "format": RESULTS_FORMAT,
-            "meta": self.meta,
-            "experiments": {
-                name: {**result.to_dict(), "headline": headline[name]}
-                for name, result in self.items()
-            },
+        experiments = {
+            name: {**r.to_dict(), "headline": headline[name]} for name, r in self.items()
         }
+        return {"format": RESULTS_FORMAT, "meta": self.meta, "experiments": experiments}
 
 
 def reproduce(
@@ -156,59 +121,47 @@ def reproduce(
 ):
     """Run the registered experiments over seeds; optionally write figures and ``results.json``.
 
+    Each experiment runs once, with every seed, on a pool of worker processes.
+
     Parameters
     ----------
     preset : {"tiny", "quick", "full", "gpu"}, default="quick"
-        Sizes (see ``PRESETS``): ``"quick"`` takes a few minutes on 2 CPU
-        cores, ``"full"`` about an hour on 2 CPU cores, ``"gpu"`` is sized
-        for one GPU, ``"tiny"`` for tests. :func:`plan` estimates the time.
+        The size (``PRESETS``): ``"quick"`` a few minutes on 2 CPU cores,
+        ``"full"`` about an hour, ``"gpu"`` for one GPU, ``"tiny"`` for tests.
     out : str or path, default=None
         Directory to write ``<experiment>.png``, ``bands.png``,
-        ``results.json`` and ``summary.md`` into (created if missing); None
-        writes nothing.
+        ``results.json`` and ``summary.md`` into; None writes nothing.
     device : str, default="auto"
         Training device of every model.
     seed : int, default=0
         The first seed: every experiment runs ``seed``, ``seed + 1``, ...
     n_seeds : int, default=None
-        Seeds of every experiment (None: 1 at ``"tiny"``, 3 at the other
-        sizes). Each experiment runs all of them in one call.
+        Seeds of every experiment (None: 1 at ``"tiny"``, 3 at the other sizes).
     only : str or sequence of str, default=None
         Run only these experiments (names of ``EXPERIMENTS`` or their aliases).
     n_jobs : int, default=None
-        Worker processes the experiments are spread over (joblib's process
-        backend); never more than the experiments. None is every usable core
-        on a CPU and 1 on a GPU, -1 every usable core; 1 runs everything in
-        this process. The numbers do not depend on it.
+        Worker processes, never more than the experiments: None is every
+        usable core on a CPU and 1 on a GPU, -1 every usable core, 1 this
+        process. The numbers do not depend on it.
     n_threads : int, default=None
-        PyTorch intra-op CPU threads of each run (restored afterwards);
-        None is one. The models are small, so one thread per run, and runs
-        on every core, is fastest.
+        PyTorch CPU threads of each run; None is one (the models are small:
+        one thread per run, and runs on every core, is fastest).
     progress : bool, default=True
         Show tqdm progress bars (on stderr).
     log : callable, default=None
         Called with a line of text after each experiment (e.g. ``print``).
     scheduler : str, default=None
-        Run every experiment's studies on a dask cluster: ``"local:N"`` (a
-        LocalCluster of N worker processes) or a scheduler address (see
-        :func:`stsq_learn.distributed.dask_backend`); the experiments then
+        Fit on a dask cluster: ``"local:N"`` or a scheduler address
+        (:func:`stsq_learn.distributed.dask_backend`); the experiments then
         run one after another in this process, their fits on the cluster.
 
     Returns
     -------
     results : ReproduceResults
         Experiment name to its :class:`ExperimentResult`, in ``EXPERIMENTS``
-        order.
-
-    Notes
-    -----
-    ``results.json`` (format :data:`RESULTS_FORMAT`) holds the ``meta`` of
-    the run and, per experiment, its whole result (``to_dict()``: settings,
-    every seed's tables, seconds) and the bands of its headline numbers
-    (``"headline"``: per number its per-seed ``values``, ``min``,
-    ``median`` and ``max``). :func:`check_reference` compares a run with
-    the reference numbers the package ships; :func:`plot_results` redraws
-    its figures.
+        order: what ``results.json`` holds (format :data:`RESULTS_FORMAT`),
+        with the bands of the headline numbers (``values`` per seed, ``min``,
+        ``median``, ``max``) beside each result.
 
     Examples
     --------
@@ -217,44 +170,27 @@ def reproduce(
     >>> list(results), results.seeds
     (['in_context_regression'], {'in_context_regression': [0]})
     """
-    _check_preset(preset)
     names, resolved, seeds = check_run_options(
-        out=out,
-        device=device,
-        seed=seed,
-        only=only,
-        n_threads=n_threads,
-        scheduler=scheduler,
-        n_seeds=n_seeds,
-        n_jobs=n_jobs,
-        preset=preset,
+        preset, out, device, seed, n_seeds, only, n_jobs, n_threads, scheduler
     )
-    out_dir = None if out is None else Path(out)
-    if out_dir is not None:
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ValueError(
-                f"out={str(out)!r} cannot be created: {exc.strerror or exc}."
-            ) from None
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
     n_threads = 1 if n_threads is None else n_threads
-    jobs = []
-    for name in names:
-        kwargs = {"settings": preset, "seeds": seeds, "device": str(resolved)}
-        if scheduler is not None:
-            kwargs["n_jobs"] = -1
-        record = RECORDS[name]
-        function = (
-            record if scheduler is None else functools.partial(_on_cluster, record, scheduler)
-        )
-        jobs.append((name, function, kwargs, scheduler is not None))
-    workers = _runs.resolve_n_jobs(
-        n_jobs, sum(1 for job in jobs if not job[3]), device=resolved.type
-    )
+    kwargs = {"settings": preset, "seeds": seeds, "device": str(resolved)}
+    if scheduler is None:
+        jobs = [(name, RECORDS[name], kwargs) for name in names]
+        workers = _runs.resolve_n_jobs(n_jobs, len(jobs), device=resolved.type)
+    else:  # one after another in this process, their fits on the cluster
+        kwargs["n_jobs"] = -1
+        jobs = [
+            (name, functools.partial(_on_cluster, RECORDS[name], scheduler), kwargs)
+            for name in names
+        ]
+        workers = 1
 
-    def when_done(name, result):  # each figure is drawn while the other runs go on
-        if out_dir is not None:
-            _draw(name, _round_trip(result), out_dir)
+    def draw(name, result):  # while the other runs go on, from the result as JSON gives it back
+        result = ExperimentResult.from_dict(json.loads(json.dumps(result.to_dict())))
+        _save_figure(result.plot(), Path(out) / f"{name}.png")
 
     start = time.perf_counter()
     done = _runs.run_all(
@@ -263,7 +199,7 @@ def reproduce(
         n_threads=n_threads,
         progress=progress,
         log=log,
-        when_done=when_done,
+        when_done=None if out is None else draw,
     )
     meta = {
         "stsq_learn": __version__,
@@ -282,11 +218,10 @@ def reproduce(
         },
     }
     results = ReproduceResults({name: done[name][0] for name in names}, preset=preset, meta=meta)
-    if out_dir is not None:
-        payload = results.to_dict()
-        (out_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
-        _draw_bands(json.loads(json.dumps(payload)), out_dir)
-        (out_dir / "summary.md").write_text(summary_table(results) + "\n")
+    if out is not None:
+        (Path(out) / "results.json").write_text(json.dumps(results.to_dict(), indent=1) + "\n")
+        _save_figure(_runs.plot_bands(results.headline), Path(out) / "bands.png")
+        (Path(out) / "summary.md").write_text(summary_table(results) + "\n")
     return results
 
 
@@ -298,19 +233,30 @@ def _on_cluster(record, scheduler, **kwargs):
         return record(**kwargs)
 
 
-def check_run_options(
-    *, out, device, seed, only, n_threads, scheduler, n_seeds=None, n_jobs=None, preset="quick"
-):
-    """Check every option of :func:`reproduce` but the size; ``(names, device, seeds)``.
+def check_run_options(preset, out, device, seed, n_seeds, only, n_jobs, n_threads, scheduler):
+    """Check the options of :func:`reproduce` (and :func:`plan`); ``(names, device, seeds)``.
 
-    All of them are checked before any work, and the same way for a plan of
-    the run (``stsq-learn reproduce --plan``) as for the run itself. The
-    seeds are checked by the studies' one seed check
+    All of them before any work, the same way for a plan of the run
+    (``stsq-learn reproduce --plan``) as for the run itself. The seeds
+    ``seed, seed + 1, ...`` (``n_seeds`` of them; None: :data:`DEFAULT_SEEDS`)
+    are checked by the studies' one seed check
     (:func:`~stsq_learn.studies.check_seeds`).
     """
+    if preset not in SIZES:
+        raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
     names = resolve_experiments(only)
     resolved = resolve_device(device)
-    seeds = seeds_of(seed, n_seeds, preset)
+    if n_seeds is not None:
+        check_positive_int(n_seeds, "n_seeds")
+    count = DEFAULT_SEEDS[preset] if n_seeds is None else int(n_seeds)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}.")
+    try:
+        seeds = check_seeds(list(range(int(seed), int(seed) + count)))
+    except ValueError as exc:
+        raise ValueError(
+            f"seed={seed!r} and n_seeds={count} run the seeds {seed} to {seed + count - 1}: {exc}"
+        ) from None
     check_n_jobs(n_jobs)
     if out is not None:
         check_out_dir(out)
@@ -320,35 +266,6 @@ def check_run_options(
         check_scheduler(scheduler)  # a bad specification fails before dask is imported
         from .. import distributed  # noqa: F401  (a missing extra fails here too)
     return names, resolved, seeds
-
-
-def seeds_of(seed, n_seeds, preset):
-    """The seeds of a run, ``seed, seed + 1, ...``, checked as a study's seeds are.
-
-    Parameters
-    ----------
-    seed : int
-        The first seed.
-    n_seeds : int or None
-        How many (None: :data:`DEFAULT_SEEDS` of ``preset``).
-    preset : str
-        The size.
-
-    Returns
-    -------
-    tuple of int
-    """
-    if n_seeds is not None:
-        check_positive_int(n_seeds, "n_seeds")
-    count = DEFAULT_SEEDS.get(preset, 1) if n_seeds is None else int(n_seeds)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}.")
-    try:
-        return check_seeds(list(range(int(seed), int(seed) + count)))
-    except ValueError as exc:
-        raise ValueError(
-            f"seed={seed!r} and n_seeds={count} run the seeds {seed} to {seed + count - 1}: {exc}"
-        ) from None
 
 
 def check_out_dir(out):
@@ -378,11 +295,6 @@ def check_out_dir(out):
 
 
 # -- results.json and its figures ------------------------------------------------------------
-def _round_trip(result):
-    """``result`` as ``results.json`` gives it back (the figures are drawn from that)."""
-    return ExperimentResult.from_dict(json.loads(json.dumps(result.to_dict())))
-
-
 def load_results(path):
     """A run read back from its ``results.json`` (or the directory holding it).
 
@@ -395,12 +307,7 @@ def load_results(path):
     -------
     ReproduceResults
         Experiment name to its :class:`ExperimentResult`, with the run's meta.
-
-    Raises
-    ------
-    ValueError
-        If the file is missing, not JSON, or of another format (a 0.7
-        ``results.json``, which kept one seed's tables, is refused naming it).
+        A 0.7 ``results.json`` (one seed's tables) is refused, naming it.
     """
     data = _read_results_json(path)
     results = {
@@ -416,9 +323,7 @@ def _read_results_json(path):
             f"results must be the path of a run's results.json or directory, got "
             f"{type(path).__name__}."
         )
-    file = Path(path)
-    if file.is_dir():
-        file = file / "results.json"
+    file = Path(path) / "results.json" if Path(path).is_dir() else Path(path)
     if not file.is_file():
         raise ValueError(f"{os.fspath(path)!r}: no results.json there.")
     try:
@@ -426,28 +331,26 @@ def _read_results_json(path):
     except json.JSONDecodeError as exc:
         raise ValueError(f"{os.fspath(file)!r} is not JSON: {exc}.") from None
     got = data.get("format") if isinstance(data, dict) else None
-    if got != RESULTS_FORMAT:
-        if isinstance(data, dict) and got is None and "meta" in data:
-            version = data["meta"].get("stsq_learn", "0.7 or earlier")
-            raise ValueError(
-                f"{os.fspath(file)!r} is a results.json of stsq-learn {version}, written without "
-                "a format (0.7 and earlier: one seed's tables per experiment), and this version "
-                f"reads format {RESULTS_FORMAT!r} (every seed's tables): rerun reproduce to "
-                "redraw its figures."
-            )
+    if got == RESULTS_FORMAT:
+        return data
+    if isinstance(data, dict) and got is None and "meta" in data:
+        version = data["meta"].get("stsq_learn", "0.7 or earlier")
         raise ValueError(
-            f"{os.fspath(file)!r} is not a results.json of format {RESULTS_FORMAT!r} "
-            f"(format: {got!r})."
+            f"{os.fspath(file)!r} is a results.json of stsq-learn {version}, written without "
+            "a format (0.7 and earlier: one seed's tables per experiment), and this version "
+            f"reads format {RESULTS_FORMAT!r} (every seed's tables): rerun reproduce to "
+            "redraw its figures."
         )
-    return data
+    raise ValueError(
+        f"{os.fspath(file)!r} is not a results.json of format {RESULTS_FORMAT!r} (format: {got!r})."
+    )
 
 
 def plot_results(results, out):
     """Draw every figure of a run into ``out``: ``<experiment>.png`` and ``bands.png``.
 
-    No training: the figures are drawn from the tables of ``results.json``.
-    On one machine they equal, pixel for pixel, the run's own PNGs (the run
-    draws them from ``results.json`` too). What ``stsq-learn plot`` calls.
+    No training: drawn from the tables of ``results.json``, equal pixel for
+    pixel to the run's own PNGs on the same machine (``stsq-learn plot``).
 
     Parameters
     ----------
@@ -461,25 +364,11 @@ def plot_results(results, out):
     list of Path
         The files written.
     """
-    data = _read_results_json(results)
+    results = load_results(results)
     check_out_dir(out)
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, section in data["experiments"].items():
-        written.append(_draw(name, ExperimentResult.from_dict(section), out_dir))
-    written.append(_draw_bands(data, out_dir))
-    return written
-
-
-def _draw(name, result, out_dir):
-    fig = result.plot()
-    return _save_figure(fig, out_dir / f"{name}.png")
-
-
-def _draw_bands(data, out_dir):
-    bands = {name: section.get("headline") for name, section in data["experiments"].items()}
-    return _save_figure(_runs.plot_bands(bands), out_dir / "bands.png")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    written = [_save_figure(r.plot(), Path(out) / f"{name}.png") for name, r in results.items()]
+    return [*written, _save_figure(_runs.plot_bands(results.headline), Path(out) / "bands.png")]
 
 
 def _save_figure(fig, path):
@@ -499,27 +388,31 @@ def summary_table(results):
     Parameters
     ----------
     results : ReproduceResults or dict
-        As :func:`reproduce` or :func:`load_results` gives it, or a dict of
-        experiment name to :class:`ExperimentResult`.
+        Experiment name to its :class:`ExperimentResult`.
 
     Returns
     -------
     str
-        The experiments' summary rows (read from their tables and bands),
-        the bands of the headline numbers (median [min, max] over the
-        seeds), and the settings each record calls its own (not the paper's).
+        The summary rows, the headline bands (median [min, max] over the
+        seeds) and the settings each record calls its own (not the paper's).
     """
     rows = ["| experiment | measure | value |", "|---|---|---|"]
     for result in results.values():
         rows += result.summary()
-    bands = {name: result.bands() or None for name, result in results.items()}
-    seeds = {name: list(result.seeds) for name, result in results.items()}
-    if any(b is not None for b in bands.values()):
-        rows += ["", "Headline numbers over seeds:", "", *_runs.band_rows(bands, seeds)]
-    provenance = getattr(results, "provenance", {})
+    bands = [(name, result.bands(), len(result.seeds)) for name, result in results.items()]
+    if any(numbers for _, numbers, _ in bands):
+        rows += ["", "Headline numbers over seeds:", ""]
+        rows += [
+            "| experiment | headline number | median [min, max] | seeds |",
+            "|---|---|---|---|",
+        ]
+        for name, numbers, n_seeds in bands:
+            for i, (key, b) in enumerate(numbers.items()):  # name and seeds on the first row
+                first = (name, n_seeds) if i == 0 else ("", "")
+                rows.append(f"| {first[0]} | {key} | {fmt_band(b)} | {first[1]} |")
     ours = {
         name: [key for key, where in prov.items() if str(where).startswith("ours")]
-        for name, prov in provenance.items()
+        for name, prov in getattr(results, "provenance", {}).items()
     }
     if any(ours.values()):
         rows += [
@@ -529,11 +422,6 @@ def summary_table(results):
         ]
         rows += [f"- {name}: {', '.join(keys)}" for name, keys in ours.items() if keys]
     return "\n".join(rows)
-
-
-def _check_preset(preset):
-    if preset not in SIZES:
-        raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
 
 
 # -- the plan of a run -----------------------------------------------------------------------
@@ -563,8 +451,8 @@ def wall_time(run_seconds, n_jobs, *, cores=None):
     """Estimated wall-clock seconds of runs of ``run_seconds`` on ``n_jobs`` processes.
 
     The runs go longest first to the least loaded process (as a pool hands
-    out work); processes beyond the usable cores share them. One process runs
-    in this process, with no start-up.
+    out work); processes beyond the usable ``cores`` share them. One process
+    is this one, with no start-up.
     """
     cores = _runs.usable_cores() if cores is None else cores
     if n_jobs <= 1 or not run_seconds:
@@ -579,12 +467,10 @@ def wall_time(run_seconds, n_jobs, *, cores=None):
 def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=None, n_jobs=None):
     """The fits, steps and estimated seconds of :func:`reproduce`, from a few timed steps.
 
-    Each experiment's studies are run once in a plan
-    (:func:`~stsq_learn.studies.planning`): they record their work instead
-    of training, and every part is timed on this machine
-    (:meth:`~stsq_learn.studies.StudyPlan.estimate`: a few steps of one of
-    its models, and a prediction). Where a search decides how many fits
-    run, the expected number is counted. Takes seconds to tens of seconds.
+    Each experiment's studies record their work in a plan instead of
+    training (:func:`~stsq_learn.studies.planning`), and every part is timed
+    on this machine (:meth:`~stsq_learn.studies.StudyPlan.estimate`). Takes
+    seconds to tens of seconds.
 
     Parameters
     ----------
@@ -595,8 +481,7 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     device : str, default="auto"
         Device the steps are timed on.
     n_threads : int, default=None
-        PyTorch CPU threads while timing (restored afterwards); None is
-        one, as each run of :func:`reproduce`.
+        PyTorch CPU threads while timing, as in :func:`reproduce`.
     n_seeds : int, default=None
         Seeds per experiment, as in :func:`reproduce`.
     n_jobs : int, default=None
@@ -605,9 +490,8 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     Returns
     -------
     Plan
-        Per experiment (a dict): ``fits``, ``steps`` and ``seconds``
-        (estimated, all its seeds together), ``seeds`` (how many) and
-        ``parts``; its ``wall_seconds`` and ``n_jobs`` give the whole run's.
+        Per experiment: ``fits``, ``steps``, ``seconds`` (all its seeds),
+        ``seeds`` and ``parts``; ``wall_seconds`` and ``n_jobs`` the run's.
 
     Examples
     --------
@@ -616,15 +500,13 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     >>> est["in_context_regression"]["seeds"], est["in_context_regression"]["fits"] > 0
     (1, True)
     """
-    _check_preset(preset)
-    names = resolve_experiments(only)
-    resolved = resolve_device(device)
-    seeds = seeds_of(0, n_seeds, preset)
-    check_n_jobs(n_jobs)
+    names, resolved, seeds = check_run_options(  # no out, no scheduler; the seeds from 0
+        preset, None, device, 0, n_seeds, only, n_jobs, n_threads, None
+    )
     threads_before = torch.get_num_threads()
-    torch.set_num_threads(1 if n_threads is None else check_positive_int(n_threads, "n_threads"))
+    torch.set_num_threads(1 if n_threads is None else n_threads)
     try:
-        out, runs = {}, []
+        out = {}
         for name in names:
             work = StudyPlan(RECORDS[name].planned_work(preset, n_seeds=len(seeds)))
             parts = work.estimate(device=str(resolved))
@@ -636,9 +518,9 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
                 "seeds": len(seeds),
                 "parts": parts,
             }
-            runs.append(seconds)
-        workers = _runs.resolve_n_jobs(n_jobs, len(runs), device=resolved.type)
-        return Plan(out, n_jobs=workers, wall_seconds=round(wall_time(runs, workers), 1))
+        workers = _runs.resolve_n_jobs(n_jobs, len(out), device=resolved.type)
+        wall = wall_time([est["seconds"] for est in out.values()], workers)
+        return Plan(out, n_jobs=workers, wall_seconds=round(wall, 1))
     finally:
         torch.set_num_threads(threads_before)
 
@@ -654,24 +536,18 @@ def plan_table(estimates):
     Returns
     -------
     str
-        The table (time: all seeds of an experiment together), then, for a
-        :class:`Plan`, the estimated wall time on its processes.
+        The table (all seeds of an experiment together), then a plan's wall time.
     """
     rows = ["| experiment | fits | steps | estimated time | seeds |", "|---|---|---|---|---|"]
-    for name, est in estimates.items():
-        rows.append(
-            f"| {name} | {est['fits']} | {est['steps']} | {_duration(est['seconds'])} | "
-            f"{est.get('seeds', 1)} |"
-        )
-    total = sum(e["seconds"] for e in estimates.values())
-    fits = sum(e["fits"] for e in estimates.values())
-    steps = sum(e["steps"] for e in estimates.values())
-    rows.append(f"| total | {fits} | {steps} | {_duration(total)} | |")
-    wall = getattr(estimates, "wall_seconds", None)
-    if wall is not None:
-        n_jobs = estimates.n_jobs
-        where = "in this process" if n_jobs == 1 else f"on {n_jobs} processes"
-        rows.append(f"\nEstimated wall time {where}: {_duration(wall)}.")
+    rows += [
+        f"| {name} | {e['fits']} | {e['steps']} | {_duration(e['seconds'])} | {e.get('seeds', 1)} |"
+        for name, e in estimates.items()
+    ]
+    total = {key: sum(e[key] for e in estimates.values()) for key in ("fits", "steps", "seconds")}
+    rows.append(f"| total | {total['fits']} | {total['steps']} | {_duration(total['seconds'])} | |")
+    if getattr(estimates, "wall_seconds", None) is not None:
+        where = "in this process" if estimates.n_jobs == 1 else f"on {estimates.n_jobs} processes"
+        rows.append(f"\nEstimated wall time {where}: {_duration(estimates.wall_seconds)}.")
     return "\n".join(rows)
 
 

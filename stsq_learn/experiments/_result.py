@@ -1,16 +1,10 @@
 """The one result of every experiment: its settings and its studies' tables, every seed in them.
 
-An experiment is a composition of studies (:mod:`stsq_learn.studies`), and
-each study returns one :class:`~stsq_learn.studies.StudyTable` with a row
-per run, the seed a column of it. :class:`ExperimentResult` keeps those
-tables as they are, named, with the settings (as JSON) and the seconds: no
-number is held that the tables do not give. What an experiment derives (a
-threshold, a law, a best length) is a function of the tables, computed
-where it is read; :meth:`ExperimentResult.seed` is a view of one seed's rows
-for the numbers taken seed by seed (the headline numbers, whose bands over
-the seeds :meth:`ExperimentResult.bands` gives). The figure
-(:meth:`ExperimentResult.plot`) is drawn from the tables alone, so a saved
-result (:meth:`~ExperimentResult.to_dict`, ``results.json``) redraws it.
+Each study returns a :class:`~stsq_learn.studies.StudyTable` with a row per
+run, the seed a column; :class:`ExperimentResult` keeps the tables as they
+are, so every number an experiment derives, and its figure, is a function
+of the tables (of one seed's view for the headline numbers), and a saved
+result (``results.json``) redraws the figure.
 """
 
 from __future__ import annotations
@@ -26,19 +20,9 @@ __all__ = ["ExperimentResult", "band"]
 
 
 def band(values):
-    """The band of one number over seeds: its values, min, median and max.
+    """The band of one number over seeds: ``{"values": [...], "min", "median", "max"}``.
 
     Non-finite values (a bound not reached: ``inf``) are kept; the median is NumPy's.
-
-    Parameters
-    ----------
-    values : sequence of float
-        One per seed.
-
-    Returns
-    -------
-    dict
-        ``{"values": [...], "min": ..., "median": ..., "max": ...}``.
     """
     values = [float(v) for v in values]
     arr = np.asarray(values, dtype=float)
@@ -51,19 +35,8 @@ def band(values):
 
 
 def fmt_band(b, digits=3):
-    """``"median [min, max]"`` of a :func:`band` (``"median"`` alone for one seed).
-
-    Parameters
-    ----------
-    b : dict
-        A band.
-    digits : int, default=3
-        Significant digits.
-
-    Returns
-    -------
-    str
-    """
+    """``"median [min, max]"`` of a :func:`band` to ``digits`` significant digits (the
+    median alone where the seeds agree)."""
 
     def one(v):
         return f"{v:.{digits}g}" if math.isfinite(v) else str(v)
@@ -73,21 +46,23 @@ def fmt_band(b, digits=3):
     return f"{one(b['median'])} [{one(b['min'])}, {one(b['max'])}]"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class ExperimentResult:
     """An experiment's run over its seeds: its settings and its studies' tables.
+
+    Every number the experiment derives, and its figure, is a function of
+    the tables (:meth:`seed` gives one seed's view of them).
 
     Attributes
     ----------
     experiment : str
-        The name of the experiment's record (``EXPERIMENTS``), which knows
-        its figure, headline numbers and summary.
+        The name of the experiment's record, which knows its figure,
+        headline numbers and summary.
     settings : dict
         The settings of the run, as JSON (:meth:`Settings.to_json`).
     tables : dict of str to StudyTable
-        Each study's table, every seed's rows in it (the ``seed`` column);
-        a table without that column holds what no seed changes (a theory
-        curve).
+        Each study's table, every seed's rows in it (the ``seed`` column;
+        a table without one holds what no seed changes).
     seconds : dict of str to float
         Wall-clock seconds of the run (``"total"``).
 
@@ -122,32 +97,15 @@ class ExperimentResult:
                     f"tables[{name!r}] must be a StudyTable, got {type(table).__name__}."
                 )
 
-    def __eq__(self, other):
-        if not isinstance(other, ExperimentResult):
-            return NotImplemented
-        return (
-            self.experiment == other.experiment
-            and self.settings == other.settings
-            and self.tables.keys() == other.tables.keys()
-            and all(self.tables[k] == other.tables[k] for k in self.tables)
-            and self.seconds == other.seconds
-        )
-
-    __hash__ = None
+    __hash__ = None  # equal when every field is (dataclass equality): not hashable
 
     def __repr__(self):
         tables = ", ".join(f"{k} ({len(t)} rows)" for k, t in self.tables.items())
         return f"ExperimentResult({self.experiment!r}, seeds {list(self.seeds)}: {tables})"
 
-    # -- seeds ------------------------------------------------------------------------
     @property
     def seeds(self):
-        """The seeds of the run, in order of first appearance in the tables.
-
-        Returns
-        -------
-        tuple of int
-        """
+        """The seeds of the run (a tuple of int), in order of first appearance in the tables."""
         seen = []
         for table in self.tables.values():
             if "seed" in table.columns:
@@ -169,7 +127,6 @@ class ExperimentResult:
         Returns
         -------
         ExperimentResult
-            A result of that seed alone.
         """
         if seed not in self.seeds:
             raise ValueError(
@@ -188,7 +145,7 @@ class ExperimentResult:
         Parameters
         ----------
         record : Experiment or None
-            The record (None: the registered one of :attr:`experiment`).
+            None: the registered one of :attr:`experiment`.
 
         Returns
         -------
@@ -198,19 +155,10 @@ class ExperimentResult:
         object.__setattr__(self, "_record", record)
         return self
 
-    # -- what the record derives --------------------------------------------------------
     @property
     def record(self):
-        """The experiment's record (:class:`~stsq_learn.experiments.Experiment`).
-
-        The record whose call made the result (registered or not), else the
-        registered record of its name (a result read back from JSON).
-
-        Raises
-        ------
-        ValueError
-            If no experiment of that name is registered.
-        """
+        """The :class:`~stsq_learn.experiments.Experiment` whose call made the result, else
+        the registered one of its name (a result read back from JSON)."""
         from ._registered import RECORDS
 
         made_by = self.__dict__.get("_record")  # the record whose call made this result
@@ -229,8 +177,7 @@ class ExperimentResult:
         Returns
         -------
         dict of str to list of float
-            Number to its value for each of :attr:`seeds` (empty for a record
-            without headline numbers).
+            Number to its value for each of :attr:`seeds`.
         """
         record = self.record
         if record.headline is None:
@@ -247,7 +194,7 @@ class ExperimentResult:
         return {name: [numbers[name] for numbers in per_seed] for name in names}
 
     def bands(self):
-        """Each headline number's band over the seeds (:func:`band`).
+        """Each headline number's band over the seeds.
 
         Returns
         -------
@@ -257,12 +204,11 @@ class ExperimentResult:
         return {name: band(values) for name, values in self.headline().items()}
 
     def summary(self):
-        """The record's rows of the Markdown summary (``| experiment | measure | value |``).
+        """The record's rows of the Markdown summary.
 
         Returns
         -------
         list of str
-            The rows (none for a record without a summary).
         """
         summary = self.record.summary
         return [] if summary is None else list(summary(self))
@@ -273,19 +219,16 @@ class ExperimentResult:
         Parameters
         ----------
         axes : sequence of matplotlib Axes, default=None
-            Where to draw (as many as the figure's panels); None makes a
-            new figure.
+            One per panel; None makes a new figure.
 
         Returns
         -------
         matplotlib.figure.Figure
-            The figure drawn.
         """
         return self.record.figure(self, axes)
 
-    # -- saving -------------------------------------------------------------------------
     def to_dict(self):
-        """A JSON-ready dict of the whole result (every table's :meth:`StudyTable.to_dict`).
+        """The whole result, JSON-ready.
 
         Returns
         -------
@@ -301,17 +244,7 @@ class ExperimentResult:
 
     @classmethod
     def from_dict(cls, data):
-        """The result :meth:`to_dict` wrote (read back from JSON or not).
-
-        Parameters
-        ----------
-        data : dict
-            As :meth:`to_dict` returns it.
-
-        Returns
-        -------
-        ExperimentResult
-        """
+        """The result whose :meth:`to_dict` (read back from JSON or not) is ``data``."""
         if not isinstance(data, dict) or not {"experiment", "settings", "tables"} <= set(data):
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(

@@ -1,12 +1,8 @@
 """The processes of a run, and the figure of how far its seeds agree.
 
-:func:`~stsq_learn.experiments.reproduce` calls each experiment once, with
-every seed (its studies train the seeds together where the models batch
-them); the experiments are independent, so they go to a pool of worker
-processes (joblib's process backend, loky), each with its own torch
-threads. A run's numbers depend only on its arguments and seeds, not on the
-process it ran in nor on the other runs: the same seeds give the same
-numbers whatever ``n_jobs``.
+The experiments are independent, so they go to a pool of worker processes
+(loky), each with its own torch threads; a run's numbers depend only on its
+arguments and seeds, not on the process it ran in: the same whatever ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -46,10 +42,8 @@ def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
 def run_one(function, kwargs, n_threads):
     """Run ``function(**kwargs)`` with ``n_threads`` torch threads; ``(result, seconds)``.
 
-    The function a worker process runs (and this process, when the runs are
-    not spread): the thread count is restored afterwards. The run's fits
-    draw each batch stream once (:func:`~stsq_learn.engine.batch_reuse.reuse_batches`:
-    a width search's fits of one task and seed read the same batches).
+    The thread count is restored afterwards; the run's fits draw each batch
+    stream once (:func:`~stsq_learn.engine.batch_reuse.reuse_batches`).
     """
     import torch
 
@@ -70,17 +64,12 @@ def run_one(function, kwargs, n_threads):
 def release_memory():
     """Hand the memory a finished run freed back to the system: ``gc``, then ``malloc_trim``.
 
-    glibc's allocator keeps the heap a run freed (a width search's largest
-    batches: about 300 MB after the quick separation run) for the next
-    allocations, so a process's resident size stays near the peak of its
-    largest run. loky, joblib's process backend, reads a worker whose
-    resident size grew by more than 300 MB since its first run as leaking:
-    it stops it, starts another and warns "A worker stopped while some jobs
-    were given to the executor". Trimming the heap after every run keeps a
-    worker at its real size (measured: 822 MB after the quick separation
-    run, 537 MB trimmed, the same after every repeat: freed memory, not a
-    leak). Where the C library has no ``malloc_trim`` (not glibc) only the
-    garbage is collected.
+    glibc keeps the heap a run freed (about 300 MB after the quick separation
+    run), and loky reads a worker whose resident size grew by 300 MB as
+    leaking: it replaces it, warning :data:`_WORKER_STOPPED`. Trimmed after
+    every run, a worker stays at its real size (measured: 822 MB untrimmed,
+    537 MB trimmed, the same after every repeat). Without ``malloc_trim``
+    (not glibc) only the garbage is collected.
     """
     import gc
 
@@ -102,29 +91,15 @@ def _malloc_trim():
 
 
 def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
-    """Run every job; ``{key: (result, seconds)}``.
+    """Run every job ``(key, function, kwargs)``; ``{key: (result, seconds)}``.
 
-    Parameters
-    ----------
-    jobs : list of (key, function, kwargs, local)
-        ``key`` names the run (the experiment); ``local`` runs it in this
-        process (an experiment whose studies use a dask scheduler).
-    n_jobs : int
-        Worker processes for the others; 1 runs everything in this process.
-    n_threads : int
-        Torch threads of each run.
-    progress : bool
-        Progress bars: each run's own when in this process, one over the
-        runs when they are spread.
-    log : callable or None
-        Called with a line after each run.
-    when_done : callable or None, default=None
-        Called with the key and result of each run as it finishes (in this
-        process, while the other runs go on).
+    ``n_jobs`` worker processes run them (1: this process), each run with
+    ``n_threads`` torch threads. ``progress`` shows each run's own bars in
+    this process, one bar over the runs when they are spread. ``log`` (or
+    None) is called with a line after each run, ``when_done`` (or None)
+    with its key and result, in this process while the other runs go on.
     """
     done = {}
-    spread = [job for job in jobs if not job[3]] if n_jobs > 1 else []
-    here = [job for job in jobs if job[3]] if n_jobs > 1 else list(jobs)
 
     def finished(key, result, seconds):
         done[key] = (result, seconds)
@@ -133,102 +108,55 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
         if when_done is not None:
             when_done(key, result)
 
-    if spread:
-        from joblib import Parallel, delayed, parallel_config
+    if n_jobs <= 1:
+        for key, function, kwargs in jobs:
+            finished(key, *run_one(function, {**kwargs, "progress": progress}, n_threads))
+        return done
+    from joblib import Parallel, delayed, parallel_config
+    from tqdm.auto import tqdm
 
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(spread), desc=f"runs on {n_jobs} processes", leave=False)
-        calls = (
-            delayed(_keyed)(key, function, {**kwargs, "progress": False}, n_threads)
-            for key, function, kwargs, _ in spread
-        )
-        with (
-            parallel_config(backend="loky", inner_max_num_threads=n_threads),
-            warnings.catch_warnings(),
-        ):
-            # The warning of a worker loky replaced after its resident size grew by 300 MB
-            # (release_memory: freed memory a C library without malloc_trim keeps). The new
-            # worker runs the remaining runs, whose numbers do not depend on the process.
-            warnings.filterwarnings("ignore", message=_WORKER_STOPPED, category=UserWarning)
-            parallel = Parallel(n_jobs=n_jobs, **_unordered())
-            try:
-                for key, result, seconds in parallel(calls):
-                    finished(key, result, seconds)
-                    if bar is not None:
-                        bar.update()
-            finally:
-                if bar is not None:
-                    bar.close()
-    for key, function, kwargs, _ in here:
-        result, seconds = run_one(function, {**kwargs, "progress": progress}, n_threads)
-        finished(key, result, seconds)
+    calls = (
+        delayed(_keyed)(key, function, {**kwargs, "progress": False}, n_threads)
+        for key, function, kwargs in jobs
+    )
+    bar = tqdm(
+        total=len(jobs), desc=f"runs on {n_jobs} processes", leave=False, disable=not progress
+    )
+    with (
+        parallel_config(backend="loky", inner_max_num_threads=n_threads),
+        warnings.catch_warnings(),
+        bar,
+    ):
+        # The warning of a worker loky replaced after its resident size grew by 300 MB
+        # (release_memory: freed memory a C library without malloc_trim keeps). The new
+        # worker runs the remaining runs, whose numbers do not depend on the process.
+        warnings.filterwarnings("ignore", message=_WORKER_STOPPED, category=UserWarning)
+        for key, result, seconds in Parallel(n_jobs=n_jobs, **_unordered())(calls):
+            finished(key, result, seconds)
+            bar.update()
     return done
 
 
 def _keyed(key, function, kwargs, n_threads):
     """:func:`run_one` with the run's key, so that results may come back in any order."""
-    result, seconds = run_one(function, kwargs, n_threads)
-    return key, result, seconds
+    return key, *run_one(function, kwargs, n_threads)
 
 
 def _unordered():
     """Results as they finish where joblib can (1.4 and later), in order otherwise."""
-    import inspect
+    import joblib
 
-    from joblib import Parallel
-
-    if "return_as" in inspect.signature(Parallel).parameters:
-        import joblib
-
-        major, minor = (int(p) for p in joblib.__version__.split(".")[:2])
-        if (major, minor) >= (1, 4):
-            return {"return_as": "generator_unordered"}
-    return {}
-
-
-def band_rows(bands, seeds):
-    """Markdown rows of the bands: experiment, headline number, median [min, max], seeds."""
-    from ._result import fmt_band
-
-    rows = [
-        "| experiment | headline number | median [min, max] | seeds |",
-        "|---|---|---|---|",
-    ]
-    for name, numbers_ in bands.items():
-        if numbers_ is None:
-            continue
-        first = True
-        for key, b in numbers_.items():
-            label = name if first else ""
-            count = str(len(seeds[name])) if first else ""
-            rows.append(f"| {label} | {key} | {fmt_band(b)} | {count} |")
-            first = False
-    return rows
+    major, minor = (int(p) for p in joblib.__version__.split(".")[:2])
+    return {"return_as": "generator_unordered"} if (major, minor) >= (1, 4) else {}
 
 
 def plot_bands(bands):
-    """How far the seeds agree, experiment by experiment: one readable panel for the run.
+    """``bands.png``: how far the seeds agree, one row per experiment with headline numbers.
 
-    Each row is an experiment; each of its headline numbers is a dot at its
-    spread over the seeds, ``(max - min) / |median|`` in percent (the
-    absolute spread where the median is 0), on a log axis where a spread of 0
-    (seeds that agree) sits at the left edge; a bar marks the median spread.
-    The numbers themselves, with their bands, are in each experiment's own
-    figure, in ``results.json`` and in ``summary.md``.
-
-    Parameters
-    ----------
-    bands : dict
-        Experiment name to its numbers' bands (None for an experiment
-        without headline numbers, left out).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One panel, one row per experiment with headline numbers.
+    ``bands`` maps an experiment to its numbers' bands (or None). Each number
+    is a dot at its spread over the seeds, ``(max - min) / |median|`` in
+    percent (the absolute spread where the median is 0), on a log axis where
+    a spread of 0 sits at the left edge; a bar marks the median spread.
     """
     import matplotlib.pyplot as plt
 

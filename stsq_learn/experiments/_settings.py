@@ -1,14 +1,10 @@
 """Typed settings of an experiment, with declared constraints checked before any work.
 
-Each experiment declares its settings once, as a subclass of
-:class:`Settings`: typed fields with their defaults and, as scikit-learn's
-estimators do, ``_parameter_constraints`` (setting name to the constraints
-of :mod:`sklearn.utils._param_validation`, with :class:`SequenceOf` and
-:class:`MappingOf` for grids and per-model values). An instance is checked
-when it is made, by ``validate_parameter_constraints``: a bad value is
-refused naming the setting and the value, whether it comes from a preset,
-a user's call or a change, before any fit. Checks between settings (a
-length that must be one of a grid) go in :meth:`Settings._validate`.
+As scikit-learn's estimators, a :class:`Settings` subclass declares
+``_parameter_constraints`` (with :class:`SequenceOf` and :class:`MappingOf`
+for grids and per-model values); an instance is checked when it is made,
+from a preset, a call or a change alike. Checks between settings go in
+:meth:`Settings._validate`.
 """
 
 from __future__ import annotations
@@ -34,8 +30,7 @@ __all__ = ["Interval", "MappingOf", "SequenceOf", "Settings", "StrOptions"]
 class SequenceOf(Options):
     """A constraint: a list or tuple whose every item meets one of ``items``.
 
-    (An :class:`~sklearn.utils._param_validation.Options` by descent only, so
-    that scikit-learn's ``validate_parameter_constraints`` takes it.)
+    (An ``Options`` by descent only, so that ``validate_parameter_constraints`` takes it.)
 
     Parameters
     ----------
@@ -54,18 +49,7 @@ class SequenceOf(Options):
         self.increasing = increasing
 
     def is_satisfied_by(self, val):
-        """Whether ``val`` meets the constraint (the check ``validate_parameter_constraints`` runs).
-
-        Parameters
-        ----------
-        val : object
-            A setting's value.
-
-        Returns
-        -------
-        bool
-            True when it meets it.
-        """
+        """Whether the value ``val`` meets the constraint."""
         if not isinstance(val, (list, tuple)) or len(val) < self.min_len:
             return False
         if not all(any(c.is_satisfied_by(v) for c in self.items) for v in val):
@@ -95,18 +79,7 @@ class MappingOf(Options):
         self.values = [make_constraint(c) for c in values]
 
     def is_satisfied_by(self, val):
-        """Whether ``val`` meets the constraint (the check ``validate_parameter_constraints`` runs).
-
-        Parameters
-        ----------
-        val : object
-            A setting's value.
-
-        Returns
-        -------
-        bool
-            True when it meets it.
-        """
+        """Whether the value ``val`` meets the constraint."""
         if not isinstance(val, Mapping):
             return False
         for key, value in val.items():
@@ -208,12 +181,11 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
         Returns
         -------
         tuple of str
-            The field names.
         """
         return tuple(cls.__dataclass_fields__)
 
     def replace(self, **changes):
-        """A copy with ``changes`` applied (checked as a new instance is).
+        """A copy with ``changes`` applied, checked as a new instance is.
 
         Parameters
         ----------
@@ -223,52 +195,31 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
         Returns
         -------
         Settings
-            The changed copy (this instance is not changed).
-
-        Raises
-        ------
-        ValueError
-            If a name is not one of the settings (the message lists them),
-            or a value breaks its constraint.
         """
         _check_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def resolve(cls, settings=None, changes=None):
-        """An instance from ``settings`` (an instance, a mapping or None) and keyword changes.
+        """An instance from ``settings`` and keyword ``changes``.
 
         Parameters
         ----------
         settings : Settings, mapping or None, default=None
-            The base: an instance of this class, a mapping of setting name
-            to value, or None for the defaults.
+            An instance of this class, a mapping of setting to value, or None
+            (the defaults).
         changes : mapping or None, default=None
-            Settings to change on top of the base.
+            Settings to change on top of it.
 
         Returns
         -------
         Settings
-            An instance of this class.
-
-        Raises
-        ------
-        TypeError
-            If ``settings`` is an instance of another experiment's settings,
-            or neither a mapping nor None.
-        ValueError
-            If a name is not one of the settings, a required one is
-            missing, or a value breaks its constraint.
         """
         changes = dict(changes or {})
-        if settings is None:
-            settings = {}
-        elif isinstance(settings, Settings) and not isinstance(settings, cls):
-            raise TypeError(
-                f"settings must be {cls.__name__} (or a mapping, or None), "
-                f"got {type(settings).__name__}."
-            )
-        elif not isinstance(settings, Mapping):
+        settings = {} if settings is None else settings
+        if not isinstance(settings, Mapping) or (
+            isinstance(settings, Settings) and not isinstance(settings, cls)
+        ):
             raise TypeError(
                 f"settings must be {cls.__name__}, a mapping of setting to value or None, "
                 f"got {type(settings).__name__}: {settings!r}."
@@ -277,13 +228,8 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
             return settings.replace(**changes) if changes else settings
         merged = {**settings, **changes}
         _check_names(cls, merged)
-        missing = [
-            name
-            for name, f in cls.__dataclass_fields__.items()
-            if name not in merged
-            and f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ]
+        fields = cls.__dataclass_fields__.items()  # no default: default, default_factory MISSING
+        missing = [n for n, f in fields if n not in merged and f.default is f.default_factory]
         if missing:
             raise ValueError(f"{cls.__name__}: missing required settings {missing}.")
         return cls(**merged)
@@ -297,7 +243,6 @@ InContextSettings must be an int in the range [1, inf). Got 0 instead.
         Returns
         -------
         dict
-            Setting name to its JSON value.
         """
         return {name: to_json(value) for name, value in self.items()}
 

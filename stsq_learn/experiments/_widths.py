@@ -1,13 +1,9 @@
-"""The parts of the width experiments of several tasks: a width search against the length.
+"""What the q-sparse averaging and retrieval experiments share, written once.
 
-The q-sparse averaging and the q-sparse retrieval experiments (each in its
-task's home) measure the same two things for their own models: the smallest
-width reaching a target against the length, with the theory's law fitted
-per seed, and the R^2 of stochastic against fixed encodings on longer rows.
-Their settings (:class:`WidthsAndLengthSettings`), the two studies
-(:func:`search_widths`, :func:`encodings_curve`) and what is read of the
-search (:func:`law_numbers`, :func:`median_laws`, :func:`widths_text`) are
-written here once.
+Both measure, for their own models, the smallest width reaching a target
+against the length (the theory's law fitted per seed) and the R^2 of
+stochastic against fixed encodings on longer rows: their settings, the
+two studies and what is read of the search are here.
 """
 
 from __future__ import annotations
@@ -26,18 +22,13 @@ ENCODINGS = ("stochastic", "fixed")
 """The positional encodings of the length part."""
 MODELS = ("transformer", "fcn")
 """The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
-MODELS = ("transformer", "fcn")
-"""The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
 
 class WidthsAndLengthSettings(Settings):
-    """The settings the qSA and the retrieval experiments share: a width search, a length part.
-
-    The width search against the length (:func:`search_widths`) and the
-    length part (:func:`encodings_curve`); each experiment's settings give
-    the defaults and the models' classes.
+    """The settings of the width search against the length (:func:`search_widths`) and of
+    the length part (:func:`encodings_curve`); each experiment's give the defaults.
 
     Attributes
     ----------
@@ -120,10 +111,8 @@ class WidthsAndLengthSettings(Settings):
 def search_widths(cfg, models, task, **common):
     """The minimal width of each model against ``cfg.seq_lens``, the FCN's to ``fcn_max_seq_len``.
 
-    The width search of this experiment and of the retrieval experiment
-    (:func:`~stsq_learn.studies.minimal_width`, every seed): ``models``
-    maps each model's label in the table to the estimator, in the order of
-    :data:`MODELS` (whose keys ``cfg.widths`` and ``cfg.n_steps`` use).
+    ``models``: each model's label in the table to its estimator, in the
+    order of :data:`MODELS` (the keys of ``cfg.widths`` and ``cfg.n_steps``).
     """
     parts = []
     for key, (label, model) in zip(MODELS, models.items()):
@@ -146,12 +135,8 @@ def search_widths(cfg, models, task, **common):
 
 
 def encodings_curve(cfg, model, task, n_test, **common):
-    """The length part: ``model`` with stochastic and fixed encodings, R^2 at ``cfg.factors``.
-
-    :func:`~stsq_learn.studies.length_curve` of both encodings trained at
-    ``task`` (``cfg.length_task``) and scored on ``n_test`` held-out rows
-    lengthened by the task's shift; shared with the retrieval experiment.
-    """
+    """The length part: ``model`` with stochastic and fixed encodings trained at ``task``,
+    R^2 on ``n_test`` held-out rows at ``cfg.factors`` times its length."""
     return length_curve(
         {pe: clone(model).set_params(positional_encoding=pe) for pe in ENCODINGS},
         task,
