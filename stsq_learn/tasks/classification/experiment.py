@@ -1,33 +1,18 @@
 """Sparse-token classification: attention needs a signal growing like log L, linear sqrt L.
 
-Three parts, after Barnfield, Cui and Lu (ICLR 2026), each a study of
-:mod:`stsq_learn.studies`; the result's tables bear their names:
-
-- ``law``: at each length L, the smallest signal theta at which each
-  classifier (the attention classifier, the flattened and the pooled
-  logistic regressions) reaches a target test error
-  (:func:`~stsq_learn.studies.search_threshold` on the task's ``signal``,
-  ``method="geometric"``: bisection on ``log theta``); per seed, the laws
-  ``a + b ln L`` and ``c sqrt(L)`` (through 0, as the pooled oracle's) are
-  fitted to each classifier's thresholds (:func:`threshold_laws`);
-- ``alignment``: the cosine of the query with ``xi`` after the two-step
-  protocol (``solver="two_step"``, :attr:`two_step_query_`) against ``n / d``
-  at two token dimensions (a :func:`~stsq_learn.studies.sweep` per ratio,
-  ``n_seeds`` draws of the rows per seed), beside
-  :func:`~.theory.two_step_alignment`;
-- ``error``: test error against theta at one length
-  (:func:`~stsq_learn.studies.sweep` over ``signal``), beside the pooled
-  oracle's exact error (:func:`~.theory.pooled_error`) and, for attention,
-  the signal at which the informative tokens hold half the softmax's
-  normaliser at the fitted query's norm along ``xi``
-  (:func:`attention_thresholds`).
-
-Every classifier of seed ``s`` is fitted with ``random_state=s`` on the
-rows of ``stream_seed(s, "train")`` and scored on those of
-``stream_seed(s, "test")``; the task draws its noise independently of
-theta, so one seed's rows keep their noise as the search moves theta. The
-classifiers are not on the members engine's batched path: their seeds are
-fitted one after another.
+After Barnfield, Cui and Lu (ICLR 2026), three studies, the result's tables:
+``law``, the smallest signal theta at which each classifier (the attention
+classifier, the flattened and the pooled logistic regressions) reaches a
+target test error, against L (:func:`~stsq_learn.studies.search_threshold`,
+bisection on ``log theta``), with the laws ``a + b ln L`` and ``c sqrt(L)``
+fitted per seed (:func:`threshold_laws`); ``alignment``, the query's cosine
+with ``xi`` after two gradient steps against n/d, beside its limit
+(:func:`~.theory.two_step_alignment`); ``error``, the test error against
+theta at one length, beside the pooled oracle's (:func:`~.theory.pooled_error`)
+and the signal of informative share 1/2 (:func:`attention_thresholds`).
+Seed ``s`` fits every classifier with ``random_state=s`` on the rows of
+``stream_seed(s, "train")``; the task's noise does not depend on theta, so
+a search moves theta over the same noise.
 """
 
 from __future__ import annotations
@@ -45,15 +30,7 @@ from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import MappingOf, SequenceOf, positive_ints
-from ...studies import (
-    BandDisplay,
-    Law,
-    StudyTable,
-    fit_laws,
-    search_threshold,
-    stream_seed,
-    sweep,
-)
+from ...studies import BandDisplay, Law, StudyTable, fit_laws, search_threshold, stream_seed, sweep
 from .baselines import make_flat_logistic, make_pooled_logistic
 from .estimators import SparseTokenClassifier
 from .task import SparseTokenClassificationTask
@@ -89,30 +66,22 @@ class SparseTokenClassificationSettings(Settings):
     n_train, n_test : int, default=300, 1000
         Training and test rows at each fit.
     attention : SparseTokenClassifier or None, default=None
-        The attention classifier of the law and the error part (None:
-        80 full-batch Adam steps at 0.1).
+        The attention classifier (None: 80 full-batch Adam steps at 0.1).
     signal_bounds : dict of str to (float, float), or (float, float), or None, default=None
-        The bisection's bracket ``(low, high)`` of theta, per classifier
-        (the others keep theirs) or for all three (None: ``(2, 8)`` for
-        attention, ``(2, 64)`` for the linear ones).
+        The bisection's bracket ``(low, high)`` of theta, per classifier or
+        for all (None: ``(2, 8)`` for attention, ``(2, 64)`` for the others).
     n_bisect : int, default=6
         Halvings of the bracket (in ``log theta``).
-    alignment_features : tuple of int, default=(16, 64)
-        The token dimensions d of the alignment part.
-    alignment_ratios : tuple of float, default=(1.0, 2.0, 4.0, 8.0)
-        The ratios n/d of the alignment part.
-    alignment_seq_len : int, default=8
-        L of the alignment part.
-    alignment_signal : float, default=3.0
-        theta of the alignment part.
+    alignment_features, alignment_ratios : tuple, default=(16, 64), (1.0, 2.0, 4.0, 8.0)
+        The token dimensions d and the ratios n/d of the alignment part.
+    alignment_seq_len, alignment_signal : int, float, default=8, 3.0
+        L and theta of the alignment part.
     alignment_learning_rate : float, default=0.1
         Step size of the two steps.
     n_seeds : int, default=2
         Draws of the rows per (d, n/d) of the alignment part, for each seed.
-    error_seq_len : int, default=32
-        L of the error part.
-    error_signals : tuple of float, default=(1.0, 2.0, 4.0, 8.0, 16.0)
-        The thetas of the error part.
+    error_seq_len, error_signals : int, tuple of float, default=32, (1.0, 2.0, 4.0, 8.0, 16.0)
+        L and the thetas of the error part.
 
     Examples
     --------
@@ -123,21 +92,14 @@ class SparseTokenClassificationSettings(Settings):
 
     _parameter_constraints = {
         "seq_lens": [positive_ints(increasing=True)],
-        "n_features": _COUNT,
         "target_error": [Interval(numbers.Real, 0, 0.5, closed="neither")],
-        "n_train": _COUNT,
-        "n_test": _COUNT,
         "attention": [SparseTokenClassifier, None],
         "signal_bounds": [MappingOf(CLASSIFIERS, _PAIR), _PAIR, None],
-        "n_bisect": _COUNT,
         "alignment_features": [positive_ints()],
-        "alignment_ratios": [SequenceOf(_POSITIVE)],
-        "alignment_seq_len": _COUNT,
-        "alignment_signal": [_POSITIVE],
-        "alignment_learning_rate": [_POSITIVE],
-        "n_seeds": _COUNT,
-        "error_seq_len": _COUNT,
-        "error_signals": [SequenceOf(_POSITIVE)],
+        **{key: [SequenceOf(_POSITIVE)] for key in ("alignment_ratios", "error_signals")},
+        **{key: [_POSITIVE] for key in ("alignment_signal", "alignment_learning_rate")},
+        **dict.fromkeys(("n_features", "n_train", "n_test", "n_bisect", "n_seeds"), _COUNT),
+        **dict.fromkeys(("alignment_seq_len", "error_seq_len"), _COUNT),
     }
 
     seq_lens: tuple = (8, 16, 32, 64, 128)
@@ -178,16 +140,13 @@ def signal_bounds(settings):
 
 # -- the studies -----------------------------------------------------------------------------
 def _test_error(estimator, X, y):
-    """The studies' scorer: the test error ``1 - accuracy``."""
     return 1.0 - estimator.score(X, y)
 
 
 def _query_along_xi(estimator, X, y):
     """The fitted attention query's component along ``xi`` (NaN for the linear baselines)."""
     query = getattr(estimator, "query_", None)
-    if query is None:
-        return np.nan
-    return float(query @ estimator.task_.signal_direction)
+    return np.nan if query is None else float(query @ estimator.task_.signal_direction)
 
 
 def _two_step_cosine(estimator, X, y):
@@ -195,6 +154,10 @@ def _two_step_cosine(estimator, X, y):
     query = estimator.two_step_query_
     norm = float(np.linalg.norm(query))
     return float(query @ estimator.task_.signal_direction / norm) if norm > 0 else 0.0
+
+
+# The bisection on log theta from the bracket's geometric mean, every point searched alone.
+_BISECTION = dict(method="geometric", start=None, skip_after_miss=False, greater_is_better=False)
 
 
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
@@ -208,7 +171,8 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     ``n_train`` and ``cosine`` (NaN for a draw of one class). ``error``
     holds the sweep's rows, one per (classifier, seed, theta):
     ``test_error`` and ``query_along_xi``. ``device`` is the attention
-    classifier's (None: its own).
+    classifier's (None: its own). The classifiers fit their seeds one after
+    another (they are not on the members engine's batched path).
     """
     bounds = signal_bounds(cfg)
     attention = clone(_ATTENTION if cfg.attention is None else cfg.attention)
@@ -222,27 +186,22 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     rows = dict(seeds=seeds, n_train=cfg.n_train, n_test=cfg.n_test, progress=progress)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        law = StudyTable.concat(
-            [
-                search_threshold(
-                    {name: models[name]},
-                    SparseTokenClassificationTask(cfg.seq_lens[0], cfg.n_features),
-                    "signal",
-                    bounds[name],
-                    target=cfg.target_error,
-                    grid={"seq_len": list(cfg.seq_lens)},
-                    method="geometric",
-                    n_iter=cfg.n_bisect,
-                    start=None,
-                    skip_after_miss=False,
-                    greater_is_better=False,
-                    scoring=_test_error,
-                    n_jobs=n_jobs,
-                    **rows,
-                )
-                for name in CLASSIFIERS
-            ]
-        )
+        laws = [
+            search_threshold(
+                {name: models[name]},
+                SparseTokenClassificationTask(cfg.seq_lens[0], cfg.n_features),
+                "signal",
+                bounds[name],
+                target=cfg.target_error,
+                grid={"seq_len": list(cfg.seq_lens)},
+                n_iter=cfg.n_bisect,
+                scoring=_test_error,
+                n_jobs=n_jobs,
+                **_BISECTION,
+                **rows,
+            )
+            for name in CLASSIFIERS
+        ]
         alignment = _alignment(cfg, seeds, progress, n_jobs)
         error = sweep(
             models,
@@ -252,7 +211,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
             n_jobs=n_jobs,
             **rows,
         )
-    return {"law": law, "alignment": alignment, "error": error}
+    return {"law": StudyTable.concat(laws), "alignment": alignment, "error": error}
 
 
 def _alignment(cfg, seeds, progress, n_jobs):
@@ -272,27 +231,19 @@ def _alignment(cfg, seeds, progress, n_jobs):
                 fits = sweep(
                     {"two_step": model},
                     task,
-                    seeds=[draw for s in seeds for draw in draws[s]],
+                    seeds=list(outer),
                     n_train=n,
                     n_test=1,
                     scoring={"cosine": _two_step_cosine},
                     n_jobs=n_jobs,
                     progress=progress,
                 )
-            parts.append(
-                StudyTable(
-                    {
-                        "seed": [outer[draw] for draw in fits["seed"]],
-                        "draw": fits["seed"],
-                        "n_features": [d] * len(fits),
-                        "ratio": [float(ratio)] * len(fits),
-                        "n_train": [n] * len(fits),
-                        "cosine": fits["cosine"],
-                        "fit_failure": fits["fit_failure"],
-                    },
-                    meta={"study": "sweep", "draws_per_seed": cfg.n_seeds},
-                )
-            )
+            same = {"n_features": d, "ratio": float(ratio), "n_train": n}
+            columns = {"seed": [outer[draw] for draw in fits["seed"]], "draw": fits["seed"]}
+            columns |= {k: [v] * len(fits) for k, v in same.items()}
+            columns |= {k: fits[k] for k in ("cosine", "fit_failure")}
+            meta = {"study": "sweep", "draws_per_seed": cfg.n_seeds}
+            parts.append(StudyTable(columns, meta=meta))
     return StudyTable.concat(parts)
 
 
@@ -300,9 +251,8 @@ def _alignment(cfg, seeds, progress, n_jobs):
 def threshold_laws(result, name, law):
     """Seed to ``law`` fitted to classifier ``name``'s thresholds against L (:func:`fit_laws`).
 
-    ``law`` is ``"log"`` (``a + b ln L``) or ``"sqrt"`` (``c sqrt(L)``
-    through 0, the pooled oracle's law: c is ``params["b"]``); thresholds
-    not reached are left out, a seed with too few points gets None.
+    ``"log"``: ``a + b ln L``; ``"sqrt"``: ``c sqrt(L)`` through 0 (c is
+    ``params["b"]``). A seed of fewer than two finite thresholds gets None.
     """
     rows = result.tables["law"].where(model=name)
     return fit_laws(rows, "seq_len", "value", law, origin=law == "sqrt")
@@ -338,28 +288,23 @@ def headline(result):
     """The numbers one seed's run is judged by, flat.
 
     ``<classifier>.log_a``, ``.log_b``, ``.log_r2`` (the law ``a + b ln L``),
-    ``.sqrt_c`` and ``.sqrt_r2`` (the law ``c sqrt(L)``) for each of
-    ``attention``, ``flat`` and ``pooled``; ``alignment.d=<d>.ratio=<n/d>``
-    (the mean cosine over the seed's draws) and
-    ``alignment.theory.ratio=<n/d>``; NaN where a value is missing.
+    ``.sqrt_c`` and ``.sqrt_r2`` (the law ``c sqrt(L)``);
+    ``alignment.d=<d>.ratio=<n/d>`` (the mean cosine over the seed's draws)
+    and ``alignment.theory.ratio=<n/d>``; NaN where a value is missing.
     """
     out = {}
     for name in CLASSIFIERS:
-        (log,) = threshold_laws(result, name, "log").values()
-        (sqrt,) = threshold_laws(result, name, "sqrt").values()
-        out[f"{name}.log_a"] = math.nan if log is None else log.params["a"]
-        out[f"{name}.log_b"] = math.nan if log is None else log.params["b"]
-        out[f"{name}.log_r2"] = math.nan if log is None else log.r2
-        out[f"{name}.sqrt_c"] = math.nan if sqrt is None else sqrt.params["b"]
-        out[f"{name}.sqrt_r2"] = math.nan if sqrt is None else sqrt.r2
+        for law, params in (("log", {"a": "a", "b": "b"}), ("sqrt", {"c": "b"})):
+            (fit,) = threshold_laws(result, name, law).values()
+            for key, param in params.items():
+                out[f"{name}.{law}_{key}"] = math.nan if fit is None else fit.params[param]
+            out[f"{name}.{law}_r2"] = math.nan if fit is None else fit.r2
     c, alignment = result.settings, result.tables["alignment"]
     for d in c["alignment_features"]:
         for ratio in c["alignment_ratios"]:
             values = alignment.where(n_features=d, ratio=float(ratio))["cosine"]
             values = values[np.isfinite(values)]
-            out[f"alignment.d={d}.ratio={ratio:g}"] = (
-                float(values.mean()) if len(values) else math.nan
-            )
+            out[f"alignment.d={d}.ratio={ratio:g}"] = values.mean() if len(values) else math.nan
     for ratio, value in zip(c["alignment_ratios"], alignment_theory(c)):
         out[f"alignment.theory.ratio={ratio:g}"] = float(value)
     return out
@@ -367,30 +312,31 @@ def headline(result):
 
 def summary(result):
     """Summary rows: the thresholds, the laws, the alignment and the error (over the seeds)."""
-    c, bands = result.settings, result.bands()
+    c, bands, n = result.settings, result.bands(), len(result.seeds)
 
-    def medians(table, x, y):
-        found = table.bands(x, y, by=()).xy(x, "median", finite=False)[1]
-        return " / ".join("-" if not np.isfinite(v) else f"{v:.3g}" for v in found)
+    def medians(part, x, y):  # a row per classifier: its medians over the seeds along x
+        rows = []
+        for name in CLASSIFIERS:
+            table = result.tables[part].where(model=name).bands(x, y, by=())
+            values = table.xy(x, "median", finite=False)[1]
+            text = " / ".join(f"{v:.3g}" if np.isfinite(v) else "-" for v in values)
+            rows.append(f"| | {name} | {text} |")
+        return rows
 
     def band(key):
-        return fmt_band(bands[key], 3)
+        return fmt_band(bands[key])
 
-    n = len(result.seeds)
     rows = [
         f"| classification (d={c['n_features']}, {c['n_train']} rows, test error "
         f"{c['target_error']:g}, {n} seed{'s' * (n > 1)}) | minimal theta at L = "
-        f"{', '.join(map(str, c['seq_lens']))} (median) | |"
+        f"{', '.join(map(str, c['seq_lens']))} (median) | |",
+        *medians("law", "seq_len", "value"),
     ]
-    for name in CLASSIFIERS:
-        rows.append(
-            f"| | {name} | {medians(result.tables['law'].where(model=name), 'seq_len', 'value')} |"
-        )
-    for name in CLASSIFIERS:
-        rows.append(
-            f"| | {name}: a + b ln L, R^2 / c sqrt L, R^2 | b = {band(f'{name}.log_b')}, "
-            f"{band(f'{name}.log_r2')} / c = {band(f'{name}.sqrt_c')}, {band(f'{name}.sqrt_r2')} |"
-        )
+    rows += [
+        f"| | {name}: a + b ln L, R^2 / c sqrt L, R^2 | b = {band(f'{name}.log_b')}, "
+        f"{band(f'{name}.log_r2')} / c = {band(f'{name}.sqrt_c')}, {band(f'{name}.sqrt_r2')} |"
+        for name in CLASSIFIERS
+    ]
     ratios = ", ".join(f"{r:g}" for r in c["alignment_ratios"])
     rows.append(
         f"| classification two steps (L={c['alignment_seq_len']}, "
@@ -400,18 +346,16 @@ def summary(result):
         means = " / ".join(band(f"alignment.d={d}.ratio={r:g}") for r in c["alignment_ratios"])
         rows.append(f"| | d={d} | {means} |")
     theory = " / ".join(f"{v:.2f}" for v in alignment_theory(c))
-    rows.append(f"| | theory (d, n -> inf) | {theory} |")
     thetas = ", ".join(f"{t:g}" for t in c["error_signals"])
-    rows.append(
-        f"| classification error (L={c['error_seq_len']}) | test error at theta = {thetas} "
-        "(median) | |"
-    )
-    for name in CLASSIFIERS:
-        error = result.tables["error"].where(model=name)
-        rows.append(f"| | {name} | {medians(error, 'signal', 'test_error')} |")
     oracle = pooled_error(np.array(c["error_signals"], float), c["error_seq_len"])
-    rows.append(f"| | pooled oracle (exact) | {' / '.join(f'{v:.3g}' for v in oracle)} |")
-    return rows
+    return [
+        *rows,
+        f"| | theory (d, n -> inf) | {theory} |",
+        f"| classification error (L={c['error_seq_len']}) | test error at theta = {thetas} "
+        "(median) | |",
+        *medians("error", "signal", "test_error"),
+        f"| | pooled oracle (exact) | {' / '.join(f'{v:.3g}' for v in oracle)} |",
+    ]
 
 
 # -- the figure ------------------------------------------------------------------------------
@@ -425,36 +369,26 @@ def figure(result, axes=None):
     n/d (over every draw) beside the theory's limit; the test error against
     theta beside the pooled oracle's and the signal of informative share 1/2.
     """
-    new = axes is None
     fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4, ncols=2)
-    c = result.settings
-    Ls = np.array(c["seq_lens"], float)
-    oracle = pooled_threshold(Ls, target_error=c["target_error"])
-    for ax, law, title in (
-        (ax_log, "log", "Signal needed: a + b ln L"),
-        (ax_sqrt, "sqrt", "Signal needed: c sqrt L"),
-    ):
+    c, L = result.settings, result.settings["error_seq_len"]
+    Ls, ratios = (np.array(c[k], float) for k in ("seq_lens", "alignment_ratios"))
+    oracle = {"pooled oracle (theory)": (Ls, pooled_threshold(Ls, target_error=c["target_error"]))}
+    each = dict(logx=True, labels=_LABELS, colors=_COLORS, legend=False)
+    thresholds = dict(x="seq_len", y="value", law_variable="L", bound="bound", style="errorbar")
+    axis = dict(xlabel="tokens L", ylabel=f"minimal theta for test error {c['target_error']:g}")
+    for ax, law, title in ((ax_log, "log", "a + b ln L"), (ax_sqrt, "sqrt", "c sqrt L")):
         BandDisplay.from_table(
             result.tables["law"],
-            x="seq_len",
-            y="value",
             laws={name: Law.median(threshold_laws(result, name, law)) for name in CLASSIFIERS},
-            law_variable="L",
-            theory={"pooled oracle (theory)": (Ls, oracle)},
-            bound="bound",
+            theory=oracle,
             ax=ax,
-            style="errorbar",
-            logx=True,
-            labels=_LABELS,
-            colors=_COLORS,
-            xlabel="tokens L",
-            ylabel=f"minimal theta for test error {c['target_error']:g}",
-            title=title,
-            legend=False,
+            title=f"Signal needed: {title}",
             line_kw={"ls": ""},
+            **thresholds,
+            **axis,
+            **each,
         )
         ax.legend(fontsize="x-small")
-    ratios = np.array(c["alignment_ratios"], float)
     alignment = result.tables["alignment"]
     BandDisplay.from_table(
         alignment,
@@ -462,43 +396,35 @@ def figure(result, axes=None):
         y="cosine",
         hue="n_features",
         theory={"theory (d, n -> inf)": (ratios, alignment_theory(c))},
-        ax=ax_al,
-        logx=True,
         labels={d: f"two steps, d={d}" for d in c["alignment_features"]},
+        logx=True,
+        ax=ax_al,
         xlabel="n / d",
         ylabel="cos(query, xi)",
         title=f"Query after two steps (L={c['alignment_seq_len']}, "
         f"theta={c['alignment_signal']:g})",
     )
     ax_al.set_ylim(min(-0.05, np.nanmin(alignment["cosine"], initial=0.0) - 0.05), 1.02)
-    L = c["error_seq_len"]
     BandDisplay.from_table(
         result.tables["error"],
         x="signal",
         y="test_error",
         theory={"pooled oracle (exact)": lambda t: pooled_error(t, L)},
         ax=ax_err,
-        logx=True,
-        labels=_LABELS,
-        colors=_COLORS,
         xlabel="signal theta",
         ylabel="test error",
         title=f"Test error against theta (L={L})",
-        legend=False,
+        **each,
     )
     shares = [v for v in attention_thresholds(result).values() if v is not None]
     if shares:
-        ax_err.axvline(
-            float(np.median(shares)),
-            color=_COLORS["attention"],
-            ls=":",
-            label="informative share 1/2 (theory, fitted query)",
-        )
+        label = "informative share 1/2 (theory, fitted query)"
+        ax_err.axvline(float(np.median(shares)), color=_COLORS["attention"], ls=":", label=label)
         if max(shares) > min(shares):
             ax_err.axvspan(min(shares), max(shares), color=_COLORS["attention"], alpha=0.1, lw=0)
     ax_err.set_ylim(-0.02, 0.55)
     ax_err.legend(fontsize="x-small")
-    if new:
+    if axes is None:
         n = len(result.seeds)
         seeds = "one seed" if n == 1 else f"median over {n} seeds, bars and bands: min-max"
         fig.suptitle(f"Sparse-token classification (d={c['n_features']}; {seeds})")
