@@ -1,29 +1,14 @@
 """In-context linear regression: the trained layer beside Zhang, Frei and Bartlett's theory.
 
 One linear self-attention layer (:class:`~stsq_learn.LinearAttentionRegressor`)
-trained online on prompts of N examples, measured four ways, each beside
-its closed form (:mod:`.theory`):
-
-1. convergence: the relative (Frobenius) error of ``preconditioner_`` to
-   the global minimum ``Gamma^{-1}`` along the training, for an isotropic
-   and an anisotropic ``Lambda`` (:func:`~stsq_learn.studies.training_curve`);
-2. the risk at test prompts of M examples for the layer trained at N
-   (Monte Carlo on held-out prompts moved to M by the task's shift, and
-   exact at the fitted preconditioner), beside ``in_context_risk``, least
-   squares (:class:`~stsq_learn.PromptRidge`) and the gradient step tuned
-   to each M (:class:`~stsq_learn.PromptGradientStep`), which meets the
-   layer at ``M = N`` (:func:`~stsq_learn.studies.length_curve` over the
-   training lengths, :func:`~stsq_learn.studies.sweep` for the baselines);
-3. covariate shift: every covariate scaled by ``c`` at test, the
-   prediction's slope on the target ``<w, x_q>`` (``c^2 / g``) and the
-   risk, beside least squares (slope 1);
-4. the training length N whose layer has the least risk at each test
-   length M (``N = M`` in theory), with a line fitted to it per seed
-   (:func:`~stsq_learn.studies.fit_laws`).
-
-The result's tables are ``convergence``, ``lengths`` and ``baselines``;
-the best lengths, the line and the theory are functions of them and of
-the settings (:func:`best_lengths`, :func:`closed_forms`).
+trained online on prompts of N examples, beside its closed forms (:mod:`.theory`):
+its convergence to the global minimum ``Gamma^{-1}``; its risk at M test
+examples beside ``in_context_risk``, least squares and the gradient step tuned
+to each M (which meets the layer at ``M = N``); the prediction's slope
+``c^2 / g`` on its target when every covariate is scaled by ``c`` at test; and
+the training length N of least risk at each M (``N = M`` in theory). The
+result's tables are ``convergence``, ``lengths`` and ``baselines``; the rest is
+a function of them and of the settings (:func:`best_lengths`, :func:`closed_forms`).
 """
 
 from __future__ import annotations
@@ -38,25 +23,11 @@ from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
-from ...studies import (
-    BandDisplay,
-    Law,
-    StudyTable,
-    fit_laws,
-    length_curve,
-    sweep,
-    training_curve,
-)
+from ...studies import BandDisplay, Law, StudyTable, fit_laws, length_curve, sweep, training_curve
 from .baselines import PromptGradientStep, PromptRidge
 from .estimators import LinearAttentionRegressor
 from .task import InContextRegressionTask
-from .theory import (
-    in_context_gd_step,
-    in_context_least_squares_risk,
-    in_context_preconditioner,
-    in_context_risk,
-    in_context_slope,
-)
+from .theory import in_context_gd_step, in_context_preconditioner, in_context_risk, in_context_slope
 
 LAYER = "linear attention"
 """The model label of the trained layer in the tables."""
@@ -77,11 +48,9 @@ class InContextSettings(Settings):
     n_features : int, default=5
         Dimension d of the covariates.
     n_train : int, default=20
-        N, the examples of the training prompts of panels 1 and 3 and of
-        panel 2's layer (one of ``train_lengths`` and of ``test_lengths``).
+        N of panels 1 to 4 (one of ``train_lengths`` and of ``test_lengths``).
     anisotropic : tuple of float, default=(2.0, 1.5, 1.0, 0.5, 0.25)
-        The variances of the anisotropic ``Lambda`` (d of them) of panel 1;
-        the other panels train on ``Lambda = I``.
+        The d variances of panel 1's anisotropic ``Lambda`` (elsewhere ``I``).
     n_steps : int, default=1000
         Online Adam steps of every fit.
     learning_rate : float, default=0.01
@@ -91,12 +60,12 @@ class InContextSettings(Settings):
     record_every : int, default=25
         Steps between two measurements of panel 1.
     train_lengths : tuple of int, default=(5, 10, 20, 40, 80)
-        The training examples N of panel 4, increasing (each at least d:
-        the held-out prompts must determine their ``w`` to be lengthened).
+        The N of panel 5, increasing, each at least d (a held-out prompt must
+        determine its ``w`` to be lengthened).
     test_lengths : tuple of int, default=(5, 10, 20, 40, 80)
-        The test examples M of panels 2 and 4, increasing (at least 3 of them).
+        The M of panels 2 and 5, increasing (at least 3 of them).
     scales : tuple of float, default=(0.5, 1.0, 2.0, 3.0)
-        The covariate scales c of panel 3, measured at ``M = N``.
+        The covariate scales c of panels 3 and 4, at ``M = N``.
     n_test : int, default=10000
         Held-out prompts per fit and seed.
     n_tune : int, default=4000
@@ -110,18 +79,12 @@ class InContextSettings(Settings):
     """
 
     _parameter_constraints = {
-        "n_features": _COUNT,
-        "n_train": _COUNT,
-        "anisotropic": [SequenceOf(_POSITIVE)],
-        "n_steps": _COUNT,
+        **dict.fromkeys(("n_features", "n_train", "n_steps", "batch_size"), _COUNT),
+        **dict.fromkeys(("record_every", "n_test", "n_tune"), _COUNT),
+        **{key: [SequenceOf(_POSITIVE)] for key in ("anisotropic", "scales")},
         "learning_rate": [_POSITIVE],
-        "batch_size": _COUNT,
-        "record_every": _COUNT,
         "train_lengths": [positive_ints(increasing=True)],
         "test_lengths": [positive_ints(min_len=3, increasing=True)],
-        "scales": [SequenceOf(_POSITIVE)],
-        "n_test": _COUNT,
-        "n_tune": _COUNT,
     }
 
     n_features: int = 5
@@ -184,14 +147,11 @@ def prompt_risk(estimator, X, y):
 def fitted_risk(estimator, X, y):
     """The exact risk of the fitted preconditioner at ``X``'s number of examples (a scorer).
 
-    ``in_context_risk(M, ., Lambda, preconditioner=estimator.preconditioner_)``
-    with ``Lambda`` the training law's: the population value the Monte Carlo
-    :func:`prompt_risk` estimates. Only ``X``'s length is read.
+    ``in_context_risk`` of the training law's ``Lambda`` at the fitted
+    ``preconditioner_``: the population value :func:`prompt_risk` estimates.
     """
-    task = estimator.task_
-    return in_context_risk(
-        X.shape[1] - 1, np.inf, task.covariance_matrix, preconditioner=estimator.preconditioner_
-    )
+    A, L = estimator.preconditioner_, estimator.task_.covariance_matrix
+    return in_context_risk(X.shape[1] - 1, np.inf, L, preconditioner=A)
 
 
 class CovariateShift:
@@ -200,7 +160,7 @@ class CovariateShift:
     Scaling a noiseless prompt (every covariate and label) by ``c`` draws it
     from the law with covariance ``c^2 Lambda`` and target ``c <w, x_q>``:
     the held-out prompts themselves, scaled. Elsewhere than the training
-    length it returns NaN (panel 3 is measured at ``M = N``).
+    length it returns NaN (the shift is measured at ``M = N``).
 
     Parameters
     ----------
@@ -230,37 +190,19 @@ def _column(what, c):
     return f"{what}_c{c:g}"
 
 
-def _scale_scorers(scales):
-    return {_column(w, c): CovariateShift(c, w) for c in scales for w in ("slope", "risk")}
-
-
 def _laws(cfg):
     return {"isotropic": np.ones(cfg.n_features), "anisotropic": np.asarray(cfg.anisotropic)}
 
 
 # -- the studies -----------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The experiment's three studies over every seed: ``convergence``, ``lengths``, ``baselines``.
+    """The three studies over every seed (the record's ``run``).
 
-    Parameters
-    ----------
-    cfg : InContextSettings
-        The settings.
-    seeds : tuple of int
-        The seeds.
-    device : str or None, default=None
-        The layer's device (None: the estimator's own).
-    progress : bool, default=False
-        Progress bars.
-    n_jobs : int or None, default=None
-        Fits at once in each study.
-
-    Returns
-    -------
-    dict of str to StudyTable
-        Panel 1's measurements (with the column ``law``), the layer at every
-        training and test length (``risk``, ``fitted_risk``, and at ``M = N``
-        ``slope_c<c>`` and ``risk_c<c>``), and the baselines at every test length.
+    ``convergence``: panel 1's measurements, with the column ``law``;
+    ``lengths``: the layer at every training and test length (``risk``,
+    ``fitted_risk``, and at ``M = N`` ``slope_c<c>`` and ``risk_c<c>``), its
+    seeds trained as one batched model; ``baselines``: least squares and
+    the tuned step at every test length. ``device`` is the layer's.
     """
     d, N = cfg.n_features, cfg.n_train
     layer = LinearAttentionRegressor(
@@ -268,7 +210,8 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     )
     if device is not None:
         layer.set_params(device=device)
-    common = dict(seeds=seeds, n_steps=cfg.n_steps, n_jobs=n_jobs, progress=progress)
+    shift = {_column(w, c): CovariateShift(c, w) for c in cfg.scales for w in ("slope", "risk")}
+    common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     parts = []
     for name, variances in _laws(cfg).items():
         part = training_curve(
@@ -276,6 +219,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
             InContextRegressionTask(N + 1, d, covariance=tuple(variances)),
             {"preconditioner_error": preconditioner_error},
             every=cfg.record_every,
+            n_steps=cfg.n_steps,
             **common,
         )
         parts.append(part.with_columns(law=[name] * len(part)))
@@ -286,20 +230,19 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         [m + 1 for m in cfg.test_lengths],
         grid={"seq_len": [n + 1 for n in cfg.train_lengths]},
         n_test=cfg.n_test,
-        scoring={"risk": prompt_risk, "fitted_risk": fitted_risk, **_scale_scorers(cfg.scales)},
+        scoring={"risk": prompt_risk, "fitted_risk": fitted_risk, **shift},
         batch_seeds=True,
+        n_steps=cfg.n_steps,
         **common,
     )
     baselines = sweep(
         {BASELINES[0]: PromptRidge(), BASELINES[1]: PromptGradientStep()},
         task,
         {"seq_len": [m + 1 for m in cfg.test_lengths]},
-        seeds=seeds,
         n_train=cfg.n_tune,
         n_test=cfg.n_test,
-        scoring={"risk": prompt_risk, **_scale_scorers(cfg.scales)},
-        n_jobs=n_jobs,
-        progress=progress,
+        scoring={"risk": prompt_risk, **shift},
+        **common,
     )
     return {"convergence": StudyTable.concat(parts), "lengths": lengths, "baselines": baselines}
 
@@ -311,25 +254,18 @@ def closed_forms(settings):
     Returns
     -------
     dict
-        ``preconditioner`` (``Gamma^{-1}`` per law), ``g``, per test length M
-        ``risk``, ``gd_risk``, ``gd_step`` and ``least_squares_risk`` (the
-        layer trained at ``n_train``), per scale c ``slope`` and ``shift_risk``.
+        Per test length M, ``risk`` (of the layer trained at ``n_train``) and
+        ``gd_risk`` (of the step tuned to M); per scale c, at ``M = N``,
+        ``slope`` (``c^2 / g``) and ``shift_risk``.
     """
     cfg = InContextSettings.resolve(settings)
-    d, N = cfg.n_features, cfg.n_train
+    d, N, tests = cfg.n_features, cfg.n_train, cfg.test_lengths
     ones = np.ones(d)
     A = in_context_preconditioner(N, ones)
-    gd = {m: in_context_gd_step(m, ones) for m in cfg.test_lengths}
+    gd = {m: in_context_gd_step(m, ones) * np.eye(d) for m in tests}
     return {
-        "preconditioner": {k: in_context_preconditioner(N, v) for k, v in _laws(cfg).items()},
-        "g": 1 + (d + 1) / N,
-        "risk": {m: in_context_risk(m, N, ones) for m in cfg.test_lengths},
-        "gd_risk": {
-            m: in_context_risk(m, m, ones, preconditioner=gd[m] * np.eye(d))
-            for m in cfg.test_lengths
-        },
-        "gd_step": gd,
-        "least_squares_risk": {m: in_context_least_squares_risk(m, ones) for m in cfg.test_lengths},
+        "risk": {m: in_context_risk(m, N, ones) for m in tests},
+        "gd_risk": {m: in_context_risk(m, m, ones, preconditioner=gd[m]) for m in tests},
         "slope": {c: in_context_slope(N, c * c * ones, preconditioner=A) for c in cfg.scales},
         "shift_risk": {
             c: in_context_risk(N, N, c * c * ones, preconditioner=A) for c in cfg.scales
@@ -351,35 +287,45 @@ def at_train_length(result):
 
 
 def values_of(result, column, model=LAYER):
-    """``{x: value}`` of one seed's view: per M for ``risk``-like columns, per c for shifts.
+    """``{x: value}`` of ``model`` (the layer or one of :data:`BASELINES`) in one seed's view.
 
     Parameters
     ----------
     result : ExperimentResult
         A one-seed view (:meth:`ExperimentResult.seed`).
-    column : str
-        ``"risk"`` or ``"fitted_risk"`` (per test length M), or
-        ``"slope"``/``"risk_shift"`` (per scale c, at ``M = N``).
+    column : {"risk", "fitted_risk", "slope", "risk_shift"}
+        A risk per test length M, or the covariate shift's slope or risk
+        per scale c (at ``M = N``).
     model : str, default=LAYER
-        The layer or one of :data:`BASELINES`.
+        The model.
 
     Returns
     -------
     dict
     """
-    N = result.settings["n_train"]
+    if column in ("slope", "risk_shift"):
+        rows = _shift_rows(result, model)
+        return dict(zip(rows["scale"].tolist(), rows[column.split("_")[0]].tolist()))
     if model == LAYER:
         rows = at_train_length(result)
-        at = {int(m): i for i, m in enumerate(rows["n_test"])}
+        return dict(zip(rows["n_test"].tolist(), rows[column].tolist()))
+    rows = result.tables["baselines"].where(model=model)
+    return {int(L) - 1: float(v) for L, v in zip(rows["param_seq_len"], rows[column])}
+
+
+def _shift_rows(result, model):
+    """Rows ``model, seed, scale, slope, risk`` of the covariate shift at ``M = N``."""
+    N = result.settings["n_train"]
+    if model == LAYER:
+        rows = result.tables["lengths"].where(seq_len=N + 1, eval_seq_len=N + 1)
     else:
-        rows = result.tables["baselines"].where(model=model)
-        at = {int(L) - 1: i for i, L in enumerate(rows["param_seq_len"])}
-    if column in ("risk", "fitted_risk"):
-        return {m: float(rows[column][i]) for m, i in at.items()}
-    what = "slope" if column == "slope" else "risk"
-    if N not in at:
-        return {}
-    return {c: float(rows[_column(what, c)][at[N]]) for c in result.settings["scales"]}
+        rows = result.tables["baselines"].where(model=model, seq_len=N + 1)
+    at = [(i, float(c)) for i in range(len(rows)) for c in result.settings["scales"]]
+    columns = {"model": [model] * len(at), "seed": [int(rows["seed"][i]) for i, _ in at]}
+    columns["scale"] = [c for _, c in at]
+    for what in ("slope", "risk"):
+        columns[what] = [float(rows[_column(what, c)][i]) for i, c in at]
+    return StudyTable(columns)
 
 
 def best_lengths(result):
@@ -404,61 +350,32 @@ def best_length_laws(result):
     return fit_laws(best_lengths(result), "n_test", "best_n_train", "linear")
 
 
-def _shift_rows(result, model):
-    """Rows ``model, seed, scale, slope, risk`` of the covariate shift at ``M = N``."""
-    N = result.settings["n_train"]
-    if model == LAYER:
-        rows = result.tables["lengths"].where(seq_len=N + 1, eval_seq_len=N + 1)
-    else:
-        rows = result.tables["baselines"].where(model=model, seq_len=N + 1)
-    out = {"model": [], "seed": [], "scale": [], "slope": [], "risk": []}
-    for i in range(len(rows)):
-        for c in result.settings["scales"]:
-            out["model"].append(model)
-            out["seed"].append(int(rows["seed"][i]))
-            out["scale"].append(float(c))
-            out["slope"].append(float(rows[_column("slope", c)][i]))
-            out["risk"].append(float(rows[_column("risk", c)][i]))
-    return StudyTable(out)
-
-
 def headline(result):
     """The numbers one seed's run is judged by, flat.
 
-    ``precond_error_isotropic`` and ``precond_error_anisotropic`` (the final
-    relative error to ``Gamma^{-1}``); per test length M ``risk_ratio_M<M>``
-    (the Monte Carlo risk of the layer trained at N over the formula's) and
-    ``best_n_M<M>`` (the training length of least risk; theory M);
-    ``best_n_slope`` (the fitted line's slope, theory 1);
+    ``precond_error_<law>`` (the final relative error to ``Gamma^{-1}``); per
+    test length M ``risk_ratio_M<M>`` (the Monte Carlo risk of the layer
+    trained at N over the formula's) and ``best_n_M<M>`` (the training length
+    of least risk; theory M); ``best_n_slope`` (the fitted line's, theory 1);
     ``gd_over_layer_at_N`` (the tuned step's risk over the layer's at
     ``M = N``, theory 1 for ``Lambda = I``); per scale ``slope_c<c>``;
-    ``slope_ratio`` (the measured slope over ``c^2 / g`` at the largest c:
-    the same at every c); ``least_squares_slope_c<c>`` at the largest c
-    (theory 1).
+    ``slope_ratio`` (the slope over ``c^2 / g`` at the largest c: the same at
+    every c); ``least_squares_slope_c<c>`` at the largest c (theory 1).
     """
-    th = closed_forms(result.settings)
+    th, N = closed_forms(result.settings), result.settings["n_train"]
     out = {f"precond_error_{law}": final_error(result, law) for law in LAWS}
     risk = values_of(result, "risk")
-    for m, value in sorted(risk.items()):
-        out[f"risk_ratio_M{m}"] = value / th["risk"][m]
+    out |= {f"risk_ratio_M{m}": value / th["risk"][m] for m, value in sorted(risk.items())}
     best = best_lengths(result)
-    for m, n in zip(best["n_test"], best["best_n_train"]):
-        out[f"best_n_M{int(m)}"] = float(n)
+    out |= {f"best_n_M{int(m)}": float(n) for m, n in zip(best["n_test"], best["best_n_train"])}
     (law,) = best_length_laws(result).values()
     out["best_n_slope"] = math.nan if law is None else law.params["b"]
-    gd = values_of(result, "risk", BASELINES[1])
-    N = result.settings["n_train"]
-    out["gd_over_layer_at_N"] = gd[N] / risk[N] if N in gd and N in risk else math.nan
+    out["gd_over_layer_at_N"] = values_of(result, "risk", BASELINES[1])[N] / risk[N]
     slope = values_of(result, "slope")
-    for c, value in slope.items():
-        out[f"slope_c{c:g}"] = value
-    if slope:  # the slope scales as c^2 exactly: one ratio to c^2 / g says it at every c
-        c = max(slope)
-        out["slope_ratio"] = slope[c] / th["slope"][c]
+    out |= {f"slope_c{c:g}": value for c, value in slope.items()}
+    out["slope_ratio"] = slope[max(slope)] / th["slope"][max(slope)]
     ls = values_of(result, "slope", BASELINES[0])
-    if ls:
-        c = max(ls)
-        out[f"least_squares_slope_c{c:g}"] = ls[c]
+    out[f"least_squares_slope_c{max(ls):g}"] = ls[max(ls)]
     return out
 
 
@@ -492,23 +409,16 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The five panels over the seeds: convergence, risk against M, the shift, the best N.
+    """The five panels (None: a new figure, two rows), medians over the seeds and their bands.
 
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`in_context_regression` (every seed).
-    axes : sequence of 5 matplotlib Axes, default=None
-        Where to draw; None makes a new figure (two rows).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+    The convergence to ``Gamma^{-1}``; the risk against M beside the formula,
+    least squares and the tuned step; the slope and the risk under covariate
+    shift; the best training length per test length, with its line.
     """
     fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5, ncols=3)
-    c = result.settings
-    th = closed_forms(c)
+    c, th = result.settings, closed_forms(result.settings)
     d, N = c["n_features"], c["n_train"]
+    tests, scales = (np.array(c[k], dtype=float) for k in ("test_lengths", "scales"))
     BandDisplay.from_table(
         result.tables["convergence"],
         x="step",
@@ -531,7 +441,6 @@ def figure(result, axes=None):
             baselines.with_columns(n_test=[int(v) - 1 for v in baselines["param_seq_len"]]),
         ]
     )
-    tests = np.array(c["test_lengths"], dtype=float)
     grid = np.arange(int(tests.min()), int(tests.max()) + 1)
     BandDisplay.from_table(
         both,
@@ -551,7 +460,6 @@ def figure(result, axes=None):
     ax2.axvline(N, color="0.6", ls=":", lw=1)
 
     shifted = StudyTable.concat([_shift_rows(result, LAYER), _shift_rows(result, BASELINES[0])])
-    scales = np.array(c["scales"], dtype=float)
     BandDisplay.from_table(
         shifted,
         x="scale",
