@@ -1,18 +1,9 @@
-"""Sparse-token classification: attention needs a signal growing like log L, linear sqrt L.
+"""The sparse-token classification experiment: attention needs a signal growing like log L.
 
-After Barnfield, Cui and Lu (ICLR 2026), three studies, the result's tables:
-``law``, the smallest signal theta at which each classifier (the attention
-classifier, the flattened and the pooled logistic regressions) reaches a
-target test error, against L (:func:`~stsq_learn.studies.search_threshold`,
-bisection on ``log theta``), with the laws ``a + b ln L`` and ``c sqrt(L)``
-fitted per seed (:func:`threshold_laws`); ``alignment``, the query's cosine
-with ``xi`` after two gradient steps against n/d, beside its limit
-(:func:`~.theory.two_step_alignment`); ``error``, the test error against
-theta at one length, beside the pooled oracle's (:func:`~.theory.pooled_error`)
-and the signal of informative share 1/2 (:func:`attention_thresholds`).
-Seed ``s`` fits every classifier with ``random_state=s`` on the rows of
-``stream_seed(s, "train")``; the task's noise does not depend on theta, so
-a search moves theta over the same noise.
+Barnfield, Cui and Lu (ICLR 2026): linear classifiers need a signal theta
+growing like sqrt L, and two gradient steps align the attention query with
+the signal direction ``xi``. This module measures both
+(:func:`sparse_token_classification`; the user guide's classification page).
 """
 
 from __future__ import annotations
@@ -64,7 +55,7 @@ class SparseTokenClassificationSettings(Settings):
     target_error : float, default=0.2
         The test error that defines a threshold, in (0, 0.5).
     n_train, n_test : int, default=300, 1000
-        Training and test rows at each fit.
+        Training and test rows of each fit.
     attention : SparseTokenClassifier or None, default=None
         The attention classifier (None: 80 full-batch Adam steps at 0.1).
     signal_bounds : dict of str to (float, float), or (float, float), or None, default=None
@@ -73,13 +64,13 @@ class SparseTokenClassificationSettings(Settings):
     n_bisect : int, default=6
         Halvings of the bracket (in ``log theta``).
     alignment_features, alignment_ratios : tuple, default=(16, 64), (1.0, 2.0, 4.0, 8.0)
-        The token dimensions d and the ratios n/d of the alignment part.
+        The token dimensions d and the ratios n/d of the two-step part.
     alignment_seq_len, alignment_signal : int, float, default=8, 3.0
-        L and theta of the alignment part.
+        L and theta of the two-step part.
     alignment_learning_rate : float, default=0.1
         Step size of the two steps.
     n_seeds : int, default=2
-        Draws of the rows per (d, n/d) of the alignment part, for each seed.
+        Draws of the rows per (d, n/d) of the two-step part, for each seed.
     error_seq_len, error_signals : int, tuple of float, default=32, (1.0, 2.0, 4.0, 8.0, 16.0)
         L and the thetas of the error part.
 
@@ -161,18 +152,13 @@ _BISECTION = dict(method="geometric", start=None, skip_after_miss=False, greater
 
 
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The three studies over every seed (the record's ``run``): ``law``, ``alignment``, ``error``.
+    """The three studies over every seed: ``law``, ``alignment``, ``error``.
 
-    ``law`` holds :func:`~stsq_learn.studies.search_threshold`'s rows, one
-    per (classifier, seed, L): ``value`` is the minimal theta (NaN where the
-    bracket's top failed, ``bound`` then its top). ``alignment`` holds one
-    row per (seed, d, n/d, draw): ``draw`` (its rows' seed,
-    ``stream_seed(seed, "alignment <k>")``), ``n_features``, ``ratio``,
-    ``n_train`` and ``cosine`` (NaN for a draw of one class). ``error``
-    holds the sweep's rows, one per (classifier, seed, theta):
-    ``test_error`` and ``query_along_xi``. ``device`` is the attention
-    classifier's (None: its own). The classifiers fit their seeds one after
-    another (they are not on the members engine's batched path).
+    ``law``: :func:`~stsq_learn.studies.search_threshold`'s rows, ``value``
+    the minimal theta (NaN where the bracket's top failed, ``bound`` then
+    its top); ``alignment``: a row per (seed, d, n/d, draw) with its
+    ``cosine`` (NaN for a draw of one class); ``error``: the sweep's rows,
+    ``test_error`` and ``query_along_xi``. The seeds fit one after another.
     """
     bounds = signal_bounds(cfg)
     attention = clone(_ATTENTION if cfg.attention is None else cfg.attention)
@@ -360,15 +346,7 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two).
-
-    Each classifier's minimal theta against L (the median over the seeds,
-    min-max error bars; open triangles where the bracket's top failed) with
-    the median of its seeds' laws ``a + b ln L``, then ``c sqrt L``, beside
-    the pooled oracle's threshold; each d's cosine after two steps against
-    n/d (over every draw) beside the theory's limit; the test error against
-    theta beside the pooled oracle's and the signal of informative share 1/2.
-    """
+    """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two)."""
     fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4, ncols=2)
     c, L = result.settings, result.settings["error_seq_len"]
     Ls, ratios = (np.array(c[k], float) for k in ("seq_lens", "alignment_ratios"))
@@ -461,12 +439,18 @@ RECORD = Experiment(
     function_name="sparse_token_classification",
     doc="""The log L against sqrt L law, the two-step alignment and error against theta.
 
-    The smallest signal at which the attention classifier and the two linear
-    baselines reach a target test error, against L, with the laws
-    ``a + b ln L`` and ``c sqrt(L)`` fitted per seed; the query's cosine with
-    ``xi`` after two steps against n/d; test error against theta beside the
-    pooled oracle (see :mod:`stsq_learn.tasks.classification.experiment`;
-    the settings: :class:`SparseTokenClassificationSettings`).
+    Three studies, the result's tables: ``law``, the smallest signal theta
+    at which each classifier (attention, the flattened and the pooled
+    logistic regressions) reaches a target test error, against L, by
+    bisection on ``log theta``, with the laws ``a + b ln L`` and
+    ``c sqrt(L)`` (through 0) fitted per seed (two panels: the medians over
+    the seeds with min-max bars, open triangles where the bracket's top
+    failed, beside the pooled oracle's threshold); ``alignment``, the
+    query's cosine with ``xi`` after two gradient steps against n/d, beside
+    its limit; ``error``, the test error against theta at one length, beside
+    the pooled oracle's and the signal at which the informative tokens hold
+    half the softmax's normaliser (the settings:
+    :class:`SparseTokenClassificationSettings`).
 
     Examples
     --------

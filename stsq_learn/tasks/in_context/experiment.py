@@ -1,14 +1,9 @@
-"""In-context linear regression: the trained layer beside Zhang, Frei and Bartlett's theory.
+"""The in-context regression experiment: a trained linear attention layer beside its theory.
 
-One linear self-attention layer (:class:`~stsq_learn.LinearAttentionRegressor`)
-trained online on prompts of N examples, beside its closed forms (:mod:`.theory`):
-its convergence to the global minimum ``Gamma^{-1}``; its risk at M test
-examples beside ``in_context_risk``, least squares and the gradient step tuned
-to each M (which meets the layer at ``M = N``); the prediction's slope
-``c^2 / g`` on its target when every covariate is scaled by ``c`` at test; and
-the training length N of least risk at each M (``N = M`` in theory). The
-result's tables are ``convergence``, ``lengths`` and ``baselines``; the rest is
-a function of them and of the settings (:func:`best_lengths`, :func:`closed_forms`).
+Zhang, Frei and Bartlett (JMLR 2024) give the global minimum ``Gamma^{-1}``
+that one linear self-attention layer trained on prompts of N examples
+converges to, and its risk, in closed form (:mod:`.theory`); this module
+measures the layer against them (:func:`in_context_regression`).
 """
 
 from __future__ import annotations
@@ -60,8 +55,7 @@ class InContextSettings(Settings):
     record_every : int, default=25
         Steps between two measurements of panel 1.
     train_lengths : tuple of int, default=(5, 10, 20, 40, 80)
-        The N of panel 5, increasing, each at least d (a held-out prompt must
-        determine its ``w`` to be lengthened).
+        The N of panel 5, increasing, each at least d (to lengthen a prompt).
     test_lengths : tuple of int, default=(5, 10, 20, 40, 80)
         The M of panels 2 and 5, increasing (at least 3 of them).
     scales : tuple of float, default=(0.5, 1.0, 2.0, 3.0)
@@ -122,18 +116,7 @@ class InContextSettings(Settings):
 
 # -- measures and scorers (module level: a study may run them in worker processes) -----------
 def preconditioner_error(estimator):
-    """Relative Frobenius error of ``preconditioner_`` to the global minimum of its training law.
-
-    Parameters
-    ----------
-    estimator : LinearAttentionRegressor
-        A fitted layer (or a view of one during training).
-
-    Returns
-    -------
-    float
-        ``||A - Gamma^{-1}||_F / ||Gamma^{-1}||_F``.
-    """
+    """``||A - Gamma^{-1}||_F / ||Gamma^{-1}||_F`` of a fitted layer's ``preconditioner_`` A."""
     task = estimator.task_
     target = in_context_preconditioner(task.n_examples, task.covariance_matrix)
     return float(np.linalg.norm(estimator.preconditioner_ - target) / np.linalg.norm(target))
@@ -145,11 +128,8 @@ def prompt_risk(estimator, X, y):
 
 
 def fitted_risk(estimator, X, y):
-    """The exact risk of the fitted preconditioner at ``X``'s number of examples (a scorer).
-
-    ``in_context_risk`` of the training law's ``Lambda`` at the fitted
-    ``preconditioner_``: the population value :func:`prompt_risk` estimates.
-    """
+    """The exact risk of the fitted preconditioner at ``X``'s length: what :func:`prompt_risk`
+    estimates (a scorer)."""
     A, L = estimator.preconditioner_, estimator.task_.covariance_matrix
     return in_context_risk(X.shape[1] - 1, np.inf, L, preconditioner=A)
 
@@ -158,17 +138,15 @@ class CovariateShift:
     """A scorer of the covariate shift ``x -> c x``, at the model's training length only.
 
     Scaling a noiseless prompt (every covariate and label) by ``c`` draws it
-    from the law with covariance ``c^2 Lambda`` and target ``c <w, x_q>``:
-    the held-out prompts themselves, scaled. Elsewhere than the training
-    length it returns NaN (the shift is measured at ``M = N``).
+    from the law with covariance ``c^2 Lambda`` and target ``c <w, x_q>``.
+    Elsewhere than the training length it returns NaN.
 
     Parameters
     ----------
     scale : float
         ``c``.
     what : {"slope", "risk"}
-        The prediction's regression slope on the target, or its mean
-        squared error.
+        The prediction's regression slope on the target, or its mean squared error.
     """
 
     def __init__(self, scale, what):
@@ -176,7 +154,6 @@ class CovariateShift:
         self.what = what
 
     def __call__(self, estimator, X, y):
-        """The slope or the risk of ``estimator`` on ``X`` scaled by ``c`` (NaN off length)."""
         if X.shape[1] != estimator.seq_len_:
             return math.nan
         target = self.scale * np.asarray(y, dtype=np.float64)
@@ -190,20 +167,10 @@ def _column(what, c):
     return f"{what}_c{c:g}"
 
 
-def _laws(cfg):
-    return {"isotropic": np.ones(cfg.n_features), "anisotropic": np.asarray(cfg.anisotropic)}
-
-
 # -- the studies -----------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The three studies over every seed (the record's ``run``).
-
-    ``convergence``: panel 1's measurements, with the column ``law``;
-    ``lengths``: the layer at every training and test length (``risk``,
-    ``fitted_risk``, and at ``M = N`` ``slope_c<c>`` and ``risk_c<c>``), its
-    seeds trained as one batched model; ``baselines``: least squares and
-    the tuned step at every test length. ``device`` is the layer's.
-    """
+    """The three studies over every seed: ``convergence`` (per ``law``), ``lengths`` (the layer
+    at every training and test length, its seeds one batched model), ``baselines``."""
     d, N = cfg.n_features, cfg.n_train
     layer = LinearAttentionRegressor(
         learning_rate_init=cfg.learning_rate, batch_size=cfg.batch_size
@@ -213,7 +180,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     shift = {_column(w, c): CovariateShift(c, w) for c in cfg.scales for w in ("slope", "risk")}
     common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     parts = []
-    for name, variances in _laws(cfg).items():
+    for law, variances in zip(LAWS, (np.ones(d), cfg.anisotropic)):
         part = training_curve(
             {LAYER: layer},
             InContextRegressionTask(N + 1, d, covariance=tuple(variances)),
@@ -222,7 +189,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
             n_steps=cfg.n_steps,
             **common,
         )
-        parts.append(part.with_columns(law=[name] * len(part)))
+        parts.append(part.with_columns(law=[law] * len(part)))
     task = InContextRegressionTask(N + 1, d)
     lengths = length_curve(
         {LAYER: layer},
@@ -249,15 +216,9 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
 # -- what the tables give --------------------------------------------------------------------
 def closed_forms(settings):
-    """The closed forms of a run's settings (a mapping: its JSON or an instance).
-
-    Returns
-    -------
-    dict
-        Per test length M, ``risk`` (of the layer trained at ``n_train``) and
-        ``gd_risk`` (of the step tuned to M); per scale c, at ``M = N``,
-        ``slope`` (``c^2 / g``) and ``shift_risk``.
-    """
+    """The theory of a run's settings (its JSON or an instance): per test length M ``risk`` (of
+    the layer trained at N) and ``gd_risk`` (of the step tuned to M); per scale c, at M = N,
+    ``slope`` (``c^2 / g``) and ``shift_risk``."""
     cfg = InContextSettings.resolve(settings)
     d, N, tests = cfg.n_features, cfg.n_train, cfg.test_lengths
     ones = np.ones(d)
@@ -287,22 +248,9 @@ def at_train_length(result):
 
 
 def values_of(result, column, model=LAYER):
-    """``{x: value}`` of ``model`` (the layer or one of :data:`BASELINES`) in one seed's view.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A one-seed view (:meth:`ExperimentResult.seed`).
-    column : {"risk", "fitted_risk", "slope", "risk_shift"}
-        A risk per test length M, or the covariate shift's slope or risk
-        per scale c (at ``M = N``).
-    model : str, default=LAYER
-        The model.
-
-    Returns
-    -------
-    dict
-    """
+    """``{x: value}`` of ``model`` (:data:`LAYER` or one of :data:`BASELINES`) in one seed's view:
+    ``"risk"`` or ``"fitted_risk"`` per test length M, or the covariate shift's ``"slope"`` or
+    ``"risk_shift"`` per scale c (at M = N)."""
     if column in ("slope", "risk_shift"):
         rows = _shift_rows(result, model)
         return dict(zip(rows["scale"].tolist(), rows[column.split("_")[0]].tolist()))
@@ -329,13 +277,8 @@ def _shift_rows(result, model):
 
 
 def best_lengths(result):
-    """Per seed and test length M, the training length N of least exact risk (theory N = M).
-
-    Returns
-    -------
-    StudyTable
-        ``seed``, ``n_test`` (M), ``best_n_train``.
-    """
+    """A table of ``seed``, ``n_test`` (M) and ``best_n_train``: the training length N of least
+    exact risk at each M (theory N = M)."""
     rows = {"seed": [], "n_test": [], "best_n_train": []}
     for (seed, m), part in result.tables["lengths"].groups("seed", "eval_seq_len"):
         n_train, risk = part.xy("param_seq_len", "fitted_risk")
@@ -351,17 +294,9 @@ def best_length_laws(result):
 
 
 def headline(result):
-    """The numbers one seed's run is judged by, flat.
-
-    ``precond_error_<law>`` (the final relative error to ``Gamma^{-1}``); per
-    test length M ``risk_ratio_M<M>`` (the Monte Carlo risk of the layer
-    trained at N over the formula's) and ``best_n_M<M>`` (the training length
-    of least risk; theory M); ``best_n_slope`` (the fitted line's, theory 1);
-    ``gd_over_layer_at_N`` (the tuned step's risk over the layer's at
-    ``M = N``, theory 1 for ``Lambda = I``); per scale ``slope_c<c>``;
-    ``slope_ratio`` (the slope over ``c^2 / g`` at the largest c: the same at
-    every c); ``least_squares_slope_c<c>`` at the largest c (theory 1).
-    """
+    """One seed's numbers: ``precond_error_<law>``, per M ``risk_ratio_M<M>`` (over the formula)
+    and ``best_n_M<M>``, ``best_n_slope``, ``gd_over_layer_at_N``, per c ``slope_c<c>``, and at
+    the largest c ``slope_ratio`` (over ``c^2 / g``) and ``least_squares_slope_c<c>``."""
     th, N = closed_forms(result.settings), result.settings["n_train"]
     out = {f"precond_error_{law}": final_error(result, law) for law in LAWS}
     risk = values_of(result, "risk")
@@ -381,40 +316,33 @@ def headline(result):
 
 def summary(result):
     """Summary rows: the convergence, the risk against the formula, the slopes, the best N."""
-    c, bands = result.settings, result.bands()
-    th = closed_forms(c)
+    c, bands, th = result.settings, result.bands(), closed_forms(result.settings)
 
     def band(key, digits=3):
         return fmt_band(bands[key], digits) if key in bands else "n/a"
 
-    where = f"d={c['n_features']}, N={c['n_train']}, {c['n_steps']} steps"
-    rows = [
-        f"| in_context_regression ({where}) | preconditioner's error to Gamma^-1, isotropic / "
-        f"anisotropic | {band('precond_error_isotropic')} / {band('precond_error_anisotropic')} |"
-    ]
-    for m in c["test_lengths"]:
-        rows.append(
-            f"| | risk at M={m} over the formula's {th['risk'][m]:.4f} | "
-            f"{band(f'risk_ratio_M{m}')} |"
-        )
     slopes = ", ".join(
         f"c={s:g}: {band(f'slope_c{s:g}')} ({th['slope'][s]:.3f})" for s in c["scales"]
     )
-    rows.append(f"| | slope under covariate scale c, measured (theory c^2/g) | {slopes} |")
     best = ", ".join(f"M={m}: {band(f'best_n_M{m}', 2)}" for m in c["test_lengths"])
-    rows.append(f"| | best training N per test M (theory N = M) | {best} |")
-    rows.append(f"| | slope of the line N = a + b M (theory 1) | {band('best_n_slope')} |")
-    return rows
+    return [
+        f"| in_context_regression (d={c['n_features']}, N={c['n_train']}, {c['n_steps']} steps) "
+        f"| preconditioner's error to Gamma^-1, isotropic / anisotropic | "
+        f"{band('precond_error_isotropic')} / {band('precond_error_anisotropic')} |",
+        *(
+            f"| | risk at M={m} over the formula's {th['risk'][m]:.4f} | "
+            f"{band(f'risk_ratio_M{m}')} |"
+            for m in c["test_lengths"]
+        ),
+        f"| | slope under covariate scale c, measured (theory c^2/g) | {slopes} |",
+        f"| | best training N per test M (theory N = M) | {best} |",
+        f"| | slope of the line N = a + b M (theory 1) | {band('best_n_slope')} |",
+    ]
 
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The five panels (None: a new figure, two rows), medians over the seeds and their bands.
-
-    The convergence to ``Gamma^{-1}``; the risk against M beside the formula,
-    least squares and the tuned step; the slope and the risk under covariate
-    shift; the best training length per test length, with its line.
-    """
+    """The five panels of ``result.plot(axes)`` (None: a new figure, two rows of three)."""
     fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5, ncols=3)
     c, th = result.settings, closed_forms(result.settings)
     d, N = c["n_features"], c["n_train"]
@@ -431,26 +359,18 @@ def figure(result, axes=None):
     )
     ax1.axhline(0.05, color="0.6", ls=":", lw=1, label="5%")
     ax1.legend(fontsize="small")
-
-    layer_label = f"{LAYER} (N = {N})"
-    layer = at_train_length(result)
+    label, layer = f"{LAYER} (N = {N})", at_train_length(result)
     baselines = result.tables["baselines"]
-    both = StudyTable.concat(
-        [
-            layer.with_columns(model=[layer_label] * len(layer)),
-            baselines.with_columns(n_test=[int(v) - 1 for v in baselines["param_seq_len"]]),
-        ]
-    )
+    baselines = baselines.with_columns(n_test=[int(v) - 1 for v in baselines["param_seq_len"]])
     grid = np.arange(int(tests.min()), int(tests.max()) + 1)
     BandDisplay.from_table(
-        both,
+        StudyTable.concat([layer.with_columns(model=[label] * len(layer)), baselines]),
         x="n_test",
         y="risk",
-        hue="model",
         ax=ax2,
         logx=True,
         theory={
-            layer_label: (grid, [in_context_risk(int(m), N, np.ones(d)) for m in grid]),
+            label: (grid, [in_context_risk(int(m), N, np.ones(d)) for m in grid]),
             BASELINES[1]: (tests, [th["gd_risk"][m] for m in c["test_lengths"]]),
         },
         xlabel="test examples M",
@@ -458,13 +378,11 @@ def figure(result, axes=None):
         title="2. Risk against the test length",
     )
     ax2.axvline(N, color="0.6", ls=":", lw=1)
-
     shifted = StudyTable.concat([_shift_rows(result, LAYER), _shift_rows(result, BASELINES[0])])
     BandDisplay.from_table(
         shifted,
         x="scale",
         y="slope",
-        hue="model",
         ax=ax3,
         theory={"theory c^2 / g": (scales, [th["slope"][s] for s in c["scales"]])},
         xlabel="covariate scale c",
@@ -475,7 +393,6 @@ def figure(result, axes=None):
         shifted.where(model=LAYER),
         x="scale",
         y="risk",
-        hue="model",
         ax=ax4,
         logy=True,
         theory={LAYER: (scales, [th["shift_risk"][s] for s in c["scales"]])},
@@ -487,7 +404,6 @@ def figure(result, axes=None):
         best_lengths(result),
         x="n_test",
         y="best_n_train",
-        hue=None,
         ax=ax5,
         logx=True,
         logy=True,
@@ -535,11 +451,16 @@ RECORD = Experiment(
     function_name="in_context_regression",
     doc="""The trained linear self-attention layer beside the theory of in-context regression.
 
-    Its convergence to the global minimum ``Gamma^{-1}``, its risk against
-    the test length beside the formula, least squares and the tuned
-    gradient step, the covariate shift, and the best training length per
-    test length (see :mod:`stsq_learn.tasks.in_context.experiment`; the
-    settings: :class:`InContextSettings`).
+    One :class:`~stsq_learn.LinearAttentionRegressor` trained online on
+    prompts of N examples, medians over the seeds and their bands beside the
+    closed forms: (1) its convergence to the global minimum ``Gamma^{-1}``;
+    (2) its risk at M test examples beside the formula, least squares and the
+    gradient step tuned to each M (which meets the layer at ``M = N``); (3, 4)
+    the prediction's slope ``c^2 / g`` on its target, and its risk, when
+    every covariate is scaled by ``c`` at test; (5) the training length N of
+    least risk at each M (``N = M`` in theory), with its line. The tables:
+    ``convergence``, ``lengths``, ``baselines``; the settings:
+    :class:`InContextSettings`.
 
     Examples
     --------
@@ -554,15 +475,8 @@ RECORD = Experiment(
     """,
     settings=InContextSettings,
     presets={
-        "tiny": dict(
-            n_steps=200,
-            learning_rate=0.02,
-            record_every=20,
-            train_lengths=(5, 10, 20),
-            test_lengths=(5, 10, 20),
-            n_test=2000,
-            n_tune=2000,
-        ),
+        "tiny": dict(n_steps=200, learning_rate=0.02, record_every=20, n_test=2000, n_tune=2000)
+        | dict.fromkeys(("train_lengths", "test_lengths"), (5, 10, 20)),
         "quick": {},
         "full": dict(n_steps=3000, batch_size=2000, record_every=50, n_test=30_000, n_tune=20_000),
         "gpu": "full",  # the layer is small: the same work on any device
