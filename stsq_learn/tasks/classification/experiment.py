@@ -298,7 +298,8 @@ def headline(result):
 
 def summary(result):
     """Summary rows: the thresholds, the laws, the alignment and the error (over the seeds)."""
-    c, bands, n = result.settings, result.bands(), len(result.seeds)
+    c, n = result.settings, len(result.seeds)
+    b = {key: fmt_band(value) for key, value in result.bands().items()}
 
     def medians(part, x, y):  # a row per classifier: its medians over the seeds along x
         rows = []
@@ -309,34 +310,26 @@ def summary(result):
             rows.append(f"| | {name} | {text} |")
         return rows
 
-    def band(key):
-        return fmt_band(bands[key])
+    def cosines(d):  # the mean cosines of d at each n/d
+        return " / ".join(b[f"alignment.d={d}.ratio={r:g}"] for r in c["alignment_ratios"])
 
-    rows = [
+    ratios = ", ".join(f"{r:g}" for r in c["alignment_ratios"])
+    thetas = ", ".join(f"{t:g}" for t in c["error_signals"])
+    oracle = pooled_error(np.array(c["error_signals"], float), c["error_seq_len"])
+    return [
         f"| classification (d={c['n_features']}, {c['n_train']} rows, test error "
         f"{c['target_error']:g}, {n} seed{'s' * (n > 1)}) | minimal theta at L = "
         f"{', '.join(map(str, c['seq_lens']))} (median) | |",
         *medians("law", "seq_len", "value"),
-    ]
-    rows += [
-        f"| | {name}: a + b ln L, R^2 / c sqrt L, R^2 | b = {band(f'{name}.log_b')}, "
-        f"{band(f'{name}.log_r2')} / c = {band(f'{name}.sqrt_c')}, {band(f'{name}.sqrt_r2')} |"
-        for name in CLASSIFIERS
-    ]
-    ratios = ", ".join(f"{r:g}" for r in c["alignment_ratios"])
-    rows.append(
+        *(
+            f"| | {m}: a + b ln L, R^2 / c sqrt L, R^2 | b = {b[f'{m}.log_b']}, "
+            f"{b[f'{m}.log_r2']} / c = {b[f'{m}.sqrt_c']}, {b[f'{m}.sqrt_r2']} |"
+            for m in CLASSIFIERS
+        ),
         f"| classification two steps (L={c['alignment_seq_len']}, "
-        f"theta={c['alignment_signal']:g}) | cos(query, xi) at n/d = {ratios} | |"
-    )
-    for d in c["alignment_features"]:
-        means = " / ".join(band(f"alignment.d={d}.ratio={r:g}") for r in c["alignment_ratios"])
-        rows.append(f"| | d={d} | {means} |")
-    theory = " / ".join(f"{v:.2f}" for v in alignment_theory(c))
-    thetas = ", ".join(f"{t:g}" for t in c["error_signals"])
-    oracle = pooled_error(np.array(c["error_signals"], float), c["error_seq_len"])
-    return [
-        *rows,
-        f"| | theory (d, n -> inf) | {theory} |",
+        f"theta={c['alignment_signal']:g}) | cos(query, xi) at n/d = {ratios} | |",
+        *(f"| | d={d} | {cosines(d)} |" for d in c["alignment_features"]),
+        f"| | theory (d, n -> inf) | {' / '.join(f'{v:.2f}' for v in alignment_theory(c))} |",
         f"| classification error (L={c['error_seq_len']}) | test error at theta = {thetas} "
         "(median) | |",
         *medians("error", "signal", "test_error"),
@@ -464,37 +457,19 @@ RECORD = Experiment(
     """,
     settings=SparseTokenClassificationSettings,
     presets={
-        "tiny": dict(
-            seq_lens=(4, 8, 16),
-            n_features=4,
-            n_train=100,
-            n_test=300,
-            attention=SparseTokenClassifier(learning_rate_init=0.1, max_iter=20, batch_size="full"),
-            n_bisect=2,
-            alignment_features=(8, 16),
-            alignment_ratios=(1.0, 4.0),
-            n_seeds=1,
-            error_seq_len=8,
-            error_signals=(2.0, 8.0),
-        ),
+        "tiny": dict(seq_lens=(4, 8, 16), n_features=4, n_train=100, n_test=300, n_bisect=2)
+        | dict(attention=clone(_ATTENTION).set_params(max_iter=20))
+        | dict(alignment_features=(8, 16), alignment_ratios=(1.0, 4.0), n_seeds=1)
+        | dict(error_seq_len=8, error_signals=(2.0, 8.0)),
         # About 12 s on one core: L = 8 ... 128 (16x), 6 halvings of each bracket.
         "quick": {},
         # L = 8 ... 1024 (128x), more rows, 7 halvings, 5 draws per alignment point.
-        "full": dict(
-            seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024),
-            n_train=1000,
-            n_test=4000,
-            attention=SparseTokenClassifier(
-                learning_rate_init=0.05, max_iter=300, batch_size="full"
-            ),
-            signal_bounds={"attention": (2.0, 16.0), "flat": (2.0, 256.0), "pooled": (2.0, 256.0)},
-            n_bisect=7,
-            alignment_features=(32, 128),
-            alignment_ratios=(0.5, 1.0, 2.0, 4.0, 8.0, 16.0),
-            n_seeds=5,
-            error_seq_len=64,
-            error_signals=(1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0),
-        ),
+        "full": dict(seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024), n_train=1000, n_test=4000)
+        | dict(attention=clone(_ATTENTION).set_params(learning_rate_init=0.05, max_iter=300))
+        | dict(signal_bounds=dict(attention=(2.0, 16.0), flat=(2.0, 256.0), pooled=(2.0, 256.0)))
+        | dict(n_bisect=7, alignment_features=(32, 128), n_seeds=5, error_seq_len=64)
+        | dict(alignment_ratios=(0.5, 1.0, 2.0, 4.0, 8.0, 16.0))
+        | dict(error_signals=(1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)),
         "gpu": "full",  # CPU float64 models: the same work on any machine
     },
     run=run,
