@@ -114,8 +114,7 @@ class SparseTokenClassificationSettings(Settings):
         for name, pair in signal_bounds(self).items():
             if len(pair) != 2:
                 raise ValueError(
-                    f"signal_bounds must give (low, high) pairs with 0 < low < high, got "
-                    f"{pair!r} for {name}."
+                    f"signal_bounds must give (low, high) pairs, got {pair!r} for {name}."
                 )
 
 
@@ -202,8 +201,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
 def _alignment(cfg, seeds, progress, n_jobs):
     """The two-step fits of every seed's draws: one sweep per (d, n/d), its rows labelled."""
-    draws = {s: [stream_seed(s, f"alignment {k}") for k in range(cfg.n_seeds)] for s in seeds}
-    outer = {draw: s for s, ds in draws.items() for draw in ds}
+    outer = {stream_seed(s, f"alignment {k}"): s for s in seeds for k in range(cfg.n_seeds)}
     model = SparseTokenClassifier(
         solver="two_step", learning_rate_init=cfg.alignment_learning_rate, max_iter=1
     )
@@ -280,7 +278,7 @@ def headline(result):
     """
     out = {}
     for name in CLASSIFIERS:
-        for law, params in (("log", {"a": "a", "b": "b"}), ("sqrt", {"c": "b"})):
+        for law, params in zip(LAWS, ({"a": "a", "b": "b"}, {"c": "b"})):
             (fit,) = threshold_laws(result, name, law).values()
             for key, param in params.items():
                 out[f"{name}.{law}_{key}"] = math.nan if fit is None else fit.params[param]
@@ -347,7 +345,7 @@ def figure(result, axes=None):
     each = dict(logx=True, labels=_LABELS, colors=_COLORS, legend=False)
     thresholds = dict(x="seq_len", y="value", law_variable="L", bound="bound", style="errorbar")
     axis = dict(xlabel="tokens L", ylabel=f"minimal theta for test error {c['target_error']:g}")
-    for ax, law, title in ((ax_log, "log", "a + b ln L"), (ax_sqrt, "sqrt", "c sqrt L")):
+    for ax, law, title in zip((ax_log, ax_sqrt), LAWS, ("a + b ln L", "c sqrt L")):
         BandDisplay.from_table(
             result.tables["law"],
             laws={name: Law.median(threshold_laws(result, name, law)) for name in CLASSIFIERS},
@@ -432,18 +430,13 @@ RECORD = Experiment(
     function_name="sparse_token_classification",
     doc="""The log L against sqrt L law, the two-step alignment and error against theta.
 
-    Three studies, the result's tables: ``law``, the smallest signal theta
-    at which each classifier (attention, the flattened and the pooled
-    logistic regressions) reaches a target test error, against L, by
-    bisection on ``log theta``, with the laws ``a + b ln L`` and
-    ``c sqrt(L)`` (through 0) fitted per seed (two panels: the medians over
-    the seeds with min-max bars, open triangles where the bracket's top
-    failed, beside the pooled oracle's threshold); ``alignment``, the
-    query's cosine with ``xi`` after two gradient steps against n/d, beside
-    its limit; ``error``, the test error against theta at one length, beside
-    the pooled oracle's and the signal at which the informative tokens hold
-    half the softmax's normaliser (the settings:
-    :class:`SparseTokenClassificationSettings`).
+    The tables: ``law``, the least signal theta at which each classifier
+    (attention, the flattened and the pooled logistic regressions) reaches a
+    target test error, against L, with the laws ``a + b ln L`` and
+    ``c sqrt(L)`` fitted per seed, beside the pooled oracle's; ``alignment``,
+    the query's cosine with ``xi`` after two steps against n/d, beside its
+    limit; ``error``, the test error against theta beside the pooled
+    oracle's. Settings: :class:`SparseTokenClassificationSettings`.
 
     Examples
     --------

@@ -40,30 +40,21 @@ class InContextSettings(Settings):
 
     Attributes
     ----------
-    n_features : int, default=5
-        Dimension d of the covariates.
-    n_train : int, default=20
-        N of panels 1 to 4 (one of ``train_lengths`` and of ``test_lengths``).
+    n_features, n_train : int, default=5, 20
+        d, and N of panels 1 to 4 (one of ``train_lengths`` and ``test_lengths``).
     anisotropic : tuple of float, default=(2.0, 1.5, 1.0, 0.5, 0.25)
         The d variances of panel 1's anisotropic ``Lambda`` (elsewhere ``I``).
-    n_steps : int, default=1000
-        Online Adam steps of every fit.
-    learning_rate : float, default=0.01
-        Adam's step size (``learning_rate_init``).
-    batch_size : int, default=256
-        Fresh prompts per step.
+    n_steps, learning_rate, batch_size : int, float, int, default=1000, 0.01, 256
+        The online Adam steps of every fit, their size and their fresh prompts.
     record_every : int, default=25
         Steps between two measurements of panel 1.
-    train_lengths : tuple of int, default=(5, 10, 20, 40, 80)
-        The N of panel 5, increasing, each at least d (to lengthen a prompt).
-    test_lengths : tuple of int, default=(5, 10, 20, 40, 80)
-        The M of panels 2 and 5, increasing (at least 3 of them).
+    train_lengths, test_lengths : tuple of int, default=(5, 10, 20, 40, 80)
+        The N of panel 5 (each at least d, to lengthen a prompt) and the M of
+        panels 2 and 5 (at least 3), increasing.
     scales : tuple of float, default=(0.5, 1.0, 2.0, 3.0)
         The covariate scales c of panels 3 and 4, at ``M = N``.
-    n_test : int, default=10000
-        Held-out prompts per fit and seed.
-    n_tune : int, default=4000
-        Prompts the tuned gradient step is fitted on, at each M.
+    n_test, n_tune : int, default=10000, 4000
+        Held-out prompts per fit and seed; the tuned step's prompts at each M.
 
     Examples
     --------
@@ -163,10 +154,6 @@ class CovariateShift:
         return float(np.mean((pred - target) ** 2))
 
 
-def _column(what, c):
-    return f"{what}_c{c:g}"
-
-
 # -- the studies -----------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The three studies over every seed: ``convergence`` (per ``law``), ``lengths`` (the layer
@@ -177,7 +164,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     )
     if device is not None:
         layer.set_params(device=device)
-    shift = {_column(w, c): CovariateShift(c, w) for c in cfg.scales for w in ("slope", "risk")}
+    shift = {f"{w}_c{c:g}": CovariateShift(c, w) for c in cfg.scales for w in ("slope", "risk")}
     common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     parts = []
     for law, variances in zip(LAWS, (np.ones(d), cfg.anisotropic)):
@@ -272,20 +259,18 @@ def _shift_rows(result, model):
     columns = {"model": [model] * len(at), "seed": [int(rows["seed"][i]) for i, _ in at]}
     columns["scale"] = [c for _, c in at]
     for what in ("slope", "risk"):
-        columns[what] = [float(rows[_column(what, c)][i]) for i, c in at]
+        columns[what] = [float(rows[f"{what}_c{c:g}"][i]) for i, c in at]
     return StudyTable(columns)
 
 
 def best_lengths(result):
     """A table of ``seed``, ``n_test`` (M) and ``best_n_train``: the training length N of least
     exact risk at each M (theory N = M)."""
-    rows = {"seed": [], "n_test": [], "best_n_train": []}
+    rows = []
     for (seed, m), part in result.tables["lengths"].groups("seed", "eval_seq_len"):
         n_train, risk = part.xy("param_seq_len", "fitted_risk")
-        rows["seed"].append(seed)
-        rows["n_test"].append(int(m) - 1)
-        rows["best_n_train"].append(int(n_train[int(np.argmin(risk))]) - 1)
-    return StudyTable(rows)
+        rows.append((seed, int(m) - 1, int(n_train[int(np.argmin(risk))]) - 1))
+    return StudyTable(dict(zip(("seed", "n_test", "best_n_train"), zip(*rows))))
 
 
 def best_length_laws(result):
@@ -452,15 +437,11 @@ RECORD = Experiment(
     doc="""The trained linear self-attention layer beside the theory of in-context regression.
 
     One :class:`~stsq_learn.LinearAttentionRegressor` trained online on
-    prompts of N examples, medians over the seeds and their bands beside the
-    closed forms: (1) its convergence to the global minimum ``Gamma^{-1}``;
-    (2) its risk at M test examples beside the formula, least squares and the
-    gradient step tuned to each M (which meets the layer at ``M = N``); (3, 4)
-    the prediction's slope ``c^2 / g`` on its target, and its risk, when
-    every covariate is scaled by ``c`` at test; (5) the training length N of
-    least risk at each M (``N = M`` in theory), with its line. The tables:
-    ``convergence``, ``lengths``, ``baselines``; the settings:
-    :class:`InContextSettings`.
+    prompts of N examples, beside the closed forms: its convergence to
+    ``Gamma^{-1}``; its risk at M test examples beside least squares and the
+    step tuned to each M (meeting the layer at ``M = N``); its slope
+    ``c^2 / g`` and risk with every covariate scaled by ``c``; the N of
+    least risk at each M (theory ``N = M``). Settings: :class:`InContextSettings`.
 
     Examples
     --------
