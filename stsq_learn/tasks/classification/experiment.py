@@ -151,14 +151,9 @@ _BISECTION = dict(method="geometric", start=None, skip_after_miss=False, greater
 
 
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The three studies over every seed: ``law``, ``alignment``, ``error``.
-
-    ``law``: :func:`~stsq_learn.studies.search_threshold`'s rows, ``value``
-    the minimal theta (NaN where the bracket's top failed, ``bound`` then
-    its top); ``alignment``: a row per (seed, d, n/d, draw) with its
-    ``cosine`` (NaN for a draw of one class); ``error``: the sweep's rows,
-    ``test_error`` and ``query_along_xi``. The seeds fit one after another.
-    """
+    """The three studies, seeds one after another: ``law`` (``value`` the minimal theta; NaN
+    where the bracket's top failed, ``bound`` then its top), ``alignment`` (a ``cosine`` per
+    seed, d, n/d and draw; NaN for one class), ``error`` (``test_error``, ``query_along_xi``)."""
     bounds = signal_bounds(cfg)
     attention = clone(_ATTENTION if cfg.attention is None else cfg.attention)
     if device is not None:
@@ -168,7 +163,8 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         "flat": make_flat_logistic(max_iter=1000),
         "pooled": make_pooled_logistic(max_iter=1000),
     }
-    rows = dict(seeds=seeds, n_train=cfg.n_train, n_test=cfg.n_test, progress=progress)
+    jobs = dict(n_jobs=n_jobs, progress=progress)
+    rows = dict(seeds=seeds, n_train=cfg.n_train, n_test=cfg.n_test, **jobs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         laws = [
@@ -181,25 +177,23 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
                 grid={"seq_len": list(cfg.seq_lens)},
                 n_iter=cfg.n_bisect,
                 scoring=_test_error,
-                n_jobs=n_jobs,
                 **_BISECTION,
                 **rows,
             )
             for name in CLASSIFIERS
         ]
-        alignment = _alignment(cfg, seeds, progress, n_jobs)
+        alignment = _alignment(cfg, seeds, jobs)
         error = sweep(
             models,
             SparseTokenClassificationTask(cfg.error_seq_len, cfg.n_features),
             {"signal": [float(t) for t in cfg.error_signals]},
             scoring={"test_error": _test_error, "query_along_xi": _query_along_xi},
-            n_jobs=n_jobs,
             **rows,
         )
     return {"law": StudyTable.concat(laws), "alignment": alignment, "error": error}
 
 
-def _alignment(cfg, seeds, progress, n_jobs):
+def _alignment(cfg, seeds, jobs):
     """The two-step fits of every seed's draws: one sweep per (d, n/d), its rows labelled."""
     outer = {stream_seed(s, f"alignment {k}"): s for s in seeds for k in range(cfg.n_seeds)}
     model = SparseTokenClassifier(
@@ -219,8 +213,7 @@ def _alignment(cfg, seeds, progress, n_jobs):
                     n_train=n,
                     n_test=1,
                     scoring={"cosine": _two_step_cosine},
-                    n_jobs=n_jobs,
-                    progress=progress,
+                    **jobs,
                 )
             same = {"n_features": d, "ratio": float(ratio), "n_train": n}
             columns = {"seed": [outer[draw] for draw in fits["seed"]], "draw": fits["seed"]}
@@ -233,11 +226,8 @@ def _alignment(cfg, seeds, progress, n_jobs):
 
 # -- what the tables give --------------------------------------------------------------------
 def threshold_laws(result, name, law):
-    """Seed to ``law`` fitted to classifier ``name``'s thresholds against L (:func:`fit_laws`).
-
-    ``"log"``: ``a + b ln L``; ``"sqrt"``: ``c sqrt(L)`` through 0 (c is
-    ``params["b"]``). A seed of fewer than two finite thresholds gets None.
-    """
+    """Seed to ``law`` (of :data:`LAWS`; ``"sqrt"`` through 0, c its ``params["b"]``) fitted to
+    classifier ``name``'s thresholds against L; None for fewer than two finite thresholds."""
     rows = result.tables["law"].where(model=name)
     return fit_laws(rows, "seq_len", "value", law, origin=law == "sqrt")
 
@@ -252,12 +242,8 @@ def alignment_theory(settings):
 
 
 def attention_thresholds(result):
-    """Seed to the signal where the informative share is 1/2 at its fitted query (or None).
-
-    The query's norm is the median of the seed's positive ``query_along_xi``
-    in the error part (:func:`~.theory.attention_threshold`); None where no
-    query was positive, or ``L = 1``.
-    """
+    """Seed to the signal of informative share 1/2 (:func:`~.theory.attention_threshold`) at the
+    median of its positive ``query_along_xi``; None where none is positive, or L = 1."""
     L = result.settings["error_seq_len"]
     out = {}
     for (seed,), rows in result.tables["error"].where(model="attention").groups("seed"):
@@ -269,13 +255,9 @@ def attention_thresholds(result):
 
 
 def headline(result):
-    """The numbers one seed's run is judged by, flat.
-
-    ``<classifier>.log_a``, ``.log_b``, ``.log_r2`` (the law ``a + b ln L``),
-    ``.sqrt_c`` and ``.sqrt_r2`` (the law ``c sqrt(L)``);
-    ``alignment.d=<d>.ratio=<n/d>`` (the mean cosine over the seed's draws)
-    and ``alignment.theory.ratio=<n/d>``; NaN where a value is missing.
-    """
+    """One seed's numbers: per classifier ``.log_a``, ``.log_b``, ``.log_r2``, ``.sqrt_c`` and
+    ``.sqrt_r2``; ``alignment.d=<d>.ratio=<n/d>`` (the mean cosine of the seed's draws) and
+    ``alignment.theory.ratio=<n/d>``; NaN where a value is missing."""
     out = {}
     for name in CLASSIFIERS:
         for law, params in zip(LAWS, ({"a": "a", "b": "b"}, {"c": "b"})):

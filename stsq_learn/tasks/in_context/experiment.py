@@ -207,17 +207,15 @@ def closed_forms(settings):
     the layer trained at N) and ``gd_risk`` (of the step tuned to M); per scale c, at M = N,
     ``slope`` (``c^2 / g``) and ``shift_risk``."""
     cfg = InContextSettings.resolve(settings)
-    d, N, tests = cfg.n_features, cfg.n_train, cfg.test_lengths
+    d, N, tests, scales = cfg.n_features, cfg.n_train, cfg.test_lengths, cfg.scales
     ones = np.ones(d)
     A = in_context_preconditioner(N, ones)
     gd = {m: in_context_gd_step(m, ones) * np.eye(d) for m in tests}
     return {
         "risk": {m: in_context_risk(m, N, ones) for m in tests},
         "gd_risk": {m: in_context_risk(m, m, ones, preconditioner=gd[m]) for m in tests},
-        "slope": {c: in_context_slope(N, c * c * ones, preconditioner=A) for c in cfg.scales},
-        "shift_risk": {
-            c: in_context_risk(N, N, c * c * ones, preconditioner=A) for c in cfg.scales
-        },
+        "slope": {c: in_context_slope(N, c * c * ones, preconditioner=A) for c in scales},
+        "shift_risk": {c: in_context_risk(N, N, c * c * ones, preconditioner=A) for c in scales},
     }
 
 
