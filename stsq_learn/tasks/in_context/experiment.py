@@ -89,8 +89,7 @@ class InContextSettings(Settings):
         d = self.n_features
         if len(self.anisotropic) != d:
             raise ValueError(
-                f"anisotropic must hold n_features={d} variances, got {len(self.anisotropic)}: "
-                f"{self.anisotropic!r}."
+                f"anisotropic must hold n_features={d} variances, got {self.anisotropic!r}."
             )
         if self.train_lengths[0] < d:
             raise ValueError(
@@ -126,11 +125,8 @@ def fitted_risk(estimator, X, y):
 
 
 class CovariateShift:
-    """A scorer of the covariate shift ``x -> c x``, at the model's training length only.
-
-    Scaling a noiseless prompt (every covariate and label) by ``c`` draws it
-    from the law with covariance ``c^2 Lambda`` and target ``c <w, x_q>``.
-    Elsewhere than the training length it returns NaN.
+    """A scorer of the covariate shift ``x -> c x``: a noiseless prompt's every covariate and
+    label scaled (the law of covariance ``c^2 Lambda``); NaN off the model's training length.
 
     Parameters
     ----------
@@ -330,6 +326,8 @@ def figure(result, axes=None):
     c, th = result.settings, closed_forms(result.settings)
     d, N = c["n_features"], c["n_train"]
     tests, scales = (np.array(c[k], dtype=float) for k in ("test_lengths", "scales"))
+    per_m = dict(x="n_test", logx=True, xlabel="test examples M")
+    per_c = dict(x="scale", xlabel="covariate scale c")
     BandDisplay.from_table(
         result.tables["convergence"],
         x="step",
@@ -348,54 +346,48 @@ def figure(result, axes=None):
     grid = np.arange(int(tests.min()), int(tests.max()) + 1)
     BandDisplay.from_table(
         StudyTable.concat([layer.with_columns(model=[label] * len(layer)), baselines]),
-        x="n_test",
         y="risk",
-        ax=ax2,
-        logx=True,
         theory={
             label: (grid, [in_context_risk(int(m), N, np.ones(d)) for m in grid]),
             BASELINES[1]: (tests, [th["gd_risk"][m] for m in c["test_lengths"]]),
         },
-        xlabel="test examples M",
+        ax=ax2,
         ylabel="risk E(y_hat - <w, x_q>)^2",
         title="2. Risk against the test length",
+        **per_m,
     )
     ax2.axvline(N, color="0.6", ls=":", lw=1)
     shifted = StudyTable.concat([_shift_rows(result, LAYER), _shift_rows(result, BASELINES[0])])
     BandDisplay.from_table(
         shifted,
-        x="scale",
         y="slope",
-        ax=ax3,
         theory={"theory c^2 / g": (scales, [th["slope"][s] for s in c["scales"]])},
-        xlabel="covariate scale c",
+        ax=ax3,
         ylabel="slope of y_hat on <w, x_q>",
         title=f"3. Covariate shift: slope (M = N = {N})",
+        **per_c,
     )
     BandDisplay.from_table(
         shifted.where(model=LAYER),
-        x="scale",
         y="risk",
+        theory={LAYER: (scales, [th["shift_risk"][s] for s in c["scales"]])},
         ax=ax4,
         logy=True,
-        theory={LAYER: (scales, [th["shift_risk"][s] for s in c["scales"]])},
-        xlabel="covariate scale c",
         ylabel="risk",
         title="4. Covariate shift: risk (least squares: 0)",
+        **per_c,
     )
     BandDisplay.from_table(
         best_lengths(result),
-        x="n_test",
         y="best_n_train",
-        ax=ax5,
-        logx=True,
-        logy=True,
         laws=Law.median(best_length_laws(result)),
         law_variable="M",
         theory={"theory N = M": (tests, tests)},
-        xlabel="test examples M",
+        ax=ax5,
+        logy=True,
         ylabel="best training examples N",
         title="5. Best training length per test length",
+        **per_m,
     )
     return fig
 
