@@ -1,10 +1,6 @@
-"""The sparse-token classification experiment: attention needs a signal growing like log L.
-
-Barnfield, Cui and Lu (ICLR 2026): linear classifiers need a signal theta
-growing like sqrt L, and two gradient steps align the attention query with
-the signal direction ``xi``. This module measures both
-(:func:`sparse_token_classification`; the user guide's classification page).
-"""
+"""The sparse-token classification experiment (Barnfield, Cui and Lu, ICLR 2026): attention
+needs a signal growing like log L, linear classifiers sqrt L; two gradient steps align the query
+with the signal direction (:func:`sparse_token_classification`)."""
 
 from __future__ import annotations
 
@@ -146,25 +142,19 @@ def _two_step_cosine(estimator, X, y):
     return float(query @ estimator.task_.signal_direction / norm) if norm > 0 else 0.0
 
 
-# The bisection on log theta from the bracket's geometric mean, every point searched alone.
-_BISECTION = dict(method="geometric", start=None, skip_after_miss=False, greater_is_better=False)
-
-
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The three studies, seeds one after another: ``law`` (``value`` the minimal theta; NaN
     where the bracket's top failed, ``bound`` then its top), ``alignment`` (a ``cosine`` per
     seed, d, n/d and draw; NaN for one class), ``error`` (``test_error``, ``query_along_xi``)."""
-    bounds = signal_bounds(cfg)
     attention = clone(_ATTENTION if cfg.attention is None else cfg.attention)
     if device is not None:
         attention.set_params(device=device)
-    models = {
-        "attention": attention,
-        "flat": make_flat_logistic(max_iter=1000),
-        "pooled": make_pooled_logistic(max_iter=1000),
-    }
+    flat, pooled = make_flat_logistic(max_iter=1000), make_pooled_logistic(max_iter=1000)
+    models, bounds = dict(zip(CLASSIFIERS, (attention, flat, pooled))), signal_bounds(cfg)
     jobs = dict(n_jobs=n_jobs, progress=progress)
     rows = dict(seeds=seeds, n_train=cfg.n_train, n_test=cfg.n_test, **jobs)
+    # Bisection on log theta from the bracket's geometric mean, every point searched alone.
+    search = dict(method="geometric", start=None, skip_after_miss=False, greater_is_better=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         laws = [
@@ -177,7 +167,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
                 grid={"seq_len": list(cfg.seq_lens)},
                 n_iter=cfg.n_bisect,
                 scoring=_test_error,
-                **_BISECTION,
+                **search,
                 **rows,
             )
             for name in CLASSIFIERS

@@ -1,10 +1,5 @@
-"""The in-context regression experiment: a trained linear attention layer beside its theory.
-
-Zhang, Frei and Bartlett (JMLR 2024) give the global minimum ``Gamma^{-1}``
-that one linear self-attention layer trained on prompts of N examples
-converges to, and its risk, in closed form (:mod:`.theory`); this module
-measures the layer against them (:func:`in_context_regression`).
-"""
+"""The in-context regression experiment: a trained linear attention layer beside the closed
+forms of Zhang, Frei and Bartlett (JMLR 2024) (:mod:`.theory`, :func:`in_context_regression`)."""
 
 from __future__ import annotations
 
