@@ -2,8 +2,6 @@
 needs a signal growing like log L, linear classifiers sqrt L; two gradient steps align the query
 with the signal direction (:func:`sparse_token_classification`)."""
 
-from __future__ import annotations
-
 import math
 import numbers
 import warnings
@@ -107,21 +105,17 @@ class SparseTokenClassificationSettings(Settings):
     error_signals: tuple = (1.0, 2.0, 4.0, 8.0, 16.0)
 
     def _validate(self):
-        for name, pair in signal_bounds(self).items():
-            if len(pair) != 2:
-                raise ValueError(
-                    f"signal_bounds must give (low, high) pairs, got {pair!r} for {name}."
-                )
+        wrong = {name: pair for name, pair in signal_bounds(self).items() if len(pair) != 2}
+        if wrong:
+            raise ValueError(f"signal_bounds must give (low, high) pairs, got {wrong}.")
 
 
 def signal_bounds(settings):
     """Classifier to the bisection's bracket ``(low, high)`` of theta, of settings (or JSON)."""
-    given = settings["signal_bounds"]
-    if given is None:
-        return dict(_BOUNDS)
-    if isinstance(given, dict):
-        return {**_BOUNDS, **{k: tuple(v) for k, v in given.items()}}
-    return dict.fromkeys(CLASSIFIERS, tuple(given))
+    given = settings["signal_bounds"] or {}
+    if not isinstance(given, dict):  # one bracket for all
+        given = dict.fromkeys(CLASSIFIERS, given)
+    return {**_BOUNDS, **{k: tuple(v) for k, v in given.items()}}
 
 
 # -- the studies -----------------------------------------------------------------------------
@@ -280,10 +274,7 @@ def summary(result):
             rows.append(f"| | {name} | {text} |")
         return rows
 
-    def cosines(d):  # the mean cosines of d at each n/d
-        return " / ".join(b[f"alignment.d={d}.ratio={r:g}"] for r in c["alignment_ratios"])
-
-    ratios = ", ".join(f"{r:g}" for r in c["alignment_ratios"])
+    ratios = [f"{r:g}" for r in c["alignment_ratios"]]
     thetas = ", ".join(f"{t:g}" for t in c["error_signals"])
     oracle = pooled_error(np.array(c["error_signals"], float), c["error_seq_len"])
     return [
@@ -297,8 +288,11 @@ def summary(result):
             for m in CLASSIFIERS
         ),
         f"| classification two steps (L={c['alignment_seq_len']}, "
-        f"theta={c['alignment_signal']:g}) | cos(query, xi) at n/d = {ratios} | |",
-        *(f"| | d={d} | {cosines(d)} |" for d in c["alignment_features"]),
+        f"theta={c['alignment_signal']:g}) | cos(query, xi) at n/d = {', '.join(ratios)} | |",
+        *(
+            f"| | d={d} | {' / '.join(b[f'alignment.d={d}.ratio={r}'] for r in ratios)} |"
+            for d in c["alignment_features"]
+        ),
         f"| | theory (d, n -> inf) | {' / '.join(f'{v:.2f}' for v in alignment_theory(c))} |",
         f"| classification error (L={c['error_seq_len']}) | test error at theta = {thetas} "
         "(median) | |",

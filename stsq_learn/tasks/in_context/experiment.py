@@ -1,8 +1,6 @@
 """The in-context regression experiment: a trained linear attention layer beside the closed
 forms of Zhang, Frei and Bartlett (JMLR 2024) (:mod:`.theory`, :func:`in_context_regression`)."""
 
-from __future__ import annotations
-
 import math
 import numbers
 
@@ -199,8 +197,7 @@ def closed_forms(settings):
     ``slope`` (``c^2 / g``) and ``shift_risk``."""
     cfg = InContextSettings.resolve(settings)
     d, N, tests, scales = cfg.n_features, cfg.n_train, cfg.test_lengths, cfg.scales
-    ones = np.ones(d)
-    A = in_context_preconditioner(N, ones)
+    ones, A = np.ones(d), in_context_preconditioner(N, np.ones(d))
     gd = {m: in_context_gd_step(m, ones) * np.eye(d) for m in tests}
     return {
         "risk": {m: in_context_risk(m, N, ones) for m in tests},
