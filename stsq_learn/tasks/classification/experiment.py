@@ -50,11 +50,11 @@ class SparseTokenClassificationSettings(Settings):
         The test error that defines a threshold, in (0, 0.5).
     n_train, n_test : int, default=300, 1000
         Training and test rows of each fit.
-    attention : SparseTokenClassifier or None, default=None
-        The attention classifier (None: 80 full-batch Adam steps at 0.1).
     signal_bounds : dict of str to (float, float), or (float, float), or None, default=None
         The bisection's bracket ``(low, high)`` of theta, per classifier or
         for all (None: ``(2, 8)`` for attention, ``(2, 64)`` for the others).
+    attention : SparseTokenClassifier or None, default=None
+        The attention classifier (None: 80 full-batch Adam steps at 0.1).
     n_bisect : int, default=6
         Halvings of the bracket (in ``log theta``).
     alignment_features, alignment_ratios : tuple, default=(16, 64), (1.0, 2.0, 4.0, 8.0)
@@ -87,22 +87,22 @@ class SparseTokenClassificationSettings(Settings):
         **dict.fromkeys(("alignment_seq_len", "error_seq_len"), _COUNT),
     }
 
-    seq_lens: tuple = (8, 16, 32, 64, 128)
+    seq_lens: tuple[int, ...] = (8, 16, 32, 64, 128)
     n_features: int = 8
     target_error: float = 0.2
     n_train: int = 300
     n_test: int = 1000
-    attention: SparseTokenClassifier | None = None
     signal_bounds: dict | tuple | None = None
+    attention: SparseTokenClassifier | None = None
     n_bisect: int = 6
-    alignment_features: tuple = (16, 64)
-    alignment_ratios: tuple = (1.0, 2.0, 4.0, 8.0)
+    alignment_features: tuple[int, ...] = (16, 64)
+    alignment_ratios: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
     alignment_seq_len: int = 8
     alignment_signal: float = 3.0
     alignment_learning_rate: float = 0.1
     n_seeds: int = 2
     error_seq_len: int = 32
-    error_signals: tuple = (1.0, 2.0, 4.0, 8.0, 16.0)
+    error_signals: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
 
     def _validate(self):
         wrong = {name: pair for name, pair in signal_bounds(self).items() if len(pair) != 2}
@@ -306,6 +306,10 @@ def figure(result, axes=None):
     """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two)."""
     fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4, ncols=2)
     c, L = result.settings, result.settings["error_seq_len"]
+    if axes is None:
+        n = len(result.seeds)
+        seeds = "one seed" if n == 1 else f"median over {n} seeds, bars and bands: min-max"
+        fig.suptitle(f"Sparse-token classification (d={c['n_features']}; {seeds})")
     Ls, ratios = (np.array(c[k], float) for k in ("seq_lens", "alignment_ratios"))
     oracle = {"pooled oracle (theory)": (Ls, pooled_threshold(Ls, target_error=c["target_error"]))}
     each = dict(logx=True, labels=_LABELS, colors=_COLORS, legend=False)
@@ -359,10 +363,6 @@ def figure(result, axes=None):
             ax_err.axvspan(min(shares), max(shares), color=_COLORS["attention"], alpha=0.1, lw=0)
     ax_err.set_ylim(-0.02, 0.55)
     ax_err.legend(fontsize="x-small")
-    if axes is None:
-        n = len(result.seeds)
-        seeds = "one seed" if n == 1 else f"median over {n} seeds, bars and bands: min-max"
-        fig.suptitle(f"Sparse-token classification (d={c['n_features']}; {seeds})")
     return fig
 
 
@@ -393,6 +393,7 @@ PROVENANCE = {
 
 RECORD = Experiment(
     name="classification",
+    aliases=("sparse_token_classification",),
     function_name="sparse_token_classification",
     doc="""The log L against sqrt L law, the two-step alignment and error against theta.
 
@@ -431,11 +432,7 @@ RECORD = Experiment(
         | dict(error_signals=(1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)),
         "gpu": "full",  # CPU float64 models: the same work on any machine
     },
-    run=run,
-    figure=figure,
-    headline=headline,
-    summary=summary,
     provenance=PROVENANCE,
-    aliases=("sparse_token_classification",),
+    **dict(run=run, figure=figure, headline=headline, summary=summary),
 )
 sparse_token_classification = RECORD.function

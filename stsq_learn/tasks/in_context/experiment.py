@@ -444,11 +444,8 @@ RECORD = Experiment(
         "full": dict(n_steps=3000, batch_size=2000, record_every=50, n_test=30_000, n_tune=20_000),
         "gpu": "full",  # the layer is small: the same work on any device
     },
-    run=run,
-    figure=figure,
-    headline=headline,
-    summary=summary,
     provenance=PROVENANCE,
+    **dict(run=run, figure=figure, headline=headline, summary=summary),
     # A relative error of a few percent moves by about 0.01 with the rounding of another
     # machine; a broken layer stays near 1. The best N moves in steps of a factor 2.
     reference_atol={"precond_error_*": 0.02, "best_n_slope": 0.5},
