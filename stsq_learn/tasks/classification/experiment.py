@@ -118,7 +118,6 @@ def signal_bounds(settings):
     return {**_BOUNDS, **{k: tuple(v) for k, v in given.items()}}
 
 
-# -- the studies -----------------------------------------------------------------------------
 def _test_error(estimator, X, y):
     return 1.0 - estimator.score(X, y)
 
@@ -208,7 +207,6 @@ def _alignment(cfg, seeds, jobs):
     return StudyTable.concat(parts)
 
 
-# -- what the tables give --------------------------------------------------------------------
 def threshold_laws(result, name, law):
     """Seed to ``law`` (of :data:`LAWS`; ``"sqrt"`` through 0, c its ``params["b"]``) fitted to
     classifier ``name``'s thresholds against L; None for fewer than two finite thresholds."""
@@ -218,11 +216,8 @@ def threshold_laws(result, name, law):
 
 def alignment_theory(settings):
     """The query's limiting cosine ``rho_2`` (:func:`~.theory.two_step_alignment`) at each n/d."""
-    ratios = np.array(settings["alignment_ratios"], float)
-    _, query = two_step_alignment(
-        settings["alignment_signal"], settings["alignment_seq_len"], ratios
-    )
-    return np.atleast_1d(query).tolist()
+    theta, L, ratios = (settings[f"alignment_{k}"] for k in ("signal", "seq_len", "ratios"))
+    return np.atleast_1d(two_step_alignment(theta, L, np.array(ratios, float))[1]).tolist()
 
 
 def attention_thresholds(result):
@@ -301,7 +296,6 @@ def summary(result):
     ]
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two)."""
     fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4, ncols=2)
@@ -397,13 +391,12 @@ RECORD = Experiment(
     function_name="sparse_token_classification",
     doc="""The log L against sqrt L law, the two-step alignment and error against theta.
 
-    The tables: ``law``, the least signal theta at which each classifier
-    (attention, the flattened and the pooled logistic regressions) reaches a
-    target test error, against L, with the laws ``a + b ln L`` and
-    ``c sqrt(L)`` fitted per seed, beside the pooled oracle's; ``alignment``,
-    the query's cosine with ``xi`` after two steps against n/d, beside its
-    limit; ``error``, the test error against theta beside the pooled
-    oracle's. Settings: :class:`SparseTokenClassificationSettings`.
+    The tables: ``law``, the least signal theta at which each classifier (attention, the
+    flattened and the pooled logistic regressions) reaches a target test error, against L, with
+    the laws ``a + b ln L`` and ``c sqrt(L)`` fitted per seed, beside the pooled oracle's;
+    ``alignment``, the query's cosine with ``xi`` after two steps against n/d, beside its limit;
+    ``error``, the test error against theta beside the pooled oracle's. Settings:
+    :class:`SparseTokenClassificationSettings`.
 
     Examples
     --------

@@ -97,7 +97,7 @@ class InContextSettings(Settings):
                 )
 
 
-# -- measures and scorers (module level: a study may run them in worker processes) -----------
+# The measures and scorers are module-level: a study may run them in worker processes.
 def preconditioner_error(estimator):
     """``||A - Gamma^{-1}||_F / ||Gamma^{-1}||_F`` of a fitted layer's ``preconditioner_`` A."""
     task = estimator.task_
@@ -111,8 +111,7 @@ def prompt_risk(estimator, X, y):
 
 
 def fitted_risk(estimator, X, y):
-    """The exact risk of the fitted preconditioner at ``X``'s length: what :func:`prompt_risk`
-    estimates (a scorer)."""
+    """The exact risk of the fitted preconditioner at ``X``'s length (a scorer)."""
     A, L = estimator.preconditioner_, estimator.task_.covariance_matrix
     return in_context_risk(X.shape[1] - 1, np.inf, L, preconditioner=A)
 
@@ -143,7 +142,6 @@ class CovariateShift:
         return float(np.mean((pred - target) ** 2))
 
 
-# -- the studies -----------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The three studies over every seed: ``convergence`` (per ``law``), ``lengths`` (the layer
     at every training and test length, its seeds one batched model), ``baselines``."""
@@ -190,11 +188,9 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     return {"convergence": StudyTable.concat(parts), "lengths": lengths, "baselines": baselines}
 
 
-# -- what the tables give --------------------------------------------------------------------
 def closed_forms(settings):
-    """The theory of a run's settings (its JSON or an instance): per test length M ``risk`` (of
-    the layer trained at N) and ``gd_risk`` (of the step tuned to M); per scale c, at M = N,
-    ``slope`` (``c^2 / g``) and ``shift_risk``."""
+    """The theory of some settings: per test length M ``risk`` (the layer trained at N) and
+    ``gd_risk`` (the step tuned to M); per scale c at M = N ``slope`` (c^2 / g), ``shift_risk``."""
     cfg = InContextSettings.resolve(settings)
     d, N, tests, scales = cfg.n_features, cfg.n_train, cfg.test_lengths, cfg.scales
     ones, A = np.ones(d), in_context_preconditioner(N, np.ones(d))
@@ -221,9 +217,8 @@ def at_train_length(result):
 
 
 def values_of(result, column, model=LAYER):
-    """``{x: value}`` of ``model`` (:data:`LAYER` or one of :data:`BASELINES`) in one seed's view:
-    ``"risk"`` or ``"fitted_risk"`` per test length M, or the covariate shift's ``"slope"`` or
-    ``"risk_shift"`` per scale c (at M = N)."""
+    """``{x: value}`` of ``model`` in one seed's view: ``"risk"`` or ``"fitted_risk"`` per test
+    length M, the covariate shift's ``"slope"`` or ``"risk_shift"`` per scale c (at M = N)."""
     if column in ("slope", "risk_shift"):
         rows = _shift_rows(result, model)
         return dict(zip(rows["scale"].tolist(), rows[column.split("_")[0]].tolist()))
@@ -311,7 +306,6 @@ def summary(result):
     ]
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """The five panels of ``result.plot(axes)`` (None: a new figure, two rows of three)."""
     fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5, ncols=3)
@@ -418,12 +412,11 @@ RECORD = Experiment(
     function_name="in_context_regression",
     doc="""The trained linear self-attention layer beside the theory of in-context regression.
 
-    One :class:`~stsq_learn.LinearAttentionRegressor` trained online on
-    prompts of N examples, beside the closed forms: its convergence to
-    ``Gamma^{-1}``; its risk at M test examples beside least squares and the
-    step tuned to each M (meeting the layer at ``M = N``); its slope
-    ``c^2 / g`` and risk with every covariate scaled by ``c``; the N of
-    least risk at each M (theory ``N = M``). Settings: :class:`InContextSettings`.
+    One :class:`~stsq_learn.LinearAttentionRegressor` trained online on prompts of N examples,
+    beside the closed forms: its convergence to ``Gamma^{-1}``; its risk at M test examples
+    beside least squares and the step tuned to each M (meeting the layer at ``M = N``); its
+    slope ``c^2 / g`` and risk with every covariate scaled by ``c``; the N of least risk at each
+    M (theory ``N = M``). Settings: :class:`InContextSettings`.
 
     Examples
     --------
