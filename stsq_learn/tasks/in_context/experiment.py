@@ -438,10 +438,10 @@ RECORD = Experiment(
         "gpu": "full",  # the layer is small: the same work on any device
     },
     provenance=PROVENANCE,
-    **dict(run=run, figure=figure, headline=headline, summary=summary),
     # A relative error of a few percent moves by about 0.01 with the rounding of another
     # machine; a broken layer stays near 1. The best N moves in steps of a factor 2.
     reference_atol={"precond_error_*": 0.02, "best_n_slope": 0.5},
     reference_rtol={"best_n_M*": 1.0},
+    **dict(run=run, figure=figure, headline=headline, summary=summary),
 )
 in_context_regression = RECORD.function
