@@ -1,32 +1,5 @@
-"""In-context linear regression: the trained layer beside Zhang, Frei and Bartlett's theory.
-
-One linear self-attention layer (:class:`~stsq_learn.LinearAttentionRegressor`)
-trained online on prompts of N examples, measured four ways, each beside
-its closed form (:mod:`.theory`):
-
-1. convergence: the relative (Frobenius) error of ``preconditioner_`` to
-   the global minimum ``Gamma^{-1}`` along the training, for an isotropic
-   and an anisotropic ``Lambda`` (:func:`~stsq_learn.studies.training_curve`);
-2. the risk at test prompts of M examples for the layer trained at N
-   (Monte Carlo on held-out prompts moved to M by the task's shift, and
-   exact at the fitted preconditioner), beside ``in_context_risk``, least
-   squares (:class:`~stsq_learn.PromptRidge`) and the gradient step tuned
-   to each M (:class:`~stsq_learn.PromptGradientStep`), which meets the
-   layer at ``M = N`` (:func:`~stsq_learn.studies.length_curve` over the
-   training lengths, :func:`~stsq_learn.studies.sweep` for the baselines);
-3. covariate shift: every covariate scaled by ``c`` at test, the
-   prediction's slope on the target ``<w, x_q>`` (``c^2 / g``) and the
-   risk, beside least squares (slope 1);
-4. the training length N whose layer has the least risk at each test
-   length M (``N = M`` in theory), with a line fitted to it per seed
-   (:func:`~stsq_learn.studies.fit_laws`).
-
-The result's tables are ``convergence``, ``lengths`` and ``baselines``;
-the best lengths, the line and the theory are functions of them and of
-the settings (:func:`best_lengths`, :func:`closed_forms`).
-"""
-
-from __future__ import annotations
+"""The in-context regression experiment: a trained linear attention layer beside the closed
+forms of Zhang, Frei and Bartlett (JMLR 2024) (:mod:`.theory`, :func:`in_context_regression`)."""
 
 import math
 import numbers
@@ -38,25 +11,11 @@ from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
-from ...studies import (
-    BandDisplay,
-    Law,
-    StudyTable,
-    fit_laws,
-    length_curve,
-    sweep,
-    training_curve,
-)
+from ...studies import BandDisplay, Law, StudyTable, fit_laws, length_curve, sweep, training_curve
 from .baselines import PromptGradientStep, PromptRidge
 from .estimators import LinearAttentionRegressor
 from .task import InContextRegressionTask
-from .theory import (
-    in_context_gd_step,
-    in_context_least_squares_risk,
-    in_context_preconditioner,
-    in_context_risk,
-    in_context_slope,
-)
+from .theory import in_context_gd_step, in_context_preconditioner, in_context_risk, in_context_slope
 
 LAYER = "linear attention"
 """The model label of the trained layer in the tables."""
@@ -74,33 +33,21 @@ class InContextSettings(Settings):
 
     Attributes
     ----------
-    n_features : int, default=5
-        Dimension d of the covariates.
-    n_train : int, default=20
-        N, the examples of the training prompts of panels 1 and 3 and of
-        panel 2's layer (one of ``train_lengths`` and of ``test_lengths``).
+    n_features, n_train : int, default=5, 20
+        d, and N of panels 1 to 4 (one of ``train_lengths`` and ``test_lengths``).
     anisotropic : tuple of float, default=(2.0, 1.5, 1.0, 0.5, 0.25)
-        The variances of the anisotropic ``Lambda`` (d of them) of panel 1;
-        the other panels train on ``Lambda = I``.
-    n_steps : int, default=1000
-        Online Adam steps of every fit.
-    learning_rate : float, default=0.01
-        Adam's step size (``learning_rate_init``).
-    batch_size : int, default=256
-        Fresh prompts per step.
+        The d variances of panel 1's anisotropic ``Lambda`` (elsewhere ``I``).
+    n_steps, learning_rate, batch_size : int, float, int, default=1000, 0.01, 256
+        The online Adam steps of every fit, their size and their fresh prompts.
     record_every : int, default=25
         Steps between two measurements of panel 1.
-    train_lengths : tuple of int, default=(5, 10, 20, 40, 80)
-        The training examples N of panel 4, increasing (each at least d:
-        the held-out prompts must determine their ``w`` to be lengthened).
-    test_lengths : tuple of int, default=(5, 10, 20, 40, 80)
-        The test examples M of panels 2 and 4, increasing (at least 3 of them).
+    train_lengths, test_lengths : tuple of int, default=(5, 10, 20, 40, 80)
+        The N of panel 5 (each at least d, to lengthen a prompt) and the M of
+        panels 2 and 5 (at least 3), increasing.
     scales : tuple of float, default=(0.5, 1.0, 2.0, 3.0)
-        The covariate scales c of panel 3, measured at ``M = N``.
-    n_test : int, default=10000
-        Held-out prompts per fit and seed.
-    n_tune : int, default=4000
-        Prompts the tuned gradient step is fitted on, at each M.
+        The covariate scales c of panels 3 and 4, at ``M = N``.
+    n_test, n_tune : int, default=10000, 4000
+        Held-out prompts per fit and seed; the tuned step's prompts at each M.
 
     Examples
     --------
@@ -110,18 +57,12 @@ class InContextSettings(Settings):
     """
 
     _parameter_constraints = {
-        "n_features": _COUNT,
-        "n_train": _COUNT,
-        "anisotropic": [SequenceOf(_POSITIVE)],
-        "n_steps": _COUNT,
+        **dict.fromkeys(("n_features", "n_train", "n_steps", "batch_size"), _COUNT),
+        **dict.fromkeys(("record_every", "n_test", "n_tune"), _COUNT),
+        **{key: [SequenceOf(_POSITIVE)] for key in ("anisotropic", "scales")},
         "learning_rate": [_POSITIVE],
-        "batch_size": _COUNT,
-        "record_every": _COUNT,
         "train_lengths": [positive_ints(increasing=True)],
         "test_lengths": [positive_ints(min_len=3, increasing=True)],
-        "scales": [SequenceOf(_POSITIVE)],
-        "n_test": _COUNT,
-        "n_tune": _COUNT,
     }
 
     n_features: int = 5
@@ -141,8 +82,7 @@ class InContextSettings(Settings):
         d = self.n_features
         if len(self.anisotropic) != d:
             raise ValueError(
-                f"anisotropic must hold n_features={d} variances, got {len(self.anisotropic)}: "
-                f"{self.anisotropic!r}."
+                f"anisotropic must hold n_features={d} variances, got {self.anisotropic!r}."
             )
         if self.train_lengths[0] < d:
             raise ValueError(
@@ -157,20 +97,9 @@ class InContextSettings(Settings):
                 )
 
 
-# -- measures and scorers (module level: a study may run them in worker processes) -----------
+# The measures and scorers are module-level: a study may run them in worker processes.
 def preconditioner_error(estimator):
-    """Relative Frobenius error of ``preconditioner_`` to the global minimum of its training law.
-
-    Parameters
-    ----------
-    estimator : LinearAttentionRegressor
-        A fitted layer (or a view of one during training).
-
-    Returns
-    -------
-    float
-        ``||A - Gamma^{-1}||_F / ||Gamma^{-1}||_F``.
-    """
+    """``||A - Gamma^{-1}||_F / ||Gamma^{-1}||_F`` of a fitted layer's ``preconditioner_`` A."""
     task = estimator.task_
     target = in_context_preconditioner(task.n_examples, task.covariance_matrix)
     return float(np.linalg.norm(estimator.preconditioner_ - target) / np.linalg.norm(target))
@@ -182,33 +111,21 @@ def prompt_risk(estimator, X, y):
 
 
 def fitted_risk(estimator, X, y):
-    """The exact risk of the fitted preconditioner at ``X``'s number of examples (a scorer).
-
-    ``in_context_risk(M, ., Lambda, preconditioner=estimator.preconditioner_)``
-    with ``Lambda`` the training law's: the population value the Monte Carlo
-    :func:`prompt_risk` estimates. Only ``X``'s length is read.
-    """
-    task = estimator.task_
-    return in_context_risk(
-        X.shape[1] - 1, np.inf, task.covariance_matrix, preconditioner=estimator.preconditioner_
-    )
+    """The exact risk of the fitted preconditioner at ``X``'s length (a scorer)."""
+    A, L = estimator.preconditioner_, estimator.task_.covariance_matrix
+    return in_context_risk(X.shape[1] - 1, np.inf, L, preconditioner=A)
 
 
 class CovariateShift:
-    """A scorer of the covariate shift ``x -> c x``, at the model's training length only.
-
-    Scaling a noiseless prompt (every covariate and label) by ``c`` draws it
-    from the law with covariance ``c^2 Lambda`` and target ``c <w, x_q>``:
-    the held-out prompts themselves, scaled. Elsewhere than the training
-    length it returns NaN (panel 3 is measured at ``M = N``).
+    """A scorer of the covariate shift ``x -> c x``: a noiseless prompt's every covariate and
+    label scaled (the law of covariance ``c^2 Lambda``); NaN off the model's training length.
 
     Parameters
     ----------
     scale : float
         ``c``.
     what : {"slope", "risk"}
-        The prediction's regression slope on the target, or its mean
-        squared error.
+        The prediction's regression slope on the target, or its mean squared error.
     """
 
     def __init__(self, scale, what):
@@ -216,7 +133,6 @@ class CovariateShift:
         self.what = what
 
     def __call__(self, estimator, X, y):
-        """The slope or the risk of ``estimator`` on ``X`` scaled by ``c`` (NaN off length)."""
         if X.shape[1] != estimator.seq_len_:
             return math.nan
         target = self.scale * np.asarray(y, dtype=np.float64)
@@ -226,59 +142,28 @@ class CovariateShift:
         return float(np.mean((pred - target) ** 2))
 
 
-def _column(what, c):
-    return f"{what}_c{c:g}"
-
-
-def _scale_scorers(scales):
-    return {_column(w, c): CovariateShift(c, w) for c in scales for w in ("slope", "risk")}
-
-
-def _laws(cfg):
-    return {"isotropic": np.ones(cfg.n_features), "anisotropic": np.asarray(cfg.anisotropic)}
-
-
-# -- the studies -----------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The experiment's three studies over every seed: ``convergence``, ``lengths``, ``baselines``.
-
-    Parameters
-    ----------
-    cfg : InContextSettings
-        The settings.
-    seeds : tuple of int
-        The seeds.
-    device : str or None, default=None
-        The layer's device (None: the estimator's own).
-    progress : bool, default=False
-        Progress bars.
-    n_jobs : int or None, default=None
-        Fits at once in each study.
-
-    Returns
-    -------
-    dict of str to StudyTable
-        Panel 1's measurements (with the column ``law``), the layer at every
-        training and test length (``risk``, ``fitted_risk``, and at ``M = N``
-        ``slope_c<c>`` and ``risk_c<c>``), and the baselines at every test length.
-    """
+    """The three studies over every seed: ``convergence`` (per ``law``), ``lengths`` (the layer
+    at every training and test length, its seeds one batched model), ``baselines``."""
     d, N = cfg.n_features, cfg.n_train
     layer = LinearAttentionRegressor(
         learning_rate_init=cfg.learning_rate, batch_size=cfg.batch_size
     )
     if device is not None:
         layer.set_params(device=device)
-    common = dict(seeds=seeds, n_steps=cfg.n_steps, n_jobs=n_jobs, progress=progress)
+    shift = {f"{w}_c{c:g}": CovariateShift(c, w) for c in cfg.scales for w in ("slope", "risk")}
+    common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     parts = []
-    for name, variances in _laws(cfg).items():
+    for law, variances in zip(LAWS, (np.ones(d), cfg.anisotropic)):
         part = training_curve(
             {LAYER: layer},
             InContextRegressionTask(N + 1, d, covariance=tuple(variances)),
             {"preconditioner_error": preconditioner_error},
             every=cfg.record_every,
+            n_steps=cfg.n_steps,
             **common,
         )
-        parts.append(part.with_columns(law=[name] * len(part)))
+        parts.append(part.with_columns(law=[law] * len(part)))
     task = InContextRegressionTask(N + 1, d)
     lengths = length_curve(
         {LAYER: layer},
@@ -286,54 +171,35 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         [m + 1 for m in cfg.test_lengths],
         grid={"seq_len": [n + 1 for n in cfg.train_lengths]},
         n_test=cfg.n_test,
-        scoring={"risk": prompt_risk, "fitted_risk": fitted_risk, **_scale_scorers(cfg.scales)},
+        scoring={"risk": prompt_risk, "fitted_risk": fitted_risk, **shift},
         batch_seeds=True,
+        n_steps=cfg.n_steps,
         **common,
     )
     baselines = sweep(
         {BASELINES[0]: PromptRidge(), BASELINES[1]: PromptGradientStep()},
         task,
         {"seq_len": [m + 1 for m in cfg.test_lengths]},
-        seeds=seeds,
         n_train=cfg.n_tune,
         n_test=cfg.n_test,
-        scoring={"risk": prompt_risk, **_scale_scorers(cfg.scales)},
-        n_jobs=n_jobs,
-        progress=progress,
+        scoring={"risk": prompt_risk, **shift},
+        **common,
     )
     return {"convergence": StudyTable.concat(parts), "lengths": lengths, "baselines": baselines}
 
 
-# -- what the tables give --------------------------------------------------------------------
 def closed_forms(settings):
-    """The closed forms of a run's settings (a mapping: its JSON or an instance).
-
-    Returns
-    -------
-    dict
-        ``preconditioner`` (``Gamma^{-1}`` per law), ``g``, per test length M
-        ``risk``, ``gd_risk``, ``gd_step`` and ``least_squares_risk`` (the
-        layer trained at ``n_train``), per scale c ``slope`` and ``shift_risk``.
-    """
+    """The theory of some settings: per test length M ``risk`` (the layer trained at N) and
+    ``gd_risk`` (the step tuned to M); per scale c at M = N ``slope`` (c^2 / g), ``shift_risk``."""
     cfg = InContextSettings.resolve(settings)
-    d, N = cfg.n_features, cfg.n_train
-    ones = np.ones(d)
-    A = in_context_preconditioner(N, ones)
-    gd = {m: in_context_gd_step(m, ones) for m in cfg.test_lengths}
+    d, N, tests, scales = cfg.n_features, cfg.n_train, cfg.test_lengths, cfg.scales
+    ones, A = np.ones(d), in_context_preconditioner(N, np.ones(d))
+    gd = {m: in_context_gd_step(m, ones) * np.eye(d) for m in tests}
     return {
-        "preconditioner": {k: in_context_preconditioner(N, v) for k, v in _laws(cfg).items()},
-        "g": 1 + (d + 1) / N,
-        "risk": {m: in_context_risk(m, N, ones) for m in cfg.test_lengths},
-        "gd_risk": {
-            m: in_context_risk(m, m, ones, preconditioner=gd[m] * np.eye(d))
-            for m in cfg.test_lengths
-        },
-        "gd_step": gd,
-        "least_squares_risk": {m: in_context_least_squares_risk(m, ones) for m in cfg.test_lengths},
-        "slope": {c: in_context_slope(N, c * c * ones, preconditioner=A) for c in cfg.scales},
-        "shift_risk": {
-            c: in_context_risk(N, N, c * c * ones, preconditioner=A) for c in cfg.scales
-        },
+        "risk": {m: in_context_risk(m, N, ones) for m in tests},
+        "gd_risk": {m: in_context_risk(m, m, ones, preconditioner=gd[m]) for m in tests},
+        "slope": {c: in_context_slope(N, c * c * ones, preconditioner=A) for c in scales},
+        "shift_risk": {c: in_context_risk(N, N, c * c * ones, preconditioner=A) for c in scales},
     }
 
 
@@ -351,57 +217,16 @@ def at_train_length(result):
 
 
 def values_of(result, column, model=LAYER):
-    """``{x: value}`` of one seed's view: per M for ``risk``-like columns, per c for shifts.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A one-seed view (:meth:`ExperimentResult.seed`).
-    column : str
-        ``"risk"`` or ``"fitted_risk"`` (per test length M), or
-        ``"slope"``/``"risk_shift"`` (per scale c, at ``M = N``).
-    model : str, default=LAYER
-        The layer or one of :data:`BASELINES`.
-
-    Returns
-    -------
-    dict
-    """
-    N = result.settings["n_train"]
+    """``{x: value}`` of ``model`` in one seed's view: ``"risk"`` or ``"fitted_risk"`` per test
+    length M, the covariate shift's ``"slope"`` or ``"risk_shift"`` per scale c (at M = N)."""
+    if column in ("slope", "risk_shift"):
+        rows = _shift_rows(result, model)
+        return dict(zip(rows["scale"].tolist(), rows[column.split("_")[0]].tolist()))
     if model == LAYER:
         rows = at_train_length(result)
-        at = {int(m): i for i, m in enumerate(rows["n_test"])}
-    else:
-        rows = result.tables["baselines"].where(model=model)
-        at = {int(L) - 1: i for i, L in enumerate(rows["param_seq_len"])}
-    if column in ("risk", "fitted_risk"):
-        return {m: float(rows[column][i]) for m, i in at.items()}
-    what = "slope" if column == "slope" else "risk"
-    if N not in at:
-        return {}
-    return {c: float(rows[_column(what, c)][at[N]]) for c in result.settings["scales"]}
-
-
-def best_lengths(result):
-    """Per seed and test length M, the training length N of least exact risk (theory N = M).
-
-    Returns
-    -------
-    StudyTable
-        ``seed``, ``n_test`` (M), ``best_n_train``.
-    """
-    rows = {"seed": [], "n_test": [], "best_n_train": []}
-    for (seed, m), part in result.tables["lengths"].groups("seed", "eval_seq_len"):
-        n_train, risk = part.xy("param_seq_len", "fitted_risk")
-        rows["seed"].append(seed)
-        rows["n_test"].append(int(m) - 1)
-        rows["best_n_train"].append(int(n_train[int(np.argmin(risk))]) - 1)
-    return StudyTable(rows)
-
-
-def best_length_laws(result):
-    """Per seed, the line ``N = a + b M`` fitted to :func:`best_lengths` (theory ``b = 1``)."""
-    return fit_laws(best_lengths(result), "n_test", "best_n_train", "linear")
+        return dict(zip(rows["n_test"].tolist(), rows[column].tolist()))
+    rows = result.tables["baselines"].where(model=model)
+    return {int(L) - 1: float(v) for L, v in zip(rows["param_seq_len"], rows[column])}
 
 
 def _shift_rows(result, model):
@@ -411,104 +236,84 @@ def _shift_rows(result, model):
         rows = result.tables["lengths"].where(seq_len=N + 1, eval_seq_len=N + 1)
     else:
         rows = result.tables["baselines"].where(model=model, seq_len=N + 1)
-    out = {"model": [], "seed": [], "scale": [], "slope": [], "risk": []}
-    for i in range(len(rows)):
-        for c in result.settings["scales"]:
-            out["model"].append(model)
-            out["seed"].append(int(rows["seed"][i]))
-            out["scale"].append(float(c))
-            out["slope"].append(float(rows[_column("slope", c)][i]))
-            out["risk"].append(float(rows[_column("risk", c)][i]))
-    return StudyTable(out)
+    at = [(i, float(c)) for i in range(len(rows)) for c in result.settings["scales"]]
+    columns = {"model": [model] * len(at), "seed": [int(rows["seed"][i]) for i, _ in at]}
+    columns["scale"] = [c for _, c in at]
+    for what in ("slope", "risk"):
+        columns[what] = [float(rows[f"{what}_c{c:g}"][i]) for i, c in at]
+    return StudyTable(columns)
+
+
+def best_lengths(result):
+    """A table of ``seed``, ``n_test`` (M) and ``best_n_train``: the training length N of least
+    exact risk at each M (theory N = M)."""
+    rows = []
+    for (seed, m), part in result.tables["lengths"].groups("seed", "eval_seq_len"):
+        n_train, risk = part.xy("param_seq_len", "fitted_risk")
+        rows.append((seed, int(m) - 1, int(n_train[int(np.argmin(risk))]) - 1))
+    return StudyTable(dict(zip(("seed", "n_test", "best_n_train"), zip(*rows))))
+
+
+def best_length_laws(result):
+    """Per seed, the line ``N = a + b M`` fitted to :func:`best_lengths` (theory ``b = 1``)."""
+    return fit_laws(best_lengths(result), "n_test", "best_n_train", "linear")
 
 
 def headline(result):
-    """The numbers one seed's run is judged by, flat.
-
-    ``precond_error_isotropic`` and ``precond_error_anisotropic`` (the final
-    relative error to ``Gamma^{-1}``); per test length M ``risk_ratio_M<M>``
-    (the Monte Carlo risk of the layer trained at N over the formula's) and
-    ``best_n_M<M>`` (the training length of least risk; theory M);
-    ``best_n_slope`` (the fitted line's slope, theory 1);
-    ``gd_over_layer_at_N`` (the tuned step's risk over the layer's at
-    ``M = N``, theory 1 for ``Lambda = I``); per scale ``slope_c<c>``;
-    ``slope_ratio`` (the measured slope over ``c^2 / g`` at the largest c:
-    the same at every c); ``least_squares_slope_c<c>`` at the largest c
-    (theory 1).
-    """
-    th = closed_forms(result.settings)
+    """One seed's numbers: ``precond_error_<law>``, per M ``risk_ratio_M<M>`` (over the formula)
+    and ``best_n_M<M>``, ``best_n_slope``, ``gd_over_layer_at_N``, per c ``slope_c<c>``, and at
+    the largest c ``slope_ratio`` (over ``c^2 / g``) and ``least_squares_slope_c<c>``."""
+    th, N = closed_forms(result.settings), result.settings["n_train"]
     out = {f"precond_error_{law}": final_error(result, law) for law in LAWS}
     risk = values_of(result, "risk")
-    for m, value in sorted(risk.items()):
-        out[f"risk_ratio_M{m}"] = value / th["risk"][m]
+    out |= {f"risk_ratio_M{m}": value / th["risk"][m] for m, value in sorted(risk.items())}
     best = best_lengths(result)
-    for m, n in zip(best["n_test"], best["best_n_train"]):
-        out[f"best_n_M{int(m)}"] = float(n)
+    out |= {f"best_n_M{int(m)}": float(n) for m, n in zip(best["n_test"], best["best_n_train"])}
     (law,) = best_length_laws(result).values()
     out["best_n_slope"] = math.nan if law is None else law.params["b"]
-    gd = values_of(result, "risk", BASELINES[1])
-    N = result.settings["n_train"]
-    out["gd_over_layer_at_N"] = gd[N] / risk[N] if N in gd and N in risk else math.nan
+    out["gd_over_layer_at_N"] = values_of(result, "risk", BASELINES[1])[N] / risk[N]
     slope = values_of(result, "slope")
-    for c, value in slope.items():
-        out[f"slope_c{c:g}"] = value
-    if slope:  # the slope scales as c^2 exactly: one ratio to c^2 / g says it at every c
-        c = max(slope)
-        out["slope_ratio"] = slope[c] / th["slope"][c]
+    out |= {f"slope_c{c:g}": value for c, value in slope.items()}
+    out["slope_ratio"] = slope[max(slope)] / th["slope"][max(slope)]
     ls = values_of(result, "slope", BASELINES[0])
-    if ls:
-        c = max(ls)
-        out[f"least_squares_slope_c{c:g}"] = ls[c]
+    out[f"least_squares_slope_c{max(ls):g}"] = ls[max(ls)]
     return out
 
 
 def summary(result):
     """Summary rows: the convergence, the risk against the formula, the slopes, the best N."""
-    c, bands = result.settings, result.bands()
-    th = closed_forms(c)
+    c, bands, th = result.settings, result.bands(), closed_forms(result.settings)
 
     def band(key, digits=3):
         return fmt_band(bands[key], digits) if key in bands else "n/a"
 
-    where = f"d={c['n_features']}, N={c['n_train']}, {c['n_steps']} steps"
-    rows = [
-        f"| in_context_regression ({where}) | preconditioner's error to Gamma^-1, isotropic / "
-        f"anisotropic | {band('precond_error_isotropic')} / {band('precond_error_anisotropic')} |"
-    ]
-    for m in c["test_lengths"]:
-        rows.append(
-            f"| | risk at M={m} over the formula's {th['risk'][m]:.4f} | "
-            f"{band(f'risk_ratio_M{m}')} |"
-        )
     slopes = ", ".join(
         f"c={s:g}: {band(f'slope_c{s:g}')} ({th['slope'][s]:.3f})" for s in c["scales"]
     )
-    rows.append(f"| | slope under covariate scale c, measured (theory c^2/g) | {slopes} |")
     best = ", ".join(f"M={m}: {band(f'best_n_M{m}', 2)}" for m in c["test_lengths"])
-    rows.append(f"| | best training N per test M (theory N = M) | {best} |")
-    rows.append(f"| | slope of the line N = a + b M (theory 1) | {band('best_n_slope')} |")
-    return rows
+    return [
+        f"| in_context_regression (d={c['n_features']}, N={c['n_train']}, {c['n_steps']} steps) "
+        f"| preconditioner's error to Gamma^-1, isotropic / anisotropic | "
+        f"{band('precond_error_isotropic')} / {band('precond_error_anisotropic')} |",
+        *(
+            f"| | risk at M={m} over the formula's {th['risk'][m]:.4f} | "
+            f"{band(f'risk_ratio_M{m}')} |"
+            for m in c["test_lengths"]
+        ),
+        f"| | slope under covariate scale c, measured (theory c^2/g) | {slopes} |",
+        f"| | best training N per test M (theory N = M) | {best} |",
+        f"| | slope of the line N = a + b M (theory 1) | {band('best_n_slope')} |",
+    ]
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The five panels over the seeds: convergence, risk against M, the shift, the best N.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`in_context_regression` (every seed).
-    axes : sequence of 5 matplotlib Axes, default=None
-        Where to draw; None makes a new figure (two rows).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+    """The five panels of ``result.plot(axes)`` (None: a new figure, two rows of three)."""
     fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5, ncols=3)
-    c = result.settings
-    th = closed_forms(c)
+    c, th = result.settings, closed_forms(result.settings)
     d, N = c["n_features"], c["n_train"]
+    tests, scales = (np.array(c[k], dtype=float) for k in ("test_lengths", "scales"))
+    per_m = dict(x="n_test", logx=True, xlabel="test examples M")
+    per_c = dict(x="scale", xlabel="covariate scale c")
     BandDisplay.from_table(
         result.tables["convergence"],
         x="step",
@@ -521,74 +326,54 @@ def figure(result, axes=None):
     )
     ax1.axhline(0.05, color="0.6", ls=":", lw=1, label="5%")
     ax1.legend(fontsize="small")
-
-    layer_label = f"{LAYER} (N = {N})"
-    layer = at_train_length(result)
+    label, layer = f"{LAYER} (N = {N})", at_train_length(result)
     baselines = result.tables["baselines"]
-    both = StudyTable.concat(
-        [
-            layer.with_columns(model=[layer_label] * len(layer)),
-            baselines.with_columns(n_test=[int(v) - 1 for v in baselines["param_seq_len"]]),
-        ]
-    )
-    tests = np.array(c["test_lengths"], dtype=float)
+    baselines = baselines.with_columns(n_test=[int(v) - 1 for v in baselines["param_seq_len"]])
     grid = np.arange(int(tests.min()), int(tests.max()) + 1)
     BandDisplay.from_table(
-        both,
-        x="n_test",
+        StudyTable.concat([layer.with_columns(model=[label] * len(layer)), baselines]),
         y="risk",
-        hue="model",
-        ax=ax2,
-        logx=True,
         theory={
-            layer_label: (grid, [in_context_risk(int(m), N, np.ones(d)) for m in grid]),
+            label: (grid, [in_context_risk(int(m), N, np.ones(d)) for m in grid]),
             BASELINES[1]: (tests, [th["gd_risk"][m] for m in c["test_lengths"]]),
         },
-        xlabel="test examples M",
+        ax=ax2,
         ylabel="risk E(y_hat - <w, x_q>)^2",
         title="2. Risk against the test length",
+        **per_m,
     )
     ax2.axvline(N, color="0.6", ls=":", lw=1)
-
     shifted = StudyTable.concat([_shift_rows(result, LAYER), _shift_rows(result, BASELINES[0])])
-    scales = np.array(c["scales"], dtype=float)
     BandDisplay.from_table(
         shifted,
-        x="scale",
         y="slope",
-        hue="model",
-        ax=ax3,
         theory={"theory c^2 / g": (scales, [th["slope"][s] for s in c["scales"]])},
-        xlabel="covariate scale c",
+        ax=ax3,
         ylabel="slope of y_hat on <w, x_q>",
         title=f"3. Covariate shift: slope (M = N = {N})",
+        **per_c,
     )
     BandDisplay.from_table(
         shifted.where(model=LAYER),
-        x="scale",
         y="risk",
-        hue="model",
+        theory={LAYER: (scales, [th["shift_risk"][s] for s in c["scales"]])},
         ax=ax4,
         logy=True,
-        theory={LAYER: (scales, [th["shift_risk"][s] for s in c["scales"]])},
-        xlabel="covariate scale c",
         ylabel="risk",
         title="4. Covariate shift: risk (least squares: 0)",
+        **per_c,
     )
     BandDisplay.from_table(
         best_lengths(result),
-        x="n_test",
         y="best_n_train",
-        hue=None,
-        ax=ax5,
-        logx=True,
-        logy=True,
         laws=Law.median(best_length_laws(result)),
         law_variable="M",
         theory={"theory N = M": (tests, tests)},
-        xlabel="test examples M",
+        ax=ax5,
+        logy=True,
         ylabel="best training examples N",
         title="5. Best training length per test length",
+        **per_m,
     )
     return fig
 
@@ -627,11 +412,11 @@ RECORD = Experiment(
     function_name="in_context_regression",
     doc="""The trained linear self-attention layer beside the theory of in-context regression.
 
-    Its convergence to the global minimum ``Gamma^{-1}``, its risk against
-    the test length beside the formula, least squares and the tuned
-    gradient step, the covariate shift, and the best training length per
-    test length (see :mod:`stsq_learn.tasks.in_context.experiment`; the
-    settings: :class:`InContextSettings`).
+    One :class:`~stsq_learn.LinearAttentionRegressor` trained online on prompts of N examples,
+    beside the closed forms: its convergence to ``Gamma^{-1}``; its risk at M test examples
+    beside least squares and the step tuned to each M (meeting the layer at ``M = N``); its
+    slope ``c^2 / g`` and risk with every covariate scaled by ``c``; the N of least risk at each
+    M (theory ``N = M``). Settings: :class:`InContextSettings`.
 
     Examples
     --------
@@ -646,27 +431,17 @@ RECORD = Experiment(
     """,
     settings=InContextSettings,
     presets={
-        "tiny": dict(
-            n_steps=200,
-            learning_rate=0.02,
-            record_every=20,
-            train_lengths=(5, 10, 20),
-            test_lengths=(5, 10, 20),
-            n_test=2000,
-            n_tune=2000,
-        ),
+        "tiny": dict(n_steps=200, learning_rate=0.02, record_every=20, n_test=2000, n_tune=2000)
+        | dict.fromkeys(("train_lengths", "test_lengths"), (5, 10, 20)),
         "quick": {},
         "full": dict(n_steps=3000, batch_size=2000, record_every=50, n_test=30_000, n_tune=20_000),
         "gpu": "full",  # the layer is small: the same work on any device
     },
-    run=run,
-    figure=figure,
-    headline=headline,
-    summary=summary,
     provenance=PROVENANCE,
     # A relative error of a few percent moves by about 0.01 with the rounding of another
     # machine; a broken layer stays near 1. The best N moves in steps of a factor 2.
     reference_atol={"precond_error_*": 0.02, "best_n_slope": 0.5},
     reference_rtol={"best_n_M*": 1.0},
+    **dict(run=run, figure=figure, headline=headline, summary=summary),
 )
 in_context_regression = RECORD.function
