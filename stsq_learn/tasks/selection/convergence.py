@@ -22,14 +22,14 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment, Settings
+from ...experiments import Experiment
 from ...experiments._common import new_axes
 from ...experiments._result import band, fmt_band
 from ...experiments._settings import SequenceOf
 from ...nn import positional_alignment
 from ...studies import BandDisplay, stream_seed, training_curve
 from .estimators import SparseTokenSelector
-from .length import COUNT, seeds_caption, sizes
+from .length import COUNT, TaskSettings, seeds_caption, sizes
 from .task import SparseTokenSelectionTask
 
 _SHORT = {"same_step": "same step (paper's)", "preconditioned": "preconditioned (ours)"}
@@ -42,7 +42,7 @@ GD = SparseTokenSelector(
 """The default model: width 64, plain gradient descent at a constant step of 1, 256 rows a step."""
 
 
-class ConvergenceSettings(Settings):
+class ConvergenceSettings(TaskSettings):
     """The settings of :func:`training_dynamics`: the task, the model and the runs.
 
     Attributes
@@ -70,18 +70,14 @@ class ConvergenceSettings(Settings):
     """
 
     _parameter_constraints = {
-        **dict.fromkeys(("seq_len", "n_features", "n_selected", "n_steps"), COUNT),
+        **TaskSettings._parameter_constraints,
         **dict.fromkeys(("record_every", "n_test"), COUNT),
-        "estimator": [SparseTokenSelector],
         "token_block_rates": [
             SequenceOf(Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})),
             None,
         ],
     }
 
-    seq_len: int = 16
-    n_features: int = 8
-    n_selected: int = 3
     estimator: SparseTokenSelector = GD
     n_steps: int = 300
     token_block_rates: tuple | None = (1.0, "auto")
@@ -89,7 +85,7 @@ class ConvergenceSettings(Settings):
     n_test: int = 1000
 
     def _validate(self):
-        SparseTokenSelectionTask(self.seq_len, self.n_features, self.n_selected)
+        super()._validate()
         rates = self.token_block_rates
         if rates is not None and len(set(rates)) != len(rates):
             raise ValueError(f"token_block_rates must not repeat a rate, got {rates!r}.")
@@ -263,11 +259,11 @@ def summary(result):
 
 
 # -- the figure ------------------------------------------------------------------------------
-_PANELS = (  # each panel's y label, title and legend's place
-    ("training loss (squared error)", "Loss", "upper right"),
-    (r"$\cos(W_{pp}, I)$", "Positional block aligns with I", "lower right"),
-    ("value", r"Scale $\gamma$ and token block", "upper left"),
-    (r"test $R^2$", "Fresh rows at the training length", "lower right"),
+_PANELS = (  # each panel's labels, and where its legend goes
+    ({"ylabel": "training loss (squared error)", "title": "Loss", "logy": True}, "upper right"),
+    ({"ylabel": r"$\cos(W_{pp}, I)$", "title": "Positional block aligns with I"}, "lower right"),
+    ({"ylabel": "value", "title": r"Scale $\gamma$ and token block"}, "upper left"),
+    ({"ylabel": r"test $R^2$", "title": "Fresh rows at the training length"}, "lower right"),
 )
 
 
@@ -278,6 +274,7 @@ def figure(result, axes=None):
     style per run; four panels (two rows of two).
     """
     fig, axes = new_axes(axes, 4, ncols=2)
+    fig.suptitle(f"Training dynamics from W = 0 ({_where(result)}; {seeds_caption(result)})")
     table = result.tables["dynamics"]
     runs = table.unique("model")
     styles = dict(zip(runs, ("-", "--", ":", "-.") * len(runs)))
@@ -289,34 +286,30 @@ def figure(result, axes=None):
         (2, "token_norm", "C3", {run: rf"$\|W_{{xp}}\|_F$, {short[run]}" for run in runs}),
         (3, "test_r2", "C4", short),
     )
+    common = {"x": "step", "xlabel": "gradient step", "legend": False}
     for i, y, color, labels in curves:
         marker = "o" if y == "test_r2" else ""  # dense curves: no markers
-        ylabel, title, _ = _PANELS[i]
         BandDisplay.from_table(
             table,
-            x="step",
             y=y,
             ax=axes[i],
-            logy=y == "loss",
             colors=dict.fromkeys(runs, color),
             labels=labels,
-            xlabel="gradient step",
-            ylabel=ylabel,
-            title=title,
-            legend=False,
             line_kw={run: {"marker": marker, "ls": ls, "lw": 1.2} for run, ls in styles.items()},
+            **common,
+            **_PANELS[i][0],
         )
     axes[1].axhline(1.0, color="gray", ls=":", lw=1, label="identity direction")
     axes[1].set_ylim(-0.05, 1.05)
-    for ax, (*_, loc) in zip(axes, _PANELS):
+    for ax, (_, loc) in zip(axes, _PANELS):
         ax.legend(loc=loc, fontsize="small")
-    fig.suptitle(f"Training dynamics from W = 0 ({_where(result)}; {seeds_caption(result)})")
     return fig
 
 
 RECORD = Experiment(
     name="convergence",
     function_name="training_dynamics",
+    settings=ConvergenceSettings,
     doc="""Train the selection transformer with plain gradient descent from W = 0; measure W.
 
     One run per ``token_block_rates`` from the same seed
@@ -340,7 +333,6 @@ RECORD = Experiment(
     >>> sorted(result.bands())[:2]
     ['preconditioned.cos', 'preconditioned.gamma']
     """,
-    settings=ConvergenceSettings,
     presets={
         "tiny": dict(**sizes(8, 2, 2, 8, GD), n_steps=30, n_test=200),
         "quick": {},

@@ -82,6 +82,7 @@ class EncodingsSettings(TaskSettings):
 
     _parameter_constraints = {
         **TaskSettings._parameter_constraints,
+        "factors": [positive_ints()],
         "max_positions": [COUNT[0], None],
         "codebook_factors": [positive_ints()],
         "sweep_factor": COUNT,
@@ -259,6 +260,19 @@ def summary(result):
 
 
 # -- the figure ------------------------------------------------------------------------------
+_SWEEP_AXES = {  # the sweep's panel: R^2 against the codebook size, at one T'
+    "x": "codebook_size",
+    "y": "score",
+    "hue": None,
+    "style": "errorbar",
+    "logx": True,
+    "colors": {None: "C2"},
+    "legend": False,
+    "xlabel": "codebook size L = max_positions (log scale)",
+    "ylabel": "$R^2$",
+}
+
+
 def figure(result, axes=None):
     """The record's ``figure``: R^2 against T' per family, the codebooks' at the sweep's T'.
 
@@ -269,6 +283,9 @@ def figure(result, axes=None):
     fig, (ax, ax_sweep) = new_axes(axes, 2)
     c, table = result.settings, result.tables["lengths"]
     T, T_s = c["seq_len"], c["sweep_factor"] * c["seq_len"]
+    fig.suptitle(
+        f"Positional encodings at longer lengths, trained at T={T} ({seeds_caption(result)})"
+    )
     BandDisplay.from_table(
         table.where(model=list(POSITIONAL_ENCODINGS)),
         y="score",
@@ -293,20 +310,12 @@ def figure(result, axes=None):
         refs_kw[label] = {"color": _COLORS[f], "ls": _MARKS[f][1]}
     BandDisplay.from_table(
         sweep.with_columns(codebook_size=sizes_),
-        x="codebook_size",
-        y="score",
-        hue=None,
         theory=refs if scored else None,
-        ax=ax_sweep,
-        style="errorbar",
-        logx=True,
-        colors={None: "C2"},
-        labels={None: f"randomized, codebook of L, at T'={T_s}"},
-        legend=False,
         theory_kw=refs_kw,
-        xlabel="codebook size L = max_positions (log scale)",
-        ylabel="$R^2$",
+        ax=ax_sweep,
+        labels={None: f"randomized, codebook of L, at T'={T_s}"},
         title=f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}",
+        **_SWEEP_AXES,
     )
     missing = ", ".join(str(L) for L in codebook_sizes(c) if L < T_s)
     if missing:
@@ -314,20 +323,18 @@ def figure(result, axes=None):
         ax_sweep.text(0.02, 0.04, f"n/a at T'={T_s}: L = {missing} < T'", **where)
     ax_sweep.set_ylim(ax.get_ylim())
     ax_sweep.legend(loc="lower right", fontsize="small")
-    fig.suptitle(
-        f"Positional encodings at longer lengths, trained at T={T} ({seeds_caption(result)})"
-    )
     return fig
 
 
 RECORD = Experiment(
     name="encodings",
     function_name="encoding_families",
+    settings=EncodingsSettings,
     doc="""Train every positional-encoding family at length T; score at T' = factor * T.
 
-    The four families and the codebook sweep with the same width, steps and
-    seeds (:mod:`stsq_learn.tasks.selection.encodings`; the settings:
-    :class:`EncodingsSettings`; the paper's and ours: ``PROVENANCE``).
+    The four families of :mod:`stsq_learn.tasks.selection.encodings` and its
+    codebook sweep, with the same width, steps and seeds. The settings are
+    :class:`EncodingsSettings`; ``PROVENANCE`` says which are the paper's.
 
     Examples
     --------
@@ -338,7 +345,6 @@ RECORD = Experiment(
     >>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # 8 positions cannot score at 16
     [nan, nan]
     """,
-    settings=EncodingsSettings,
     presets={
         "tiny": dict(
             **sizes(8, 2, 2, 8),

@@ -43,12 +43,11 @@ _SCALES = StrOptions(set(LENGTH_SCALES))
 
 
 class TaskSettings(Settings):
-    """The length experiments' shared settings (documented by the classes built on it)."""
+    """The selection experiments' task, model and steps (documented by their settings)."""
 
     _parameter_constraints = {
         **dict.fromkeys(("seq_len", "n_features", "n_selected", "n_steps"), COUNT),
         "estimator": [SparseTokenSelector],
-        "factors": [positive_ints()],
     }
 
     seq_len: int = 16
@@ -56,7 +55,6 @@ class TaskSettings(Settings):
     n_selected: int = 3
     estimator: SparseTokenSelector = ADAM
     n_steps: int = 500
-    factors: tuple = (1, 2, 4, 8, 16)
 
     def _validate(self):
         SparseTokenSelectionTask(self.seq_len, self.n_features, self.n_selected)
@@ -101,14 +99,15 @@ class LengthGeneralizationSettings(TaskSettings):
 
     _parameter_constraints = {
         **TaskSettings._parameter_constraints,
-        "n_pe_samples": COUNT,
-        "n_val_large": COUNT,
+        **dict.fromkeys(("n_pe_samples", "n_val_large"), COUNT),
+        "factors": [positive_ints()],
         "length_scales": [SequenceOf(_SCALES, min_len=0)],
         "train_range": [positive_ints(min_len=2, increasing=True), None],
         "range_scale": [_SCALES],
         "floor": ["boolean"],
     }
 
+    factors: tuple = (1, 2, 4, 8, 16)
     n_pe_samples: int = 16
     n_val_large: int = 1000
     length_scales: tuple = ("log", "floor")
@@ -334,36 +333,31 @@ def figure(result, axes=None):
     """
     fig, axes = new_axes(axes, 2)
     c, table = result.settings, result.tables["r2"]
+    fig.suptitle(f"Length generalization, trained at T={c['seq_len']} ({seeds_caption(result)})")
     fixed = [m for m in table.unique("model") if m.startswith("fixed")]
     others = iter(["C0", "C1", "C2", "C4", "C6", "C8", "C9", "C5"])
     colors = {m: "C3" if m in fixed else next(others) for m in table.unique("model")}
-    line_kw = {m: {"marker": "s", "ls": ":" if "scale" in m else "--"} for m in fixed}
+    style = {"colors": colors, "theory": None, **R2_AXES}
+    style["line_kw"] = {m: {"marker": "s", "ls": ":" if "scale" in m else "--"} for m in fixed}
     floor = floor_r2(result)
-    theory = None
     if floor:
         m = int(result.tables["floor"]["width"][0])
-        theory = {f"floor at T' (best W = gamma I, width {m})": (list(floor), list(floor.values()))}
+        style["theory"] = {
+            f"floor at T' (best W = gamma I, width {m})": (list(floor), list(floor.values()))
+        }
     for ax, (name, n_rows) in zip(axes, VALIDATION_SETS.items()):
-        BandDisplay.from_table(
-            table.where(validation=name),
-            y="r2",
-            ax=ax,
-            theory=theory,
-            colors=colors,
-            line_kw=line_kw,
-            title=f"Validation set of {n_rows or c['n_val_large']} rows",
-            **R2_AXES,
-        )
+        title = f"Validation set of {n_rows or c['n_val_large']} rows"
+        BandDisplay.from_table(table.where(validation=name), y="r2", ax=ax, title=title, **style)
         mark_lengths(ax, c["seq_len"], table["r2"])
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")
-    fig.suptitle(f"Length generalization, trained at T={c['seq_len']} ({seeds_caption(result)})")
     return fig
 
 
 RECORD = Experiment(
     name="length_generalization",
     function_name="length_generalization",
+    settings=LengthGeneralizationSettings,
     doc="""Train stochastic and fixed encodings at length T; score them at T' = factor * T.
 
     Clones of the estimator with ``positional_encoding="stochastic"`` and
@@ -381,7 +375,6 @@ RECORD = Experiment(
     >>> len(result.bands()["fixed_r2_at_2T"]["values"])
     2
     """,
-    settings=LengthGeneralizationSettings,
     presets={
         "tiny": dict(
             **sizes(8, 2, 2, 8),

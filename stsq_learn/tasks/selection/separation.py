@@ -659,6 +659,7 @@ _TINY = dict(seq_lens=(4, 8), floor_rows=500)
 RECORD = Experiment(
     name="separation",
     function_name="width_separation_by_q",
+    settings=SeparationSettings,
     doc="""Minimal widths against T at several q, beside the floor's, with ``a + b q log2 T``.
 
     Each model's minimal width at every T of each curve, the floor's, and the
@@ -679,7 +680,6 @@ RECORD = Experiment(
     >>> result.bands()["q2.T8.transformer_width"]["values"]
     [8.0, 8.0]
     """,
-    settings=SeparationSettings,
     presets={
         "tiny": dict(
             curves=(
