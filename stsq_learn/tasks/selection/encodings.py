@@ -3,16 +3,13 @@
 Which positional encodings let the trained transformer generalize to longer
 sequences? Every ``positional_encoding`` of :class:`~stsq_learn.SparseTokenSelector`
 (``"stochastic"``, the paper's; ``"fixed"``; ``"randomized"``, a codebook of
-``max_positions``; ``"sinusoidal"``) is trained at length T with the same
-width, steps and seed, and scored on the seed's held-out rows moved to each
-``T' = factor * T`` by the task's length shift, as in
-:mod:`~stsq_learn.tasks.selection.length`.
-
-The codebook sweep trains randomized encodings with ``max_positions = L``
-for ``L = c * T``: L = T is fixed encodings (every row takes all T codebook
-vectors, in order), and as L grows each vector is seen in fewer rows, the
-limit being stochastic encodings. A codebook smaller than T' cannot place a
-row's tokens there: it is not scored at T' (NaN, ``n/a`` in the summary).
+``max_positions``; ``"sinusoidal"``) is trained at length T and scored at each
+``T' = factor * T`` as in :mod:`~stsq_learn.tasks.selection.length`. The codebook
+sweep trains randomized encodings with ``max_positions = L`` for ``L = c * T``:
+L = T is fixed encodings (every row takes all T codebook vectors, in order),
+and as L grows each vector is seen in fewer rows, the limit being stochastic
+encodings. A codebook smaller than T' cannot place a row's tokens there: it is
+not scored at T' (NaN, ``n/a`` in the summary).
 """
 
 from __future__ import annotations

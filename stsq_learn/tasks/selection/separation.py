@@ -35,6 +35,7 @@ from ...studies import BandDisplay, Law, StudyTable, fit_law, fit_laws, minimal_
 from ...studies.plan import active_plan
 from ..task import Task
 from .estimators import FCNSelector, SparseTokenSelector
+from .length import COUNT
 from .task import SparseTokenSelectionTask
 
 MODELS = ("transformer", "fcn")
@@ -75,9 +76,6 @@ _Q2_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 _Q3_GRID = (32, 64, 128, 256, 512, 1024, 2048)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
-_PER_MODEL = MappingOf(MODELS, *_COUNT)
-
 
 class SeparationCurve(Settings):
     """One curve of the width separation: its task, its two models and their grids.
@@ -117,15 +115,12 @@ class SeparationCurve(Settings):
     _parameter_constraints = {
         "label": [str],
         "seq_lens": [positive_ints(increasing=True)],
-        "n_features": [*_COUNT, None],
-        "n_selected": [*_COUNT, None],
+        **{key: [*COUNT, None] for key in ("n_features", "n_selected")},
         "task": [Task, None],
-        "transformer": [HasMethods(["fit", "get_params"])],
-        "fcn": [HasMethods(["fit", "get_params"])],
+        **{key: [HasMethods(["fit", "get_params"])] for key in ("transformer", "fcn")},
         "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
-        "n_steps": [_PER_MODEL],
-        "max_seq_len": [_PER_MODEL],
-        "floor_rows": _COUNT,
+        **{key: [MappingOf(MODELS, *COUNT)] for key in ("n_steps", "max_seq_len")},
+        "floor_rows": COUNT,
     }
 
     label: str = _PLAIN_GD_LABEL
@@ -239,7 +234,7 @@ class SeparationSettings(Settings):
     _parameter_constraints = {
         "curves": [SequenceOf(SeparationCurve)],
         "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
-        "n_val": _COUNT,
+        "n_val": COUNT,
         "stop_fits": ["boolean"],
         "search": [StrOptions({"bisect", "bracket", "scan"})],
         "regime": [StrOptions({"online", "finite"})],
