@@ -32,7 +32,7 @@ from .length import (
     SHARED_PROVENANCE,
     TaskSettings,
     eval_lengths,
-    mark_lengths,
+    length_axes,
     seeds_caption,
     sizes,
 )
@@ -293,7 +293,7 @@ def figure(result, axes=None):
         title="Encoding families",
         **R2_AXES,
     )
-    mark_lengths(ax, T, table["score"])
+    length_axes(ax, T, table["score"])
     ax.legend(loc="lower left", fontsize="small")
     # The sweep: each codebook's R^2 at T_s, where L >= T_s (a smaller one cannot place a row).
     scored = [L for L in codebook_sizes(c) if L >= T_s]

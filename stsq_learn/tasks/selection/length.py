@@ -312,8 +312,8 @@ R2_AXES = {
 """The style of an R^2 against T' panel (``BandDisplay.from_table``'s arguments)."""
 
 
-def mark_lengths(ax, T, values):
-    """Mark the training length T and R^2 = 0; the y axis from the least of ``values`` to 1."""
+def length_axes(ax, T, values):
+    """An R^2 against T' panel: T and R^2 = 0 marked, R^2 from below the least of values to 1."""
     ax.set_ylim(min(-0.1, np.nanmin(values, initial=0.0) - 0.05), 1.02)
     ax.axvline(T, color="gray", ls=":", lw=1, label=f"training length T={T}")
     ax.axhline(0.0, color="k", lw=0.5)
@@ -348,7 +348,7 @@ def figure(result, axes=None):
     for ax, (name, n_rows) in zip(axes, VALIDATION_SETS.items()):
         title = f"Validation set of {n_rows or c['n_val_large']} rows"
         BandDisplay.from_table(table.where(validation=name), y="r2", ax=ax, title=title, **style)
-        mark_lengths(ax, c["seq_len"], table["r2"])
+        length_axes(ax, c["seq_len"], table["r2"])
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")
     return fig
