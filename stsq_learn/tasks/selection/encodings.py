@@ -1,25 +1,15 @@
 """The encodings comparison of the selection task: four families and a codebook sweep at longer T'.
 
-Which positional encodings let the trained transformer generalize to
-longer sequences? Every ``positional_encoding`` of
-:class:`~stsq_learn.SparseTokenSelector` (``"stochastic"``, the paper's;
-``"fixed"``; ``"randomized"`` with a codebook of ``max_positions``;
-``"sinusoidal"``) is trained online at length T with the same width, steps
-and seed, and scored on the seed's held-out rows moved to each
-``T' = factor * T`` by the task's length shift (fresh unselected tokens
-inserted, every target kept).
-
-The codebook sweep trains randomized encodings with ``max_positions = L``
-for ``L = c * T``, c in ``codebook_factors``: L = T is fixed encodings
-(every row takes all T codebook vectors, in order), and as L grows each
-codebook vector is seen in fewer rows, the limit being stochastic
-encodings. A codebook smaller than T' cannot place a row's tokens there:
-it is not scored at T' (its R^2 there is NaN, ``n/a`` in the summary).
-
-The models are :func:`~stsq_learn.studies.length_curve`'s, with
-``batch_seeds=True``; the result's one table, ``lengths``, holds every
-model's and seed's R^2 (``score``) at every T' it can place, with the
-``width``.
+Which positional encodings let the trained transformer generalize to longer
+sequences? Every ``positional_encoding`` of :class:`~stsq_learn.SparseTokenSelector`
+(``"stochastic"``, the paper's; ``"fixed"``; ``"randomized"``, a codebook of
+``max_positions``; ``"sinusoidal"``) is trained at length T and scored at each
+``T' = factor * T`` as in :mod:`~stsq_learn.tasks.selection.length`. The codebook
+sweep trains randomized encodings with ``max_positions = L`` for ``L = c * T``:
+L = T is fixed encodings (every row takes all T codebook vectors, in order),
+and as L grows each vector is seen in fewer rows, the limit being stochastic
+encodings. A codebook smaller than T' cannot place a row's tokens there: it is
+not scored at T' (NaN, ``n/a`` in the summary).
 """
 
 from __future__ import annotations
@@ -38,10 +28,12 @@ from ...experiments._settings import positive_ints
 from ...studies import BandDisplay, StudyTable, length_curve
 from .length import (
     COUNT,
+    R2_AXES,
     SHARED_PROVENANCE,
     TaskSettings,
     eval_lengths,
     length_axes,
+    seeds_caption,
     sizes,
 )
 from .task import SparseTokenSelectionTask
@@ -62,18 +54,16 @@ class EncodingsSettings(TaskSettings):
     ----------
     seq_len, n_features, n_selected, estimator
         The training task and the model, as in
-        :class:`~stsq_learn.experiments.LengthGeneralizationSettings` (the
-        estimator's ``max_positions`` is the run's too).
+        :class:`~stsq_learn.experiments.LengthGeneralizationSettings`.
     n_steps : int, default=400
         Online training steps of every model.
     factors : tuple of int, default=(1, 2, 4, 8)
         Evaluation lengths T' as multiples of ``seq_len``.
     max_positions : int or None, default=None
-        Codebook size of the ``"randomized"`` family, at least ``seq_len``;
-        None is ``max(factors) * seq_len``, so that it is scored at every T'.
+        Codebook size of the ``"randomized"`` family, at least ``seq_len``
+        (None: ``max(factors) * seq_len``, scored at every T').
     codebook_factors : tuple of int, default=(1, 4, 16)
-        Codebook sizes of the sweep as multiples of ``seq_len``: from fixed
-        (L = T) to stochastic-like.
+        Codebook sizes of the sweep as multiples of ``seq_len``.
     sweep_factor : int, default=4
         The sweep is drawn and summarised at ``T' = sweep_factor *
         seq_len``; one of ``factors``.
@@ -89,6 +79,7 @@ class EncodingsSettings(TaskSettings):
 
     _parameter_constraints = {
         **TaskSettings._parameter_constraints,
+        "factors": [positive_ints()],
         "max_positions": [COUNT[0], None],
         "codebook_factors": [positive_ints()],
         "sweep_factor": COUNT,
@@ -114,6 +105,20 @@ class EncodingsSettings(TaskSettings):
                 f"max_positions={self.max_positions} must be at least seq_len={self.seq_len}: "
                 "a codebook smaller than the training length cannot place a training row."
             )
+
+
+PROVENANCE = {
+    **SHARED_PROVENANCE,
+    "positional_encoding": (
+        "paper: stochastic encodings; ours: the comparison with fixed, randomized "
+        "(Ruoss et al., 2023) and sinusoidal (Vaswani et al., 2017) ones"
+    ),
+    "max_positions": "ours: chosen for these presets",
+    "codebook_factors": "ours: the codebook sweep",
+    "sweep_factor": "ours: chosen for these presets",
+    "n_val": "ours: chosen for these presets",
+}
+"""Setting by setting, whether it comes from the paper or is ours."""
 
 
 def max_positions(settings):
@@ -157,22 +162,15 @@ def planned_models(cfg):
 
 
 @reusing_batches
-def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The :func:`~stsq_learn.studies.length_curve` of every model over every seed.
+def run(cfg, seeds, **kw):
+    """The record's ``run``: the :func:`~stsq_learn.studies.length_curve` of every model.
 
-    The arguments are :class:`~stsq_learn.experiments.Experiment`'s ``run``'s.
-    A codebook of L positions cannot place the tokens of a longer row: the
-    models are scored at the lengths they can place, one study per longest
-    such length (the families and the codebooks covering every T' in one).
-
-    Returns
-    -------
-    dict of str to StudyTable
-        ``lengths``: one row per (model, seed, T' it can place): ``model``,
-        ``seed``, ``eval_seq_len``, ``score`` (R^2), the fit's columns and
-        ``width``.
+    A codebook of L positions is scored at the lengths it can place: one
+    study per longest such length. Returns ``lengths``: a row per (model,
+    seed, T'), with ``score`` (R^2), the fit's columns and ``width``.
     """
     lengths = eval_lengths(cfg)
+    task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
     groups = {}  # the longest length scored -> the models scored up to it
     for label, est in planned_models(cfg).items():
         longest = max(t for t in lengths if t <= (est.max_positions or lengths[-1]))
@@ -181,16 +179,14 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         [
             length_curve(
                 models,
-                SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected),
+                task,
                 [t for t in lengths if t <= longest],
                 seeds=seeds,
                 n_steps=cfg.n_steps,
                 n_test=cfg.n_val,
                 error_score="raise",
-                n_jobs=n_jobs,
-                device=device,
                 batch_seeds=True,
-                progress=progress,
+                **kw,
             )
             for longest, models in groups.items()
         ]
@@ -220,24 +216,18 @@ def r2(result, model):
 
 
 def headline(result):
-    """Every family's R^2 at every T', and the sweep's at its length, of one seed.
+    """One seed's ``<family>_r2_at_<k>T`` at every T', and the sweep's at its length.
 
-    Returns
-    -------
-    dict of str to float
-        ``<family>_r2_at_<k>T`` (R^2 at ``k`` times the training length) and
-        ``codebook_L<L>_r2_at_<k>T`` (the codebook of L positions at the
-        sweep's length); NaN where a codebook is shorter than the length.
+    The sweep's: ``codebook_L<L>_r2_at_<k>T`` (NaN where L is shorter).
     """
     c = result.settings
-    T = c["seq_len"]
+    T, k = c["seq_len"], c["sweep_factor"]
     out = {}
     for family in POSITIONAL_ENCODINGS:
         for t, value in r2(result, family).items():
             out[f"{family}_r2_at_{t // T}T"] = value
-    t = c["sweep_factor"] * T
     for L in codebook_sizes(c):
-        out[f"codebook_L{L}_r2_at_{c['sweep_factor']}T"] = r2(result, codebook_model(c, L))[t]
+        out[f"codebook_L{L}_r2_at_{k}T"] = r2(result, codebook_model(c, L))[k * T]
     return out
 
 
@@ -258,49 +248,50 @@ def summary(result):
     for family in POSITIONAL_ENCODINGS:
         label = f"randomized, L={max_positions(c)}" if family == "randomized" else family
         rows.append(f"| | {label} | {' / '.join(value(f'{family}_r2_at_{i}T') for i in ks)} |")
-    sizes = codebook_sizes(c)
-    values = " / ".join(value(f"codebook_L{L}_r2_at_{k}T") for L in sizes)
+    Ls = codebook_sizes(c)
+    values = " / ".join(value(f"codebook_L{L}_r2_at_{k}T") for L in Ls)
     rows.append(
-        f"| | randomized at {k}T, L = {', '.join(map(str, sizes))} (n/a: L < {k * T}) | {values} |"
+        f"| | randomized at {k}T, L = {', '.join(map(str, Ls))} (n/a: L < {k * T}) | {values} |"
     )
     return rows
 
 
 # -- the figure ------------------------------------------------------------------------------
+_SWEEP_AXES = {  # the sweep's panel: R^2 against the codebook size, at one T'
+    "x": "codebook_size",
+    "y": "score",
+    "hue": None,
+    "style": "errorbar",
+    "logx": True,
+    "colors": {None: "C2"},
+    "legend": False,
+    "xlabel": "codebook size L = max_positions (log scale)",
+    "ylabel": "$R^2$",
+}
+
+
 def figure(result, axes=None):
-    """Two panels: R^2 against T' per family, and the codebooks' R^2 at the sweep's T'.
+    """The record's ``figure``: R^2 against T' per family, the codebooks' at the sweep's T'.
 
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`encoding_families`.
-    axes : sequence of 2 matplotlib Axes, default=None
-        Where to draw; None makes a new figure (one row).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Each family's median R^2 over the seeds with the min-max shaded;
-        each codebook's with error bars, beside the stochastic and fixed
-        families' medians at that length.
+    Each family's median R^2 over the seeds, the min-max shaded; each
+    codebook's with error bars, beside the stochastic and fixed families'
+    medians at that length.
     """
     fig, (ax, ax_sweep) = new_axes(axes, 2)
     c, table = result.settings, result.tables["lengths"]
     T, T_s = c["seq_len"], c["sweep_factor"] * c["seq_len"]
-    families = table.where(model=list(POSITIONAL_ENCODINGS))
+    fig.suptitle(
+        f"Positional encodings at longer lengths, trained at T={T} ({seeds_caption(result)})"
+    )
     BandDisplay.from_table(
-        families,
-        x="eval_seq_len",
+        table.where(model=list(POSITIONAL_ENCODINGS)),
         y="score",
         ax=ax,
-        logx=True,
         colors=_COLORS,
         labels={"randomized": f"randomized (L={max_positions(c)})"},
-        legend=False,
         line_kw={f: {"marker": mk, "ls": ls} for f, (mk, ls) in _MARKS.items()},
-        xlabel="evaluation length T' (log scale)",
-        ylabel="$R^2$ (1 - relative MSE)",
         title="Encoding families",
+        **R2_AXES,
     )
     length_axes(ax, T, table["score"])
     ax.legend(loc="lower left", fontsize="small")
@@ -308,75 +299,39 @@ def figure(result, axes=None):
     scored = [L for L in codebook_sizes(c) if L >= T_s]
     at = table.where(eval_seq_len=T_s)
     sweep = at.where(model=[codebook_model(c, L) for L in scored])
-    sweep = sweep.with_columns(codebook_size=[_size(c, m) for m in sweep["model"]])
+    sizes_ = [max_positions(c) if m == "randomized" else int(m[2:]) for m in sweep["model"]]
     refs, refs_kw = {}, {}
     for f in ("stochastic", "fixed"):  # the families' medians at T_s, over the codebooks
         label = f"{f} at T'={T_s}, median"
         refs[label] = (scored, [float(np.median(at.where(model=f)["score"]))] * len(scored))
         refs_kw[label] = {"color": _COLORS[f], "ls": _MARKS[f][1]}
     BandDisplay.from_table(
-        sweep,
-        x="codebook_size",
-        y="score",
-        hue=None,
+        sweep.with_columns(codebook_size=sizes_),
         theory=refs if scored else None,
-        ax=ax_sweep,
-        style="errorbar",
-        logx=True,
-        colors={None: "C2"},
-        labels={None: f"randomized, codebook of L, at T'={T_s}"},
-        legend=False,
         theory_kw=refs_kw,
-        xlabel="codebook size L = max_positions (log scale)",
-        ylabel="$R^2$",
+        ax=ax_sweep,
+        labels={None: f"randomized, codebook of L, at T'={T_s}"},
         title=f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}",
+        **_SWEEP_AXES,
     )
-    missing = [L for L in codebook_sizes(c) if L < T_s]
+    missing = ", ".join(str(L) for L in codebook_sizes(c) if L < T_s)
     if missing:
-        ax_sweep.text(
-            0.02,
-            0.04,
-            f"n/a at T'={T_s}: L = {', '.join(map(str, missing))} < T'",
-            transform=ax_sweep.transAxes,
-            fontsize="small",
-            color="0.3",
-        )
+        where = dict(transform=ax_sweep.transAxes, fontsize="small", color="0.3")
+        ax_sweep.text(0.02, 0.04, f"n/a at T'={T_s}: L = {missing} < T'", **where)
     ax_sweep.set_ylim(ax.get_ylim())
     ax_sweep.legend(loc="lower right", fontsize="small")
-    n = len(result.seeds)
-    seeds = "one seed" if n == 1 else f"median over {n} seeds, band: min-max"
-    fig.suptitle(f"Positional encodings at longer lengths, trained at T={T} ({seeds})")
     return fig
 
-
-def _size(settings, model):
-    return max_positions(settings) if model == "randomized" else int(model.removeprefix("L="))
-
-
-PROVENANCE = {
-    **SHARED_PROVENANCE,
-    "positional_encoding": (
-        "paper: stochastic encodings; ours: the comparison with fixed, randomized "
-        "(Ruoss et al., 2023) and sinusoidal (Vaswani et al., 2017) ones"
-    ),
-    "max_positions": "ours: chosen for these presets",
-    "codebook_factors": "ours: the codebook sweep",
-    "sweep_factor": "ours: chosen for these presets",
-    "n_val": "ours: chosen for these presets",
-}
-"""Setting by setting, whether it comes from the paper or is ours."""
 
 RECORD = Experiment(
     name="encodings",
     function_name="encoding_families",
+    settings=EncodingsSettings,
     doc="""Train every positional-encoding family at length T; score at T' = factor * T.
 
-    The four families and the codebook sweep (see
-    :mod:`stsq_learn.tasks.selection.encodings`; the settings:
-    :class:`EncodingsSettings`) with the same width, steps and seeds. The
-    stochastic family, the fresh batch of 256 rows per step, Gaussian
-    tokens and uniform q-subsets are the paper's; the other families, the
-    sizes, steps, optimiser, test lengths and the sweep are ours.
+    The four families of :mod:`stsq_learn.tasks.selection.encodings` and its
+    codebook sweep, with the same width, steps and seeds. The settings are
+    :class:`EncodingsSettings`; ``PROVENANCE`` says which are the paper's.
 
     Examples
     --------
@@ -387,7 +342,6 @@ RECORD = Experiment(
     >>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # 8 positions cannot score at 16
     [nan, nan]
     """,
-    settings=EncodingsSettings,
     presets={
         "tiny": dict(
             **sizes(8, 2, 2, 8),
@@ -415,10 +369,7 @@ RECORD = Experiment(
             n_val=10000,
         ),
     },
-    run=run,
-    figure=figure,
-    headline=headline,
-    summary=summary,
     provenance=PROVENANCE,
+    **{f.__name__: f for f in (run, figure, headline, summary)},  # the module's parts
 )
 encoding_families = RECORD.function

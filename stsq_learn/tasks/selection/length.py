@@ -1,23 +1,18 @@
 """Length generalization of the selection task: stochastic against fixed encodings, at longer T'.
 
-The paper's out-of-distribution claim: a transformer trained with
-stochastic positional encodings keeps its accuracy on longer sequences, one
-trained with fixed encodings does not. A stochastic and a fixed encoding
-(and, with ``train_range``, a stochastic one over a range of lengths) are
-trained at length T and scored at every ``T' = factor * T`` through the
-task's own length shift (unselected tokens inserted, every target kept),
-each with its predict-time variants: encoding draws averaged, and
-length-aware score scales (:mod:`stsq_learn.encodings.length_scale`),
-against the isotropic floor (the best R^2 of any ``W = gamma I`` of the
-width). The curves are :func:`~stsq_learn.studies.length_curve`'s, every
-model's seeds trained as one batched model (``batch_seeds=True``).
-
-The result's tables: ``r2``, one row per (curve, validation set, seed, T'),
-and ``floor`` (no seed: it depends on none), when computed.
+The paper's out-of-distribution claim: a transformer trained with stochastic
+positional encodings keeps its accuracy on longer sequences, one trained with
+fixed encodings does not. Models trained at length T are scored at every
+``T' = factor * T`` through the task's length shift (unselected tokens
+inserted, every target kept), with predict-time variants (encoding draws
+averaged, length-aware score scales: :mod:`stsq_learn.encodings.length_scale`),
+beside the isotropic floor, the best R^2 of any ``W = gamma I`` of the width.
+The module also holds what the other selection experiments share with it.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -48,20 +43,11 @@ _SCALES = StrOptions(set(LENGTH_SCALES))
 
 
 class TaskSettings(Settings):
-    """What the length experiments share: the training task, the model, its steps, the T'.
-
-    The base of :class:`LengthGeneralizationSettings` and
-    :class:`~stsq_learn.experiments.EncodingsSettings`, which document its
-    settings.
-    """
+    """The selection experiments' task, model and steps (documented by their settings)."""
 
     _parameter_constraints = {
-        "seq_len": COUNT,
-        "n_features": COUNT,
-        "n_selected": COUNT,
+        **dict.fromkeys(("seq_len", "n_features", "n_selected", "n_steps"), COUNT),
         "estimator": [SparseTokenSelector],
-        "n_steps": COUNT,
-        "factors": [positive_ints()],
     }
 
     seq_len: int = 16
@@ -69,7 +55,6 @@ class TaskSettings(Settings):
     n_selected: int = 3
     estimator: SparseTokenSelector = ADAM
     n_steps: int = 500
-    factors: tuple = (1, 2, 4, 8, 16)
 
     def _validate(self):
         SparseTokenSelectionTask(self.seq_len, self.n_features, self.n_selected)
@@ -83,31 +68,26 @@ class LengthGeneralizationSettings(TaskSettings):
     seq_len, n_features, n_selected : int, default=16, 8, 3
         The training task D_{T,q}.
     estimator : SparseTokenSelector, default=ADAM
-        The model to train (cloned; its ``positional_encoding``,
-        ``random_state`` and, if given, ``device`` are the run's): width
-        64, Adam at a constant step of 0.01, batches of 256.
+        The model (cloned; each curve sets its ``positional_encoding``).
     n_steps : int, default=500
-        Online training steps of each model (long enough for fixed
-        encodings to fit their positions, which keeps them from
-        extrapolating).
+        Online steps of each model (enough for fixed encodings to fit their
+        positions, which keeps them from extrapolating).
     factors : tuple of int, default=(1, 2, 4, 8, 16)
         Evaluation lengths T' as multiples of ``seq_len``.
     n_pe_samples : int, default=16
         Encoding draws averaged by the second stochastic curve (1 skips it).
     n_val_large : int, default=1000
-        Held-out rows of the larger validation set (its first 128 are the
-        paper's smaller one).
+        Held-out rows of the large validation set (the first 128: the paper's).
     length_scales : tuple of {"log", "floor"}, default=("log", "floor")
-        Length scales the fitted stochastic model is also scored with (the
-        fixed one with the last of them); empty skips those curves.
+        Length scales the stochastic model is also scored with (the fixed
+        one with the last).
     train_range : tuple of (int, int) or None, default=None
-        A range of training lengths ``(T_min, seq_len)`` for one more
-        stochastic model, trained with ``range_scale``; None skips it.
+        ``(T_min, seq_len)``: one more stochastic model, trained over these
+        lengths with ``range_scale`` (None: none).
     range_scale : {"log", "floor"}, default="log"
         The length scale of the model trained over ``train_range``.
     floor : bool, default=True
-        Compute the isotropic floor at each length (on 20,000 simulated
-        rows, those the ``"floor"`` scale reads its gammas from).
+        Compute the isotropic floor at each T' (on 20,000 simulated rows).
 
     Examples
     --------
@@ -119,14 +99,15 @@ class LengthGeneralizationSettings(TaskSettings):
 
     _parameter_constraints = {
         **TaskSettings._parameter_constraints,
-        "n_pe_samples": COUNT,
-        "n_val_large": COUNT,
+        **dict.fromkeys(("n_pe_samples", "n_val_large"), COUNT),
+        "factors": [positive_ints()],
         "length_scales": [SequenceOf(_SCALES, min_len=0)],
         "train_range": [positive_ints(min_len=2, increasing=True), None],
         "range_scale": [_SCALES],
         "floor": ["boolean"],
     }
 
+    factors: tuple = (1, 2, 4, 8, 16)
     n_pe_samples: int = 16
     n_val_large: int = 1000
     length_scales: tuple = ("log", "floor")
@@ -145,9 +126,38 @@ class LengthGeneralizationSettings(TaskSettings):
             )
 
 
-def sizes(seq_len, n_features, n_selected, width):
-    """A preset's training task and model (:data:`ADAM` at ``width``), as settings."""
-    estimator = clone(ADAM).set_params(width=width)
+SHARED_PROVENANCE = {
+    "batch_size": "paper: a fresh batch of 256 rows per step (online training)",
+    "tokens": "paper: Gaussian tokens",
+    "subsets": "paper: uniform q-subsets",
+    "seq_len": "ours: the training length",
+    **dict.fromkeys(
+        ("n_features", "n_selected", "width", "n_steps", "learning_rate_init"),
+        "ours: chosen for these presets",
+    ),
+    "solver": "ours: Adam at a constant step of 0.01",
+    "factors": "ours: the test lengths",
+    "metric": "ours: R^2 = 1 - relative MSE",
+}
+"""The provenance of the settings the length experiments share."""
+
+PROVENANCE = {
+    **SHARED_PROVENANCE,
+    "n_val_128": "paper: a fixed 128-row out-of-distribution validation set",
+    "positional_encoding": "paper: stochastic positional encodings against fixed ones",
+    "n_val_large": "ours: a larger validation set, for less noise",
+    "n_pe_samples": "ours: encoding draws averaged at predict time",
+    "length_scales": "ours: length-aware score scales",
+    "train_range": "ours: a model trained over a range of lengths",
+    "range_scale": "ours: chosen for these presets",
+    "floor": "ours: the isotropic floor W = gamma I of the width, as the reference",
+}
+"""Setting by setting, whether it comes from the paper or is ours."""
+
+
+def sizes(seq_len, n_features, n_selected, width, estimator=ADAM):
+    """A preset's training task and model (``estimator`` at ``width``), as settings."""
+    estimator = clone(estimator).set_params(width=width)
     return dict(seq_len=seq_len, n_features=n_features, n_selected=n_selected, estimator=estimator)
 
 
@@ -156,19 +166,15 @@ def eval_lengths(settings):
     return sorted({int(f) * settings["seq_len"] for f in settings["factors"]})
 
 
-class _VariantScore:
+# -- the studies -----------------------------------------------------------------------------
+def _variant_score(n_pe_samples, length_scale, n_rows, estimator, X, y):
     """R^2 on the first ``n_rows`` rows, predicting with ``n_pe_samples`` draws and a scale."""
-
-    def __init__(self, n_pe_samples, length_scale, n_rows):
-        self.n_pe_samples, self.length_scale, self.n_rows = n_pe_samples, length_scale, n_rows
-
-    def __call__(self, estimator, X, y):
-        own = {k: estimator.get_params()[k] for k in ("n_pe_samples", "length_scale")}
-        estimator.set_params(n_pe_samples=self.n_pe_samples, length_scale=self.length_scale)
-        try:
-            return estimator.score(X[: self.n_rows], y[: self.n_rows])
-        finally:
-            estimator.set_params(**own)
+    own = {k: estimator.get_params()[k] for k in ("n_pe_samples", "length_scale")}
+    estimator.set_params(n_pe_samples=n_pe_samples, length_scale=length_scale)
+    try:
+        return estimator.score(X[:n_rows], y[:n_rows])
+    finally:
+        estimator.set_params(**own)
 
 
 def _models(cfg):
@@ -196,21 +202,14 @@ def _models(cfg):
 
 
 @reusing_batches
-def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """One :func:`~stsq_learn.studies.length_curve` per trained model, over every seed.
+def run(cfg, seeds, **kw):
+    """The record's ``run``: one :func:`~stsq_learn.studies.length_curve` per trained model.
 
-    The arguments are :class:`~stsq_learn.experiments.Experiment`'s ``run``'s;
-    each model's seeds train as one batched model.
-
-    Returns
-    -------
-    dict of str to StudyTable
-        ``r2``: ``model`` (the curve), ``validation``, ``seed``,
-        ``eval_seq_len``, ``r2``; and with ``floor``, ``floor``:
-        ``eval_seq_len``, ``floor_r2`` and ``width`` (no seed).
+    Returns ``r2`` (``model``: the curve, ``validation``, ``seed``,
+    ``eval_seq_len``, ``r2``) and, with ``floor``, ``floor`` (no seed).
     """
     lengths = eval_lengths(cfg)
-    sizes = {k: n or cfg.n_val_large for k, n in VALIDATION_SETS.items()}
+    rows = {k: n or cfg.n_val_large for k, n in VALIDATION_SETS.items()}
     parts = [
         length_curve(
             {key: est},
@@ -218,42 +217,35 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
             lengths,
             seeds=seeds,
             n_steps=cfg.n_steps,
-            n_test=max(sizes.values()),
+            n_test=max(rows.values()),
             scoring={
-                f"{curve}|{name}": _VariantScore(k, scale, rows)
+                f"{curve}|{name}": functools.partial(_variant_score, k, scale, n)
                 for curve, k, scale in curves
-                for name, rows in sizes.items()
+                for name, n in rows.items()
             },
             error_score="raise",
-            n_jobs=n_jobs,
-            device=device,
             batch_seeds=True,
-            progress=progress,
+            **kw,
         )
         for key, (est, on, curves) in _models(cfg).items()
     ]
-    tables = {"r2": _long_table(parts)}
-    if cfg.floor and active_plan() is None:  # the floor's simulation is no study: not planned
+    # One row per (curve, validation set, seed, length) of the studies' "curve|set" columns.
+    long = [
+        (*column.split("|"), part["seed"][i], part["eval_seq_len"][i], part[column][i])
+        for part in parts
+        for i in range(len(part))
+        for column in part.columns
+        if "|" in column
+    ]
+    names = ("model", "validation", "seed", "eval_seq_len", "r2")
+    tables = {"r2": StudyTable(dict(zip(names, map(list, zip(*long)))), meta=parts[0].meta)}
+    if cfg.floor and active_plan() is None:
         m = cfg.estimator.width
         floor = [1.0 - cached_floor(t, cfg.n_selected, m, 1).relative_mse for t in lengths]
         tables["floor"] = StudyTable(
             {"eval_seq_len": lengths, "floor_r2": floor, "width": [m] * len(lengths)}
         )
     return tables
-
-
-def _long_table(tables):
-    """One row per (curve, validation set, seed, length) of the studies' tables."""
-    out = {name: [] for name in ("model", "validation", "seed", "eval_seq_len", "r2")}
-    for table in tables:
-        scores = [c for c in table.columns if "|" in c]
-        for i in range(len(table)):
-            for column in scores:
-                curve, validation = column.split("|")
-                values = (curve, validation, table["seed"][i], table["eval_seq_len"][i])
-                for name, value in zip(out, (*values, table[column][i])):
-                    out[name].append(value)
-    return StudyTable(out, meta=tables[0].meta)
 
 
 # -- what the tables give --------------------------------------------------------------------
@@ -271,15 +263,10 @@ def floor_r2(result):
 
 
 def headline(result):
-    """The R^2 of every curve at every T' on the large validation set, of one seed.
+    """One seed's ``<curve>_r2_at_<k>T`` (R^2 at k T on the large set) of every curve and T'.
 
-    Returns
-    -------
-    dict of str to float
-        ``<curve>_r2_at_<k>T`` (R^2 at ``k`` times the training length) and,
-        where the floor was computed and is below R^2 = 1,
-        ``<curve>_floor_ratio_at_<k>T``: the curve's relative MSE over the
-        floor's.
+    Where the floor is below 1, ``<curve>_floor_ratio_at_<k>T`` too: the
+    curve's relative MSE over the floor's.
     """
     T = result.settings["seq_len"]
     table = result.tables["r2"].where(validation="val_large")
@@ -315,110 +302,69 @@ def summary(result):
 
 
 # -- the figure ------------------------------------------------------------------------------
+R2_AXES = {
+    "x": "eval_seq_len",
+    "logx": True,
+    "legend": False,
+    "xlabel": "evaluation length T' (log scale)",
+    "ylabel": "$R^2$ (1 - relative MSE)",
+}
+"""The style of an R^2 against T' panel (``BandDisplay.from_table``'s arguments)."""
+
+
 def length_axes(ax, T, values):
-    """An R^2 against T' panel: the training length and R^2 = 0 marked, R^2 from below 0 to 1."""
+    """An R^2 against T' panel: T and R^2 = 0 marked, R^2 from below the least of values to 1."""
     ax.set_ylim(min(-0.1, np.nanmin(values, initial=0.0) - 0.05), 1.02)
     ax.axvline(T, color="gray", ls=":", lw=1, label=f"training length T={T}")
     ax.axhline(0.0, color="k", lw=0.5)
 
 
+def seeds_caption(result):
+    """What a figure's bands show: ``"one seed"`` or ``"median over <n> seeds, band: min-max"``."""
+    n = len(result.seeds)
+    return "one seed" if n == 1 else f"median over {n} seeds, band: min-max"
+
+
 def figure(result, axes=None):
-    """R^2 against T' for every curve, one panel per validation set, the floor beside.
+    """The record's ``figure``: R^2 against T', a panel per validation set, the floor beside.
 
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`length_generalization`.
-    axes : sequence of 2 matplotlib Axes, default=None
-        One per validation set; None makes a new figure (one row).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Each curve its median over the seeds with the min-max shaded; the
-        fixed encoding in red squares (dashed, its scale dotted).
+    Each curve's median over the seeds, the min-max shaded; the fixed
+    encoding in red squares (dashed, its scale dotted).
     """
     fig, axes = new_axes(axes, 2)
     c, table = result.settings, result.tables["r2"]
-    T = c["seq_len"]
-    models = table.unique("model")
+    fig.suptitle(f"Length generalization, trained at T={c['seq_len']} ({seeds_caption(result)})")
+    fixed = [m for m in table.unique("model") if m.startswith("fixed")]
     others = iter(["C0", "C1", "C2", "C4", "C6", "C8", "C9", "C5"])
-    colors = {m: "C3" if m.startswith("fixed") else next(others) for m in models}
-    line_kw = {
-        m: {"marker": "s", "ls": ":" if "scale" in m else "--"}
-        for m in models
-        if m.startswith("fixed")
-    }
+    colors = {m: "C3" if m in fixed else next(others) for m in table.unique("model")}
+    style = {"colors": colors, "theory": None, **R2_AXES}
+    style["line_kw"] = {m: {"marker": "s", "ls": ":" if "scale" in m else "--"} for m in fixed}
     floor = floor_r2(result)
-    theory = None
     if floor:
         m = int(result.tables["floor"]["width"][0])
-        theory = {f"floor at T' (best W = gamma I, width {m})": (list(floor), list(floor.values()))}
+        style["theory"] = {
+            f"floor at T' (best W = gamma I, width {m})": (list(floor), list(floor.values()))
+        }
     for ax, (name, n_rows) in zip(axes, VALIDATION_SETS.items()):
-        BandDisplay.from_table(
-            table.where(validation=name),
-            x="eval_seq_len",
-            y="r2",
-            theory=theory,
-            ax=ax,
-            logx=True,
-            colors=colors,
-            legend=False,
-            line_kw=line_kw,
-            xlabel="evaluation length T' (log scale)",
-            ylabel="$R^2$ (1 - relative MSE)",
-            title=f"Validation set of {n_rows or c['n_val_large']} rows",
-        )
-        length_axes(ax, T, table["r2"])
+        title = f"Validation set of {n_rows or c['n_val_large']} rows"
+        BandDisplay.from_table(table.where(validation=name), y="r2", ax=ax, title=title, **style)
+        length_axes(ax, c["seq_len"], table["r2"])
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize="small")
-    n = len(result.seeds)
-    seeds = "one seed" if n == 1 else f"median over {n} seeds, band: min-max"
-    fig.suptitle(f"Length generalization, trained at T={T} ({seeds})")
     return fig
 
-
-SHARED_PROVENANCE = {
-    "batch_size": "paper: a fresh batch of 256 rows per step (online training)",
-    "tokens": "paper: Gaussian tokens",
-    "subsets": "paper: uniform q-subsets",
-    "seq_len": "ours: the training length",
-    **dict.fromkeys(
-        ("n_features", "n_selected", "width", "n_steps", "learning_rate_init"),
-        "ours: chosen for these presets",
-    ),
-    "solver": "ours: Adam at a constant step of 0.01",
-    "factors": "ours: the test lengths",
-    "metric": "ours: R^2 = 1 - relative MSE",
-}
-"""The provenance of the settings the length experiments share."""
-
-PROVENANCE = {
-    **SHARED_PROVENANCE,
-    "n_val_128": "paper: a fixed 128-row out-of-distribution validation set",
-    "positional_encoding": "paper: stochastic positional encodings against fixed ones",
-    "n_val_large": "ours: a larger validation set, for less noise",
-    "n_pe_samples": "ours: encoding draws averaged at predict time",
-    "length_scales": "ours: length-aware score scales",
-    "train_range": "ours: a model trained over a range of lengths",
-    "range_scale": "ours: chosen for these presets",
-    "floor": "ours: the isotropic floor W = gamma I of the width, as the reference",
-}
-"""Setting by setting, whether it comes from the paper or is ours."""
 
 RECORD = Experiment(
     name="length_generalization",
     function_name="length_generalization",
+    settings=LengthGeneralizationSettings,
     doc="""Train stochastic and fixed encodings at length T; score them at T' = factor * T.
 
-    Two clones of the estimator, with ``positional_encoding="stochastic"``
-    and ``"fixed"``, are trained online at ``seq_len`` (and, with
-    ``train_range``, a stochastic one over a range of lengths); each is
-    scored on its seed's held-out rows moved to each T', with its
-    predict-time variants (see :mod:`stsq_learn.tasks.selection.length`;
-    the settings: :class:`LengthGeneralizationSettings`). From the paper:
-    the fresh batch of 256 rows per step, the 128-row validation set,
-    Gaussian tokens and uniform q-subsets; the rest is ours (``PROVENANCE``).
+    Clones of the estimator with ``positional_encoding="stochastic"`` and
+    ``"fixed"`` (and with ``train_range`` one more) are trained online, each
+    scored on its seed's held-out rows moved to each T' with its variants
+    (:mod:`stsq_learn.tasks.selection.length`; the settings:
+    :class:`LengthGeneralizationSettings`; the paper's and ours: ``PROVENANCE``).
 
     Examples
     --------
@@ -429,7 +375,6 @@ RECORD = Experiment(
     >>> len(result.bands()["fixed_r2_at_2T"]["values"])
     2
     """,
-    settings=LengthGeneralizationSettings,
     presets={
         "tiny": dict(
             **sizes(8, 2, 2, 8),
@@ -459,11 +404,8 @@ RECORD = Experiment(
             range_scale="floor",
         ),
     },
-    run=run,
-    figure=figure,
-    headline=headline,
-    summary=summary,
     provenance=PROVENANCE,
     aliases=("length",),
+    **{f.__name__: f for f in (run, figure, headline, summary)},  # the module's parts
 )
 length_generalization = RECORD.function

@@ -2,28 +2,17 @@
 
 The paper's expressivity claim: a one-layer transformer selects ``q`` of
 ``T`` tokens with width ``O(d + q log T)``, a fully-connected net needs
-``Omega(T d)``. Each curve (:class:`SeparationCurve`: a subset size q, its
-lengths T, its two models and their grids) is measured by one
-:func:`~stsq_learn.studies.minimal_width` search per model along
-``seq_len`` (every width trained from scratch and scored on held-out rows),
-beside the theory's curve: per T, the smallest width of the transformer's
-grid whose isotropic floor (:func:`~stsq_learn.isotropic_floor`, the best
-``W = gamma I`` reaches) allows the target. The bisection of each length
-starts at a prediction: the floor's width for the transformer; for the
-FCN, the previous T's minimal width times the ratio of the lengths (at the
-first T, ``2 T d``); and each fit stops once it reaches the target on its
-held-out rows.
-
-The result's tables are ``widths`` (the searches' rows, every seed, a
-``curve`` column numbering the curves) and ``floor`` (the floor's widths,
-no ``seed`` column: simulated once, with ``random_state=0``). The laws are
-functions of them, fitted per seed (:func:`~stsq_learn.studies.fit_laws`):
-``w = a + b q log2 T`` through the transformer's widths of every curve
-(:func:`joint_laws`, the headline's ``law.*``, and the floor's,
-:func:`floor_law`); per curve, ``a + b log2 T`` for the transformer and
-``b T`` for the FCN, drawn as the median of the seeds' laws. Any pair
-of estimators with a ``width`` and any task with a ``seq_len`` get the same
-study (:func:`width_separation` runs one curve).
+``Omega(T d)``. Each curve (:class:`SeparationCurve`) is measured by one
+:func:`~stsq_learn.studies.minimal_width` search per model along ``seq_len``
+(every width trained from scratch, scored on held-out rows), beside the
+theory's curve: per T, the smallest width whose isotropic floor (the best
+``W = gamma I``) allows the target (:func:`floor_widths`). A bisection
+starts at a prediction: the floor's width for the transformer; for the FCN
+the previous T's width times the ratio of the lengths (``2 T d`` at the
+first). The laws are fitted per seed: ``w = a + b q log2 T`` through the
+transformer's widths of every curve (:func:`joint_laws`) and the floor's
+(:func:`floor_law`); per curve ``a + b log2 T`` for the transformer and
+``b T`` for the FCN (:func:`seed_laws`).
 """
 
 from __future__ import annotations
@@ -46,6 +35,7 @@ from ...studies import BandDisplay, Law, StudyTable, fit_law, fit_laws, minimal_
 from ...studies.plan import active_plan
 from ..task import Task
 from .estimators import FCNSelector, SparseTokenSelector
+from .length import COUNT
 from .task import SparseTokenSelectionTask
 
 MODELS = ("transformer", "fcn")
@@ -54,7 +44,6 @@ LAW_OF = {"transformer": ("log2", False), "fcn": ("linear", True)}
 """Each model's law against T (and whether through the origin): ``a + b log2 T``, ``b T``."""
 GOOD_FIT = 0.8
 """The R^2 below which a curve's law is not drawn: it does not describe its points."""
-_LABELS = {"transformer": "transformer", "fcn": "FCN"}
 
 # The paper's algorithm: plain gradient descent, a constant step, a fresh batch of 256 rows
 # a step, every block of W (token rows too) at the same step. The step 3 is ours.
@@ -87,11 +76,6 @@ _Q2_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 _Q3_GRID = (32, 64, 128, 256, 512, 1024, 2048)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
-_SIZE = [Interval(numbers.Integral, 1, None, closed="left"), None]
-_ESTIMATOR = [HasMethods(["fit", "get_params"])]
-_PER_MODEL = MappingOf(MODELS, *_COUNT)
-
 
 class SeparationCurve(Settings):
     """One curve of the width separation: its task, its two models and their grids.
@@ -101,34 +85,21 @@ class SeparationCurve(Settings):
     Attributes
     ----------
     label : str, default="plain GD, the paper's algorithm (...)"
-        How its transformer is trained, in words (the figure's legend and
-        the summary show it): say it when you change ``transformer``.
+        How the transformer is trained, in words (say it when you change it).
     seq_lens : tuple of int, default=(4, 8, 16, 32)
         The lengths T, increasing.
     n_features, n_selected : int or None, default=None
-        Token dimension d and subset size q of the
-        :class:`~stsq_learn.SparseTokenSelectionTask` (None: 2, or the
-        ``task``'s, which a given value must then match).
+        d and q of the sparse token selection (None: 2, or the ``task``'s).
     task : Task or None, default=None
-        A task of one's own (its ``seq_len`` set to each T); None is the
-        sparse token selection of ``n_features`` and ``n_selected``. The
-        floor is drawn for the sparse token selection only.
+        A task of one's own (its ``seq_len`` set to each T; no floor drawn).
     transformer, fcn : estimator, default=plain GD and Adam
-        The two models: any estimators with a ``width`` parameter (and
-        ``fit_online`` in the online regime). The defaults:
-        ``SparseTokenSelector(solver="sgd", learning_rate="constant",
-        learning_rate_init=3.0, token_block_rate=1.0, batch_size=256)`` and
-        ``FCNSelector(solver="adam", learning_rate_init=0.01,
-        learning_rate="constant", batch_size=1024)``.
+        The two models: any estimators with a ``width`` (and ``fit_online``).
     widths : dict, default={"transformer": (2, 3, 4, ..., 128), "fcn": (4, 8, ..., 1024)}
-        Model to its increasing grid of widths; a model left out is not
-        searched.
+        Model to its increasing grid of widths (a model left out: not searched).
     n_steps : dict, default={"transformer": 400, "fcn": 500}
-        Model to its online steps per width (an upper bound where fits stop
-        at the target), one for every model of ``widths``.
+        Model to its online steps per width (at most: fits stop at the target).
     max_seq_len : dict, default={}
-        Model to the longest T it is searched at (``{"fcn": 64}``); a model
-        left out is searched at every T.
+        Model to the longest T it is searched at (``{"fcn": 64}``).
     floor_rows : int, default=4000
         Rows each :func:`~stsq_learn.isotropic_floor` simulates.
 
@@ -144,15 +115,12 @@ class SeparationCurve(Settings):
     _parameter_constraints = {
         "label": [str],
         "seq_lens": [positive_ints(increasing=True)],
-        "n_features": _SIZE,
-        "n_selected": _SIZE,
+        **{key: [*COUNT, None] for key in ("n_features", "n_selected")},
         "task": [Task, None],
-        "transformer": _ESTIMATOR,
-        "fcn": _ESTIMATOR,
+        **{key: [HasMethods(["fit", "get_params"])] for key in ("transformer", "fcn")},
         "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
-        "n_steps": [_PER_MODEL],
-        "max_seq_len": [_PER_MODEL],
-        "floor_rows": _COUNT,
+        **{key: [MappingOf(MODELS, *COUNT)] for key in ("n_steps", "max_seq_len")},
+        "floor_rows": COUNT,
     }
 
     label: str = _PLAIN_GD_LABEL
@@ -196,17 +164,15 @@ class SeparationCurve(Settings):
         return tuple(m for m in MODELS if m in self.widths and self.lengths(m))
 
     def lengths(self, model):
-        """The lengths T at which ``model`` is searched (to its ``max_seq_len``).
+        """The lengths T at which ``model`` is searched (to its ``max_seq_len``), increasing.
 
         Parameters
         ----------
         model : {"transformer", "fcn"}
-            The model.
 
         Returns
         -------
         list of int
-            Its lengths, increasing.
         """
         return [T for T in self.seq_lens if T <= self.max_seq_len.get(model, T)]
 
@@ -217,6 +183,7 @@ class SeparationCurve(Settings):
         return out
 
 
+_Q2_CURVE = SeparationCurve()
 _Q3_CURVE = SeparationCurve(
     label=_PACED_LABEL,
     seq_lens=(16, 32, 64),
@@ -236,31 +203,23 @@ class SeparationSettings(Settings):
     Attributes
     ----------
     curves : tuple of SeparationCurve, default=(q = 2, q = 3)
-        The curves, in order (a mapping is read as a :class:`SeparationCurve`).
-        The defaults: q = 2, d = 2 at T = 4 ... 32, both models, the
-        transformer trained by the paper's plain gradient descent; q = 3,
-        d = 4 at T = 16, 32, 64, the transformer alone, trained by our
-        paced SGD.
+        The curves (mappings are read as curves): q = 2, d = 2 at T = 4 ... 32,
+        both models, plain GD; q = 3, d = 4 at T = 16, 32, 64, the transformer
+        alone, our paced SGD.
     target_r2 : float, default=0.9
-        The R^2 a width must reach, on every curve.
+        The R^2 a width must reach.
     n_val : int, default=1000
         Held-out rows scoring each width (and stopping its fit).
     stop_fits : bool, default=True
-        Stop each online fit once it reaches ``target_r2`` on its scoring
-        rows (checked every 25 steps). The stopping rule acts on one net:
-        with it the seeds are fitted one after another; without it, the
-        seeds that try the same width at the same T train together.
+        Stop each online fit at ``target_r2`` (checked every 25 steps; the
+        seeds are then fitted one after another, else batched).
     search : {"bisect", "bracket", "scan"}, default="bisect"
         How each length's widths are visited
-        (:func:`~stsq_learn.studies.search_threshold`). ``"bisect"``: from
-        the predicted width (the floor's for the transformer, the scaled
-        previous one for the FCN), until a passing width's neighbour below
-        failed; the FCN skips the lengths after a miss. ``"bracket"``: from
-        the previous T's minimal width outwards, a length after a miss not
-        searched. ``"scan"``: upwards from the smallest width.
+        (:func:`~stsq_learn.studies.search_threshold`): from the prediction
+        (the FCN skips the lengths after a miss), from the previous T's width
+        outwards (no length after a miss), or upwards from the smallest.
     regime : {"online", "finite"}, default="online"
-        ``"online"``: every width trained on fresh batches for its
-        ``n_steps``; ``"finite"``: fitted on ``n_train`` rows (``fit``).
+        Fresh batches for ``n_steps``, or ``fit`` on ``n_train`` rows.
     n_train : int, default=20000
         Training rows per fit (``regime="finite"``).
 
@@ -275,14 +234,14 @@ class SeparationSettings(Settings):
     _parameter_constraints = {
         "curves": [SequenceOf(SeparationCurve)],
         "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
-        "n_val": _COUNT,
+        "n_val": COUNT,
         "stop_fits": ["boolean"],
         "search": [StrOptions({"bisect", "bracket", "scan"})],
         "regime": [StrOptions({"online", "finite"})],
         "n_train": [Interval(numbers.Integral, 10, None, closed="left")],
     }
 
-    curves: tuple = (SeparationCurve(), _Q3_CURVE)
+    curves: tuple = (_Q2_CURVE, _Q3_CURVE)
     target_r2: float = 0.9
     n_val: int = 1000
     stop_fits: bool = True
@@ -313,7 +272,32 @@ class SeparationSettings(Settings):
                     )
 
 
-# -- the theory's curve ------------------------------------------------------------------------
+PROVENANCE = {
+    "batch_size": "paper: a fresh batch of 256 rows at every step",
+    "tokens": "paper: Gaussian tokens",
+    "subsets": "paper: a uniform q-subset of the positions",
+    "transformer_width_law": "paper: width O~(d + q log T) for the transformer",
+    "fcn_width_law": "paper: width Omega~(T d) for fully-connected nets",
+    "transformer_solver_q2": "ours: plain gradient descent, the algorithm the paper's theory "
+    "analyses, every block at one constant step (3.0, ours)",
+    "transformer_solver_q3": "ours: SGD with the width-scaled, identity-paced step (plain GD "
+    "and Adam did not reach the floor within our budgets)",
+    "fcn_solver": "ours: Adam (step 0.01 constant; 0.003 cosine in full and gpu)",
+    "seq_lens": "ours: the lengths T of every curve",
+    "n_features": "ours: d = 2 at q = 2, d = 4 (8 in gpu) at q = 3",
+    "n_selected": "ours: q = 2 and q = 3",
+    "width_grids": "ours: the width grids searched",
+    "n_steps": "ours: the steps per width (an upper bound: fits stop at the target)",
+    "target_r2": "ours: the R^2 a width must reach (0.9)",
+    "n_val": "ours: the held-out rows scoring each width and stopping its fit",
+    "search": "ours: bisection from the floor's minimal width (the FCN's: from T d scaling)",
+    "floor": "ours: isotropic_floor's smallest width allowing the target, as the theory's curve",
+    "pe_sampling": "ours: marginal encoding draws (the same law as full draws)",
+}
+"""Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
+
+
+# -- the theory's curve and the studies --------------------------------------------------------
 @functools.cache
 def _floor_allows(seq_len, n_selected, width, n_samples, target):
     floor = isotropic_floor(seq_len, n_selected, width, n_samples=n_samples, random_state=0)
@@ -323,11 +307,9 @@ def _floor_allows(seq_len, n_selected, width, n_samples, target):
 def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     """Per T, the smallest of ``widths`` whose isotropic floor allows R^2 >= ``target``.
 
-    Bisection over the increasing grid (the floor falls as the width
-    grows) for each length of ``seq_lens`` at the subset size
-    ``n_selected``, each floor simulated on ``n_samples`` rows with
-    ``random_state=0`` (the theory's curve: the same for every seed); None
-    where even the largest width's floor is too high.
+    A bisection over the increasing grid (the floor falls as the width grows),
+    each floor on ``n_samples`` rows with ``random_state=0``; None where no
+    width's floor allows it.
     """
     out = []
     for T in seq_lens:
@@ -343,7 +325,6 @@ def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     return out
 
 
-# -- the studies -------------------------------------------------------------------------------
 def _start(cfg, curve, model, floors):
     """Where each length's search of ``model`` starts (see :class:`SeparationSettings`)."""
     if cfg.search != "bisect":
@@ -362,17 +343,15 @@ def _start(cfg, curve, model, floors):
     return scaled
 
 
-def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """Every curve's searches over every seed, and the floor's widths (the record's ``run``).
+def run(cfg, seeds, **kw):
+    """The record's ``run``: every curve's searches over every seed, and the floor's widths.
 
-    Returns ``widths``, :func:`~stsq_learn.studies.minimal_width`'s rows
-    with a ``curve`` column (``model``, ``seed``, ``param_seq_len``,
-    ``value``: the minimal width, NaN where not reached, ``bound``,
-    ``n_fits``, ...), and ``floor``: ``curve``, ``param_seq_len`` and
-    ``floor_width`` (NaN where no width of the grid allows the target),
-    without ``seed``, not simulated inside :func:`~stsq_learn.studies.planning`.
+    Returns ``widths`` (:func:`~stsq_learn.studies.minimal_width`'s rows and
+    ``curve``) and ``floor`` (``curve``, ``param_seq_len``, ``floor_width``;
+    no seed).
     """
     widths, floor = [], {"curve": [], "param_seq_len": [], "floor_width": []}
+    online = cfg.regime == "online"
     for i, curve in enumerate(cfg.curves):
         d, q = curve.sizes()
         task = (
@@ -381,18 +360,12 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         floors = {}
         if "transformer" in curve.widths and isinstance(task, SparseTokenSelectionTask):
             if active_plan() is None:  # the theory's curve: no fit, no part of a plan
-                found = floor_widths(
-                    curve.seq_lens,
-                    q,
-                    curve.widths["transformer"],
-                    cfg.target_r2,
-                    n_samples=curve.floor_rows,
-                )
+                grid, n = curve.widths["transformer"], curve.floor_rows
+                found = floor_widths(curve.seq_lens, q, grid, cfg.target_r2, n_samples=n)
                 floors = dict(zip(curve.seq_lens, found))
                 floor["curve"] += [i] * len(found)
                 floor["param_seq_len"] += list(curve.seq_lens)
                 floor["floor_width"] += [np.nan if w is None else float(w) for w in found]
-        online = cfg.regime == "online"
         for model in curve.searched():
             part = minimal_width(
                 {model: curve[model]},
@@ -409,12 +382,9 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
                 n_steps=curve.n_steps[model] if online else "auto",
                 n_train=None if online else cfg.n_train,
                 n_test=cfg.n_val,
-                n_jobs=n_jobs,
-                device=device,
-                progress=progress,
+                **kw,
             )
-            columns = {"curve": [i] * len(part), **{c: part[c] for c in part.columns}}
-            widths.append(StudyTable(columns))
+            widths.append(part.with_columns(curve=[i] * len(part)))
     meta = {"study": "minimal_width", "target": cfg.target_r2, "method": cfg.search}
     return {
         "widths": StudyTable.concat(widths, meta=meta),
@@ -428,32 +398,21 @@ def _prefix(curve, i):
     return f"curve{i}" if curve["n_selected"] is None else f"q{curve['n_selected']}"
 
 
-def _number(value):
-    """A width as a float, ``inf`` where there is none (NaN: not reached)."""
-    value = float(value)
-    return value if math.isfinite(value) else math.inf
-
-
 def _joint_points(result, table, column):
     """Rows ``x = T^q`` and ``column`` of ``table``, every curve with a q (and ``seed``)."""
     parts = []
     for i, curve in enumerate(result.settings["curves"]):
-        q = curve["n_selected"]
-        rows = table.where(curve=i)
-        if q is None or not len(rows):
-            continue
-        x = [float(T) ** q for T in rows["param_seq_len"]]
-        parts.append(rows.with_columns(x=x))
+        rows, q = table.where(curve=i), curve["n_selected"]
+        if q is not None and len(rows):
+            parts.append(rows.with_columns(x=[float(T) ** q for T in rows["param_seq_len"]]))
     return StudyTable.concat(parts) if parts else StudyTable({"seed": [], "x": [], column: []})
 
 
 def joint_laws(result):
     """Per seed, ``w = a + b q log2 T`` through the transformer's widths of every curve.
 
-    The law ``a + b log2 x`` at ``x = T^q`` (the headline's ``law.*``), by
-    :func:`~stsq_learn.studies.fit_laws`: seed to its
-    :class:`~stsq_learn.studies.Law`, None with fewer than 3 widths. A
-    seed's view (``result.seed(s)``) has that seed's alone.
+    The law ``a + b log2 x`` at ``x = T^q`` (the headline's ``law.*``): seed
+    to its :class:`~stsq_learn.studies.Law`, None with fewer than 3 widths.
     """
     rows = result.tables["widths"].where(model="transformer")
     return fit_laws(_joint_points(result, rows, "value"), "x", "value", "log2")
@@ -469,11 +428,10 @@ def floor_law(result):
 
 
 def seed_laws(result, i, model):
-    """Per seed, ``model``'s law against T on curve ``i`` (None: fewer than its points).
+    """Per seed, ``model``'s law against T on curve ``i`` (:data:`LAW_OF`; None: too few points).
 
     ``a + b log2 T`` for the transformer, ``b T`` for the FCN (``b / d``
-    per ``T d``, the paper's ``Omega(T d)``; :data:`LAW_OF`), by
-    :func:`~stsq_learn.studies.fit_laws`.
+    per ``T d``, the paper's ``Omega(T d)``).
     """
     rows = result.tables["widths"].where(curve=i, model=model)
     law, origin = LAW_OF[model]
@@ -490,8 +448,8 @@ def headline(result):
     """The numbers one seed's run is judged by, flat.
 
     Per curve and T (the prefix ``q<q>.T<T>``): ``transformer_width`` and
-    ``floor_width`` (``inf`` where no width of the grid reached the target,
-    or allows it); where the FCN was searched, ``fcn_width`` (its lower
+    ``floor_width`` (``inf`` where none of the grid reached the target, or
+    allows it); where the FCN was searched, ``fcn_width`` (its lower
     bound where no width reached the target) and ``fcn_width_is_bound``
     (1.0 for a bound, else 0.0). Then ``law.intercept``, ``law.slope`` and
     ``law.r2`` of ``w = a + b q log2 T`` (:func:`joint_laws`) and
@@ -500,22 +458,21 @@ def headline(result):
     widths, floor = result.tables["widths"], result.tables["floor"]
     out = {}
     for i, curve in enumerate(result.settings["curves"]):
-        rows, floors = widths.where(curve=i), floor.where(curve=i)
         for T in curve["seq_lens"]:
-            key = f"{_prefix(curve, i)}.T{T}"
-            at = rows.where(seq_len=T)
-            found = at.where(model="transformer")
-            if len(found):
-                out[f"{key}.transformer_width"] = _number(found["value"][0])
-            if len(floors.where(seq_len=T)):
-                out[f"{key}.floor_width"] = _number(floors.where(seq_len=T)["floor_width"][0])
+            key, at = f"{_prefix(curve, i)}.T{T}", widths.where(curve=i, seq_len=T)
+            found = {
+                "transformer_width": at.where(model="transformer")["value"],
+                "floor_width": floor.where(curve=i, seq_len=T)["floor_width"],
+            }
+            for name, values in found.items():
+                if len(values):  # inf: no width of the grid reached the target (or allows it)
+                    out[f"{key}.{name}"] = float(values[0]) if np.isfinite(values[0]) else math.inf
             fcn = at.where(model="fcn")
             if len(fcn):
                 bound = not math.isfinite(fcn["value"][0])
                 out[f"{key}.fcn_width"] = float(fcn["bound" if bound else "value"][0])
                 out[f"{key}.fcn_width_is_bound"] = float(bound)
-    laws = {"law": Law.median(joint_laws(result)), "floor_law": floor_law(result)}
-    for name, law in laws.items():
+    for name, law in (("law", Law.median(joint_laws(result))), ("floor_law", floor_law(result))):
         out[f"{name}.intercept"] = math.nan if law is None else law.params["a"]
         out[f"{name}.slope"] = math.nan if law is None else law.params["b"]
         out[f"{name}.r2"] = math.nan if law is None else law.r2
@@ -565,9 +522,11 @@ def summary(result):
         ]
         if not len(widths.where(curve=i, model="fcn")):
             continue
-        rows.append(f"| | minimal width, fcn | {texts['fcn']} |")
         ratios = " / ".join(_ratio_text(bands, k) for k in at)
-        rows.append(f"| | FCN / transformer width (medians) | {ratios} |")
+        rows += [
+            f"| | minimal width, fcn | {texts['fcn']} |",
+            f"| | FCN / transformer width (medians) | {ratios} |",
+        ]
         laws = [law for law in seed_laws(result, i, "fcn").values() if law is not None]
         if laws:
             b = fmt_band(band([law.params["b"] / (d or 1) for law in laws]))
@@ -588,6 +547,17 @@ def summary(result):
 
 # -- the figure --------------------------------------------------------------------------------
 _SQUARES = {"marker": "s", "mfc": "none"}  # the floor's widths: open squares
+_AXES = {  # both panels: widths against T, log-log, lower bounds as open triangles
+    "x": "seq_len",
+    "y": "value",
+    "bound": "bound",
+    "style": "errorbar",
+    "logx": True,
+    "logy": True,
+    "law_variable": "T",
+    "xlabel": "T",
+    "legend": False,
+}
 
 
 def _drawn(laws):
@@ -596,26 +566,12 @@ def _drawn(laws):
 
 
 def figure(result, axes=None):
-    """Minimal widths against T over the seeds: per q beside the floor, and both models.
+    """The record's ``figure``: minimal widths against T, per q beside the floor; both models.
 
-    Left: the transformer's minimal widths of every curve (the median over
-    the seeds that found one, min-max error bars, lower bounds as open
-    triangles), the floor's widths dashed in the curve's colour, and per
-    curve the median of its seeds' laws ``a + b log2 T``, drawn over its
-    lengths where its R^2 is at least :data:`GOOD_FIT`. Right: both models
-    of the first curve that searched the FCN, with their laws (the FCN's
-    ``b T``) and the floor.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`width_separation_by_q` (every seed).
-    axes : sequence of 2 matplotlib Axes, default=None
-        Where to draw; None makes a new figure.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Left: the transformer's widths of every curve (the median over the seeds
+    that found one, min-max error bars, lower bounds as open triangles), the
+    floor's, and each curve's median law where its R^2 is at least
+    :data:`GOOD_FIT`. Right: both models of the first curve with the FCN.
     """
     fig, axes = new_axes(axes, 2)
     cfg, widths, floor = result.settings, result.tables["widths"], result.tables["floor"]
@@ -644,30 +600,17 @@ def figure(result, axes=None):
         ),
         dict(
             table=widths.where(curve=i),
-            hue="model",
             laws=_drawn(curve_laws(result, i)),
             theory={floor_label: (xs, ys)} if len(xs) else {},
             theory_kw={floor_label: {"color": "C0", **_SQUARES}},
-            labels=_LABELS,
+            labels={"transformer": "transformer", "fcn": "FCN"},
             colors={"transformer": "C0", "fcn": "C1"},
             title=f"Both models (d={curve['n_features']}, q={curve['n_selected']})",
         ),
     ]
+    ylabel = f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}"
     for ax, panel in zip(axes, panels):
-        BandDisplay.from_table(
-            **panel,
-            x="seq_len",
-            y="value",
-            bound="bound",
-            ax=ax,
-            style="errorbar",
-            logx=True,
-            logy=True,
-            law_variable="T",
-            xlabel="T",
-            ylabel=f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}",
-            legend=False,
-        )
+        BandDisplay.from_table(**panel, **_AXES, ax=ax, ylabel=ylabel)
         ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
     if len(result.seeds) > 1:
         fig.suptitle(
@@ -686,10 +629,7 @@ def width_separation(
     (or on ``settings`` itself, a :class:`SeparationCurve`, with the
     default search), the changes naming a setting of the curve applied to
     it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``):
-    any two estimators with a ``width``, any task with a ``seq_len``. The
-    result is the separation experiment's, with one curve: its
-    ``plot()``, ``bands()`` and summary are the experiment's.
-
+    any two estimators with a ``width``, any task with a ``seq_len``.
 
     See Also
     --------
@@ -709,43 +649,17 @@ def width_separation(
     return RECORD(cfg, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
-PROVENANCE = {
-    "batch_size": "paper: a fresh batch of 256 rows at every step",
-    "tokens": "paper: Gaussian tokens",
-    "subsets": "paper: a uniform q-subset of the positions",
-    "transformer_width_law": "paper: width O~(d + q log T) for the transformer",
-    "fcn_width_law": "paper: width Omega~(T d) for fully-connected nets",
-    "transformer_solver_q2": "ours: plain gradient descent, the algorithm the paper's theory "
-    "analyses, every block at one constant step (3.0, ours)",
-    "transformer_solver_q3": "ours: SGD with the width-scaled, identity-paced step (plain GD "
-    "and Adam did not reach the floor within our budgets)",
-    "fcn_solver": "ours: Adam (step 0.01 constant; 0.003 cosine in full and gpu)",
-    "seq_lens": "ours: the lengths T of every curve",
-    "n_features": "ours: d = 2 at q = 2, d = 4 (8 in gpu) at q = 3",
-    "n_selected": "ours: q = 2 and q = 3",
-    "width_grids": "ours: the width grids searched",
-    "n_steps": "ours: the steps per width (an upper bound: fits stop at the target)",
-    "target_r2": "ours: the R^2 a width must reach (0.9)",
-    "n_val": "ours: the held-out rows scoring each width and stopping its fit",
-    "search": "ours: bisection from the floor's minimal width (the FCN's: from T d scaling)",
-    "floor": "ours: isotropic_floor's smallest width allowing the target, as the theory's curve",
-    "pe_sampling": "ours: marginal encoding draws (the same law as full draws)",
-}
-"""Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
-
-_Q2_CURVE = SeparationCurve()
 _TINY = dict(seq_lens=(4, 8), floor_rows=500)
 
 RECORD = Experiment(
     name="separation",
     function_name="width_separation_by_q",
+    settings=SeparationSettings,
     doc="""Minimal widths against T at several q, beside the floor's, with ``a + b q log2 T``.
 
-    For each curve (:class:`SeparationCurve`), each model's minimal width
-    at every T, searched from its prediction (the floor's width for the
-    transformer); the floor's widths; the law ``w = a + b q log2 T``
-    fitted per seed to the transformer's widths of every curve together,
-    and to the floor's. The settings are :class:`SeparationSettings`.
+    Each model's minimal width at every T of each curve, the floor's, and the
+    laws (:mod:`stsq_learn.tasks.selection.separation`; the settings:
+    :class:`SeparationSettings`).
 
     See Also
     --------
@@ -761,7 +675,6 @@ RECORD = Experiment(
     >>> result.bands()["q2.T8.transformer_width"]["values"]
     [8.0, 8.0]
     """,
-    settings=SeparationSettings,
     presets={
         "tiny": dict(
             curves=(
@@ -806,12 +719,9 @@ RECORD = Experiment(
             n_val=4000,
         ),
     },
-    run=run,
-    figure=figure,
-    headline=headline,
-    summary=summary,
     provenance=PROVENANCE,
     aliases=("width",),
+    **{f.__name__: f for f in (run, figure, headline, summary)},  # the module's parts
     exports=(width_separation, SeparationCurve),
     # Widths of grids whose neighbours are at most twice apart: one step either way; the
     # laws fitted to them move with them.
