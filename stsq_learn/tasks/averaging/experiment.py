@@ -1,24 +1,25 @@
 """q-sparse averaging (qSA): widths against N and q, zero-shot transfer, length generalization.
 
 q-sparse averaging (Sanford, Hsu and Telgarsky, 2023) asks every position
-for the mean of its own subset of q tokens. The studies, every seed in
-each table:
+for the mean of its own subset of q tokens: one attention layer of width
+O~(d + q log N) represents it, where a fully-connected net needs
+Omega~(N d). The result's tables, every seed in each:
 
 1. ``by_length``: the smallest width reaching ``target_r2`` against N of
-   the attention model (:class:`~stsq_learn.SparseTokenAverager`) and the
-   fully-connected net (:class:`~stsq_learn.FCNAverager`)
-   (:func:`search_widths`, shared with the retrieval experiment), with the
-   theory's laws ``a + b log2 N`` and ``b N^c`` fitted per seed
-   (:func:`law_numbers`);
+   the attention model and the FCN (:func:`search_widths`), the theory's
+   laws ``a + b log2 N`` and ``b N^c`` fitted per seed;
 2. ``by_q``: the attention model's smallest width against q, each q's
-   search starting where the isotropic floor (:func:`~stsq_learn.isotropic_floor`)
-   allows the target (:class:`FloorWidths`, column ``floor_width``);
-3. ``transfer``: a :class:`~stsq_learn.SparseTokenSelector` trained on sparse
-   token selection answers qSA through
-   :meth:`~stsq_learn.SparseTokenAverager.from_selector`, with no training,
-   beside an averager trained on qSA and the floor (``relative_mse``, ``floor``);
+   search starting where the isotropic floor allows the target
+   (:class:`FloorWidths`, column ``floor_width``);
+3. ``transfer``: a selector trained on sparse token selection answers qSA
+   untrained (:meth:`~stsq_learn.SparseTokenAverager.from_selector`),
+   beside an averager trained on qSA and the floor;
 4. ``length``: R^2 of stochastic and fixed encodings on rows lengthened to
-   ``factors`` times N (:func:`~stsq_learn.studies.length_curve`).
+   ``factors`` times N.
+
+The figure's and the summary's parts of a width search are written here
+for this experiment and the retrieval one (:func:`widths_panel`,
+:func:`length_panel`, :func:`search_rows`, :func:`length_rows`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment
 from ...experiments._common import new_axes
-from ...experiments._result import fmt_band
+from ...experiments._result import band, fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
 from ...experiments._widths import (
     ENCODINGS,
@@ -46,13 +47,7 @@ from ...experiments._widths import (
     search_widths,
     widths_text,
 )
-from ...studies import (
-    BandDisplay,
-    StudyTable,
-    minimal_width,
-    stream_seed,
-    sweep,
-)
+from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
 from ..selection.estimators import SparseTokenSelector
 from ..selection.task import SparseTokenSelectionTask
@@ -63,6 +58,7 @@ LAWS = {"attention": "log2", "fcn": "power"}
 """The law the theory gives each model's minimal width against N."""
 TRANSFER = ("selector on STS_q", "selector on qSA", "averager on qSA")
 """The models of the transfer, in the table's order."""
+_LAW_KEYS = {"attention": "attention_log_law_", "fcn": "fcn_power_law_"}
 _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e. about 0.001)
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
@@ -94,37 +90,23 @@ class SparseAveragingSettings(WidthsAndLengthSettings):
     ----------
     seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
 n_val, stop_at_target
-        The search against N (:class:`WidthsAndLengthSettings`; ``n_val``
-        and ``stop_at_target`` also of the search against q). Defaults: N = 4,
-        8, 16, 32 at q = 2; the attention model
-        (:class:`~stsq_learn.SparseTokenAverager`) on Adam at 0.1 decayed
-        by a cosine, widths 4 ... 64, 300 steps; the FCN
-        (:class:`~stsq_learn.FCNAverager`) on Adam at 0.01, 1024 rows a
-        step, widths 8, 32, 512, 500 steps, up to N = 8; R^2 0.9 on 500 rows.
-    n_features : int, default=2
-        Token dimension d of both searches. With q = 2 the floor is about 0
-        at a few dozen widths; keep d small so the FCN reaches the target.
-    estimator : SparseTokenAverager, default=the width-following SGD
-        The attention model of the search against q, of the transfer (its
-        hyperparameters give the selector's too) and of the length part.
-    q_values : tuple of int, default=(1, 2, 3)
-        Subset sizes q of the search against q, increasing.
-    q_seq_len : int, default=16
-        N of the search against q.
-    q_widths : tuple of int, default=(4, 6, 8, 12, ..., 256)
-        Its width grid, increasing.
-    q_steps, transfer_steps : int or "auto", default=400, 300
-        Online steps per model of the search against q and of the transfer;
-        ``"auto"`` is the estimator's own plan.
-    transfer_task : tuple of 3 int, default=(32, 8, 4)
-        (N, d, q) of the transfer.
-    transfer_width : int, default=64
-        Width of both transfer models.
-    length_task, length_width, length_steps, factors : default=(16, 8, 2), 32, 400, (1, 2, 4)
+        The search against N (:class:`WidthsAndLengthSettings`), ``n_val`` and
+        ``stop_at_target`` that against q too.
+    n_features : int
+        Token dimension d of both searches, small so that the FCN reaches the target.
+    estimator : SparseTokenAverager
+        The attention model against q, of the transfer (its hyperparameters
+        the selector's too) and of the length part.
+    q_values, q_seq_len, q_widths, q_steps
+        The search against q: the q (increasing), N, the width grid, the
+        steps of a fit (``"auto"``: the estimator's plan).
+    transfer_task, transfer_width, transfer_steps
+        (N, d, q), width and steps of both transfer models.
+    length_task, length_width, length_steps, factors
         The length part (:class:`WidthsAndLengthSettings`).
-    n_test : int, default=4000
-        Held-out queries of the transfer and the length part: ``n_test`` rows
-        of sparse token selection, ``ceil(n_test / N)`` rows of qSA.
+    n_test : int
+        Held-out queries of the transfer and the length part (``ceil(n_test / N)``
+        rows of qSA).
 
     Examples
     --------
@@ -293,14 +275,12 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 def headline(result):
     """The numbers one seed's run is judged by, flat.
 
-    Minimal widths against N, ``attention_width_N<N>`` and ``fcn_width_N<N>``
-    (NaN where none reached the target or N was not searched), and
-    ``attention_width_growth`` (at the longest N found over the shortest);
-    the laws ``attention_log_law_a``, ``_b``, ``_r2`` and
-    ``fcn_power_law_b``, ``_c``, ``_r2`` (:func:`law_numbers`); against q,
-    ``attention_width_q<q>`` and the floor's ``floor_width_q<q>``; the
-    transfer's ``transfer_floor``, ``transfer_<model>_relative_mse`` and
-    ``_floor_ratio``; the length part's ``length_<encoding>_r2_at_<k>N``.
+    ``attention_width_N<N>``, ``fcn_width_N<N>`` (NaN: none reached),
+    ``attention_width_growth`` (longest N found over shortest), the laws'
+    ``attention_log_law_a, _b, _r2`` and ``fcn_power_law_b, _c, _r2``
+    (:func:`law_numbers`), ``attention_width_q<q>``, ``floor_width_q<q>``,
+    ``transfer_floor``, ``transfer_<model>_relative_mse`` and
+    ``_floor_ratio``, ``length_<encoding>_r2_at_<k>N``.
     """
     c, tables = result.settings, result.tables
     widths, out = tables["by_length"], {}
@@ -310,9 +290,9 @@ def headline(result):
             out[f"{label}_width_N{N}"] = found[0] if len(found) else math.nan
     _, found = widths.where(model="attention").xy("seq_len", "value")
     out["attention_width_growth"] = found[-1] / found[0] if len(found) >= 2 else math.nan
-    for label, name in (("attention", "log"), ("fcn", "power")):
+    for label, key in _LAW_KEYS.items():
         for p, value in law_numbers(widths, label, LAWS[label]).items():
-            out[f"{label}_{name}_law_{p}"] = value
+            out[f"{key}{p}"] = value
     for row in tables["by_q"]:
         out[f"attention_width_q{row['param_n_selected']}"] = row["value"]
         out[f"floor_width_q{row['param_n_selected']}"] = row["floor_width"]
@@ -339,43 +319,84 @@ def summary(result):
         return fmt_band(bands[key])
 
     lens, qs = ", ".join(map(str, c["seq_lens"])), ", ".join(map(str, c["q_values"]))
+    (N, d, q), (n, _, q_len) = c["transfer_task"], c["length_task"]
     rows = [
         f"| qSA widths (d={c['n_features']}, q={c['n_selected']}, R^2 >= {c['target_r2']}) "
-        f"| N = {lens} | |"
-    ]
-    for label, name in (("attention", "attention"), ("fcn", "FCN")):
-        text = widths_text(tables["by_length"].where(model=label), "seq_len")
-        rows.append(f"| | minimal width, {name} | {text} |")
-    growth = b("attention_width_growth")
-    rows.append(f"| | attention: minimal width, longest N over shortest | {growth} |")
-    for label, name, form in (("attention", "log", "a + b log2(N)"), ("fcn", "power", "b N^c")):
-        key = f"{label}_{name}_law"
-        if math.isfinite(bands[f"{key}_b"]["median"]):
-            params = ", ".join(f"{p} {b(f'{key}_{p}')}" for p in ("ab" if name == "log" else "bc"))
-            rows.append(f"| | {label}: w = {form}, per seed | {params}, fit R^2 {b(f'{key}_r2')} |")
-    text = widths_text(tables["by_q"], "n_selected")
-    rows.append(f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} | {text} |")
-    floors = " / ".join(b(f"floor_width_q{q}") for q in c["q_values"])
-    rows.append(f"| | width the isotropic floor allows, q = {qs} | {floors} |")
-    N, d, q = c["transfer_task"]
-    rows.append(
+        f"| N = {lens} | |",
+        *search_rows(tables["by_length"], bands, LAWS, _LAW_KEYS, "N"),
+        f"| | attention: minimal width, longest N over shortest | {b('attention_width_growth')} |",
+        f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} "
+        f"| {widths_text(tables['by_q'], 'n_selected')} |",
+        f"| | width the isotropic floor allows, q = {qs} "
+        f"| {' / '.join(b(f'floor_width_q{q}') for q in c['q_values'])} |",
         f"| qSA transfer (N={N}, d={d}, q={q}, m={c['transfer_width']}) "
-        f"| isotropic floor (relative MSE) | {b('transfer_floor')} |"
-    )
+        f"| isotropic floor (relative MSE) | {b('transfer_floor')} |",
+    ]
     for model in TRANSFER:
         key = f"transfer_{_transfer_key(model)}"
+        ratio = b(f"{key}_floor_ratio")
         rows.append(
-            f"| | relative MSE, {model} | {b(f'{key}_relative_mse')} "
-            f"({b(f'{key}_floor_ratio')}x the floor) |"
+            f"| | relative MSE, {model} | {b(f'{key}_relative_mse')} ({ratio}x the floor) |"
         )
-    N, _, q = c["length_task"]
-    lens = ", ".join(str(f * N) for f in c["factors"])
-    rows.append(
-        f"| qSA length (trained at N={N}, q={q}, m={c['length_width']}) | R^2 at N' = {lens} | |"
+    head = f"| qSA length (trained at N={n}, q={q_len}, m={c['length_width']}) | R^2 at N' ="
+    return rows + length_rows(tables["length"], head, n, c["factors"])
+
+
+# -- the parts of a width search's figure and summary (the retrieval experiment's too) -------
+WIDTHS_STYLE = dict(y="value", bound="bound", style="errorbar", logx=True, logy=True)
+"""How minimal widths are drawn: log-log, medians with min-max error bars, bounds as triangles."""
+
+
+def widths_panel(ax, table, laws, variable, xlabel, **kw):
+    """A search's minimal widths against the length, each model with its seeds' median law.
+
+    ``laws`` maps the attention model and the FCN (in that order) to their
+    laws (:func:`~stsq_learn.experiments._widths.median_laws`); ``kw`` goes
+    to :meth:`BandDisplay.from_table`.
+    """
+    kw = dict(
+        law_variable=variable, xlabel=f"{xlabel} {variable} (log scale)", **kw, **WIDTHS_STYLE
     )
+    labels = dict(zip(laws, ("attention (SPE)", "FCN")))
+    laws = median_laws(table, laws)
+    return BandDisplay.from_table(table, x="seq_len", laws=laws, labels=labels, ax=ax, **kw)
+
+
+def length_panel(ax, table, **kw):
+    """The length part's R^2 against the evaluation length, log x: medians, min-max shaded."""
+    colors = {"stochastic": "C0", "fixed": "C3"}
+    kw = dict(x="eval_seq_len", y="score", logx=True, colors=colors, **kw)
+    return BandDisplay.from_table(table, ax=ax, **kw)
+
+
+def search_rows(table, bands, laws, keys, variable):
+    """Summary rows of a width search: each model's minimal widths, then its law per seed.
+
+    ``laws`` maps the attention model and the FCN (in that order) to their
+    laws, ``keys`` to the prefix of their laws' headline numbers in ``bands``;
+    a law is written where its median is a number.
+    """
+    labels = dict(zip(laws, ("attention", "FCN")))
+    rows = [
+        f"| | minimal width, {labels[m]} | {widths_text(table.where(model=m), 'seq_len')} |"
+        for m in laws
+    ]
+    for model, key in keys.items():
+        if math.isfinite(bands[f"{key}b"]["median"]):
+            log = laws[model] == "log2"
+            form = f"a + b log2({variable})" if log else f"b {variable}^c"
+            params = ", ".join(f"{p} {fmt_band(bands[key + p])}" for p in ("ab" if log else "bc"))
+            fit = fmt_band(bands[f"{key}r2"])
+            rows.append(f"| | {labels[model]}: w = {form}, per seed | {params}, fit R^2 {fit} |")
+    return rows
+
+
+def length_rows(table, head, seq_len, factors):
+    """Summary rows of the length part: ``head`` with the lengths, then R^2 per encoding."""
+    rows = [f"{head} {', '.join(str(f * seq_len) for f in factors)} | |"]
     for pe in ENCODINGS:
-        text = " / ".join(b(f"length_{pe}_r2_at_{f}N") for f in c["factors"])
-        rows.append(f"| | {pe} | {text} |")
+        scores = [table.where(model=pe, eval_seq_len=f * seq_len)["score"] for f in factors]
+        rows.append(f"| | {pe} | {' / '.join(fmt_band(band(s)) for s in scores)} |")
     return rows
 
 
@@ -383,29 +404,15 @@ def summary(result):
 def figure(result, axes=None):
     """The four panels over the seeds (two rows of two; ``axes``: 4 matplotlib Axes).
 
-    Minimal widths against N (both models, log-log, each with the median of
-    its seeds' laws over the N they were fitted on) and against q (beside
-    the widths the isotropic floor allows), medians with min-max error bars
-    and open triangles for lower bounds; the transfer's relative MSEs as
-    median bars with min-max error bars beside the floor; the length
-    part's R^2, medians with the min-max shaded.
+    Minimal widths against N (each model with its seeds' median law) and
+    against q (beside the widths the isotropic floor allows); the transfer's
+    relative MSEs as median bars beside the floor; the length part's R^2.
     """
     fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4, ncols=2)
-    c, tables = result.settings, result.tables
-    widths = dict(y="value", bound="bound", style="errorbar", logx=True, logy=True)
+    c, tables, d = result.settings, result.tables, result.settings["n_features"]
     ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"
-    BandDisplay.from_table(
-        tables["by_length"],
-        x="seq_len",
-        laws=median_laws(tables["by_length"], LAWS),
-        law_variable="N",
-        ax=ax_n,
-        labels={"attention": "attention (SPE)", "fcn": "FCN"},
-        xlabel="positions N (log scale)",
-        ylabel=ylabel,
-        title=f"qSA: width against N (d={c['n_features']}, q={c['n_selected']})",
-        **widths,
-    )
+    title = f"qSA: width against N (d={d}, q={c['n_selected']})"
+    widths_panel(ax_n, tables["by_length"], LAWS, "N", "positions", ylabel=ylabel, title=title)
     qs, floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
     BandDisplay.from_table(
         tables["by_q"],
@@ -415,18 +422,14 @@ def figure(result, axes=None):
         labels={"attention": "trained: smallest width reaching"},
         xlabel="subset size q (log scale)",
         ylabel=ylabel,
-        title=f"qSA: width against q (N={c['q_seq_len']}, d={c['n_features']})",
-        **widths,
+        title=f"qSA: width against q (N={c['q_seq_len']}, d={d})",
+        **WIDTHS_STYLE,
     )
     _transfer_panel(tables["transfer"], ax_tr, c)
     N, _, q = c["length_task"]
-    BandDisplay.from_table(
+    length_panel(
+        ax_len,
         tables["length"],
-        x="eval_seq_len",
-        y="score",
-        ax=ax_len,
-        logx=True,
-        colors={"stochastic": "C0", "fixed": "C3"},
         labels={pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS},
         xlabel="evaluation positions N' (log scale)",
         ylabel="$R^2$ over every position",
@@ -508,6 +511,7 @@ _FULL = dict(
 RECORD = Experiment(
     name="qsa",
     function_name="sparse_averaging",
+    aliases=("averaging",),
     doc="""Widths against N and q, zero-shot transfer and length generalization on qSA.
 
     One attention layer of width O~(d + q log N) represents q-sparse
@@ -528,6 +532,7 @@ RECORD = Experiment(
     'selector on STS_q'
     """,
     settings=SparseAveragingSettings,
+    provenance=PROVENANCE,
     presets={
         "tiny": dict(
             seq_lens=(4, 8),
@@ -571,14 +576,7 @@ RECORD = Experiment(
     figure=figure,
     headline=headline,
     summary=summary,
-    provenance=PROVENANCE,
-    aliases=("averaging",),
     # Widths of grids whose neighbours are at most twice apart: one step either way.
-    reference_rtol={
-        "*width_N*": 0.5,
-        "*width_q*": 0.5,
-        "attention_width_growth": 0.5,
-        "*_law_*": 0.5,
-    },
+    reference_rtol={"*width_[Nq]*": 0.5, "attention_width_growth": 0.5, "*_law_*": 0.5},
 )
 sparse_averaging = RECORD.function
