@@ -3,23 +3,14 @@
 q-sparse averaging (Sanford, Hsu and Telgarsky, 2023) asks every position
 for the mean of its own subset of q tokens: one attention layer of width
 O~(d + q log N) represents it, where a fully-connected net needs
-Omega~(N d). The result's tables, every seed in each:
-
-1. ``by_length``: the smallest width reaching ``target_r2`` against N of
-   the attention model and the FCN (:func:`search_widths`), the theory's
-   laws ``a + b log2 N`` and ``b N^c`` fitted per seed;
-2. ``by_q``: the attention model's smallest width against q, each q's
-   search starting where the isotropic floor allows the target
-   (:class:`FloorWidths`, column ``floor_width``);
-3. ``transfer``: a selector trained on sparse token selection answers qSA
-   untrained (:meth:`~stsq_learn.SparseTokenAverager.from_selector`),
-   beside an averager trained on qSA and the floor;
-4. ``length``: R^2 of stochastic and fixed encodings on rows lengthened to
-   ``factors`` times N.
-
-The figure's and the summary's parts of a width search are written here
-for this experiment and the retrieval one (:func:`widths_panel`,
-:func:`length_panel`, :func:`search_rows`, :func:`length_rows`).
+Omega~(N d). The tables, every seed in each: ``by_length``, the smallest
+width reaching ``target_r2`` against N of both models (laws fitted per
+seed); ``by_q``, the attention model's against q, each q's search starting
+where the isotropic floor allows the target (:class:`FloorWidths`);
+``transfer``, a selector trained on sparse token selection answering qSA
+untrained, beside an averager trained on qSA and the floor; ``length``,
+R^2 of both encodings on longer rows. The parts of a width search's figure
+and summary that the retrieval experiment shares are written here too.
 """
 
 from __future__ import annotations
@@ -27,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import field
+from functools import partial
 
 import numpy as np
 from sklearn.base import clone
@@ -117,18 +109,12 @@ n_val, stop_at_target
 
     _parameter_constraints = {
         **WidthsAndLengthSettings._parameter_constraints,
-        "transformer": [SparseTokenAverager],
+        **{key: [SparseTokenAverager] for key in ("transformer", "estimator")},
+        **dict.fromkeys(("n_features", "q_seq_len", "transfer_width", "n_test"), _COUNT),
+        **{key: [positive_ints(increasing=True)] for key in ("q_values", "q_widths")},
+        **dict.fromkeys(("q_steps", "transfer_steps"), _STEPS),
         "fcn": [FCNAverager],
-        "n_features": _COUNT,
-        "estimator": [SparseTokenAverager],
-        "q_values": [positive_ints(increasing=True)],
-        "q_seq_len": _COUNT,
-        "q_widths": [positive_ints(increasing=True)],
-        "q_steps": _STEPS,
         "transfer_task": [SequenceOf(*_COUNT, min_len=3)],
-        "transfer_width": _COUNT,
-        "transfer_steps": _STEPS,
-        "n_test": _COUNT,
     }
 
     seq_lens: tuple = (4, 8, 16, 32)
@@ -181,15 +167,12 @@ class FloorWidths:
     def __call__(self, q):
         """The width (None if the grid's largest does not allow the target), by bisection."""
         if q not in self.found:
-            grid = self.grid
-            lo, hi = -1, len(grid) - 1
-            if self.allows(q, grid[hi]):
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    lo, hi = (lo, mid) if self.allows(q, grid[mid]) else (mid, hi)
-                self.found[q] = grid[hi]
-            else:
-                self.found[q] = None
+            lo, hi = -1, len(self.grid) - 1
+            allowed = self.allows(q, self.grid[hi])
+            while allowed and hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if self.allows(q, self.grid[mid]) else (mid, hi)
+            self.found[q] = self.grid[hi] if allowed else None
         return self.found[q]
 
     def start(self, params, previous):
@@ -201,30 +184,17 @@ class FloorWidths:
         return begin
 
 
-class TransferredScore:
-    """Scorer of a fitted selector: R^2 of its W on the seed's held-out qSA rows, untrained."""
-
-    def __init__(self, task, n_rows):
-        self.task, self.n_rows = task, n_rows
-
-    def __call__(self, selector, X, y):
-        X_qsa, y_qsa = test_rows(self.task, selector.random_state, self.n_rows)
-        averager = SparseTokenAverager.from_selector(selector, n_selected=self.task.n_selected)
-        return averager.score(X_qsa, y_qsa)
-
-
-def _own_score(estimator, X, y):
-    return estimator.score(X, y)
+def _transferred(task, n_rows, selector, X, y):
+    """A scorer's end: R^2 of a fitted selector's W on the seed's held-out qSA rows, untrained."""
+    X_qsa, y_qsa = test_rows(task, selector.random_state, n_rows)
+    averager = SparseTokenAverager.from_selector(selector, n_selected=task.n_selected)
+    return averager.score(X_qsa, y_qsa)
 
 
 # -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The studies over every seed: ``by_length``, ``by_q``, ``transfer`` and ``length``.
-
-    Each model's seeds train as one batched model where they move in
-    lockstep; a search's fits that stop at the target fit one after another.
-    """
+    """The studies over every seed (the seeds of a model train as one where they move alike)."""
     common = dict(seeds=seeds, device=device, progress=progress, n_jobs=n_jobs, batch_seeds=True)
     task = SparseAveragingTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
     by_length = search_widths(cfg, {"attention": cfg.transformer, "fcn": cfg.fcn}, task, **common)
@@ -249,7 +219,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     selector = sweep(
         {"selector": SparseTokenSelector(**averager.get_params())},
         SparseTokenSelectionTask(N, d, q),
-        scoring={"sts_q": _own_score, "qsa": TransferredScore(qsa, rows)},
+        scoring={"sts_q": SparseTokenSelector.score, "qsa": partial(_transferred, qsa, rows)},
         n_steps=cfg.transfer_steps,
         n_test=cfg.n_test,
         **common,
@@ -275,12 +245,11 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 def headline(result):
     """The numbers one seed's run is judged by, flat.
 
-    ``attention_width_N<N>``, ``fcn_width_N<N>`` (NaN: none reached),
-    ``attention_width_growth`` (longest N found over shortest), the laws'
-    ``attention_log_law_a, _b, _r2`` and ``fcn_power_law_b, _c, _r2``
-    (:func:`law_numbers`), ``attention_width_q<q>``, ``floor_width_q<q>``,
-    ``transfer_floor``, ``transfer_<model>_relative_mse`` and
-    ``_floor_ratio``, ``length_<encoding>_r2_at_<k>N``.
+    ``<model>_width_N<N>`` (NaN: none reached), ``attention_width_growth``
+    (longest N over shortest), ``attention_log_law_<a, b, r2>`` and
+    ``fcn_power_law_<b, c, r2>`` (:func:`law_numbers`), ``attention_width_q<q>``,
+    ``floor_width_q<q>``, ``transfer_floor``, ``transfer_<model>_relative_mse``
+    and ``_floor_ratio``, ``length_<encoding>_r2_at_<k>N``.
     """
     c, tables = result.settings, result.tables
     widths, out = tables["by_length"], {}
@@ -348,34 +317,22 @@ WIDTHS_STYLE = dict(y="value", bound="bound", style="errorbar", logx=True, logy=
 
 
 def widths_panel(ax, table, laws, variable, xlabel, **kw):
-    """A search's minimal widths against the length, each model with its seeds' median law.
-
-    ``laws`` maps the attention model and the FCN (in that order) to their
-    laws (:func:`~stsq_learn.experiments._widths.median_laws`); ``kw`` goes
-    to :meth:`BandDisplay.from_table`.
-    """
-    kw = dict(
-        law_variable=variable, xlabel=f"{xlabel} {variable} (log scale)", **kw, **WIDTHS_STYLE
-    )
-    labels = dict(zip(laws, ("attention (SPE)", "FCN")))
-    laws = median_laws(table, laws)
-    return BandDisplay.from_table(table, x="seq_len", laws=laws, labels=labels, ax=ax, **kw)
+    """Minimal widths against the length, each model (attention, FCN) with its seeds' median law."""
+    xlabel, labels = f"{xlabel} {variable} (log scale)", dict(zip(laws, ("attention (SPE)", "FCN")))
+    kw = dict(law_variable=variable, xlabel=xlabel, labels=labels, **kw, **WIDTHS_STYLE)
+    return BandDisplay.from_table(table, x="seq_len", laws=median_laws(table, laws), ax=ax, **kw)
 
 
 def length_panel(ax, table, **kw):
     """The length part's R^2 against the evaluation length, log x: medians, min-max shaded."""
-    colors = {"stochastic": "C0", "fixed": "C3"}
-    kw = dict(x="eval_seq_len", y="score", logx=True, colors=colors, **kw)
+    kw = dict(
+        x="eval_seq_len", y="score", logx=True, colors={"stochastic": "C0", "fixed": "C3"}, **kw
+    )
     return BandDisplay.from_table(table, ax=ax, **kw)
 
 
 def search_rows(table, bands, laws, keys, variable):
-    """Summary rows of a width search: each model's minimal widths, then its law per seed.
-
-    ``laws`` maps the attention model and the FCN (in that order) to their
-    laws, ``keys`` to the prefix of their laws' headline numbers in ``bands``;
-    a law is written where its median is a number.
-    """
+    """Summary rows: each model's minimal widths, then its law per seed (``keys``: its prefix)."""
     labels = dict(zip(laws, ("attention", "FCN")))
     rows = [
         f"| | minimal width, {labels[m]} | {widths_text(table.where(model=m), 'seq_len')} |"
@@ -413,28 +370,20 @@ def figure(result, axes=None):
     ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"
     title = f"qSA: width against N (d={d}, q={c['n_selected']})"
     widths_panel(ax_n, tables["by_length"], LAWS, "N", "positions", ylabel=ylabel, title=title)
-    qs, floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
+    floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
+    labels = {"attention": "trained: smallest width reaching"}
+    kw = dict(xlabel="subset size q (log scale)", ylabel=ylabel, labels=labels, **WIDTHS_STYLE)
+    title = f"qSA: width against q (N={c['q_seq_len']}, d={d})"
+    theory = {"isotropic floor allows": floors}
     BandDisplay.from_table(
-        tables["by_q"],
-        x="n_selected",
-        theory={"isotropic floor allows": (qs, floors)},
-        ax=ax_q,
-        labels={"attention": "trained: smallest width reaching"},
-        xlabel="subset size q (log scale)",
-        ylabel=ylabel,
-        title=f"qSA: width against q (N={c['q_seq_len']}, d={d})",
-        **WIDTHS_STYLE,
+        tables["by_q"], x="n_selected", theory=theory, ax=ax_q, title=title, **kw
     )
     _transfer_panel(tables["transfer"], ax_tr, c)
     N, _, q = c["length_task"]
-    length_panel(
-        ax_len,
-        tables["length"],
-        labels={pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS},
-        xlabel="evaluation positions N' (log scale)",
-        ylabel="$R^2$ over every position",
-        title=f"qSA: length generalization (q={q}, m={c['length_width']})",
-    )
+    labels = {pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS}
+    title = f"qSA: length generalization (q={q}, m={c['length_width']})"
+    kw = dict(xlabel="evaluation positions N' (log scale)", ylabel="$R^2$ over every position")
+    length_panel(ax_len, tables["length"], labels=labels, title=title, **kw)
     return fig
 
 
@@ -515,12 +464,9 @@ RECORD = Experiment(
     doc="""Widths against N and q, zero-shot transfer and length generalization on qSA.
 
     One attention layer of width O~(d + q log N) represents q-sparse
-    averaging, where a fully-connected net needs Omega~(N d).
-
-    See Also
-    --------
-    SparseAveragingSettings : The settings, and the defaults of the quick size.
-    stsq_learn.tasks.averaging.experiment : The studies, the numbers and the figure.
+    averaging, where a fully-connected net needs Omega~(N d) (see
+    :mod:`stsq_learn.tasks.averaging.experiment`; the settings:
+    :class:`SparseAveragingSettings`).
 
     Examples
     --------

@@ -3,17 +3,12 @@
 q-sparse token retrieval (Mousavi-Hosseini, Sanford, Wu and Erdogdu, 2025)
 names q positions in order and asks for the named tokens side by side. One
 attention head averages tokens, so a readout of H heads retrieves at most H
-of q independent tokens: the theory's threshold is H = q. The result's
-tables, every seed in each:
-
-1. ``heads`` (:func:`~stsq_learn.studies.sweep`): the relative MSE for each
-   q and each H up to q + 1, beside the bound ``1 - H/q``; the threshold
-   (:func:`thresholds`) is the fewest heads whose error is below ``1 / (2q)``;
-2. ``widths``: at H = q, the smallest width reaching ``target_r2`` against
-   T of the attention model and the FCN (the qSA experiment's search), the
-   laws ``a + b log2 T`` and ``b T^c`` fitted per seed;
-3. ``length``: R^2 of stochastic and fixed encodings on rows lengthened to
-   ``factors`` times T.
+of q independent tokens: the theory's threshold is H = q. The tables, every
+seed in each: ``heads``, the relative MSE for each q and each H up to q + 1
+beside the bound ``1 - H/q`` (the threshold, :func:`thresholds`: the fewest
+heads below ``1 / (2q)``); ``widths``, at H = q the smallest width reaching
+``target_r2`` against T of both models (the qSA experiment's search, laws
+fitted per seed); ``length``, R^2 of both encodings on longer rows.
 """
 
 from __future__ import annotations
@@ -24,6 +19,7 @@ from dataclasses import field
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.metrics import make_scorer
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...engine.batch_reuse import reusing_batches
@@ -69,20 +65,19 @@ class SparseRetrievalSettings(WidthsAndLengthSettings):
 
     Attributes
     ----------
-    seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
-n_val, stop_at_target
-        The width search against T at H = q (:class:`WidthsAndLengthSettings`),
-        four lengths for the attention model's law (three gave fit R^2 0.75).
     seq_len, n_features : int
         T and d of the heads part (d also of the width search).
-    q_values : tuple of int
-        The q of the heads part, increasing, at most ``seq_len``.
-    n_heads : tuple of int
-        The head counts H tried at each q (those up to q + 1), increasing.
+    q_values, n_heads : tuple of int
+        The q of the heads part (at most ``seq_len``) and the H tried at each
+        (those up to q + 1), increasing.
     heads_width, heads_steps
         Width and online steps (or ``"auto"``) of the heads part's models.
     heads_estimator : SparseTokenRetriever or None
         The attention model of the heads part; None is ``estimator``.
+    seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
+n_val, stop_at_target
+        The width search against T at H = q (:class:`WidthsAndLengthSettings`),
+        four lengths for the attention model's law (three gave fit R^2 0.75).
     estimator : SparseTokenRetriever
         The attention model of the length part (with q heads).
     length_task, length_width, length_steps, factors
@@ -99,17 +94,12 @@ n_val, stop_at_target
 
     _parameter_constraints = {
         **WidthsAndLengthSettings._parameter_constraints,
-        "transformer": [SparseTokenRetriever],
+        **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), _COUNT),
+        **{key: [positive_ints(increasing=True)] for key in ("q_values", "n_heads")},
+        **{key: [SparseTokenRetriever] for key in ("transformer", "estimator")},
         "fcn": [FCNRetriever],
-        "seq_len": _COUNT,
-        "n_features": _COUNT,
-        "n_test": _COUNT,
-        "q_values": [positive_ints(increasing=True)],
-        "n_heads": [positive_ints(increasing=True)],
-        "heads_width": _COUNT,
         "heads_steps": _STEPS,
         "heads_estimator": [SparseTokenRetriever, None],
-        "estimator": [SparseTokenRetriever],
     }
 
     seq_lens: tuple = (4, 8, 16, 32)  # no width to 64 reached R^2 0.9 at T = 64 in 150 steps
@@ -144,19 +134,10 @@ n_val, stop_at_target
         SparseRetrievalTask(*self.length_task)
 
 
-def _relative_mse(estimator, X, y):
-    """The scorer of the heads part: the relative MSE of ``estimator`` on ``(X, y)``."""
-    return relative_mse(y, estimator.predict(X))
-
-
 # -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The studies over every seed: ``heads``, ``widths`` and ``length``.
-
-    Each model's seeds train as one batched model where they move in
-    lockstep. The ``heads`` table's meta names the heads' ``solver``.
-    """
+    """The studies over every seed; the ``heads`` table's meta names the heads' ``solver``."""
     common = dict(seeds=seeds, device=device, progress=progress, n_jobs=n_jobs, batch_seeds=True)
     heads = cfg.estimator if cfg.heads_estimator is None else cfg.heads_estimator
     heads = clone(heads).set_params(width=cfg.heads_width)
@@ -169,7 +150,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         grid,
         n_steps=cfg.heads_steps,
         n_test=cfg.n_test,
-        scoring={"relative_mse": _relative_mse},
+        scoring={"relative_mse": make_scorer(relative_mse)},
         **common,
     )
     table.meta["solver"] = heads.get_params()["solver"]
