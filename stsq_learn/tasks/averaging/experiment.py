@@ -50,6 +50,7 @@ LAWS = {"attention": "log2", "fcn": "power"}
 """The law the theory gives each model's minimal width against N."""
 TRANSFER = ("selector on STS_q", "selector on qSA", "averager on qSA")
 """The models of the transfer, in the table's order."""
+_TRANSFER_KEYS = dict(zip(TRANSFER, ("selector_sts_q", "selector_qsa", "averager_qsa")))
 _LAW_KEYS = {"attention": "attention_log_law_", "fcn": "fcn_power_law_"}
 _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e. about 0.001)
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
@@ -152,8 +153,7 @@ n_val, stop_at_target
 class FloorWidths:
     """Per q, the smallest width of ``grid`` whose isotropic floor at N allows the target R^2.
 
-    The floor is a property of (N, q, width): simulated once, on fixed
-    draws, it sets where every seed's search against q starts (:meth:`start`).
+    Simulated once, on fixed draws: it sets where every seed's search against q starts.
     """
 
     def __init__(self, seq_len, grid, target):
@@ -178,10 +178,9 @@ class FloorWidths:
     def start(self, params, previous):
         """Where q's search starts: the larger of its floor's width and the previous q's."""
         width = self(params["n_selected"])
-        begin = self.grid[-1] if width is None else width
-        if width is not None and previous is not None and previous["reached"]:
-            begin = max(begin, previous["value"])
-        return begin
+        if width is None:
+            return self.grid[-1]
+        return max(width, previous["value"]) if previous and previous["reached"] else width
 
 
 def _transferred(task, n_rows, selector, X, y):
@@ -267,17 +266,13 @@ def headline(result):
         out[f"floor_width_q{row['param_n_selected']}"] = row["floor_width"]
     out["transfer_floor"] = tables["transfer"]["floor"][0]
     for row in tables["transfer"]:
-        key = _transfer_key(row["model"])
+        key = _TRANSFER_KEYS[row["model"]]
         out[f"transfer_{key}_relative_mse"] = row["relative_mse"]
         out[f"transfer_{key}_floor_ratio"] = row["relative_mse"] / row["floor"]
     N = c["length_task"][0]
     for row in tables["length"]:
         out[f"length_{row['model']}_r2_at_{row['eval_seq_len'] // N}N"] = row["score"]
     return out
-
-
-def _transfer_key(model):
-    return model.replace(" ", "_").replace("on_", "").lower()  # "selector on qSA": selector_qsa
 
 
 def summary(result):
@@ -302,7 +297,7 @@ def summary(result):
         f"| isotropic floor (relative MSE) | {b('transfer_floor')} |",
     ]
     for model in TRANSFER:
-        key = f"transfer_{_transfer_key(model)}"
+        key = f"transfer_{_TRANSFER_KEYS[model]}"
         ratio = b(f"{key}_floor_ratio")
         rows.append(
             f"| | relative MSE, {model} | {b(f'{key}_relative_mse')} ({ratio}x the floor) |"

@@ -132,12 +132,8 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     ``(s, "test")`` and ``(s, "bayes")``.
     """
     task = SingleLocationTask(cfg.seq_len, cfg.n_features, gamma=cfg.gamma, noise=cfg.noise)
-    erf = ErfAttentionRegressor(
-        solver="pgd",
-        lambda_decay=cfg.lambda_decay,
-        learning_rate_init=cfg.learning_rate,
-        max_iter=cfg.n_steps,
-    )
+    pgd = dict(lambda_decay=cfg.lambda_decay, learning_rate_init=cfg.learning_rate)
+    erf = ErfAttentionRegressor(solver="pgd", max_iter=cfg.n_steps, verbose=int(progress), **pgd)
     softmax = SoftmaxAttentionRegressor(
         learning_rate_init=cfg.softmax_learning_rate, max_iter=cfg.n_softmax_steps
     )
@@ -146,42 +142,24 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         fits = len(MODELS) * len(seeds)
         plan.append(Work("single_location: erf, projected GD", fits, cfg.n_steps, erf, task))
     else:
-        curves, runs = _erf_tables(cfg, task, erf, seeds, progress)
-    soft = sweep(
-        {"softmax": softmax},
-        task,
-        seeds=seeds,
-        n_steps=cfg.n_softmax_steps,
-        n_test=cfg.n_test,
-        scoring={"test_mse": _test_mse, "query_cosine": _QUERY, "value_cosine": _VALUE},
-        error_score="raise",
-        batch_seeds=True,
-        n_jobs=n_jobs,
-    )
+        curves, runs = _erf_tables(cfg, task, erf, seeds)
+    scoring = {"test_mse": _test_mse, "query_cosine": _QUERY, "value_cosine": _VALUE}
+    kw = dict(seeds=seeds, n_steps=cfg.n_softmax_steps, n_test=cfg.n_test, error_score="raise")
+    soft = sweep({"softmax": softmax}, task, scoring=scoring, batch_seeds=True, n_jobs=n_jobs, **kw)
     if plan is not None:
         return {"softmax": soft}
     baselines = StudyTable.concat([_seed_baselines(cfg, task, s) for s in seeds])
-    return {
-        "curves": curves,
-        "runs": runs,
-        "softmax": soft,
-        "baselines": baselines,
-        "theory": _theory(cfg, task),
-    }
+    tables = {"curves": curves, "runs": runs, "softmax": soft, "baselines": baselines}
+    return {**tables, "theory": _theory(cfg, task)}
 
 
-def _erf_tables(cfg, task, erf, seeds, progress):
+def _erf_tables(cfg, task, erf, seeds):
     """The curves and final rows of every erf run (starts x schedules x seeds), fitted at once."""
     keys = [(label, *label.split("/"), s) for label in MODELS for s in seeds]
+    lams = {"decay": cfg.lambda_init, "constant": cfg.constant_lambda}
     models = [
-        clone(erf).set_params(
-            init=init,
-            lambda_schedule=schedule,
-            lambda_init=cfg.lambda_init if schedule == "decay" else cfg.constant_lambda,
-            random_state=s,
-            verbose=int(progress),
-        )
-        for _, init, schedule, s in keys
+        clone(erf).set_params(init=i, lambda_schedule=k, lambda_init=lams[k], random_state=s)
+        for _, i, k, s in keys
     ]
     # Where a run ends is what the experiment counts: at small sizes the constant-lambda
     # runs end above the loss of predicting 0, and the estimator's end-of-run "worse than no
@@ -218,15 +196,9 @@ def _final(cfg, task, model):
     products = {name: float(x) for name, x in zip(PRODUCTS, values)}
     aligned = min(abs(products["k.k*"]), abs(products["v.v*"])) >= cfg.alignment
     swapped = abs(products["k.v*"]) >= cfg.alignment
-    return {
-        "risk": risk,
-        "oracle": oracle,
-        "relative_gap": float(gap),
-        "lambda": lam,
-        **products,
-        "reached": int(abs(gap) <= cfg.rtol and aligned),
-        "endpoint": "oracle" if aligned else "swapped" if swapped else "other",
-    }
+    endpoint = "oracle" if aligned else "swapped" if swapped else "other"
+    out = {"risk": risk, "oracle": oracle, "relative_gap": float(gap), "lambda": lam, **products}
+    return {**out, "reached": int(abs(gap) <= cfg.rtol and aligned), "endpoint": endpoint}
 
 
 def _test_mse(estimator, X, y):
@@ -269,8 +241,7 @@ def _theory(cfg, task):
 def ended_at(result, model, endpoint):
     """The share of the runs of ``model`` (of :data:`MODELS`) that ended at ``endpoint``.
 
-    Over the seeds of ``result``, or 0 or 1 for one seed's view; ``endpoint``
-    is one of :data:`ENDPOINTS`.
+    Over the seeds of ``result`` (0 or 1 for one seed's view).
     """
     rows = result.tables["runs"].where(model=model)
     return float(np.mean([e == endpoint for e in rows["endpoint"]]))
