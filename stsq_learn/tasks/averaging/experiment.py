@@ -198,31 +198,19 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     task = SparseAveragingTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
     by_length = search_widths(cfg, {"attention": cfg.transformer, "fcn": cfg.fcn}, task, **common)
     floors = FloorWidths(cfg.q_seq_len, cfg.q_widths, cfg.target_r2)
-    by_q = minimal_width(
-        {"attention": cfg.estimator},
-        SparseAveragingTask(cfg.q_seq_len, cfg.n_features, cfg.q_values[0]),
-        cfg.q_widths,
-        grid={"n_selected": list(cfg.q_values)},
-        start=floors.start,
-        n_steps=cfg.q_steps,
-        target=cfg.target_r2,
-        stop_at_target=cfg.stop_at_target,
-        n_test=cfg.n_val,
-        **common,
-    )
+    kw = dict(grid={"n_selected": list(cfg.q_values)}, start=floors.start, n_steps=cfg.q_steps)
+    kw.update(target=cfg.target_r2, stop_at_target=cfg.stop_at_target, n_test=cfg.n_val)
+    task = SparseAveragingTask(cfg.q_seq_len, cfg.n_features, cfg.q_values[0])
+    by_q = minimal_width({"attention": cfg.estimator}, task, cfg.q_widths, **kw, **common)
     by_q = by_q.with_columns(floor_width=[floors(int(q)) for q in by_q["param_n_selected"]])
 
     N, d, q = cfg.transfer_task
     averager = clone(cfg.estimator).set_params(width=cfg.transfer_width)
     qsa, rows = SparseAveragingTask(N, d, q), -(-cfg.n_test // N)
-    selector = sweep(
-        {"selector": SparseTokenSelector(**averager.get_params())},
-        SparseTokenSelectionTask(N, d, q),
-        scoring={"sts_q": SparseTokenSelector.score, "qsa": partial(_transferred, qsa, rows)},
-        n_steps=cfg.transfer_steps,
-        n_test=cfg.n_test,
-        **common,
-    )
+    scoring = {"sts_q": SparseTokenSelector.score, "qsa": partial(_transferred, qsa, rows)}
+    selector = {"selector": SparseTokenSelector(**averager.get_params())}
+    kw = dict(scoring=scoring, n_steps=cfg.transfer_steps, n_test=cfg.n_test)
+    selector = sweep(selector, SparseTokenSelectionTask(N, d, q), **kw, **common)
     trained = sweep({"averager": averager}, qsa, n_steps=cfg.transfer_steps, n_test=rows, **common)
     transfer = {"model": [], "seed": [], "relative_mse": [], "floor": []}
     for seed in selector.unique("seed"):

@@ -144,15 +144,10 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     grid = [
         {"n_selected": [q], "n_heads": [h for h in cfg.n_heads if h <= q + 1]} for q in cfg.q_values
     ]
-    table = sweep(
-        heads,
-        SparseRetrievalTask(cfg.seq_len, cfg.n_features, cfg.q_values[0]),
-        grid,
-        n_steps=cfg.heads_steps,
-        n_test=cfg.n_test,
-        scoring={"relative_mse": make_scorer(relative_mse)},
-        **common,
-    )
+    scoring = {"relative_mse": make_scorer(relative_mse)}
+    kw = dict(n_steps=cfg.heads_steps, n_test=cfg.n_test, scoring=scoring)
+    task = SparseRetrievalTask(cfg.seq_len, cfg.n_features, cfg.q_values[0])
+    table = sweep(heads, task, grid, **kw, **common)
     table.meta["solver"] = heads.get_params()["solver"]
     models = {"transformer": clone(cfg.transformer).set_params(n_heads=cfg.n_selected)}
     task = SparseRetrievalTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
