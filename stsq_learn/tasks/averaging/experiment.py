@@ -295,6 +295,16 @@ def summary(result):
 
 
 # -- the parts of a width search's figure and summary (the retrieval experiment's too) -------
+TINY_SEARCH = dict(
+    seq_lens=(4, 8),
+    n_steps={"transformer": 20, "fcn": 20},
+    target_r2=0.5,
+    n_val=100,
+    length_width=8,
+    length_steps=20,
+    factors=(1, 2),
+)
+"""The tiny preset's width search and length part."""
 WIDTHS_STYLE = dict(y="value", bound="bound", style="errorbar", logx=True, logy=True)
 """How minimal widths are drawn: log-log, medians with min-max error bars, bounds as triangles."""
 
@@ -419,14 +429,6 @@ _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 10
 # N = 4 ... 256 (the FCN to 32), q = 1, 2, 4, 8 at N = 32, the transfer at N = 64, q = 4,
 # width 256, the length part at N = 32.
 _FULL = dict(
-    seq_lens=(4, 8, 16, 32, 64, 128, 256),
-    fcn=FCNAverager(
-        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-    ),
-    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
-    n_steps={"transformer": 1000, "fcn": 2000},
-    fcn_max_seq_len=32,
-    n_val=1000,
     q_values=(1, 2, 4, 8),
     q_seq_len=32,
     q_widths=_Q_GRID,
@@ -438,6 +440,14 @@ _FULL = dict(
     length_width=64,
     length_steps="auto",
     n_test=8000,
+    seq_lens=(4, 8, 16, 32, 64, 128, 256),
+    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
+    n_steps={"transformer": 1000, "fcn": 2000},
+    fcn_max_seq_len=32,
+    n_val=1000,
+    fcn=FCNAverager(
+        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+    ),
 )
 
 RECORD = Experiment(
@@ -464,11 +474,8 @@ RECORD = Experiment(
     provenance=PROVENANCE,
     presets={
         "tiny": dict(
-            seq_lens=(4, 8),
+            TINY_SEARCH,
             widths={"transformer": (4, 8), "fcn": (4, 8)},
-            n_steps={"transformer": 20, "fcn": 20},
-            target_r2=0.5,
-            n_val=100,
             q_values=(1, 2),
             q_seq_len=8,
             q_widths=(4, 8),
@@ -477,9 +484,6 @@ RECORD = Experiment(
             transfer_width=8,
             transfer_steps=20,
             length_task=(8, 2, 2),
-            length_width=8,
-            length_steps=20,
-            factors=(1, 2),
             n_test=400,
         ),
         "quick": {},  # N to 32 (the FCN to 8), q to 3 at N = 16
@@ -504,8 +508,8 @@ RECORD = Experiment(
     run=run,
     figure=figure,
     headline=headline,
-    summary=summary,
     # Widths of grids whose neighbours are at most twice apart: one step either way.
     reference_rtol={"*width_[Nq]*": 0.5, "attention_width_growth": 0.5, "*_law_*": 0.5},
+    summary=summary,
 )
 sparse_averaging = RECORD.function

@@ -35,7 +35,13 @@ from ...experiments._widths import (
 )
 from ...scoring import relative_mse
 from ...studies import BandDisplay, StudyTable, sweep
-from ..averaging.experiment import length_panel, length_rows, search_rows, widths_panel
+from ..averaging.experiment import (
+    TINY_SEARCH,
+    length_panel,
+    length_rows,
+    search_rows,
+    widths_panel,
+)
 from .estimators import FCNRetriever, SparseTokenRetriever
 from .task import SparseRetrievalTask
 
@@ -58,6 +64,7 @@ _FCN = FCNRetriever(
     solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
 )
 _WIDTHS = {"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128, 512)}
+_N_STEPS = {"transformer": 150, "fcn": 300}
 
 
 class SparseRetrievalSettings(WidthsAndLengthSettings):
@@ -106,8 +113,8 @@ n_val, stop_at_target
     n_selected: int = 2
     transformer: SparseTokenRetriever = _SEARCH
     fcn: FCNRetriever = _FCN
-    widths: dict = field(default_factory=lambda: dict(_WIDTHS))
-    n_steps: dict = field(default_factory=lambda: {"transformer": 150, "fcn": 300})
+    widths: dict = field(default_factory=_WIDTHS.copy)
+    n_steps: dict = field(default_factory=_N_STEPS.copy)
     fcn_max_seq_len: int = 16
     seq_len: int = 16
     n_features: int = 4
@@ -365,15 +372,16 @@ RECORD = Experiment(
     --------
     >>> from stsq_learn.experiments import sparse_retrieval
     >>> result = sparse_retrieval("tiny", seeds=2)
-    >>> sorted(result.tables)
-    ['heads', 'length', 'widths']
     >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
     True
+    >>> sorted(result.tables)
+    ['heads', 'length', 'widths']
     """,
     settings=SparseRetrievalSettings,
     provenance=PROVENANCE,
     presets={
         "tiny": dict(
+            TINY_SEARCH,
             seq_len=6,
             n_features=2,
             q_values=(2,),
@@ -381,16 +389,9 @@ RECORD = Experiment(
             heads_width=8,
             heads_steps=20,
             heads_estimator=None,
-            seq_lens=(4, 8),
             widths={"transformer": (4, 8), "fcn": (8, 16)},
-            n_steps={"transformer": 20, "fcn": 20},
             fcn_max_seq_len=8,
-            target_r2=0.5,
-            n_val=100,
             length_task=(6, 2, 2),
-            length_width=8,
-            length_steps=20,
-            factors=(1, 2),
             n_test=200,
         ),
         "quick": {},  # q = 2, 3 and H to 3 at T=16; the heads part on Adam
@@ -414,9 +415,8 @@ RECORD = Experiment(
     run=run,
     figure=figure,
     headline=headline,
-    summary=summary,
-    # The threshold is a number of heads: one head either way; a law's parameters move with
-    # the widths, by grid steps.
+    # A threshold moves by one head, a law's parameters with the widths: by grid steps.
     reference_rtol={"threshold.*": 0.5, "law.*": 0.5},
+    summary=summary,
 )
 sparse_retrieval = RECORD.function
