@@ -1,16 +1,11 @@
 """q-sparse averaging (qSA): widths against N and q, zero-shot transfer, length generalization.
 
-q-sparse averaging (Sanford, Hsu and Telgarsky, 2023) asks every position
-for the mean of its own subset of q tokens: one attention layer of width
-O~(d + q log N) represents it, where a fully-connected net needs
-Omega~(N d). The tables, every seed in each: ``by_length``, the smallest
-width reaching ``target_r2`` against N of both models (laws fitted per
-seed); ``by_q``, the attention model's against q, each q's search starting
-where the isotropic floor allows the target (:class:`FloorWidths`);
-``transfer``, a selector trained on sparse token selection answering qSA
-untrained, beside an averager trained on qSA and the floor; ``length``,
-R^2 of both encodings on longer rows. The parts of a width search's figure
-and summary that the retrieval experiment shares are written here too.
+One attention layer of width O~(d + q log N) represents q-sparse averaging
+(Sanford, Hsu and Telgarsky, 2023), where a fully-connected net needs
+Omega~(N d). The experiment's settings, studies (tables ``by_length``,
+``by_q``, ``transfer`` and ``length``, every seed in each), numbers, figure
+and record; and the parts of a width search's figure and summary that the
+retrieval experiment shares.
 """
 
 from __future__ import annotations
@@ -230,14 +225,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
 # -- what the tables give --------------------------------------------------------------------
 def headline(result):
-    """The numbers one seed's run is judged by, flat.
-
-    ``<model>_width_N<N>`` (NaN: none reached), ``attention_width_growth``
-    (longest N over shortest), ``attention_log_law_<a, b, r2>`` and
-    ``fcn_power_law_<b, c, r2>`` (:func:`law_numbers`), ``attention_width_q<q>``,
-    ``floor_width_q<q>``, ``transfer_floor``, ``transfer_<model>_relative_mse``
-    and ``_floor_ratio``, ``length_<encoding>_r2_at_<k>N``.
-    """
+    """The numbers one seed's run is judged by, flat (a width none reached: NaN)."""
     c, tables = result.settings, result.tables
     widths, out = tables["by_length"], {}
     for label in LAWS:
@@ -352,12 +340,7 @@ def length_rows(table, head, seq_len, factors):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The four panels over the seeds (two rows of two; ``axes``: 4 matplotlib Axes).
-
-    Minimal widths against N (each model with its seeds' median law) and
-    against q (beside the widths the isotropic floor allows); the transfer's
-    relative MSEs as median bars beside the floor; the length part's R^2.
-    """
+    """Widths against N and q, the transfer beside the floor, the length (``axes``: 4 Axes)."""
     fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4, ncols=2)
     c, tables, d = result.settings, result.tables, result.settings["n_features"]
     ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"

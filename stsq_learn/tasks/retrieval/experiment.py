@@ -1,14 +1,10 @@
 """q-sparse token retrieval: the error against heads, widths against T, length generalization.
 
-q-sparse token retrieval (Mousavi-Hosseini, Sanford, Wu and Erdogdu, 2025)
-names q positions in order and asks for the named tokens side by side. One
-attention head averages tokens, so a readout of H heads retrieves at most H
-of q independent tokens: the theory's threshold is H = q. The tables, every
-seed in each: ``heads``, the relative MSE for each q and each H up to q + 1
-beside the bound ``1 - H/q`` (the threshold, :func:`thresholds`: the fewest
-heads below ``1 / (2q)``); ``widths``, at H = q the smallest width reaching
-``target_r2`` against T of both models (the qSA experiment's search, laws
-fitted per seed); ``length``, R^2 of both encodings on longer rows.
+One attention head averages tokens, so a readout of H heads retrieves at
+most H of q named tokens (Mousavi-Hosseini, Sanford, Wu and Erdogdu,
+2025): the error has its threshold at H = q. The experiment's settings,
+studies (tables ``heads``, ``widths`` and ``length``, every seed in each),
+numbers, figure and record.
 """
 
 from __future__ import annotations
@@ -51,11 +47,9 @@ _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
 # The width search and the heads part: Adam at 0.05 decayed by a cosine (the search's heads
-# set to q by the run); over a fixed number of steps the width-following SGD's scores are
-# too noisy to bracket a width (T=16: 0.89 at width 16, 0.58 at 24, 300 steps), and it does
-# not reach the heads' threshold at q = 3 (relative MSE 0.88 / 0.62 / 0.51 at H = 1 / 2 / 3,
-# T=16, d=4, width 32, 200 steps) where Adam does (0.69 / 0.36 / 0.05 in 150 steps). The
-# FCN: Adam, as the separation's. The length part: the estimators' width-following SGD.
+# set to q by the run). In a fixed budget the width-following SGD's scores are too noisy to
+# bracket a width (T=16: 0.89 at width 16, 0.58 at 24, 300 steps) and miss the threshold at
+# q = 3 (the reproduce page). The FCN: the separation's. The length part: the SGD.
 _SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
 _SGD = SparseTokenRetriever(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
@@ -77,18 +71,16 @@ class SparseRetrievalSettings(WidthsAndLengthSettings):
     q_values, n_heads : tuple of int
         The q of the heads part (at most ``seq_len``) and the H tried at each
         (those up to q + 1), increasing.
-    heads_width, heads_steps
-        Width and online steps (or ``"auto"``) of the heads part's models.
-    heads_estimator : SparseTokenRetriever or None
-        The attention model of the heads part; None is ``estimator``.
+    heads_width, heads_steps, heads_estimator
+        Width, online steps (or ``"auto"``) and attention model (None:
+        ``estimator``) of the heads part.
     seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
 n_val, stop_at_target
         The width search against T at H = q (:class:`WidthsAndLengthSettings`),
         four lengths for the attention model's law (three gave fit R^2 0.75).
-    estimator : SparseTokenRetriever
-        The attention model of the length part (with q heads).
-    length_task, length_width, length_steps, factors
-        The length part (:class:`WidthsAndLengthSettings`).
+    estimator, length_task, length_width, length_steps, factors
+        The length part's attention model (with q heads) and sizes
+        (:class:`WidthsAndLengthSettings`).
     n_test : int
         Held-out rows (queries of q slots) of the heads and length parts.
 
@@ -183,12 +175,7 @@ def thresholds(result):
 
 
 def headline(result):
-    """The numbers one seed's run is judged by: the error per head count, the threshold, laws.
-
-    ``relative_mse.q=<q>.H=<H>``, ``threshold.q=<q>`` (:func:`thresholds`)
-    and the laws of the minimal widths against T, ``law.transformer.a, .b,
-    .r2`` and ``law.fcn.b, .c, .r2`` (NaN with fewer than 3 widths found).
-    """
+    """The numbers one seed's run is judged by: the error per (q, H), thresholds, laws."""
     hd = result.tables["heads"]
     out = {
         f"relative_mse.q={q}.H={h}": e
@@ -221,17 +208,12 @@ def summary(result):
         errors += ["-"] * (len(c["n_heads"]) - len(errors))
         rows.append(f"| | q={q} | {' / '.join(errors)} |")
     for q in c["q_values"]:
-        found = bands[f"threshold.q={q}"]["values"]
-        missed = sum(not math.isfinite(v) for v in found)
-        text = (
-            f"H = {fmt_band(bands[f'threshold.q={q}'])}" if missed < len(found) else "not reached"
-        )
-        if 0 < missed < len(found):
-            text += f" ({missed} of {len(found)} seeds not reached)"
-        rows.append(
-            f"| | q={q}: fewest H with relative MSE < 1/(2q) = {1 / (2 * q):.3f} "
-            f"(theory: H = q) | {text}{' within this budget' if missed else ''} |"
-        )
+        found = bands[f"threshold.q={q}"]
+        n, missed = len(found["values"]), sum(not math.isfinite(v) for v in found["values"])
+        text = "not reached" if missed == n else f"H = {fmt_band(found)}"
+        text += f" ({missed} of {n} seeds not reached)" if 0 < missed < n else ""
+        level = f"fewest H with relative MSE < 1/(2q) = {1 / (2 * q):.3f} (theory: H = q)"
+        rows.append(f"| | q={q}: {level} | {text}{' within this budget' if missed else ''} |")
     wd, (T, _, q) = tables["widths"], c["length_task"]
     rows.append(
         f"| Retrieval widths (d={c['n_features']}, q=H={c['n_selected']}, "
@@ -244,12 +226,7 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The three panels over the seeds (one row; ``axes``: 3 matplotlib Axes).
-
-    Each q's relative MSE against H beside its bound ``1 - H/q`` and its
-    threshold level ``1/(2q)``; both models' minimal widths against T, each
-    with its seeds' median law; the length part's R^2.
-    """
+    """The error against heads, widths against T, the length (``axes``: 3 matplotlib Axes)."""
     fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3, ncols=3)
     c, tables = result.settings, result.tables
     _heads_panel(result, ax_h)
@@ -362,11 +339,6 @@ RECORD = Experiment(
     A readout of H heads retrieves at most H of q named tokens: the error
     has its threshold at H = q (see :mod:`stsq_learn.tasks.retrieval.experiment`;
     the settings: :class:`SparseRetrievalSettings`).
-
-    Raises
-    ------
-    TypeError, ValueError
-        For a bad setting (naming it), before any fit.
 
     Examples
     --------

@@ -1,17 +1,12 @@
 """Single-location regression: where projected GD ends (oracle or swapped point); linear fails.
 
 The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025), trained
-by projected gradient descent on its population risk (in closed form) from
-the sphere and from their manifold, under the decaying temperature
-``lambda_0 / (1 + c t)`` and a constant one; beside it the oracle
-``(k*, v*)`` and the swapped point at the final temperature, the best
-linear predictor, the Bayes risk and softmax attention with one learned
-query. The tables (``curves``, ``runs``, ``softmax``, ``baselines`` and
-``theory``) are described where :func:`run` writes them. All the erf runs
-of all the seeds are one batched computation
-(:func:`~stsq_learn.tasks.single_location.batch.fit_online_batch`); their
-curves are what a study's table of scores does not hold, so their rows are
-written here.
+by projected gradient descent on its population risk from the sphere and
+from their manifold under two temperature schedules, beside the oracle
+``(k*, v*)``, the swapped point, the best linear predictor, the Bayes risk
+and softmax attention. The experiment's settings, runs (every erf run of
+every seed one batched computation, its rows written here: a study's table
+of scores does not hold curves), numbers, figure and record.
 """
 
 from __future__ import annotations
@@ -119,17 +114,11 @@ class SingleLocationSettings(Settings):
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The tables, every seed in them (the models run in NumPy: ``device`` is unused).
 
-    ``curves``: each erf run's population risk and alignments ``<k, k*>``,
-    ``<v, v*>`` every ``record_every`` steps; ``runs``: where each ended
-    (:func:`_final`); ``softmax``: softmax attention's sweep (the seeds one
-    batched model, ``n_jobs`` its); ``baselines``: per seed, the fitted
-    linear model's test MSE and the Bayes risk's Monte Carlo estimate;
-    ``theory``, what no seed changes (no ``seed`` column): per schedule the
-    oracle's and the swapped point's risks at the final temperature, the
-    best linear risk and that of predicting 0. Seed ``s`` fits every model
-    with ``random_state=s`` and draws the linear fit's, the test and the
-    Bayes rows from :func:`~stsq_learn.studies.stream_seed` ``(s, "train")``,
-    ``(s, "test")`` and ``(s, "bayes")``.
+    ``curves`` (each erf run's risk and alignments every ``record_every``
+    steps), ``runs`` (where each ended: :func:`_final`), ``softmax`` (a
+    sweep), ``baselines`` (per seed: the fitted linear model, the Bayes
+    risk) and ``theory`` (per schedule, what no seed changes). Seed ``s``
+    fits with ``random_state=s`` and draws rows from ``stream_seed(s, ...)``.
     """
     task = SingleLocationTask(cfg.seq_len, cfg.n_features, gamma=cfg.gamma, noise=cfg.noise)
     pgd = dict(lambda_decay=cfg.lambda_decay, learning_rate_init=cfg.learning_rate)
@@ -250,13 +239,9 @@ def ended_at(result, model, endpoint):
 def headline(result):
     """The numbers one seed's run is judged by, flat.
 
-    Per run ``<init>_<schedule>``: ``reached_`` and ``swapped_`` (1 where it
-    ended at ``(k*, v*)`` within ``rtol`` of the oracle's risk, at the
-    swapped point, else 0) and ``gap_median_`` (its final risk relative to
-    the oracle's, minus 1; the name kept from the runs of several seeds in
-    one result); per schedule ``oracle_`` and ``swapped_gap_`` (the swapped
-    point's, at the final temperature); ``linear``, ``linear_fitted``,
-    ``bayes`` and ``softmax_test_mse``.
+    ``reached_`` and ``swapped_<init>_<schedule>`` are 0 or 1; ``gap_median_``
+    is the run's final risk relative to the oracle's, minus 1 (a name kept
+    from 0.6, whose results held several seeds).
     """
     runs, theory, out = result.tables["runs"], result.tables["theory"], {}
     for model in MODELS:
@@ -300,14 +285,7 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two).
-
-    Each erf run's population risk against the step (log-log) beside the
-    best linear risk, the oracle's at each schedule's final temperature and
-    softmax attention's test MSE; ``|<k, k*>|`` and ``|<v, v*>|``; medians
-    over the seeds, min-max shaded. Then per run, the share of the seeds
-    ending at each endpoint.
-    """
+    """The risk beside the baselines, both alignments, the endpoints (``axes``: 4 Axes)."""
     new = axes is None
     fig, (ax_r, ax_k, ax_v, ax_e) = new_axes(axes, 4, ncols=2)
     curves = result.tables["curves"]
