@@ -4,8 +4,7 @@ One attention layer of width O~(d + q log N) represents q-sparse averaging
 (Sanford, Hsu and Telgarsky, 2023), where a fully-connected net needs
 Omega~(N d). The experiment's settings, studies (tables ``by_length``,
 ``by_q``, ``transfer`` and ``length``, every seed in each), numbers, figure
-and record; and the parts of a width search's figure and summary that the
-retrieval experiment shares.
+and record.
 """
 
 from __future__ import annotations
@@ -23,16 +22,23 @@ from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment
 from ...experiments._common import new_axes
-from ...experiments._result import band, fmt_band
+from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
 from ...experiments._widths import (
     ENCODINGS,
     WidthsAndLengthSettings,
     encodings_curve,
     law_numbers,
-    median_laws,
     search_widths,
     widths_text,
+)
+from ...experiments._widths_parts import (
+    TINY_SEARCH,
+    WIDTHS_STYLE,
+    length_panel,
+    length_rows,
+    search_rows,
+    widths_panel,
 )
 from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
@@ -280,62 +286,6 @@ def summary(result):
         )
     head = f"| qSA length (trained at N={n}, q={q_len}, m={c['length_width']}) | R^2 at N' ="
     return rows + length_rows(tables["length"], head, n, c["factors"])
-
-
-# -- the parts of a width search's figure and summary (the retrieval experiment's too) -------
-TINY_SEARCH = dict(
-    seq_lens=(4, 8),
-    n_steps={"transformer": 20, "fcn": 20},
-    target_r2=0.5,
-    n_val=100,
-    length_width=8,
-    length_steps=20,
-    factors=(1, 2),
-)
-"""The tiny preset's width search and length part."""
-WIDTHS_STYLE = dict(y="value", bound="bound", style="errorbar", logx=True, logy=True)
-"""How minimal widths are drawn: log-log, medians with min-max error bars, bounds as triangles."""
-
-
-def widths_panel(ax, table, laws, variable, xlabel, **kw):
-    """Minimal widths against the length, each model (attention, FCN) with its seeds' median law."""
-    xlabel, labels = f"{xlabel} {variable} (log scale)", dict(zip(laws, ("attention (SPE)", "FCN")))
-    kw = dict(law_variable=variable, xlabel=xlabel, labels=labels, **kw, **WIDTHS_STYLE)
-    return BandDisplay.from_table(table, x="seq_len", laws=median_laws(table, laws), ax=ax, **kw)
-
-
-def length_panel(ax, table, **kw):
-    """The length part's R^2 against the evaluation length, log x: medians, min-max shaded."""
-    kw = dict(
-        x="eval_seq_len", y="score", logx=True, colors={"stochastic": "C0", "fixed": "C3"}, **kw
-    )
-    return BandDisplay.from_table(table, ax=ax, **kw)
-
-
-def search_rows(table, bands, laws, keys, variable):
-    """Summary rows: each model's minimal widths, then its law per seed (``keys``: its prefix)."""
-    labels = dict(zip(laws, ("attention", "FCN")))
-    rows = [
-        f"| | minimal width, {labels[m]} | {widths_text(table.where(model=m), 'seq_len')} |"
-        for m in laws
-    ]
-    for model, key in keys.items():
-        if math.isfinite(bands[f"{key}b"]["median"]):
-            log = laws[model] == "log2"
-            form = f"a + b log2({variable})" if log else f"b {variable}^c"
-            params = ", ".join(f"{p} {fmt_band(bands[key + p])}" for p in ("ab" if log else "bc"))
-            fit = fmt_band(bands[f"{key}r2"])
-            rows.append(f"| | {labels[model]}: w = {form}, per seed | {params}, fit R^2 {fit} |")
-    return rows
-
-
-def length_rows(table, head, seq_len, factors):
-    """Summary rows of the length part: ``head`` with the lengths, then R^2 per encoding."""
-    rows = [f"{head} {', '.join(str(f * seq_len) for f in factors)} | |"]
-    for pe in ENCODINGS:
-        scores = [table.where(model=pe, eval_seq_len=f * seq_len)["score"] for f in factors]
-        rows.append(f"| | {pe} | {' / '.join(fmt_band(band(s)) for s in scores)} |")
-    return rows
 
 
 # -- the figure ------------------------------------------------------------------------------

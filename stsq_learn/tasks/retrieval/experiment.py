@@ -29,15 +29,15 @@ from ...experiments._widths import (
     law_numbers,
     search_widths,
 )
-from ...scoring import relative_mse
-from ...studies import BandDisplay, StudyTable, sweep
-from ..averaging.experiment import (
+from ...experiments._widths_parts import (
     TINY_SEARCH,
     length_panel,
     length_rows,
     search_rows,
     widths_panel,
 )
+from ...scoring import relative_mse
+from ...studies import BandDisplay, StudyTable, sweep
 from .estimators import FCNRetriever, SparseTokenRetriever
 from .task import SparseRetrievalTask
 
