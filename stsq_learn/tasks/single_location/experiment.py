@@ -57,18 +57,15 @@ class SingleLocationSettings(Settings):
         L and d of the task.
     gamma, noise : float
         The relevant token's spread and the target's noise.
-    n_steps, learning_rate : int, float
-        Projected gradient steps of each run and their size.
+    n_steps, learning_rate, record_every : int, float, int
+        Projected gradient steps of each run, their size, the steps between recorded points.
     lambda_init, lambda_decay, constant_lambda : float
         The decaying temperature ``lambda_init / (1 + lambda_decay t)``, the constant one.
     n_softmax_steps, softmax_learning_rate : int, float
         Online Adam steps of softmax attention (batches of 200 rows) and their size.
-    n_test : int
-        Rows of the Monte Carlo Bayes risk and of the test sets.
-    n_linear : int or None
-        Training rows of the fitted linear regression (None: ``10 L d``).
-    record_every : int
-        Steps between recorded points of the curves.
+    n_test, n_linear : int, int or None
+        Rows of the Monte Carlo Bayes risk and of the test sets; training rows of
+        the fitted linear regression (None: ``10 L d``).
     rtol, alignment : float
         A run reaches the oracle when its final risk is within ``rtol``
         (relative) of the oracle's at its final temperature and ``|<k, k*>|``
@@ -314,8 +311,8 @@ def figure(result, axes=None):
     if len(soft) > 1:
         ax_r.axhspan(np.min(soft), np.max(soft), color="C6", alpha=0.15, lw=0)
     ax_r.legend(fontsize="x-small", loc="lower left")
-    for ax in (ax_k, ax_v):
-        ax.set_ylim(-0.02, 1.02)
+    ax_k.set_ylim(-0.02, 1.02)
+    ax_v.set_ylim(-0.02, 1.02)
     _endpoints(ax_e, result)
     if new and len(result.seeds) > 1:
         n = len(result.seeds)
@@ -381,13 +378,11 @@ RECORD = Experiment(
     aliases=("content",),
     doc="""Projected gradient descent on single-location regression, beside the baselines.
 
-    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`,
-    ``solver="pgd"``) from the sphere and from the manifold under both
-    temperature schedules, beside the oracle, the swapped point, the best
-    linear predictor, the Bayes risk and softmax attention (see
-    :mod:`stsq_learn.tasks.single_location.experiment`; the settings:
-    :class:`SingleLocationSettings`). The models run in NumPy: ``device`` is
-    checked and unused.
+    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`)
+    from the sphere and from the manifold under both temperature schedules,
+    beside the baselines (see :mod:`stsq_learn.tasks.single_location.experiment`;
+    the settings: :class:`SingleLocationSettings`). The models run in NumPy:
+    ``device`` is checked and unused.
 
     Examples
     --------
