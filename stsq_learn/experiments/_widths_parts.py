@@ -1,10 +1,6 @@
-"""What the width experiments (qSA, retrieval) share beyond the search: presets, panels, rows.
+"""How the width experiments (qSA, retrieval: :mod:`._widths`) show a search, written once.
 
-The experiments of :mod:`._widths` show a width search the same way: the
-tiny preset's search and length part (:data:`TINY_SEARCH`), the figure's
-panels of minimal widths and of the length part (:func:`widths_panel`,
-:func:`length_panel`) and the summary's rows (:func:`search_rows`,
-:func:`length_rows`).
+The tiny preset's search, the figure's panels and the summary's rows.
 """
 
 from __future__ import annotations

@@ -278,12 +278,9 @@ def summary(result):
         f"| qSA transfer (N={N}, d={d}, q={q}, m={c['transfer_width']}) "
         f"| isotropic floor (relative MSE) | {b('transfer_floor')} |",
     ]
-    for model in TRANSFER:
-        key = f"transfer_{_TRANSFER_KEYS[model]}"
-        ratio = b(f"{key}_floor_ratio")
-        rows.append(
-            f"| | relative MSE, {model} | {b(f'{key}_relative_mse')} ({ratio}x the floor) |"
-        )
+    for model, key in _TRANSFER_KEYS.items():
+        mse, ratio = b(f"transfer_{key}_relative_mse"), b(f"transfer_{key}_floor_ratio")
+        rows.append(f"| | relative MSE, {model} | {mse} ({ratio}x the floor) |")
     head = f"| qSA length (trained at N={n}, q={q_len}, m={c['length_width']}) | R^2 at N' ="
     return rows + length_rows(tables["length"], head, n, c["factors"])
 
@@ -324,10 +321,8 @@ def _transfer_panel(table, ax, c):
     for bar, top, value, model in zip(bars, hi, med, TRANSFER):
         rows = table.where(model=model)
         ratio = float(np.median(rows["relative_mse"] / rows["floor"]))
-        x = bar.get_x() + bar.get_width() / 2
-        ax.annotate(
-            f"{value:.3f}\n({ratio:.2f}x)", (x, top), ha="center", va="bottom", fontsize="small"
-        )
+        text, x = f"{value:.3f}\n({ratio:.2f}x)", bar.get_x() + bar.get_width() / 2
+        ax.annotate(text, (x, top), ha="center", va="bottom", fontsize="small")
     ax.set_xticks(range(3), [n.replace(" on ", "\non ") for n in TRANSFER])
     ax.set_ylim(0, 1.45 * max([*hi, floor]))
     ax.set_ylabel("relative MSE (1 - $R^2$)")

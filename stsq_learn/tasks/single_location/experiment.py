@@ -1,12 +1,10 @@
 """Single-location regression: where projected GD ends (oracle or swapped point); linear fails.
 
-The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025), trained
-by projected gradient descent on its population risk from the sphere and
-from their manifold under two temperature schedules, beside the oracle
-``(k*, v*)``, the swapped point, the best linear predictor, the Bayes risk
-and softmax attention. The experiment's settings, runs (every erf run of
-every seed one batched computation, its rows written here: a study's table
-of scores does not hold curves), numbers, figure and record.
+The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025) by
+projected gradient descent on its population risk, beside the oracle, the
+swapped point and the baselines: the experiment's settings, runs (every erf
+run of every seed one batched computation, its curves written here: a
+study's table of scores does not hold them), numbers, figure and record.
 """
 
 from __future__ import annotations
