@@ -1,24 +1,10 @@
 """q-sparse averaging (qSA): widths against N and q, zero-shot transfer, length generalization.
 
-q-sparse averaging (Sanford, Hsu and Telgarsky, 2023) asks every position
-for the mean of its own subset of q tokens. The studies, every seed in
-each table:
-
-1. ``by_length``: the smallest width reaching ``target_r2`` against N of
-   the attention model (:class:`~stsq_learn.SparseTokenAverager`) and the
-   fully-connected net (:class:`~stsq_learn.FCNAverager`)
-   (:func:`search_widths`, shared with the retrieval experiment), with the
-   theory's laws ``a + b log2 N`` and ``b N^c`` fitted per seed
-   (:func:`law_numbers`);
-2. ``by_q``: the attention model's smallest width against q, each q's
-   search starting where the isotropic floor (:func:`~stsq_learn.isotropic_floor`)
-   allows the target (:class:`FloorWidths`, column ``floor_width``);
-3. ``transfer``: a :class:`~stsq_learn.SparseTokenSelector` trained on sparse
-   token selection answers qSA through
-   :meth:`~stsq_learn.SparseTokenAverager.from_selector`, with no training,
-   beside an averager trained on qSA and the floor (``relative_mse``, ``floor``);
-4. ``length``: R^2 of stochastic and fixed encodings on rows lengthened to
-   ``factors`` times N (:func:`~stsq_learn.studies.length_curve`).
+One attention layer of width O~(d + q log N) represents q-sparse averaging
+(Sanford, Hsu and Telgarsky, 2023), where a fully-connected net needs
+Omega~(N d). The experiment's settings, studies (tables ``by_length``,
+``by_q``, ``transfer`` and ``length``, every seed in each), numbers, figure
+and record.
 """
 
 from __future__ import annotations
@@ -26,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import field
+from functools import partial
 
 import numpy as np
 from sklearn.base import clone
@@ -42,17 +29,18 @@ from ...experiments._widths import (
     WidthsAndLengthSettings,
     encodings_curve,
     law_numbers,
-    median_laws,
     search_widths,
     widths_text,
 )
-from ...studies import (
-    BandDisplay,
-    StudyTable,
-    minimal_width,
-    stream_seed,
-    sweep,
+from ...experiments._widths_parts import (
+    TINY_SEARCH,
+    WIDTHS_STYLE,
+    length_panel,
+    length_rows,
+    search_rows,
+    widths_panel,
 )
+from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
 from ..selection.estimators import SparseTokenSelector
 from ..selection.task import SparseTokenSelectionTask
@@ -63,6 +51,8 @@ LAWS = {"attention": "log2", "fcn": "power"}
 """The law the theory gives each model's minimal width against N."""
 TRANSFER = ("selector on STS_q", "selector on qSA", "averager on qSA")
 """The models of the transfer, in the table's order."""
+_TRANSFER_KEYS = dict(zip(TRANSFER, ("selector_sts_q", "selector_qsa", "averager_qsa")))
+_LAW_KEYS = {"attention": "attention_log_law_", "fcn": "fcn_power_law_"}
 _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e. about 0.001)
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
@@ -94,37 +84,23 @@ class SparseAveragingSettings(WidthsAndLengthSettings):
     ----------
     seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
 n_val, stop_at_target
-        The search against N (:class:`WidthsAndLengthSettings`; ``n_val``
-        and ``stop_at_target`` also of the search against q). Defaults: N = 4,
-        8, 16, 32 at q = 2; the attention model
-        (:class:`~stsq_learn.SparseTokenAverager`) on Adam at 0.1 decayed
-        by a cosine, widths 4 ... 64, 300 steps; the FCN
-        (:class:`~stsq_learn.FCNAverager`) on Adam at 0.01, 1024 rows a
-        step, widths 8, 32, 512, 500 steps, up to N = 8; R^2 0.9 on 500 rows.
-    n_features : int, default=2
-        Token dimension d of both searches. With q = 2 the floor is about 0
-        at a few dozen widths; keep d small so the FCN reaches the target.
-    estimator : SparseTokenAverager, default=the width-following SGD
-        The attention model of the search against q, of the transfer (its
-        hyperparameters give the selector's too) and of the length part.
-    q_values : tuple of int, default=(1, 2, 3)
-        Subset sizes q of the search against q, increasing.
-    q_seq_len : int, default=16
-        N of the search against q.
-    q_widths : tuple of int, default=(4, 6, 8, 12, ..., 256)
-        Its width grid, increasing.
-    q_steps, transfer_steps : int or "auto", default=400, 300
-        Online steps per model of the search against q and of the transfer;
-        ``"auto"`` is the estimator's own plan.
-    transfer_task : tuple of 3 int, default=(32, 8, 4)
-        (N, d, q) of the transfer.
-    transfer_width : int, default=64
-        Width of both transfer models.
-    length_task, length_width, length_steps, factors : default=(16, 8, 2), 32, 400, (1, 2, 4)
+        The search against N (:class:`WidthsAndLengthSettings`), ``n_val`` and
+        ``stop_at_target`` that against q too.
+    n_features : int
+        Token dimension d of both searches, small so that the FCN reaches the target.
+    estimator : SparseTokenAverager
+        The attention model against q, of the transfer (its hyperparameters
+        the selector's too) and of the length part.
+    q_values, q_seq_len, q_widths, q_steps
+        The search against q: the q (increasing), N, the width grid, the
+        steps of a fit (``"auto"``: the estimator's plan).
+    transfer_task, transfer_width, transfer_steps
+        (N, d, q), width and steps of both transfer models.
+    length_task, length_width, length_steps, factors
         The length part (:class:`WidthsAndLengthSettings`).
-    n_test : int, default=4000
-        Held-out queries of the transfer and the length part: ``n_test`` rows
-        of sparse token selection, ``ceil(n_test / N)`` rows of qSA.
+    n_test : int
+        Held-out queries of the transfer and the length part (``ceil(n_test / N)``
+        rows of qSA).
 
     Examples
     --------
@@ -135,18 +111,12 @@ n_val, stop_at_target
 
     _parameter_constraints = {
         **WidthsAndLengthSettings._parameter_constraints,
-        "transformer": [SparseTokenAverager],
+        **{key: [SparseTokenAverager] for key in ("transformer", "estimator")},
+        **dict.fromkeys(("n_features", "q_seq_len", "transfer_width", "n_test"), _COUNT),
+        **{key: [positive_ints(increasing=True)] for key in ("q_values", "q_widths")},
+        **dict.fromkeys(("q_steps", "transfer_steps"), _STEPS),
         "fcn": [FCNAverager],
-        "n_features": _COUNT,
-        "estimator": [SparseTokenAverager],
-        "q_values": [positive_ints(increasing=True)],
-        "q_seq_len": _COUNT,
-        "q_widths": [positive_ints(increasing=True)],
-        "q_steps": _STEPS,
         "transfer_task": [SequenceOf(*_COUNT, min_len=3)],
-        "transfer_width": _COUNT,
-        "transfer_steps": _STEPS,
-        "n_test": _COUNT,
     }
 
     seq_lens: tuple = (4, 8, 16, 32)
@@ -184,8 +154,7 @@ n_val, stop_at_target
 class FloorWidths:
     """Per q, the smallest width of ``grid`` whose isotropic floor at N allows the target R^2.
 
-    The floor is a property of (N, q, width): simulated once, on fixed
-    draws, it sets where every seed's search against q starts (:meth:`start`).
+    Simulated once, on fixed draws: it sets where every seed's search against q starts.
     """
 
     def __init__(self, seq_len, grid, target):
@@ -199,79 +168,50 @@ class FloorWidths:
     def __call__(self, q):
         """The width (None if the grid's largest does not allow the target), by bisection."""
         if q not in self.found:
-            grid = self.grid
-            lo, hi = -1, len(grid) - 1
-            if self.allows(q, grid[hi]):
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    lo, hi = (lo, mid) if self.allows(q, grid[mid]) else (mid, hi)
-                self.found[q] = grid[hi]
-            else:
-                self.found[q] = None
+            lo, hi = -1, len(self.grid) - 1
+            allowed = self.allows(q, self.grid[hi])
+            while allowed and hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if self.allows(q, self.grid[mid]) else (mid, hi)
+            self.found[q] = self.grid[hi] if allowed else None
         return self.found[q]
 
     def start(self, params, previous):
         """Where q's search starts: the larger of its floor's width and the previous q's."""
         width = self(params["n_selected"])
-        begin = self.grid[-1] if width is None else width
-        if width is not None and previous is not None and previous["reached"]:
-            begin = max(begin, previous["value"])
-        return begin
+        if width is None:
+            return self.grid[-1]
+        return max(width, previous["value"]) if previous and previous["reached"] else width
 
 
-class TransferredScore:
-    """Scorer of a fitted selector: R^2 of its W on the seed's held-out qSA rows, untrained."""
-
-    def __init__(self, task, n_rows):
-        self.task, self.n_rows = task, n_rows
-
-    def __call__(self, selector, X, y):
-        X_qsa, y_qsa = test_rows(self.task, selector.random_state, self.n_rows)
-        averager = SparseTokenAverager.from_selector(selector, n_selected=self.task.n_selected)
-        return averager.score(X_qsa, y_qsa)
-
-
-def _own_score(estimator, X, y):
-    return estimator.score(X, y)
+def _transferred(task, n_rows, selector, X, y):
+    """A scorer's end: R^2 of a fitted selector's W on the seed's held-out qSA rows, untrained."""
+    X_qsa, y_qsa = test_rows(task, selector.random_state, n_rows)
+    averager = SparseTokenAverager.from_selector(selector, n_selected=task.n_selected)
+    return averager.score(X_qsa, y_qsa)
 
 
 # -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The studies over every seed: ``by_length``, ``by_q``, ``transfer`` and ``length``.
-
-    Each model's seeds train as one batched model where they move in
-    lockstep; a search's fits that stop at the target fit one after another.
-    """
+    """The studies over every seed (the seeds of a model train as one where they move alike)."""
     common = dict(seeds=seeds, device=device, progress=progress, n_jobs=n_jobs, batch_seeds=True)
     task = SparseAveragingTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
     by_length = search_widths(cfg, {"attention": cfg.transformer, "fcn": cfg.fcn}, task, **common)
     floors = FloorWidths(cfg.q_seq_len, cfg.q_widths, cfg.target_r2)
-    by_q = minimal_width(
-        {"attention": cfg.estimator},
-        SparseAveragingTask(cfg.q_seq_len, cfg.n_features, cfg.q_values[0]),
-        cfg.q_widths,
-        grid={"n_selected": list(cfg.q_values)},
-        start=floors.start,
-        n_steps=cfg.q_steps,
-        target=cfg.target_r2,
-        stop_at_target=cfg.stop_at_target,
-        n_test=cfg.n_val,
-        **common,
-    )
+    kw = dict(grid={"n_selected": list(cfg.q_values)}, start=floors.start, n_steps=cfg.q_steps)
+    kw.update(target=cfg.target_r2, stop_at_target=cfg.stop_at_target, n_test=cfg.n_val)
+    task = SparseAveragingTask(cfg.q_seq_len, cfg.n_features, cfg.q_values[0])
+    by_q = minimal_width({"attention": cfg.estimator}, task, cfg.q_widths, **kw, **common)
     by_q = by_q.with_columns(floor_width=[floors(int(q)) for q in by_q["param_n_selected"]])
 
     N, d, q = cfg.transfer_task
     averager = clone(cfg.estimator).set_params(width=cfg.transfer_width)
     qsa, rows = SparseAveragingTask(N, d, q), -(-cfg.n_test // N)
-    selector = sweep(
-        {"selector": SparseTokenSelector(**averager.get_params())},
-        SparseTokenSelectionTask(N, d, q),
-        scoring={"sts_q": _own_score, "qsa": TransferredScore(qsa, rows)},
-        n_steps=cfg.transfer_steps,
-        n_test=cfg.n_test,
-        **common,
-    )
+    scoring = {"sts_q": SparseTokenSelector.score, "qsa": partial(_transferred, qsa, rows)}
+    selector = {"selector": SparseTokenSelector(**averager.get_params())}
+    kw = dict(scoring=scoring, n_steps=cfg.transfer_steps, n_test=cfg.n_test)
+    selector = sweep(selector, SparseTokenSelectionTask(N, d, q), **kw, **common)
     trained = sweep({"averager": averager}, qsa, n_steps=cfg.transfer_steps, n_test=rows, **common)
     transfer = {"model": [], "seed": [], "relative_mse": [], "floor": []}
     for seed in selector.unique("seed"):
@@ -291,17 +231,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
 # -- what the tables give --------------------------------------------------------------------
 def headline(result):
-    """The numbers one seed's run is judged by, flat.
-
-    Minimal widths against N, ``attention_width_N<N>`` and ``fcn_width_N<N>``
-    (NaN where none reached the target or N was not searched), and
-    ``attention_width_growth`` (at the longest N found over the shortest);
-    the laws ``attention_log_law_a``, ``_b``, ``_r2`` and
-    ``fcn_power_law_b``, ``_c``, ``_r2`` (:func:`law_numbers`); against q,
-    ``attention_width_q<q>`` and the floor's ``floor_width_q<q>``; the
-    transfer's ``transfer_floor``, ``transfer_<model>_relative_mse`` and
-    ``_floor_ratio``; the length part's ``length_<encoding>_r2_at_<k>N``.
-    """
+    """The numbers one seed's run is judged by, flat (a width none reached: NaN)."""
     c, tables = result.settings, result.tables
     widths, out = tables["by_length"], {}
     for label in LAWS:
@@ -310,25 +240,21 @@ def headline(result):
             out[f"{label}_width_N{N}"] = found[0] if len(found) else math.nan
     _, found = widths.where(model="attention").xy("seq_len", "value")
     out["attention_width_growth"] = found[-1] / found[0] if len(found) >= 2 else math.nan
-    for label, name in (("attention", "log"), ("fcn", "power")):
+    for label, key in _LAW_KEYS.items():
         for p, value in law_numbers(widths, label, LAWS[label]).items():
-            out[f"{label}_{name}_law_{p}"] = value
+            out[f"{key}{p}"] = value
     for row in tables["by_q"]:
         out[f"attention_width_q{row['param_n_selected']}"] = row["value"]
         out[f"floor_width_q{row['param_n_selected']}"] = row["floor_width"]
     out["transfer_floor"] = tables["transfer"]["floor"][0]
     for row in tables["transfer"]:
-        key = _transfer_key(row["model"])
+        key = _TRANSFER_KEYS[row["model"]]
         out[f"transfer_{key}_relative_mse"] = row["relative_mse"]
         out[f"transfer_{key}_floor_ratio"] = row["relative_mse"] / row["floor"]
     N = c["length_task"][0]
     for row in tables["length"]:
         out[f"length_{row['model']}_r2_at_{row['eval_seq_len'] // N}N"] = row["score"]
     return out
-
-
-def _transfer_key(model):
-    return model.replace(" ", "_").replace("on_", "").lower()  # "selector on qSA": selector_qsa
 
 
 def summary(result):
@@ -339,99 +265,48 @@ def summary(result):
         return fmt_band(bands[key])
 
     lens, qs = ", ".join(map(str, c["seq_lens"])), ", ".join(map(str, c["q_values"]))
+    (N, d, q), (n, _, q_len) = c["transfer_task"], c["length_task"]
     rows = [
         f"| qSA widths (d={c['n_features']}, q={c['n_selected']}, R^2 >= {c['target_r2']}) "
-        f"| N = {lens} | |"
-    ]
-    for label, name in (("attention", "attention"), ("fcn", "FCN")):
-        text = widths_text(tables["by_length"].where(model=label), "seq_len")
-        rows.append(f"| | minimal width, {name} | {text} |")
-    growth = b("attention_width_growth")
-    rows.append(f"| | attention: minimal width, longest N over shortest | {growth} |")
-    for label, name, form in (("attention", "log", "a + b log2(N)"), ("fcn", "power", "b N^c")):
-        key = f"{label}_{name}_law"
-        if math.isfinite(bands[f"{key}_b"]["median"]):
-            params = ", ".join(f"{p} {b(f'{key}_{p}')}" for p in ("ab" if name == "log" else "bc"))
-            rows.append(f"| | {label}: w = {form}, per seed | {params}, fit R^2 {b(f'{key}_r2')} |")
-    text = widths_text(tables["by_q"], "n_selected")
-    rows.append(f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} | {text} |")
-    floors = " / ".join(b(f"floor_width_q{q}") for q in c["q_values"])
-    rows.append(f"| | width the isotropic floor allows, q = {qs} | {floors} |")
-    N, d, q = c["transfer_task"]
-    rows.append(
+        f"| N = {lens} | |",
+        *search_rows(tables["by_length"], bands, LAWS, _LAW_KEYS, "N"),
+        f"| | attention: minimal width, longest N over shortest | {b('attention_width_growth')} |",
+        f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} "
+        f"| {widths_text(tables['by_q'], 'n_selected')} |",
+        f"| | width the isotropic floor allows, q = {qs} "
+        f"| {' / '.join(b(f'floor_width_q{q}') for q in c['q_values'])} |",
         f"| qSA transfer (N={N}, d={d}, q={q}, m={c['transfer_width']}) "
-        f"| isotropic floor (relative MSE) | {b('transfer_floor')} |"
-    )
-    for model in TRANSFER:
-        key = f"transfer_{_transfer_key(model)}"
-        rows.append(
-            f"| | relative MSE, {model} | {b(f'{key}_relative_mse')} "
-            f"({b(f'{key}_floor_ratio')}x the floor) |"
-        )
-    N, _, q = c["length_task"]
-    lens = ", ".join(str(f * N) for f in c["factors"])
-    rows.append(
-        f"| qSA length (trained at N={N}, q={q}, m={c['length_width']}) | R^2 at N' = {lens} | |"
-    )
-    for pe in ENCODINGS:
-        text = " / ".join(b(f"length_{pe}_r2_at_{f}N") for f in c["factors"])
-        rows.append(f"| | {pe} | {text} |")
-    return rows
+        f"| isotropic floor (relative MSE) | {b('transfer_floor')} |",
+    ]
+    for model, key in _TRANSFER_KEYS.items():
+        mse, ratio = b(f"transfer_{key}_relative_mse"), b(f"transfer_{key}_floor_ratio")
+        rows.append(f"| | relative MSE, {model} | {mse} ({ratio}x the floor) |")
+    head = f"| qSA length (trained at N={n}, q={q_len}, m={c['length_width']}) | R^2 at N' ="
+    return rows + length_rows(tables["length"], head, n, c["factors"])
 
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The four panels over the seeds (two rows of two; ``axes``: 4 matplotlib Axes).
-
-    Minimal widths against N (both models, log-log, each with the median of
-    its seeds' laws over the N they were fitted on) and against q (beside
-    the widths the isotropic floor allows), medians with min-max error bars
-    and open triangles for lower bounds; the transfer's relative MSEs as
-    median bars with min-max error bars beside the floor; the length
-    part's R^2, medians with the min-max shaded.
-    """
+    """Widths against N and q, the transfer beside the floor, the length (``axes``: 4 Axes)."""
     fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4, ncols=2)
-    c, tables = result.settings, result.tables
-    widths = dict(y="value", bound="bound", style="errorbar", logx=True, logy=True)
+    c, tables, d = result.settings, result.tables, result.settings["n_features"]
     ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"
+    title = f"qSA: width against N (d={d}, q={c['n_selected']})"
+    widths_panel(ax_n, tables["by_length"], LAWS, "N", "positions", ylabel=ylabel, title=title)
+    floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
+    labels = {"attention": "trained: smallest width reaching"}
+    kw = dict(xlabel="subset size q (log scale)", ylabel=ylabel, labels=labels, **WIDTHS_STYLE)
+    title = f"qSA: width against q (N={c['q_seq_len']}, d={d})"
+    theory = {"isotropic floor allows": floors}
     BandDisplay.from_table(
-        tables["by_length"],
-        x="seq_len",
-        laws=median_laws(tables["by_length"], LAWS),
-        law_variable="N",
-        ax=ax_n,
-        labels={"attention": "attention (SPE)", "fcn": "FCN"},
-        xlabel="positions N (log scale)",
-        ylabel=ylabel,
-        title=f"qSA: width against N (d={c['n_features']}, q={c['n_selected']})",
-        **widths,
-    )
-    qs, floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
-    BandDisplay.from_table(
-        tables["by_q"],
-        x="n_selected",
-        theory={"isotropic floor allows": (qs, floors)},
-        ax=ax_q,
-        labels={"attention": "trained: smallest width reaching"},
-        xlabel="subset size q (log scale)",
-        ylabel=ylabel,
-        title=f"qSA: width against q (N={c['q_seq_len']}, d={c['n_features']})",
-        **widths,
+        tables["by_q"], x="n_selected", theory=theory, ax=ax_q, title=title, **kw
     )
     _transfer_panel(tables["transfer"], ax_tr, c)
     N, _, q = c["length_task"]
-    BandDisplay.from_table(
-        tables["length"],
-        x="eval_seq_len",
-        y="score",
-        ax=ax_len,
-        logx=True,
-        colors={"stochastic": "C0", "fixed": "C3"},
-        labels={pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS},
-        xlabel="evaluation positions N' (log scale)",
-        ylabel="$R^2$ over every position",
-        title=f"qSA: length generalization (q={q}, m={c['length_width']})",
-    )
+    labels = {pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS}
+    title = f"qSA: length generalization (q={q}, m={c['length_width']})"
+    kw = dict(xlabel="evaluation positions N' (log scale)", ylabel="$R^2$ over every position")
+    length_panel(ax_len, tables["length"], labels=labels, title=title, **kw)
     return fig
 
 
@@ -446,10 +321,8 @@ def _transfer_panel(table, ax, c):
     for bar, top, value, model in zip(bars, hi, med, TRANSFER):
         rows = table.where(model=model)
         ratio = float(np.median(rows["relative_mse"] / rows["floor"]))
-        x = bar.get_x() + bar.get_width() / 2
-        ax.annotate(
-            f"{value:.3f}\n({ratio:.2f}x)", (x, top), ha="center", va="bottom", fontsize="small"
-        )
+        text, x = f"{value:.3f}\n({ratio:.2f}x)", bar.get_x() + bar.get_width() / 2
+        ax.annotate(text, (x, top), ha="center", va="bottom", fontsize="small")
     ax.set_xticks(range(3), [n.replace(" on ", "\non ") for n in TRANSFER])
     ax.set_ylim(0, 1.45 * max([*hi, floor]))
     ax.set_ylabel("relative MSE (1 - $R^2$)")
@@ -484,14 +357,6 @@ _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 10
 # N = 4 ... 256 (the FCN to 32), q = 1, 2, 4, 8 at N = 32, the transfer at N = 64, q = 4,
 # width 256, the length part at N = 32.
 _FULL = dict(
-    seq_lens=(4, 8, 16, 32, 64, 128, 256),
-    fcn=FCNAverager(
-        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-    ),
-    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
-    n_steps={"transformer": 1000, "fcn": 2000},
-    fcn_max_seq_len=32,
-    n_val=1000,
     q_values=(1, 2, 4, 8),
     q_seq_len=32,
     q_widths=_Q_GRID,
@@ -503,20 +368,26 @@ _FULL = dict(
     length_width=64,
     length_steps="auto",
     n_test=8000,
+    seq_lens=(4, 8, 16, 32, 64, 128, 256),
+    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
+    n_steps={"transformer": 1000, "fcn": 2000},
+    fcn_max_seq_len=32,
+    n_val=1000,
+    fcn=FCNAverager(
+        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+    ),
 )
 
 RECORD = Experiment(
     name="qsa",
     function_name="sparse_averaging",
+    aliases=("averaging",),
     doc="""Widths against N and q, zero-shot transfer and length generalization on qSA.
 
     One attention layer of width O~(d + q log N) represents q-sparse
-    averaging, where a fully-connected net needs Omega~(N d).
-
-    See Also
-    --------
-    SparseAveragingSettings : The settings, and the defaults of the quick size.
-    stsq_learn.tasks.averaging.experiment : The studies, the numbers and the figure.
+    averaging, where a fully-connected net needs Omega~(N d) (see
+    :mod:`stsq_learn.tasks.averaging.experiment`; the settings:
+    :class:`SparseAveragingSettings`).
 
     Examples
     --------
@@ -528,13 +399,11 @@ RECORD = Experiment(
     'selector on STS_q'
     """,
     settings=SparseAveragingSettings,
+    provenance=PROVENANCE,
     presets={
         "tiny": dict(
-            seq_lens=(4, 8),
+            TINY_SEARCH,
             widths={"transformer": (4, 8), "fcn": (4, 8)},
-            n_steps={"transformer": 20, "fcn": 20},
-            target_r2=0.5,
-            n_val=100,
             q_values=(1, 2),
             q_seq_len=8,
             q_widths=(4, 8),
@@ -543,9 +412,6 @@ RECORD = Experiment(
             transfer_width=8,
             transfer_steps=20,
             length_task=(8, 2, 2),
-            length_width=8,
-            length_steps=20,
-            factors=(1, 2),
             n_test=400,
         ),
         "quick": {},  # N to 32 (the FCN to 8), q to 3 at N = 16
@@ -570,15 +436,8 @@ RECORD = Experiment(
     run=run,
     figure=figure,
     headline=headline,
-    summary=summary,
-    provenance=PROVENANCE,
-    aliases=("averaging",),
     # Widths of grids whose neighbours are at most twice apart: one step either way.
-    reference_rtol={
-        "*width_N*": 0.5,
-        "*width_q*": 0.5,
-        "attention_width_growth": 0.5,
-        "*_law_*": 0.5,
-    },
+    reference_rtol={"*width_[Nq]*": 0.5, "attention_width_growth": 0.5, "*_law_*": 0.5},
+    summary=summary,
 )
 sparse_averaging = RECORD.function

@@ -1,21 +1,10 @@
 """q-sparse token retrieval: the error against heads, widths against T, length generalization.
 
-q-sparse token retrieval (Mousavi-Hosseini, Sanford, Wu and Erdogdu, 2025)
-names q positions in order and asks for the named tokens side by side. One
-attention head averages tokens, so a readout of H heads retrieves at most H
-of q independent tokens: the theory's threshold is H = q. The studies,
-every seed in each table:
-
-1. ``heads`` (:func:`~stsq_learn.studies.sweep`): the relative MSE of a
-   :class:`~stsq_learn.SparseTokenRetriever` for each q and each H up to
-   q + 1, beside the bound ``1 - H/q``; the threshold at q
-   (:func:`thresholds`) is the fewest heads whose error is below ``1 / (2q)``;
-2. ``widths``: at H = q, the smallest width reaching ``target_r2`` against
-   T of the attention model and the fully-connected net (the search of the
-   qSA experiment, :func:`~stsq_learn.experiments._widths.search_widths`),
-   with the theory's laws ``a + b log2 T`` and ``b T^c`` fitted per seed;
-3. ``length`` (:func:`~stsq_learn.studies.length_curve`): R^2 of stochastic
-   and fixed encodings on rows lengthened to ``factors`` times T.
+One attention head averages tokens, so a readout of H heads retrieves at
+most H of q named tokens (Mousavi-Hosseini, Sanford, Wu and Erdogdu,
+2025): the error has its threshold at H = q. The experiment's settings,
+studies (tables ``heads``, ``widths`` and ``length``, every seed in each),
+numbers, figure and record.
 """
 
 from __future__ import annotations
@@ -26,21 +15,26 @@ from dataclasses import field
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.metrics import make_scorer
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment
 from ...experiments._common import new_axes
-from ...experiments._result import band, fmt_band
+from ...experiments._result import fmt_band
 from ...experiments._settings import positive_ints
 from ...experiments._widths import (
-    ENCODINGS,
     WidthsAndLengthSettings,
     encodings_curve,
     law_numbers,
-    median_laws,
     search_widths,
-    widths_text,
+)
+from ...experiments._widths_parts import (
+    TINY_SEARCH,
+    length_panel,
+    length_rows,
+    search_rows,
+    widths_panel,
 )
 from ...scoring import relative_mse
 from ...studies import BandDisplay, StudyTable, sweep
@@ -52,10 +46,10 @@ LAWS = {"transformer": "log2", "fcn": "power"}
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
-# The width search: Adam at 0.05 decayed by a cosine (its heads set to q by the run); over
-# a fixed number of steps the width-following SGD's scores are too noisy to bracket a width
-# (measured at T=16: 0.89 at width 16, 0.58 at 24, 300 steps). The FCN: Adam, as the
-# separation's. The length part: the estimators' width-following SGD.
+# The width search and the heads part: Adam at 0.05 decayed by a cosine (the search's heads
+# set to q by the run). In a fixed budget the width-following SGD's scores are too noisy to
+# bracket a width (T=16: 0.89 at width 16, 0.58 at 24, 300 steps) and miss the threshold at
+# q = 3 (the reproduce page). The FCN: the separation's. The length part: the SGD.
 _SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
 _SGD = SparseTokenRetriever(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
@@ -64,6 +58,7 @@ _FCN = FCNRetriever(
     solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
 )
 _WIDTHS = {"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128, 512)}
+_N_STEPS = {"transformer": 150, "fcn": 300}
 
 
 class SparseRetrievalSettings(WidthsAndLengthSettings):
@@ -71,40 +66,22 @@ class SparseRetrievalSettings(WidthsAndLengthSettings):
 
     Attributes
     ----------
+    seq_len, n_features : int
+        T and d of the heads part (d also of the width search).
+    q_values, n_heads : tuple of int
+        The q of the heads part (at most ``seq_len``) and the H tried at each
+        (those up to q + 1), increasing.
+    heads_width, heads_steps, heads_estimator
+        Width, online steps (or ``"auto"``) and attention model (None:
+        ``estimator``) of the heads part.
     seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
 n_val, stop_at_target
-        The width search against T at H = q
-        (:class:`~stsq_learn.experiments._widths.WidthsAndLengthSettings`).
-        Defaults: T = 4, 8, 16, 32 at q = 2 (four lengths for the attention
-        model's law: three gave fit R^2 0.75; no width to 64 reached R^2
-        0.9 at T = 64 in 150 steps); the attention model
-        (:class:`~stsq_learn.SparseTokenRetriever`, its heads set to q) on
-        Adam at 0.05 decayed by a cosine, widths 4 ... 64, 150 steps; the
-        FCN (:class:`~stsq_learn.FCNRetriever`) on Adam at 0.01, 1024 rows a
-        step, widths 8, 32, 128, 512, 300 steps, up to T = 16; R^2 0.9 on
-        500 rows.
-    seq_len, n_features : int, default=16, 4
-        T and d of the heads part (d also of the width search).
-    q_values : tuple of int, default=(2, 3)
-        The numbers of named positions q of the heads part, increasing, at
-        most ``seq_len``.
-    n_heads : tuple of int, default=(1, 2, 3)
-        The head counts H tried at each q (those up to q + 1), increasing.
-    heads_width : int, default=32
-        Width of the heads part's models.
-    heads_steps : int or "auto", default=150
-        Online steps of each (``"auto"``: the estimator's plan).
-    heads_estimator : SparseTokenRetriever or None, default=Adam at 0.05 with a cosine decay
-        The attention model of the heads part; None is ``estimator``. Over
-        a short budget the width-following SGD does not reach the threshold
-        at q = 3 (relative MSE 0.88 / 0.62 / 0.51 at H = 1 / 2 / 3, T=16,
-        d=4, width 32, 200 steps), Adam at 0.05 decayed by a cosine does
-        (0.69 / 0.36 / 0.05 in 150 steps).
-    estimator : SparseTokenRetriever, default=the width-following SGD
-        The attention model of the length part (with q heads).
-    length_task, length_width, length_steps, factors : default=(16, 4, 2), 32, 200, (1, 2, 4)
-        The length part (:class:`~stsq_learn.experiments._widths.WidthsAndLengthSettings`).
-    n_test : int, default=3000
+        The width search against T at H = q (:class:`WidthsAndLengthSettings`),
+        four lengths for the attention model's law (three gave fit R^2 0.75).
+    estimator, length_task, length_width, length_steps, factors
+        The length part's attention model (with q heads) and sizes
+        (:class:`WidthsAndLengthSettings`).
+    n_test : int
         Held-out rows (queries of q slots) of the heads and length parts.
 
     Examples
@@ -116,25 +93,20 @@ n_val, stop_at_target
 
     _parameter_constraints = {
         **WidthsAndLengthSettings._parameter_constraints,
-        "transformer": [SparseTokenRetriever],
+        **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), _COUNT),
+        **{key: [positive_ints(increasing=True)] for key in ("q_values", "n_heads")},
+        **{key: [SparseTokenRetriever] for key in ("transformer", "estimator")},
         "fcn": [FCNRetriever],
-        "seq_len": _COUNT,
-        "n_features": _COUNT,
-        "n_test": _COUNT,
-        "q_values": [positive_ints(increasing=True)],
-        "n_heads": [positive_ints(increasing=True)],
-        "heads_width": _COUNT,
         "heads_steps": _STEPS,
         "heads_estimator": [SparseTokenRetriever, None],
-        "estimator": [SparseTokenRetriever],
     }
 
-    seq_lens: tuple = (4, 8, 16, 32)
+    seq_lens: tuple = (4, 8, 16, 32)  # no width to 64 reached R^2 0.9 at T = 64 in 150 steps
     n_selected: int = 2
     transformer: SparseTokenRetriever = _SEARCH
     fcn: FCNRetriever = _FCN
-    widths: dict = field(default_factory=lambda: dict(_WIDTHS))
-    n_steps: dict = field(default_factory=lambda: {"transformer": 150, "fcn": 300})
+    widths: dict = field(default_factory=_WIDTHS.copy)
+    n_steps: dict = field(default_factory=_N_STEPS.copy)
     fcn_max_seq_len: int = 16
     seq_len: int = 16
     n_features: int = 4
@@ -161,41 +133,24 @@ n_val, stop_at_target
         SparseRetrievalTask(*self.length_task)
 
 
-def _relative_mse(estimator, X, y):
-    """The scorer of the heads part: the relative MSE of ``estimator`` on ``(X, y)``."""
-    return relative_mse(y, estimator.predict(X))
-
-
 # -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The studies over every seed: ``heads``, ``widths`` and ``length``.
-
-    Each model's seeds train as one batched model where they move in
-    lockstep. The ``heads`` table's meta names the heads' ``solver``.
-    """
+    """The studies over every seed; the ``heads`` table's meta names the heads' ``solver``."""
     common = dict(seeds=seeds, device=device, progress=progress, n_jobs=n_jobs, batch_seeds=True)
     heads = cfg.estimator if cfg.heads_estimator is None else cfg.heads_estimator
     heads = clone(heads).set_params(width=cfg.heads_width)
     grid = [
         {"n_selected": [q], "n_heads": [h for h in cfg.n_heads if h <= q + 1]} for q in cfg.q_values
     ]
-    table = sweep(
-        heads,
-        SparseRetrievalTask(cfg.seq_len, cfg.n_features, cfg.q_values[0]),
-        grid,
-        n_steps=cfg.heads_steps,
-        n_test=cfg.n_test,
-        scoring={"relative_mse": _relative_mse},
-        **common,
-    )
+    scoring = {"relative_mse": make_scorer(relative_mse)}
+    kw = dict(n_steps=cfg.heads_steps, n_test=cfg.n_test, scoring=scoring)
+    task = SparseRetrievalTask(cfg.seq_len, cfg.n_features, cfg.q_values[0])
+    table = sweep(heads, task, grid, **kw, **common)
     table.meta["solver"] = heads.get_params()["solver"]
-    models = {
-        "transformer": clone(cfg.transformer).set_params(n_heads=cfg.n_selected),
-        "fcn": cfg.fcn,
-    }
+    models = {"transformer": clone(cfg.transformer).set_params(n_heads=cfg.n_selected)}
     task = SparseRetrievalTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
-    widths = search_widths(cfg, models, task, **common)
+    widths = search_widths(cfg, {**models, "fcn": cfg.fcn}, task, **common)
     task = SparseRetrievalTask(*cfg.length_task)
     model = clone(cfg.estimator).set_params(n_heads=task.n_selected, width=cfg.length_width)
     length = encodings_curve(cfg, model, task, cfg.n_test, **common)
@@ -220,14 +175,7 @@ def thresholds(result):
 
 
 def headline(result):
-    """The numbers one seed's run is judged by: the error per head count, the threshold, laws.
-
-    ``relative_mse.q=<q>.H=<H>`` for every (q, H) tried, ``threshold.q=<q>``
-    (:func:`thresholds`), and each model's law of its minimal widths
-    against T, ``law.transformer.a``, ``.b``, ``.r2`` (``a + b log2 T``)
-    and ``law.fcn.b``, ``.c``, ``.r2`` (``b T^c``), NaN with fewer than 3
-    widths found.
-    """
+    """The numbers one seed's run is judged by: the error per (q, H), thresholds, laws."""
     hd = result.tables["heads"]
     out = {
         f"relative_mse.q={q}.H={h}": e
@@ -251,102 +199,44 @@ def _heads_budget(result):
 def summary(result):
     """Summary rows: the error against heads and the thresholds, the widths and laws, length."""
     c, bands, tables = result.settings, result.bands(), result.tables
-
-    def b(key):
-        return fmt_band(bands[key])
-
     rows = [
         f"| Retrieval heads (T={c['seq_len']}, d={c['n_features']}, {_heads_budget(result)}) "
         f"| relative MSE at H = {', '.join(map(str, c['n_heads']))} | |"
     ]
     for q in c["q_values"]:
-        errors = [b(f"relative_mse.q={q}.H={h}") if h <= q + 1 else "-" for h in c["n_heads"]]
+        errors = [fmt_band(bands[f"relative_mse.q={q}.H={h}"]) for h in c["n_heads"] if h <= q + 1]
+        errors += ["-"] * (len(c["n_heads"]) - len(errors))
         rows.append(f"| | q={q} | {' / '.join(errors)} |")
     for q in c["q_values"]:
-        found = bands[f"threshold.q={q}"]["values"]
-        missed = sum(not math.isfinite(v) for v in found)
-        text = f"H = {b(f'threshold.q={q}')}" if missed < len(found) else "not reached"
-        if 0 < missed < len(found):
-            text += f" ({missed} of {len(found)} seeds not reached)"
-        rows.append(
-            f"| | q={q}: fewest H with relative MSE < 1/(2q) = {1 / (2 * q):.3f} "
-            f"(theory: H = q) | {text}{' within this budget' if missed else ''} |"
-        )
-    wd = tables["widths"]
+        found = bands[f"threshold.q={q}"]
+        n, missed = len(found["values"]), sum(not math.isfinite(v) for v in found["values"])
+        text = "not reached" if missed == n else f"H = {fmt_band(found)}"
+        text += f" ({missed} of {n} seeds not reached)" if 0 < missed < n else ""
+        level = f"fewest H with relative MSE < 1/(2q) = {1 / (2 * q):.3f} (theory: H = q)"
+        rows.append(f"| | q={q}: {level} | {text}{' within this budget' if missed else ''} |")
+    wd, (T, _, q) = tables["widths"], c["length_task"]
     rows.append(
         f"| Retrieval widths (d={c['n_features']}, q=H={c['n_selected']}, "
         f"R^2 >= {c['target_r2']}) | T = {', '.join(map(str, wd.unique('seq_len')))} | |"
     )
-    for model, label in (("transformer", "attention"), ("fcn", "FCN")):
-        rows.append(
-            f"| | minimal width, {label} | {widths_text(wd.where(model=model), 'seq_len')} |"
-        )
-    for model, label, form in (
-        ("transformer", "attention", "a + b log2(T)"),
-        ("fcn", "FCN", "b T^c"),
-    ):
-        if math.isfinite(bands[f"law.{model}.b"]["median"]):
-            names = "ab" if LAWS[model] == "log2" else "bc"
-            params = ", ".join(f"{p} {b(f'law.{model}.{p}')}" for p in names)
-            rows.append(
-                f"| | {label}: w = {form}, per seed | {params}, fit R^2 {b(f'law.{model}.r2')} |"
-            )
-    T, _, q = c["length_task"]
-    lens = ", ".join(str(f * T) for f in c["factors"])
-    rows.append(
-        f"| Retrieval length (trained at T={T}, q=H={q}, m={c['length_width']}) "
-        f"| R^2 at T' = {lens} | |"
-    )
-    for pe in ENCODINGS:
-        scores = tables["length"].where(model=pe)
-        text = [fmt_band(band(scores.where(eval_seq_len=f * T)["score"])) for f in c["factors"]]
-        rows.append(f"| | {pe} | {' / '.join(text)} |")
-    return rows
+    rows += search_rows(wd, bands, LAWS, {m: f"law.{m}." for m in LAWS}, "T")
+    head = f"| Retrieval length (trained at T={T}, q=H={q}, m={c['length_width']}) | R^2 at T' ="
+    return rows + length_rows(tables["length"], head, T, c["factors"])
 
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The three panels over the seeds (one row; ``axes``: 3 matplotlib Axes).
-
-    Each q's relative MSE against H (median, min-max shaded) beside its
-    bound ``1 - H/q`` (dotted) and its threshold level ``1/(2q)`` at H = q,
-    a note naming a q that missed its threshold in any seed; both models'
-    minimal widths against T (log-log; median, min-max error bars, open
-    triangles for lower bounds), each with the median of its seeds' laws;
-    the length part's R^2 (median, min-max shaded).
-    """
+    """The error against heads, widths against T, the length (``axes``: 3 matplotlib Axes)."""
     fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3, ncols=3)
     c, tables = result.settings, result.tables
     _heads_panel(result, ax_h)
-    BandDisplay.from_table(
-        tables["widths"],
-        x="seq_len",
-        y="value",
-        laws=median_laws(tables["widths"], LAWS),
-        law_variable="T",
-        bound="bound",
-        ax=ax_w,
-        style="errorbar",
-        logx=True,
-        logy=True,
-        labels={"transformer": "attention (SPE)", "fcn": "FCN"},
-        xlabel="sequence length T (log scale)",
-        ylabel=f"minimal width (R^2 >= {c['target_r2']})",
-        title=f"Retrieval: width against T (d={c['n_features']}, q=H={c['n_selected']})",
-    )
+    ylabel = f"minimal width (R^2 >= {c['target_r2']})"
+    title = f"Retrieval: width against T (d={c['n_features']}, q=H={c['n_selected']})"
+    widths_panel(ax_w, tables["widths"], LAWS, "T", "sequence length", ylabel=ylabel, title=title)
     T, _, q = c["length_task"]
-    BandDisplay.from_table(
-        tables["length"],
-        x="eval_seq_len",
-        y="score",
-        ax=ax_l,
-        logx=True,
-        colors={"stochastic": "C0", "fixed": "C3"},
-        xlabel="evaluation length T' (log scale)",
-        ylabel="$R^2$",
-        title=f"Retrieval: length generalization (q=H={q}, m={c['length_width']})",
-        legend=False,
-    )
+    title = f"Retrieval: length generalization (q=H={q}, m={c['length_width']})"
+    xlabel = "evaluation length T' (log scale)"
+    length_panel(ax_l, tables["length"], xlabel=xlabel, ylabel="$R^2$", title=title, legend=False)
     ax_l.axvline(T, color="gray", ls=":", lw=1, label=f"training T={T}")
     ax_l.axhline(0.0, color="k", lw=0.5)
     scores = np.asarray(tables["length"]["score"], dtype=float)
@@ -359,16 +249,9 @@ def _heads_panel(result, ax):
     """Relative MSE against H per q, its bound ``1 - H/q`` dotted, the level ``1/(2q)`` dashed."""
     c, heads = result.settings, result.tables["heads"]
     qs = heads.unique("n_selected")
+    labels = {q: f"q={q}" for q in qs}
     display = BandDisplay.from_table(
-        heads,
-        x="n_heads",
-        y="relative_mse",
-        hue="n_selected",
-        ax=ax,
-        labels={q: f"q={q}" for q in qs},
-        xlabel="heads H",
-        ylabel="relative MSE (test)",
-        legend=False,
+        heads, x="n_heads", y="relative_mse", hue="n_selected", ax=ax, labels=labels, legend=False
     )
     found, missed = thresholds(result), []
     for i, q in enumerate(qs):
@@ -383,17 +266,13 @@ def _heads_panel(result, ax):
             missed.append(f"q={q}{of}")
     ax.plot([], [], "k--", lw=1, label="threshold level $1/(2q)$ at H = q")
     if missed:
-        ax.text(
-            0.02,
-            0.02,
+        text = (
             f"no threshold at H = q for {', '.join(missed)} within this budget\n"
-            "(relative MSE at H = q not below 1/(2q)): too few steps",
-            transform=ax.transAxes,
-            fontsize="small",
-            color="C3",
-            va="bottom",
+            "(relative MSE at H = q not below 1/(2q)): too few steps"
         )
-    ax.set_ylim(-0.03, 1.03)
+        kw = dict(transform=ax.transAxes, fontsize="small", color="C3", va="bottom")
+        ax.text(0.02, 0.02, text, **kw)
+    ax.set(xlabel="heads H", ylabel="relative MSE (test)", ylim=(-0.03, 1.03))
     title = f"Retrieval: error against heads (T={c['seq_len']}, d={c['n_features']}, "
     ax.set_title(f"{title}{_heads_budget(result)})", fontsize="medium")
     ax.legend(fontsize="small", loc="upper right")
@@ -454,29 +333,27 @@ _FULL = dict(
 RECORD = Experiment(
     name="retrieval",
     function_name="sparse_retrieval",
+    aliases=("sparse_retrieval",),
     doc="""The error against heads, widths against T and length generalization on retrieval.
 
     A readout of H heads retrieves at most H of q named tokens: the error
     has its threshold at H = q (see :mod:`stsq_learn.tasks.retrieval.experiment`;
     the settings: :class:`SparseRetrievalSettings`).
 
-    Raises
-    ------
-    TypeError, ValueError
-        For a bad setting (naming it), before any fit.
-
     Examples
     --------
     >>> from stsq_learn.experiments import sparse_retrieval
     >>> result = sparse_retrieval("tiny", seeds=2)
-    >>> sorted(result.tables)
-    ['heads', 'length', 'widths']
     >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
     True
+    >>> sorted(result.tables)
+    ['heads', 'length', 'widths']
     """,
     settings=SparseRetrievalSettings,
+    provenance=PROVENANCE,
     presets={
         "tiny": dict(
+            TINY_SEARCH,
             seq_len=6,
             n_features=2,
             q_values=(2,),
@@ -484,16 +361,9 @@ RECORD = Experiment(
             heads_width=8,
             heads_steps=20,
             heads_estimator=None,
-            seq_lens=(4, 8),
             widths={"transformer": (4, 8), "fcn": (8, 16)},
-            n_steps={"transformer": 20, "fcn": 20},
             fcn_max_seq_len=8,
-            target_r2=0.5,
-            n_val=100,
             length_task=(6, 2, 2),
-            length_width=8,
-            length_steps=20,
-            factors=(1, 2),
             n_test=200,
         ),
         "quick": {},  # q = 2, 3 and H to 3 at T=16; the heads part on Adam
@@ -517,11 +387,8 @@ RECORD = Experiment(
     run=run,
     figure=figure,
     headline=headline,
-    summary=summary,
-    provenance=PROVENANCE,
-    # The threshold is a number of heads: one head either way; a law's parameters move with
-    # the widths, by grid steps.
+    # A threshold moves by one head, a law's parameters with the widths: by grid steps.
     reference_rtol={"threshold.*": 0.5, "law.*": 0.5},
-    aliases=("sparse_retrieval",),
+    summary=summary,
 )
 sparse_retrieval = RECORD.function

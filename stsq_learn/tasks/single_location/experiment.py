@@ -1,36 +1,10 @@
 """Single-location regression: where projected GD ends (oracle or swapped point); linear fails.
 
-The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025) trained by
-projected gradient descent on its population risk (in closed form), from the
-sphere and from their manifold, under the decaying temperature
-``lambda_0 / (1 + c t)`` and a constant one, once per seed; beside it the
-oracle ``(k*, v*)`` and the swapped point
-(:func:`~stsq_learn.single_location_theory.swapped_point`) at each schedule's
-final temperature, the best linear predictor (closed form and fitted), the
-Bayes risk (Monte Carlo) and softmax attention with one learned query
-trained online on the same law.
-
-The result's tables:
-
-- ``curves``: each erf run's population risk and alignments
-  ``<k, k*>``, ``<v, v*>`` every ``record_every`` steps;
-- ``runs``: where each erf run ended: its risk against the oracle's, its
-  inner products with ``k*`` and ``v*``, its ``endpoint`` (the oracle, the
-  swapped point or neither);
-- ``softmax``: softmax attention (a :func:`~stsq_learn.studies.sweep`,
-  the seeds one batched model);
-- ``baselines``: per seed, the fitted linear model's test MSE and the
-  Bayes risk's Monte Carlo estimate;
-- ``theory``: per schedule, what no seed changes (no ``seed`` column):
-  the oracle's and the swapped point's risks at the final temperature
-  (the swapped point is found by projected GD: kept, not recomputed), the
-  best linear risk and that of predicting 0.
-
-All the erf runs of all the seeds (starts x schedules x seeds) are one
-batched computation
-(:func:`~stsq_learn.tasks.single_location.batch.fit_online_batch`): they
-record their risk and alignments along the steps, which a study's table of
-scores does not hold, so their rows are written here.
+The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025) by
+projected gradient descent on its population risk, beside the oracle, the
+swapped point and the baselines: the experiment's settings, runs (every erf
+run of every seed one batched computation, its curves written here: a
+study's table of scores does not hold them), numbers, figure and record.
 """
 
 from __future__ import annotations
@@ -38,6 +12,7 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 from sklearn.base import clone
@@ -76,33 +51,24 @@ class SingleLocationSettings(Settings):
 
     Attributes
     ----------
-    seq_len, n_features : int, default=5, 50
+    seq_len, n_features : int
         L and d of the task.
-    gamma, noise : float, default=sqrt(1/2), 0.0
+    gamma, noise : float
         The relevant token's spread and the target's noise.
-    n_steps : int, default=3000
-        Projected gradient steps of each run.
-    learning_rate : float, default=0.02
-        Step size of projected gradient descent.
-    lambda_init, lambda_decay : float, default=1.0, 3e-3
-        The decaying temperature ``lambda_init / (1 + lambda_decay t)``.
-    constant_lambda : float, default=0.1
-        The constant temperature of the other schedule.
-    n_softmax_steps : int, default=300
-        Online Adam steps of softmax attention (batches of 200 rows).
-    softmax_learning_rate : float, default=0.02
-        Its step size.
-    n_test : int, default=5000
-        Rows of the Monte Carlo Bayes risk and of the test sets.
-    n_linear : int or None, default=None
-        Training rows of the fitted linear regression; None: ``10 L d``.
-    record_every : int, default=10
-        Steps between recorded points of the curves.
-    rtol, alignment : float, default=1e-3, 0.999
+    n_steps, learning_rate, record_every : int, float, int
+        Projected gradient steps of each run, their size, the steps between recorded points.
+    lambda_init, lambda_decay, constant_lambda : float
+        The decaying temperature ``lambda_init / (1 + lambda_decay t)``, the constant one.
+    n_softmax_steps, softmax_learning_rate : int, float
+        Online Adam steps of softmax attention (batches of 200 rows) and their size.
+    n_test, n_linear : int, int or None
+        Rows of the Monte Carlo Bayes risk and of the test sets; training rows of
+        the fitted linear regression (None: ``10 L d``).
+    rtol, alignment : float
         A run reaches the oracle when its final risk is within ``rtol``
-        (relative) of the oracle's at its final temperature and both
-        ``|<k, k*>|`` and ``|<v, v*>|`` are at least ``alignment``; it ends
-        at the swapped point when ``|<k, v*>|`` is.
+        (relative) of the oracle's at its final temperature and ``|<k, k*>|``
+        and ``|<v, v*>|`` are at least ``alignment``; it ends at the swapped
+        point when ``|<k, v*>|`` is.
 
     Examples
     --------
@@ -112,21 +78,12 @@ class SingleLocationSettings(Settings):
     """
 
     _parameter_constraints = {
-        "seq_len": _COUNT,
-        "n_features": _COUNT,
-        "gamma": _POSITIVE,
-        "noise": _NON_NEGATIVE,
-        "n_steps": _COUNT,
-        "learning_rate": _POSITIVE,
-        "lambda_init": _POSITIVE,
-        "lambda_decay": _NON_NEGATIVE,
-        "constant_lambda": _POSITIVE,
+        **dict.fromkeys(("gamma", "learning_rate", "lambda_init", "constant_lambda"), _POSITIVE),
+        **dict.fromkeys(("seq_len", "n_features", "n_steps", "n_test", "record_every"), _COUNT),
+        **dict.fromkeys(("noise", "lambda_decay", "rtol"), _NON_NEGATIVE),
         "n_softmax_steps": _COUNT,
         "softmax_learning_rate": _POSITIVE,
-        "n_test": _COUNT,
         "n_linear": [*_COUNT, None],
-        "record_every": _COUNT,
-        "rtol": _NON_NEGATIVE,
         "alignment": [Interval(numbers.Real, 0, 1, closed="right")],
     }
 
@@ -150,21 +107,17 @@ class SingleLocationSettings(Settings):
 
 # -- the runs --------------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The tables of the module's docstring, every seed in them (the record's ``run``).
+    """The tables, every seed in them (the models run in NumPy: ``device`` is unused).
 
-    Every model of seed ``s`` (the four erf runs, the softmax model) is
-    fitted with ``random_state=s``; the linear fit's rows, the held-out rows
-    and the Bayes estimate's come from :func:`~stsq_learn.studies.stream_seed`
-    ``(s, "train")``, ``(s, "test")`` and ``(s, "bayes")``. The models run
-    in NumPy (``device`` is unused); ``n_jobs`` serves the softmax sweep.
+    ``curves`` (each erf run's risk and alignments every ``record_every``
+    steps), ``runs`` (where each ended: :func:`_final`), ``softmax`` (a
+    sweep), ``baselines`` (per seed: the fitted linear model, the Bayes
+    risk) and ``theory`` (per schedule, what no seed changes). Seed ``s``
+    fits with ``random_state=s`` and draws rows from ``stream_seed(s, ...)``.
     """
     task = SingleLocationTask(cfg.seq_len, cfg.n_features, gamma=cfg.gamma, noise=cfg.noise)
-    erf = ErfAttentionRegressor(
-        solver="pgd",
-        lambda_decay=cfg.lambda_decay,
-        learning_rate_init=cfg.learning_rate,
-        max_iter=cfg.n_steps,
-    )
+    pgd = dict(lambda_decay=cfg.lambda_decay, learning_rate_init=cfg.learning_rate)
+    erf = ErfAttentionRegressor(solver="pgd", max_iter=cfg.n_steps, verbose=int(progress), **pgd)
     softmax = SoftmaxAttentionRegressor(
         learning_rate_init=cfg.softmax_learning_rate, max_iter=cfg.n_softmax_steps
     )
@@ -173,46 +126,25 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         fits = len(MODELS) * len(seeds)
         plan.append(Work("single_location: erf, projected GD", fits, cfg.n_steps, erf, task))
     else:
-        curves, runs = _erf_tables(cfg, task, erf, seeds, progress)
-    soft = sweep(
-        {"softmax": softmax},
-        task,
-        seeds=seeds,
-        n_steps=cfg.n_softmax_steps,
-        n_test=cfg.n_test,
-        scoring={"test_mse": _test_mse, "query_cosine": _query, "value_cosine": _value},
-        error_score="raise",
-        batch_seeds=True,
-        n_jobs=n_jobs,
-    )
+        curves, runs = _erf_tables(cfg, task, erf, seeds)
+    scoring = {"test_mse": _test_mse, "query_cosine": _QUERY, "value_cosine": _VALUE}
+    kw = dict(seeds=seeds, n_steps=cfg.n_softmax_steps, n_test=cfg.n_test, error_score="raise")
+    soft = sweep({"softmax": softmax}, task, scoring=scoring, batch_seeds=True, n_jobs=n_jobs, **kw)
     if plan is not None:
         return {"softmax": soft}
-    return {
-        "curves": curves,
-        "runs": runs,
-        "softmax": soft,
-        "baselines": StudyTable.concat([_seed_baselines(cfg, task, s) for s in seeds]),
-        "theory": _theory(cfg, task),
-    }
+    baselines = StudyTable.concat([_seed_baselines(cfg, task, s) for s in seeds])
+    tables = {"curves": curves, "runs": runs, "softmax": soft, "baselines": baselines}
+    return {**tables, "theory": _theory(cfg, task)}
 
 
-def _erf_tables(cfg, task, erf, seeds, progress):
+def _erf_tables(cfg, task, erf, seeds):
     """The curves and final rows of every erf run (starts x schedules x seeds), fitted at once."""
-    keys, models = [], []
-    for label in MODELS:
-        init, schedule = label.split("/")
-        lam = cfg.lambda_init if schedule == "decay" else cfg.constant_lambda
-        for s in seeds:
-            keys.append((label, init, schedule, s))
-            models.append(
-                clone(erf).set_params(
-                    init=init,
-                    lambda_schedule=schedule,
-                    lambda_init=lam,
-                    random_state=s,
-                    verbose=int(progress),
-                )
-            )
+    keys = [(label, *label.split("/"), s) for label in MODELS for s in seeds]
+    lams = {"decay": cfg.lambda_init, "constant": cfg.constant_lambda}
+    models = [
+        clone(erf).set_params(init=i, lambda_schedule=k, lambda_init=lams[k], random_state=s)
+        for _, i, k, s in keys
+    ]
     # Where a run ends is what the experiment counts: at small sizes the constant-lambda
     # runs end above the loss of predicting 0, and the estimator's end-of-run "worse than no
     # model" warning would print that once per run.
@@ -225,13 +157,10 @@ def _erf_tables(cfg, task, erf, seeds, progress):
     for (label, init, schedule, s), model in zip(keys, models):
         base = {"model": label, "seed": s, "param_init": init, "param_schedule": schedule}
         idx = np.unique(np.r_[np.arange(0, model.n_iter_, cfg.record_every), model.n_iter_ - 1])
-        rows = {
-            "step": idx,
-            "risk": model.loss_curve_[idx],
-            "key_alignment": model.alignment_curve_[idx, 0],
-            "value_alignment": model.alignment_curve_[idx, 1],
-        }
-        for name, value in {**{k: [v] * len(idx) for k, v in base.items()}, **rows}.items():
+        alignments = model.alignment_curve_[idx]
+        rows = {**{k: [v] * len(idx) for k, v in base.items()}, "step": idx}
+        rows.update(risk=model.loss_curve_[idx], key_alignment=alignments[:, 0])
+        for name, value in {**rows, "value_alignment": alignments[:, 1]}.items():
             curves.setdefault(name, []).extend(value)
         for name, value in {**base, **_final(cfg, task, model), "seconds": share}.items():
             runs.setdefault(name, []).append(value)
@@ -251,27 +180,20 @@ def _final(cfg, task, model):
     products = {name: float(x) for name, x in zip(PRODUCTS, values)}
     aligned = min(abs(products["k.k*"]), abs(products["v.v*"])) >= cfg.alignment
     swapped = abs(products["k.v*"]) >= cfg.alignment
-    return {
-        "risk": risk,
-        "oracle": oracle,
-        "relative_gap": float(gap),
-        "lambda": lam,
-        **products,
-        "reached": int(abs(gap) <= cfg.rtol and aligned),
-        "endpoint": "oracle" if aligned else "swapped" if swapped else "other",
-    }
+    endpoint = "oracle" if aligned else "swapped" if swapped else "other"
+    out = {"risk": risk, "oracle": oracle, "relative_gap": float(gap), "lambda": lam, **products}
+    return {**out, "reached": int(abs(gap) <= cfg.rtol and aligned), "endpoint": endpoint}
 
 
 def _test_mse(estimator, X, y):
     return float(np.mean((y - estimator.predict(X)) ** 2))
 
 
-def _query(estimator, X, y):
-    return float(estimator.alignment_curve_[-1, 0])
+def _alignment(estimator, X, y, column):
+    return float(estimator.alignment_curve_[-1, column])
 
 
-def _value(estimator, X, y):
-    return float(estimator.alignment_curve_[-1, 1])
+_QUERY, _VALUE = partial(_alignment, column=0), partial(_alignment, column=1)
 
 
 def _seed_baselines(cfg, task, seed):
@@ -280,52 +202,30 @@ def _seed_baselines(cfg, task, seed):
     X, y = task.sample(n_linear, random_state=stream_seed(seed, "train"))
     X_test, y_test = task.sample(cfg.n_test, random_state=stream_seed(seed, "test"))
     fitted = LinearRegression().fit(X.reshape(len(X), -1), y)
-    linear_fitted = float(np.mean((y_test - fitted.predict(X_test.reshape(len(X_test), -1))) ** 2))
+    linear_fitted = _test_mse(fitted, X_test.reshape(len(X_test), -1), y_test)
     bayes, bayes_se = bayes_risk(task, cfg.n_test, random_state=stream_seed(seed, "bayes"))
-    return StudyTable(
-        {
-            "seed": [seed],
-            "linear_fitted": [linear_fitted],
-            "linear_train_rows": [int(n_linear)],
-            "bayes": [float(bayes)],
-            "bayes_se": [float(bayes_se)],
-        }
-    )
+    row = {"seed": seed, "linear_fitted": linear_fitted, "linear_train_rows": int(n_linear)}
+    row.update(bayes=float(bayes), bayes_se=float(bayes_se))
+    return StudyTable({name: [value] for name, value in row.items()})
 
 
 def _theory(cfg, task):
     """Per schedule, the oracle and the swapped point at its final temperature; linear, zero."""
-    decay = cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1))
-    lams = [decay, cfg.constant_lambda]
+    lams = [cfg.lambda_init / (1 + cfg.lambda_decay * (cfg.n_steps - 1)), cfg.constant_lambda]
     points = {lam: swapped_point(task, lam) for lam in set(lams)}
-    return StudyTable(
-        {
-            "schedule": list(SCHEDULES),
-            "lambda": lams,
-            "oracle": [float(oracle_risk(task, lam)) for lam in lams],
-            **{
-                f"swapped_{key}": [points[lam][name] for lam in lams]
-                for key, name in (
-                    ("risk", "risk"),
-                    ("gap", "relative_gap"),
-                    ("k.v*", "k.v*"),
-                    ("v.k*", "v.k*"),
-                    ("converged", "converged"),
-                )
-            },
-            "linear": [float(linear_risk(task))] * 2,
-            "zero": [float(task.trivial_mse)] * 2,
-        },
-        meta={"study": "single_location theory"},
-    )
+    oracles = [float(oracle_risk(task, lam)) for lam in lams]
+    columns = {"schedule": list(SCHEDULES), "lambda": lams, "oracle": oracles}
+    for name in ("risk", "relative_gap", "k.v*", "v.k*", "converged"):
+        columns[f"swapped_{name.removeprefix('relative_')}"] = [points[lam][name] for lam in lams]
+    columns.update(linear=[float(linear_risk(task))] * 2, zero=[float(task.trivial_mse)] * 2)
+    return StudyTable(columns, meta={"study": "single_location theory"})
 
 
 # -- what the tables give --------------------------------------------------------------------
 def ended_at(result, model, endpoint):
     """The share of the runs of ``model`` (of :data:`MODELS`) that ended at ``endpoint``.
 
-    Over the seeds of ``result``, or 0 or 1 for one seed's view; ``endpoint``
-    is one of :data:`ENDPOINTS`.
+    Over the seeds of ``result`` (0 or 1 for one seed's view).
     """
     rows = result.tables["runs"].where(model=model)
     return float(np.mean([e == endpoint for e in rows["endpoint"]]))
@@ -334,27 +234,19 @@ def ended_at(result, model, endpoint):
 def headline(result):
     """The numbers one seed's run is judged by, flat.
 
-    ``reached_<init>_<schedule>`` and ``swapped_<init>_<schedule>`` (1
-    where the seed's run ended at ``(k*, v*)`` within ``rtol`` of the
-    oracle's risk, at the swapped point, else 0), ``gap_median_<init>_<schedule>``
-    (the run's final risk relative to the oracle's, minus 1; the name kept
-    from the runs of several seeds in one result, whose median it was),
-    ``oracle_<schedule>`` and ``swapped_gap_<schedule>`` (the swapped point's
-    risk relative to the oracle's, minus 1, at the final temperature),
-    ``linear``, ``linear_fitted``, ``bayes`` and ``softmax_test_mse``.
+    ``reached_`` and ``swapped_<init>_<schedule>`` are 0 or 1; ``gap_median_``
+    is the run's final risk relative to the oracle's, minus 1 (a name kept
+    from 0.6, whose results held several seeds).
     """
-    runs, theory = result.tables["runs"], result.tables["theory"]
-    out = {}
+    runs, theory, out = result.tables["runs"], result.tables["theory"], {}
     for model in MODELS:
-        key = model.replace("/", "_")
-        rows = runs.where(model=model)
+        key, rows = model.replace("/", "_"), runs.where(model=model)
         out[f"reached_{key}"] = float(np.mean(rows["reached"]))
         out[f"swapped_{key}"] = ended_at(result, model, "swapped")
         out[f"gap_median_{key}"] = float(np.median(rows["relative_gap"]))
-    for schedule in SCHEDULES:
-        row = theory.where(schedule=schedule)[0]
-        out[f"oracle_{schedule}"] = row["oracle"]
-        out[f"swapped_gap_{schedule}"] = row["swapped_gap"]
+    for row in theory:
+        out[f"oracle_{row['schedule']}"] = row["oracle"]
+        out[f"swapped_gap_{row['schedule']}"] = row["swapped_gap"]
     out["linear"] = float(theory["linear"][0])
     baselines = result.tables["baselines"]
     out["linear_fitted"] = float(np.median(baselines["linear_fitted"]))
@@ -365,27 +257,17 @@ def headline(result):
 
 def summary(result):
     """Summary rows: where the runs ended, the oracle, the swapped point, the baselines."""
-    c, bands = result.settings, result.bands()
-    theory = result.tables["theory"]
-    n = len(result.seeds)
-    rows = []
-    first = (
-        f" single_location (d={c['n_features']}, L={c['seq_len']}, {c['n_steps']} steps, "
-        f"{n} seed{'s' * (n > 1)}) "
-    )
+    c, bands, n = result.settings, result.bands(), len(result.seeds)
+    decay = result.tables["theory"].where(schedule="decay")[0]
+    where = f"d={c['n_features']}, L={c['seq_len']}, {c['n_steps']} steps, {n} seed{'s' * (n > 1)}"
+    rows, first = [], f" single_location ({where}) "
     for schedule, name in (("decay", "decay"), ("constant", f"{c['constant_lambda']:g}")):
-        ends = " / ".join(
-            ", ".join(
-                f"{round(n * ended_at(result, f'{init}/{schedule}', e))} {e}"
-                for e in ENDPOINTS
-                if ended_at(result, f"{init}/{schedule}", e)
-            )
-            for init in INITS
-        )
+        shares = [[(ended_at(result, f"{i}/{schedule}", e), e) for e in ENDPOINTS] for i in INITS]
+        ends = " / ".join(", ".join(f"{round(n * x)} {e}" for x, e in s if x) for s in shares)
         rows.append(f"|{first}| where the runs ended, sphere / manifold, lambda {name} | {ends} |")
         first = " "
-    decay = theory.where(schedule="decay")[0]
-    rows += [
+    return [
+        *rows,
         f"| | oracle risk at the final lambda | {decay['oracle']:.4g} |",
         f"| | swapped point's risk at the final lambda (vs the oracle's) | "
         f"{decay['swapped_risk']:.4g} ({100 * decay['swapped_gap']:+.1f}%) |",
@@ -394,19 +276,11 @@ def summary(result):
         f"| | Bayes risk (Monte Carlo) | {fmt_band(bands['bayes'], 4)} |",
         f"| | softmax attention test MSE | {fmt_band(bands['softmax_test_mse'], 4)} |",
     ]
-    return rows
 
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two).
-
-    Each erf run's population risk against the step (log-log; the median
-    over the seeds, min-max shaded) beside the best linear risk, the
-    oracle's at each schedule's final temperature and softmax attention's
-    test MSE; ``|<k, k*>|`` and ``|<v, v*>|`` the same way; per start and
-    schedule, the share of the seeds whose run ended at each endpoint.
-    """
+    """The risk beside the baselines, both alignments, the endpoints (``axes``: 4 Axes)."""
     new = axes is None
     fig, (ax_r, ax_k, ax_v, ax_e) = new_axes(axes, 4, ncols=2)
     curves = result.tables["curves"]
@@ -414,30 +288,16 @@ def figure(result, axes=None):
     wanted = np.geomspace(1, steps.max() + 1, _N_PLOTTED) - 1
     shown = np.unique(steps[np.abs(steps[:, None] - wanted[None, :]).argmin(axis=0)])
     curves = curves.where(step=lambda s: np.isin(s, shown))
-    curves = curves.with_columns(
-        step=curves["step"] + 1,
-        key_alignment=np.abs(curves["key_alignment"]),
-        value_alignment=np.abs(curves["value_alignment"]),
-    )
+    alignments = {k: np.abs(curves[k]) for k in ("key_alignment", "value_alignment")}
+    curves = curves.with_columns(step=curves["step"] + 1, **alignments)
+    style = dict(x="step", labels=_LABELS, colors=_COLORS, legend=False, line_kw={"marker": ""})
     for ax, column, ylabel, title in (
         (ax_r, "risk", "risk E[(y - T(X))^2]", "Population risk"),
         (ax_k, "key_alignment", "|<k, k*>|", "Key alignment |<k, k*>|"),
         (ax_v, "value_alignment", "|<v, v*>|", "Value alignment |<v, v*>|"),
     ):
-        BandDisplay.from_table(
-            curves,
-            x="step",
-            y=column,
-            ax=ax,
-            logy=column == "risk",
-            labels=_LABELS,
-            colors=_COLORS,
-            xlabel="step + 1",
-            ylabel=ylabel,
-            title=title,
-            legend=False,
-            line_kw={"marker": ""},
-        )
+        labels = dict(xlabel="step + 1", ylabel=ylabel, title=title)
+        BandDisplay.from_table(curves, y=column, ax=ax, logy=column == "risk", **labels, **style)
         ax.set_xscale("log")
     theory = result.tables["theory"]
     ax_r.axhline(theory["linear"][0], color="k", ls=":", lw=1, label="best linear")
@@ -449,29 +309,25 @@ def figure(result, axes=None):
     if len(soft) > 1:
         ax_r.axhspan(np.min(soft), np.max(soft), color="C6", alpha=0.15, lw=0)
     ax_r.legend(fontsize="x-small", loc="lower left")
-    for ax in (ax_k, ax_v):
-        ax.set_ylim(-0.02, 1.02)
+    ax_k.set_ylim(-0.02, 1.02)
+    ax_v.set_ylim(-0.02, 1.02)
     _endpoints(ax_e, result)
     if new and len(result.seeds) > 1:
-        fig.suptitle(
-            f"Single-location regression, median over {len(result.seeds)} seeds, band: min-max"
-        )
+        n = len(result.seeds)
+        fig.suptitle(f"Single-location regression, median over {n} seeds, band: min-max")
     return fig
 
 
 def _endpoints(ax, result):
     """Stacked bars: per start and schedule, the share of the seeds ending at each endpoint."""
-    x = np.arange(len(MODELS))
-    bottom = np.zeros(len(MODELS))
+    x, bottom = np.arange(len(MODELS)), np.zeros(len(MODELS))
     for endpoint, color in zip(ENDPOINTS, ("C2", "C3", "0.6")):
         share = np.array([ended_at(result, m, endpoint) for m in MODELS])
         ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=endpoint)
         bottom += share
     ax.set_xticks(x, [m.replace("/", "\nlambda ") for m in MODELS], fontsize="small")
-    ax.set_ylim(0, 1.2)
-    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.set(ylim=(0, 1.2), yticks=np.linspace(0, 1, 6), title="Where the runs ended")
     ax.set_ylabel(f"share of the seeds ({len(result.seeds)})")
-    ax.set_title("Where the runs ended")
     ax.legend(fontsize="small", loc="upper center", ncol=3)
 
 
@@ -517,15 +373,14 @@ PROVENANCE = {
 RECORD = Experiment(
     name="single_location",
     function_name="single_location",
+    aliases=("content",),
     doc="""Projected gradient descent on single-location regression, beside the baselines.
 
-    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`,
-    ``solver="pgd"``) from the sphere and from the manifold under both
-    temperature schedules, beside the oracle, the swapped point, the best
-    linear predictor, the Bayes risk and softmax attention (see
-    :mod:`stsq_learn.tasks.single_location.experiment`; the settings:
-    :class:`SingleLocationSettings`). The models run in NumPy: ``device`` is
-    checked and unused.
+    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`)
+    from the sphere and from the manifold under both temperature schedules,
+    beside the baselines (see :mod:`stsq_learn.tasks.single_location.experiment`;
+    the settings: :class:`SingleLocationSettings`). The models run in NumPy:
+    ``device`` is checked and unused.
 
     Examples
     --------
@@ -537,6 +392,7 @@ RECORD = Experiment(
     ['sphere/decay', 'sphere/constant', 'manifold/decay', 'manifold/constant']
     """,
     settings=SingleLocationSettings,
+    provenance=PROVENANCE,
     presets={
         "tiny": dict(n_features=20, n_steps=200, n_softmax_steps=20, n_test=500),
         "quick": {},
@@ -557,11 +413,8 @@ RECORD = Experiment(
     run=run,
     figure=figure,
     headline=headline,
+    # A median of 0 or 1 per seed: one seed of 3 either way (the 0.6 references' tolerance).
+    reference_atol=dict.fromkeys(("reached_*", "swapped_*"), 0.34),
     summary=summary,
-    provenance=PROVENANCE,
-    aliases=("content",),
-    # 0 or 1 per seed, their median over the runner's seeds: a third either way is one
-    # seed of 3 (the tolerance of the 0.6 references, whose runs counted fractions).
-    reference_atol={"reached_*": 0.34, "swapped_*": 0.34},
 )
 single_location = RECORD.function
