@@ -184,7 +184,7 @@ def test_record_headline_provenance_and_summary(tiny):
 
 def test_the_figure_draws_medians_and_min_max_over_the_seeds(tiny):
     fig = tiny.plot()
-    assert len(fig.axes) == 4 and fig.get_size_inches().tolist() == [10.0, 8.0]
+    assert len(fig.axes) == 4 and fig.get_size_inches().tolist() == [9.0, 7.2]
     titles = [ax.get_title() for ax in fig.axes]
     assert titles[0] == "Loss" and titles[1] == "Positional block aligns with I"
     assert titles[3] == "Fresh rows at the training length"

@@ -27,9 +27,9 @@ from stsq_learn.studies import StudyTable, planning
 from stsq_learn.tasks.retrieval.experiment import (
     PROVENANCE,
     RECORD,
+    head_thresholds,
     headline,
     summary,
-    thresholds,
 )
 
 TINY = PRESETS["tiny"]["retrieval"]
@@ -69,7 +69,7 @@ def test_threshold_is_the_fewest_heads_below_half_the_bound_of_q_minus_one(tiny)
     columns["relative_mse"] = [0.52, 0.26]  # 0.26 is not below 0.25
     assert math.isnan(headline(ExperimentResult.from_dict(data))["threshold.q=2"])
     columns.update(param_n_heads=[1, 2], relative_mse=[0.2, 0.1])  # already at H = 1
-    found = thresholds(ExperimentResult.from_dict(data))
+    found = head_thresholds(ExperimentResult.from_dict(data))
     assert found["threshold"].tolist() == [1.0] and found["n_selected"].tolist() == [2]
 
 

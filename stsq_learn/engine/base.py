@@ -36,11 +36,10 @@ from ..tasks import get_task
 from ..tasks.checks import check_task, check_task_class
 from . import progress
 from . import training as tr
-from .memory import check_fit_memory
+from .memory import PREDICT_ELEMENTS, check_fit_memory
 from .params import AtomicSetParams, refuse_booleans
 from .state import SEED_MAX, FittedState
 
-_PREDICT_ELEMENTS = 2**24  # floats of encodings per predict chunk (64 MiB in float32)
 _SEED_MAX = SEED_MAX  # np.iinfo(np.int32).max: a saved seed is checked against it
 
 
@@ -268,7 +267,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
     def _forward(self, X):
         """The fitted module's outputs on rows ``X`` (checked by the task's ``check_rows``).
 
-        In chunks of at most :data:`_PREDICT_ELEMENTS` floats, with keyed
+        In chunks of at most :data:`~stsq_learn.engine.memory.PREDICT_ELEMENTS` floats, with keyed
         draws; a float64 NumPy array of the module's output shape.
         """
         n, T = X.shape[:2]
@@ -278,7 +277,7 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
         # Sized by the fitted module, not the hyperparameters (settable after fit).
         q_max = self.task_.largest_query(X) if n else None
         per_row = module.elements_per_row(T, kwargs.get("pe_sampling"), n_selected=q_max)
-        chunk = max(1, _PREDICT_ELEMENTS // per_row)
+        chunk = max(1, PREDICT_ELEMENTS // per_row)
         module.eval()
         # Keyed draws: every draw from (prediction seed, the row's bytes in the model's
         # dtype, draw, position), so a row's draws do not depend on the other rows (its

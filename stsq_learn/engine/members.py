@@ -117,7 +117,7 @@ from .._validation import check_callbacks
 from ..encodings.draws import StreamedDraws
 from . import progress
 from . import training as tr
-from .memory import check_fit_memory
+from .memory import PREDICT_ELEMENTS, check_fit_memory
 
 __all__ = ["fit_members", "fit_online_members", "predict_members"]
 
@@ -917,7 +917,6 @@ def predict_members(estimators, Xs):
     """
     from ..encodings.families import KeyedDraws
     from ..encodings.keyed import row_keys
-    from .base import _PREDICT_ELEMENTS
 
     first = estimators[0]
     modules = [est.net_.module_ for est in estimators]
@@ -931,7 +930,7 @@ def predict_members(estimators, Xs):
     if len(queries) > 1:
         return None
     per_row = modules[0].elements_per_row(T, kwargs.get("pe_sampling"), n_selected=queries.pop())
-    if n > max(1, _PREDICT_ELEMENTS // per_row):
+    if n > max(1, PREDICT_ELEMENTS // per_row):
         return None
     for est in estimators:
         est._check_predict_seq_len(T)

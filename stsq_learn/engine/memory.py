@@ -21,6 +21,11 @@ _STEP_COPIES = 3
 """A step's activations: the forward pass, its saved tensors, the backward pass."""
 
 
+PREDICT_ELEMENTS = 2**24
+"""Floats of encodings per chunk of a prediction (64 MiB in float32): ``predict`` and the
+members' predictions go through their rows in chunks of at most this many."""
+
+
 def copied_bytes(arrays, dtype, device):
     """Bytes the training copies of NumPy ``arrays`` take in ``dtype`` on ``device``.
 

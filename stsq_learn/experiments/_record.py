@@ -26,6 +26,7 @@ from ._result import ExperimentResult
 from ._settings import Settings
 
 SIZES = ("tiny", "quick", "full", "gpu")
+_PARTS = ("run", "figure", "headline", "summary")
 """The sizes every record defines, smallest first."""
 
 _PARAMETERS = """\
@@ -131,12 +132,12 @@ class Experiment:
     presets : dict
         Size of :data:`SIZES` to the changes from the settings' defaults
         (a dict), or to the name of another size whose preset it shares.
-    run : callable
+    run : callable or None, default=None
         ``run(settings, seeds, *, device, progress, n_jobs)``: its studies
         over every seed, returning a dict of name to
         :class:`~stsq_learn.studies.StudyTable`; inside
         :func:`~stsq_learn.studies.planning`, no other heavy work.
-    figure : callable
+    figure : callable or None, default=None
         ``figure(result, axes=None)``: the figure, from the tables alone.
     headline : callable or None, default=None
         ``headline(result)`` of a one-seed view: the numbers a run is judged
@@ -144,6 +145,13 @@ class Experiment:
     summary : callable or None, default=None
         ``summary(result)``: the experiment's rows of the Markdown summary
         (``| experiment | measure | value |``).
+
+    Notes
+    -----
+    An experiment's module defines its parts as functions named ``run``,
+    ``figure``, ``headline`` and ``summary``: the record takes those of the
+    module of its settings class where it is not given them (an experiment
+    without headline numbers defines no ``headline``).
     provenance : dict or None, default=None
         Setting name to where its value comes from: ``"paper: ..."`` or
         ``"ours: ..."``, written to ``results.json``'s meta.
@@ -163,8 +171,8 @@ class Experiment:
     doc: str
     settings: type
     presets: dict
-    run: Callable
-    figure: Callable
+    run: Callable | None = None
+    figure: Callable | None = None
     headline: Callable | None = None
     summary: Callable | None = None
     provenance: dict | None = None
@@ -180,6 +188,16 @@ class Experiment:
                 f"{who}: settings must be a subclass of stsq_learn.experiments.Settings, "
                 f"got {self.settings!r}."
             )
+        module = sys.modules.get(self.settings.__module__)
+        for part in _PARTS:  # the module's functions of those names, where not given
+            if getattr(self, part) is None and callable(getattr(module, part, None)):
+                object.__setattr__(self, part, getattr(module, part))
+        for part in ("run", "figure"):
+            if not callable(getattr(self, part)):
+                raise TypeError(
+                    f"{who}: {part} must be callable (given, or a function named {part!r} in "
+                    f"the module of its settings, {self.settings.__module__})."
+                )
         missing = [size for size in SIZES if size not in self.presets]
         if missing:
             raise ValueError(f"{who} has no preset for {missing}.")
@@ -205,9 +223,6 @@ class Experiment:
             )
         if not isinstance(self.doc, str) or not self.doc.strip():
             raise TypeError(f"{who}: doc must be the function's docstring.")
-        for name in ("run", "figure"):
-            if not callable(getattr(self, name)):
-                raise TypeError(f"{who}: {name} must be callable.")
         for name in ("headline", "summary"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise TypeError(f"{who}: {name} must be a callable or None.")

@@ -26,19 +26,17 @@ from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
 from ...experiments._widths import (
     ENCODINGS,
+    TINY_SEARCH,
+    WIDTHS_STYLE,
     WidthsAndLengthSettings,
     encodings_curve,
     law_numbers,
-    search_widths,
-    widths_text,
-)
-from ...experiments._widths_parts import (
-    TINY_SEARCH,
-    WIDTHS_STYLE,
     length_panel,
     length_rows,
     search_rows,
+    search_widths,
     widths_panel,
+    widths_text,
 )
 from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
@@ -288,7 +286,7 @@ def summary(result):
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """Widths against N and q, the transfer beside the floor, the length (``axes``: 4 Axes)."""
-    fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4, ncols=2)
+    fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4)
     c, tables, d = result.settings, result.tables, result.settings["n_features"]
     ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"
     title = f"qSA: width against N (d={d}, q={c['n_selected']})"
@@ -433,11 +431,7 @@ RECORD = Experiment(
             "n_test": 64000,
         },
     },
-    run=run,
-    figure=figure,
-    headline=headline,
     # Widths of grids whose neighbours are at most twice apart: one step either way.
     reference_rtol={"*width_[Nq]*": 0.5, "attention_width_growth": 0.5, "*_law_*": 0.5},
-    summary=summary,
 )
 sparse_averaging = RECORD.function

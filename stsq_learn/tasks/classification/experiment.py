@@ -298,7 +298,7 @@ def summary(result):
 
 def figure(result, axes=None):
     """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two)."""
-    fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4, ncols=2)
+    fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4)
     c, L = result.settings, result.settings["error_seq_len"]
     if axes is None:
         n = len(result.seeds)
@@ -321,7 +321,7 @@ def figure(result, axes=None):
             **axis,
             **each,
         )
-        ax.legend(fontsize="x-small")
+        ax.legend(fontsize="small")
     alignment = result.tables["alignment"]
     BandDisplay.from_table(
         alignment,
@@ -356,7 +356,7 @@ def figure(result, axes=None):
         if max(shares) > min(shares):
             ax_err.axvspan(min(shares), max(shares), color=_COLORS["attention"], alpha=0.1, lw=0)
     ax_err.set_ylim(-0.02, 0.55)
-    ax_err.legend(fontsize="x-small")
+    ax_err.legend(fontsize="small")
     return fig
 
 
@@ -426,6 +426,5 @@ RECORD = Experiment(
         "gpu": "full",  # CPU float64 models: the same work on any machine
     },
     provenance=PROVENANCE,
-    **dict(run=run, figure=figure, headline=headline, summary=summary),
 )
 sparse_token_classification = RECORD.function

@@ -308,7 +308,7 @@ def summary(result):
 
 def figure(result, axes=None):
     """The five panels of ``result.plot(axes)`` (None: a new figure, two rows of three)."""
-    fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5, ncols=3)
+    fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5)
     c, th = result.settings, closed_forms(result.settings)
     d, N = c["n_features"], c["n_train"]
     tests, scales = (np.array(c[k], dtype=float) for k in ("test_lengths", "scales"))
@@ -442,6 +442,5 @@ RECORD = Experiment(
     # machine; a broken layer stays near 1. The best N moves in steps of a factor 2.
     reference_atol={"precond_error_*": 0.02, "best_n_slope": 0.5},
     reference_rtol={"best_n_M*": 1.0},
-    **dict(run=run, figure=figure, headline=headline, summary=summary),
 )
 in_context_regression = RECORD.function

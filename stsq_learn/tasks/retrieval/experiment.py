@@ -24,16 +24,14 @@ from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import positive_ints
 from ...experiments._widths import (
+    TINY_SEARCH,
     WidthsAndLengthSettings,
     encodings_curve,
     law_numbers,
-    search_widths,
-)
-from ...experiments._widths_parts import (
-    TINY_SEARCH,
     length_panel,
     length_rows,
     search_rows,
+    search_widths,
     widths_panel,
 )
 from ...scoring import relative_mse
@@ -158,7 +156,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
 
 # -- what the tables give --------------------------------------------------------------------
-def thresholds(result):
+def head_thresholds(result):
     """Per seed and q, the fewest heads whose relative MSE is below ``1 / (2q)`` (theory: q).
 
     ``1 / (2q)`` is half the bound ``1 - (q - 1)/q`` of q - 1 heads. A
@@ -181,7 +179,7 @@ def headline(result):
         f"relative_mse.q={q}.H={h}": e
         for q, h, e in zip(hd["n_selected"], hd["n_heads"], hd["relative_mse"])
     }
-    for row in thresholds(result):
+    for row in head_thresholds(result):
         out[f"threshold.q={row['n_selected']}"] = row["threshold"]
     for model, law in LAWS.items():
         for p, value in law_numbers(result.tables["widths"], model, law).items():
@@ -227,7 +225,7 @@ def summary(result):
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """The error against heads, widths against T, the length (``axes``: 3 matplotlib Axes)."""
-    fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3, ncols=3)
+    fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3)
     c, tables = result.settings, result.tables
     _heads_panel(result, ax_h)
     ylabel = f"minimal width (R^2 >= {c['target_r2']})"
@@ -253,7 +251,7 @@ def _heads_panel(result, ax):
     display = BandDisplay.from_table(
         heads, x="n_heads", y="relative_mse", hue="n_selected", ax=ax, labels=labels, legend=False
     )
-    found, missed = thresholds(result), []
+    found, missed = head_thresholds(result), []
     for i, q in enumerate(qs):
         color = display.lines_[q].get_color()
         hs = [h for h in heads.where(n_selected=q).unique("n_heads") if h <= q]
@@ -384,11 +382,7 @@ RECORD = Experiment(
             "n_test": 32000,
         },
     },
-    run=run,
-    figure=figure,
-    headline=headline,
     # A threshold moves by one head, a law's parameters with the widths: by grid steps.
     reference_rtol={"threshold.*": 0.5, "law.*": 0.5},
-    summary=summary,
 )
 sparse_retrieval = RECORD.function

@@ -273,7 +273,7 @@ def figure(result, axes=None):
     Along the training: medians over the seeds, the min-max shaded; a line
     style per run; four panels (two rows of two).
     """
-    fig, axes = new_axes(axes, 4, ncols=2)
+    fig, axes = new_axes(axes, 4)
     fig.suptitle(f"Training dynamics from W = 0 ({_where(result)}; {seeds_caption(result)})")
     table = result.tables["dynamics"]
     runs = table.unique("model")
@@ -340,6 +340,5 @@ RECORD = Experiment(
         "gpu": dict(**sizes(64, 16, 4, 256, GD), n_steps=10000, record_every=10),
     },
     provenance=PROVENANCE,
-    **{f.__name__: f for f in (run, figure, headline, summary)},  # the module's parts
 )
 training_dynamics = RECORD.function

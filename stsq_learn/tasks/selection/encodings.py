@@ -370,6 +370,5 @@ RECORD = Experiment(
         ),
     },
     provenance=PROVENANCE,
-    **{f.__name__: f for f in (run, figure, headline, summary)},  # the module's parts
 )
 encoding_families = RECORD.function

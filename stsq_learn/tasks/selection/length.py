@@ -406,6 +406,5 @@ RECORD = Experiment(
     },
     provenance=PROVENANCE,
     aliases=("length",),
-    **{f.__name__: f for f in (run, figure, headline, summary)},  # the module's parts
 )
 length_generalization = RECORD.function

@@ -611,7 +611,7 @@ def figure(result, axes=None):
     ylabel = f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}"
     for ax, panel in zip(axes, panels):
         BandDisplay.from_table(**panel, **_AXES, ax=ax, ylabel=ylabel)
-        ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
     if len(result.seeds) > 1:
         fig.suptitle(
             f"Width separation, median over {len(result.seeds)} seeds, error bars: min-max"
@@ -721,7 +721,6 @@ RECORD = Experiment(
     },
     provenance=PROVENANCE,
     aliases=("width",),
-    **{f.__name__: f for f in (run, figure, headline, summary)},  # the module's parts
     exports=(width_separation, SeparationCurve),
     # Widths of grids whose neighbours are at most twice apart: one step either way; the
     # laws fitted to them move with them.
