@@ -2,14 +2,12 @@
 
 Which positional encodings let the trained transformer generalize to longer
 sequences? Every ``positional_encoding`` of :class:`~stsq_learn.SparseTokenSelector`
-(``"stochastic"``, the paper's; ``"fixed"``; ``"randomized"``, a codebook of
-``max_positions``; ``"sinusoidal"``) is trained at length T and scored at each
-``T' = factor * T`` as in :mod:`~stsq_learn.tasks.selection.length`. The codebook
-sweep trains randomized encodings with ``max_positions = L`` for ``L = c * T``:
-L = T is fixed encodings (every row takes all T codebook vectors, in order),
-and as L grows each vector is seen in fewer rows, the limit being stochastic
-encodings. A codebook smaller than T' cannot place a row's tokens there: it is
-not scored at T' (NaN, ``n/a`` in the summary).
+is trained at length T and scored at each ``T' = factor * T`` as in
+:mod:`~stsq_learn.tasks.selection.length`. The codebook sweep trains randomized
+encodings with ``max_positions = L``: L = T is fixed encodings (every row takes
+all T codebook vectors, in order), and as L grows each vector is seen in fewer
+rows, the limit being stochastic encodings. A codebook smaller than T' cannot
+place a row's tokens there: it is not scored at T'.
 """
 
 from __future__ import annotations
@@ -143,21 +141,18 @@ def planned_models(cfg):
     Parameters
     ----------
     cfg : EncodingsSettings
-        The settings.
 
     Returns
     -------
     dict of str to SparseTokenSelector
         ``{family: ..., "L=<size>": ...}``.
     """
-    est = cfg.estimator
+    est, top = cfg.estimator, max_positions(cfg)
     models = {f: clone(est).set_params(positional_encoding=f) for f in POSITIONAL_ENCODINGS}
-    models["randomized"].set_params(max_positions=max_positions(cfg))
+    models["randomized"].set_params(max_positions=top)
     for L in codebook_sizes(cfg):
-        if codebook_model(cfg, L) != "randomized":
-            models[f"L={L}"] = clone(est).set_params(
-                positional_encoding="randomized", max_positions=L
-            )
+        if L != top:  # not the family's own codebook
+            models[f"L={L}"] = clone(models["randomized"]).set_params(max_positions=L)
     return models
 
 
@@ -165,9 +160,8 @@ def planned_models(cfg):
 def run(cfg, seeds, **kw):
     """The record's ``run``: the :func:`~stsq_learn.studies.length_curve` of every model.
 
-    A codebook of L positions is scored at the lengths it can place: one
-    study per longest such length. Returns ``lengths``: a row per (model,
-    seed, T'), with ``score`` (R^2), the fit's columns and ``width``.
+    One study per longest length scored. Returns ``lengths``: a row per
+    (model, seed, T'), with ``score`` (R^2), the fit's columns and ``width``.
     """
     lengths = eval_lengths(cfg)
     task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
