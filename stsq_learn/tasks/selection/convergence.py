@@ -118,24 +118,16 @@ def _alignment(key, estimator):
     return positional_alignment(estimator.key_query_, estimator.n_features_in_)[key]
 
 
-class _TestR2:
-    """R^2 on the held-out rows of the estimator's seed, every ``stride`` steps and the last.
-
-    NaN between: scoring ``n_test`` rows costs more than a step.
-    """
-
-    def __init__(self, task, n_test, stride, n_steps):
-        self.task, self.n_test, self.stride, self.n_steps = task, n_test, stride, n_steps
-        self.rows = {}
-
-    def __call__(self, estimator):
-        step = sum(len(epoch["batches"]) for epoch in estimator.net_.history)
-        if step % self.stride and step != self.n_steps:
-            return np.nan
-        seed = estimator.random_state
-        if seed not in self.rows:
-            self.rows[seed] = self.task.sample(self.n_test, random_state=stream_seed(seed, "test"))
-        return estimator.score(*self.rows[seed])
+def _test_r2(task, n_test, stride, n_steps, rows, estimator):
+    """R^2 on the held-out rows of the estimator's seed (kept in ``rows``), every ``stride`` steps
+    and the last; NaN between: scoring ``n_test`` rows costs more than a step."""
+    step = sum(len(epoch["batches"]) for epoch in estimator.net_.history)
+    if step % stride and step != n_steps:
+        return np.nan
+    seed = estimator.random_state
+    if seed not in rows:
+        rows[seed] = task.sample(n_test, random_state=stream_seed(seed, "test"))
+    return estimator.score(*rows[seed])
 
 
 @reusing_batches
@@ -156,7 +148,7 @@ def run(cfg, seeds, **kw):
     models = {name: clone(est).set_params(token_block_rate=r) for name, r in rates.items()}
     measures = {key: functools.partial(_alignment, key) for key in _HEADLINE}
     stride = every * max(1, n_steps // (_R2_POINTS * every))
-    measures["test_r2"] = _TestR2(task, cfg.n_test, stride, n_steps)
+    measures["test_r2"] = functools.partial(_test_r2, task, cfg.n_test, stride, n_steps, {})
     table = training_curve(
         models, task, measures, every=every, seeds=seeds, n_steps=n_steps, error_score="raise", **kw
     )

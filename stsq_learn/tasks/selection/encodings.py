@@ -28,6 +28,7 @@ from .length import (
     COUNT,
     R2_AXES,
     SHARED_PROVENANCE,
+    TINY,
     TaskSettings,
     eval_lengths,
     length_axes,
@@ -37,12 +38,9 @@ from .length import (
 from .task import SparseTokenSelectionTask
 
 _COLORS = {"stochastic": "C0", "fixed": "C3", "randomized": "C2", "sinusoidal": "C1"}
-_MARKS = {
-    "stochastic": ("o", "-"),
-    "fixed": ("s", "--"),
-    "randomized": ("D", "-"),
-    "sinusoidal": ("^", "-."),
-}
+_MARKS = dict(
+    stochastic=("o", "-"), fixed=("s", "--"), randomized=("D", "-"), sinusoidal=("^", "-.")
+)
 
 
 class EncodingsSettings(TaskSettings):
@@ -337,14 +335,7 @@ RECORD = Experiment(
     [nan, nan]
     """,
     presets={
-        "tiny": dict(
-            **sizes(8, 2, 2, 8),
-            n_steps=30,
-            factors=(1, 2),
-            codebook_factors=(1, 2, 4),
-            sweep_factor=2,
-            n_val=200,
-        ),
+        "tiny": dict(**TINY, codebook_factors=(1, 2, 4), sweep_factor=2, n_val=200),
         # 400 steps: stochastic and the randomized codebook within 0.04 of each other at 4T
         # and 8T, far above fixed and sinusoidal (500 left them level; 1500 moved no shape).
         "quick": {},

@@ -158,6 +158,10 @@ def sizes(seq_len, n_features, n_selected, width, estimator=ADAM):
     return dict(seq_len=seq_len, n_features=n_features, n_selected=n_selected, estimator=estimator)
 
 
+TINY = dict(**sizes(8, 2, 2, 8), n_steps=30, factors=(1, 2))
+"""The tiny preset's task, model, steps and lengths T', shared by the length experiments."""
+
+
 def eval_lengths(settings):
     """The lengths T' scored, increasing: ``factor * seq_len`` for each of ``factors``."""
     return sorted({int(f) * settings["seq_len"] for f in settings["factors"]})
@@ -368,15 +372,7 @@ RECORD = Experiment(
     2
     """,
     presets={
-        "tiny": dict(
-            **sizes(8, 2, 2, 8),
-            n_steps=30,
-            factors=(1, 2),
-            n_pe_samples=4,
-            n_val_large=200,
-            train_range=(4, 8),
-            floor=False,
-        ),
+        "tiny": dict(**TINY, n_pe_samples=4, n_val_large=200, train_range=(4, 8), floor=False),
         "quick": dict(train_range=(4, 16)),  # 1500 steps: twice the time, the same shapes
         "full": dict(
             **sizes(32, 16, 4, 128),
