@@ -3,12 +3,9 @@
 The paper's convergence claim: from W = 0, gradient descent on a fresh batch
 at every step drives the positional block W_pp of the attention's key-query
 matrix towards a growing multiple of the identity, while the token block
-stays near 0. Its algorithm steps every block of W alike (the headline run,
-``same_step``); beside it, from the same seed, the estimators' default
-``token_block_rate="auto"`` steps the token rows at ``1 / width`` of the
-step, a preconditioning of ours (``preconditioned``; the user guide's "Step
-sizes that follow the width"). A :func:`~stsq_learn.studies.training_curve`
-measures cos(W_pp, I), gamma = tr(W_pp) / m, ||W_xp||_F and the test R^2.
+stays near 0. Its algorithm steps every block of W alike; beside it runs our
+preconditioning, the token rows at ``1 / width`` of the step (the user
+guide's "Step sizes that follow the width").
 """
 
 from __future__ import annotations
@@ -121,33 +118,16 @@ def _alignment(key, estimator):
     return positional_alignment(estimator.key_query_, estimator.n_features_in_)[key]
 
 
-class _TestR2:
-    """R^2 on the held-out rows of the estimator's seed, every ``stride`` steps and the last.
-
-    NaN between: scoring ``n_test`` rows costs more than a step.
-    """
-
-    def __init__(self, task, n_test, stride, n_steps):
-        self.task, self.n_test, self.stride, self.n_steps = task, n_test, stride, n_steps
-        self.rows = {}
-
-    def __call__(self, estimator):
-        step = sum(len(epoch["batches"]) for epoch in estimator.net_.history)
-        if step % self.stride and step != self.n_steps:
-            return np.nan
-        seed = estimator.random_state
-        if seed not in self.rows:
-            self.rows[seed] = self.task.sample(self.n_test, random_state=stream_seed(seed, "test"))
-        return estimator.score(*self.rows[seed])
-
-
-def _resolved_rate(estimator, rate):
-    """The token rows' step a fit at ``rate`` runs: ``"auto"`` is 1/width with SGD (NaN: frozen)."""
-    if not estimator.learn_token_block:
-        return math.nan
-    if rate == "auto":
-        return 1.0 / estimator.width if estimator.solver in ("sgd", "auto") else 1.0
-    return float(rate)
+def _test_r2(task, n_test, stride, n_steps, rows, estimator):
+    """R^2 on the held-out rows of the estimator's seed (kept in ``rows``), every ``stride`` steps
+    and the last; NaN between: scoring ``n_test`` rows costs more than a step."""
+    step = sum(len(epoch["batches"]) for epoch in estimator.net_.history)
+    if step % stride and step != n_steps:
+        return np.nan
+    seed = estimator.random_state
+    if seed not in rows:
+        rows[seed] = task.sample(n_test, random_state=stream_seed(seed, "test"))
+    return estimator.score(*rows[seed])
 
 
 @reusing_batches
@@ -159,7 +139,7 @@ def run(cfg, seeds, **kw):
     steps scored), ``loss``, ``fit_failure``, ``width`` and
     ``token_block_rate_`` (the multiple of the step the token rows took).
     """
-    est = cfg.estimator
+    est, every, n_steps = cfg.estimator, cfg.record_every, cfg.n_steps
     task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
     rates = {  # a run's name to its token_block_rate
         {1.0: "same_step", "auto": "preconditioned"}.get(r) or f"token_rate_{r:g}": r
@@ -167,13 +147,16 @@ def run(cfg, seeds, **kw):
     }
     models = {name: clone(est).set_params(token_block_rate=r) for name, r in rates.items()}
     measures = {key: functools.partial(_alignment, key) for key in _HEADLINE}
-    every, n_steps = cfg.record_every, cfg.n_steps
     stride = every * max(1, n_steps // (_R2_POINTS * every))
-    measures["test_r2"] = _TestR2(task, cfg.n_test, stride, n_steps)
+    measures["test_r2"] = functools.partial(_test_r2, task, cfg.n_test, stride, n_steps, {})
     table = training_curve(
         models, task, measures, every=every, seeds=seeds, n_steps=n_steps, error_score="raise", **kw
     )
-    step_of = {name: _resolved_rate(est, r) for name, r in rates.items()}
+    auto = 1.0 / est.width if est.solver in ("sgd", "auto") else 1.0  # "auto": 1/width with SGD
+    step_of = {  # the token rows' step each run takes (NaN: the block frozen)
+        name: (auto if r == "auto" else float(r)) if est.learn_token_block else math.nan
+        for name, r in rates.items()
+    }
     return {
         "dynamics": table.with_columns(
             width=[est.width] * len(table),
@@ -317,8 +300,8 @@ RECORD = Experiment(
     :class:`ConvergenceSettings`). At T=16, d=8, q=3, width 64, 300 steps at
     step 1, the token block's norm ends at 0.55 with every block at the same
     step and 0.067 preconditioned; cos(W_pp, I) 0.999 and gamma 2.63 either
-    way. The measuring callback acts on one net, so the seeds' fits run one
-    after another, with the numbers of one-seed runs.
+    way. The measuring callback acts on one net: the seeds' fits run one
+    after another.
 
     Examples
     --------

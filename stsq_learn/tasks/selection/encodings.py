@@ -2,14 +2,12 @@
 
 Which positional encodings let the trained transformer generalize to longer
 sequences? Every ``positional_encoding`` of :class:`~stsq_learn.SparseTokenSelector`
-(``"stochastic"``, the paper's; ``"fixed"``; ``"randomized"``, a codebook of
-``max_positions``; ``"sinusoidal"``) is trained at length T and scored at each
-``T' = factor * T`` as in :mod:`~stsq_learn.tasks.selection.length`. The codebook
-sweep trains randomized encodings with ``max_positions = L`` for ``L = c * T``:
-L = T is fixed encodings (every row takes all T codebook vectors, in order),
-and as L grows each vector is seen in fewer rows, the limit being stochastic
-encodings. A codebook smaller than T' cannot place a row's tokens there: it is
-not scored at T' (NaN, ``n/a`` in the summary).
+is trained at length T and scored at each ``T' = factor * T`` as in
+:mod:`~stsq_learn.tasks.selection.length`. The codebook sweep trains randomized
+encodings with ``max_positions = L``: L = T is fixed encodings (every row takes
+all T codebook vectors, in order), and as L grows each vector is seen in fewer
+rows, the limit being stochastic encodings. A codebook smaller than T' cannot
+place a row's tokens there: it is not scored at T'.
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ from .length import (
     COUNT,
     R2_AXES,
     SHARED_PROVENANCE,
+    TINY,
     TaskSettings,
     eval_lengths,
     length_axes,
@@ -39,12 +38,9 @@ from .length import (
 from .task import SparseTokenSelectionTask
 
 _COLORS = {"stochastic": "C0", "fixed": "C3", "randomized": "C2", "sinusoidal": "C1"}
-_MARKS = {
-    "stochastic": ("o", "-"),
-    "fixed": ("s", "--"),
-    "randomized": ("D", "-"),
-    "sinusoidal": ("^", "-."),
-}
+_MARKS = dict(
+    stochastic=("o", "-"), fixed=("s", "--"), randomized=("D", "-"), sinusoidal=("^", "-.")
+)
 
 
 class EncodingsSettings(TaskSettings):
@@ -143,21 +139,18 @@ def planned_models(cfg):
     Parameters
     ----------
     cfg : EncodingsSettings
-        The settings.
 
     Returns
     -------
     dict of str to SparseTokenSelector
         ``{family: ..., "L=<size>": ...}``.
     """
-    est = cfg.estimator
+    est, top = cfg.estimator, max_positions(cfg)
     models = {f: clone(est).set_params(positional_encoding=f) for f in POSITIONAL_ENCODINGS}
-    models["randomized"].set_params(max_positions=max_positions(cfg))
+    models["randomized"].set_params(max_positions=top)
     for L in codebook_sizes(cfg):
-        if codebook_model(cfg, L) != "randomized":
-            models[f"L={L}"] = clone(est).set_params(
-                positional_encoding="randomized", max_positions=L
-            )
+        if L != top:  # not the family's own codebook
+            models[f"L={L}"] = clone(models["randomized"]).set_params(max_positions=L)
     return models
 
 
@@ -165,9 +158,8 @@ def planned_models(cfg):
 def run(cfg, seeds, **kw):
     """The record's ``run``: the :func:`~stsq_learn.studies.length_curve` of every model.
 
-    A codebook of L positions is scored at the lengths it can place: one
-    study per longest such length. Returns ``lengths``: a row per (model,
-    seed, T'), with ``score`` (R^2), the fit's columns and ``width``.
+    One study per longest length scored. Returns ``lengths``: a row per
+    (model, seed, T'), with ``score`` (R^2), the fit's columns and ``width``.
     """
     lengths = eval_lengths(cfg)
     task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
@@ -343,14 +335,7 @@ RECORD = Experiment(
     [nan, nan]
     """,
     presets={
-        "tiny": dict(
-            **sizes(8, 2, 2, 8),
-            n_steps=30,
-            factors=(1, 2),
-            codebook_factors=(1, 2, 4),
-            sweep_factor=2,
-            n_val=200,
-        ),
+        "tiny": dict(**TINY, codebook_factors=(1, 2, 4), sweep_factor=2, n_val=200),
         # 400 steps: stochastic and the randomized codebook within 0.04 of each other at 4T
         # and 8T, far above fixed and sinusoidal (500 left them level; 1500 moved no shape).
         "quick": {},

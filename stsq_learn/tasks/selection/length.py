@@ -4,10 +4,8 @@ The paper's out-of-distribution claim: a transformer trained with stochastic
 positional encodings keeps its accuracy on longer sequences, one trained with
 fixed encodings does not. Models trained at length T are scored at every
 ``T' = factor * T`` through the task's length shift (unselected tokens
-inserted, every target kept), with predict-time variants (encoding draws
-averaged, length-aware score scales: :mod:`stsq_learn.encodings.length_scale`),
-beside the isotropic floor, the best R^2 of any ``W = gamma I`` of the width.
-The module also holds what the other selection experiments share with it.
+inserted, every target kept). The module also holds what the other selection
+experiments share with it.
 """
 
 from __future__ import annotations
@@ -79,15 +77,16 @@ class LengthGeneralizationSettings(TaskSettings):
     n_val_large : int, default=1000
         Held-out rows of the large validation set (the first 128: the paper's).
     length_scales : tuple of {"log", "floor"}, default=("log", "floor")
-        Length scales the stochastic model is also scored with (the fixed
-        one with the last).
+        Length-aware score scales (:mod:`stsq_learn.encodings.length_scale`)
+        the stochastic model is also scored with (the fixed one with the last).
     train_range : tuple of (int, int) or None, default=None
         ``(T_min, seq_len)``: one more stochastic model, trained over these
         lengths with ``range_scale`` (None: none).
     range_scale : {"log", "floor"}, default="log"
         The length scale of the model trained over ``train_range``.
     floor : bool, default=True
-        Compute the isotropic floor at each T' (on 20,000 simulated rows).
+        Compute the isotropic floor at each T' (the best R^2 of any ``W =
+        gamma I`` of the width, on 20,000 simulated rows).
 
     Examples
     --------
@@ -117,9 +116,7 @@ class LengthGeneralizationSettings(TaskSettings):
 
     def _validate(self):
         super()._validate()
-        if self.train_range is not None and (
-            len(self.train_range) != 2 or self.train_range[1] != self.seq_len
-        ):
+        if self.train_range is not None and self.train_range[1:] != (self.seq_len,):
             raise ValueError(
                 f"train_range must be (T_min, seq_len={self.seq_len}): the models are read "
                 f"against each other at the same longest training length, got {self.train_range!r}."
@@ -161,6 +158,10 @@ def sizes(seq_len, n_features, n_selected, width, estimator=ADAM):
     return dict(seq_len=seq_len, n_features=n_features, n_selected=n_selected, estimator=estimator)
 
 
+TINY = dict(**sizes(8, 2, 2, 8), n_steps=30, factors=(1, 2))
+"""The tiny preset's task, model, steps and lengths T', shared by the length experiments."""
+
+
 def eval_lengths(settings):
     """The lengths T' scored, increasing: ``factor * seq_len`` for each of ``factors``."""
     return sorted({int(f) * settings["seq_len"] for f in settings["factors"]})
@@ -180,12 +181,11 @@ def _variant_score(n_pe_samples, length_scale, n_rows, estimator, X, y):
 def _models(cfg):
     """Model key to ``(estimator, task, [(curve, draws, scale), ...])``: what each is scored as."""
     task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
-    scales = list(cfg.length_scales)
     stochastic = [("stochastic", 1, None)]
     if cfg.n_pe_samples > 1:
         stochastic.append((f"stochastic, {cfg.n_pe_samples} draws", cfg.n_pe_samples, None))
-    stochastic += [(f"stochastic, {s} scale", 1, s) for s in scales]
-    fixed = [("fixed", 1, None)] + [(f"fixed, {s} scale", 1, s) for s in scales[-1:]]
+    stochastic += [(f"stochastic, {s} scale", 1, s) for s in cfg.length_scales]
+    fixed = [("fixed", 1, None)] + [(f"fixed, {s} scale", 1, s) for s in cfg.length_scales[-1:]]
     models = {
         pe: (clone(cfg.estimator).set_params(positional_encoding=pe), task, curves)
         for pe, curves in (("stochastic", stochastic), ("fixed", fixed))
@@ -193,9 +193,7 @@ def _models(cfg):
     if cfg.train_range is not None:
         lo, hi = cfg.train_range
         label = f"stochastic, trained on {lo}..{hi}, {cfg.range_scale} scale"
-        est = clone(cfg.estimator).set_params(
-            positional_encoding="stochastic", length_scale=cfg.range_scale
-        )
+        est = clone(models["stochastic"][0]).set_params(length_scale=cfg.range_scale)
         on = SparseTokenSelectionTask((lo, hi), cfg.n_features, cfg.n_selected)
         models[label] = (est, on, [(label, 1, cfg.range_scale)])
     return models
@@ -341,10 +339,8 @@ def figure(result, axes=None):
     style["line_kw"] = {m: {"marker": "s", "ls": ":" if "scale" in m else "--"} for m in fixed}
     floor = floor_r2(result)
     if floor:
-        m = int(result.tables["floor"]["width"][0])
-        style["theory"] = {
-            f"floor at T' (best W = gamma I, width {m})": (list(floor), list(floor.values()))
-        }
+        label = f"floor at T' (best W = gamma I, width {int(result.tables['floor']['width'][0])})"
+        style["theory"] = {label: (list(floor), list(floor.values()))}
     for ax, (name, n_rows) in zip(axes, VALIDATION_SETS.items()):
         title = f"Validation set of {n_rows or c['n_val_large']} rows"
         BandDisplay.from_table(table.where(validation=name), y="r2", ax=ax, title=title, **style)
@@ -376,15 +372,7 @@ RECORD = Experiment(
     2
     """,
     presets={
-        "tiny": dict(
-            **sizes(8, 2, 2, 8),
-            n_steps=30,
-            factors=(1, 2),
-            n_pe_samples=4,
-            n_val_large=200,
-            train_range=(4, 8),
-            floor=False,
-        ),
+        "tiny": dict(**TINY, n_pe_samples=4, n_val_large=200, train_range=(4, 8), floor=False),
         "quick": dict(train_range=(4, 16)),  # 1500 steps: twice the time, the same shapes
         "full": dict(
             **sizes(32, 16, 4, 128),

@@ -2,17 +2,11 @@
 
 The paper's expressivity claim: a one-layer transformer selects ``q`` of
 ``T`` tokens with width ``O(d + q log T)``, a fully-connected net needs
-``Omega(T d)``. Each curve (:class:`SeparationCurve`) is measured by one
+``Omega(T d)``. Each curve (:class:`SeparationCurve`) is one
 :func:`~stsq_learn.studies.minimal_width` search per model along ``seq_len``
-(every width trained from scratch, scored on held-out rows), beside the
-theory's curve: per T, the smallest width whose isotropic floor (the best
-``W = gamma I``) allows the target (:func:`floor_widths`). A bisection
-starts at a prediction: the floor's width for the transformer; for the FCN
-the previous T's width times the ratio of the lengths (``2 T d`` at the
-first). The laws are fitted per seed: ``w = a + b q log2 T`` through the
-transformer's widths of every curve (:func:`joint_laws`) and the floor's
-(:func:`floor_law`); per curve ``a + b log2 T`` for the transformer and
-``b T`` for the FCN (:func:`seed_laws`).
+(every width trained from scratch), beside the theory's curve: per T, the
+smallest width whose isotropic floor (the best ``W = gamma I``) allows the
+target (:func:`floor_widths`). The laws are fitted per seed.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ import textwrap
 from dataclasses import field
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ...encodings.floor import isotropic_floor
@@ -45,16 +40,6 @@ LAW_OF = {"transformer": ("log2", False), "fcn": ("linear", True)}
 GOOD_FIT = 0.8
 """The R^2 below which a curve's law is not drawn: it does not describe its points."""
 
-# The paper's algorithm: plain gradient descent, a constant step, a fresh batch of 256 rows
-# a step, every block of W (token rows too) at the same step. The step 3 is ours.
-_PLAIN_GD = SparseTokenSelector(
-    solver="sgd",
-    learning_rate="constant",
-    learning_rate_init=3.0,
-    token_block_rate=1.0,
-    batch_size=256,
-)
-_PLAIN_GD_LABEL = "plain GD, the paper's algorithm (every block at one step; step 3 ours)"
 # Ours: SGD with the estimator's width-scaled step (the identity direction paced on its own,
 # the token rows at lr / width), constant, 256 fresh rows a step. At q = 3 and widths
 # 128-512, plain GD with every block at one step stays below the floor within our budgets
@@ -66,6 +51,8 @@ _PACED_SGD = SparseTokenSelector(solver="sgd", learning_rate="constant", batch_s
 _PACED_LABEL = (
     "SGD, ours: width-scaled paced step (plain GD and Adam stay below the floor in budget)"
 )
+_PLAIN_GD = clone(_PACED_SGD).set_params(learning_rate_init=3.0, token_block_rate=1.0)
+_PLAIN_GD_LABEL = "plain GD, the paper's algorithm (every block at one step; step 3 ours)"
 _FCN = FCNSelector(
     solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
 )
@@ -215,8 +202,10 @@ class SeparationSettings(Settings):
         seeds are then fitted one after another, else batched).
     search : {"bisect", "bracket", "scan"}, default="bisect"
         How each length's widths are visited
-        (:func:`~stsq_learn.studies.search_threshold`): from the prediction
-        (the FCN skips the lengths after a miss), from the previous T's width
+        (:func:`~stsq_learn.studies.search_threshold`): bisecting from a
+        prediction (the transformer's: the floor's width; the FCN's: the
+        previous T's width times the ratio of the lengths, ``2 T d`` at the
+        first, skipping the lengths after a miss), from the previous T's width
         outwards (no length after a miss), or upwards from the smallest.
     regime : {"online", "finite"}, default="online"
         Fresh batches for ``n_steps``, or ``fit`` on ``n_train`` rows.
@@ -313,15 +302,12 @@ def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     """
     out = []
     for T in seq_lens:
-        lo, hi = -1, len(widths) - 1
         allows = functools.partial(_floor_allows, T, n_selected, n_samples=n_samples)
-        if not allows(widths[hi], target=target):
-            out.append(None)
-            continue
-        while hi - lo > 1:
+        lo, hi, top = -1, len(widths) - 1, allows(widths[-1], target=target)
+        while top and hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if allows(widths[mid], target=target) else (mid, hi)
-        out.append(widths[hi])
+        out.append(widths[hi] if top else None)
     return out
 
 
@@ -333,14 +319,11 @@ def _start(cfg, curve, model, floors):
         top = curve.widths["transformer"][-1]
         return lambda params, previous: floors.get(params["seq_len"]) or top
     d = curve.sizes()[0] or 1
-
-    def scaled(params, previous):
-        T = params["seq_len"]
-        if previous is None or not previous["reached"]:
-            return 2 * T * d
-        return previous["value"] * T / previous["params"]["seq_len"]
-
-    return scaled
+    return lambda params, previous: (
+        previous["value"] * params["seq_len"] / previous["params"]["seq_len"]
+        if previous is not None and previous["reached"]
+        else 2 * params["seq_len"] * d
+    )
 
 
 def run(cfg, seeds, **kw):
@@ -490,20 +473,8 @@ def _width_text(bands, key, n, steps):
     return f"{text} ({bound} of {n} seeds: > bound)" if bound else text
 
 
-def _ratio_text(bands, at):
-    """The FCN's median width over the transformer's, where both reached the target."""
-    fcn, transformer = bands.get(f"{at}fcn_width"), bands.get(f"{at}transformer_width")
-    if fcn is None or transformer is None or bands[f"{at}fcn_width_is_bound"]["max"]:
-        return "n/a"
-    return f"{fcn['median'] / transformer['median']:.1f}"
-
-
 def summary(result):
-    """Summary rows: per curve the widths (the FCN's bounds marked), the floor's, the laws.
-
-    Widths and laws are their headline bands, ``median [min, max]`` over
-    the seeds; the FCN's law ``w = b T d`` is fitted per seed likewise.
-    """
+    """Summary rows: per curve the widths (the FCN's bounds marked), the floor's, the laws."""
     cfg, bands, n = result.settings, result.bands(), len(result.seeds)
     widths = result.tables["widths"]
     rows = []
@@ -522,10 +493,16 @@ def summary(result):
         ]
         if not len(widths.where(curve=i, model="fcn")):
             continue
-        ratios = " / ".join(_ratio_text(bands, k) for k in at)
+        ratios = []  # the FCN's median width over the transformer's, where both reached it
+        for k in at:
+            fcn, transformer = bands.get(f"{k}fcn_width"), bands.get(f"{k}transformer_width")
+            if fcn is None or transformer is None or bands[f"{k}fcn_width_is_bound"]["max"]:
+                ratios.append("n/a")
+            else:
+                ratios.append(f"{fcn['median'] / transformer['median']:.1f}")
         rows += [
             f"| | minimal width, fcn | {texts['fcn']} |",
-            f"| | FCN / transformer width (medians) | {ratios} |",
+            f"| | FCN / transformer width (medians) | {' / '.join(ratios)} |",
         ]
         laws = [law for law in seed_laws(result, i, "fcn").values() if law is not None]
         if laws:
