@@ -20,24 +20,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment
+from ...experiments import Experiment, _widths
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
-from ...experiments._widths import (
-    ENCODINGS,
-    TINY_SEARCH,
-    WIDTHS_STYLE,
-    WidthsAndLengthSettings,
-    encodings_curve,
-    law_numbers,
-    length_panel,
-    length_rows,
-    search_rows,
-    search_widths,
-    widths_panel,
-    widths_text,
-)
 from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
 from ..selection.estimators import SparseTokenSelector
@@ -75,15 +61,15 @@ _WIDTHS = {
 }
 
 
-class SparseAveragingSettings(WidthsAndLengthSettings):
+class SparseAveragingSettings(_widths.WidthsAndLengthSettings):
     """The settings of :func:`sparse_averaging` (the defaults are the quick size's).
 
     Attributes
     ----------
     seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
-n_val, stop_at_target
-        The search against N (:class:`WidthsAndLengthSettings`), ``n_val`` and
-        ``stop_at_target`` that against q too.
+n_val, stop_at_target, length_task, length_width, length_steps, factors
+        The search against N and the length part (:class:`WidthsAndLengthSettings`);
+        ``n_val`` and ``stop_at_target`` of the search against q too.
     n_features : int
         Token dimension d of both searches, small so that the FCN reaches the target.
     estimator : SparseTokenAverager
@@ -94,8 +80,6 @@ n_val, stop_at_target
         steps of a fit (``"auto"``: the estimator's plan).
     transfer_task, transfer_width, transfer_steps
         (N, d, q), width and steps of both transfer models.
-    length_task, length_width, length_steps, factors
-        The length part (:class:`WidthsAndLengthSettings`).
     n_test : int
         Held-out queries of the transfer and the length part (``ceil(n_test / N)``
         rows of qSA).
@@ -108,7 +92,7 @@ n_val, stop_at_target
     """
 
     _parameter_constraints = {
-        **WidthsAndLengthSettings._parameter_constraints,
+        **_widths.WidthsAndLengthSettings._parameter_constraints,
         **{key: [SparseTokenAverager] for key in ("transformer", "estimator")},
         **dict.fromkeys(("n_features", "q_seq_len", "transfer_width", "n_test"), _COUNT),
         **{key: [positive_ints(increasing=True)] for key in ("q_values", "q_widths")},
@@ -195,7 +179,8 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The studies over every seed (the seeds of a model train as one where they move alike)."""
     common = dict(seeds=seeds, device=device, progress=progress, n_jobs=n_jobs, batch_seeds=True)
     task = SparseAveragingTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
-    by_length = search_widths(cfg, {"attention": cfg.transformer, "fcn": cfg.fcn}, task, **common)
+    models = {"attention": cfg.transformer, "fcn": cfg.fcn}
+    by_length = _widths.search_widths(cfg, models, task, **common)
     floors = FloorWidths(cfg.q_seq_len, cfg.q_widths, cfg.target_r2)
     kw = dict(grid={"n_selected": list(cfg.q_values)}, start=floors.start, n_steps=cfg.q_steps)
     kw.update(target=cfg.target_r2, stop_at_target=cfg.stop_at_target, n_test=cfg.n_val)
@@ -222,7 +207,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
     model = clone(cfg.estimator).set_params(width=cfg.length_width)
     task = SparseAveragingTask(*cfg.length_task)
-    length = encodings_curve(cfg, model, task, -(-cfg.n_test // task.seq_len), **common)
+    length = _widths.encodings_curve(cfg, model, task, -(-cfg.n_test // task.seq_len), **common)
     transfer = StudyTable(transfer)
     return {"by_length": by_length, "by_q": by_q, "transfer": transfer, "length": length}
 
@@ -239,7 +224,7 @@ def headline(result):
     _, found = widths.where(model="attention").xy("seq_len", "value")
     out["attention_width_growth"] = found[-1] / found[0] if len(found) >= 2 else math.nan
     for label, key in _LAW_KEYS.items():
-        for p, value in law_numbers(widths, label, LAWS[label]).items():
+        for p, value in _widths.law_numbers(widths, label, LAWS[label]).items():
             out[f"{key}{p}"] = value
     for row in tables["by_q"]:
         out[f"attention_width_q{row['param_n_selected']}"] = row["value"]
@@ -267,10 +252,10 @@ def summary(result):
     rows = [
         f"| qSA widths (d={c['n_features']}, q={c['n_selected']}, R^2 >= {c['target_r2']}) "
         f"| N = {lens} | |",
-        *search_rows(tables["by_length"], bands, LAWS, _LAW_KEYS, "N"),
+        *_widths.search_rows(tables["by_length"], bands, LAWS, _LAW_KEYS, "N"),
         f"| | attention: minimal width, longest N over shortest | {b('attention_width_growth')} |",
         f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} "
-        f"| {widths_text(tables['by_q'], 'n_selected')} |",
+        f"| {_widths.widths_text(tables['by_q'], 'n_selected')} |",
         f"| | width the isotropic floor allows, q = {qs} "
         f"| {' / '.join(b(f'floor_width_q{q}') for q in c['q_values'])} |",
         f"| qSA transfer (N={N}, d={d}, q={q}, m={c['transfer_width']}) "
@@ -280,7 +265,7 @@ def summary(result):
         mse, ratio = b(f"transfer_{key}_relative_mse"), b(f"transfer_{key}_floor_ratio")
         rows.append(f"| | relative MSE, {model} | {mse} ({ratio}x the floor) |")
     head = f"| qSA length (trained at N={n}, q={q_len}, m={c['length_width']}) | R^2 at N' ="
-    return rows + length_rows(tables["length"], head, n, c["factors"])
+    return rows + _widths.length_rows(tables["length"], head, n, c["factors"])
 
 
 # -- the figure ------------------------------------------------------------------------------
@@ -288,23 +273,20 @@ def figure(result, axes=None):
     """Widths against N and q, the transfer beside the floor, the length (``axes``: 4 Axes)."""
     fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4)
     c, tables, d = result.settings, result.tables, result.settings["n_features"]
-    ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"
+    kw = dict(ylabel=f"smallest width reaching $R^2 \\geq {c['target_r2']}$")
     title = f"qSA: width against N (d={d}, q={c['n_selected']})"
-    widths_panel(ax_n, tables["by_length"], LAWS, "N", "positions", ylabel=ylabel, title=title)
+    _widths.widths_panel(ax_n, tables["by_length"], LAWS, "N", "positions", title=title, **kw)
     floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
-    labels = {"attention": "trained: smallest width reaching"}
-    kw = dict(xlabel="subset size q (log scale)", ylabel=ylabel, labels=labels, **WIDTHS_STYLE)
+    kw.update(_widths.WIDTHS_STYLE, labels={"attention": "trained: smallest width reaching"})
+    kw.update(xlabel="subset size q (log scale)", theory={"isotropic floor allows": floors})
     title = f"qSA: width against q (N={c['q_seq_len']}, d={d})"
-    theory = {"isotropic floor allows": floors}
-    BandDisplay.from_table(
-        tables["by_q"], x="n_selected", theory=theory, ax=ax_q, title=title, **kw
-    )
+    BandDisplay.from_table(tables["by_q"], x="n_selected", ax=ax_q, title=title, **kw)
     _transfer_panel(tables["transfer"], ax_tr, c)
     N, _, q = c["length_task"]
-    labels = {pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS}
+    labels = {pe: f"{pe} encodings (trained at N={N})" for pe in _widths.ENCODINGS}
     title = f"qSA: length generalization (q={q}, m={c['length_width']})"
     kw = dict(xlabel="evaluation positions N' (log scale)", ylabel="$R^2$ over every position")
-    length_panel(ax_len, tables["length"], labels=labels, title=title, **kw)
+    _widths.length_panel(ax_len, tables["length"], labels=labels, title=title, **kw)
     return fig
 
 
@@ -352,9 +334,15 @@ PROVENANCE = {
 _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-# N = 4 ... 256 (the FCN to 32), q = 1, 2, 4, 8 at N = 32, the transfer at N = 64, q = 4,
-# width 256, the length part at N = 32.
 _FULL = dict(
+    seq_lens=(4, 8, 16, 32, 64, 128, 256),
+    fcn=FCNAverager(
+        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+    ),
+    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
+    n_steps={"transformer": 1000, "fcn": 2000},
+    fcn_max_seq_len=32,
+    n_val=1000,
     q_values=(1, 2, 4, 8),
     q_seq_len=32,
     q_widths=_Q_GRID,
@@ -366,14 +354,6 @@ _FULL = dict(
     length_width=64,
     length_steps="auto",
     n_test=8000,
-    seq_lens=(4, 8, 16, 32, 64, 128, 256),
-    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
-    n_steps={"transformer": 1000, "fcn": 2000},
-    fcn_max_seq_len=32,
-    n_val=1000,
-    fcn=FCNAverager(
-        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-    ),
 )
 
 RECORD = Experiment(
@@ -382,10 +362,8 @@ RECORD = Experiment(
     aliases=("averaging",),
     doc="""Widths against N and q, zero-shot transfer and length generalization on qSA.
 
-    One attention layer of width O~(d + q log N) represents q-sparse
-    averaging, where a fully-connected net needs Omega~(N d) (see
-    :mod:`stsq_learn.tasks.averaging.experiment`; the settings:
-    :class:`SparseAveragingSettings`).
+    The theory and the tables: :mod:`stsq_learn.tasks.averaging.experiment`;
+    the settings: :class:`SparseAveragingSettings`.
 
     Examples
     --------
@@ -400,7 +378,7 @@ RECORD = Experiment(
     provenance=PROVENANCE,
     presets={
         "tiny": dict(
-            TINY_SEARCH,
+            _widths.TINY_SEARCH,
             widths={"transformer": (4, 8), "fcn": (4, 8)},
             q_values=(1, 2),
             q_seq_len=8,

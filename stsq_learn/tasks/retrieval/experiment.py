@@ -19,21 +19,10 @@ from sklearn.metrics import make_scorer
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment
+from ...experiments import Experiment, _widths
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import positive_ints
-from ...experiments._widths import (
-    TINY_SEARCH,
-    WidthsAndLengthSettings,
-    encodings_curve,
-    law_numbers,
-    length_panel,
-    length_rows,
-    search_rows,
-    search_widths,
-    widths_panel,
-)
 from ...scoring import relative_mse
 from ...studies import BandDisplay, StudyTable, sweep
 from .estimators import FCNRetriever, SparseTokenRetriever
@@ -59,7 +48,7 @@ _WIDTHS = {"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128,
 _N_STEPS = {"transformer": 150, "fcn": 300}
 
 
-class SparseRetrievalSettings(WidthsAndLengthSettings):
+class SparseRetrievalSettings(_widths.WidthsAndLengthSettings):
     """The settings of :func:`sparse_retrieval` (the defaults are the quick size's).
 
     Attributes
@@ -90,7 +79,7 @@ n_val, stop_at_target
     """
 
     _parameter_constraints = {
-        **WidthsAndLengthSettings._parameter_constraints,
+        **_widths.WidthsAndLengthSettings._parameter_constraints,
         **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), _COUNT),
         **{key: [positive_ints(increasing=True)] for key in ("q_values", "n_heads")},
         **{key: [SparseTokenRetriever] for key in ("transformer", "estimator")},
@@ -148,10 +137,10 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     table.meta["solver"] = heads.get_params()["solver"]
     models = {"transformer": clone(cfg.transformer).set_params(n_heads=cfg.n_selected)}
     task = SparseRetrievalTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
-    widths = search_widths(cfg, {**models, "fcn": cfg.fcn}, task, **common)
+    widths = _widths.search_widths(cfg, {**models, "fcn": cfg.fcn}, task, **common)
     task = SparseRetrievalTask(*cfg.length_task)
     model = clone(cfg.estimator).set_params(n_heads=task.n_selected, width=cfg.length_width)
-    length = encodings_curve(cfg, model, task, cfg.n_test, **common)
+    length = _widths.encodings_curve(cfg, model, task, cfg.n_test, **common)
     return {"heads": table, "widths": widths, "length": length}
 
 
@@ -182,7 +171,7 @@ def headline(result):
     for row in head_thresholds(result):
         out[f"threshold.q={row['n_selected']}"] = row["threshold"]
     for model, law in LAWS.items():
-        for p, value in law_numbers(result.tables["widths"], model, law).items():
+        for p, value in _widths.law_numbers(result.tables["widths"], model, law).items():
             out[f"law.{model}.{p}"] = value
     return out
 
@@ -217,9 +206,9 @@ def summary(result):
         f"| Retrieval widths (d={c['n_features']}, q=H={c['n_selected']}, "
         f"R^2 >= {c['target_r2']}) | T = {', '.join(map(str, wd.unique('seq_len')))} | |"
     )
-    rows += search_rows(wd, bands, LAWS, {m: f"law.{m}." for m in LAWS}, "T")
+    rows += _widths.search_rows(wd, bands, LAWS, {m: f"law.{m}." for m in LAWS}, "T")
     head = f"| Retrieval length (trained at T={T}, q=H={q}, m={c['length_width']}) | R^2 at T' ="
-    return rows + length_rows(tables["length"], head, T, c["factors"])
+    return rows + _widths.length_rows(tables["length"], head, T, c["factors"])
 
 
 # -- the figure ------------------------------------------------------------------------------
@@ -228,13 +217,13 @@ def figure(result, axes=None):
     fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3)
     c, tables = result.settings, result.tables
     _heads_panel(result, ax_h)
-    ylabel = f"minimal width (R^2 >= {c['target_r2']})"
-    title = f"Retrieval: width against T (d={c['n_features']}, q=H={c['n_selected']})"
-    widths_panel(ax_w, tables["widths"], LAWS, "T", "sequence length", ylabel=ylabel, title=title)
+    kw = dict(ylabel=f"minimal width (R^2 >= {c['target_r2']})")
+    kw["title"] = f"Retrieval: width against T (d={c['n_features']}, q=H={c['n_selected']})"
+    _widths.widths_panel(ax_w, tables["widths"], LAWS, "T", "sequence length", **kw)
     T, _, q = c["length_task"]
-    title = f"Retrieval: length generalization (q=H={q}, m={c['length_width']})"
-    xlabel = "evaluation length T' (log scale)"
-    length_panel(ax_l, tables["length"], xlabel=xlabel, ylabel="$R^2$", title=title, legend=False)
+    kw = dict(xlabel="evaluation length T' (log scale)", ylabel="$R^2$", legend=False)
+    kw["title"] = f"Retrieval: length generalization (q=H={q}, m={c['length_width']})"
+    _widths.length_panel(ax_l, tables["length"], **kw)
     ax_l.axvline(T, color="gray", ls=":", lw=1, label=f"training T={T}")
     ax_l.axhline(0.0, color="k", lw=0.5)
     scores = np.asarray(tables["length"]["score"], dtype=float)
@@ -334,24 +323,23 @@ RECORD = Experiment(
     aliases=("sparse_retrieval",),
     doc="""The error against heads, widths against T and length generalization on retrieval.
 
-    A readout of H heads retrieves at most H of q named tokens: the error
-    has its threshold at H = q (see :mod:`stsq_learn.tasks.retrieval.experiment`;
-    the settings: :class:`SparseRetrievalSettings`).
+    The theory and the tables: :mod:`stsq_learn.tasks.retrieval.experiment`;
+    the settings: :class:`SparseRetrievalSettings`.
 
     Examples
     --------
     >>> from stsq_learn.experiments import sparse_retrieval
     >>> result = sparse_retrieval("tiny", seeds=2)
-    >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
-    True
     >>> sorted(result.tables)
     ['heads', 'length', 'widths']
+    >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
+    True
     """,
     settings=SparseRetrievalSettings,
     provenance=PROVENANCE,
     presets={
         "tiny": dict(
-            TINY_SEARCH,
+            _widths.TINY_SEARCH,
             seq_len=6,
             n_features=2,
             q_values=(2,),
