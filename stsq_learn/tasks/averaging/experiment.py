@@ -173,7 +173,6 @@ def _transferred(task, n_rows, selector, X, y):
     return averager.score(X_qsa, y_qsa)
 
 
-# -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The studies over every seed (the seeds of a model train as one where they move alike)."""
@@ -212,7 +211,6 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     return {"by_length": by_length, "by_q": by_q, "transfer": transfer, "length": length}
 
 
-# -- what the tables give --------------------------------------------------------------------
 def headline(result):
     """The numbers one seed's run is judged by, flat (a width none reached: NaN)."""
     c, tables = result.settings, result.tables
@@ -243,32 +241,28 @@ def headline(result):
 def summary(result):
     """Summary rows: widths and laws against N, widths against q, the transfer, the length."""
     c, bands, tables = result.settings, result.bands(), result.tables
-
-    def b(key):
-        return fmt_band(bands[key])
-
+    b = {key: fmt_band(value) for key, value in bands.items()}
     lens, qs = ", ".join(map(str, c["seq_lens"])), ", ".join(map(str, c["q_values"]))
     (N, d, q), (n, _, q_len) = c["transfer_task"], c["length_task"]
     rows = [
         f"| qSA widths (d={c['n_features']}, q={c['n_selected']}, R^2 >= {c['target_r2']}) "
         f"| N = {lens} | |",
         *_widths.search_rows(tables["by_length"], bands, LAWS, _LAW_KEYS, "N"),
-        f"| | attention: minimal width, longest N over shortest | {b('attention_width_growth')} |",
+        f"| | attention: minimal width, longest N over shortest | {b['attention_width_growth']} |",
         f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} "
         f"| {_widths.widths_text(tables['by_q'], 'n_selected')} |",
         f"| | width the isotropic floor allows, q = {qs} "
-        f"| {' / '.join(b(f'floor_width_q{q}') for q in c['q_values'])} |",
+        f"| {' / '.join(b[f'floor_width_q{q}'] for q in c['q_values'])} |",
         f"| qSA transfer (N={N}, d={d}, q={q}, m={c['transfer_width']}) "
-        f"| isotropic floor (relative MSE) | {b('transfer_floor')} |",
+        f"| isotropic floor (relative MSE) | {b['transfer_floor']} |",
     ]
     for model, key in _TRANSFER_KEYS.items():
-        mse, ratio = b(f"transfer_{key}_relative_mse"), b(f"transfer_{key}_floor_ratio")
+        mse, ratio = b[f"transfer_{key}_relative_mse"], b[f"transfer_{key}_floor_ratio"]
         rows.append(f"| | relative MSE, {model} | {mse} ({ratio}x the floor) |")
     head = f"| qSA length (trained at N={n}, q={q_len}, m={c['length_width']}) | R^2 at N' ="
     return rows + _widths.length_rows(tables["length"], head, n, c["factors"])
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """Widths against N and q, the transfer beside the floor, the length (``axes``: 4 Axes)."""
     fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4)
@@ -334,26 +328,17 @@ PROVENANCE = {
 _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-_FULL = dict(
-    seq_lens=(4, 8, 16, 32, 64, 128, 256),
-    fcn=FCNAverager(
-        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-    ),
-    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
-    n_steps={"transformer": 1000, "fcn": 2000},
-    fcn_max_seq_len=32,
-    n_val=1000,
-    q_values=(1, 2, 4, 8),
-    q_seq_len=32,
-    q_widths=_Q_GRID,
-    q_steps="auto",
-    transfer_task=(64, 8, 4),
-    transfer_width=256,
-    transfer_steps="auto",
-    length_task=(32, 8, 2),
-    length_width=64,
-    length_steps="auto",
-    n_test=8000,
+_FCN_COSINE = FCNAverager(
+    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+)
+# A line a part: the search against N, against q, the transfer, the length part.
+_FULL = (
+    dict(seq_lens=(4, 8, 16, 32, 64, 128, 256), fcn=_FCN_COSINE, fcn_max_seq_len=32, n_val=1000)
+    | dict(widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID})
+    | dict(n_steps={"transformer": 1000, "fcn": 2000})
+    | dict(q_values=(1, 2, 4, 8), q_seq_len=32, q_widths=_Q_GRID, q_steps="auto")
+    | dict(transfer_task=(64, 8, 4), transfer_width=256, transfer_steps="auto", n_test=8000)
+    | dict(length_task=(32, 8, 2), length_width=64, length_steps="auto")
 )
 
 RECORD = Experiment(
@@ -377,37 +362,18 @@ RECORD = Experiment(
     settings=SparseAveragingSettings,
     provenance=PROVENANCE,
     presets={
-        "tiny": dict(
-            _widths.TINY_SEARCH,
-            widths={"transformer": (4, 8), "fcn": (4, 8)},
-            q_values=(1, 2),
-            q_seq_len=8,
-            q_widths=(4, 8),
-            q_steps=20,
-            transfer_task=(8, 2, 2),
-            transfer_width=8,
-            transfer_steps=20,
-            length_task=(8, 2, 2),
-            n_test=400,
-        ),
+        "tiny": dict(_widths.TINY_SEARCH, widths={"transformer": (4, 8), "fcn": (4, 8)})
+        | dict(q_values=(1, 2), q_seq_len=8, q_widths=(4, 8), q_steps=20, n_test=400)
+        | dict(transfer_task=(8, 2, 2), transfer_width=8, transfer_steps=20, length_task=(8, 2, 2)),
         "quick": {},  # N to 32 (the FCN to 8), q to 3 at N = 16
         "full": _FULL,
-        "gpu": {
-            **_FULL,
-            "seq_lens": (4, 8, 16, 32, 64, 128, 256, 512, 1024),
-            "widths": {"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
-            "n_steps": {"transformer": 2000, "fcn": 4000},
-            "fcn_max_seq_len": 64,
-            "n_val": 4000,
-            "q_values": (1, 2, 4, 8, 16),
-            "q_seq_len": 64,
-            "q_widths": (*_Q_GRID, 1536, 2048),
-            "transfer_width": 1024,
-            "length_task": (64, 8, 2),
-            "length_width": 128,
-            "factors": (1, 2, 4, 8),
-            "n_test": 64000,
-        },
+        "gpu": _FULL
+        | dict(seq_lens=(4, 8, 16, 32, 64, 128, 256, 512, 1024), fcn_max_seq_len=64, n_val=4000)
+        | dict(widths={"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)})
+        | dict(n_steps={"transformer": 2000, "fcn": 4000})
+        | dict(q_values=(1, 2, 4, 8, 16), q_seq_len=64, q_widths=(*_Q_GRID, 1536, 2048))
+        | dict(transfer_width=1024, n_test=64000)
+        | dict(length_task=(64, 8, 2), length_width=128, factors=(1, 2, 4, 8)),
     },
     # Widths of grids whose neighbours are at most twice apart: one step either way.
     reference_rtol={"*width_[Nq]*": 0.5, "attention_width_growth": 0.5, "*_law_*": 0.5},

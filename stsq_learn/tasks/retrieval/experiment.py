@@ -120,7 +120,6 @@ n_val, stop_at_target
         SparseRetrievalTask(*self.length_task)
 
 
-# -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The studies over every seed; the ``heads`` table's meta names the heads' ``solver``."""
@@ -144,7 +143,6 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     return {"heads": table, "widths": widths, "length": length}
 
 
-# -- what the tables give --------------------------------------------------------------------
 def head_thresholds(result):
     """Per seed and q, the fewest heads whose relative MSE is below ``1 / (2q)`` (theory: q).
 
@@ -211,7 +209,6 @@ def summary(result):
     return rows + _widths.length_rows(tables["length"], head, T, c["factors"])
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """The error against heads, widths against T, the length (``axes``: 3 matplotlib Axes)."""
     fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3)
@@ -297,24 +294,15 @@ _FCN_GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _FCN_LONG = FCNRetriever(
     solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
 )
-# The issue's sizes: q and H to 4 at T=16, d=4, width 64 with the planned steps; the search
-# T = 8 ... 256 (the FCN to 32); the length part at T=16, width 64.
-_FULL = dict(
-    q_values=(1, 2, 3, 4),
-    n_heads=(1, 2, 3, 4, 5),
-    heads_width=64,
-    heads_steps="auto",
-    heads_estimator=None,
-    seq_lens=(8, 16, 32, 64, 128, 256),
-    fcn=_FCN_LONG,
-    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
-    n_steps={"transformer": 600, "fcn": 2000},
-    fcn_max_seq_len=32,
-    n_val=1000,
-    length_width=64,
-    length_steps="auto",
-    factors=(1, 2, 4, 8),
-    n_test=8000,
+# The issue's sizes (q and H to 4 at T=16, d=4, width 64 with the planned steps), a line a
+# part: the heads, the width search, the length part.
+_FULL = (
+    dict(q_values=(1, 2, 3, 4), n_heads=(1, 2, 3, 4, 5), heads_width=64, heads_steps="auto")
+    | dict(heads_estimator=None, n_test=8000)
+    | dict(seq_lens=(8, 16, 32, 64, 128, 256), fcn=_FCN_LONG, fcn_max_seq_len=32, n_val=1000)
+    | dict(widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID})
+    | dict(n_steps={"transformer": 600, "fcn": 2000})
+    | dict(length_width=64, length_steps="auto", factors=(1, 2, 4, 8))
 )
 
 RECORD = Experiment(
@@ -338,37 +326,18 @@ RECORD = Experiment(
     settings=SparseRetrievalSettings,
     provenance=PROVENANCE,
     presets={
-        "tiny": dict(
-            _widths.TINY_SEARCH,
-            seq_len=6,
-            n_features=2,
-            q_values=(2,),
-            n_heads=(1, 2),
-            heads_width=8,
-            heads_steps=20,
-            heads_estimator=None,
-            widths={"transformer": (4, 8), "fcn": (8, 16)},
-            fcn_max_seq_len=8,
-            length_task=(6, 2, 2),
-            n_test=200,
-        ),
+        "tiny": dict(_widths.TINY_SEARCH, widths={"transformer": (4, 8), "fcn": (8, 16)})
+        | dict(seq_len=6, n_features=2, q_values=(2,), n_heads=(1, 2), n_test=200)
+        | dict(heads_width=8, heads_steps=20, heads_estimator=None)
+        | dict(fcn_max_seq_len=8, length_task=(6, 2, 2)),
         "quick": {},  # q = 2, 3 and H to 3 at T=16; the heads part on Adam
         "full": _FULL,
-        "gpu": {
-            **_FULL,
-            "seq_len": 32,
-            "q_values": (1, 2, 3, 4, 6),
-            "n_heads": (1, 2, 3, 4, 5, 6, 7),
-            "heads_width": 128,
-            "seq_lens": (8, 16, 32, 64, 128, 256, 512, 1024),
-            "widths": {"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
-            "n_steps": {"transformer": 1000, "fcn": 4000},
-            "fcn_max_seq_len": 64,
-            "n_val": 4000,
-            "length_task": (32, 4, 2),
-            "length_width": 128,
-            "n_test": 32000,
-        },
+        "gpu": _FULL
+        | dict(seq_len=32, q_values=(1, 2, 3, 4, 6), n_heads=(1, 2, 3, 4, 5, 6, 7), heads_width=128)
+        | dict(seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024), fcn_max_seq_len=64, n_val=4000)
+        | dict(widths={"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)})
+        | dict(n_steps={"transformer": 1000, "fcn": 4000})
+        | dict(length_task=(32, 4, 2), length_width=128, n_test=32000),
     },
     # A threshold moves by one head, a law's parameters with the widths: by grid steps.
     reference_rtol={"threshold.*": 0.5, "law.*": 0.5},
