@@ -347,8 +347,10 @@ RECORD = Experiment(
     aliases=("averaging",),
     doc="""Widths against N and q, zero-shot transfer and length generalization on qSA.
 
-    The theory and the tables: :mod:`stsq_learn.tasks.averaging.experiment`;
-    the settings: :class:`SparseAveragingSettings`.
+    One attention layer of width O~(d + q log N) represents q-sparse
+    averaging, where a fully-connected net needs Omega~(N d) (see
+    :mod:`stsq_learn.tasks.averaging.experiment`; the settings:
+    :class:`SparseAveragingSettings`).
 
     Examples
     --------

@@ -311,8 +311,9 @@ RECORD = Experiment(
     aliases=("sparse_retrieval",),
     doc="""The error against heads, widths against T and length generalization on retrieval.
 
-    The theory and the tables: :mod:`stsq_learn.tasks.retrieval.experiment`;
-    the settings: :class:`SparseRetrievalSettings`.
+    A readout of H heads retrieves at most H of q named tokens: the error
+    has its threshold at H = q (see :mod:`stsq_learn.tasks.retrieval.experiment`;
+    the settings: :class:`SparseRetrievalSettings`).
 
     Examples
     --------

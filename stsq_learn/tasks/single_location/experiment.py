@@ -369,8 +369,10 @@ RECORD = Experiment(
     aliases=("content",),
     doc="""Projected gradient descent on single-location regression, beside the baselines.
 
-    The theory and the tables: :mod:`stsq_learn.tasks.single_location.experiment`;
-    the settings: :class:`SingleLocationSettings`. The models run in NumPy:
+    Per seed, the erf predictor (:class:`~stsq_learn.ErfAttentionRegressor`)
+    from the sphere and from the manifold under both temperature schedules,
+    beside the baselines (see :mod:`stsq_learn.tasks.single_location.experiment`;
+    the settings: :class:`SingleLocationSettings`). The models run in NumPy:
     ``device`` is checked and unused.
 
     Examples
