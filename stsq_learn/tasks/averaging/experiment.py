@@ -41,11 +41,9 @@ _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
-# The search against N (q = 2): Adam at 0.1 decayed by a cosine, 256 queries a step
-# (batch_size="auto": ceil(256 / N) rows). The width-following SGD keeps gamma's travel
-# fixed, and q=2's best gamma is infinite: at N=256 it needs width 40 where this needs 24
-# (measured, 1000 steps). The FCN: the separation's, size for size. Against q, the transfer
-# and the length part: the estimators' width-following SGD.
+# Adam for the search against N (q = 2): the width-following SGD keeps gamma's travel fixed,
+# and q=2's best gamma is infinite: at N=256 it needs width 40 where Adam needs 24 (measured,
+# 1000 steps). The FCN: the separation's, size for size.
 _ATTENTION = SparseTokenAverager(
     solver="adam", learning_rate_init=0.1, learning_rate="cosine", batch_size="auto"
 )
@@ -275,35 +273,31 @@ def figure(result, axes=None):
     kw.update(xlabel="subset size q (log scale)", theory={"isotropic floor allows": floors})
     title = f"qSA: width against q (N={c['q_seq_len']}, d={d})"
     BandDisplay.from_table(tables["by_q"], x="n_selected", ax=ax_q, title=title, **kw)
-    _transfer_panel(tables["transfer"], ax_tr, c)
+    # The transfer: median relative MSE per model, min-max error bars, beside the floor.
+    table = tables["transfer"]
+    bands = table.bands("model", "relative_mse", by=())
+    med, lo, hi = (np.asarray(bands[k], float) for k in ("median", "min", "max"))
+    yerr = [med - lo, hi - med] if len(table) > len(TRANSFER) else None
+    bars = ax_tr.bar(range(3), med, yerr=yerr, capsize=4, color=["C1", "C0", "C2"])
+    floor = float(np.median(table["floor"]))
+    ax_tr.axhline(floor, color="k", ls="--", lw=1, label=f"isotropic floor {floor:.3f}")
+    for bar, top, value, model in zip(bars, hi, med, TRANSFER):
+        rows = table.where(model=model)
+        ratio = float(np.median(rows["relative_mse"] / rows["floor"]))
+        text, x = f"{value:.3f}\n({ratio:.2f}x)", bar.get_x() + bar.get_width() / 2
+        ax_tr.annotate(text, (x, top), ha="center", va="bottom", fontsize="small")
+    ax_tr.set_xticks(range(3), [n.replace(" on ", "\non ") for n in TRANSFER])
+    ax_tr.set_ylim(0, 1.45 * max([*hi, floor]))
+    ax_tr.set_ylabel("relative MSE (1 - $R^2$)")
+    (N, d, q), m = c["transfer_task"], c["transfer_width"]
+    ax_tr.set_title(f"Zero-shot transfer STS$_q$ -> qSA (N={N}, d={d}, q={q}, m={m})")
+    ax_tr.legend(fontsize="small", loc="upper center")
     N, _, q = c["length_task"]
     labels = {pe: f"{pe} encodings (trained at N={N})" for pe in _widths.ENCODINGS}
     title = f"qSA: length generalization (q={q}, m={c['length_width']})"
     kw = dict(xlabel="evaluation positions N' (log scale)", ylabel="$R^2$ over every position")
     _widths.length_panel(ax_len, tables["length"], labels=labels, title=title, **kw)
     return fig
-
-
-def _transfer_panel(table, ax, c):
-    """Median relative MSE of each transfer model, min-max error bars, beside the floor."""
-    bands = table.bands("model", "relative_mse", by=())
-    med, lo, hi = (np.asarray(bands[k], float) for k in ("median", "min", "max"))
-    yerr = [med - lo, hi - med] if len(table) > len(TRANSFER) else None
-    bars = ax.bar(range(3), med, yerr=yerr, capsize=4, color=["C1", "C0", "C2"])
-    floor = float(np.median(table["floor"]))
-    ax.axhline(floor, color="k", ls="--", lw=1, label=f"isotropic floor {floor:.3f}")
-    for bar, top, value, model in zip(bars, hi, med, TRANSFER):
-        rows = table.where(model=model)
-        ratio = float(np.median(rows["relative_mse"] / rows["floor"]))
-        text, x = f"{value:.3f}\n({ratio:.2f}x)", bar.get_x() + bar.get_width() / 2
-        ax.annotate(text, (x, top), ha="center", va="bottom", fontsize="small")
-    ax.set_xticks(range(3), [n.replace(" on ", "\non ") for n in TRANSFER])
-    ax.set_ylim(0, 1.45 * max([*hi, floor]))
-    ax.set_ylabel("relative MSE (1 - $R^2$)")
-    N, d, q = c["transfer_task"]
-    where = f"N={N}, d={d}, q={q}, m={c['transfer_width']}"
-    ax.set_title(f"Zero-shot transfer STS$_q$ -> qSA ({where})")
-    ax.legend(fontsize="small", loc="upper center")
 
 
 PROVENANCE = {

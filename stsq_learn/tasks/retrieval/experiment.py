@@ -212,8 +212,34 @@ def summary(result):
 def figure(result, axes=None):
     """The error against heads, widths against T, the length (``axes``: 3 matplotlib Axes)."""
     fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3)
-    c, tables = result.settings, result.tables
-    _heads_panel(result, ax_h)
+    c, tables, heads = result.settings, result.tables, result.tables["heads"]
+    # Relative MSE against H per q, its bound 1 - H/q dotted, the level 1/(2q) dashed.
+    labels = {q: f"q={q}" for q in heads.unique("n_selected")}
+    kw = dict(x="n_heads", y="relative_mse", hue="n_selected", labels=labels, legend=False)
+    display = BandDisplay.from_table(heads, ax=ax_h, **kw)
+    found, missed = head_thresholds(result), []
+    for i, q in enumerate(labels):
+        color = display.lines_[q].get_color()
+        hs = [h for h in heads.where(n_selected=q).unique("n_heads") if h <= q]
+        label = "bound $1 - H/q$ (H <= q)" if i == 0 else "_nolegend_"
+        ax_h.plot(hs, [1 - h / q for h in hs], ls=":", color=color, lw=1.2, label=label)
+        ax_h.plot([q - 0.25, q + 0.25], [1 / (2 * q)] * 2, "--", color=color, lw=1)
+        off = sum(v != q for v in found.where(n_selected=q)["threshold"])
+        if off:
+            of = f" ({off} of {len(result.seeds)} seeds)" if len(result.seeds) > 1 else ""
+            missed.append(f"q={q}{of}")
+    ax_h.plot([], [], "k--", lw=1, label="threshold level $1/(2q)$ at H = q")
+    if missed:
+        text = (
+            f"no threshold at H = q for {', '.join(missed)} within this budget\n"
+            "(relative MSE at H = q not below 1/(2q)): too few steps"
+        )
+        kw = dict(transform=ax_h.transAxes, fontsize="small", color="C3", va="bottom")
+        ax_h.text(0.02, 0.02, text, **kw)
+    ax_h.set(xlabel="heads H", ylabel="relative MSE (test)", ylim=(-0.03, 1.03))
+    title = f"Retrieval: error against heads (T={c['seq_len']}, d={c['n_features']}, "
+    ax_h.set_title(f"{title}{_heads_budget(result)})", fontsize="medium")
+    ax_h.legend(fontsize="small", loc="upper right")
     kw = dict(ylabel=f"minimal width (R^2 >= {c['target_r2']})")
     kw["title"] = f"Retrieval: width against T (d={c['n_features']}, q=H={c['n_selected']})"
     _widths.widths_panel(ax_w, tables["widths"], LAWS, "T", "sequence length", **kw)
@@ -227,39 +253,6 @@ def figure(result, axes=None):
     ax_l.set_ylim(min(-0.1, float(np.nanmin(scores, initial=0.0)) - 0.05), 1.02)
     ax_l.legend(fontsize="small", loc="lower left")
     return fig
-
-
-def _heads_panel(result, ax):
-    """Relative MSE against H per q, its bound ``1 - H/q`` dotted, the level ``1/(2q)`` dashed."""
-    c, heads = result.settings, result.tables["heads"]
-    qs = heads.unique("n_selected")
-    labels = {q: f"q={q}" for q in qs}
-    display = BandDisplay.from_table(
-        heads, x="n_heads", y="relative_mse", hue="n_selected", ax=ax, labels=labels, legend=False
-    )
-    found, missed = head_thresholds(result), []
-    for i, q in enumerate(qs):
-        color = display.lines_[q].get_color()
-        hs = [h for h in heads.where(n_selected=q).unique("n_heads") if h <= q]
-        label = "bound $1 - H/q$ (H <= q)" if i == 0 else "_nolegend_"
-        ax.plot(hs, [1 - h / q for h in hs], ls=":", color=color, lw=1.2, label=label)
-        ax.plot([q - 0.25, q + 0.25], [1 / (2 * q)] * 2, "--", color=color, lw=1)
-        off = sum(v != q for v in found.where(n_selected=q)["threshold"])
-        if off:
-            of = f" ({off} of {len(result.seeds)} seeds)" if len(result.seeds) > 1 else ""
-            missed.append(f"q={q}{of}")
-    ax.plot([], [], "k--", lw=1, label="threshold level $1/(2q)$ at H = q")
-    if missed:
-        text = (
-            f"no threshold at H = q for {', '.join(missed)} within this budget\n"
-            "(relative MSE at H = q not below 1/(2q)): too few steps"
-        )
-        kw = dict(transform=ax.transAxes, fontsize="small", color="C3", va="bottom")
-        ax.text(0.02, 0.02, text, **kw)
-    ax.set(xlabel="heads H", ylabel="relative MSE (test)", ylim=(-0.03, 1.03))
-    title = f"Retrieval: error against heads (T={c['seq_len']}, d={c['n_features']}, "
-    ax.set_title(f"{title}{_heads_budget(result)})", fontsize="medium")
-    ax.legend(fontsize="small", loc="upper right")
 
 
 PROVENANCE = {
