@@ -217,21 +217,16 @@ def _theory(cfg, task):
 
 
 def ended_at(result, model, endpoint):
-    """The share of the runs of ``model`` (of :data:`MODELS`) that ended at ``endpoint``.
-
-    Over the seeds of ``result`` (0 or 1 for one seed's view).
-    """
+    """The share of the runs of ``model`` (of :data:`MODELS`) over ``result``'s seeds that
+    ended at ``endpoint`` (0 or 1 for one seed's view)."""
     rows = result.tables["runs"].where(model=model)
     return float(np.mean([e == endpoint for e in rows["endpoint"]]))
 
 
 def headline(result):
-    """The numbers one seed's run is judged by, flat.
-
-    ``reached_`` and ``swapped_<init>_<schedule>`` are 0 or 1; ``gap_median_``
-    is the run's final risk relative to the oracle's, minus 1 (a name kept
-    from 0.6, whose results held several seeds).
-    """
+    """The numbers one seed's run is judged by, flat: ``reached_*`` and ``swapped_*`` (per
+    start and schedule) are 0 or 1; ``gap_median_*`` is the run's final risk relative to the
+    oracle's, minus 1 (a name kept from 0.6, whose results held several seeds)."""
     runs, theory, out = result.tables["runs"], result.tables["theory"], {}
     for model in MODELS:
         key, rows = model.replace("/", "_"), runs.where(model=model)
