@@ -103,7 +103,7 @@ n_val, stop_at_target, length_task, length_width, length_steps, factors
     n_selected: int = 2
     transformer: SparseTokenAverager = _ATTENTION
     fcn: FCNAverager = _FCN
-    widths: dict = field(default_factory=lambda: dict(_WIDTHS))
+    widths: dict = field(default_factory=_WIDTHS.copy)
     n_steps: dict = field(default_factory=lambda: {"transformer": 300, "fcn": 500})
     fcn_max_seq_len: int = 8
     length_task: tuple = (16, 8, 2)

@@ -45,7 +45,6 @@ _FCN = FCNRetriever(
     solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
 )
 _WIDTHS = {"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128, 512)}
-_N_STEPS = {"transformer": 150, "fcn": 300}
 
 
 class SparseRetrievalSettings(_widths.WidthsAndLengthSettings):
@@ -93,7 +92,7 @@ n_val, stop_at_target
     transformer: SparseTokenRetriever = _SEARCH
     fcn: FCNRetriever = _FCN
     widths: dict = field(default_factory=_WIDTHS.copy)
-    n_steps: dict = field(default_factory=_N_STEPS.copy)
+    n_steps: dict = field(default_factory=lambda: {"transformer": 150, "fcn": 300})
     fcn_max_seq_len: int = 16
     seq_len: int = 16
     n_features: int = 4
