@@ -7,8 +7,6 @@ Omega~(N d). The experiment's settings, studies (tables ``by_length``,
 and record.
 """
 
-from __future__ import annotations
-
 import math
 import numbers
 from dataclasses import field

@@ -7,8 +7,6 @@ studies (tables ``heads``, ``widths`` and ``length``, every seed in each),
 numbers, figure and record.
 """
 
-from __future__ import annotations
-
 import math
 import numbers
 from dataclasses import field

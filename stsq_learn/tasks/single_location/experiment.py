@@ -7,8 +7,6 @@ run of every seed one batched computation, its curves written here: a
 study's table of scores does not hold them), numbers, figure and record.
 """
 
-from __future__ import annotations
-
 import numbers
 import time
 import warnings
