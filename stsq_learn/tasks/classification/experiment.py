@@ -375,7 +375,6 @@ RECORD = Experiment(
         | dict(error_seq_len=8, error_signals=(2.0, 8.0)),
         # About 12 s on one core: L = 8 ... 128 (16x), 6 halvings of each bracket.
         "quick": {},
-        # L = 8 ... 1024 (128x), more rows, 7 halvings, 5 draws per alignment point.
         "full": dict(seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024), n_train=1000, n_test=4000)
         | dict(attention=clone(_ATTENTION).set_params(learning_rate_init=0.05, max_iter=300))
         | dict(signal_bounds=dict(attention=(2.0, 16.0), flat=(2.0, 256.0), pooled=(2.0, 256.0)))

@@ -31,10 +31,9 @@ LAWS = {"transformer": "log2", "fcn": "power"}
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
-# The width search and the heads part: Adam at 0.05 decayed by a cosine (the search's heads
-# set to q by the run). In a fixed budget the width-following SGD's scores are too noisy to
-# bracket a width (T=16: 0.89 at width 16, 0.58 at 24, 300 steps) and miss the threshold at
-# q = 3 (the reproduce page). The FCN: the separation's. The length part: the SGD.
+# Adam for the width search (its heads set to q by the run) and the heads part: in a fixed
+# budget the width-following SGD's scores are too noisy to bracket a width (T=16: 0.89 at
+# width 16, 0.58 at 24, 300 steps) and miss the threshold at q = 3 (the reproduce page).
 _SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
 _SGD = SparseTokenRetriever(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
