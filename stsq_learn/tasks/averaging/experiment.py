@@ -7,8 +7,6 @@ Omega~(N d). The experiment's settings, studies (tables ``by_length``,
 and record.
 """
 
-from __future__ import annotations
-
 import math
 import numbers
 from dataclasses import field
@@ -20,24 +18,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment
+from ...experiments import Experiment, _widths
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import SequenceOf, positive_ints
-from ...experiments._widths import (
-    ENCODINGS,
-    TINY_SEARCH,
-    WIDTHS_STYLE,
-    WidthsAndLengthSettings,
-    encodings_curve,
-    law_numbers,
-    length_panel,
-    length_rows,
-    search_rows,
-    search_widths,
-    widths_panel,
-    widths_text,
-)
 from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
 from ..selection.estimators import SparseTokenSelector
@@ -55,11 +39,9 @@ _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
-# The search against N (q = 2): Adam at 0.1 decayed by a cosine, 256 queries a step
-# (batch_size="auto": ceil(256 / N) rows). The width-following SGD keeps gamma's travel
-# fixed, and q=2's best gamma is infinite: at N=256 it needs width 40 where this needs 24
-# (measured, 1000 steps). The FCN: the separation's, size for size. Against q, the transfer
-# and the length part: the estimators' width-following SGD.
+# Adam for the search against N (q = 2): the width-following SGD keeps gamma's travel fixed,
+# and q=2's best gamma is infinite: at N=256 it needs width 40 where Adam needs 24 (measured,
+# 1000 steps). The FCN: the separation's, size for size.
 _ATTENTION = SparseTokenAverager(
     solver="adam", learning_rate_init=0.1, learning_rate="cosine", batch_size="auto"
 )
@@ -75,15 +57,15 @@ _WIDTHS = {
 }
 
 
-class SparseAveragingSettings(WidthsAndLengthSettings):
+class SparseAveragingSettings(_widths.WidthsAndLengthSettings):
     """The settings of :func:`sparse_averaging` (the defaults are the quick size's).
 
     Attributes
     ----------
     seq_lens, n_selected, transformer, fcn, widths, n_steps, fcn_max_seq_len, target_r2, \
-n_val, stop_at_target
-        The search against N (:class:`WidthsAndLengthSettings`), ``n_val`` and
-        ``stop_at_target`` that against q too.
+n_val, stop_at_target, length_task, length_width, length_steps, factors
+        The search against N and the length part (:class:`WidthsAndLengthSettings`);
+        ``n_val`` and ``stop_at_target`` of the search against q too.
     n_features : int
         Token dimension d of both searches, small so that the FCN reaches the target.
     estimator : SparseTokenAverager
@@ -94,8 +76,6 @@ n_val, stop_at_target
         steps of a fit (``"auto"``: the estimator's plan).
     transfer_task, transfer_width, transfer_steps
         (N, d, q), width and steps of both transfer models.
-    length_task, length_width, length_steps, factors
-        The length part (:class:`WidthsAndLengthSettings`).
     n_test : int
         Held-out queries of the transfer and the length part (``ceil(n_test / N)``
         rows of qSA).
@@ -108,7 +88,7 @@ n_val, stop_at_target
     """
 
     _parameter_constraints = {
-        **WidthsAndLengthSettings._parameter_constraints,
+        **_widths.WidthsAndLengthSettings._parameter_constraints,
         **{key: [SparseTokenAverager] for key in ("transformer", "estimator")},
         **dict.fromkeys(("n_features", "q_seq_len", "transfer_width", "n_test"), _COUNT),
         **{key: [positive_ints(increasing=True)] for key in ("q_values", "q_widths")},
@@ -121,7 +101,7 @@ n_val, stop_at_target
     n_selected: int = 2
     transformer: SparseTokenAverager = _ATTENTION
     fcn: FCNAverager = _FCN
-    widths: dict = field(default_factory=lambda: dict(_WIDTHS))
+    widths: dict = field(default_factory=_WIDTHS.copy)
     n_steps: dict = field(default_factory=lambda: {"transformer": 300, "fcn": 500})
     fcn_max_seq_len: int = 8
     length_task: tuple = (16, 8, 2)
@@ -189,13 +169,13 @@ def _transferred(task, n_rows, selector, X, y):
     return averager.score(X_qsa, y_qsa)
 
 
-# -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The studies over every seed (the seeds of a model train as one where they move alike)."""
     common = dict(seeds=seeds, device=device, progress=progress, n_jobs=n_jobs, batch_seeds=True)
     task = SparseAveragingTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
-    by_length = search_widths(cfg, {"attention": cfg.transformer, "fcn": cfg.fcn}, task, **common)
+    models = {"attention": cfg.transformer, "fcn": cfg.fcn}
+    by_length = _widths.search_widths(cfg, models, task, **common)
     floors = FloorWidths(cfg.q_seq_len, cfg.q_widths, cfg.target_r2)
     kw = dict(grid={"n_selected": list(cfg.q_values)}, start=floors.start, n_steps=cfg.q_steps)
     kw.update(target=cfg.target_r2, stop_at_target=cfg.stop_at_target, n_test=cfg.n_val)
@@ -222,12 +202,11 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
 
     model = clone(cfg.estimator).set_params(width=cfg.length_width)
     task = SparseAveragingTask(*cfg.length_task)
-    length = encodings_curve(cfg, model, task, -(-cfg.n_test // task.seq_len), **common)
+    length = _widths.encodings_curve(cfg, model, task, -(-cfg.n_test // task.seq_len), **common)
     transfer = StudyTable(transfer)
     return {"by_length": by_length, "by_q": by_q, "transfer": transfer, "length": length}
 
 
-# -- what the tables give --------------------------------------------------------------------
 def headline(result):
     """The numbers one seed's run is judged by, flat (a width none reached: NaN)."""
     c, tables = result.settings, result.tables
@@ -239,7 +218,7 @@ def headline(result):
     _, found = widths.where(model="attention").xy("seq_len", "value")
     out["attention_width_growth"] = found[-1] / found[0] if len(found) >= 2 else math.nan
     for label, key in _LAW_KEYS.items():
-        for p, value in law_numbers(widths, label, LAWS[label]).items():
+        for p, value in _widths.law_numbers(widths, label, LAWS[label]).items():
             out[f"{key}{p}"] = value
     for row in tables["by_q"]:
         out[f"attention_width_q{row['param_n_selected']}"] = row["value"]
@@ -258,76 +237,65 @@ def headline(result):
 def summary(result):
     """Summary rows: widths and laws against N, widths against q, the transfer, the length."""
     c, bands, tables = result.settings, result.bands(), result.tables
-
-    def b(key):
-        return fmt_band(bands[key])
-
+    b = {key: fmt_band(value) for key, value in bands.items()}
     lens, qs = ", ".join(map(str, c["seq_lens"])), ", ".join(map(str, c["q_values"]))
     (N, d, q), (n, _, q_len) = c["transfer_task"], c["length_task"]
     rows = [
         f"| qSA widths (d={c['n_features']}, q={c['n_selected']}, R^2 >= {c['target_r2']}) "
         f"| N = {lens} | |",
-        *search_rows(tables["by_length"], bands, LAWS, _LAW_KEYS, "N"),
-        f"| | attention: minimal width, longest N over shortest | {b('attention_width_growth')} |",
+        *_widths.search_rows(tables["by_length"], bands, LAWS, _LAW_KEYS, "N"),
+        f"| | attention: minimal width, longest N over shortest | {b['attention_width_growth']} |",
         f"| | minimal width, attention at N={c['q_seq_len']}, q = {qs} "
-        f"| {widths_text(tables['by_q'], 'n_selected')} |",
+        f"| {_widths.widths_text(tables['by_q'], 'n_selected')} |",
         f"| | width the isotropic floor allows, q = {qs} "
-        f"| {' / '.join(b(f'floor_width_q{q}') for q in c['q_values'])} |",
+        f"| {' / '.join(b[f'floor_width_q{q}'] for q in c['q_values'])} |",
         f"| qSA transfer (N={N}, d={d}, q={q}, m={c['transfer_width']}) "
-        f"| isotropic floor (relative MSE) | {b('transfer_floor')} |",
+        f"| isotropic floor (relative MSE) | {b['transfer_floor']} |",
     ]
     for model, key in _TRANSFER_KEYS.items():
-        mse, ratio = b(f"transfer_{key}_relative_mse"), b(f"transfer_{key}_floor_ratio")
+        mse, ratio = b[f"transfer_{key}_relative_mse"], b[f"transfer_{key}_floor_ratio"]
         rows.append(f"| | relative MSE, {model} | {mse} ({ratio}x the floor) |")
     head = f"| qSA length (trained at N={n}, q={q_len}, m={c['length_width']}) | R^2 at N' ="
-    return rows + length_rows(tables["length"], head, n, c["factors"])
+    return rows + _widths.length_rows(tables["length"], head, n, c["factors"])
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """Widths against N and q, the transfer beside the floor, the length (``axes``: 4 Axes)."""
     fig, (ax_n, ax_q, ax_tr, ax_len) = new_axes(axes, 4)
     c, tables, d = result.settings, result.tables, result.settings["n_features"]
-    ylabel = f"smallest width reaching $R^2 \\geq {c['target_r2']}$"
+    kw = dict(ylabel=f"smallest width reaching $R^2 \\geq {c['target_r2']}$")
     title = f"qSA: width against N (d={d}, q={c['n_selected']})"
-    widths_panel(ax_n, tables["by_length"], LAWS, "N", "positions", ylabel=ylabel, title=title)
+    _widths.widths_panel(ax_n, tables["by_length"], LAWS, "N", "positions", title=title, **kw)
     floors = tables["by_q"].where(seed=result.seeds[0]).xy("n_selected", "floor_width")
-    labels = {"attention": "trained: smallest width reaching"}
-    kw = dict(xlabel="subset size q (log scale)", ylabel=ylabel, labels=labels, **WIDTHS_STYLE)
+    kw.update(_widths.WIDTHS_STYLE, labels={"attention": "trained: smallest width reaching"})
+    kw.update(xlabel="subset size q (log scale)", theory={"isotropic floor allows": floors})
     title = f"qSA: width against q (N={c['q_seq_len']}, d={d})"
-    theory = {"isotropic floor allows": floors}
-    BandDisplay.from_table(
-        tables["by_q"], x="n_selected", theory=theory, ax=ax_q, title=title, **kw
-    )
-    _transfer_panel(tables["transfer"], ax_tr, c)
-    N, _, q = c["length_task"]
-    labels = {pe: f"{pe} encodings (trained at N={N})" for pe in ENCODINGS}
-    title = f"qSA: length generalization (q={q}, m={c['length_width']})"
-    kw = dict(xlabel="evaluation positions N' (log scale)", ylabel="$R^2$ over every position")
-    length_panel(ax_len, tables["length"], labels=labels, title=title, **kw)
-    return fig
-
-
-def _transfer_panel(table, ax, c):
-    """Median relative MSE of each transfer model, min-max error bars, beside the floor."""
+    BandDisplay.from_table(tables["by_q"], x="n_selected", ax=ax_q, title=title, **kw)
+    # The transfer: median relative MSE per model, min-max error bars, beside the floor.
+    table = tables["transfer"]
     bands = table.bands("model", "relative_mse", by=())
     med, lo, hi = (np.asarray(bands[k], float) for k in ("median", "min", "max"))
     yerr = [med - lo, hi - med] if len(table) > len(TRANSFER) else None
-    bars = ax.bar(range(3), med, yerr=yerr, capsize=4, color=["C1", "C0", "C2"])
+    bars = ax_tr.bar(range(3), med, yerr=yerr, capsize=4, color=["C1", "C0", "C2"])
     floor = float(np.median(table["floor"]))
-    ax.axhline(floor, color="k", ls="--", lw=1, label=f"isotropic floor {floor:.3f}")
+    ax_tr.axhline(floor, color="k", ls="--", lw=1, label=f"isotropic floor {floor:.3f}")
     for bar, top, value, model in zip(bars, hi, med, TRANSFER):
         rows = table.where(model=model)
         ratio = float(np.median(rows["relative_mse"] / rows["floor"]))
         text, x = f"{value:.3f}\n({ratio:.2f}x)", bar.get_x() + bar.get_width() / 2
-        ax.annotate(text, (x, top), ha="center", va="bottom", fontsize="small")
-    ax.set_xticks(range(3), [n.replace(" on ", "\non ") for n in TRANSFER])
-    ax.set_ylim(0, 1.45 * max([*hi, floor]))
-    ax.set_ylabel("relative MSE (1 - $R^2$)")
-    N, d, q = c["transfer_task"]
-    where = f"N={N}, d={d}, q={q}, m={c['transfer_width']}"
-    ax.set_title(f"Zero-shot transfer STS$_q$ -> qSA ({where})")
-    ax.legend(fontsize="small", loc="upper center")
+        ax_tr.annotate(text, (x, top), ha="center", va="bottom", fontsize="small")
+    ax_tr.set_xticks(range(3), [n.replace(" on ", "\non ") for n in TRANSFER])
+    ax_tr.set_ylim(0, 1.45 * max([*hi, floor]))
+    ax_tr.set_ylabel("relative MSE (1 - $R^2$)")
+    (N, d, q), m = c["transfer_task"], c["transfer_width"]
+    ax_tr.set_title(f"Zero-shot transfer STS$_q$ -> qSA (N={N}, d={d}, q={q}, m={m})")
+    ax_tr.legend(fontsize="small", loc="upper center")
+    N, _, q = c["length_task"]
+    labels = {pe: f"{pe} encodings (trained at N={N})" for pe in _widths.ENCODINGS}
+    title = f"qSA: length generalization (q={q}, m={c['length_width']})"
+    kw = dict(xlabel="evaluation positions N' (log scale)", ylabel="$R^2$ over every position")
+    _widths.length_panel(ax_len, tables["length"], labels=labels, title=title, **kw)
+    return fig
 
 
 PROVENANCE = {
@@ -352,28 +320,17 @@ PROVENANCE = {
 _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-# N = 4 ... 256 (the FCN to 32), q = 1, 2, 4, 8 at N = 32, the transfer at N = 64, q = 4,
-# width 256, the length part at N = 32.
-_FULL = dict(
-    q_values=(1, 2, 4, 8),
-    q_seq_len=32,
-    q_widths=_Q_GRID,
-    q_steps="auto",
-    transfer_task=(64, 8, 4),
-    transfer_width=256,
-    transfer_steps="auto",
-    length_task=(32, 8, 2),
-    length_width=64,
-    length_steps="auto",
-    n_test=8000,
-    seq_lens=(4, 8, 16, 32, 64, 128, 256),
-    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
-    n_steps={"transformer": 1000, "fcn": 2000},
-    fcn_max_seq_len=32,
-    n_val=1000,
-    fcn=FCNAverager(
-        solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-    ),
+_FCN_COSINE = FCNAverager(
+    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
+)
+# A line a part: the search against N, against q, the transfer, the length part.
+_FULL = (
+    dict(seq_lens=(4, 8, 16, 32, 64, 128, 256), fcn=_FCN_COSINE, fcn_max_seq_len=32, n_val=1000)
+    | dict(widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID})
+    | dict(n_steps={"transformer": 1000, "fcn": 2000})
+    | dict(q_values=(1, 2, 4, 8), q_seq_len=32, q_widths=_Q_GRID, q_steps="auto")
+    | dict(transfer_task=(64, 8, 4), transfer_width=256, transfer_steps="auto", n_test=8000)
+    | dict(length_task=(32, 8, 2), length_width=64, length_steps="auto")
 )
 
 RECORD = Experiment(
@@ -399,37 +356,18 @@ RECORD = Experiment(
     settings=SparseAveragingSettings,
     provenance=PROVENANCE,
     presets={
-        "tiny": dict(
-            TINY_SEARCH,
-            widths={"transformer": (4, 8), "fcn": (4, 8)},
-            q_values=(1, 2),
-            q_seq_len=8,
-            q_widths=(4, 8),
-            q_steps=20,
-            transfer_task=(8, 2, 2),
-            transfer_width=8,
-            transfer_steps=20,
-            length_task=(8, 2, 2),
-            n_test=400,
-        ),
+        "tiny": dict(_widths.TINY_SEARCH, widths={"transformer": (4, 8), "fcn": (4, 8)})
+        | dict(q_values=(1, 2), q_seq_len=8, q_widths=(4, 8), q_steps=20, n_test=400)
+        | dict(transfer_task=(8, 2, 2), transfer_width=8, transfer_steps=20, length_task=(8, 2, 2)),
         "quick": {},  # N to 32 (the FCN to 8), q to 3 at N = 16
         "full": _FULL,
-        "gpu": {
-            **_FULL,
-            "seq_lens": (4, 8, 16, 32, 64, 128, 256, 512, 1024),
-            "widths": {"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
-            "n_steps": {"transformer": 2000, "fcn": 4000},
-            "fcn_max_seq_len": 64,
-            "n_val": 4000,
-            "q_values": (1, 2, 4, 8, 16),
-            "q_seq_len": 64,
-            "q_widths": (*_Q_GRID, 1536, 2048),
-            "transfer_width": 1024,
-            "length_task": (64, 8, 2),
-            "length_width": 128,
-            "factors": (1, 2, 4, 8),
-            "n_test": 64000,
-        },
+        "gpu": _FULL
+        | dict(seq_lens=(4, 8, 16, 32, 64, 128, 256, 512, 1024), fcn_max_seq_len=64, n_val=4000)
+        | dict(widths={"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)})
+        | dict(n_steps={"transformer": 2000, "fcn": 4000})
+        | dict(q_values=(1, 2, 4, 8, 16), q_seq_len=64, q_widths=(*_Q_GRID, 1536, 2048))
+        | dict(transfer_width=1024, n_test=64000)
+        | dict(length_task=(64, 8, 2), length_width=128, factors=(1, 2, 4, 8)),
     },
     # Widths of grids whose neighbours are at most twice apart: one step either way.
     reference_rtol={"*width_[Nq]*": 0.5, "attention_width_growth": 0.5, "*_law_*": 0.5},

@@ -50,11 +50,11 @@ class SparseTokenClassificationSettings(Settings):
         The test error that defines a threshold, in (0, 0.5).
     n_train, n_test : int, default=300, 1000
         Training and test rows of each fit.
+    attention : SparseTokenClassifier or None, default=None
+        The attention classifier (None: 80 full-batch Adam steps at 0.1).
     signal_bounds : dict of str to (float, float), or (float, float), or None, default=None
         The bisection's bracket ``(low, high)`` of theta, per classifier or
         for all (None: ``(2, 8)`` for attention, ``(2, 64)`` for the others).
-    attention : SparseTokenClassifier or None, default=None
-        The attention classifier (None: 80 full-batch Adam steps at 0.1).
     n_bisect : int, default=6
         Halvings of the bracket (in ``log theta``).
     alignment_features, alignment_ratios : tuple, default=(16, 64), (1.0, 2.0, 4.0, 8.0)
@@ -87,22 +87,22 @@ class SparseTokenClassificationSettings(Settings):
         **dict.fromkeys(("alignment_seq_len", "error_seq_len"), _COUNT),
     }
 
-    seq_lens: tuple[int, ...] = (8, 16, 32, 64, 128)
+    seq_lens: tuple = (8, 16, 32, 64, 128)
     n_features: int = 8
     target_error: float = 0.2
     n_train: int = 300
     n_test: int = 1000
-    signal_bounds: dict | tuple | None = None
     attention: SparseTokenClassifier | None = None
+    signal_bounds: dict | tuple | None = None
     n_bisect: int = 6
-    alignment_features: tuple[int, ...] = (16, 64)
-    alignment_ratios: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+    alignment_features: tuple = (16, 64)
+    alignment_ratios: tuple = (1.0, 2.0, 4.0, 8.0)
     alignment_seq_len: int = 8
     alignment_signal: float = 3.0
     alignment_learning_rate: float = 0.1
     n_seeds: int = 2
     error_seq_len: int = 32
-    error_signals: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
+    error_signals: tuple = (1.0, 2.0, 4.0, 8.0, 16.0)
 
     def _validate(self):
         wrong = {name: pair for name, pair in signal_bounds(self).items() if len(pair) != 2}
@@ -148,31 +148,20 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     rows = dict(seeds=seeds, n_train=cfg.n_train, n_test=cfg.n_test, **jobs)
     # Bisection on log theta from the bracket's geometric mean, every point searched alone.
     search = dict(method="geometric", start=None, skip_after_miss=False, greater_is_better=False)
+    search.update(grid={"seq_len": list(cfg.seq_lens)}, n_iter=cfg.n_bisect, **rows)
+    search.update(target=cfg.target_error, scoring=_test_error)
+    law_task = SparseTokenClassificationTask(cfg.seq_lens[0], cfg.n_features)
+    error_task = SparseTokenClassificationTask(cfg.error_seq_len, cfg.n_features)
+    signals = {"signal": [float(t) for t in cfg.error_signals]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         laws = [
-            search_threshold(
-                {name: models[name]},
-                SparseTokenClassificationTask(cfg.seq_lens[0], cfg.n_features),
-                "signal",
-                bounds[name],
-                target=cfg.target_error,
-                grid={"seq_len": list(cfg.seq_lens)},
-                n_iter=cfg.n_bisect,
-                scoring=_test_error,
-                **search,
-                **rows,
-            )
+            search_threshold({name: models[name]}, law_task, "signal", bounds[name], **search)
             for name in CLASSIFIERS
         ]
         alignment = _alignment(cfg, seeds, jobs)
-        error = sweep(
-            models,
-            SparseTokenClassificationTask(cfg.error_seq_len, cfg.n_features),
-            {"signal": [float(t) for t in cfg.error_signals]},
-            scoring={"test_error": _test_error, "query_along_xi": _query_along_xi},
-            **rows,
-        )
+        scoring = {"test_error": _test_error, "query_along_xi": _query_along_xi}
+        error = sweep(models, error_task, signals, scoring=scoring, **rows)
     return {"law": StudyTable.concat(laws), "alignment": alignment, "error": error}
 
 
@@ -182,6 +171,7 @@ def _alignment(cfg, seeds, jobs):
     model = SparseTokenClassifier(
         solver="two_step", learning_rate_init=cfg.alignment_learning_rate, max_iter=1
     )
+    draws = dict(seeds=list(outer), n_test=1, scoring={"cosine": _two_step_cosine}, **jobs)
     parts = []
     for d in cfg.alignment_features:
         task = SparseTokenClassificationTask(cfg.alignment_seq_len, d, signal=cfg.alignment_signal)
@@ -189,15 +179,7 @@ def _alignment(cfg, seeds, jobs):
             n = max(8, round(ratio * d))
             with warnings.catch_warnings():  # a draw of one class: no gradient to align (NaN)
                 warnings.simplefilter("ignore", FitFailedWarning)
-                fits = sweep(
-                    {"two_step": model},
-                    task,
-                    seeds=list(outer),
-                    n_train=n,
-                    n_test=1,
-                    scoring={"cosine": _two_step_cosine},
-                    **jobs,
-                )
+                fits = sweep({"two_step": model}, task, n_train=n, **draws)
             same = {"n_features": d, "ratio": float(ratio), "n_train": n}
             columns = {"seed": [outer[draw] for draw in fits["seed"]], "draw": fits["seed"]}
             columns |= {k: [v] * len(fits) for k, v in same.items()}
@@ -300,55 +282,27 @@ def figure(result, axes=None):
     """The four panels of ``result.plot(axes)`` (None: a new figure, two rows of two)."""
     fig, (ax_log, ax_sqrt, ax_al, ax_err) = new_axes(axes, 4)
     c, L = result.settings, result.settings["error_seq_len"]
-    if axes is None:
-        n = len(result.seeds)
-        seeds = "one seed" if n == 1 else f"median over {n} seeds, bars and bands: min-max"
-        fig.suptitle(f"Sparse-token classification (d={c['n_features']}; {seeds})")
     Ls, ratios = (np.array(c[k], float) for k in ("seq_lens", "alignment_ratios"))
     oracle = {"pooled oracle (theory)": (Ls, pooled_threshold(Ls, target_error=c["target_error"]))}
     each = dict(logx=True, labels=_LABELS, colors=_COLORS, legend=False)
     thresholds = dict(x="seq_len", y="value", law_variable="L", bound="bound", style="errorbar")
-    axis = dict(xlabel="tokens L", ylabel=f"minimal theta for test error {c['target_error']:g}")
+    thresholds.update(theory=oracle, line_kw={"ls": ""}, xlabel="tokens L", **each)
+    thresholds["ylabel"] = f"minimal theta for test error {c['target_error']:g}"
     for ax, law, title in zip((ax_log, ax_sqrt), LAWS, ("a + b ln L", "c sqrt L")):
-        BandDisplay.from_table(
-            result.tables["law"],
-            laws={name: Law.median(threshold_laws(result, name, law)) for name in CLASSIFIERS},
-            theory=oracle,
-            ax=ax,
-            title=f"Signal needed: {title}",
-            line_kw={"ls": ""},
-            **thresholds,
-            **axis,
-            **each,
-        )
+        laws = {name: Law.median(threshold_laws(result, name, law)) for name in CLASSIFIERS}
+        title = f"Signal needed: {title}"
+        BandDisplay.from_table(result.tables["law"], laws=laws, ax=ax, title=title, **thresholds)
         ax.legend(fontsize="small")
     alignment = result.tables["alignment"]
-    BandDisplay.from_table(
-        alignment,
-        x="ratio",
-        y="cosine",
-        hue="n_features",
-        theory={"theory (d, n -> inf)": (ratios, alignment_theory(c))},
-        labels={d: f"two steps, d={d}" for d in c["alignment_features"]},
-        logx=True,
-        ax=ax_al,
-        xlabel="n / d",
-        ylabel="cos(query, xi)",
-        title=f"Query after two steps (L={c['alignment_seq_len']}, "
-        f"theta={c['alignment_signal']:g})",
-    )
+    where = f"L={c['alignment_seq_len']}, theta={c['alignment_signal']:g}"
+    kw = dict(theory={"theory (d, n -> inf)": (ratios, alignment_theory(c))}, ax=ax_al, logx=True)
+    kw.update(xlabel="n / d", ylabel="cos(query, xi)", title=f"Query after two steps ({where})")
+    labels = {d: f"two steps, d={d}" for d in c["alignment_features"]}
+    BandDisplay.from_table(alignment, x="ratio", y="cosine", hue="n_features", labels=labels, **kw)
     ax_al.set_ylim(min(-0.05, np.nanmin(alignment["cosine"], initial=0.0) - 0.05), 1.02)
-    BandDisplay.from_table(
-        result.tables["error"],
-        x="signal",
-        y="test_error",
-        theory={"pooled oracle (exact)": lambda t: pooled_error(t, L)},
-        ax=ax_err,
-        xlabel="signal theta",
-        ylabel="test error",
-        title=f"Test error against theta (L={L})",
-        **each,
-    )
+    kw = dict(x="signal", y="test_error", xlabel="signal theta", ylabel="test error", **each)
+    kw.update(theory={"pooled oracle (exact)": lambda t: pooled_error(t, L)}, ax=ax_err)
+    BandDisplay.from_table(result.tables["error"], title=f"Test error against theta (L={L})", **kw)
     shares = [v for v in attention_thresholds(result).values() if v is not None]
     if shares:
         label = "informative share 1/2 (theory, fitted query)"
@@ -357,6 +311,10 @@ def figure(result, axes=None):
             ax_err.axvspan(min(shares), max(shares), color=_COLORS["attention"], alpha=0.1, lw=0)
     ax_err.set_ylim(-0.02, 0.55)
     ax_err.legend(fontsize="small")
+    if axes is None:
+        n = len(result.seeds)
+        seeds = "one seed" if n == 1 else f"median over {n} seeds, bars and bands: min-max"
+        fig.suptitle(f"Sparse-token classification (d={c['n_features']}; {seeds})")
     return fig
 
 
@@ -387,8 +345,8 @@ PROVENANCE = {
 
 RECORD = Experiment(
     name="classification",
-    aliases=("sparse_token_classification",),
     function_name="sparse_token_classification",
+    aliases=("sparse_token_classification",),
     doc="""The log L against sqrt L law, the two-step alignment and error against theta.
 
     The tables: ``law``, the least signal theta at which each classifier (attention, the
@@ -409,6 +367,7 @@ RECORD = Experiment(
     [4, 8, 16]
     """,
     settings=SparseTokenClassificationSettings,
+    provenance=PROVENANCE,
     presets={
         "tiny": dict(seq_lens=(4, 8, 16), n_features=4, n_train=100, n_test=300, n_bisect=2)
         | dict(attention=clone(_ATTENTION).set_params(max_iter=20))
@@ -416,7 +375,6 @@ RECORD = Experiment(
         | dict(error_seq_len=8, error_signals=(2.0, 8.0)),
         # About 12 s on one core: L = 8 ... 128 (16x), 6 halvings of each bracket.
         "quick": {},
-        # L = 8 ... 1024 (128x), more rows, 7 halvings, 5 draws per alignment point.
         "full": dict(seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024), n_train=1000, n_test=4000)
         | dict(attention=clone(_ATTENTION).set_params(learning_rate_init=0.05, max_iter=300))
         | dict(signal_bounds=dict(attention=(2.0, 16.0), flat=(2.0, 256.0), pooled=(2.0, 256.0)))
@@ -425,6 +383,5 @@ RECORD = Experiment(
         | dict(error_signals=(1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)),
         "gpu": "full",  # CPU float64 models: the same work on any machine
     },
-    provenance=PROVENANCE,
 )
 sparse_token_classification = RECORD.function

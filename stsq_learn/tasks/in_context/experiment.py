@@ -153,38 +153,20 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
         layer.set_params(device=device)
     shift = {f"{w}_c{c:g}": CovariateShift(c, w) for c in cfg.scales for w in ("slope", "risk")}
     common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
-    parts = []
+    fits = dict(n_steps=cfg.n_steps, **common)
+    measures, parts = {"preconditioner_error": preconditioner_error}, []
     for law, variances in zip(LAWS, (np.ones(d), cfg.anisotropic)):
-        part = training_curve(
-            {LAYER: layer},
-            InContextRegressionTask(N + 1, d, covariance=tuple(variances)),
-            {"preconditioner_error": preconditioner_error},
-            every=cfg.record_every,
-            n_steps=cfg.n_steps,
-            **common,
-        )
+        task = InContextRegressionTask(N + 1, d, covariance=tuple(variances))
+        part = training_curve({LAYER: layer}, task, measures, every=cfg.record_every, **fits)
         parts.append(part.with_columns(law=[law] * len(part)))
-    task = InContextRegressionTask(N + 1, d)
-    lengths = length_curve(
-        {LAYER: layer},
-        task,
-        [m + 1 for m in cfg.test_lengths],
-        grid={"seq_len": [n + 1 for n in cfg.train_lengths]},
-        n_test=cfg.n_test,
-        scoring={"risk": prompt_risk, "fitted_risk": fitted_risk, **shift},
-        batch_seeds=True,
-        n_steps=cfg.n_steps,
-        **common,
-    )
-    baselines = sweep(
-        {BASELINES[0]: PromptRidge(), BASELINES[1]: PromptGradientStep()},
-        task,
-        {"seq_len": [m + 1 for m in cfg.test_lengths]},
-        n_train=cfg.n_tune,
-        n_test=cfg.n_test,
-        scoring={"risk": prompt_risk, **shift},
-        **common,
-    )
+    task, tests = InContextRegressionTask(N + 1, d), [m + 1 for m in cfg.test_lengths]
+    scoring = {"risk": prompt_risk, "fitted_risk": fitted_risk, **shift}
+    grid = {"seq_len": [n + 1 for n in cfg.train_lengths]}
+    kw = dict(grid=grid, n_test=cfg.n_test, scoring=scoring, batch_seeds=True)
+    lengths = length_curve({LAYER: layer}, task, tests, **kw, **fits)
+    baselines = {BASELINES[0]: PromptRidge(), BASELINES[1]: PromptGradientStep()}
+    kw = dict(n_train=cfg.n_tune, n_test=cfg.n_test, scoring={"risk": prompt_risk, **shift})
+    baselines = sweep(baselines, task, {"seq_len": tests}, **kw, **common)
     return {"convergence": StudyTable.concat(parts), "lengths": lengths, "baselines": baselines}
 
 
@@ -307,74 +289,40 @@ def summary(result):
 
 
 def figure(result, axes=None):
-    """The five panels of ``result.plot(axes)`` (None: a new figure, two rows of three)."""
+    """The five panels of ``result.plot(axes)`` (None: a new figure, two panels a row)."""
     fig, (ax1, ax2, ax3, ax4, ax5) = new_axes(axes, 5)
     c, th = result.settings, closed_forms(result.settings)
     d, N = c["n_features"], c["n_train"]
     tests, scales = (np.array(c[k], dtype=float) for k in ("test_lengths", "scales"))
     per_m = dict(x="n_test", logx=True, xlabel="test examples M")
     per_c = dict(x="scale", xlabel="covariate scale c")
-    BandDisplay.from_table(
-        result.tables["convergence"],
-        x="step",
-        y="preconditioner_error",
-        hue="law",
-        ax=ax1,
-        logy=True,
-        ylabel="||A - Gamma^-1||_F / ||Gamma^-1||_F",
-        title=f"1. Convergence to Gamma^-1 (N = {N})",
-    )
+    title = f"1. Convergence to Gamma^-1 (N = {N})"
+    kw = dict(x="step", y="preconditioner_error", hue="law", logy=True, title=title)
+    kw["ylabel"] = "||A - Gamma^-1||_F / ||Gamma^-1||_F"
+    BandDisplay.from_table(result.tables["convergence"], ax=ax1, **kw)
     ax1.axhline(0.05, color="0.6", ls=":", lw=1, label="5%")
     ax1.legend(fontsize="small")
     label, layer = f"{LAYER} (N = {N})", at_train_length(result)
     baselines = result.tables["baselines"]
     baselines = baselines.with_columns(n_test=[int(v) - 1 for v in baselines["param_seq_len"]])
+    rows = StudyTable.concat([layer.with_columns(model=[label] * len(layer)), baselines])
     grid = np.arange(int(tests.min()), int(tests.max()) + 1)
-    BandDisplay.from_table(
-        StudyTable.concat([layer.with_columns(model=[label] * len(layer)), baselines]),
-        y="risk",
-        theory={
-            label: (grid, [in_context_risk(int(m), N, np.ones(d)) for m in grid]),
-            BASELINES[1]: (tests, [th["gd_risk"][m] for m in c["test_lengths"]]),
-        },
-        ax=ax2,
-        ylabel="risk E(y_hat - <w, x_q>)^2",
-        title="2. Risk against the test length",
-        **per_m,
-    )
+    theory = {label: (grid, [in_context_risk(int(m), N, np.ones(d)) for m in grid])}
+    theory[BASELINES[1]] = (tests, [th["gd_risk"][m] for m in c["test_lengths"]])
+    kw = dict(ylabel="risk E(y_hat - <w, x_q>)^2", title="2. Risk against the test length")
+    BandDisplay.from_table(rows, y="risk", theory=theory, ax=ax2, **kw, **per_m)
     ax2.axvline(N, color="0.6", ls=":", lw=1)
     shifted = StudyTable.concat([_shift_rows(result, LAYER), _shift_rows(result, BASELINES[0])])
-    BandDisplay.from_table(
-        shifted,
-        y="slope",
-        theory={"theory c^2 / g": (scales, [th["slope"][s] for s in c["scales"]])},
-        ax=ax3,
-        ylabel="slope of y_hat on <w, x_q>",
-        title=f"3. Covariate shift: slope (M = N = {N})",
-        **per_c,
-    )
-    BandDisplay.from_table(
-        shifted.where(model=LAYER),
-        y="risk",
-        theory={LAYER: (scales, [th["shift_risk"][s] for s in c["scales"]])},
-        ax=ax4,
-        logy=True,
-        ylabel="risk",
-        title="4. Covariate shift: risk (least squares: 0)",
-        **per_c,
-    )
-    BandDisplay.from_table(
-        best_lengths(result),
-        y="best_n_train",
-        laws=Law.median(best_length_laws(result)),
-        law_variable="M",
-        theory={"theory N = M": (tests, tests)},
-        ax=ax5,
-        logy=True,
-        ylabel="best training examples N",
-        title="5. Best training length per test length",
-        **per_m,
-    )
+    theory = {"theory c^2 / g": (scales, [th["slope"][s] for s in c["scales"]])}
+    kw = dict(ylabel="slope of y_hat on <w, x_q>", title=f"3. Covariate shift: slope (M = N = {N})")
+    BandDisplay.from_table(shifted, y="slope", theory=theory, ax=ax3, **kw, **per_c)
+    kw = dict(logy=True, ylabel="risk", title="4. Covariate shift: risk (least squares: 0)")
+    kw["theory"] = {LAYER: (scales, [th["shift_risk"][s] for s in c["scales"]])}
+    BandDisplay.from_table(shifted.where(model=LAYER), y="risk", ax=ax4, **kw, **per_c)
+    kw = dict(laws=Law.median(best_length_laws(result)), law_variable="M", logy=True)
+    kw.update(ylabel="best training examples N", title="5. Best training length per test length")
+    kw["theory"] = {"theory N = M": (tests, tests)}
+    BandDisplay.from_table(best_lengths(result), y="best_n_train", ax=ax5, **kw, **per_m)
     return fig
 
 
@@ -430,6 +378,7 @@ RECORD = Experiment(
     2
     """,
     settings=InContextSettings,
+    provenance=PROVENANCE,
     presets={
         "tiny": dict(n_steps=200, learning_rate=0.02, record_every=20, n_test=2000, n_tune=2000)
         | dict.fromkeys(("train_lengths", "test_lengths"), (5, 10, 20)),
@@ -437,7 +386,6 @@ RECORD = Experiment(
         "full": dict(n_steps=3000, batch_size=2000, record_every=50, n_test=30_000, n_tune=20_000),
         "gpu": "full",  # the layer is small: the same work on any device
     },
-    provenance=PROVENANCE,
     # A relative error of a few percent moves by about 0.01 with the rounding of another
     # machine; a broken layer stays near 1. The best N moves in steps of a factor 2.
     reference_atol={"precond_error_*": 0.02, "best_n_slope": 0.5},

@@ -7,8 +7,6 @@ studies (tables ``heads``, ``widths`` and ``length``, every seed in each),
 numbers, figure and record.
 """
 
-from __future__ import annotations
-
 import math
 import numbers
 from dataclasses import field
@@ -19,21 +17,10 @@ from sklearn.metrics import make_scorer
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ...engine.batch_reuse import reusing_batches
-from ...experiments import Experiment
+from ...experiments import Experiment, _widths
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
 from ...experiments._settings import positive_ints
-from ...experiments._widths import (
-    TINY_SEARCH,
-    WidthsAndLengthSettings,
-    encodings_curve,
-    law_numbers,
-    length_panel,
-    length_rows,
-    search_rows,
-    search_widths,
-    widths_panel,
-)
 from ...scoring import relative_mse
 from ...studies import BandDisplay, StudyTable, sweep
 from .estimators import FCNRetriever, SparseTokenRetriever
@@ -44,10 +31,9 @@ LAWS = {"transformer": "log2", "fcn": "power"}
 _COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
-# The width search and the heads part: Adam at 0.05 decayed by a cosine (the search's heads
-# set to q by the run). In a fixed budget the width-following SGD's scores are too noisy to
-# bracket a width (T=16: 0.89 at width 16, 0.58 at 24, 300 steps) and miss the threshold at
-# q = 3 (the reproduce page). The FCN: the separation's. The length part: the SGD.
+# Adam for the width search (its heads set to q by the run) and the heads part: in a fixed
+# budget the width-following SGD's scores are too noisy to bracket a width (T=16: 0.89 at
+# width 16, 0.58 at 24, 300 steps) and miss the threshold at q = 3 (the reproduce page).
 _SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_rate="cosine")
 _SGD = SparseTokenRetriever(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
@@ -56,10 +42,9 @@ _FCN = FCNRetriever(
     solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
 )
 _WIDTHS = {"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128, 512)}
-_N_STEPS = {"transformer": 150, "fcn": 300}
 
 
-class SparseRetrievalSettings(WidthsAndLengthSettings):
+class SparseRetrievalSettings(_widths.WidthsAndLengthSettings):
     """The settings of :func:`sparse_retrieval` (the defaults are the quick size's).
 
     Attributes
@@ -90,7 +75,7 @@ n_val, stop_at_target
     """
 
     _parameter_constraints = {
-        **WidthsAndLengthSettings._parameter_constraints,
+        **_widths.WidthsAndLengthSettings._parameter_constraints,
         **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), _COUNT),
         **{key: [positive_ints(increasing=True)] for key in ("q_values", "n_heads")},
         **{key: [SparseTokenRetriever] for key in ("transformer", "estimator")},
@@ -104,7 +89,7 @@ n_val, stop_at_target
     transformer: SparseTokenRetriever = _SEARCH
     fcn: FCNRetriever = _FCN
     widths: dict = field(default_factory=_WIDTHS.copy)
-    n_steps: dict = field(default_factory=_N_STEPS.copy)
+    n_steps: dict = field(default_factory=lambda: {"transformer": 150, "fcn": 300})
     fcn_max_seq_len: int = 16
     seq_len: int = 16
     n_features: int = 4
@@ -131,7 +116,6 @@ n_val, stop_at_target
         SparseRetrievalTask(*self.length_task)
 
 
-# -- the studies -----------------------------------------------------------------------------
 @reusing_batches
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The studies over every seed; the ``heads`` table's meta names the heads' ``solver``."""
@@ -148,14 +132,13 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     table.meta["solver"] = heads.get_params()["solver"]
     models = {"transformer": clone(cfg.transformer).set_params(n_heads=cfg.n_selected)}
     task = SparseRetrievalTask(cfg.seq_lens[0], cfg.n_features, cfg.n_selected)
-    widths = search_widths(cfg, {**models, "fcn": cfg.fcn}, task, **common)
+    widths = _widths.search_widths(cfg, {**models, "fcn": cfg.fcn}, task, **common)
     task = SparseRetrievalTask(*cfg.length_task)
     model = clone(cfg.estimator).set_params(n_heads=task.n_selected, width=cfg.length_width)
-    length = encodings_curve(cfg, model, task, cfg.n_test, **common)
+    length = _widths.encodings_curve(cfg, model, task, cfg.n_test, **common)
     return {"heads": table, "widths": widths, "length": length}
 
 
-# -- what the tables give --------------------------------------------------------------------
 def head_thresholds(result):
     """Per seed and q, the fewest heads whose relative MSE is below ``1 / (2q)`` (theory: q).
 
@@ -182,7 +165,7 @@ def headline(result):
     for row in head_thresholds(result):
         out[f"threshold.q={row['n_selected']}"] = row["threshold"]
     for model, law in LAWS.items():
-        for p, value in law_numbers(result.tables["widths"], model, law).items():
+        for p, value in _widths.law_numbers(result.tables["widths"], model, law).items():
             out[f"law.{model}.{p}"] = value
     return out
 
@@ -217,63 +200,55 @@ def summary(result):
         f"| Retrieval widths (d={c['n_features']}, q=H={c['n_selected']}, "
         f"R^2 >= {c['target_r2']}) | T = {', '.join(map(str, wd.unique('seq_len')))} | |"
     )
-    rows += search_rows(wd, bands, LAWS, {m: f"law.{m}." for m in LAWS}, "T")
+    rows += _widths.search_rows(wd, bands, LAWS, {m: f"law.{m}." for m in LAWS}, "T")
     head = f"| Retrieval length (trained at T={T}, q=H={q}, m={c['length_width']}) | R^2 at T' ="
-    return rows + length_rows(tables["length"], head, T, c["factors"])
+    return rows + _widths.length_rows(tables["length"], head, T, c["factors"])
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """The error against heads, widths against T, the length (``axes``: 3 matplotlib Axes)."""
     fig, (ax_h, ax_w, ax_l) = new_axes(axes, 3)
-    c, tables = result.settings, result.tables
-    _heads_panel(result, ax_h)
-    ylabel = f"minimal width (R^2 >= {c['target_r2']})"
-    title = f"Retrieval: width against T (d={c['n_features']}, q=H={c['n_selected']})"
-    widths_panel(ax_w, tables["widths"], LAWS, "T", "sequence length", ylabel=ylabel, title=title)
+    c, tables, heads = result.settings, result.tables, result.tables["heads"]
+    # Relative MSE against H per q, its bound 1 - H/q dotted, the level 1/(2q) dashed.
+    labels = {q: f"q={q}" for q in heads.unique("n_selected")}
+    kw = dict(x="n_heads", y="relative_mse", hue="n_selected", labels=labels, legend=False)
+    display = BandDisplay.from_table(heads, ax=ax_h, **kw)
+    found, missed = head_thresholds(result), []
+    for i, q in enumerate(labels):
+        color = display.lines_[q].get_color()
+        hs = [h for h in heads.where(n_selected=q).unique("n_heads") if h <= q]
+        label = "bound $1 - H/q$ (H <= q)" if i == 0 else "_nolegend_"
+        ax_h.plot(hs, [1 - h / q for h in hs], ls=":", color=color, lw=1.2, label=label)
+        ax_h.plot([q - 0.25, q + 0.25], [1 / (2 * q)] * 2, "--", color=color, lw=1)
+        off = sum(v != q for v in found.where(n_selected=q)["threshold"])
+        if off:
+            of = f" ({off} of {len(result.seeds)} seeds)" if len(result.seeds) > 1 else ""
+            missed.append(f"q={q}{of}")
+    ax_h.plot([], [], "k--", lw=1, label="threshold level $1/(2q)$ at H = q")
+    if missed:
+        text = (
+            f"no threshold at H = q for {', '.join(missed)} within this budget\n"
+            "(relative MSE at H = q not below 1/(2q)): too few steps"
+        )
+        kw = dict(transform=ax_h.transAxes, fontsize="small", color="C3", va="bottom")
+        ax_h.text(0.02, 0.02, text, **kw)
+    ax_h.set(xlabel="heads H", ylabel="relative MSE (test)", ylim=(-0.03, 1.03))
+    title = f"Retrieval: error against heads (T={c['seq_len']}, d={c['n_features']}, "
+    ax_h.set_title(f"{title}{_heads_budget(result)})", fontsize="medium")
+    ax_h.legend(fontsize="small", loc="upper right")
+    kw = dict(ylabel=f"minimal width (R^2 >= {c['target_r2']})")
+    kw["title"] = f"Retrieval: width against T (d={c['n_features']}, q=H={c['n_selected']})"
+    _widths.widths_panel(ax_w, tables["widths"], LAWS, "T", "sequence length", **kw)
     T, _, q = c["length_task"]
-    title = f"Retrieval: length generalization (q=H={q}, m={c['length_width']})"
-    xlabel = "evaluation length T' (log scale)"
-    length_panel(ax_l, tables["length"], xlabel=xlabel, ylabel="$R^2$", title=title, legend=False)
+    kw = dict(xlabel="evaluation length T' (log scale)", ylabel="$R^2$", legend=False)
+    kw["title"] = f"Retrieval: length generalization (q=H={q}, m={c['length_width']})"
+    _widths.length_panel(ax_l, tables["length"], **kw)
     ax_l.axvline(T, color="gray", ls=":", lw=1, label=f"training T={T}")
     ax_l.axhline(0.0, color="k", lw=0.5)
     scores = np.asarray(tables["length"]["score"], dtype=float)
     ax_l.set_ylim(min(-0.1, float(np.nanmin(scores, initial=0.0)) - 0.05), 1.02)
     ax_l.legend(fontsize="small", loc="lower left")
     return fig
-
-
-def _heads_panel(result, ax):
-    """Relative MSE against H per q, its bound ``1 - H/q`` dotted, the level ``1/(2q)`` dashed."""
-    c, heads = result.settings, result.tables["heads"]
-    qs = heads.unique("n_selected")
-    labels = {q: f"q={q}" for q in qs}
-    display = BandDisplay.from_table(
-        heads, x="n_heads", y="relative_mse", hue="n_selected", ax=ax, labels=labels, legend=False
-    )
-    found, missed = head_thresholds(result), []
-    for i, q in enumerate(qs):
-        color = display.lines_[q].get_color()
-        hs = [h for h in heads.where(n_selected=q).unique("n_heads") if h <= q]
-        label = "bound $1 - H/q$ (H <= q)" if i == 0 else "_nolegend_"
-        ax.plot(hs, [1 - h / q for h in hs], ls=":", color=color, lw=1.2, label=label)
-        ax.plot([q - 0.25, q + 0.25], [1 / (2 * q)] * 2, "--", color=color, lw=1)
-        off = sum(v != q for v in found.where(n_selected=q)["threshold"])
-        if off:
-            of = f" ({off} of {len(result.seeds)} seeds)" if len(result.seeds) > 1 else ""
-            missed.append(f"q={q}{of}")
-    ax.plot([], [], "k--", lw=1, label="threshold level $1/(2q)$ at H = q")
-    if missed:
-        text = (
-            f"no threshold at H = q for {', '.join(missed)} within this budget\n"
-            "(relative MSE at H = q not below 1/(2q)): too few steps"
-        )
-        kw = dict(transform=ax.transAxes, fontsize="small", color="C3", va="bottom")
-        ax.text(0.02, 0.02, text, **kw)
-    ax.set(xlabel="heads H", ylabel="relative MSE (test)", ylim=(-0.03, 1.03))
-    title = f"Retrieval: error against heads (T={c['seq_len']}, d={c['n_features']}, "
-    ax.set_title(f"{title}{_heads_budget(result)})", fontsize="medium")
-    ax.legend(fontsize="small", loc="upper right")
 
 
 PROVENANCE = {
@@ -308,24 +283,15 @@ _FCN_GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _FCN_LONG = FCNRetriever(
     solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
 )
-# The issue's sizes: q and H to 4 at T=16, d=4, width 64 with the planned steps; the search
-# T = 8 ... 256 (the FCN to 32); the length part at T=16, width 64.
-_FULL = dict(
-    q_values=(1, 2, 3, 4),
-    n_heads=(1, 2, 3, 4, 5),
-    heads_width=64,
-    heads_steps="auto",
-    heads_estimator=None,
-    seq_lens=(8, 16, 32, 64, 128, 256),
-    fcn=_FCN_LONG,
-    widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID},
-    n_steps={"transformer": 600, "fcn": 2000},
-    fcn_max_seq_len=32,
-    n_val=1000,
-    length_width=64,
-    length_steps="auto",
-    factors=(1, 2, 4, 8),
-    n_test=8000,
+# The issue's sizes (q and H to 4 at T=16, d=4, width 64 with the planned steps), a line a
+# part: the heads, the width search, the length part.
+_FULL = (
+    dict(q_values=(1, 2, 3, 4), n_heads=(1, 2, 3, 4, 5), heads_width=64, heads_steps="auto")
+    | dict(heads_estimator=None, n_test=8000)
+    | dict(seq_lens=(8, 16, 32, 64, 128, 256), fcn=_FCN_LONG, fcn_max_seq_len=32, n_val=1000)
+    | dict(widths={"transformer": _ATTENTION_GRID, "fcn": _FCN_GRID})
+    | dict(n_steps={"transformer": 600, "fcn": 2000})
+    | dict(length_width=64, length_steps="auto", factors=(1, 2, 4, 8))
 )
 
 RECORD = Experiment(
@@ -342,45 +308,26 @@ RECORD = Experiment(
     --------
     >>> from stsq_learn.experiments import sparse_retrieval
     >>> result = sparse_retrieval("tiny", seeds=2)
-    >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
-    True
     >>> sorted(result.tables)
     ['heads', 'length', 'widths']
+    >>> result.bands()["relative_mse.q=2.H=2"]["median"] < 1
+    True
     """,
     settings=SparseRetrievalSettings,
     provenance=PROVENANCE,
     presets={
-        "tiny": dict(
-            TINY_SEARCH,
-            seq_len=6,
-            n_features=2,
-            q_values=(2,),
-            n_heads=(1, 2),
-            heads_width=8,
-            heads_steps=20,
-            heads_estimator=None,
-            widths={"transformer": (4, 8), "fcn": (8, 16)},
-            fcn_max_seq_len=8,
-            length_task=(6, 2, 2),
-            n_test=200,
-        ),
+        "tiny": dict(_widths.TINY_SEARCH, widths={"transformer": (4, 8), "fcn": (8, 16)})
+        | dict(seq_len=6, n_features=2, q_values=(2,), n_heads=(1, 2), n_test=200)
+        | dict(heads_width=8, heads_steps=20, heads_estimator=None)
+        | dict(fcn_max_seq_len=8, length_task=(6, 2, 2)),
         "quick": {},  # q = 2, 3 and H to 3 at T=16; the heads part on Adam
         "full": _FULL,
-        "gpu": {
-            **_FULL,
-            "seq_len": 32,
-            "q_values": (1, 2, 3, 4, 6),
-            "n_heads": (1, 2, 3, 4, 5, 6, 7),
-            "heads_width": 128,
-            "seq_lens": (8, 16, 32, 64, 128, 256, 512, 1024),
-            "widths": {"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)},
-            "n_steps": {"transformer": 1000, "fcn": 4000},
-            "fcn_max_seq_len": 64,
-            "n_val": 4000,
-            "length_task": (32, 4, 2),
-            "length_width": 128,
-            "n_test": 32000,
-        },
+        "gpu": _FULL
+        | dict(seq_len=32, q_values=(1, 2, 3, 4, 6), n_heads=(1, 2, 3, 4, 5, 6, 7), heads_width=128)
+        | dict(seq_lens=(8, 16, 32, 64, 128, 256, 512, 1024), fcn_max_seq_len=64, n_val=4000)
+        | dict(widths={"transformer": _ATTENTION_GRID, "fcn": (*_FCN_GRID, 8192, 16384)})
+        | dict(n_steps={"transformer": 1000, "fcn": 4000})
+        | dict(length_task=(32, 4, 2), length_width=128, n_test=32000),
     },
     # A threshold moves by one head, a law's parameters with the widths: by grid steps.
     reference_rtol={"threshold.*": 0.5, "law.*": 0.5},

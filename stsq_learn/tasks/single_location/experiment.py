@@ -7,8 +7,6 @@ run of every seed one batched computation, its curves written here: a
 study's table of scores does not hold them), numbers, figure and record.
 """
 
-from __future__ import annotations
-
 import numbers
 import time
 import warnings
@@ -105,16 +103,11 @@ class SingleLocationSettings(Settings):
     alignment: float = 0.999
 
 
-# -- the runs --------------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The tables, every seed in them (the models run in NumPy: ``device`` is unused).
-
-    ``curves`` (each erf run's risk and alignments every ``record_every``
-    steps), ``runs`` (where each ended: :func:`_final`), ``softmax`` (a
-    sweep), ``baselines`` (per seed: the fitted linear model, the Bayes
-    risk) and ``theory`` (per schedule, what no seed changes). Seed ``s``
-    fits with ``random_state=s`` and draws rows from ``stream_seed(s, ...)``.
-    """
+    """The tables, every seed in them (the models run in NumPy: ``device`` is unused):
+    ``curves`` (each erf run's risk and alignments every ``record_every`` steps), ``runs``
+    (where each ended: :func:`_final`), ``softmax`` (a sweep), ``baselines`` (per seed: the
+    fitted linear model, the Bayes risk) and ``theory`` (per schedule, what no seed changes)."""
     task = SingleLocationTask(cfg.seq_len, cfg.n_features, gamma=cfg.gamma, noise=cfg.noise)
     pgd = dict(lambda_decay=cfg.lambda_decay, learning_rate_init=cfg.learning_rate)
     erf = ErfAttentionRegressor(solver="pgd", max_iter=cfg.n_steps, verbose=int(progress), **pgd)
@@ -221,23 +214,17 @@ def _theory(cfg, task):
     return StudyTable(columns, meta={"study": "single_location theory"})
 
 
-# -- what the tables give --------------------------------------------------------------------
 def ended_at(result, model, endpoint):
-    """The share of the runs of ``model`` (of :data:`MODELS`) that ended at ``endpoint``.
-
-    Over the seeds of ``result`` (0 or 1 for one seed's view).
-    """
+    """The share of the runs of ``model`` (of :data:`MODELS`) over ``result``'s seeds that
+    ended at ``endpoint`` (0 or 1 for one seed's view)."""
     rows = result.tables["runs"].where(model=model)
     return float(np.mean([e == endpoint for e in rows["endpoint"]]))
 
 
 def headline(result):
-    """The numbers one seed's run is judged by, flat.
-
-    ``reached_`` and ``swapped_<init>_<schedule>`` are 0 or 1; ``gap_median_``
-    is the run's final risk relative to the oracle's, minus 1 (a name kept
-    from 0.6, whose results held several seeds).
-    """
+    """The numbers one seed's run is judged by, flat: ``reached_*`` and ``swapped_*`` (per
+    start and schedule) are 0 or 1; ``gap_median_*`` is the run's final risk relative to the
+    oracle's, minus 1 (a name kept from 0.6, whose results held several seeds)."""
     runs, theory, out = result.tables["runs"], result.tables["theory"], {}
     for model in MODELS:
         key, rows = model.replace("/", "_"), runs.where(model=model)
@@ -278,7 +265,6 @@ def summary(result):
     ]
 
 
-# -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """The risk beside the baselines, both alignments, the endpoints (``axes``: 4 Axes)."""
     new = axes is None
@@ -311,24 +297,20 @@ def figure(result, axes=None):
     ax_r.legend(fontsize="small", loc="lower left")
     ax_k.set_ylim(-0.02, 1.02)
     ax_v.set_ylim(-0.02, 1.02)
-    _endpoints(ax_e, result)
+    # Where the runs ended: per start and schedule, stacked shares of the seeds.
+    x, bottom = np.arange(len(MODELS)), np.zeros(len(MODELS))
+    for endpoint, color in zip(ENDPOINTS, ("C2", "C3", "0.6")):
+        share = np.array([ended_at(result, m, endpoint) for m in MODELS])
+        ax_e.bar(x, share, bottom=bottom, color=color, width=0.6, label=endpoint)
+        bottom += share
+    ax_e.set_xticks(x, [m.replace("/", "\nlambda ") for m in MODELS], fontsize="small")
+    ax_e.set(ylim=(0, 1.2), yticks=np.linspace(0, 1, 6), title="Where the runs ended")
+    ax_e.set_ylabel(f"share of the seeds ({len(result.seeds)})")
+    ax_e.legend(fontsize="small", loc="upper center", ncol=3)
     if new and len(result.seeds) > 1:
         n = len(result.seeds)
         fig.suptitle(f"Single-location regression, median over {n} seeds, band: min-max")
     return fig
-
-
-def _endpoints(ax, result):
-    """Stacked bars: per start and schedule, the share of the seeds ending at each endpoint."""
-    x, bottom = np.arange(len(MODELS)), np.zeros(len(MODELS))
-    for endpoint, color in zip(ENDPOINTS, ("C2", "C3", "0.6")):
-        share = np.array([ended_at(result, m, endpoint) for m in MODELS])
-        ax.bar(x, share, bottom=bottom, color=color, width=0.6, label=endpoint)
-        bottom += share
-    ax.set_xticks(x, [m.replace("/", "\nlambda ") for m in MODELS], fontsize="small")
-    ax.set(ylim=(0, 1.2), yticks=np.linspace(0, 1, 6), title="Where the runs ended")
-    ax.set_ylabel(f"share of the seeds ({len(result.seeds)})")
-    ax.legend(fontsize="small", loc="upper center", ncol=3)
 
 
 PROVENANCE = {
@@ -370,6 +352,10 @@ PROVENANCE = {
 }
 """Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
 
+# The paper's sizes (d = 400, L = 10, gamma^2 = 1/2, 120k steps from lambda_0 = 1), and ours.
+_FULL = dict(seq_len=10, n_features=400, n_steps=120_000, learning_rate=0.004, lambda_decay=1e-4)
+_FULL.update(n_softmax_steps=3000, n_test=20_000, n_linear=40_000, record_every=100)
+
 RECORD = Experiment(
     name="single_location",
     function_name="single_location",
@@ -396,18 +382,7 @@ RECORD = Experiment(
     presets={
         "tiny": dict(n_features=20, n_steps=200, n_softmax_steps=20, n_test=500),
         "quick": {},
-        # The paper's sizes: d = 400, L = 10, gamma^2 = 1/2, 120k steps from lambda_0 = 1.
-        "full": dict(
-            seq_len=10,
-            n_features=400,
-            n_steps=120_000,
-            learning_rate=0.004,
-            lambda_decay=1e-4,
-            n_softmax_steps=3000,
-            n_test=20_000,
-            n_linear=40_000,
-            record_every=100,
-        ),
+        "full": _FULL,
         "gpu": "full",  # NumPy runs: the same work on any machine
     },
     # A median of 0 or 1 per seed: one seed of 3 either way (the 0.6 references' tolerance).
