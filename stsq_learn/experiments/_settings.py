@@ -95,6 +95,12 @@ class MappingOf(Options):
         return f"a dict of {keys} to {values}"
 
 
+COUNT = Interval(numbers.Integral, 1, None, closed="left")
+"""The constraint of a count: an int of at least 1."""
+POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+"""The constraint of a positive real (a step size, a variance, a scale)."""
+
+
 def positive_ints(*, min_len=1, increasing=False, low=1):
     """The constraint of a grid of ints of at least ``low``: ``SequenceOf(Interval(...))``."""
     return SequenceOf(

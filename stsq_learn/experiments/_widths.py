@@ -17,13 +17,13 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ..studies import BandDisplay, Law, StudyTable, fit_laws, length_curve, minimal_width
 from ._result import band, fmt_band
-from ._settings import MappingOf, SequenceOf, Settings, positive_ints
+from ._settings import COUNT, MappingOf, SequenceOf, Settings, positive_ints
 
 ENCODINGS = ("stochastic", "fixed")
 """The positional encodings of the length part."""
 MODELS = ("transformer", "fcn")
 """The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_COUNT = [COUNT]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
 

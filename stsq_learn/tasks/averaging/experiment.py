@@ -8,20 +8,19 @@ and record.
 """
 
 import math
-import numbers
 from dataclasses import field
 from functools import partial
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment, _widths
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import SequenceOf, positive_ints
+from ...experiments._settings import COUNT, SequenceOf, positive_ints
 from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
 from ..selection.estimators import SparseTokenSelector
@@ -36,7 +35,7 @@ TRANSFER = ("selector on STS_q", "selector on qSA", "averager on qSA")
 _TRANSFER_KEYS = dict(zip(TRANSFER, ("selector_sts_q", "selector_qsa", "averager_qsa")))
 _LAW_KEYS = {"attention": "attention_log_law_", "fcn": "fcn_power_law_"}
 _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e. about 0.001)
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_COUNT = [COUNT]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
 # Adam for the search against N (q = 2): the width-following SGD keeps gamma's travel fixed,

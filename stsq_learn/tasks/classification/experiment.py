@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import MappingOf, SequenceOf, positive_ints
+from ...experiments._settings import COUNT, POSITIVE, MappingOf, SequenceOf, positive_ints
 from ...studies import BandDisplay, Law, StudyTable, fit_laws, search_threshold, stream_seed, sweep
 from .baselines import make_flat_logistic, make_pooled_logistic
 from .estimators import SparseTokenClassifier
@@ -32,8 +32,8 @@ _ATTENTION = SparseTokenClassifier(
 _BOUNDS = {"attention": (2.0, 8.0), "flat": (2.0, 64.0), "pooled": (2.0, 64.0)}
 _COLORS = {"attention": "C0", "flat": "C1", "pooled": "C2"}
 _LABELS = {"attention": "attention", "flat": "flattened logistic", "pooled": "pooled logistic"}
-_POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_POSITIVE = POSITIVE
+_COUNT = [COUNT]
 _PAIR = SequenceOf(_POSITIVE, min_len=2, increasing=True)
 
 

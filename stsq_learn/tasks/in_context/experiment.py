@@ -2,15 +2,13 @@
 forms of Zhang, Frei and Bartlett (JMLR 2024) (:mod:`.theory`, :func:`in_context_regression`)."""
 
 import math
-import numbers
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
 
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import SequenceOf, positive_ints
+from ...experiments._settings import COUNT, POSITIVE, SequenceOf, positive_ints
 from ...studies import BandDisplay, Law, StudyTable, fit_laws, length_curve, sweep, training_curve
 from .baselines import PromptGradientStep, PromptRidge
 from .estimators import LinearAttentionRegressor
@@ -24,8 +22,8 @@ BASELINES = ("least squares", "one GD step (tuned)")
 LAWS = ("isotropic", "anisotropic")
 """The two covariances of the convergence panel."""
 
-_POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_POSITIVE = POSITIVE
+_COUNT = [COUNT]
 
 
 class InContextSettings(Settings):

@@ -8,19 +8,18 @@ numbers, figure and record.
 """
 
 import math
-import numbers
 from dataclasses import field
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.metrics import make_scorer
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment, _widths
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import positive_ints
+from ...experiments._settings import COUNT, positive_ints
 from ...scoring import relative_mse
 from ...studies import BandDisplay, StudyTable, sweep
 from .estimators import FCNRetriever, SparseTokenRetriever
@@ -28,7 +27,7 @@ from .task import SparseRetrievalTask
 
 LAWS = {"transformer": "log2", "fcn": "power"}
 """The law the theory gives each model's minimal width against T."""
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_COUNT = [COUNT]
 _STEPS = [*_COUNT, StrOptions({"auto"})]
 
 # Adam for the width search (its heads set to q by the run) and the heads part: in a fixed

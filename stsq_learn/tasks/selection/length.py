@@ -11,17 +11,16 @@ experiments share with it.
 from __future__ import annotations
 
 import functools
-import numbers
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils._param_validation import Interval
 
 from ...encodings.length_scale import LENGTH_SCALES, cached_floor
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
+from ...experiments._settings import COUNT as AT_LEAST_ONE
 from ...experiments._settings import SequenceOf, StrOptions, positive_ints
 from ...studies import BandDisplay, StudyTable, length_curve
 from ...studies.plan import active_plan
@@ -36,7 +35,7 @@ ADAM = SparseTokenSelector(
 )
 """The default model of the length experiments: width 64, Adam at a constant 0.01, 256 rows."""
 
-COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+COUNT = [AT_LEAST_ONE]
 _SCALES = StrOptions(set(LENGTH_SCALES))
 
 

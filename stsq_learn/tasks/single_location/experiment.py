@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import Interval
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
+from ...experiments._settings import COUNT, POSITIVE
 from ...studies import BandDisplay, StudyTable, Work, stream_seed, sweep
 from ...studies.plan import active_plan
 from .batch import fit_online_batch
@@ -36,9 +37,9 @@ PRODUCTS = ("k.k*", "k.v*", "v.k*", "v.v*", "k.v")
 ENDPOINTS = ("oracle", "swapped", "other")
 """Where a run ends: ``(k*, v*)`` up to sign, the swapped point, or neither."""
 
-_POSITIVE = [Interval(numbers.Real, 0, None, closed="neither")]
+_POSITIVE = [POSITIVE]
 _NON_NEGATIVE = [Interval(numbers.Real, 0, None, closed="left")]
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
+_COUNT = [COUNT]
 _COLORS = {m: f"C{i}" for i, m in enumerate(MODELS)}
 _LABELS = {m: f"{m.split('/')[0]}, lambda {m.split('/')[1]}" for m in MODELS}
 _N_PLOTTED = 60  # steps drawn per curve, spaced geometrically (the x axis is logarithmic)
