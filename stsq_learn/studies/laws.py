@@ -1,9 +1,7 @@
-"""Growth laws: least-squares fits of a measured quantity against a size.
+"""Growth laws fitted by least squares to a study's points.
 
-The theory of attention states its results as growth laws: the width the attention
-model needs grows like ``log T``, the fully-connected net's like ``T``; a signal
-threshold like ``log L`` against ``sqrt L``. Over seeds a law is fitted once per seed
-(:func:`fit_laws`) and summarised by each parameter's median (:meth:`Law.median`).
+The theory states its results as growth laws: the width attention needs grows like
+``log T``, a fully-connected net's like ``T``; a signal threshold like ``log L``.
 """
 
 from __future__ import annotations
@@ -35,12 +33,10 @@ class Law:
         One of :data:`LAWS`.
     params : dict of str to float
         ``a`` and ``b`` (``"power"``: ``b`` and ``c``).
-    r2 : float
-        Coefficient of determination of the fit on its points.
-    rms : float
-        Root mean square of the residuals ``y - law(x)``.
+    r2, rms : float
+        The fit's R^2 on its points, and the root mean square of its residuals.
     residuals : tuple of float
-        One per point, in the order given.
+        ``y - law(x)``, one per point, in the order given.
     x_range : tuple of float
         The smallest and largest x fitted (a display draws the law there).
     n_points : int
@@ -112,12 +108,12 @@ class Law:
         return f"{formula} (fit R^2 {self.r2:.2f})"
 
     def to_dict(self):
-        """JSON-ready dict of the fields (``formula`` added).
+        """JSON-ready dict of the fields.
 
         Returns
         -------
         dict
-            What :meth:`from_dict` reads back.
+            The fields and the ``formula``, as :meth:`from_dict` reads them.
         """
         out = {"name": self.name, "params": dict(self.params), "formula": self.formula}
         for name in ("r2", "rms", "residuals", "x_range", "n_points", "origin", "n_fits"):
@@ -165,9 +161,6 @@ class Law:
     def median(cls, laws):
         """One law summarising several fits of one law: each parameter's median.
 
-        So do its ``r2`` and ``rms``; its ``x_range`` spans the fits', it
-        keeps no residuals.
-
         Parameters
         ----------
         laws : sequence or dict of Law
@@ -177,7 +170,8 @@ class Law:
         Returns
         -------
         Law or None
-            None when no law is given.
+            The medians (``r2`` and ``rms`` too) over the fits' range, no
+            residuals; None when no law is given.
 
         Examples
         --------
@@ -204,23 +198,6 @@ class Law:
             n_points=sum(law.n_points for law in laws),
             n_fits=sum(law.n_fits for law in laws),
         )
-
-
-def _points(x, y, name):
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y must hold as many values, got {x.size} and {y.size}.")
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if name not in LAWS:
-        raise ValueError(f"law must be one of {sorted(LAWS)}, got {name!r}.")
-    positive = y > 0 if name == "power" else np.ones_like(y, bool)
-    if name in ("log", "log2", "sqrt", "power") and (x <= 0).any():
-        raise ValueError(f"the law {name!r} needs x > 0, got x = {x[x <= 0][0]!r}.")
-    if not positive.all():
-        raise ValueError(f"the law 'power' needs y > 0, got y = {y[~positive][0]!r}.")
-    return x, y
 
 
 def fit_law(x, y, law="log2", *, origin=False):
@@ -252,7 +229,17 @@ def fit_law(x, y, law="log2", *, origin=False):
     >>> fit_law([4, 16, 64], [4.0, 8.0, 16.0], "sqrt", origin=True).formula
     '2 sqrt(x)'
     """
-    x, y = _points(x, y, law)
+    x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must hold as many values, got {x.size} and {y.size}.")
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if law not in LAWS:
+        raise ValueError(f"law must be one of {sorted(LAWS)}, got {law!r}.")
+    if law in ("log", "log2", "sqrt", "power") and (x <= 0).any():
+        raise ValueError(f"the law {law!r} needs x > 0, got x = {x[x <= 0][0]!r}.")
+    if law == "power" and (y <= 0).any():
+        raise ValueError(f"the law 'power' needs y > 0, got y = {y[y <= 0][0]!r}.")
     if origin and law == "power":
         raise ValueError("the law 'power' (b x^c) has no intercept: origin=True does not apply.")
     need = 2 if origin else 3

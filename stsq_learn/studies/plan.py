@@ -141,7 +141,7 @@ class StudyPlan(list):
                 per_check = score(part.check_rows, None) if part.check_rows else 0.0
                 if part.measures:
                     checks += 1  # the measure at step 0
-                    per_check += _time_measures(model, part.measures)
+                    per_check += _seconds(_call_all, part.measures, model)
                 seconds += part.fits * checks * per_check
                 if part.predict_rows:
                     seconds += part.fits * score(part.predict_rows, part.predict_len)
@@ -204,12 +204,14 @@ def planned_steps(estimator, n_steps):
     return int(n_steps)
 
 
-@contextlib.contextmanager
-def _quiet():
-    """Silence the warnings of runs that only time steps (a few steps learn nothing)."""
+def _seconds(call, *args, **kwargs):
+    """Seconds ``call(*args, **kwargs)`` takes, its warnings silenced (a few steps learn
+    nothing)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        yield
+        start = time.perf_counter()
+        call(*args, **kwargs)
+        return time.perf_counter() - start
 
 
 def _time_fit(part, device, members=1, probe_steps=(4, 12)):
@@ -232,24 +234,19 @@ def _time_fit(part, device, members=1, probe_steps=(4, 12)):
     if part.train_rows is not None:
         ests = models()
         rows = [part.task.sample(part.train_rows, random_state=s) for s in range(members)]
-        with _quiet():
-            start = time.perf_counter()
-            if members > 1:
-                fit_members(ests, [X for X, _ in rows], [y for _, y in rows])
-            else:
-                ests[0].fit(*rows[0])
-        return 0.0, time.perf_counter() - start, ests[0]
+        if members > 1:
+            seconds = _seconds(fit_members, ests, [X for X, _ in rows], [y for _, y in rows])
+        else:
+            seconds = _seconds(ests[0].fit, *rows[0])
+        return 0.0, seconds, ests[0]
     times = {}
-    ests = None
     for k in (probe_steps[0], *probe_steps):
         ests = models()
-        with _quiet():
-            start = time.perf_counter()
-            if members > 1:
-                fit_online_members(ests, part.task, n_steps=k)
-            else:
-                ests[0].fit_online(part.task, n_steps=k)
-            times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
+        if members > 1:
+            seconds = _seconds(fit_online_members, ests, part.task, n_steps=k)
+        else:
+            seconds = _seconds(ests[0].fit_online, part.task, n_steps=k)
+        times[k] = min(times.get(k, math.inf), seconds)
     short, long = (times[k] for k in probe_steps)
     per_step = max((long - short) / (probe_steps[1] - probe_steps[0]), long / probe_steps[1] / 2)
     return per_step, max(short - probe_steps[0] * per_step, 0.0), ests[0]
@@ -263,29 +260,21 @@ def _time_score(model, task, rows, length, *, cache, key):
     """Seconds to score ``rows`` rows of length ``length``: the model's ``score`` (else its
     ``predict``), timed on up to 2048 of the rows themselves (a scoring's fixed cost is a
     large part of it on a few thousand) and scaled; once per ``(key, rows, length)``."""
-    if (key, rows, length) in cache:
-        return cache[key, rows, length]
-    n = int(min(rows, _TIMED_ROWS))
-    X, y = task.sample(n, random_state=0)
-    if length is not None and length != task.seq_len:
-        X, y = task.shift(X, y, length, random_state=0)
-    call = partial(model.score, X, y) if hasattr(model, "score") else partial(model.predict, X)
-    with _quiet():
+    if (key, rows, length) not in cache:
+        n = int(min(rows, _TIMED_ROWS))
+        X, y = task.sample(n, random_state=0)
+        if length is not None and length != task.seq_len:
+            X, y = task.shift(X, y, length, random_state=0)
+        call = partial(model.score, X, y) if hasattr(model, "score") else partial(model.predict, X)
         try:
-            call()  # a first call sets up what later ones reuse
+            _seconds(call)  # a first call sets up what later ones reuse
         except (TypeError, ValueError):  # a timing model's score may not exist: its prediction
             call = partial(model.predict, X)
-            call()
-        start = time.perf_counter()
-        call()
-    cache[key, rows, length] = (time.perf_counter() - start) * rows / n
+            _seconds(call)
+        cache[key, rows, length] = _seconds(call) * rows / n
     return cache[key, rows, length]
 
 
-def _time_measures(model, measures):
-    """Seconds of one call of every measure of a training curve on ``model``."""
-    with _quiet():
-        start = time.perf_counter()
-        for fn in measures.values():
-            fn(model)
-    return time.perf_counter() - start
+def _call_all(measures, model):
+    for fn in measures.values():
+        fn(model)

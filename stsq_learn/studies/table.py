@@ -1,9 +1,7 @@
-"""The study table: one long table of runs, stored by column, that pandas reads directly.
+"""The study table: one row per run (a model, a point of the grid, a seed), by column.
 
-Every study returns a :class:`StudyTable`: one row per run (a model, a point of the
-grid, a seed), in the spirit of benchopt's results table and of scikit-learn's
-``cv_results_``: the grid's values in ``param_*`` columns, the seed (the repetition,
-as a fold is in cross-validation) in ``seed``, then what was measured.
+In the spirit of benchopt's results table and scikit-learn's ``cv_results_``: the
+grid's values in ``param_*`` columns, the seed in ``seed``, then what was measured.
 """
 
 from __future__ import annotations
@@ -93,8 +91,9 @@ def _cell(text):
 class StudyTable(Sequence):
     """The runs of a study: a tidy table stored by column, one row per run.
 
-    ``pandas.DataFrame(table)`` reads it as it is (pandas is not a dependency). It
-    is immutable: selections and summaries return new tables.
+    ``pandas.DataFrame(table)`` reads it as it is. ``table["score"]`` is a column
+    (a read-only array; a grid column may leave out its ``param_``), ``table[i]``
+    a row as a dict, ``table[mask]`` or ``table[1:3]`` a new table.
 
     Parameters
     ----------
@@ -111,12 +110,6 @@ class StudyTable(Sequence):
         The column names, in order.
     meta : dict
         The study's description.
-
-    Notes
-    -----
-    ``table["score"]`` is a column (a read-only array), ``table[i]`` a row as a
-    dict, ``table[mask]`` or ``table[1:3]`` a new table. A grid column may be
-    named without its ``param_`` (``"seq_len"``).
 
     Examples
     --------
@@ -195,8 +188,6 @@ class StudyTable(Sequence):
             and self.meta == other.meta
             and all(_same(self._columns[c], other._columns[c]) for c in self.columns)
         )
-
-    __hash__ = None
 
     def __repr__(self):
         return f"StudyTable({self._n} rows: {', '.join(self.columns)})"
