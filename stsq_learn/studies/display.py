@@ -1,9 +1,5 @@
-"""Drawing a study: medians over the seeds with their min-max band, beside a law or a theory.
-
-:class:`BandDisplay` follows scikit-learn's displays
-(:class:`~sklearn.model_selection.ValidationCurveDisplay`): the numbers come apart from
-the drawing, :meth:`BandDisplay.plot` draws on any axes and keeps what it drew.
-"""
+"""Drawing a study: medians over the seeds with their min-max band, beside a law or a theory,
+as scikit-learn's displays draw (:class:`~sklearn.model_selection.ValidationCurveDisplay`)."""
 
 from __future__ import annotations
 
@@ -44,9 +40,8 @@ def _span(lo, hi, n, logx):
 class BandDisplay:
     """Medians over the seeds with their min-max band, one curve per hue, beside laws and theory.
 
-    Build it with :meth:`from_table`. A law is drawn over the range it was
-    fitted on, a theory curve over the data's; an axis of integers gets
-    integer ticks.
+    Build it with :meth:`from_table`. A law is drawn over the range it was fitted
+    on, a theory curve over the data's; an axis of integers gets integer ticks.
 
     Parameters
     ----------
@@ -70,14 +65,10 @@ class BandDisplay:
 
     Attributes
     ----------
-    figure_ : matplotlib Figure
-        The figure drawn on.
-    ax_ : matplotlib Axes
-        The axes drawn on.
-    lines_ : dict
-        Hue value to the median's line.
-    bands_ : dict
-        Hue value to its band (a ``PolyCollection`` or error bars).
+    figure_, ax_ : matplotlib Figure and Axes
+        Where it drew.
+    lines_, bands_ : dict
+        Hue value to the median's line, to its band (shaded or error bars).
     law_lines_, theory_lines_, bound_lines_ : dict
         Hue value (or label) to the law's, theory's or bounds' line.
 

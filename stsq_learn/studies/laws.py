@@ -272,20 +272,15 @@ def fit_law(x, y, law="log2", *, origin=False):
 
 
 def fit_laws(table, x, y, law="log2", *, origin=False, by="seed"):
-    """One law per seed (or per value of ``by``) fitted to a study table's points.
-
-    The one way a law is fitted over seeds: a figure draws :meth:`Law.median`
-    of them, a summary each parameter's median, min and max.
+    """One law per seed (or per value of ``by``): how a law is fitted over seeds.
 
     Parameters
     ----------
     table : StudyTable
         The rows (select one curve first: ``table.where(model=...)``).
     x, y : str
-        The columns (a grid column may leave out ``param_``).
-    law : str, default="log2"
-        As for :func:`fit_law`.
-    origin : bool, default=False
+        The columns.
+    law, origin
         As for :func:`fit_law`.
     by : str, default="seed"
         The column whose values get a law each.

@@ -1,9 +1,4 @@
-"""A study's work before it runs: its fits, steps and predicted rows, and their time here.
-
-Each part of a study is a :class:`Work`; ``dry_run=True`` returns them as a
-:class:`StudyPlan`, and inside :func:`planning` every study records its work instead
-of running, so that an experiment gives its whole plan by running once there.
-"""
+"""A study's work before it runs (:class:`Work`, :class:`StudyPlan`), and its time here."""
 
 from __future__ import annotations
 
@@ -23,7 +18,8 @@ __all__ = ["StudyPlan", "Work", "planning"]
 
 @dataclass(frozen=True)
 class Work:
-    """Part of a study's work: ``fits`` models trained ``steps`` online steps each.
+    """Part of a study's work: ``fits`` models trained ``steps`` online steps each
+    (``dry_run=True`` returns a study's as a :class:`StudyPlan`).
 
     Attributes
     ----------
@@ -110,11 +106,9 @@ class StudyPlan(list):
     def estimate(self, *, device="cpu"):
         """Per part, its fits, steps and estimated seconds on this machine.
 
-        Each distinct model, task and number of members is timed once: two
-        short trainings (a step's time and a fit's fixed cost), and where the
-        part scores or measures, one scoring (up to 2048 rows, then scaled)
-        and one call of the measures (what ``stsq-learn reproduce --plan``
-        prints).
+        Each distinct model, task and number of members is timed once: two short
+        trainings (a step's time and a fit's fixed cost), one scoring (up to 2048
+        rows, then scaled) and one call of the measures where the part has them.
 
         Parameters
         ----------
@@ -163,10 +157,8 @@ _ACTIVE = contextvars.ContextVar("stsq_learn_study_plan", default=None)
 def planning():
     """Record the work of every study called inside, instead of running it.
 
-    Inside the block every study function returns an empty table (its
-    columns, no rows) and adds its :class:`Work` to the plan the block
-    yields; code that composes studies (an experiment) runs through once
-    and its plan is complete.
+    Each study returns an empty table and adds its :class:`Work` to the plan:
+    an experiment run once inside gives its whole plan.
 
     Yields
     ------
@@ -191,9 +183,7 @@ def planning():
         _ACTIVE.reset(token)
 
 
-def active_plan():
-    """The plan of the innermost :func:`planning` block, or None."""
-    return _ACTIVE.get()
+active_plan = _ACTIVE.get  # the plan of the innermost planning() block, or None
 
 
 def planned_steps(estimator, n_steps):
@@ -205,8 +195,7 @@ def planned_steps(estimator, n_steps):
 
 
 def _seconds(call, *args, **kwargs):
-    """Seconds ``call(*args, **kwargs)`` takes, its warnings silenced (a few steps learn
-    nothing)."""
+    """Seconds ``call(*args, **kwargs)`` takes, warnings silenced (a few steps learn nothing)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         start = time.perf_counter()
@@ -222,17 +211,9 @@ def _time_fit(part, device, members=1, probe_steps=(4, 12)):
     settings = {"device": device, "callbacks": None, "on_divergence": "warn"}
     own = part.estimator.get_params()
     params = {p: v for p, v in settings.items() if p in own}
-
-    def models():
-        return [
-            clone(part.estimator).set_params(
-                **params, **({"random_state": s} if "random_state" in own else {})
-            )
-            for s in range(members)
-        ]
-
+    seeds = [{"random_state": s} if "random_state" in own else {} for s in range(members)]
     if part.train_rows is not None:
-        ests = models()
+        ests = [clone(part.estimator).set_params(**params, **seed) for seed in seeds]
         rows = [part.task.sample(part.train_rows, random_state=s) for s in range(members)]
         if members > 1:
             seconds = _seconds(fit_members, ests, [X for X, _ in rows], [y for _, y in rows])
@@ -241,7 +222,7 @@ def _time_fit(part, device, members=1, probe_steps=(4, 12)):
         return 0.0, seconds, ests[0]
     times = {}
     for k in (probe_steps[0], *probe_steps):
-        ests = models()
+        ests = [clone(part.estimator).set_params(**params, **seed) for seed in seeds]
         if members > 1:
             seconds = _seconds(fit_online_members, ests, part.task, n_steps=k)
         else:
@@ -252,16 +233,12 @@ def _time_fit(part, device, members=1, probe_steps=(4, 12)):
     return per_step, max(short - probe_steps[0] * per_step, 0.0), ests[0]
 
 
-_TIMED_ROWS = 2048
-"""Rows a scoring is timed on at most (a scoring of more is scaled from it)."""
-
-
 def _time_score(model, task, rows, length, *, cache, key):
     """Seconds to score ``rows`` rows of length ``length``: the model's ``score`` (else its
     ``predict``), timed on up to 2048 of the rows themselves (a scoring's fixed cost is a
     large part of it on a few thousand) and scaled; once per ``(key, rows, length)``."""
     if (key, rows, length) not in cache:
-        n = int(min(rows, _TIMED_ROWS))
+        n = int(min(rows, 2048))
         X, y = task.sample(n, random_state=0)
         if length is not None and length != task.seq_len:
             X, y = task.shift(X, y, length, random_state=0)

@@ -26,17 +26,13 @@ def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def _is_real(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
 def _kind(values):
     """The stored type of ``values``: bool, int64, float64 (None as NaN), else object."""
     if values and all(isinstance(v, (bool, np.bool_)) for v in values):
         return "bool"
     if values and all(_is_int(v) for v in values):
         return "int64"
-    reals = [_is_real(v) for v in values]
+    reals = [isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values]
     if any(reals) and all(r or v is None for r, v in zip(reals, values)):
         return "float64"
     return "object"
@@ -183,11 +179,10 @@ class StudyTable(Sequence):
     def __eq__(self, other):
         if not isinstance(other, StudyTable):
             return NotImplemented
-        return (
-            self.columns == other.columns
-            and self.meta == other.meta
-            and all(_same(self._columns[c], other._columns[c]) for c in self.columns)
-        )
+        if (self.columns, len(self), self.meta) != (other.columns, len(other), other.meta):
+            return False
+        pairs = (zip(self._columns[c], other._columns[c]) for c in self.columns)
+        return all(_equal(_scalar(a), _scalar(b)) for pair in pairs for a, b in pair)
 
     def __repr__(self):
         return f"StudyTable({self._n} rows: {', '.join(self.columns)})"
@@ -449,11 +444,10 @@ class StudyTable(Sequence):
         StudyTable
         """
         if hasattr(path_or_buffer, "read"):
-            text = path_or_buffer.read()
+            rows = list(csv.reader(io.StringIO(path_or_buffer.read())))
         else:
             with open(os.fspath(path_or_buffer), encoding="utf-8", newline="") as f:
-                text = f.read()
-        rows = list(csv.reader(io.StringIO(text)))
+                rows = list(csv.reader(f))
         if not rows:
             raise ValueError("the CSV holds no header row: it is not a study table.")
         header, body = rows[0], rows[1:]
@@ -487,10 +481,6 @@ def _equal(a, b):
     if any(sequences):
         return all(sequences) and tuple(a) == tuple(b)
     return bool(a == b)
-
-
-def _same(a, b):
-    return len(a) == len(b) and all(_equal(_scalar(x), _scalar(y)) for x, y in zip(a, b))
 
 
 def _csv_cell(value):
