@@ -15,6 +15,7 @@ __all__ = ["BandDisplay"]
 _STYLES = ("fill_between", "errorbar", None)
 _KW = ("line_kw", "fill_between_kw", "errorbar_kw", "theory_kw", "law_kw")
 _PLOT = ("style", "logx", "logy", "labels", "colors", "legend", *_KW)
+_FIELDS = ("laws", "law_variable", "theory", "xlabel", "ylabel", "title")
 
 
 def _kw_for(kw, key):
@@ -53,6 +54,8 @@ class BandDisplay:
         The column telling curves apart (None: one curve).
     laws : Law or dict, default=None
         A law for the one curve, or hue value to its law.
+    law_variable : str or None, default=None
+        The variable a law's legend names (None: the x column's name).
     theory : callable, tuple or dict, default=None
         A theory curve, dashed: ``f(x)`` or ``(xs, ys)``; or hue value (or a
         label) to one.
@@ -60,8 +63,6 @@ class BandDisplay:
         Lower bounds (thresholds not reached), drawn as open triangles.
     xlabel, ylabel, title : str or None, default=None
         Axis labels and title (None: the column names).
-    law_variable : str or None, default=None
-        The variable a law's legend names (None: the x column's name).
 
     Attributes
     ----------
@@ -95,41 +96,15 @@ class BandDisplay:
     x: str
     hue: str | None = None
     laws: Law | dict | None = None
+    law_variable: str | None = None
     theory: object = None
     bounds: StudyTable | None = None
     xlabel: str | None = None
     ylabel: str | None = None
     title: str | None = None
-    law_variable: str | None = None
 
     @classmethod
-    def from_table(
-        cls,
-        table,
-        *,
-        x,
-        y,
-        hue="model",
-        laws=None,
-        theory=None,
-        bound=None,
-        ax=None,
-        style="fill_between",
-        logx=False,
-        logy=False,
-        labels=None,
-        colors=None,
-        xlabel=None,
-        ylabel=None,
-        title=None,
-        law_variable=None,
-        legend=True,
-        line_kw=None,
-        fill_between_kw=None,
-        errorbar_kw=None,
-        theory_kw=None,
-        law_kw=None,
-    ):
+    def from_table(cls, table, *, x, y, hue="model", bound=None, ax=None, **kwargs):
         """Compute the bands of ``y`` along ``x`` from a study's table and draw them.
 
         Parameters
@@ -140,20 +115,24 @@ class BandDisplay:
             The columns along which and of which the bands are drawn.
         hue : str or None, default="model"
             The column telling curves apart (None or absent: one curve).
-        laws, theory, xlabel, ylabel, title, law_variable
-            As for the class.
         bound : str or None, default=None
             A column of lower bounds, drawn where the threshold was not reached.
-        ax, style, logx, logy, labels, colors, legend
-            As for :meth:`plot`.
-        line_kw, fill_between_kw, errorbar_kw, theory_kw, law_kw
-            Styles, as for :meth:`plot`.
+        ax : matplotlib Axes, default=None
+            Where to draw (None: a new figure).
+        **kwargs
+            The display's ``laws``, ``law_variable``, ``theory``, ``xlabel``, ``ylabel``
+            and ``title`` (see the class), and :meth:`plot`'s ``style``, ``logx``,
+            ``logy``, ``labels``, ``colors``, ``legend``, ``line_kw``,
+            ``fill_between_kw``, ``errorbar_kw``, ``theory_kw`` and ``law_kw``.
 
         Returns
         -------
         BandDisplay
             The display, drawn.
         """
+        unknown = sorted(set(kwargs) - {*_FIELDS, *_PLOT})
+        if unknown:
+            raise TypeError(f"from_table() got unexpected keyword arguments {unknown}.")
         if not isinstance(table, StudyTable):
             raise TypeError(f"table must be a StudyTable, got {type(table).__name__}.")
         if hue is not None and hue not in table.columns and f"param_{hue}" not in table.columns:
@@ -165,11 +144,11 @@ class BandDisplay:
         if bound is not None:
             rows = table[~np.isfinite(table.xy(x_name, y, finite=False)[1])]
             bounds = StudyTable({c: rows[c] for c in (hue_name, x_name, bound) if c is not None})
-        plot_kw = {name: value for name, value in locals().items() if name in _PLOT}
-        display = cls(bands, x=x_name, hue=hue_name, laws=laws, theory=theory, bounds=bounds)
-        display.xlabel, display.ylabel = xlabel or x_name.removeprefix("param_"), ylabel or y
-        display.title, display.law_variable = title, law_variable
-        return display.plot(ax, bound=bound, **plot_kw)
+        fields = {name: kwargs.pop(name) for name in _FIELDS if name in kwargs}
+        fields["xlabel"] = fields.get("xlabel") or x_name.removeprefix("param_")
+        fields["ylabel"] = fields.get("ylabel") or y
+        display = cls(bands, x=x_name, hue=hue_name, bounds=bounds, **fields)
+        return display.plot(ax, bound=bound, **kwargs)
 
     def plot(
         self,
@@ -181,10 +160,10 @@ class BandDisplay:
         labels=None,
         colors=None,
         legend=True,
-        bound="bound",
         line_kw=None,
         fill_between_kw=None,
         errorbar_kw=None,
+        bound="bound",
         theory_kw=None,
         law_kw=None,
     ):
@@ -203,14 +182,14 @@ class BandDisplay:
             Hue value to its legend label, to its colour.
         legend : bool, default=True
             Draw a legend.
-        bound : str, default="bound"
-            The column of :attr:`bounds` holding the lower bounds.
         line_kw, fill_between_kw, errorbar_kw : dict, default=None
             Properties of the medians' lines (``ax.plot``, over ``marker="o"``,
             ``ms=4`` and the hue's colour), of the shaded bands
             (``ax.fill_between``, over ``alpha=0.2``), of the error bars
             (``ax.errorbar``, over ``capsize=3``): one dict for every curve,
             or hue value to a dict.
+        bound : str, default="bound"
+            The column of :attr:`bounds` holding the lower bounds.
         theory_kw, law_kw : dict, default=None
             Properties of the theory curves (dashed) and the laws' lines
             (dotted), likewise (a theory's label for a theory curve).

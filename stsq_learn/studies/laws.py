@@ -123,7 +123,9 @@ class Law:
 
     @classmethod
     def from_dict(cls, data):
-        """The law :meth:`to_dict` wrote, or JSON read back (``formula`` is recomputed).
+        """The law :meth:`to_dict` wrote (its ``formula`` is recomputed, not read).
+
+        ``data`` may have been read back from JSON: its lists are read as tuples.
 
         Parameters
         ----------

@@ -85,8 +85,8 @@ class StudyPlan(list):
 
     Examples
     --------
-    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import sweep
+    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> plan = sweep(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
     ...              {"width": [8, 16]}, seeds=3, n_steps=50, dry_run=True)
     >>> plan.fits, plan.steps

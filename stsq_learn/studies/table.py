@@ -428,7 +428,6 @@ class StudyTable(Sequence):
             path_or_buffer.write(buffer.getvalue())
         else:
             Path(path_or_buffer).write_text(buffer.getvalue(), encoding="utf-8", newline="")
-        return None
 
     @classmethod
     def from_csv(cls, path_or_buffer):
