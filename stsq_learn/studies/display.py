@@ -57,8 +57,7 @@ class BandDisplay:
     law_variable : str or None, default=None
         The variable a law's legend names (None: the x column's name).
     theory : callable, tuple or dict, default=None
-        A theory curve, dashed: ``f(x)`` or ``(xs, ys)``; or hue value (or a
-        label) to one.
+        A theory curve, dashed: ``f(x)`` or ``(xs, ys)``; or hue value (or a label) to one.
     bounds : StudyTable or None, default=None
         Lower bounds (thresholds not reached), drawn as open triangles.
     xlabel, ylabel, title : str or None, default=None
@@ -183,11 +182,10 @@ class BandDisplay:
         legend : bool, default=True
             Draw a legend.
         line_kw, fill_between_kw, errorbar_kw : dict, default=None
-            Properties of the medians' lines (``ax.plot``, over ``marker="o"``,
-            ``ms=4`` and the hue's colour), of the shaded bands
-            (``ax.fill_between``, over ``alpha=0.2``), of the error bars
-            (``ax.errorbar``, over ``capsize=3``): one dict for every curve,
-            or hue value to a dict.
+            Properties of the medians' lines (``ax.plot``, over ``marker="o"``, ``ms=4`` and the
+            hue's colour), of the shaded bands (``ax.fill_between``, over ``alpha=0.2``), of the
+            error bars (``ax.errorbar``, over ``capsize=3``): one dict for every curve, or hue
+            value to a dict.
         bound : str, default="bound"
             The column of :attr:`bounds` holding the lower bounds.
         theory_kw, law_kw : dict, default=None
@@ -209,11 +207,8 @@ class BandDisplay:
                     f"{name} must be a dict of matplotlib properties (or hue value to such a "
                     f"dict) or None, got {type(kw).__name__}: {kw!r}."
                 )
-        curves = (
-            [(None, self.bands)]
-            if self.hue is None
-            else [(key[0], part) for key, part in self.bands.groups(self.hue)]
-        )
+        groups = [((None,), self.bands)] if self.hue is None else self.bands.groups(self.hue)
+        curves = [(key[0], part) for key, part in groups]
         self._check_laws(curves)
         if ax is None:
             _, ax = plt.subplots(layout="constrained")

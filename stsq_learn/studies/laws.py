@@ -102,10 +102,8 @@ class Law:
             ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``, or for a median of several
             fits ``"... (median of 3 fits, R^2 0.99)"``.
         """
-        formula = self.formula.replace("x", x)
-        if self.n_fits > 1:
-            return f"{formula} (median of {self.n_fits} fits, R^2 {self.r2:.2f})"
-        return f"{formula} (fit R^2 {self.r2:.2f})"
+        fits = f"median of {self.n_fits} fits," if self.n_fits > 1 else "fit"
+        return f"{self.formula.replace('x', x)} ({fits} R^2 {self.r2:.2f})"
 
     def to_dict(self):
         """JSON-ready dict of the fields.
@@ -205,10 +203,9 @@ class Law:
 def fit_law(x, y, law="log2", *, origin=False):
     """Fit one growth law to points ``(x, y)`` by least squares.
 
-    Linear laws are fitted as ``y = a + b f(x)`` (``origin=True``: ``y = b
-    f(x)``), ``power`` as ``log y = log b + c log x``. Points not finite (a
-    threshold not reached) are left out; a fit needs one point more than its
-    parameters.
+    Linear laws are fitted as ``y = a + b f(x)`` (``origin=True``: ``y = b f(x)``), ``power`` as
+    ``log y = log b + c log x``. Points not finite (a threshold not reached) are left out; a fit
+    needs one point more than its parameters.
 
     Parameters
     ----------

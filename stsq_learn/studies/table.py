@@ -94,9 +94,8 @@ class StudyTable(Sequence):
     Parameters
     ----------
     columns : mapping of str to sequence
-        Column name to its values, all of one length: numbers (None for a
-        missing one) as float64, integers as int64, booleans as bool, the
-        rest (labels, tuples) as objects.
+        Column name to its values, all of one length: numbers (None for a missing one) as float64,
+        integers as int64, booleans as bool, the rest (labels, tuples) as objects.
     meta : dict, default=None
         What the study was (kind, target, grid, settings), as JSON values.
 
