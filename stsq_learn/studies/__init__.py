@@ -1,10 +1,10 @@
 """Studies: how a model's cost grows against a baseline's, over seeds, beside a theory.
 
-Compositions of a few functions over any registered task and any estimator (or
-``{label: estimator}``): grids, length and training curves, threshold searches, growth
-laws and their display. Every study returns a :class:`StudyTable`, says its work
-before it runs (``dry_run=True``, :func:`planning`), gives the same numbers for any
-``n_jobs`` and derives every seed in one way (:mod:`stsq_learn.studies.seeds`).
+Compositions of a few functions over any registered task and any estimator (or ``{label:
+estimator}``): grids, length and training curves, threshold searches, growth laws and their
+display. Every study returns a :class:`StudyTable`, says its work before it runs
+(``dry_run=True``, :func:`planning`), gives the same numbers for any ``n_jobs`` and derives
+every seed in one way (:mod:`stsq_learn.studies.seeds`).
 """
 
 from .display import BandDisplay

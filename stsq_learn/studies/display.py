@@ -209,7 +209,17 @@ class BandDisplay:
                 )
         groups = [((None,), self.bands)] if self.hue is None else self.bands.groups(self.hue)
         curves = [(key[0], part) for key, part in groups]
-        self._check_laws(curves)
+        if isinstance(self.laws, Law) and len(curves) > 1:  # never drop a law: refuse it
+            keys = [key for key, _ in curves]
+            raise ValueError(
+                f"laws is one Law and the display draws {len(curves)} curves ({keys}): give "
+                "hue value to its law, e.g. laws={" + repr(keys[0]) + ": law}."
+            )
+        if self.laws is not None and not isinstance(self.laws, (Law, dict)):
+            raise TypeError(
+                f"laws must be a Law, a dict of hue value to Law or None, got "
+                f"{type(self.laws).__name__}."
+            )
         if ax is None:
             _, ax = plt.subplots(layout="constrained")
         labels, colors = dict(labels or {}), dict(colors or {})
@@ -248,20 +258,6 @@ class BandDisplay:
             ax.legend(fontsize="small")
         self.ax_, self.figure_ = ax, ax.figure
         return self
-
-    def _check_laws(self, curves):
-        """A single law belongs to a single curve: refuse it for several (never drop it)."""
-        if isinstance(self.laws, Law) and len(curves) > 1:
-            keys = [key for key, _ in curves]
-            raise ValueError(
-                f"laws is one Law and the display draws {len(curves)} curves ({keys}): give "
-                "hue value to its law, e.g. laws={" + repr(keys[0]) + ": law}."
-            )
-        if self.laws is not None and not isinstance(self.laws, (Law, dict)):
-            raise TypeError(
-                f"laws must be a Law, a dict of hue value to Law or None, got "
-                f"{type(self.laws).__name__}."
-            )
 
     def _law(self, ax, key, color, logx, law_kw):
         law = self.laws.get(key) if isinstance(self.laws, dict) else self.laws

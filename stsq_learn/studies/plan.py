@@ -72,12 +72,8 @@ class Work:
 
 
 STOP_SHARE = 0.75
-"""The share of its planned steps a fit that stops at its target is expected to run.
-
-A search's fits are about half below the threshold (every step) and half above it
-(stopping late near it): a width search over 8 seeds at T = 8 and 16 (the ``studies``
-benchmark) ran 0.77 of its fits' steps.
-"""
+"""The share of its planned steps a fit that stops at its target is expected to run: a width
+search over 8 seeds at T = 8 and 16 (the ``studies`` benchmark) ran 0.77 of its fits' steps."""
 
 
 class StudyPlan(list):

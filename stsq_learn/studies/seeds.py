@@ -1,11 +1,11 @@
 """How a study's seeds become the seeds of its fits and of its rows: one rule, written once.
 
-Seed ``s`` (an int) decides everything random in its runs, as a fold does in
-cross-validation. Every model of seed ``s`` is fitted with ``random_state=s`` (two
-models of one seed and batch size read the same batches: the comparison is paired);
-the rows drawn for the run come from :func:`stream_seed` ``(s, name)``, one stream per
-use (``"test"``, ``"train"``, ``"shift"``). ``seeds=3`` is the seeds ``(0, 1, 2)``.
-Nothing else makes seeds, and :func:`check_seeds` is the package's one seed check.
+Seed ``s`` (an int) decides everything random in its runs, as a fold does in cross-validation.
+Every model of seed ``s`` is fitted with ``random_state=s`` (two models of one seed and batch
+size read the same batches: the comparison is paired); the rows drawn for the run come from
+:func:`stream_seed` ``(s, name)``, one stream per use (``"test"``, ``"train"``, ``"shift"``).
+``seeds=3`` is the seeds ``(0, 1, 2)``. Nothing else makes seeds, and :func:`check_seeds` is
+the package's one seed check.
 """
 
 from __future__ import annotations

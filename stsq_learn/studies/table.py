@@ -347,9 +347,7 @@ class StudyTable(Sequence):
             name: [_scalar(v) for t in tables for v in t._columns.get(name, [None] * len(t))]
             for name in names
         }
-        if meta is None:
-            meta = tables[0].meta if tables else {}
-        return cls(columns, meta=meta)
+        return cls(columns, meta=(tables[0].meta if tables else {}) if meta is None else meta)
 
     def with_columns(self, **columns):
         """A copy with columns added or replaced (each as long as the table).
