@@ -120,9 +120,9 @@ class BandDisplay:
             Where to draw (None: a new figure).
         **kwargs
             The display's ``laws``, ``law_variable``, ``theory``, ``xlabel``, ``ylabel``
-            and ``title`` (see the class), and :meth:`plot`'s ``style``, ``logx``,
-            ``logy``, ``labels``, ``colors``, ``legend``, ``line_kw``,
-            ``fill_between_kw``, ``errorbar_kw``, ``theory_kw`` and ``law_kw``.
+            and ``title`` (see the class), and :meth:`plot`'s ``logx``, ``logy``,
+            ``labels``, ``colors``, ``legend``, ``line_kw``, ``fill_between_kw``,
+            ``errorbar_kw``, ``theory_kw``, ``law_kw`` and ``style``.
 
         Returns
         -------
@@ -153,7 +153,6 @@ class BandDisplay:
         self,
         ax=None,
         *,
-        style="fill_between",
         logx=False,
         logy=False,
         labels=None,
@@ -162,9 +161,10 @@ class BandDisplay:
         line_kw=None,
         fill_between_kw=None,
         errorbar_kw=None,
-        bound="bound",
         theory_kw=None,
         law_kw=None,
+        style="fill_between",
+        bound="bound",
     ):
         """Draw the bands (and the laws, theory and bounds) on ``ax``.
 
@@ -172,9 +172,6 @@ class BandDisplay:
         ----------
         ax : matplotlib Axes, default=None
             Where to draw (None: a new figure).
-        style : {"fill_between", "errorbar", None}, default="fill_between"
-            The band: shaded, as error bars at the points, or not drawn
-            (one seed draws its curve alone whatever the style).
         logx, logy : bool, default=False
             Log-scaled axes (base 2 for x, and for y where it holds integers).
         labels, colors : dict, default=None
@@ -186,11 +183,14 @@ class BandDisplay:
             hue's colour), of the shaded bands (``ax.fill_between``, over ``alpha=0.2``), of the
             error bars (``ax.errorbar``, over ``capsize=3``): one dict for every curve, or hue
             value to a dict.
-        bound : str, default="bound"
-            The column of :attr:`bounds` holding the lower bounds.
         theory_kw, law_kw : dict, default=None
             Properties of the theory curves (dashed) and the laws' lines
             (dotted), likewise (a theory's label for a theory curve).
+        style : {"fill_between", "errorbar", None}, default="fill_between"
+            The band: shaded, as error bars at the points, or not drawn
+            (one seed draws its curve alone whatever the style).
+        bound : str, default="bound"
+            The column of :attr:`bounds` holding the lower bounds.
 
         Returns
         -------
