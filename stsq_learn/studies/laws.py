@@ -1,24 +1,13 @@
-"""Growth laws: least-squares fits of a measured quantity against a size.
+"""Growth laws fitted by least squares to a study's points.
 
-The theory of attention states its results as growth laws: the width the
-attention model needs grows like ``log T``, the fully-connected net's like
-``T``; a signal threshold like ``log L`` against ``sqrt L``.
-:func:`fit_law` fits one such law to a study's points (every seed's value
-at every size, so the fit sees the spread); :func:`compare_laws` fits
-several and orders them by how well they describe the points. A
-:class:`Law` knows the range of sizes it was fitted on, and the displays
-(:class:`~stsq_learn.studies.BandDisplay`) draw it only there.
-
-Over seeds, a law is fitted one way: once per seed (:func:`fit_laws`), and
-summarised by the median of each parameter (:meth:`Law.median`), which is
-what a figure draws and a summary reports, with the seeds' min and max.
-A law through the origin (``b sqrt(x)``: ``origin=True``) has no intercept.
+The theory states its results as growth laws: the width attention needs grows like
+``log T``, a fully-connected net's like ``T``; a signal threshold like ``log L``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,21 +33,18 @@ class Law:
         One of :data:`LAWS`.
     params : dict of str to float
         ``a`` and ``b`` (``"power"``: ``b`` and ``c``).
-    r2 : float
-        Coefficient of determination of the fit on its points.
-    rms : float
-        Root mean square of the residuals ``y - law(x)``.
+    r2, rms : float
+        The fit's R^2 on its points, and the root mean square of its residuals.
     residuals : tuple of float
-        One per point, in the order given.
+        ``y - law(x)``, one per point, in the order given.
     x_range : tuple of float
-        The smallest and largest x fitted: the law describes the data there.
+        The smallest and largest x fitted (a display draws the law there).
     n_points : int
         Points fitted.
     origin : bool, default=False
         Whether the law goes through the origin (``a`` fixed at 0).
     n_fits : int, default=1
-        Fits it summarises: more than one for :meth:`median` (its
-        parameters, ``r2`` and ``rms`` are the medians of theirs).
+        Fits it summarises (more than one for :meth:`median`).
 
     Examples
     --------
@@ -113,43 +99,36 @@ class Law:
         Returns
         -------
         str
-            For example ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``; a median of
-            several fits says so: ``"... (median of 3 fits, R^2 0.99)"``.
+            ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``, or for a median of several
+            fits ``"... (median of 3 fits, R^2 0.99)"``.
         """
-        formula = self.formula.replace("x", x)
-        if self.n_fits > 1:
-            return f"{formula} (median of {self.n_fits} fits, R^2 {self.r2:.2f})"
-        return f"{formula} (fit R^2 {self.r2:.2f})"
+        fits = f"median of {self.n_fits} fits," if self.n_fits > 1 else "fit"
+        return f"{self.formula.replace('x', x)} ({fits} R^2 {self.r2:.2f})"
 
     def to_dict(self):
-        """JSON-ready dict of the fields (``formula`` added).
+        """JSON-ready dict of the fields.
 
         Returns
         -------
         dict
-            What :meth:`from_dict` reads back.
+            The fields and the ``formula``, as :meth:`from_dict` reads them.
         """
-        return {
-            "name": self.name,
-            "params": dict(self.params),
-            "formula": self.formula,
-            "r2": self.r2,
-            "rms": self.rms,
-            "residuals": list(self.residuals),
-            "x_range": list(self.x_range),
-            "n_points": self.n_points,
-            "origin": self.origin,
-            "n_fits": self.n_fits,
-        }
+        out = {"name": self.name, "params": dict(self.params), "formula": self.formula}
+        for name in ("r2", "rms", "residuals", "x_range", "n_points", "origin", "n_fits"):
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        return out
 
     @classmethod
     def from_dict(cls, data):
-        """The law :meth:`to_dict` wrote (``formula`` is recomputed, not read).
+        """The law :meth:`to_dict` wrote (its ``formula`` is recomputed, not read).
+
+        ``data`` may have been read back from JSON: its lists are read as tuples.
 
         Parameters
         ----------
         data : dict
-            A :meth:`to_dict`, possibly read back from JSON.
+            A :meth:`to_dict`.
 
         Returns
         -------
@@ -182,22 +161,17 @@ class Law:
     def median(cls, laws):
         """One law summarising several fits of one law: each parameter's median.
 
-        Its ``r2`` and ``rms`` are the medians of the fits', its ``x_range``
-        spans theirs, its ``n_fits`` counts them; it keeps no residuals.
-        This is the law a figure draws over seeds (:func:`fit_laws` fits
-        one per seed), so that the figure and a summary of the seeds'
-        parameters (median, min, max) say the same thing.
-
         Parameters
         ----------
         laws : sequence or dict of Law
-            Fits of one law (the same ``name`` and ``origin``); a dict's
-            values are read, and None entries (too few points) left out.
+            Fits of one law (one ``name`` and ``origin``); a dict's values,
+            None entries (too few points) left out.
 
         Returns
         -------
         Law or None
-            None when no law is given.
+            The medians (``r2`` and ``rms`` too) over the fits' range, no
+            residuals; None when no law is given.
 
         Examples
         --------
@@ -214,44 +188,24 @@ class Law:
             raise ValueError(f"the median of laws needs one kind of law, got {sorted(kinds)}.")
         if len(laws) == 1:
             return laws[0]
-        return cls(
-            name=laws[0].name,
+        return replace(
+            laws[0],
             params={k: float(np.median([law.params[k] for law in laws])) for k in laws[0].params},
             r2=float(np.median([law.r2 for law in laws])),
             rms=float(np.median([law.rms for law in laws])),
             residuals=(),
             x_range=(min(law.x_range[0] for law in laws), max(law.x_range[1] for law in laws)),
             n_points=sum(law.n_points for law in laws),
-            origin=laws[0].origin,
             n_fits=sum(law.n_fits for law in laws),
         )
-
-
-def _points(x, y, name):
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y must hold as many values, got {x.size} and {y.size}.")
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if name not in LAWS:
-        raise ValueError(f"law must be one of {sorted(LAWS)}, got {name!r}.")
-    positive = y > 0 if name == "power" else np.ones_like(y, bool)
-    if name in ("log", "log2", "sqrt", "power") and (x <= 0).any():
-        raise ValueError(f"the law {name!r} needs x > 0, got x = {x[x <= 0][0]!r}.")
-    if not positive.all():
-        raise ValueError(f"the law 'power' needs y > 0, got y = {y[~positive][0]!r}.")
-    return x, y
 
 
 def fit_law(x, y, law="log2", *, origin=False):
     """Fit one growth law to points ``(x, y)`` by least squares.
 
-    Linear laws (``log``, ``log2``, ``sqrt``, ``linear``) are fitted as
-    ``y = a + b f(x)`` (``origin=True``: ``y = b f(x)``); ``power`` as
-    ``log y = log b + c log x``. Points whose x or y is not a finite number
-    (a threshold not reached) are left out. A fit needs one point more than
-    its parameters: a line through two points says nothing of a law.
+    Linear laws are fitted as ``y = a + b f(x)`` (``origin=True``: ``y = b f(x)``), ``power`` as
+    ``log y = log b + c log x``. Points not finite (a threshold not reached) are left out; a fit
+    needs one point more than its parameters.
 
     Parameters
     ----------
@@ -260,19 +214,13 @@ def fit_law(x, y, law="log2", *, origin=False):
     law : {"log", "log2", "sqrt", "linear", "power"}, default="log2"
         The law.
     origin : bool, default=False
-        Fit the law through the origin: ``a = 0`` (not for ``"power"``).
-        Its ``r2`` is then measured against the points' mean, as any fit's.
+        Fit through the origin, ``a = 0`` (not for ``"power"``); ``r2`` is
+        still measured against the points' mean.
 
     Returns
     -------
     Law
         The fitted law.
-
-    Raises
-    ------
-    ValueError
-        For an unknown law, too few finite points or distinct x, or
-        values outside the law's domain.
 
     Examples
     --------
@@ -280,7 +228,17 @@ def fit_law(x, y, law="log2", *, origin=False):
     >>> fit_law([4, 16, 64], [4.0, 8.0, 16.0], "sqrt", origin=True).formula
     '2 sqrt(x)'
     """
-    x, y = _points(x, y, law)
+    x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must hold as many values, got {x.size} and {y.size}.")
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if law not in LAWS:
+        raise ValueError(f"law must be one of {sorted(LAWS)}, got {law!r}.")
+    if law in ("log", "log2", "sqrt", "power") and (x <= 0).any():
+        raise ValueError(f"the law {law!r} needs x > 0, got x = {x[x <= 0][0]!r}.")
+    if law == "power" and (y <= 0).any():
+        raise ValueError(f"the law 'power' needs y > 0, got y = {y[y <= 0][0]!r}.")
     if origin and law == "power":
         raise ValueError("the law 'power' (b x^c) has no intercept: origin=True does not apply.")
     need = 2 if origin else 3
@@ -296,47 +254,32 @@ def fit_law(x, y, law="log2", *, origin=False):
         fitted = params["b"] * x ** params["c"]
     elif origin:
         f = LAWS[law][1](x)
-        b = float(f @ y / (f @ f)) if f @ f > 0 else 0.0
-        params = {"a": 0.0, "b": b}
-        fitted = b * f
+        params = {"a": 0.0, "b": float(f @ y / (f @ f)) if f @ f > 0 else 0.0}
+        fitted = params["b"] * f
     else:
         b, a = np.polyfit(LAWS[law][1](x), y, 1)
         params = {"a": float(a), "b": float(b)}
         fitted = a + b * LAWS[law][1](x)
     resid = y - fitted
-    # Equal values (every point the same) have no variance to explain: a law that meets
-    # them is exact (R^2 1), else it explains nothing (0); the rounding of the mean's
-    # subtraction is not divided by itself.
+    # Equal values have no variance to explain: a law that meets them is exact (R^2 1),
+    # else it explains nothing (0); the mean's rounding is not divided by itself.
     total = 0.0 if np.ptp(y) == 0 else float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((resid**2).sum()) / total if total > 0 else float(np.allclose(resid, 0))
-    return Law(
-        name=law,
-        params=params,
-        r2=float(r2),
-        rms=float(math.sqrt(np.mean(resid**2))),
-        residuals=tuple(float(r) for r in resid),
-        x_range=(float(x.min()), float(x.max())),
-        n_points=len(x),
-        origin=bool(origin),
-    )
+    rms, residuals = float(math.sqrt(np.mean(resid**2))), tuple(float(r) for r in resid)
+    x_range = (float(x.min()), float(x.max()))
+    return Law(law, params, float(r2), rms, residuals, x_range, len(x), bool(origin))
 
 
 def fit_laws(table, x, y, law="log2", *, origin=False, by="seed"):
-    """One law per seed (or per value of ``by``) fitted to a study table's points.
-
-    The one way a law is fitted over seeds: each seed's points alone. A
-    figure draws :meth:`Law.median` of them; a summary reports each
-    parameter's median with its min and max over the seeds.
+    """One law per seed (or per value of ``by``): how a law is fitted over seeds.
 
     Parameters
     ----------
     table : StudyTable
         The rows (select one curve first: ``table.where(model=...)``).
     x, y : str
-        The columns (a grid column may leave out ``param_``).
-    law : str, default="log2"
-        As for :func:`fit_law`.
-    origin : bool, default=False
+        The columns.
+    law, origin
         As for :func:`fit_law`.
     by : str, default="seed"
         The column whose values get a law each.
@@ -344,9 +287,8 @@ def fit_laws(table, x, y, law="log2", *, origin=False, by="seed"):
     Returns
     -------
     dict
-        Value of ``by`` (in order of first appearance) to its :class:`Law`,
-        or to None where its points cannot carry the law (too few finite
-        points, a single x).
+        Value of ``by`` (in order of first appearance) to its :class:`Law`, or
+        None where its points cannot carry the law.
 
     Examples
     --------
@@ -386,8 +328,7 @@ def compare_laws(x, y, laws=("log2", "sqrt", "linear", "power")):
     >>> [law.name for law in compare_laws([4, 8, 16, 32], [9, 12, 15, 18])][0]
     'log2'
     """
-    if isinstance(laws, str):
-        laws = (laws,)
+    laws = (laws,) if isinstance(laws, str) else laws
     for name in laws:
         if name not in LAWS:
             raise ValueError(f"laws must name laws of {sorted(LAWS)}, got {name!r}.")

@@ -1,16 +1,4 @@
-"""A study's work before it runs: its fits, steps and predicted rows, and their time here.
-
-Every study function knows what it will fit before it fits anything: each
-part of it is a :class:`Work` (so many fits of a model on a task, so many
-steps each, so many rows scored). ``dry_run=True`` returns that list as a
-:class:`StudyPlan` instead of running; inside :func:`planning`, every study
-called records its work and returns an empty table, so that a composition
-of studies (an experiment) gives its whole plan by running it once in that
-context. :meth:`StudyPlan.estimate` times a few steps of each part on this
-machine and scales them (what ``stsq-learn reproduce --plan`` prints).
-Where a search decides how many fits run, the plan counts the fits a search
-is expected to take.
-"""
+"""A study's work before it runs (:class:`Work`, :class:`StudyPlan`), and its time here."""
 
 from __future__ import annotations
 
@@ -20,6 +8,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from sklearn.base import clone
@@ -29,7 +18,8 @@ __all__ = ["StudyPlan", "Work", "planning"]
 
 @dataclass(frozen=True)
 class Work:
-    """Part of a study's work: ``fits`` models trained ``steps`` online steps each.
+    """Part of a study's work: ``fits`` models trained ``steps`` online steps each
+    (``dry_run=True`` returns a study's as a :class:`StudyPlan`).
 
     Attributes
     ----------
@@ -46,23 +36,19 @@ class Work:
     predict_rows : int, default=0
         Rows each model predicts afterwards (all lengths together).
     predict_len : int or None, default=None
-        Length of the predicted rows (the task's when None).
+        Length of the predicted rows (None: the task's).
     train_rows : int or None, default=None
         Rows a model fitted on data is fitted on (None: online).
     members : int, default=1
-        Fits trained together as one batched model (a study's seeds with
-        ``batch_seeds=True``): the part runs ``ceil(fits / members)``
-        batched fits.
+        Fits trained together as one batched model (``batch_seeds=True``).
     check_every : int, default=0
-        Steps between two checks of a fit along its training (a stopping
-        rule's scores, a training curve's measures); 0: none.
+        Steps between two checks along a fit (stopping rule, measures); 0: none.
     check_rows : int, default=0
-        Rows a check scores (a stopping rule's held-out rows).
+        Rows a check scores.
     measures : dict or None, default=None
         A training curve's measures, called at every check and at step 0.
     stops : bool, default=False
-        Whether a fit stops once it reaches its target: its steps are then
-        an expected number (:data:`STOP_SHARE` of the planned steps).
+        Whether a fit stops at its target (then :data:`STOP_SHARE` of its steps).
     """
 
     label: str
@@ -86,14 +72,8 @@ class Work:
 
 
 STOP_SHARE = 0.75
-"""The share of its planned steps a fit that stops at its target is expected to run.
-
-A search's fits are about half below the threshold, which run every step,
-and half at or above it, which stop once they reach the target; at the
-threshold that is late. A width search over 8 seeds at T = 8 and 16
-(widths 4 to 64, target R^2 0.8, 300 steps: the ``studies`` entry of the
-benchmarks) ran 0.77 of its fits' steps.
-"""
+"""The share of its planned steps a fit that stops at its target is expected to run: a width
+search over 8 seeds at T = 8 and 16 (the ``studies`` benchmark) ran 0.77 of its fits' steps."""
 
 
 class StudyPlan(list):
@@ -101,8 +81,8 @@ class StudyPlan(list):
 
     Examples
     --------
-    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import sweep
+    >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> plan = sweep(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
     ...              {"width": [8, 16]}, seeds=3, n_steps=50, dry_run=True)
     >>> plan.fits, plan.steps
@@ -122,14 +102,9 @@ class StudyPlan(list):
     def estimate(self, *, device="cpu"):
         """Per part, its fits, steps and estimated seconds on this machine.
 
-        Each distinct model, task and number of members trained together is
-        timed once: two short training runs (a step's time and a fit's
-        fixed cost: ``fit_online``, or ``fit_online_members`` of as many
-        seeds as train together; one fit on its rows for a model fitted on
-        data), and, where the part scores or measures, one such scoring on
-        as many rows (up to 2048, then scaled) and one call of the measures.
-        A fit that stops at its target counts :data:`STOP_SHARE` of its
-        steps, and its checks along them.
+        Each distinct model, task and number of members is timed once: two short
+        trainings (a step's time and a fit's fixed cost), one scoring (up to 2048
+        rows, then scaled) and one call of the measures where the part has them.
 
         Parameters
         ----------
@@ -141,43 +116,27 @@ class StudyPlan(list):
         list of dict
             ``label``, ``fits``, ``steps`` and ``seconds`` per part.
         """
-        out = []
-        cache, scores = {}, {}
+        out, cache, scores = [], {}, {}
         for part in self:
             members = max(1, min(part.members, part.fits))
             key = (repr(part.estimator), part.task, part.train_rows, members)
             if key not in cache:
                 cache[key] = _time_fit(part, device, members)
             per_step, per_fit, model = cache[key]
+            score = partial(_time_score, model, part.task, cache=scores, key=key)
             steps = part.expected_steps
             seconds = math.ceil(part.fits / members) * (per_fit + steps * per_step)
             if part.fits and model is not None:
                 checks = int(steps // part.check_every) if part.check_every else 0
-                per_check = 0.0
-                if part.check_rows:
-                    where = (key, part.check_rows, None)
-                    if where not in scores:
-                        scores[where] = _time_score(model, part.task, part.check_rows, None)
-                    per_check += scores[where]
+                per_check = score(part.check_rows, None) if part.check_rows else 0.0
                 if part.measures:
                     checks += 1  # the measure at step 0
-                    per_check += _time_measures(model, part.measures)
+                    per_check += _seconds(_call_all, part.measures, model)
                 seconds += part.fits * checks * per_check
                 if part.predict_rows:
-                    where = (key, part.predict_rows, part.predict_len)
-                    if where not in scores:
-                        scores[where] = _time_score(
-                            model, part.task, part.predict_rows, part.predict_len
-                        )
-                    seconds += part.fits * scores[where]
-            out.append(
-                {
-                    "label": part.label,
-                    "fits": part.fits,
-                    "steps": part.fits * part.steps,
-                    "seconds": float(np.round(seconds, 1)),
-                }
-            )
+                    seconds += part.fits * score(part.predict_rows, part.predict_len)
+            row = {"label": part.label, "fits": part.fits, "steps": part.fits * part.steps}
+            out.append({**row, "seconds": float(np.round(seconds, 1))})
         return out
 
     def __str__(self):
@@ -194,10 +153,8 @@ _ACTIVE = contextvars.ContextVar("stsq_learn_study_plan", default=None)
 def planning():
     """Record the work of every study called inside, instead of running it.
 
-    Inside the block every study function returns an empty table (its
-    columns, no rows) and adds its :class:`Work` to the plan the block
-    yields; code that composes studies (an experiment) runs through once
-    and its plan is complete.
+    Each study returns an empty table and adds its :class:`Work` to the plan:
+    an experiment run once inside gives its whole plan.
 
     Yields
     ------
@@ -222,9 +179,7 @@ def planning():
         _ACTIVE.reset(token)
 
 
-def active_plan():
-    """The plan of the innermost :func:`planning` block, or None."""
-    return _ACTIVE.get()
+active_plan = _ACTIVE.get  # the plan of the innermost planning() block, or None
 
 
 def planned_steps(estimator, n_steps):
@@ -235,98 +190,64 @@ def planned_steps(estimator, n_steps):
     return int(n_steps)
 
 
-@contextlib.contextmanager
-def _quiet():
-    """Silence the warnings of runs that only time steps (a few steps learn nothing)."""
+def _seconds(call, *args, **kwargs):
+    """Seconds ``call(*args, **kwargs)`` takes, warnings silenced (a few steps learn nothing)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        yield
+        start = time.perf_counter()
+        call(*args, **kwargs)
+        return time.perf_counter() - start
 
 
 def _time_fit(part, device, members=1, probe_steps=(4, 12)):
-    """``(seconds per step, seconds per fit, a fitted model)`` of a part, timed here.
-
-    With ``members > 1`` the times are those of a batched fit of as many
-    seeds (:mod:`stsq_learn.engine.members`), and the model is its first.
-    """
+    """``(seconds per step, seconds per fit, a fitted model)`` of a part, timed here
+    (with ``members > 1``, of a batched fit of as many seeds, and its first model)."""
     from ..engine.members import fit_members, fit_online_members
 
     settings = {"device": device, "callbacks": None, "on_divergence": "warn"}
     own = part.estimator.get_params()
     params = {p: v for p, v in settings.items() if p in own}
-
-    def models():
-        return [
-            clone(part.estimator).set_params(
-                **params, **({"random_state": s} if "random_state" in own else {})
-            )
-            for s in range(members)
-        ]
-
+    seeds = [{"random_state": s} if "random_state" in own else {} for s in range(members)]
     if part.train_rows is not None:
-        ests = models()
+        ests = [clone(part.estimator).set_params(**params, **seed) for seed in seeds]
         rows = [part.task.sample(part.train_rows, random_state=s) for s in range(members)]
-        with _quiet():
-            start = time.perf_counter()
-            if members > 1:
-                fit_members(ests, [X for X, _ in rows], [y for _, y in rows])
-            else:
-                ests[0].fit(*rows[0])
-        return 0.0, time.perf_counter() - start, ests[0]
+        if members > 1:
+            seconds = _seconds(fit_members, ests, [X for X, _ in rows], [y for _, y in rows])
+        else:
+            seconds = _seconds(ests[0].fit, *rows[0])
+        return 0.0, seconds, ests[0]
     times = {}
-    ests = None
     for k in (probe_steps[0], *probe_steps):
-        ests = models()
-        with _quiet():
-            start = time.perf_counter()
-            if members > 1:
-                fit_online_members(ests, part.task, n_steps=k)
-            else:
-                ests[0].fit_online(part.task, n_steps=k)
-            times[k] = min(times.get(k, math.inf), time.perf_counter() - start)
+        ests = [clone(part.estimator).set_params(**params, **seed) for seed in seeds]
+        if members > 1:
+            seconds = _seconds(fit_online_members, ests, part.task, n_steps=k)
+        else:
+            seconds = _seconds(ests[0].fit_online, part.task, n_steps=k)
+        times[k] = min(times.get(k, math.inf), seconds)
     short, long = (times[k] for k in probe_steps)
     per_step = max((long - short) / (probe_steps[1] - probe_steps[0]), long / probe_steps[1] / 2)
     return per_step, max(short - probe_steps[0] * per_step, 0.0), ests[0]
 
 
-_TIMED_ROWS = 2048
-"""Rows a scoring is timed on at most (a scoring of more is scaled from it)."""
-
-
-def _time_score(model, task, rows, length):
-    """Seconds to score ``rows`` rows of length ``length`` (timed on up to 2048 of them).
-
-    The estimator's ``score`` (its prediction and the metric) where it has
-    one, else its ``predict``: a scoring's fixed cost (validation, the
-    draws' set-up) is a large part of it on a few thousand rows, so it is
-    timed on the rows themselves, not scaled from a few.
-    """
-    n = int(min(rows, _TIMED_ROWS))
-    X, y = task.sample(n, random_state=0)
-    if length is not None and length != task.seq_len:
-        X, y = task.shift(X, y, length, random_state=0)
-
-    def call():
-        return model.score(X, y) if hasattr(model, "score") else model.predict(X)
-
-    with _quiet():
+def _time_score(model, task, rows, length, *, cache, key):
+    """Seconds to score ``rows`` rows of length ``length``: the model's ``score`` (else its
+    ``predict``), timed on up to 2048 of the rows themselves (a scoring's fixed cost is a
+    large part of it on a few thousand) and scaled; once per ``(key, rows, length)``."""
+    if (key, rows, length) not in cache:
+        n = int(min(rows, 2048))
+        X, y = task.sample(n, random_state=0)
+        if length is not None and length != task.seq_len:
+            X, y = task.shift(X, y, length, random_state=0)
+        call = partial(model.score, X, y) if hasattr(model, "score") else partial(model.predict, X)
         try:
-            call()  # a first call sets up what later ones reuse
+            _seconds(call)  # a first call sets up what later ones reuse
         except (TypeError, ValueError):  # a timing model's score may not exist: its prediction
-
-            def call():
-                return model.predict(X)
-
-            call()
-        start = time.perf_counter()
-        call()
-    return (time.perf_counter() - start) * rows / n
+            call = partial(model.predict, X)
+            _seconds(call)
+        cache[key, rows, length] = _seconds(call) * rows / n
+    return cache[key, rows, length]
 
 
-def _time_measures(model, measures):
-    """Seconds of one call of every measure of a training curve on ``model``."""
-    with _quiet():
-        start = time.perf_counter()
-        for fn in measures.values():
-            fn(model)
-    return time.perf_counter() - start
+def _call_all(measures, model):
+    for fn in measures.values():
+        fn(model)

@@ -1,31 +1,20 @@
 """How a study's seeds become the seeds of its fits and of its rows: one rule, written once.
 
-A study repeats every run over its seeds, as cross-validation repeats a fit
-over its folds. Seed ``s`` (an int) decides everything random in its runs:
-
-- every model of seed ``s`` is fitted with ``random_state=s`` (its initial
-  weights, its batch stream, its training encodings and its prediction
-  draws follow from it, as for any fit of the package). Two models of one
-  seed and one batch size therefore read the same batches: the comparison
-  between them is paired;
-- rows drawn for the run (the held-out rows that score it, the training rows
-  of a study on finite data, the places and tokens of a length shift) come
-  from :func:`stream_seed` ``(s, name)``, one stream per use: ``"test"``,
-  ``"train"``, ``"shift"``.
-
-``seeds=3`` is the seeds ``(0, 1, 2)``; any sequence of distinct
-non-negative ints may be given instead. Nothing else makes seeds: there are
-no offsets at the call sites of the experiments. :func:`check_seeds` is the
-one seed check of the package: the studies, the experiments and
-``reproduce`` (``--seed``, ``--seeds``) all refuse a seed by it.
+Seed ``s`` (an int) decides everything random in its runs, as a fold does in cross-validation.
+Every model of seed ``s`` is fitted with ``random_state=s`` (two models of one seed and batch
+size read the same batches: the comparison is paired); the rows drawn for the run come from
+:func:`stream_seed` ``(s, name)``, one stream per use (``"test"``, ``"train"``, ``"shift"``).
+``seeds=3`` is the seeds ``(0, 1, 2)``. Nothing else makes seeds, and :func:`check_seeds` is
+the package's one seed check.
 """
 
 from __future__ import annotations
 
-import numbers
 import zlib
 
 import numpy as np
+
+from .table import _is_int
 
 __all__ = ["check_seeds", "stream_seed"]
 
@@ -50,12 +39,6 @@ def check_seeds(seeds, *, name="seeds"):
     -------
     tuple of int
         The seeds, in order.
-
-    Raises
-    ------
-    TypeError, ValueError
-        For a count that is not a positive int, or a seed that is not an
-        int in range, or given twice.
 
     Examples
     --------
@@ -115,7 +98,3 @@ def stream_seed(seed, name):
     """
     key = zlib.crc32(str(name).encode())
     return int(np.random.SeedSequence([int(seed), key]).generate_state(1)[0] % (2**31 - 1))
-
-
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

@@ -1,19 +1,7 @@
-"""The study table: one long table of runs, stored by column, that pandas reads directly.
+"""The study table: one row per run (a model, a point of the grid, a seed), by column.
 
-A study (:func:`~stsq_learn.studies.sweep`, :func:`~stsq_learn.studies.length_curve`,
-:func:`~stsq_learn.studies.search_threshold`, ...) returns a :class:`StudyTable`:
-one row per run (a model, a point of the grid, a seed), in the spirit of
-benchopt's results table and of scikit-learn's ``cv_results_``. The grid's
-values are the ``param_*`` columns, the seed is the ``seed`` column (the
-repetition, as a fold is in cross-validation), then what was measured.
-
-The table is a sequence of rows (``table[0]`` is a dict) whose columns are
-NumPy arrays (``table["score"]``), so ``pandas.DataFrame(table)`` reads it as
-it is, without pandas being a dependency. It is immutable: selections
-(:meth:`~StudyTable.where`) and summaries (:meth:`~StudyTable.bands`) return
-new tables. It round-trips through JSON (:meth:`~StudyTable.to_dict`,
-:meth:`~StudyTable.from_dict`) and CSV (:meth:`~StudyTable.to_csv`,
-:meth:`~StudyTable.from_csv`).
+In the spirit of benchopt's results table and scikit-learn's ``cv_results_``: the
+grid's values in ``param_*`` columns, the seed in ``seed``, then what was measured.
 """
 
 from __future__ import annotations
@@ -25,6 +13,7 @@ import math
 import numbers
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -33,36 +22,26 @@ __all__ = ["StudyTable"]
 _KINDS = {"b": "bool", "i": "int64", "u": "int64", "f": "float64"}
 
 
-def _column(values):
-    """A read-only 1-D array of ``values``: bool, int64, float64, or object for the rest."""
-    values = list(values)
-    if values and all(isinstance(v, (bool, np.bool_)) for v in values):
-        arr = np.array(values, dtype=bool)
-    elif values and all(_is_int(v) for v in values):
-        arr = np.array(values, dtype=np.int64)
-    elif (
-        values
-        and all(_is_real(v) or v is None for v in values)
-        and any(_is_real(v) for v in values)
-    ):
-        arr = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
-    else:
-        arr = np.empty(len(values), dtype=object)
-        arr[:] = [tuple(v) if isinstance(v, list) else v for v in values]
-    arr.flags.writeable = False
-    return arr
-
-
 def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def _is_real(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+def _kind(values):
+    """The stored type of ``values``: bool, int64, float64 (None as NaN), else object."""
+    if values and all(isinstance(v, (bool, np.bool_)) for v in values):
+        return "bool"
+    if values and all(_is_int(v) for v in values):
+        return "int64"
+    reals = [isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values]
+    if any(reals) and all(r or v is None for r, v in zip(reals, values)):
+        return "float64"
+    return "object"
 
 
-def _typed(values, kind):
-    """``values`` (from JSON) as a column of the stored ``kind``."""
+def _column(values, kind=None):
+    """A read-only 1-D array of ``values``, of ``kind`` (None: the values' own)."""
+    values = list(values)
+    kind = kind or _kind(values)
     if kind == "float64":
         arr = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
     elif kind in ("int64", "bool"):
@@ -70,22 +49,21 @@ def _typed(values, kind):
     else:
         arr = np.empty(len(values), dtype=object)
         arr[:] = [tuple(v) if isinstance(v, list) else v for v in values]
+    return _frozen(arr)
+
+
+def _frozen(arr):
     arr.flags.writeable = False
     return arr
 
 
 def _plain(value):
-    """A JSON value from a cell: Python scalars, lists for tuples, None for NaN.
-
-    An infinity is written as the string ``"inf"`` or ``"-inf"`` (JSON has no
-    number for it), which a float column reads back as the infinity.
-    """
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
+    """A JSON value: Python scalars, lists for tuples, None for NaN, "inf" for an infinity."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    value = _scalar(value)
     if isinstance(value, float) and not math.isfinite(value):
-        return None
+        return None if math.isnan(value) else "inf" if value > 0 else "-inf"
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value
@@ -93,36 +71,33 @@ def _plain(value):
 
 def _cell(text):
     """A CSV cell read back: int, float, bool, None (empty), a tuple (JSON list) or str."""
-    if text == "":
-        return None
-    if text in ("True", "False"):
-        return text == "True"
+    if text in ("", "True", "False"):
+        return None if text == "" else text == "True"
     for parse in (int, float):
         try:
             return parse(text)
         except ValueError:
             pass
-    if text.startswith("["):
-        try:
-            return tuple(json.loads(text))
-        except ValueError:
-            pass
-    return text
+    try:
+        return tuple(json.loads(text)) if text.startswith("[") else text
+    except ValueError:
+        return text
 
 
 class StudyTable(Sequence):
     """The runs of a study: a tidy table stored by column, one row per run.
 
+    ``pandas.DataFrame(table)`` reads it as it is. ``table["score"]`` is a column
+    (a read-only array; a grid column may leave out its ``param_``), ``table[i]``
+    a row as a dict, ``table[mask]`` or ``table[1:3]`` a new table.
+
     Parameters
     ----------
     columns : mapping of str to sequence
-        Column name to its values, every column of the same length. A
-        column of numbers (None standing for a missing one) is stored as
-        float64 (None as NaN), of integers as int64, of booleans as bool;
-        anything else (labels, tuples) as an object array.
+        Column name to its values, all of one length: numbers (None for a missing one) as float64,
+        integers as int64, booleans as bool, the rest (labels, tuples) as objects.
     meta : dict, default=None
-        What the study was (its kind, target, grid, settings): JSON values,
-        kept by :meth:`to_dict`.
+        What the study was (kind, target, grid, settings), as JSON values.
 
     Attributes
     ----------
@@ -130,14 +105,6 @@ class StudyTable(Sequence):
         The column names, in order.
     meta : dict
         The study's description.
-
-    Notes
-    -----
-    Indexing: ``table["score"]`` is a column (a read-only NumPy array),
-    ``table[i]`` the row ``i`` as a dict, ``table[mask]`` or
-    ``table[1:3]`` a new table of those rows. A name of :meth:`where`,
-    :meth:`xy` and :meth:`bands` may leave out the ``param_`` prefix of a
-    grid column (``"seq_len"`` for ``"param_seq_len"``).
 
     Examples
     --------
@@ -160,7 +127,6 @@ class StudyTable(Sequence):
                 f"columns must be a mapping of column name to values, got {type(columns).__name__}."
             )
         stored = {}
-        lengths = set()
         for name, values in columns.items():
             if not isinstance(name, str) or not name:
                 raise TypeError(f"column names must be non-empty strings, got {name!r}.")
@@ -168,9 +134,9 @@ class StudyTable(Sequence):
                 raise TypeError(
                     f"column {name!r} must be a sequence of values, got {type(values).__name__}."
                 )
-            arr = values if _is_stored(values) else _column(values)
-            stored[name] = arr
-            lengths.add(len(arr))
+            read_only = isinstance(values, np.ndarray) and not values.flags.writeable
+            stored[name] = values if read_only and values.ndim == 1 else _column(values)
+        lengths = {len(arr) for arr in stored.values()}
         if len(lengths) > 1:
             sizes = {name: len(arr) for name, arr in stored.items()}
             raise ValueError(f"every column must have the same length, got {sizes}.")
@@ -178,18 +144,11 @@ class StudyTable(Sequence):
             raise TypeError(f"meta must be a dict or None, got {type(meta).__name__}.")
         self._columns = stored
         self._n = lengths.pop() if lengths else 0
-        self.meta = _plain_meta(dict(meta or {}))
+        self.meta = _plain(dict(meta or {}))
 
-    # -- reading ----------------------------------------------------------------------
     @property
     def columns(self):
-        """The column names, in order (``model``, ``seed``, ``param_*``, the values).
-
-        Returns
-        -------
-        tuple of str
-            The names.
-        """
+        """The column names, in order (``model``, ``seed``, ``param_*``, the values)."""
         return tuple(self._columns)
 
     def __len__(self):
@@ -203,41 +162,29 @@ class StudyTable(Sequence):
             if not -self._n <= i < self._n:
                 raise IndexError(f"row {i} out of range for a table of {self._n} rows.")
             return {name: _scalar(arr[i]) for name, arr in self._columns.items()}
-        if isinstance(key, slice):
-            index = np.arange(self._n)[key]
-        else:
-            index = np.asarray(key)
-            if index.dtype == bool:
-                if index.shape != (self._n,):
-                    raise IndexError(
-                        f"a boolean mask must have shape ({self._n},), got {index.shape}."
-                    )
-                index = np.flatnonzero(index)
-            elif index.dtype.kind not in "iu":
-                raise TypeError(
-                    "a table is indexed by a column name, a row number, a slice, a boolean "
-                    f"mask or row numbers, got {key!r}."
-                )
-        return self._take(index)
-
-    def __iter__(self):
-        for i in range(self._n):
-            yield self[i]
+        index = np.arange(self._n)[key] if isinstance(key, slice) else np.asarray(key)
+        if index.dtype == bool:
+            if index.shape != (self._n,):
+                raise IndexError(f"a boolean mask must have shape ({self._n},), got {index.shape}.")
+            index = np.flatnonzero(index)
+        elif index.dtype.kind not in "iu":
+            raise TypeError(
+                "a table is indexed by a column name, a row number, a slice, a boolean "
+                f"mask or row numbers, got {key!r}."
+            )
+        columns = {name: _frozen(arr[index]) for name, arr in self._columns.items()}
+        return StudyTable(columns, meta=self.meta)
 
     def __eq__(self, other):
         if not isinstance(other, StudyTable):
             return NotImplemented
-        if self.columns != other.columns or len(self) != len(other):
+        if (self.columns, len(self), self.meta) != (other.columns, len(other), other.meta):
             return False
-        return self.meta == other.meta and all(
-            _same(self._columns[c], other._columns[c]) for c in self.columns
-        )
-
-    __hash__ = None
+        pairs = (zip(self._columns[c], other._columns[c]) for c in self.columns)
+        return all(_equal(_scalar(a), _scalar(b)) for pair in pairs for a, b in pair)
 
     def __repr__(self):
-        head = ", ".join(self.columns)
-        return f"StudyTable({self._n} rows: {head})"
+        return f"StudyTable({self._n} rows: {', '.join(self.columns)})"
 
     def _name(self, name):
         """``name``, or ``param_<name>`` where only that is a column; KeyError otherwise."""
@@ -246,14 +193,6 @@ class StudyTable(Sequence):
         if f"param_{name}" in self._columns:
             return f"param_{name}"
         raise KeyError(f"no column {name!r} in this table; its columns are {list(self.columns)}.")
-
-    def _take(self, index):
-        columns = {}
-        for name, arr in self._columns.items():
-            part = arr[index]
-            part.flags.writeable = False
-            columns[name] = part
-        return StudyTable(columns, meta=self.meta)
 
     @property
     def param_names(self):
@@ -266,7 +205,7 @@ class StudyTable(Sequence):
         Parameters
         ----------
         column : str
-            A column name (or a grid column's name without ``param_``).
+            A column name.
 
         Returns
         -------
@@ -274,28 +213,24 @@ class StudyTable(Sequence):
             Its values, each once.
         """
         seen = []
-        for value in self[column]:
-            value = _scalar(value)
+        for value in map(_scalar, self[column]):
             if not any(_equal(value, s) for s in seen):
                 seen.append(value)
         return seen
 
-    # -- selecting ---------------------------------------------------------------------
     def where(self, **conditions):
         """The rows where every column named meets its condition.
 
         Parameters
         ----------
         **conditions
-            Column name (or a grid column's name without ``param_``) to a
-            value (rows equal to it), a list or set of values (rows equal
-            to one of them), or a callable taking the column and returning a
-            boolean mask.
+            Column name to a value (rows equal to it), a list or set of values
+            (equal to one of them), or a callable from the column to a mask.
 
         Returns
         -------
         StudyTable
-            The selected rows, in order.
+            The rows selected.
         """
         mask = np.ones(self._n, dtype=bool)
         for name, condition in conditions.items():
@@ -307,10 +242,9 @@ class StudyTable(Sequence):
                         f"the condition on {name!r} returned a mask of shape {hit.shape}, "
                         f"not ({self._n},)."
                     )
-            elif isinstance(condition, (list, set, frozenset)):
-                hit = np.array([any(_equal(v, c) for c in condition) for v in column], bool)
             else:
-                hit = np.array([_equal(v, condition) for v in column], dtype=bool)
+                wanted = condition if isinstance(condition, (list, set, frozenset)) else [condition]
+                hit = np.array([any(_equal(v, c) for c in wanted) for v in column], dtype=bool)
             mask &= hit
         return self[mask]
 
@@ -320,18 +254,16 @@ class StudyTable(Sequence):
         Parameters
         ----------
         x, y : str
-            Column names (a grid column's name may leave out ``param_``).
+            Column names.
         finite : bool, default=True
-            Leave out the rows where either is not a finite number (a
-            threshold not reached, a failed fit).
+            Leave out the rows where either is not a finite number.
 
         Returns
         -------
         x, y : ndarray of float64
             The two columns' values, row by row.
         """
-        xs = np.array([_as_float(v) for v in self[x]], dtype=np.float64)
-        ys = np.array([_as_float(v) for v in self[y]], dtype=np.float64)
+        xs, ys = (np.array([_as_float(v) for v in self[c]], dtype=np.float64) for c in (x, y))
         if finite:
             keep = np.isfinite(xs) & np.isfinite(ys)
             xs, ys = xs[keep], ys[keep]
@@ -348,8 +280,7 @@ class StudyTable(Sequence):
         Returns
         -------
         list of (tuple, StudyTable)
-            Each distinct combination of values (in order of first
-            appearance) and its rows.
+            Each distinct combination of values, in order, and its rows.
         """
         names = [self._name(b) for b in by]
         keys = []
@@ -362,51 +293,39 @@ class StudyTable(Sequence):
     def bands(self, x, y, *, by=("model",)):
         """Median, min and max of ``y`` over the seeds at each ``x``, per group of ``by``.
 
-        Each band is taken over the rows whose ``y`` is a finite number (a
-        seed whose search reached no value, or whose fit failed, is left
-        out); ``n`` says how many there were, ``n_runs`` how many rows in all.
-
         Parameters
         ----------
-        x : str
-            The column along which the bands run (a grid column).
-        y : str
-            The measured column.
+        x, y : str
+            The column along which the bands run, and the measured one.
         by : sequence of str, default=("model",)
             Columns that tell the curves apart (present ones only).
 
         Returns
         -------
         StudyTable
-            Columns ``*by, x, "median", "min", "max", "n", "n_runs"``, one
-            row per curve and ``x``.
+            Columns ``*by, x, "median", "min", "max", "n", "n_runs"``, a row
+            per curve and ``x``: ``n`` rows had a finite ``y``, of ``n_runs``.
         """
-        by = [b for b in by if b in self.columns or f"param_{b}" in self.columns]
+        by = [self._name(b) for b in by if b in self.columns or f"param_{b}" in self.columns]
         x_name = self._name(x)
-        out = {name: [] for name in (*[self._name(b) for b in by], x_name)}
-        stats = {"median": [], "min": [], "max": [], "n": [], "n_runs": []}
+        out = {name: [] for name in (*by, x_name)}
+        stats = {name: [] for name in ("median", "min", "max", "n", "n_runs")}
         for key, part in self.groups(*by) if by else [((), self)]:
             for (xv,), rows in part.groups(x_name):
                 values = np.array([_as_float(v) for v in rows[y]], dtype=np.float64)
                 found = values[np.isfinite(values)]
+                row = [float(f(found)) if len(found) else None for f in (np.median, np.min, np.max)]
                 for name, value in zip(out, (*key, xv)):
                     out[name].append(value)
-                stats["median"].append(float(np.median(found)) if len(found) else None)
-                stats["min"].append(float(found.min()) if len(found) else None)
-                stats["max"].append(float(found.max()) if len(found) else None)
-                stats["n"].append(len(found))
-                stats["n_runs"].append(len(rows))
-        columns = {**out, **stats}
+                for name, value in zip(stats, (*row, len(found), len(rows))):
+                    stats[name].append(value)
         for name in ("median", "min", "max"):
-            columns[name] = _typed(columns[name], "float64")
-        return StudyTable(columns, meta={"bands_of": y, "along": x_name, **self.meta})
+            stats[name] = _column(stats[name], "float64")
+        return StudyTable({**out, **stats}, meta={"bands_of": y, "along": x_name, **self.meta})
 
-    # -- making ------------------------------------------------------------------------
     @classmethod
     def concat(cls, tables, *, meta=None):
-        """The rows of several tables, one after another.
-
-        A column that a table lacks is missing (NaN or None) in its rows.
+        """The rows of several tables, one after another (a column a table lacks is missing).
 
         Parameters
         ----------
@@ -423,20 +342,12 @@ class StudyTable(Sequence):
         for i, t in enumerate(tables):
             if not isinstance(t, StudyTable):
                 raise TypeError(f"tables[{i}] must be a StudyTable, got {type(t).__name__}.")
-        names = []
-        for t in tables:
-            names += [c for c in t.columns if c not in names]
+        names = list(dict.fromkeys(c for t in tables for c in t.columns))
         columns = {
-            name: [
-                _scalar(v)
-                for t in tables
-                for v in (t._columns[name] if name in t._columns else [None] * len(t))
-            ]
+            name: [_scalar(v) for t in tables for v in t._columns.get(name, [None] * len(t))]
             for name in names
         }
-        if meta is None:
-            meta = tables[0].meta if tables else {}
-        return cls(columns, meta=meta)
+        return cls(columns, meta=(tables[0].meta if tables else {}) if meta is None else meta)
 
     def with_columns(self, **columns):
         """A copy with columns added or replaced (each as long as the table).
@@ -449,33 +360,32 @@ class StudyTable(Sequence):
         Returns
         -------
         StudyTable
-            A new table; this one is left as it was.
+            A new table.
         """
         return StudyTable({**self._columns, **columns}, meta=self.meta)
 
-    # -- saving ------------------------------------------------------------------------
     def to_dict(self):
         """A JSON-ready dict: the columns (lists; NaN as null), their types and ``meta``.
 
         Returns
         -------
         dict
-            ``{"columns": {name: list}, "dtypes": {name: str}, "meta": dict}``.
+            ``{"columns": {name: list}, "dtypes": {name: str}, "meta": dict}``
         """
         return {
             "columns": {n: [_plain(v) for v in arr] for n, arr in self._columns.items()},
             "dtypes": {n: _KINDS.get(arr.dtype.kind, "object") for n, arr in self._columns.items()},
-            "meta": _plain_meta(self.meta),
+            "meta": _plain(self.meta),
         }
 
     @classmethod
     def from_dict(cls, data):
-        """The table :meth:`to_dict` described.
+        """The table :meth:`to_dict` described (or JSON read back).
 
         Parameters
         ----------
         data : dict
-            As :meth:`to_dict` returns it (or as JSON read it back).
+            As :meth:`to_dict` returns it.
 
         Returns
         -------
@@ -486,17 +396,14 @@ class StudyTable(Sequence):
                 "data must be a dict with a 'columns' mapping, as StudyTable.to_dict() gives."
             )
         dtypes = data.get("dtypes", {})
-        columns = {}
-        for name, values in data["columns"].items():
-            kind = dtypes.get(name)
-            columns[name] = _typed(values, kind) if kind else values
+        columns = {
+            name: _column(values, dtypes[name]) if dtypes.get(name) else values
+            for name, values in data["columns"].items()
+        }
         return cls(columns, meta=data.get("meta"))
 
     def to_csv(self, path_or_buffer=None):
-        """Write the rows as CSV (a header of column names, then a line per row).
-
-        Numbers are written in full precision, a missing value as an empty
-        cell, a tuple as a JSON list. ``meta`` is not written (JSON keeps it).
+        """Write the rows as CSV (a missing value empty, a tuple as a JSON list; no ``meta``).
 
         Parameters
         ----------
@@ -506,22 +413,18 @@ class StudyTable(Sequence):
         Returns
         -------
         str or None
-            The CSV text when ``path_or_buffer`` is None.
+            The text, when ``path_or_buffer`` is None.
         """
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(self.columns)
-        for i in range(self._n):
-            writer.writerow(_csv_cell(self._columns[c][i]) for c in self.columns)
-        text = buffer.getvalue()
+        writer.writerows(map(_csv_cell, row.values()) for row in self)
         if path_or_buffer is None:
-            return text
+            return buffer.getvalue()
         if hasattr(path_or_buffer, "write"):
-            path_or_buffer.write(text)
+            path_or_buffer.write(buffer.getvalue())
         else:
-            with open(os.fspath(path_or_buffer), "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-        return None
+            Path(path_or_buffer).write_text(buffer.getvalue(), encoding="utf-8", newline="")
 
     @classmethod
     def from_csv(cls, path_or_buffer):
@@ -537,11 +440,10 @@ class StudyTable(Sequence):
         StudyTable
         """
         if hasattr(path_or_buffer, "read"):
-            text = path_or_buffer.read()
+            rows = list(csv.reader(io.StringIO(path_or_buffer.read())))
         else:
             with open(os.fspath(path_or_buffer), encoding="utf-8", newline="") as f:
-                text = f.read()
-        rows = list(csv.reader(io.StringIO(text)))
+                rows = list(csv.reader(f))
         if not rows:
             raise ValueError("the CSV holds no header row: it is not a study table.")
         header, body = rows[0], rows[1:]
@@ -551,10 +453,6 @@ class StudyTable(Sequence):
                     f"line {k} of the CSV has {len(row)} cells, the header {len(header)}."
                 )
         return cls({name: [_cell(row[j]) for row in body] for j, name in enumerate(header)})
-
-
-def _is_stored(values):
-    return isinstance(values, np.ndarray) and values.ndim == 1 and not values.flags.writeable
 
 
 def _scalar(value):
@@ -571,36 +469,18 @@ def _as_float(value):
 
 
 def _equal(a, b):
-    """Equality of cells, NaN equal to NaN and None."""
-    missing_a = a is None or (isinstance(a, float) and math.isnan(a))
-    missing_b = b is None or (isinstance(b, float) and math.isnan(b))
-    if missing_a or missing_b:
-        return missing_a and missing_b
-    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
-        return (
-            isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and tuple(a) == tuple(b)
-        )
+    """Equality of cells, NaN equal to NaN and None, a tuple to a list."""
+    missing = [v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b)]
+    if any(missing):
+        return all(missing)
+    sequences = [isinstance(v, (tuple, list)) for v in (a, b)]
+    if any(sequences):
+        return all(sequences) and tuple(a) == tuple(b)
     return bool(a == b)
 
 
-def _same(a, b):
-    return len(a) == len(b) and all(_equal(_scalar(x), _scalar(y)) for x, y in zip(a, b))
-
-
 def _csv_cell(value):
-    value = _plain(_scalar(value))
-    if value is None:
-        return ""
+    value = _plain(value)
     if isinstance(value, list):
         return json.dumps(value)
-    if isinstance(value, float):
-        return repr(value)
-    return value
-
-
-def _plain_meta(meta):
-    if isinstance(meta, dict):
-        return {str(k): _plain_meta(v) for k, v in meta.items()}
-    if isinstance(meta, (list, tuple)):
-        return [_plain_meta(v) for v in meta]
-    return _plain(meta)
+    return "" if value is None else repr(value) if isinstance(value, float) else value
