@@ -294,5 +294,5 @@ def test_band_display_one_curve_and_styles(table):
         display.plot(style="violin")
     with pytest.raises(TypeError, match="table must be a StudyTable"):
         BandDisplay.from_table({"a": [1]}, x="a", y="a")
-    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['colour'\]"):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'colour'"):
         BandDisplay.from_table(fcn, x="seq_len", y="value", colour="r")

@@ -14,8 +14,6 @@ __all__ = ["BandDisplay"]
 
 _STYLES = ("fill_between", "errorbar", None)
 _KW = ("line_kw", "fill_between_kw", "errorbar_kw", "theory_kw", "law_kw")
-_PLOT = ("style", "logx", "logy", "labels", "colors", "legend", *_KW)
-_FIELDS = ("laws", "law_variable", "theory", "xlabel", "ylabel", "title")
 
 
 def _kw_for(kw, key):
@@ -103,7 +101,33 @@ class BandDisplay:
     title: str | None = None
 
     @classmethod
-    def from_table(cls, table, *, x, y, hue="model", bound=None, ax=None, **kwargs):
+    def from_table(
+        cls,
+        table,
+        *,
+        x,
+        y,
+        hue="model",
+        bound=None,
+        ax=None,
+        laws=None,
+        law_variable=None,
+        theory=None,
+        xlabel=None,
+        ylabel=None,
+        title=None,
+        logx=False,
+        logy=False,
+        labels=None,
+        colors=None,
+        legend=True,
+        line_kw=None,
+        fill_between_kw=None,
+        errorbar_kw=None,
+        theory_kw=None,
+        law_kw=None,
+        style="fill_between",
+    ):
         """Compute the bands of ``y`` along ``x`` from a study's table and draw them.
 
         Parameters
@@ -118,20 +142,19 @@ class BandDisplay:
             A column of lower bounds, drawn where the threshold was not reached.
         ax : matplotlib Axes, default=None
             Where to draw (None: a new figure).
-        **kwargs
-            The display's ``laws``, ``law_variable``, ``theory``, ``xlabel``, ``ylabel``
-            and ``title`` (see the class), and :meth:`plot`'s ``logx``, ``logy``,
-            ``labels``, ``colors``, ``legend``, ``line_kw``, ``fill_between_kw``,
-            ``errorbar_kw``, ``theory_kw``, ``law_kw`` and ``style``.
+        laws, law_variable, theory, title : see the class
+            The laws and theory curves drawn beside, and the title.
+        xlabel, ylabel : str or None, default=None
+            The axes' labels (None: the column names).
+        logx, logy, labels, colors, legend, line_kw, fill_between_kw, \
+errorbar_kw, theory_kw, law_kw, style : see :meth:`plot`
+            How it is drawn.
 
         Returns
         -------
         BandDisplay
             The display, drawn.
         """
-        unknown = sorted(set(kwargs) - {*_FIELDS, *_PLOT})
-        if unknown:
-            raise TypeError(f"from_table() got unexpected keyword arguments {unknown}.")
         if not isinstance(table, StudyTable):
             raise TypeError(f"table must be a StudyTable, got {type(table).__name__}.")
         if hue is not None and hue not in table.columns and f"param_{hue}" not in table.columns:
@@ -143,11 +166,23 @@ class BandDisplay:
         if bound is not None:
             rows = table[~np.isfinite(table.xy(x_name, y, finite=False)[1])]
             bounds = StudyTable({c: rows[c] for c in (hue_name, x_name, bound) if c is not None})
-        fields = {name: kwargs.pop(name) for name in _FIELDS if name in kwargs}
-        fields["xlabel"] = fields.get("xlabel") or x_name.removeprefix("param_")
-        fields["ylabel"] = fields.get("ylabel") or y
-        display = cls(bands, x=x_name, hue=hue_name, bounds=bounds, **fields)
-        return display.plot(ax, bound=bound, **kwargs)
+        display = cls(
+            bands,
+            x=x_name,
+            hue=hue_name,
+            laws=laws,
+            law_variable=law_variable,
+            theory=theory,
+            bounds=bounds,
+            xlabel=xlabel or x_name.removeprefix("param_"),
+            ylabel=ylabel or y,
+            title=title,
+        )
+        kw = dict(line_kw=line_kw, fill_between_kw=fill_between_kw, errorbar_kw=errorbar_kw)
+        kw.update(theory_kw=theory_kw, law_kw=law_kw, style=style, bound=bound)
+        return display.plot(
+            ax, logx=logx, logy=logy, labels=labels, colors=colors, legend=legend, **kw
+        )
 
     def plot(
         self,
