@@ -109,10 +109,12 @@ class TorchThreads(WorkerPlugin):
     --------
     >>> from distributed import Client, LocalCluster
     >>> from stsq_learn.distributed import TorchThreads
-    >>> with LocalCluster(n_workers=1, threads_per_worker=1) as cluster, Client(cluster) as client:
+    >>> import torch
+    >>> cluster = LocalCluster(n_workers=1, threads_per_worker=1)  # doctest: +SKIP
+    >>> with Client(cluster) as client:  # doctest: +SKIP
     ...     client.register_plugin(TorchThreads(2))
-    ...     import torch
-    ...     client.submit(torch.get_num_threads, pure=False).result()  # doctest: +SKIP
+    ...     threads = client.submit(torch.get_num_threads, pure=False)
+    ...     threads.result()
     2
     """
 

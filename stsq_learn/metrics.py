@@ -184,9 +184,11 @@ def averaging_accuracy(y_true, y_pred, *, epsilon, per="position"):
     --------
     >>> from sklearn.metrics import make_scorer
     >>> from stsq_learn import averaging_accuracy
-    >>> averaging_accuracy([[[1.0, 0.0], [0.0, 1.0]]], [[[1.0, 0.1], [0.0, 0.0]]], epsilon=0.5)
+    >>> y_true = [[[1.0, 0.0], [0.0, 1.0]]]
+    >>> averaging_accuracy(y_true, [[[1.0, 0.1], [0.0, 0.0]]], epsilon=0.5)
     0.5
-    >>> scorer = make_scorer(averaging_accuracy, epsilon=0.5)  # for GridSearchCV(scoring=...)
+    >>> # for GridSearchCV(scoring=...):
+    >>> scorer = make_scorer(averaging_accuracy, epsilon=0.5)
     """
     if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
@@ -233,7 +235,8 @@ def worst_position_error(y_true, y_pred):
     Examples
     --------
     >>> from stsq_learn import worst_position_error
-    >>> worst_position_error([[[1.0, 0.0], [0.0, 1.0]]], [[[1.0, 0.0], [0.0, 0.0]]])
+    >>> y_true = [[[1.0, 0.0], [0.0, 1.0]]]
+    >>> worst_position_error(y_true, [[[1.0, 0.0], [0.0, 0.0]]])
     1.0
     """
     return float(_position_errors(y_true, y_pred).max(axis=1).mean())

@@ -73,7 +73,8 @@ class AttentionRegressor(_AttentionCore):
     >>> from stsq_learn import AttentionRegressor, make_sparse_averaging
     >>> X, y = make_sparse_averaging(300, seq_len=8, n_features=2,
     ...                              n_selected=2, random_state=0)
-    >>> model = AttentionRegressor(task="averaging", width=16, random_state=0).fit(X, y)
+    >>> model = AttentionRegressor(task="averaging", width=16, random_state=0)
+    >>> model = model.fit(X, y)
     >>> model.task_
     SparseAveragingTask(seq_len=8, n_features=2, n_selected=2)
     """

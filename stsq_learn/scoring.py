@@ -195,7 +195,8 @@ class LengthShiftScorer(BaseEstimator):
     ...                         make_sparse_token_selection)
     >>> X, y = make_sparse_token_selection(300, seq_len=8, n_features=4,
     ...                                    n_selected=2, random_state=0)
-    >>> model = SparseTokenSelector(width=16, max_iter=20, random_state=0).fit(X, y)
+    >>> model = SparseTokenSelector(width=16, max_iter=20, random_state=0)
+    >>> model = model.fit(X, y)
     >>> x4 = LengthShiftScorer(factor=4, random_state=0)
     >>> score = x4(model, X, y)          # R^2 with every row 4x longer (T' = 32)
     >>> bool(-1 < score <= 1)

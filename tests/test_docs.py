@@ -478,79 +478,14 @@ def _too_long_in_examples():
 # be still there and still too wide, so that the list only shrinks.
 KNOWN_TOO_WIDE = {
     "stsq_learn.distributed.TorchThreads": [
-        ">>> with LocalCluster(n_workers=1, threads_per_worker=1) ",
-        "...     client.submit(torch.get_num_threads, pure=False).",
-    ],
-    "docs/user_guide/classification.rst": [
-        ">>> from stsq_learn import SparseTokenClassificationTask",
-    ],
-    "docs/user_guide/encodings.rst": [
-        "result = encoding_families(n_steps=1500, codebook_factor",
-        "model = SparseTokenSelector(width=64, positional_encodin",
-    ],
-    "docs/user_guide/in_context.rst": [
-        ">>> X, y = make_in_context_regression(1000, n_examples=2",
-        ">>> bool(np.linalg.norm(model.preconditioner_ - target) ",
-    ],
-    "docs/user_guide/single_location.rst": [
-        "X, y = task.sample(1000, random_state=0)                ",
-        "est = ErfAttentionRegressor(learning_rate_init=0.004, la",
-        "models = fit_online_seeds(est, task, random_states=range",
-    ],
-    "stsq_learn.encodings.sampling.randomized_positions": [
-        ">>> idx = randomized_positions(2, 3, 10, generator=torch",
-    ],
-    "stsq_learn.engine.batch_reuse.reuse_batches": [
-        "...         _ = SparseTokenSelector(width, random_state=",
-    ],
-    "stsq_learn.engine.batch_reuse.reusing_batches": [
-        "...         SparseTokenSelector(width, random_state=0).f",
-        ">>> two_widths(SparseTokenSelectionTask(seq_len=8, n_fea",
+        ">>> cluster = LocalCluster(n_workers=1, threads_per_work",
     ],
     "stsq_learn.engine.members.fit_members": [
         ">>> X, y = make_sparse_token_selection(200, seq_len=8, n",
         ">>> fitted = fit_members([clone(est).set_params(random_s",
     ],
     "stsq_learn.experiments._check.check_reference": [
-        '>>> check_reference(reproduce("tiny", only="convergence"',
-    ],
-    "stsq_learn.experiments._reproduce.plan": [
-        '>>> est["in_context_regression"]["seeds"], est["in_conte',
-    ],
-    "stsq_learn.experiments._result.ExperimentResult": [
-        '...                     "param_seq_len": [4, 8, 4, 8], "',
-    ],
-    "stsq_learn.experiments._settings.Settings": [
-        "sklearn.utils._param_validation.InvalidParameterError: T",
-    ],
-    "stsq_learn.io.persistence.save_model": [
-        ">>> model = SparseTokenSelector(width=16, max_iter=5, ra",
-    ],
-    "stsq_learn.metrics.averaging_accuracy": [
-        ">>> averaging_accuracy([[[1.0, 0.0], [0.0, 1.0]]], [[[1.",
-        ">>> scorer = make_scorer(averaging_accuracy, epsilon=0.5",
-    ],
-    "stsq_learn.metrics.worst_position_error": [
-        ">>> worst_position_error([[[1.0, 0.0], [0.0, 1.0]]], [[[",
-    ],
-    "stsq_learn.regressors.AttentionRegressor": [
-        '>>> model = AttentionRegressor(task="averaging", width=1',
-    ],
-    "stsq_learn.scoring.LengthShiftScorer": [
-        ">>> model = SparseTokenSelector(width=16, max_iter=20, r",
-    ],
-    "stsq_learn.studies.display.BandDisplay": [
-        ">>> sorted(display.lines_), display.ax_.get_xscale(), di",
-    ],
-    "stsq_learn.studies.laws.Law.median": [
-        '>>> laws = [fit_law([4, 8, 16], [b, 2 * b, 3 * b], "log2',
-    ],
-    "stsq_learn.studies.laws.fit_laws": [
-        '>>> table = StudyTable({"seed": [0, 0, 0, 1, 1, 1], "par',
-        '>>> {s: round(law.params["b"], 9) for s, law in fit_laws',
-    ],
-    "stsq_learn.studies.plan.planning": [
-        "...     table = length_curve(SparseTokenSelector(width=8",
+        '>>> run = reproduce("tiny", only="convergence", progress',
     ],
     "stsq_learn.studies.search.minimal_width": [
         ">>> table = minimal_width(SparseTokenSelector(), SparseT",

@@ -362,7 +362,8 @@ def randomized_positions(n_samples, seq_len, max_positions, *, generator=None, d
     Examples
     --------
     >>> from stsq_learn.encodings import randomized_positions
-    >>> idx = randomized_positions(2, 3, 10, generator=torch.Generator().manual_seed(0))
+    >>> generator = torch.Generator().manual_seed(0)
+    >>> idx = randomized_positions(2, 3, 10, generator=generator)
     >>> idx.shape, bool((idx.diff(dim=1) > 0).all())
     (torch.Size([2, 3]), True)
     """

@@ -173,7 +173,8 @@ def reuse_batches(max_bytes=DEFAULT_MAX_BYTES):
     >>> task = SparseTokenSelectionTask(seq_len=8, n_features=2, n_selected=2)
     >>> with reuse_batches() as kept:
     ...     for width in (8, 16):
-    ...         _ = SparseTokenSelector(width, random_state=0).fit_online(task, n_steps=5)
+    ...         model = SparseTokenSelector(width, random_state=0)
+    ...         _ = model.fit_online(task, n_steps=5)
     >>> len(kept)
     1
     """
@@ -211,9 +212,10 @@ def reusing_batches(function):
     >>> @reusing_batches
     ... def two_widths(task):
     ...     for width in (8, 16):
-    ...         SparseTokenSelector(width, random_state=0).fit_online(task, n_steps=5)
+    ...         model = SparseTokenSelector(width, random_state=0)
+    ...         _ = model.fit_online(task, n_steps=5)
     ...     return len(active_reuse())
-    >>> two_widths(SparseTokenSelectionTask(seq_len=8, n_features=2, n_selected=2))
+    >>> two_widths(SparseTokenSelectionTask(8, n_features=2, n_selected=2))
     1
     """
 

@@ -349,7 +349,8 @@ def check_reference(results, reference=None):
     Examples
     --------
     >>> from stsq_learn.experiments import check_reference, reproduce
-    >>> check_reference(reproduce("tiny", only="convergence", progress=False)).ok  # doctest: +SKIP
+    >>> run = reproduce("tiny", only="convergence", progress=False)  # doctest: +SKIP
+    >>> check_reference(run).ok  # doctest: +SKIP
     True
     """
     preset, meta, bands, seeds = _read_run(results)

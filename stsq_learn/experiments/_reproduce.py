@@ -497,7 +497,8 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
     --------
     >>> from stsq_learn.experiments import plan
     >>> est = plan("tiny", only="in_context_regression")
-    >>> est["in_context_regression"]["seeds"], est["in_context_regression"]["fits"] > 0
+    >>> one = est["in_context_regression"]
+    >>> one["seeds"], one["fits"] > 0
     (1, True)
     """
     names, resolved, seeds = check_run_options(  # no out, no scheduler; the seeds from 0

@@ -71,7 +71,8 @@ class ExperimentResult:
     >>> from stsq_learn.experiments import ExperimentResult
     >>> from stsq_learn.studies import StudyTable
     >>> table = StudyTable({"model": ["a"] * 4, "seed": [0, 0, 1, 1],
-    ...                     "param_seq_len": [4, 8, 4, 8], "value": [1.0, 2.0, 1.5, 2.5]})
+    ...                     "param_seq_len": [4, 8, 4, 8],
+    ...                     "value": [1.0, 2.0, 1.5, 2.5]})
     >>> result = ExperimentResult("my_study", {"target": 0.9}, {"widths": table})
     >>> result.seeds, len(result.seed(1).tables["widths"])
     ((0, 1), 2)

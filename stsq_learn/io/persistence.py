@@ -302,7 +302,8 @@ def save_model(estimator, path):
     >>> from stsq_learn import load_model, save_model
     >>> X, y = make_sparse_token_selection(200, seq_len=8, n_features=2,
     ...                                    n_selected=2, random_state=0)
-    >>> model = SparseTokenSelector(width=16, max_iter=5, random_state=0).fit(X, y)
+    >>> model = SparseTokenSelector(width=16, max_iter=5, random_state=0)
+    >>> model = model.fit(X, y)
     >>> path = os.path.join(tempfile.mkdtemp(), "model.stsq")
     >>> save_model(model, path)
     >>> loaded = load_model(path)

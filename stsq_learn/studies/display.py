@@ -82,8 +82,10 @@ class BandDisplay:
     >>> display = BandDisplay.from_table(table, x="seq_len", y="value", laws=law,
     ...                                  logx=True, law_variable="T",
     ...                                  line_kw={"marker": "s"})
-    >>> sorted(display.lines_), display.ax_.get_xscale(), display.lines_["attention"].get_marker()
-    (['attention'], 'log', 's')
+    >>> sorted(display.lines_), display.ax_.get_xscale()
+    (['attention'], 'log')
+    >>> display.lines_["attention"].get_marker()
+    's'
     >>> display.law_lines_["attention"].get_label()
     '-3.33 + 4 log2(T) (fit R^2 0.92)'
     """

@@ -176,7 +176,8 @@ class Law:
         Examples
         --------
         >>> from stsq_learn.studies import Law, fit_law
-        >>> laws = [fit_law([4, 8, 16], [b, 2 * b, 3 * b], "log2") for b in (1.0, 2.0, 4.0)]
+        >>> laws = [fit_law([4, 8, 16], [b, 2 * b, 3 * b], "log2")
+        ...         for b in (1.0, 2.0, 4.0)]
         >>> round(Law.median(laws).params["b"], 9), Law.median(laws).n_fits
         (2.0, 3)
         """
@@ -293,9 +294,11 @@ def fit_laws(table, x, y, law="log2", *, origin=False, by="seed"):
     Examples
     --------
     >>> from stsq_learn.studies import StudyTable, fit_laws
-    >>> table = StudyTable({"seed": [0, 0, 0, 1, 1, 1], "param_seq_len": [4, 8, 16] * 2,
+    >>> table = StudyTable({"seed": [0, 0, 0, 1, 1, 1],
+    ...                     "param_seq_len": [4, 8, 16] * 2,
     ...                     "value": [2, 3, 4, 2, 4, 6]})
-    >>> {s: round(law.params["b"], 9) for s, law in fit_laws(table, "seq_len", "value").items()}
+    >>> laws = fit_laws(table, "seq_len", "value")
+    >>> {s: round(law.params["b"], 9) for s, law in laws.items()}
     {0: 1.0, 1: 2.0}
     """
     out = {}

@@ -166,7 +166,8 @@ def planning():
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import planning, length_curve
     >>> with planning() as plan:
-    ...     table = length_curve(SparseTokenSelector(width=8), SparseTokenSelectionTask(8, 2, 2),
+    ...     table = length_curve(SparseTokenSelector(width=8),
+    ...                          SparseTokenSelectionTask(8, 2, 2),
     ...                          lengths=[8, 16], seeds=2, n_steps=40)
     >>> len(table), plan.fits, plan.steps
     (0, 2, 80)
