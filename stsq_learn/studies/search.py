@@ -3,65 +3,38 @@
 The theory's separations are thresholds: the smallest width with which a
 model reaches an R^2 (against the length), the fewest heads that retrieve
 every token, the weakest signal a classifier detects. :func:`search_threshold`
-finds such a value per model, grid point and seed, with the methods the
-built-in experiments use, all assuming the score grows with the value:
-
-- ``"scan"``: the grid's values upwards from the start, until one passes;
-- ``"bracket"``: the start first; if it passes, downwards until one fails,
-  else upwards until one passes (from the grid's first value this is the
-  scan; from the previous point's threshold, the fewest fits when the
-  threshold moves little);
-- ``"bisect"``: from the start, 1, 2, 4, ... grid steps until the threshold
-  is bracketed, then bisection, until a passing value's neighbour below
-  has failed (the threshold is confirmed by two fits, not inferred);
-- ``"geometric"``: for a continuous value (a signal strength): bisection
-  in log scale between ``(low, high)`` for ``n_iter`` fits; the threshold is
-  the final bracket's geometric mean.
-
-The grid's first name is the axis along which a threshold is followed (the
-length, usually): a start policy may read the previous point's threshold
-(``start="previous"``, or a callable), and a point after one whose search
-reached nothing is not searched (``skip_after_miss``: the threshold is
-assumed not to fall as that axis grows), its lower bound carried over.
-:func:`minimal_width` is the search over ``width``.
-
-Every seed's search is its own; with ``n_jobs``, the fits that the searches
-ask for at the same time run at once, and the numbers do not depend on it.
+finds one per model, grid point and seed, following it along the grid's first
+name; :func:`minimal_width` is the search over ``width``. Every seed's search
+is its own; with ``n_jobs``, the fits the searches ask for at the same time
+run at once, and the numbers do not depend on it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
 import sklearn
 from sklearn.base import clone, is_classifier, is_regressor
 from skorch.callbacks import Callback
-from tqdm.auto import tqdm
 
 from ..engine.regression import _Regressor
 from ..engine.training import STOP_REASON
 from .fits import (
+    FIT_COLUMNS,
     Point,
+    Study,
     check_count,
-    check_error_score,
-    check_n_jobs,
-    check_online,
-    execute,
-    fit_and_measure,
-    models_of,
-    points_of,
+    fit_columns,
     prepare,
-    scorers_of,
+    takes_options,
     task_fields,
     test_rows,
     warn_failures,
 )
-from .plan import StudyPlan, Work, active_plan, planned_steps, planning
-from .seeds import check_seeds
 from .sweep import fitted_view
-from .table import StudyTable
 
 __all__ = ["METHODS", "StopAtTarget", "minimal_width", "search_threshold"]
 
@@ -83,31 +56,16 @@ def _bracket(n, start):
 
 def _bisect(n, start):
     lo, hi = -1, n  # values[lo] fails, values[hi] passes (-1, n: not known)
+    down = yield start
+    lo, hi = (lo, start) if down else (start, hi)
     gap = 1
-    if (yield start):
-        hi = start
-        while hi > 0 and lo < 0:
-            i = max(hi - gap, 0)
-            if (yield i):
-                hi = i
-            else:
-                lo = i
-            gap *= 2
-    else:
-        lo = start
-        while lo < n - 1 and hi == n:
-            i = min(lo + gap, n - 1)
-            if (yield i):
-                hi = i
-            else:
-                lo = i
-            gap *= 2
+    while (lo < 0 < hi) if down else (hi == n and lo < n - 1):
+        i = max(hi - gap, 0) if down else min(lo + gap, n - 1)
+        lo, hi = (lo, i) if (yield i) else (i, hi)
+        gap *= 2
     while hi < n and hi - lo > 1:
         mid = (lo + hi) // 2
-        if (yield mid):
-            hi = mid
-        else:
-            lo = mid
+        lo, hi = (lo, mid) if (yield mid) else (mid, hi)
 
 
 def _geometric(low, high, n_iter):
@@ -297,18 +255,10 @@ class StopAtTarget(Callback):
         return [stops.get(id(cb), False) for cb, _ in pairs]
 
 
-class _Stopper:
-    """Makes the :class:`StopAtTarget` of a seed's estimator (picklable, for workers)."""
-
-    def __init__(self, target, scorer, greater_is_better, n_test):
-        self.target, self.scorer = target, scorer
-        self.greater_is_better, self.n_test = greater_is_better, n_test
-
-    def __call__(self, est, task):
-        X, y = test_rows(task, est.random_state, self.n_test)
-        return StopAtTarget(
-            clone(est), task, X, y, self.target, self.scorer, self.greater_is_better
-        )
+def _stopper(target, scorer, greater_is_better, n_test, est, task):
+    """The :class:`StopAtTarget` of a seed's estimator (a study's callback, as a partial)."""
+    X, y = test_rows(task, est.random_state, n_test)
+    return StopAtTarget(clone(est), task, X, y, target, scorer, greater_is_better)
 
 
 def _passes(score, target, greater_is_better):
@@ -338,7 +288,7 @@ def _start_index(values, value, method):
 # -- the search ------------------------------------------------------------------------------
 @dataclasses.dataclass
 class _Search:
-    """The settings of :func:`search_threshold`, checked."""
+    """The search of :func:`search_threshold`: its arguments, checked, and its moves."""
 
     param: str
     values: tuple
@@ -348,7 +298,59 @@ class _Search:
     start: object
     skip_after_miss: bool
     n_iter: int
-    in_task: bool
+    in_task: bool = False
+
+    def __post_init__(self):
+        param, values, method, target = self.param, self.values, self.method, self.target
+        if not isinstance(param, str) or not param:
+            raise TypeError(f"param must be the name of a parameter or task field, got {param!r}.")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}.")
+        if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, float, np.number)):
+            raise TypeError(f"target must be a number, got {target!r}.")
+        if not math.isfinite(float(target)):
+            raise ValueError(f"target must be a finite number, got {target!r}.")
+        start = self.start
+        if not (start is None or start == "previous" or callable(start)):
+            if isinstance(start, str) or not isinstance(start, (int, float, np.number)):
+                raise ValueError(
+                    f'start must be "previous", None, a number or a callable, got {start!r}.'
+                )
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise TypeError(f"values must be a sequence of values of {param!r}, got {values!r}.")
+        values = list(values)
+        if method == "geometric":
+            if len(values) != 2 or not all(isinstance(v, (int, float, np.number)) for v in values):
+                raise ValueError(
+                    f"the geometric search takes values=(low, high), two numbers, got {values!r}."
+                )
+            if not 0 < float(values[0]) < float(values[1]) < math.inf:
+                raise ValueError(f"values=(low, high) must satisfy 0 < low < high, got {values!r}.")
+            self.values = (float(values[0]), float(values[1]))
+        else:
+            if not values:
+                raise ValueError(f"values is empty: give the grid of {param!r} to search.")
+            if sorted(values) != values or len(set(values)) != len(values):
+                raise ValueError(f"values must be increasing, each once, got {values!r}.")
+            self.values = tuple(values)
+        self.target, self.greater_is_better = float(target), bool(self.greater_is_better)
+        self.skip_after_miss = bool(self.skip_after_miss)
+
+    def check(self, task, study):
+        """Check, before any fit, the grid's ends as candidates, and the grid's names."""
+        self.in_task = self.param in task_fields(task)
+        for v in (self.values[0], self.values[-1]):
+            if self.in_task:
+                try:
+                    dataclasses.replace(task, **{self.param: v})
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"{self.param}={v!r}: {exc}") from None
+            else:
+                for label, est in study.models.items():
+                    prepare(est, Point((), task, ()), None, label=label, extra={self.param: v})
+        self.n_iter = check_count(self.n_iter, "n_iter")
+        if self.param in study.grid_names:
+            raise ValueError(f"{self.param!r} is both searched and a name of the grid.")
 
     def candidate(self, point, value):
         """The point with the searched parameter at ``value`` (and its estimator changes)."""
@@ -487,48 +489,7 @@ def _check_reachable(target, greater_is_better, scoring, models):
             )
 
 
-def _check_search(task, param, values, method, target, n_iter, models):
-    if not isinstance(param, str) or not param:
-        raise TypeError(f"param must be the name of a parameter or task field, got {param!r}.")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}.")
-    if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, float, np.number)):
-        raise TypeError(f"target must be a number, got {target!r}.")
-    if not math.isfinite(float(target)):
-        raise ValueError(f"target must be a finite number, got {target!r}.")
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"values must be a sequence of values of {param!r}, got {values!r}.")
-    values = list(values)
-    if method == "geometric":
-        if len(values) != 2 or not all(isinstance(v, (int, float, np.number)) for v in values):
-            raise ValueError(
-                f"the geometric search takes values=(low, high), two numbers, got {values!r}."
-            )
-        low, high = (float(v) for v in values)
-        if not 0 < low < high < math.inf:
-            raise ValueError(f"values=(low, high) must satisfy 0 < low < high, got {values!r}.")
-        values = (low, high)
-    else:
-        if not values:
-            raise ValueError(f"values is empty: give the grid of {param!r} to search.")
-        if sorted(values) != values or len(set(values)) != len(values):
-            raise ValueError(f"values must be increasing, each once, got {values!r}.")
-        values = tuple(values)
-    in_task = param in task_fields(task)
-    probe = (values[0], values[-1])
-    for v in probe:  # the candidates are checked before any fit
-        if in_task:
-            try:
-                dataclasses.replace(task, **{param: v})
-            except (TypeError, ValueError) as exc:
-                raise type(exc)(f"{param}={v!r}: {exc}") from None
-        else:
-            for label, est in models.items():
-                point = Point((), task, ())
-                prepare(est, point, None, label=label, extra={param: v})
-    return values, in_task, check_count(n_iter, "n_iter")
-
-
+@takes_options()
 def search_threshold(
     estimators,
     task,
@@ -543,18 +504,8 @@ def search_threshold(
     greater_is_better=True,
     n_iter=5,
     stop_at_target=False,
-    seeds=3,
-    n_steps="auto",
-    n_train=None,
-    n_test=2000,
-    scoring=None,
-    error_score=np.nan,
-    n_jobs=None,
-    device=None,
-    batch_seeds=False,
-    progress=False,
     return_trials=False,
-    dry_run=False,
+    **options,
 ):
     """The least value of ``param`` with which each model reaches ``target``, per point and seed.
 
@@ -576,7 +527,16 @@ def search_threshold(
         The points to search at, as in :func:`~stsq_learn.studies.sweep`;
         the first name is the axis a threshold is followed along.
     method : {"scan", "bracket", "bisect", "geometric"}, default="bracket"
-        How the candidates are visited (see the module's description).
+        How the candidates are visited, all assuming the score grows with
+        the value. ``"scan"``: upwards from the start until one passes.
+        ``"bracket"``: the start, then downwards until one fails if it
+        passed, else upwards until one passes (the fewest fits when the
+        threshold moves little from the start). ``"bisect"``: from the
+        start 1, 2, 4, ... steps until the threshold is bracketed, then
+        bisection, until a passing value's neighbour below has failed.
+        ``"geometric"``: for a continuous value (a signal), bisection in
+        log scale between ``(low, high)`` for ``n_iter`` fits; the
+        threshold is the final bracket's geometric mean.
     start : "previous", None, number or callable, default="previous"
         Where a point's search starts: the previous point's threshold
         (``"previous"``; the grid's first value where there is none), the
@@ -637,217 +597,119 @@ def search_threshold(
     >>> table.columns[:4], len(table)
     (('model', 'seed', 'param_seq_len', 'value'), 4)
     """
-    models = models_of(estimators)
-    seeds = check_seeds(seeds)
-    n_steps = check_count(n_steps, "n_steps", allow_auto=True)
-    n_train = check_count(n_train, "n_train", allow_none=True)
-    n_test = check_count(n_test, "n_test")
-    if isinstance(scoring, dict):
+    if isinstance(options.get("scoring"), dict):
         raise TypeError("scoring of a search is one scorer (the score compared with target).")
-    scorer = scorers_of(scoring)["score"]
-    error_score = check_error_score(error_score)
-    n_jobs = check_n_jobs(n_jobs)
-    if not isinstance(batch_seeds, (bool, np.bool_)):
-        raise TypeError(f"batch_seeds must be True or False, got {batch_seeds!r}.")
-    if not (start is None or start == "previous" or callable(start)):
-        if isinstance(start, str) or not isinstance(start, (int, float, np.number)):
-            raise ValueError(
-                f'start must be "previous", None, a number or a callable, got {start!r}.'
-            )
-    values, in_task, n_iter = _check_search(task, param, values, method, target, n_iter, models)
-    _check_reachable(float(target), bool(greater_is_better), scoring, models)
-    points = points_of(task, grid, models)
-    grid_names = [name for name, _ in points[0].values]
-    if param in grid_names:
-        raise ValueError(f"{param!r} is both searched and a name of the grid.")
+    study = Study("search_threshold", estimators, task, grid, **options)
     search = _Search(
-        param,
-        values,
-        method,
-        float(target),
-        bool(greater_is_better),
-        start,
-        bool(skip_after_miss),
-        n_iter,
-        in_task,
+        param, values, method, target, greater_is_better, start, skip_after_miss, n_iter
     )
-    check_online(models, points, n_train)
-    if stop_at_target and any(p.n_train(n_train) is not None for p in points):
+    search.check(task, study)
+    _check_reachable(search.target, search.greater_is_better, options.get("scoring"), study.models)
+    if stop_at_target and any(p.n_train(study.n_train) is not None for p in study.points):
         raise ValueError("stop_at_target stops online fits; it does not apply with n_train.")
-    lines = _lines(points, grid_names) if grid_names else [points]
-    meta = {
-        "study": "search_threshold",
-        "param": param,
-        "values": list(values),
-        "method": method,
-        "target": float(target),
-        "greater_is_better": bool(greater_is_better),
-        "start": start if start is None or isinstance(start, (str, float, int)) else "callable",
-        "skip_after_miss": bool(skip_after_miss),
-        "stop_at_target": bool(stop_at_target),
-        "seeds": list(seeds),
-        "batch_seeds": bool(batch_seeds),
-        "grid": grid_names,
-        "n_steps": n_steps,
-        "n_train": n_train,
-        "n_test": n_test,
-        "models": {label: type(est).__name__ for label, est in models.items()},
-    }
+    study.meta.update(
+        param=param,
+        values=list(search.values),
+        method=method,
+        target=search.target,
+        greater_is_better=search.greater_is_better,
+        start=start if start is None or isinstance(start, (str, float, int)) else "callable",
+        skip_after_miss=search.skip_after_miss,
+        stop_at_target=bool(stop_at_target),
+    )
+    if stop_at_target:
+        scorer = None if options.get("scoring") is None else study.scorers["score"]
+        stopper = (search.target, scorer, greater_is_better, study.n_test)
+        study.callbacks = [functools.partial(_stopper, *stopper)]
+    lines = _lines(study.points, study.grid_names) if study.grid_names else [study.points]
+    checks = {"check_every": StopAtTarget.EVERY, "check_rows": study.n_test, "stops": True}
     work = []
-    typical = search.typical_value()
-    for label, est in models.items():
+    for label in study.models:
         for line in lines:
             for k, point in enumerate(line):
-                at, extra = search.candidate(point, typical)  # timed at a typical candidate
-                model = prepare(est, at, seeds[0], label=label, device=device, extra=extra)
-                rows = point.n_train(n_train)
-                steps = 0 if rows is not None else planned_steps(model, n_steps)
-                where = ", ".join(f"{name}={v}" for name, v in point.values)
+                at, extra = search.candidate(point, search.typical_value())  # timed there
+                fits = len(study.seeds) * search.expected_fits(k == 0)
                 work.append(
-                    Work(
-                        f"search {param}: {label}" + (f" {where}" if where else ""),
-                        len(seeds) * search.expected_fits(k == 0),
-                        steps,
-                        model,
-                        at.task,
-                        n_test,
-                        None,
-                        rows,
-                        members=len(seeds) if batch_seeds else 1,
-                        check_every=StopAtTarget.EVERY if stop_at_target else 0,
-                        check_rows=n_test if stop_at_target else 0,
-                        stops=bool(stop_at_target),
+                    study.work(
+                        label,
+                        at,
+                        title=f"search {param}",
+                        fits=fits,
+                        extra=extra,
+                        predict_rows=study.n_test,
+                        **(checks if stop_at_target else {}),
                     )
                 )
-    columns = ["model", "seed", *(f"param_{n}" for n in grid_names)]
-    result_columns = [
-        *columns,
-        "value",
-        "bound",
-        "reached",
-        "skipped",
-        "n_fits",
-        "n_iter",
-        "seconds",
-    ]
-    trial_columns = [*columns, f"param_{param}", "score", "n_iter", "seconds", "fit_failure"]
-    if dry_run:
-        with planning() as plan:
-            active_plan().extend(work)
-        return StudyPlan(plan)
-    if active_plan() is not None:
-        active_plan().extend(work)
-        empty = StudyTable({c: [] for c in result_columns}, meta=meta)
-        return (
-            (empty, StudyTable({c: [] for c in trial_columns}, meta=meta))
-            if return_trials
-            else empty
-        )
+    trials = []
+    table = study.run(work, _RESULT_COLUMNS, lambda: _searches(study, search, lines, trials))
+    if return_trials and not study.dry_run:
+        return table, study.table([f"param_{param}", "score", *FIT_COLUMNS], trials)
+    return table
 
-    callbacks = []
-    if stop_at_target:
-        own = None if scoring is None else scorer
-        callbacks.append(_Stopper(float(target), own, greater_is_better, n_test))
-    settings = dict(
-        n_steps=n_steps,
-        n_train=n_train,
-        n_test=n_test,
-        scorers={"score": scorer},
-        error_score=error_score,
-        device=device,
-        callbacks=callbacks,
-        batch_seeds=bool(batch_seeds),
-    )
-    chains = {}
-    for label in models:
-        for li, line in enumerate(lines):
-            for seed in seeds:
-                chains[(label, li, seed)] = search.chain(line)
+
+_RESULT_COLUMNS = ("value", "bound", "reached", "skipped", "n_fits", "n_iter", "seconds")
+
+
+def _searches(study, search, lines, trials):
+    """Run every (model, line, seed)'s search; the result rows (each fit's row to ``trials``)."""
+    chains = {
+        (label, li, seed): search.chain(line)
+        for label in study.models
+        for li, line in enumerate(lines)
+        for seed in study.seeds
+    }
     pending = {key: next(gen) for key, gen in chains.items()}
     position = {id(point): k for line in lines for k, point in enumerate(line)}
-    outcomes, trials = {}, []
-    desc = f"search {param}: {len(models)} models x {len(points)} points x {len(seeds)} seeds"
-    with tqdm(desc=desc, disable=not progress, unit="fit", dynamic_ncols=True) as bar:
+    outcomes, spent, records_in_order = {}, {}, []
+    with study.bar(f"search {search.param}: {study.sizes}", unit="fit") as bar:
         while pending:
             groups = {}
-            for key in _ready(pending, position, batch_seeds):
+            for key in _ready(pending, position, study.batch_seeds):
                 point, value = pending[key]
-                label = key[0]
-                groups.setdefault((label, id(point), value), (point, value, []))[2].append(key)
+                groups.setdefault((key[0], id(point), value), (point, value, []))[2].append(key)
             calls = []
-            for (label, _, _), (point, value, keys) in groups.items():
+            for point, value, keys in groups.values():
                 at, extra = search.candidate(point, value)
-                calls.append(
-                    (
-                        fit_and_measure,
-                        dict(
-                            estimator=models[label],
-                            point=at,
-                            seeds=[key[2] for key in keys],
-                            label=label,
-                            extra=extra,
-                            **settings,
-                        ),
-                    )
-                )
-            results = execute(calls, n_jobs=n_jobs, bar=bar)
-            for (point, value, keys), records in zip(groups.values(), results):
+                calls.append((keys[0][0], at, [key[2] for key in keys], extra))
+            for (point, value, keys), records in zip(groups.values(), study.fit(calls, bar)):
                 for key, record in zip(keys, records):
-                    trials.append((key[0], point, value, record))
+                    spent.setdefault((key, id(point)), []).append(record)
+                    records_in_order.append(record)
+                    score = record["scores"]["score"]
+                    trials.append(
+                        {
+                            **study.row(key[0], point, key[2]),
+                            f"param_{search.param}": value,
+                            "score": score,
+                            **fit_columns(record),
+                        }
+                    )
                     try:
-                        pending[key] = chains[key].send(record["scores"]["score"])
+                        pending[key] = chains[key].send(score)
                     except StopIteration as stop:
                         outcomes[key] = stop.value
                         del pending[key]
-    warn_failures([t[3] for t in trials], f"search_threshold over {param}")
-
-    trial_table = {c: [] for c in trial_columns}
-    spent = {}
-    for label, point, value, record in trials:
-        row = {"model": label, "seed": record["seed"]}
-        row.update({f"param_{k}": v for k, v in point.values})
-        row.update(
-            {
-                f"param_{param}": value,
-                "score": record["scores"]["score"],
-                "n_iter": record["n_iter"],
-                "seconds": record["seconds"],
-                "fit_failure": record["error"],
-            }
-        )
-        for name in trial_columns:
-            trial_table[name].append(row[name])
-        used = spent.setdefault((label, id(point), record["seed"]), [0, 0, 0.0])
-        used[0] += 1
-        used[1] += record["n_iter"]
-        used[2] += record["seconds"]
-    table = {c: [] for c in result_columns}
-    for label in models:
-        for li in range(len(lines)):
-            for seed in seeds:
-                for point, result in outcomes[(label, li, seed)]:
-                    fits, steps, seconds = spent.get((label, id(point), seed), (0, 0, 0.0))
-                    row = {"model": label, "seed": seed}
-                    row.update({f"param_{k}": v for k, v in point.values})
-                    row.update(
-                        {
-                            "value": result["value"],
-                            "bound": result["bound"],
-                            "reached": result["reached"],
-                            "skipped": result["skipped"],
-                            "n_fits": fits,
-                            "n_iter": steps,
-                            "seconds": seconds,
-                        }
-                    )
-                    for name in result_columns:
-                        table[name].append(row[name])
-    for name in ("value", "bound"):
-        table[name] = [np.nan if v is None else float(v) for v in table[name]]
-    out = StudyTable(table, meta=meta)
-    if return_trials:
-        return out, StudyTable(trial_table, meta=meta)
-    return out
+    warn_failures(records_in_order, f"search_threshold over {search.param}")
+    rows = []
+    for key in chains:
+        for point, result in outcomes[key]:
+            records = spent.get((key, id(point)), [])
+            value, bound = (
+                np.nan if v is None else float(v) for v in (result["value"], result["bound"])
+            )
+            rows.append(
+                {
+                    **study.row(key[0], point, key[2]),
+                    "value": value,
+                    "bound": bound,
+                    "reached": result["reached"],
+                    "skipped": result["skipped"],
+                    "n_fits": len(records),
+                    "n_iter": sum(r["n_iter"] for r in records),
+                    "seconds": sum((r["seconds"] for r in records), 0.0),
+                }
+            )
+    return rows
 
 
 def minimal_width(
