@@ -1,14 +1,10 @@
 """How a study fits and scores its runs: its options, models, grid points, seeds and workers.
 
 A study function (:mod:`.sweep`, :mod:`.search`) checks its arguments into a
-:class:`Study` before any work: the models, and the grid's points, each split
-into the task's fields (``seq_len``, a signal: they change the task), the
-estimators' parameters (``width``: ``set_params``) and the study's settings
-(``n_train``). It then plans its :class:`~.plan.Work`, or runs
-:func:`fit_and_measure` calls here or on joblib's active backend (loky
-processes, or a Dask cluster inside ``joblib.parallel_backend("dask")``), in
-order: the numbers do not depend on ``n_jobs``. A fit of seed ``s`` has
-``random_state=s``; its rows come from :func:`~.seeds.stream_seed`.
+:class:`Study` before any work (each grid point split into the task's fields,
+the estimators' parameters and the study's settings), then plans its work or
+runs :func:`fit_and_measure` calls, here or on joblib's active backend, with
+the same numbers for any ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -34,14 +30,10 @@ from .table import StudyTable
 
 
 class Study:
-    """A study's models, grid points and options, checked before any work.
-
-    Its keyword-only parameters are the options every study function takes
-    (:func:`takes_options` lists them in the function's signature); the
-    function may then set what each fit measures besides the scores:
-    ``lengths`` (scored there too) and ``callbacks`` (each
-    ``callback(estimator, task) -> skorch callback``, made per seed).
-    """
+    """A study's models, grid points and options (its keyword-only parameters, those of every
+    study function: :func:`takes_options`), checked before any work. A study function may
+    set what each fit measures besides: ``lengths`` (scored there too) and ``callbacks``
+    (each ``callback(estimator, task) -> skorch callback``, made per seed)."""
 
     def __init__(
         self,
@@ -77,16 +69,9 @@ class Study:
         self.points = points_of(task, grid, self.models)
         self.grid_names = [name for name, _ in self.points[0].values]
         check_online(self.models, self.points, self.n_train)
-        self.meta = {
-            "study": kind,
-            "seeds": list(self.seeds),
-            "grid": self.grid_names,
-            "n_steps": self.n_steps,
-            "n_train": self.n_train,
-            "n_test": self.n_test,
-            "batch_seeds": self.batch_seeds,
-            "models": {label: type(est).__name__ for label, est in self.models.items()},
-        }
+        self.meta = {"study": kind, "seeds": list(self.seeds), "grid": self.grid_names}
+        self.meta |= {k: getattr(self, k) for k in ("n_steps", "n_train", "n_test", "batch_seeds")}
+        self.meta["models"] = {label: type(est).__name__ for label, est in self.models.items()}
 
     def work(self, label, point, *, title=None, fits=None, extra=None, **parts):
         """The :class:`~.plan.Work` of fitting model ``label`` at ``point`` for every seed
@@ -124,14 +109,10 @@ class Study:
         columns = ["model", "seed", *(f"param_{n}" for n in self.grid_names), *columns]
         return StudyTable({c: [row[c] for row in rows] for c in columns}, meta=self.meta)
 
-    @property
-    def sizes(self):
-        """``"M models x P points x S seeds"``, for the progress bars."""
-        return f"{len(self.models)} models x {len(self.points)} points x {len(self.seeds)} seeds"
-
-    def bar(self, desc, **kwargs):
-        """A progress bar over the study's fits (shown with ``progress``)."""
-        return tqdm(desc=desc, disable=not self.progress, dynamic_ncols=True, **kwargs)
+    def bar(self, what, **kwargs):
+        """A progress bar over the study's fits (shown with ``progress``), saying its size."""
+        n = f"{len(self.models)} models x {len(self.points)} points x {len(self.seeds)} seeds"
+        return tqdm(desc=f"{what} ({n})", disable=not self.progress, dynamic_ncols=True, **kwargs)
 
     def measure(self, columns, rows_of, **parts):
         """:meth:`run` the fits of every (model, point) for every seed (their :meth:`work`
@@ -141,7 +122,7 @@ class Study:
         def rows():
             calls = [(label, point, self.seeds) for label in self.models for point in self.points]
             fits = len(calls) * len(self.seeds)
-            with self.bar(f"{self.kind}: {fits} fits ({self.sizes})", total=fits) as bar:
+            with self.bar(f"{self.kind}: {fits} fits", total=fits) as bar:
                 results = self.fit(calls, bar)
             warn_failures([r for rs in results for r in rs], self.kind)
             return [
@@ -170,12 +151,9 @@ class Study:
 
 
 def takes_options(*left_out):
-    """Decorate a study function ``f(..., **options)``: it takes :class:`Study`'s options.
-
-    Its signature (what ``help``, ``inspect`` and the docs read) lists them
-    after its own parameters, with their defaults, less ``left_out``; a call
-    with another keyword is refused as Python refuses it.
-    """
+    """Decorate a study function ``f(..., **options)``: its signature (what ``help``,
+    ``inspect`` and the docs read) lists :class:`Study`'s options after its own parameters,
+    less ``left_out``; a call with another keyword is refused as Python refuses it."""
     options = inspect.signature(Study).parameters.values()
     options = [p for p in options if p.kind == p.KEYWORD_ONLY and p.name not in left_out]
 
@@ -219,19 +197,9 @@ def models_of(estimators):
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One point of a study's grid.
-
-    Attributes
-    ----------
-    values : tuple of (str, object)
-        The grid's names and values at this point, in the grid's order.
-    task : Task
-        The task with the point's task fields replaced.
-    changes : tuple of (str, object)
-        The point's estimator parameters.
-    settings : tuple of (str, object), default=()
-        The point's settings of the study (:data:`STUDY_NAMES`).
-    """
+    """One point of a study's grid: its ``values`` (``(name, value)`` pairs in the grid's
+    order), the ``task`` there, and the estimators' ``changes`` and the study's ``settings``
+    (:data:`STUDY_NAMES`) as such pairs."""
 
     values: tuple
     task: object
@@ -484,11 +452,7 @@ FIT_COLUMNS = ("n_iter", "seconds", "fit_failure")
 
 def fit_columns(record):
     """A record's steps or epochs run, seconds and error message (empty when it went well)."""
-    return {
-        "n_iter": record["n_iter"],
-        "seconds": record["seconds"],
-        "fit_failure": record["error"],
-    }
+    return dict(zip(FIT_COLUMNS, (record["n_iter"], record["seconds"], record["error"])))
 
 
 def _fit_each(ests, task, seeds, n_steps, n_train, made):
@@ -510,17 +474,10 @@ def _fit_each(ests, task, seeds, n_steps, n_train, made):
 
 
 def batched_fits(ests, task, seeds, n_steps, n_train, made):
-    """Per seed ``(error or None, seconds)``: the seeds trained as one batched model.
-
-    :func:`~stsq_learn.engine.members.fit_online_members` (online) or
-    :func:`~stsq_learn.engine.members.fit_members` on each seed's own rows:
-    each seed its own initialisation and draws, the numbers of its own fit
-    (to the bit on a CPU), its callbacks (``made``) acting on its member
-    alone (a member that reaches its target stops, the others go on). The
-    run's seconds are shared in proportion to the steps each seed ran.
-    None, nothing fitted, where the seeds cannot train together (a single
-    seed, or estimators the members engine does not take).
-    """
+    """Per seed ``(error or None, seconds)``: the seeds trained as one batched model
+    (:mod:`~stsq_learn.engine.members`: each seed's numbers those of its own fit, its
+    callbacks ``made`` acting on its member alone), the seconds shared in proportion to
+    the steps each ran; None, nothing fitted, where the seeds cannot train together."""
     from ..engine.members import fit_members, fit_online_members
 
     if len(ests) < 2:

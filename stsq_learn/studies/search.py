@@ -2,11 +2,8 @@
 
 The theory's separations are thresholds: the smallest width with which a
 model reaches an R^2 (against the length), the fewest heads that retrieve
-every token, the weakest signal a classifier detects. :func:`search_threshold`
-finds one per model, grid point and seed, following it along the grid's first
-name; :func:`minimal_width` is the search over ``width``. Every seed's search
-is its own; with ``n_jobs``, the fits the searches ask for at the same time
-run at once, and the numbers do not depend on it.
+every token, the weakest signal a classifier detects. Every seed's search is
+its own; the fits the searches ask for at the same time run at once.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from .fits import (
     test_rows,
     warn_failures,
 )
-from .sweep import fitted_view
+from .sweep import fitted_view, measure_now
 
 __all__ = ["METHODS", "StopAtTarget", "minimal_width", "search_threshold"]
 
@@ -92,12 +89,10 @@ _GRID_METHODS = {"scan": _scan, "bracket": _bracket, "bisect": _bisect}
 class StopAtTarget(Callback):
     """A skorch callback that ends an online fit once it reaches ``target`` on held-out rows.
 
-    Every ``every`` steps the model being trained is scored on ``X, y`` by
-    ``scorer`` through the estimator's own prediction path (the draws the
-    fitted model's would use), so the score at the stop is what the fitted
-    model scores. It stops the fit as the package's early stopping does
-    (the reason ``"target_reached"`` in the net's history). A fit that never
-    reaches the target runs all its steps, as without the callback.
+    Every ``every`` steps the model is scored on ``X, y`` as the fitted model
+    would be (its own prediction draws), so the score at the stop is the
+    fitted model's. It stops as the package's early stopping does (the
+    reason ``"target_reached"`` in the net's history).
 
     Parameters
     ----------
@@ -144,9 +139,7 @@ class StopAtTarget(Callback):
                 f"draws follow from it), got random_state={self.template.random_state!r}."
             )
         self.every = check_count(self.every, "every")
-        self.checks_ = []
-        self.stopped_at_ = None
-        self._checked = None
+        self.checks_, self.stopped_at_, self._checked = [], None, None
         return self
 
     def score_module(self, net):
@@ -162,24 +155,21 @@ class StopAtTarget(Callback):
         float
             The estimator's score (or the scorer's) on the held-out rows.
         """
-        view = fitted_view(self.template, net, self.task)
-        was_training = net.module_.training
-        try:
-            if not self._fast(view):
-                if self.scorer is None:
-                    return float(view.score(self.X, self.y))
-                return float(self.scorer(view, self.X, self.y))
-            X, y = self._rows(view)
-            return self._r2(view, y, view._predict_validated(X))
-        finally:
-            net.module_.train(was_training)
+        return measure_now(self.template, net, self.task, self._score)
+
+    def _score(self, view):
+        if not self._fast(view):
+            scorer = type(view).score if self.scorer is None else self.scorer
+            return float(scorer(view, self.X, self.y))
+        X, y = self._rows(view)
+        return self._r2(view, y, view._predict_validated(X))
 
     def _fast(self, view):
         """Whether the score is a regressor's own (then computed in parts: :meth:`_r2`)."""
         return self.scorer is None and type(view).score is _Regressor.score
 
     def _rows(self, view):
-        """The held-out rows and targets, checked by the task once per fit (they do not change)."""
+        """The held-out rows and targets, checked by the task once per fit."""
         if self._checked is None:
             X = view.task_.check_rows(self.X, type(view).__name__)
             self._checked = X, view.task_.check_targets(self.y, X)
@@ -187,19 +177,17 @@ class StopAtTarget(Callback):
 
     @staticmethod
     def _r2(view, y, y_pred):
-        """The regressors' ``score``, given its prediction: scikit-learn's R^2 without its
-        argument checks (the same number, without a fixed cost that is most of a check on a
-        few thousand rows)."""
+        """The regressors' ``score`` of a prediction, without scikit-learn's argument checks
+        (the same number, less a fixed cost that is most of a check on a few thousand rows)."""
         with sklearn.config_context(skip_parameter_validation=True):
             return float(view.task_.score(y, y_pred))
 
     def _due(self, net):
-        """The step, where this one is a check's (else None)."""
         step = len(net.history[-1]["batches"])
         return None if step % self.every else step
 
     def _reached(self, net, step, score):
-        """Record a check; whether it reached the target (the stop recorded in the history)."""
+        """Record a check; whether it reached the target (then the stop is in the history)."""
         self.checks_.append((step, score))
         if not _passes(score, self.target, self.greater_is_better):
             return False
@@ -216,15 +204,12 @@ class StopAtTarget(Callback):
 
     @classmethod
     def members_batch_end(cls, pairs):
-        """The checks of the members of a batched fit at one step, scored together.
+        """What :meth:`on_batch_end` does, for the members of a batched fit at one step.
 
-        What each member's :meth:`on_batch_end` does, for all of them at once
-        (:func:`~stsq_learn.engine.members.fit_members` calls it with every
-        member's ``(callback, net)``): the members due for a check are scored
-        on their own held-out rows in one forward of their stacked modules
+        The members due for a check are scored on their own held-out rows in
+        one forward of their stacked modules
         (:func:`~stsq_learn.engine.members.predict_members`: each member's
-        prediction to the bit, the prediction's fixed cost paid once), or
-        one by one where that cannot be.
+        prediction to the bit), or one by one where that cannot be.
 
         Parameters
         ----------
@@ -240,18 +225,19 @@ class StopAtTarget(Callback):
 
         due = [(cb, net, cb._due(net)) for cb, net in pairs]
         due = [(cb, net, step) for cb, net, step in due if step is not None]
-        scores = {}
         views = [fitted_view(cb.template, net, cb.task) for cb, net, _ in due]
+        scores = [None] * len(due)
         if len(due) > 1 and all(cb._fast(v) for (cb, _, _), v in zip(due, views)):
             rows = [cb._rows(v) for (cb, _, _), v in zip(due, views)]
             predictions = predict_members(views, [X for X, _ in rows])
             if predictions is not None:
-                for (cb, _, _), view, (_, y), pred in zip(due, views, rows, predictions):
-                    scores[id(cb)] = cb._r2(view, y, pred)
-        stops = {}
-        for cb, net, step in due:
-            score = scores[id(cb)] if id(cb) in scores else cb.score_module(net)
-            stops[id(cb)] = cb._reached(net, step, score)
+                scores = [
+                    cb._r2(v, y, p) for (cb, *_), v, (_, y), p in zip(due, views, rows, predictions)
+                ]
+        stops = {
+            id(cb): cb._reached(net, step, cb.score_module(net) if score is None else score)
+            for (cb, net, step), score in zip(due, scores)
+        }
         return [stops.get(id(cb), False) for cb, _ in pairs]
 
 
@@ -286,22 +272,15 @@ def _start_index(values, value, method):
 
 
 # -- the search ------------------------------------------------------------------------------
-@dataclasses.dataclass
 class _Search:
     """The search of :func:`search_threshold`: its arguments, checked, and its moves."""
 
-    param: str
-    values: tuple
-    method: str
-    target: float
-    greater_is_better: bool
-    start: object
-    skip_after_miss: bool
-    n_iter: int
-    in_task: bool = False
-
-    def __post_init__(self):
-        param, values, method, target = self.param, self.values, self.method, self.target
+    def __init__(
+        self, param, values, method, target, greater_is_better, start, skip_after_miss, n_iter
+    ):
+        self.param, self.method, self.start, self.n_iter = param, method, start, n_iter
+        self.greater_is_better = bool(greater_is_better)
+        self.skip_after_miss = bool(skip_after_miss)
         if not isinstance(param, str) or not param:
             raise TypeError(f"param must be the name of a parameter or task field, got {param!r}.")
         if method not in METHODS:
@@ -310,7 +289,6 @@ class _Search:
             raise TypeError(f"target must be a number, got {target!r}.")
         if not math.isfinite(float(target)):
             raise ValueError(f"target must be a finite number, got {target!r}.")
-        start = self.start
         if not (start is None or start == "previous" or callable(start)):
             if isinstance(start, str) or not isinstance(start, (int, float, np.number)):
                 raise ValueError(
@@ -333,8 +311,7 @@ class _Search:
             if sorted(values) != values or len(set(values)) != len(values):
                 raise ValueError(f"values must be increasing, each once, got {values!r}.")
             self.values = tuple(values)
-        self.target, self.greater_is_better = float(target), bool(self.greater_is_better)
-        self.skip_after_miss = bool(self.skip_after_miss)
+        self.target = float(target)
 
     def check(self, task, study):
         """Check, before any fit, the grid's ends as candidates, and the grid's names."""
@@ -437,46 +414,30 @@ def _lines(points, grid_names):
     return list(lines.values())
 
 
-# The range of a score: the estimators' own (R^2 at most 1; a classifier's accuracy in
-# [0, 1]) and scikit-learn's scorers by name (the "neg_" ones at most 0).
-_SCORER_RANGES = {
-    "r2": ("R^2", -math.inf, 1.0),
-    "explained_variance": ("the explained variance", -math.inf, 1.0),
-    "accuracy": ("accuracy", 0.0, 1.0),
-    "balanced_accuracy": ("balanced accuracy", 0.0, 1.0),
-    "roc_auc": ("ROC AUC", 0.0, 1.0),
-    "average_precision": ("average precision", 0.0, 1.0),
-    "f1": ("F1", 0.0, 1.0),
-    "precision": ("precision", 0.0, 1.0),
-    "recall": ("recall", 0.0, 1.0),
-    "jaccard": ("the Jaccard index", 0.0, 1.0),
-}
+# The lowest score of scikit-learn's scorers at most 1, by name (or a kind: f1_macro, ...).
+_LOWEST = {"r2": -math.inf, "explained_variance": -math.inf}
+_LOWEST |= dict.fromkeys(("accuracy", "balanced_accuracy", "roc_auc", "average_precision"), 0.0)
+_LOWEST |= dict.fromkeys(("f1", "precision", "recall", "jaccard"), 0.0)
 
 
 def _score_range(scoring, label, est):
     """``(name, lowest, highest)`` of the score a search compares, or None where not known."""
+    if scoring is None and is_classifier(est):
+        return f"{label}'s score (accuracy)", 0.0, 1.0
     if scoring is None:
-        if is_classifier(est):
-            return f"{label}'s score (accuracy)", 0.0, 1.0
-        if is_regressor(est):
-            return f"{label}'s score (R^2)", -math.inf, 1.0
+        return (f"{label}'s score (R^2)", -math.inf, 1.0) if is_regressor(est) else None
+    if not isinstance(scoring, str):
         return None
-    if isinstance(scoring, str):
-        if scoring.startswith("neg_"):
-            return f"the scorer {scoring!r}", -math.inf, 0.0
-        for key, (what, low, high) in _SCORER_RANGES.items():
-            if scoring == key or scoring.startswith(key + "_"):  # f1_macro, roc_auc_ovr, ...
-                return f"the scorer {scoring!r} ({what})", low, high
-    return None
+    if scoring.startswith("neg_"):
+        return f"the scorer {scoring!r}", -math.inf, 0.0
+    low = next((v for k, v in _LOWEST.items() if scoring == k or scoring.startswith(k + "_")), None)
+    return None if low is None else (f"the scorer {scoring!r}", low, 1.0)
 
 
 def _check_reachable(target, greater_is_better, scoring, models):
     """Refuse a target no fit can reach: above the score's highest (below its lowest)."""
     for label, est in models.items():
-        known = _score_range(scoring, label, est)
-        if known is None:
-            continue
-        name, low, high = known
+        name, low, high = _score_range(scoring, label, est) or ("", -math.inf, math.inf)
         if greater_is_better and target > high:
             raise ValueError(
                 f"target={target!r} cannot be reached: {name} is at most {high:g}. Give a "
@@ -524,28 +485,25 @@ def search_threshold(
     target : float
         The score a value must reach (see ``greater_is_better``).
     grid : dict, list of dict or None, default=None
-        The points to search at, as in :func:`~stsq_learn.studies.sweep`;
-        the first name is the axis a threshold is followed along.
+        The points, as in :func:`~stsq_learn.studies.sweep`; the threshold
+        is followed along the first name (the length, usually).
     method : {"scan", "bracket", "bisect", "geometric"}, default="bracket"
-        How the candidates are visited, all assuming the score grows with
-        the value. ``"scan"``: upwards from the start until one passes.
+        How the candidates are visited, the score assumed to grow with the
+        value. ``"scan"``: upwards from the start until one passes.
         ``"bracket"``: the start, then downwards until one fails if it
-        passed, else upwards until one passes (the fewest fits when the
-        threshold moves little from the start). ``"bisect"``: from the
-        start 1, 2, 4, ... steps until the threshold is bracketed, then
-        bisection, until a passing value's neighbour below has failed.
-        ``"geometric"``: for a continuous value (a signal), bisection in
-        log scale between ``(low, high)`` for ``n_iter`` fits; the
-        threshold is the final bracket's geometric mean.
+        passed, else upwards until one passes (few fits when the threshold
+        moves little). ``"bisect"``: 1, 2, 4, ... steps from the start until
+        the threshold is bracketed, then bisection, until a passing value's
+        neighbour below has failed. ``"geometric"``: for a continuous value,
+        ``n_iter`` fits of bisection in log scale between ``(low, high)``;
+        the threshold is the final bracket's geometric mean.
     start : "previous", None, number or callable, default="previous"
-        Where a point's search starts: the previous point's threshold
-        (``"previous"``; the grid's first value where there is none), the
-        method's default (None: the first value, the middle for
-        ``"bisect"``), a value, or ``start(params, previous) -> value``
-        where ``params`` are the point's grid values and ``previous`` the
-        previous point's result (``value``, ``bound``, ``reached``,
-        ``params``) or None. The search starts at the first candidate at
-        or above the value.
+        Where a point's search starts (at the first candidate at or above
+        it): the previous point's threshold (``"previous"``), the method's
+        default (None: the first value, the middle for ``"bisect"``), a
+        value, or ``start(params, previous)`` of the point's grid values and
+        the previous point's result (``value``, ``bound``, ``reached``,
+        ``params``; None at the first).
     skip_after_miss : bool, default=True
         After a point whose search reached no value, do not search the
         next points of its line; their lower bound is carried over.
@@ -557,21 +515,18 @@ def search_threshold(
         End each online fit once it reaches the target on its held-out rows
         (checked every 25 steps, :class:`StopAtTarget`): the score at the
         stop is the fit's score.
-    seeds, n_steps, n_train, n_test, error_score, n_jobs, device, progress, dry_run
-        As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
-    batch_seeds : bool, default=False
-        As in :func:`~stsq_learn.studies.sweep`: the seeds whose searches
-        try the same value at the same point train together, as one
-        batched model (the searches of a line wait for each other at each
-        point, so that they meet there; seeds that want different values
-        next train in one batched model per value). With
-        ``stop_at_target``, each seed's member stops when it reaches the
-        target, keeps its weights of that step (its score is the score it
-        stopped at) and costs nothing more, while the others go on.
-    scoring : None, str or callable, default=None
-        The score compared with ``target`` (None: the estimator's ``score``).
     return_trials : bool, default=False
         Also return the table of every fit the searches made.
+    seeds, n_steps, n_train, n_test, error_score, n_jobs, device, progress, dry_run
+        As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
+    scoring : None, str or callable, default=None
+        The score compared with ``target`` (None: the estimator's ``score``).
+    batch_seeds : bool, default=False
+        As in :func:`~stsq_learn.studies.sweep`: the seeds whose searches
+        try one value at one point train as one batched model (the searches
+        of a line wait for each other at each point). With
+        ``stop_at_target``, a seed's member stops at the target (its score
+        the one it stopped at) while the others go on.
 
     Returns
     -------
@@ -591,9 +546,10 @@ def search_threshold(
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import search_threshold
-    >>> table = search_threshold(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
-    ...                          "width", [2, 4, 8, 16], target=0.5, grid={"seq_len": [4, 8]},
-    ...                          seeds=2, n_steps=60, n_test=300)
+    >>> model, task = SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2)
+    >>> table = search_threshold(model, task, "width", [2, 4, 8, 16], target=0.5,
+    ...                          grid={"seq_len": [4, 8]}, seeds=2, n_steps=60,
+    ...                          n_test=300)
     >>> table.columns[:4], len(table)
     (('model', 'seed', 'param_seq_len', 'value'), 4)
     """
@@ -607,51 +563,45 @@ def search_threshold(
     _check_reachable(search.target, search.greater_is_better, options.get("scoring"), study.models)
     if stop_at_target and any(p.n_train(study.n_train) is not None for p in study.points):
         raise ValueError("stop_at_target stops online fits; it does not apply with n_train.")
-    study.meta.update(
-        param=param,
-        values=list(search.values),
-        method=method,
-        target=search.target,
-        greater_is_better=search.greater_is_better,
-        start=start if start is None or isinstance(start, (str, float, int)) else "callable",
-        skip_after_miss=search.skip_after_miss,
-        stop_at_target=bool(stop_at_target),
-    )
+    study.meta |= {"param": param, "values": list(search.values), "method": method}
+    study.meta |= {
+        k: getattr(search, k) for k in ("target", "greater_is_better", "skip_after_miss")
+    }
+    named = start is None or isinstance(start, (str, float, int))
+    study.meta |= {"start": start if named else "callable", "stop_at_target": bool(stop_at_target)}
     if stop_at_target:
         scorer = None if options.get("scoring") is None else study.scorers["score"]
         stopper = (search.target, scorer, greater_is_better, study.n_test)
         study.callbacks = [functools.partial(_stopper, *stopper)]
     lines = _lines(study.points, study.grid_names) if study.grid_names else [study.points]
-    checks = {"check_every": StopAtTarget.EVERY, "check_rows": study.n_test, "stops": True}
+    parts = {"title": f"search {param}", "predict_rows": study.n_test}
+    if stop_at_target:
+        parts.update(check_every=StopAtTarget.EVERY, check_rows=study.n_test, stops=True)
     work = []
     for label in study.models:
         for line in lines:
             for k, point in enumerate(line):
                 at, extra = search.candidate(point, search.typical_value())  # timed there
                 fits = len(study.seeds) * search.expected_fits(k == 0)
-                work.append(
-                    study.work(
-                        label,
-                        at,
-                        title=f"search {param}",
-                        fits=fits,
-                        extra=extra,
-                        predict_rows=study.n_test,
-                        **(checks if stop_at_target else {}),
-                    )
-                )
-    trials = []
-    table = study.run(work, _RESULT_COLUMNS, lambda: _searches(study, search, lines, trials))
+                work.append(study.work(label, at, fits=fits, extra=extra, **parts))
+    fits = []
+    table = study.run(work, _COLUMNS, lambda: _searches(study, search, lines, fits))
     if return_trials and not study.dry_run:
+        trials = [
+            {**study.row(key[0], point, key[2]), f"param_{param}": value}
+            | {"score": record["scores"]["score"], **fit_columns(record)}
+            for key, point, value, record in fits
+        ]
         return table, study.table([f"param_{param}", "score", *FIT_COLUMNS], trials)
     return table
 
 
-_RESULT_COLUMNS = ("value", "bound", "reached", "skipped", "n_fits", "n_iter", "seconds")
+_COLUMNS = ("value", "bound", "reached", "skipped", "n_fits", "n_iter", "seconds")
 
 
-def _searches(study, search, lines, trials):
-    """Run every (model, line, seed)'s search; the result rows (each fit's row to ``trials``)."""
+def _searches(study, search, lines, fits):
+    """The result rows of every (model, line, seed)'s search; ``(key, point, value, record)``
+    of each fit, in order, to ``fits``."""
     chains = {
         (label, li, seed): search.chain(line)
         for label in study.models
@@ -660,10 +610,10 @@ def _searches(study, search, lines, trials):
     }
     pending = {key: next(gen) for key, gen in chains.items()}
     position = {id(point): k for line in lines for k, point in enumerate(line)}
-    outcomes, spent, records_in_order = {}, {}, []
-    with study.bar(f"search {search.param}: {study.sizes}", unit="fit") as bar:
+    outcomes = {}
+    with study.bar(f"search {search.param}", unit="fit") as bar:
         while pending:
-            groups = {}
+            groups = {}  # the searches that fit one value at one point, together
             for key in _ready(pending, position, study.batch_seeds):
                 point, value = pending[key]
                 groups.setdefault((key[0], id(point), value), (point, value, []))[2].append(key)
@@ -673,40 +623,29 @@ def _searches(study, search, lines, trials):
                 calls.append((keys[0][0], at, [key[2] for key in keys], extra))
             for (point, value, keys), records in zip(groups.values(), study.fit(calls, bar)):
                 for key, record in zip(keys, records):
-                    spent.setdefault((key, id(point)), []).append(record)
-                    records_in_order.append(record)
-                    score = record["scores"]["score"]
-                    trials.append(
-                        {
-                            **study.row(key[0], point, key[2]),
-                            f"param_{search.param}": value,
-                            "score": score,
-                            **fit_columns(record),
-                        }
-                    )
+                    fits.append((key, point, value, record))
                     try:
-                        pending[key] = chains[key].send(score)
+                        pending[key] = chains[key].send(record["scores"]["score"])
                     except StopIteration as stop:
                         outcomes[key] = stop.value
                         del pending[key]
-    warn_failures(records_in_order, f"search_threshold over {search.param}")
+    warn_failures([fit[3] for fit in fits], f"search_threshold over {search.param}")
     rows = []
     for key in chains:
         for point, result in outcomes[key]:
-            records = spent.get((key, id(point)), [])
-            value, bound = (
-                np.nan if v is None else float(v) for v in (result["value"], result["bound"])
-            )
+            spent = [fit[3] for fit in fits if fit[0] == key and fit[1] is point]
             rows.append(
                 {
                     **study.row(key[0], point, key[2]),
-                    "value": value,
-                    "bound": bound,
+                    **{
+                        k: np.nan if result[k] is None else float(result[k])
+                        for k in ("value", "bound")
+                    },
                     "reached": result["reached"],
                     "skipped": result["skipped"],
-                    "n_fits": len(records),
-                    "n_iter": sum(r["n_iter"] for r in records),
-                    "seconds": sum((r["seconds"] for r in records), 0.0),
+                    "n_fits": len(spent),
+                    "n_iter": sum(r["n_iter"] for r in spent),
+                    "seconds": sum((r["seconds"] for r in spent), 0.0),
                 }
             )
     return rows
@@ -729,12 +668,8 @@ def minimal_width(
         The increasing grid of widths.
     target : float, default=0.9
         The score (R^2 by default) a width must reach.
-    grid : dict, list of dict or None, default=None
-        The points, e.g. ``{"seq_len": [8, 16, 32]}``.
-    method : {"scan", "bracket", "bisect"}, default="bracket"
-        How the widths are visited.
-    start : "previous", None, number or callable, default="previous"
-        Where each point's search starts.
+    grid, method, start
+        As in :func:`search_threshold` (``method`` not ``"geometric"``).
     **kwargs
         Any other option of :func:`search_threshold`.
 
@@ -747,19 +682,11 @@ def minimal_width(
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import minimal_width
-    >>> table = minimal_width(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
-    ...                       [2, 4, 8, 16], target=0.5, seeds=1, n_steps=60, n_test=300)
-    >>> bool(table["reached"][0]), float(table["value"][0]) in (2.0, 4.0, 8.0, 16.0)
+    >>> widths, task = [2, 4, 8, 16], SparseTokenSelectionTask(8, 2, 2)
+    >>> table = minimal_width(SparseTokenSelector(), task, widths, target=0.5,
+    ...                       seeds=1, n_steps=60, n_test=300)
+    >>> bool(table["reached"][0]), int(table["value"][0]) in widths
     (True, True)
     """
-    return search_threshold(
-        estimators,
-        task,
-        "width",
-        widths,
-        target=target,
-        grid=grid,
-        method=method,
-        start=start,
-        **kwargs,
-    )
+    kwargs.update(target=target, grid=grid, method=method, start=start)
+    return search_threshold(estimators, task, "width", widths, **kwargs)

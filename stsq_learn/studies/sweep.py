@@ -1,9 +1,8 @@
 """Studies over every point of a grid: :func:`sweep`, :func:`length_curve`, :func:`training_curve`.
 
-Each fits every model at every point of the grid for every seed and measures
-the fitted model: on held-out rows of its seed, on those rows moved to other
-lengths by the task's own shift, or along its training. Each returns a
-:class:`~stsq_learn.studies.StudyTable`, one row per run.
+Each fits every model at every point for every seed and measures it: on
+held-out rows of its seed, on those rows moved to other lengths, or along
+its training.
 """
 
 from __future__ import annotations
@@ -64,19 +63,14 @@ def sweep(estimators, task, grid=None, **options):
     device : str or None, default=None
         The fits' device (None: each estimator's own).
     batch_seeds : bool, default=False
-        Train the seeds of each model and point together, as one batched
-        model (:func:`~stsq_learn.engine.members.fit_online_members`, or
+        Train the seeds of each model and point as one batched model
+        (:func:`~stsq_learn.engine.members.fit_online_members`, or
         :func:`~stsq_learn.engine.members.fit_members` with ``n_train``):
-        each seed keeps its own initialisation and draws, and its numbers
-        are those of its own fit (to the bit on a CPU: every product with
-        a seed's weights is computed on its own rows), at a fraction of the
-        time of one fit after another for small models. Off by default, so
-        that numbers do not depend on the machine's kernels. A study's
-        callbacks act on each seed's member alone (a search's
-        ``stop_at_target`` stops a member that reaches the target while the
-        others go on); settings that do not move in lockstep (an adaptive
-        rate, warm starts, the estimator's own ``callbacks``) fit one after
-        another.
+        each seed's numbers are those of its own fit (to the bit on a CPU),
+        at a fraction of the time for small models. Off by default, so that
+        numbers do not depend on the machine's kernels. Settings that do
+        not move in lockstep (an adaptive rate, warm starts, the
+        estimator's own ``callbacks``) fit one after another.
     progress : bool, default=False
         A progress bar over the fits, which says the study's size first.
     dry_run : bool, default=False
@@ -99,8 +93,9 @@ def sweep(estimators, task, grid=None, **options):
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import sweep
-    >>> table = sweep(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
-    ...               {"width": [4, 16]}, seeds=2, n_steps=40, n_test=200)
+    >>> task = SparseTokenSelectionTask(seq_len=8, n_features=2, n_selected=2)
+    >>> table = sweep(SparseTokenSelector(), task, {"width": [4, 16]}, seeds=2,
+    ...               n_steps=40, n_test=200)
     >>> table.columns
     ('model', 'seed', 'param_width', 'score', 'n_iter', 'seconds', 'fit_failure')
     >>> len(table), table.unique("param_width")
@@ -118,16 +113,12 @@ def sweep(estimators, task, grid=None, **options):
 def length_curve(estimators, task, lengths, *, grid=None, **options):
     """Fit once per (model, point, seed), score at every evaluation length.
 
-    The held-out rows of each seed are drawn at the training length and
-    moved to each of ``lengths`` by the task's own length shift
-    (:meth:`~stsq_learn.Task.shift`: the targets stay the same), as
-    :class:`~stsq_learn.LengthShiftScorer` does; the models of a seed are
-    scored on the same moved rows. A model that cannot predict at a length
-    (a fully-connected net off its training length) scores ``error_score``
-    there, its error in the column ``fit_failure``. A length the task's
-    shift refuses (shorter than the tokens a row must keep, for one) is
-    refused before the first fit: each length is tried on a few held-out
-    rows of the first seed at every point.
+    The held-out rows of each seed are moved to each of ``lengths`` by the
+    task's own length shift (:meth:`~stsq_learn.Task.shift`), as
+    :class:`~stsq_learn.LengthShiftScorer` does. A model that cannot predict
+    at a length scores ``error_score`` there, its error in ``fit_failure``.
+    A length the shift refuses (shorter than the tokens a row must keep) is
+    refused before the first fit.
 
     Parameters
     ----------
@@ -155,8 +146,10 @@ def length_curve(estimators, task, lengths, *, grid=None, **options):
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import length_curve
-    >>> table = length_curve(SparseTokenSelector(width=16), SparseTokenSelectionTask(8, 2, 2),
-    ...                      [8, 16, 32], seeds=2, n_steps=40, n_test=200)
+    >>> model = SparseTokenSelector(width=16)
+    >>> task = SparseTokenSelectionTask(8, 2, 2)
+    >>> table = length_curve(model, task, [8, 16, 32], seeds=2, n_steps=40,
+    ...                      n_test=200)
     >>> len(table), table.unique("eval_seq_len")
     (6, [8, 16, 32])
     """
@@ -233,19 +226,6 @@ class Trace(Callback):
         self.measures = measures
         self.every = every
 
-    def initialize(self):
-        self.records_ = []
-        return self
-
-    def _measure(self, net, step):
-        view = fitted_view(self.template, net, self.task)
-        was_training = net.module_.training
-        try:
-            values = {name: float(fn(view)) for name, fn in self.measures.items()}
-        finally:
-            net.module_.train(was_training)
-        self.records_.append({"step": step, **values})
-
     def on_train_begin(self, net, **kwargs):
         self._measure(net, 0)
 
@@ -255,10 +235,31 @@ class Trace(Callback):
             if step % self.every == 0:
                 self._measure(net, step)
 
+    def initialize(self):
+        self.records_ = []
+        return self
+
+    def _measure(self, net, step):
+        measures = self.measures.items()
+        values = measure_now(
+            self.template, net, self.task, lambda view: {k: float(f(view)) for k, f in measures}
+        )
+        self.records_.append({"step": step, **values})
+
 
 def _trace(measures, every, est, task):
     """The :class:`Trace` of a seed's estimator (a study's callback, picklable as a partial)."""
     return Trace(clone(est), task, measures, every)
+
+
+def measure_now(template, net, task, measure):
+    """``measure(view)`` of the model ``net`` holds now (its :func:`fitted_view`); the net's
+    module is left in the training mode it was in."""
+    was_training = net.module_.training
+    try:
+        return measure(fitted_view(template, net, task))
+    finally:
+        net.module_.train(was_training)
 
 
 def fitted_view(template, net, task):
@@ -310,8 +311,10 @@ def training_curve(estimators, task, measures, *, every=10, grid=None, **options
     >>> from stsq_learn.nn import positional_alignment
     >>> from stsq_learn.studies import training_curve
     >>> def gamma(est):
-    ...     return positional_alignment(est.key_query_, est.n_features_in_)["gamma"]
-    >>> table = training_curve(SparseTokenSelector(width=16), SparseTokenSelectionTask(8, 2, 2),
+    ...     alignment = positional_alignment(est.key_query_, est.n_features_in_)
+    ...     return alignment["gamma"]
+    >>> model = SparseTokenSelector(width=16)
+    >>> table = training_curve(model, SparseTokenSelectionTask(8, 2, 2),
     ...                        {"gamma": gamma}, every=20, seeds=1, n_steps=40)
     >>> table["step"].tolist(), bool(table["gamma"][0] == 0.0)
     ([0, 20, 40], True)
