@@ -68,12 +68,18 @@ class Study:
         self.n_jobs = check_n_jobs(n_jobs)
         self.points = points_of(task, grid, self.models)
         self.grid_names = [name for name, _ in self.points[0].values]
-        check_online(self.models, self.points, self.n_train)
+        online = any(point.n_train(self.n_train) is None for point in self.points)
+        for label, est in self.models.items():
+            if online and not hasattr(est, "fit_online"):
+                raise TypeError(
+                    f"{label} ({type(est).__name__}) has no fit_online: give n_train (or n_train "
+                    "in the grid, at every point) to fit it on rows drawn from the task."
+                )
         self.meta = {"study": kind, "seeds": list(self.seeds), "grid": self.grid_names}
         self.meta |= {k: getattr(self, k) for k in ("n_steps", "n_train", "n_test", "batch_seeds")}
         self.meta["models"] = {label: type(est).__name__ for label, est in self.models.items()}
 
-    def work(self, label, point, *, title=None, fits=None, extra=None, **parts):
+    def work(self, label, point, *, title=None, extra=None, **parts):
         """The :class:`~.plan.Work` of fitting model ``label`` at ``point`` for every seed
         (``parts``: its other fields, the rows it predicts and the checks along its fits)."""
         model = prepare(
@@ -83,11 +89,9 @@ class Study:
         steps = 0 if n_train is not None else planned_steps(model, self.n_steps)
         where = ", ".join(f"{k}={v}" for k, v in point.values)
         name = f"{title or self.kind}: {label}" + (f" {where}" if where else "")
-        fits = len(self.seeds) if fits is None else fits
-        members = len(self.seeds) if self.batch_seeds else 1
-        return Work(
-            name, fits, steps, model, point.task, train_rows=n_train, members=members, **parts
-        )
+        n = len(self.seeds)
+        parts = {"fits": n, "members": n if self.batch_seeds else 1, "train_rows": n_train, **parts}
+        return Work(name, steps=steps, estimator=model, task=point.task, **parts)
 
     def row(self, label, point, seed):
         """The first columns of a row: ``model``, ``seed`` and the point's ``param_*``."""
@@ -309,18 +313,6 @@ def prepare(estimator, point, seed, *, label="estimator", device=None, extra=Non
             f"study's task is a {type(point.task).__name__}."
         )
     return est
-
-
-def check_online(models, points, n_train):
-    """Refuse a model without ``fit_online`` at a point that trains online (no ``n_train``)."""
-    if all(point.n_train(n_train) is not None for point in points):
-        return
-    for label, est in models.items():
-        if not hasattr(est, "fit_online"):
-            raise TypeError(
-                f"{label} ({type(est).__name__}) has no fit_online: give n_train (or n_train in "
-                "the grid, at every point) to fit it on rows drawn from the task."
-            )
 
 
 # -- rows, scores and the other options --------------------------------------------------------

@@ -196,9 +196,7 @@ class StopAtTarget(Callback):
         return True
 
     def on_batch_end(self, net, training=False, **kwargs):
-        if not training:
-            return
-        step = self._due(net)
+        step = self._due(net) if training else None
         if step is not None and self._reached(net, step, self.score_module(net)):
             raise KeyboardInterrupt  # how skorch stops a fit (as its EarlyStopping does)
 
@@ -248,9 +246,7 @@ def _stopper(target, scorer, greater_is_better, n_test, est, task):
 
 
 def _passes(score, target, greater_is_better):
-    if not math.isfinite(score):
-        return False
-    return score >= target if greater_is_better else score <= target
+    return math.isfinite(score) and (score >= target if greater_is_better else score <= target)
 
 
 # -- start policies --------------------------------------------------------------------------
@@ -317,14 +313,12 @@ class _Search:
         """Check, before any fit, the grid's ends as candidates, and the grid's names."""
         self.in_task = self.param in task_fields(task)
         for v in (self.values[0], self.values[-1]):
-            if self.in_task:
-                try:
-                    dataclasses.replace(task, **{self.param: v})
-                except (TypeError, ValueError) as exc:
-                    raise type(exc)(f"{self.param}={v!r}: {exc}") from None
-            else:
-                for label, est in study.models.items():
-                    prepare(est, Point((), task, ()), None, label=label, extra={self.param: v})
+            try:
+                at, extra = self.candidate(Point((), task, ()), v)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{self.param}={v!r}: {exc}") from None
+            for label, est in study.models.items():
+                prepare(est, at, None, label=label, extra=extra)
         self.n_iter = check_count(self.n_iter, "n_iter")
         if self.param in study.grid_names:
             raise ValueError(f"{self.param!r} is both searched and a name of the grid.")
@@ -339,8 +333,7 @@ class _Search:
     def chain(self, points):
         """A generator over one (model, seed) line: yields ``(point, value)`` to fit, receives
         the score; returns the result of each point."""
-        results = []
-        previous = None
+        results, previous = [], None
         for point in points:
             if self.skip_after_miss and previous is not None and not previous["reached"]:
                 result = {"value": None, "bound": previous["bound"], "tried": {}, "skipped": True}
@@ -362,7 +355,6 @@ class _Search:
                 len(self.values), _start_index(self.values, start, self.method)
             )
             to_value = self.values.__getitem__
-        found = None
         try:
             cand = to_value(next(gen))
             while True:
@@ -393,9 +385,8 @@ class _Search:
 
 
 def _ready(pending, position, batch_seeds):
-    """The searches that fit in this round: all of them, or, where seeds train together,
-    those of each (model, line) at its earliest point (the others wait for them there,
-    so that the seeds of a point that try one value train as one model)."""
+    """The searches that fit in this round: all, or, where seeds train together, those of
+    each (model, line) at its earliest point (the others wait there, to train with them)."""
     if not batch_seeds:
         return list(pending)
     earliest = {}
@@ -473,7 +464,7 @@ def search_threshold(
     Parameters
     ----------
     estimators : estimator or dict of str to estimator
-        The models.
+        The models, as in :func:`~stsq_learn.studies.sweep`.
     task : Task
         The task (its fields at the grid's points replaced).
     param : str
@@ -563,19 +554,16 @@ def search_threshold(
     _check_reachable(search.target, search.greater_is_better, options.get("scoring"), study.models)
     if stop_at_target and any(p.n_train(study.n_train) is not None for p in study.points):
         raise ValueError("stop_at_target stops online fits; it does not apply with n_train.")
-    study.meta |= {"param": param, "values": list(search.values), "method": method}
-    study.meta |= {
-        k: getattr(search, k) for k in ("target", "greater_is_better", "skip_after_miss")
-    }
+    keys = ("param", "method", "target", "greater_is_better", "skip_after_miss")
+    study.meta |= {k: getattr(search, k) for k in keys} | {"values": list(search.values)}
     named = start is None or isinstance(start, (str, float, int))
     study.meta |= {"start": start if named else "callable", "stop_at_target": bool(stop_at_target)}
+    lines = _lines(study.points, study.grid_names) if study.grid_names else [study.points]
+    parts = {"title": f"search {param}", "predict_rows": study.n_test}
     if stop_at_target:
         scorer = None if options.get("scoring") is None else study.scorers["score"]
         stopper = (search.target, scorer, greater_is_better, study.n_test)
         study.callbacks = [functools.partial(_stopper, *stopper)]
-    lines = _lines(study.points, study.grid_names) if study.grid_names else [study.points]
-    parts = {"title": f"search {param}", "predict_rows": study.n_test}
-    if stop_at_target:
         parts.update(check_every=StopAtTarget.EVERY, check_rows=study.n_test, stops=True)
     work = []
     for label in study.models:
@@ -634,20 +622,11 @@ def _searches(study, search, lines, fits):
     for key in chains:
         for point, result in outcomes[key]:
             spent = [fit[3] for fit in fits if fit[0] == key and fit[1] is point]
-            rows.append(
-                {
-                    **study.row(key[0], point, key[2]),
-                    **{
-                        k: np.nan if result[k] is None else float(result[k])
-                        for k in ("value", "bound")
-                    },
-                    "reached": result["reached"],
-                    "skipped": result["skipped"],
-                    "n_fits": len(spent),
-                    "n_iter": sum(r["n_iter"] for r in spent),
-                    "seconds": sum((r["seconds"] for r in spent), 0.0),
-                }
-            )
+            row = {k: np.nan if result[k] is None else float(result[k]) for k in ("value", "bound")}
+            row |= {k: result[k] for k in ("reached", "skipped")} | {"n_fits": len(spent)}
+            row |= {"n_iter": sum(r["n_iter"] for r in spent)}
+            row |= {"seconds": sum((r["seconds"] for r in spent), 0.0)}
+            rows.append({**study.row(key[0], point, key[2]), **row})
     return rows
 
 

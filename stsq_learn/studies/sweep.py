@@ -39,7 +39,6 @@ def sweep(estimators, task, grid=None, **options):
     grid : dict of str to sequence, list of dict, or None, default=None
         The points: every combination of the values (the first name varies
         fastest), or the points of several such dicts. None is one point.
-        ``n_train`` may be a name of it (the rows fitted on at each point).
     seeds : int or sequence of int, default=3
         ``n`` (the seeds ``0 .. n-1``) or the seeds.
     n_steps : int or "auto", default="auto"
