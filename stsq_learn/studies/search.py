@@ -572,13 +572,13 @@ def search_threshold(
                 at, extra = search.candidate(point, search.typical_value())  # timed there
                 fits = len(study.seeds) * search.expected_fits(k == 0)
                 work.append(study.work(label, at, fits=fits, extra=extra, **parts))
-    fits = []
-    table = study.run(work, _COLUMNS, lambda: _searches(study, search, lines, fits))
+    done = []
+    table = study.run(work, _COLUMNS, lambda: _searches(study, search, lines, done))
     if return_trials and not study.dry_run:
         trials = [
             {**study.row(key[0], point, key[2]), f"param_{param}": value}
             | {"score": record["scores"]["score"], **fit_columns(record)}
-            for key, point, value, record in fits
+            for key, point, value, record in done
         ]
         return table, study.table([f"param_{param}", "score", *FIT_COLUMNS], trials)
     return table
@@ -587,9 +587,9 @@ def search_threshold(
 _COLUMNS = ("value", "bound", "reached", "skipped", "n_fits", "n_iter", "seconds")
 
 
-def _searches(study, search, lines, fits):
+def _searches(study, search, lines, done):
     """The result rows of every (model, line, seed)'s search; ``(key, point, value, record)``
-    of each fit, in order, to ``fits``."""
+    of each fit, in order, to ``done``."""
     chains = {
         (label, li, seed): search.chain(line)
         for label in study.models
@@ -611,17 +611,17 @@ def _searches(study, search, lines, fits):
                 calls.append((keys[0][0], at, [key[2] for key in keys], extra))
             for (point, value, keys), records in zip(groups.values(), study.fit(calls, bar)):
                 for key, record in zip(keys, records):
-                    fits.append((key, point, value, record))
+                    done.append((key, point, value, record))
                     try:
                         pending[key] = chains[key].send(record["scores"]["score"])
                     except StopIteration as stop:
                         outcomes[key] = stop.value
                         del pending[key]
-    warn_failures([fit[3] for fit in fits], f"search_threshold over {search.param}")
+    warn_failures([fit[3] for fit in done], f"search_threshold over {search.param}")
     rows = []
     for key in chains:
         for point, result in outcomes[key]:
-            spent = [fit[3] for fit in fits if fit[0] == key and fit[1] is point]
+            spent = [fit[3] for fit in done if fit[0] == key and fit[1] is point]
             row = {k: np.nan if result[k] is None else float(result[k]) for k in ("value", "bound")}
             row |= {k: result[k] for k in ("reached", "skipped")} | {"n_fits": len(spent)}
             row |= {"n_iter": sum(r["n_iter"] for r in spent)}
