@@ -487,24 +487,8 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.experiments._check.check_reference": [
         '>>> run = reproduce("tiny", only="convergence", progress',
     ],
-    "stsq_learn.studies.search.minimal_width": [
-        ">>> table = minimal_width(SparseTokenSelector(), SparseT",
-        "...                       [2, 4, 8, 16], target=0.5, see",
-        '>>> bool(table["reached"][0]), float(table["value"][0]) ',
-    ],
-    "stsq_learn.studies.search.search_threshold": [
-        ">>> table = search_threshold(SparseTokenSelector(), Spar",
-        '...                          "width", [2, 4, 8, 16], tar',
-    ],
     "stsq_learn.studies.seeds.stream_seed": [
         '>>> stream_seed(0, "test") == stream_seed(0, "test") != ',
-    ],
-    "stsq_learn.studies.sweep.length_curve": [
-        ">>> table = length_curve(SparseTokenSelector(width=16), ",
-    ],
-    "stsq_learn.studies.sweep.training_curve": [
-        "...     return positional_alignment(est.key_query_, est.",
-        ">>> table = training_curve(SparseTokenSelector(width=16)",
     ],
     "stsq_learn.studies.table.StudyTable": [
         '...                     "param_seq_len": [8, 8, 8], "sco',

@@ -1,28 +1,17 @@
-"""How a study fits and scores its runs: models, grid points, rows, seeds and workers.
+"""How a study fits and scores its runs: its options, models, grid points, seeds and workers.
 
-Every study function (:mod:`.sweep`, :mod:`.search`) is built from these
-pieces, in this order:
-
-1. :func:`models_of` reads the estimators (one, or ``{label: estimator}``);
-   :func:`points_of` expands the grid and splits each point into the task's
-   fields (``seq_len``, ``n_selected``, a signal: they change the task) and
-   the estimators' parameters (``width``, ``n_heads``: ``set_params``), and
-   checks every value before any fit;
-2. :func:`fit_and_measure` fits one model at one point for some seeds (one
-   after another, or as one batched model) and scores each on its seed's
-   held-out rows (:func:`test_rows`), at the training length or moved to
-   other lengths by the task's own shift;
-3. :func:`execute` runs such calls here or on joblib's active backend (loky
-   processes by default, a Dask cluster inside ``joblib.parallel_backend
-   ("dask")``), in order: the numbers do not depend on ``n_jobs``.
-
-Seeds follow one rule (:mod:`.seeds`): a fit of seed ``s`` has
-``random_state=s``; its rows come from :func:`~.seeds.stream_seed`.
+A study function (:mod:`.sweep`, :mod:`.search`) checks its arguments into a
+:class:`Study` before any work (each grid point split into the task's fields,
+the estimators' parameters and the study's settings), then plans its work or
+runs :func:`fit_and_measure` calls, here or on joblib's active backend, with
+the same numbers for any ``n_jobs``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import itertools
 import numbers
 import time
@@ -32,34 +21,167 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import FitFailedWarning
 from sklearn.metrics import get_scorer
+from tqdm.auto import tqdm
 
 from ..tasks import Task
-from .seeds import stream_seed
-
-__all__ = [
-    "Point",
-    "execute",
-    "fit_and_measure",
-    "models_of",
-    "points_of",
-    "scorers_of",
-    "test_rows",
-]
+from .plan import StudyPlan, Work, active_plan, planned_steps
+from .seeds import check_seeds, stream_seed
+from .table import StudyTable
 
 
-# -- models --------------------------------------------------------------------------------
+class Study:
+    """A study's models, grid points and options (its keyword-only parameters, those of every
+    study function: :func:`takes_options`), checked before any work. A study function may
+    set what each fit measures besides: ``lengths`` (scored there too) and ``callbacks``
+    (each ``callback(estimator, task) -> skorch callback``, made per seed)."""
+
+    def __init__(
+        self,
+        kind,
+        estimators,
+        task,
+        grid=None,
+        *,
+        seeds=3,
+        n_steps="auto",
+        n_train=None,
+        n_test=2000,
+        scoring=None,
+        error_score=np.nan,
+        n_jobs=None,
+        device=None,
+        batch_seeds=False,
+        progress=False,
+        dry_run=False,
+    ):
+        if not isinstance(batch_seeds, (bool, np.bool_)):
+            raise TypeError(f"batch_seeds must be True or False, got {batch_seeds!r}.")
+        self.kind, self.device, self.batch_seeds = kind, device, bool(batch_seeds)
+        self.progress, self.dry_run, self.lengths, self.callbacks = progress, dry_run, None, []
+        self.models = models_of(estimators)
+        self.seeds = check_seeds(seeds)
+        self.n_steps = check_count(n_steps, "n_steps", allow_auto=True)
+        self.n_train = check_count(n_train, "n_train", allow_none=True)
+        self.n_test = check_count(n_test, "n_test")
+        self.scorers = scorers_of(scoring)
+        self.error_score = check_error_score(error_score)
+        self.n_jobs = check_n_jobs(n_jobs)
+        self.points = points_of(task, grid, self.models)
+        self.grid_names = [name for name, _ in self.points[0].values]
+        online = any(point.n_train(self.n_train) is None for point in self.points)
+        for label, est in self.models.items():
+            if online and not hasattr(est, "fit_online"):
+                raise TypeError(
+                    f"{label} ({type(est).__name__}) has no fit_online: give n_train (or n_train "
+                    "in the grid, at every point) to fit it on rows drawn from the task."
+                )
+        self.meta = {"study": kind, "seeds": list(self.seeds), "grid": self.grid_names}
+        self.meta |= {k: getattr(self, k) for k in ("n_steps", "n_train", "n_test", "batch_seeds")}
+        self.meta["models"] = {label: type(est).__name__ for label, est in self.models.items()}
+
+    def work(self, label, point, *, title=None, extra=None, **parts):
+        """The :class:`~.plan.Work` of fitting model ``label`` at ``point`` for every seed
+        (``parts``: its other fields, the rows it predicts and the checks along its fits)."""
+        model = prepare(
+            self.models[label], point, self.seeds[0], label=label, device=self.device, extra=extra
+        )
+        n_train = point.n_train(self.n_train)
+        steps = 0 if n_train is not None else planned_steps(model, self.n_steps)
+        where = ", ".join(f"{k}={v}" for k, v in point.values)
+        name = f"{title or self.kind}: {label}" + (f" {where}" if where else "")
+        n = len(self.seeds)
+        parts = {"fits": n, "members": n if self.batch_seeds else 1, "train_rows": n_train, **parts}
+        return Work(name, steps=steps, estimator=model, task=point.task, **parts)
+
+    def row(self, label, point, seed):
+        """The first columns of a row: ``model``, ``seed`` and the point's ``param_*``."""
+        return {"model": label, "seed": seed, **{f"param_{k}": v for k, v in point.values}}
+
+    def run(self, work, columns, rows):
+        """The study's table: with ``dry_run``, its plan; inside :func:`~.plan.planning`, no
+        rows (its work added to the plan); else the rows ``rows()`` gives (dicts)."""
+        if self.dry_run:
+            return StudyPlan(work)
+        plan = active_plan()
+        if plan is not None:
+            plan.extend(work)
+        return self.table(columns, [] if plan is not None else rows())
+
+    def table(self, columns, rows):
+        """The :class:`~.table.StudyTable` of ``rows`` (dicts): ``model``, ``seed``, the
+        grid's ``param_*``, then ``columns``."""
+        columns = ["model", "seed", *(f"param_{n}" for n in self.grid_names), *columns]
+        return StudyTable({c: [row[c] for row in rows] for c in columns}, meta=self.meta)
+
+    def bar(self, what, **kwargs):
+        """A progress bar over the study's fits (shown with ``progress``), saying its size."""
+        n = f"{len(self.models)} models x {len(self.points)} points x {len(self.seeds)} seeds"
+        return tqdm(desc=f"{what} ({n})", disable=not self.progress, dynamic_ncols=True, **kwargs)
+
+    def measure(self, columns, rows_of, **parts):
+        """:meth:`run` the fits of every (model, point) for every seed (their :meth:`work`
+        of ``parts``), each record's rows ``rows_of(record)`` (``columns`` after the first)."""
+        work = [self.work(label, point, **parts) for label in self.models for point in self.points]
+
+        def rows():
+            calls = [(label, point, self.seeds) for label in self.models for point in self.points]
+            fits = len(calls) * len(self.seeds)
+            with self.bar(f"{self.kind}: {fits} fits", total=fits) as bar:
+                results = self.fit(calls, bar)
+            warn_failures([r for rs in results for r in rs], self.kind)
+            return [
+                {**self.row(label, point, record["seed"]), **row}
+                for (label, point, _), records in zip(calls, results)
+                for record in records
+                for row in rows_of(record)
+            ]
+
+        return self.run(work, columns, rows)
+
+    def fit(self, calls, bar):
+        """The records of :func:`fit_and_measure` for each ``(label, point, seeds[, extra])``,
+        in order: run here, or on joblib's active backend with ``n_jobs``."""
+        if self.n_jobs in (None, 1) or len(calls) <= 1:
+            out = []
+            for call in calls:
+                out.append(fit_and_measure(self, *call))
+                bar.update(len(out[-1]))
+            return out
+        from joblib import Parallel, delayed
+
+        out = Parallel(n_jobs=self.n_jobs)(delayed(_one_thread)(self, *call) for call in calls)
+        bar.update(sum(len(records) for records in out))
+        return out
+
+
+def takes_options(*left_out):
+    """Decorate a study function ``f(..., **options)``: its signature (what ``help``,
+    ``inspect`` and the docs read) lists :class:`Study`'s options after its own parameters,
+    less ``left_out``; a call with another keyword is refused as Python refuses it."""
+    options = inspect.signature(Study).parameters.values()
+    options = [p for p in options if p.kind == p.KEYWORD_ONLY and p.name not in left_out]
+
+    def decorate(function):
+        own = inspect.signature(function).parameters.values()
+        signature = inspect.Signature([p for p in own if p.kind != p.VAR_KEYWORD] + options)
+
+        @functools.wraps(function)
+        def study_function(*args, **kwargs):
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{function.__name__}() {exc}") from None
+            return function(*args, **kwargs)
+
+        study_function.__signature__ = signature
+        return study_function
+
+    return decorate
+
+
+# -- models and grid points -------------------------------------------------------------------
 def models_of(estimators):
-    """``{label: estimator}`` from one estimator or a dict of them, checked.
-
-    Parameters
-    ----------
-    estimators : estimator or dict of str to estimator
-        One estimator (labelled by its class name) or several by label.
-
-    Returns
-    -------
-    dict of str to estimator
-    """
+    """``{label: estimator}`` from one estimator (labelled by its class) or a dict, checked."""
     if isinstance(estimators, dict):
         if not estimators:
             raise ValueError("estimators is an empty dict: give at least one estimator.")
@@ -77,23 +199,11 @@ def models_of(estimators):
     return models
 
 
-# -- grid points ----------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One point of a study's grid: its values, the task there and the estimators' changes.
-
-    Attributes
-    ----------
-    values : tuple of (str, object)
-        The grid's names and values at this point, in the grid's order.
-    task : Task
-        The task with the point's task fields replaced.
-    changes : tuple of (str, object)
-        The point's estimator parameters.
-    settings : tuple of (str, object), default=()
-        The point's settings of the study itself (:data:`STUDY_NAMES`:
-        ``n_train``, the rows each fit is fitted on there).
-    """
+    """One point of a study's grid: its ``values`` (``(name, value)`` pairs in the grid's
+    order), the ``task`` there, and the estimators' ``changes`` and the study's ``settings``
+    (:data:`STUDY_NAMES`) as such pairs."""
 
     values: tuple
     task: object
@@ -111,8 +221,7 @@ class Point:
 
 
 STUDY_NAMES = ("n_train",)
-"""Grid names that are settings of the study, not of the task or the estimators:
-``n_train``, the rows each fit draws from the task and is fitted on (``fit``)."""
+"""Grid names that are settings of the study: ``n_train``, the rows each fit is fitted on."""
 
 
 def expand_grid(grid):
@@ -120,17 +229,14 @@ def expand_grid(grid):
     a list of such dicts (their points one after another), or None (one empty point)."""
     if grid is None:
         return [{}]
-    grids = grid if isinstance(grid, list) else [grid]
     out = []
-    for g in grids:
+    for g in grid if isinstance(grid, list) else [grid]:
         if not isinstance(g, dict):
             raise TypeError(
                 f"grid must be a dict of parameter name to values, or a list of such dicts, "
                 f"got {type(g).__name__}: {g!r}."
             )
-        names = list(g)
-        for name in names:
-            values = g[name]
+        for name, values in g.items():
             if not isinstance(name, str):
                 raise TypeError(f"grid names must be strings, got {name!r}.")
             if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
@@ -140,8 +246,8 @@ def expand_grid(grid):
                 )
             if len(list(values)) == 0:
                 raise ValueError(f"grid[{name!r}] is empty: give at least one value.")
-        lists = [list(g[n]) for n in reversed(names)]
-        for combo in itertools.product(*lists):
+        names = list(g)
+        for combo in itertools.product(*(list(g[n]) for n in reversed(names))):
             out.append(dict(zip(names, reversed(combo))))
     return out
 
@@ -151,24 +257,8 @@ def task_fields(task):
     return tuple(f.name for f in dataclasses.fields(task))
 
 
-def points_of(task, grid, models, *, extra=None):
-    """The grid's points on ``task`` for ``models``, every value checked before any fit.
-
-    Parameters
-    ----------
-    task : Task
-        The law at its defaults.
-    grid : dict, list of dict or None
-        See :func:`expand_grid`.
-    models : dict of str to estimator
-        The models (each must take every estimator parameter of the grid).
-    extra : dict or None, default=None
-        Values set at every point (a search's candidate), checked the same way.
-
-    Returns
-    -------
-    list of Point
-    """
+def points_of(task, grid, models):
+    """The :class:`Point` list of ``grid`` on ``task``, every value checked for every model."""
     if not isinstance(task, Task):
         raise TypeError(
             f"task must be a Task (a task object), got {type(task).__name__}: {task!r}."
@@ -194,14 +284,9 @@ def points_of(task, grid, models, *, extra=None):
 
 
 def prepare(estimator, point, seed, *, label="estimator", device=None, extra=None):
-    """An unfitted clone of ``estimator`` with the point's parameters, the seed and device.
-
-    The parameters are checked as ``fit`` would check them (a value out of
-    range raises here, naming the grid point), and the estimator must train
-    on the point's task.
-    """
-    params = dict(point.changes)
-    params.update(extra or {})
+    """An unfitted clone of ``estimator`` with the point's parameters (and ``extra``), the
+    seed and device, checked as ``fit`` checks them (naming the grid point)."""
+    params = {**dict(point.changes), **(extra or {})}
     known = estimator.get_params(deep=False)
     unknown = [k for k in params if k not in known]
     if unknown:
@@ -230,24 +315,9 @@ def prepare(estimator, point, seed, *, label="estimator", device=None, extra=Non
     return est
 
 
-def check_online(models, points, n_train):
-    """Refuse a model without ``fit_online`` at a point that trains online (no ``n_train``)."""
-    if all(point.n_train(n_train) is not None for point in points):
-        return
-    for label, est in models.items():
-        if not hasattr(est, "fit_online"):
-            raise TypeError(
-                f"{label} ({type(est).__name__}) has no fit_online: give n_train (or n_train in "
-                "the grid, at every point) to fit it on rows drawn from the task."
-            )
-
-
-# -- rows and scores ------------------------------------------------------------------------
+# -- rows, scores and the other options --------------------------------------------------------
 def test_rows(task, seed, n_rows):
-    """The held-out rows of a seed: ``task.sample(n_rows, stream_seed(seed, "test"))``.
-
-    Every model of the seed is scored on them (a paired comparison).
-    """
+    """The held-out rows of a seed, on which every model of the seed is scored (paired)."""
     return task.sample(n_rows, random_state=stream_seed(seed, "test"))
 
 
@@ -255,13 +325,8 @@ test_rows.__test__ = False  # not a pytest test
 
 
 def scorers_of(scoring):
-    """Column name to a scorer ``scorer(estimator, X, y)``.
-
-    None is the estimator's own ``score`` (R^2 for the regressors, accuracy
-    for the classifiers), in the column ``"score"``; a string is one of
-    scikit-learn's scorers (``get_scorer``) and a callable a scorer, in
-    ``"score"``; a dict gives several, each in its column.
-    """
+    """Column name to ``scorer(estimator, X, y)``: None is the estimator's ``score`` and a
+    string or callable one scorer (in ``"score"``), a dict one column each."""
     if scoring is None:
         return {"score": _own_score}
     if isinstance(scoring, dict):
@@ -302,103 +367,52 @@ def check_count(value, name, *, allow_auto=False, allow_none=False):
     return int(value)
 
 
-# -- fitting and measuring -------------------------------------------------------------------
-def _fit(est, task, seed, n_steps, n_train, callbacks):
-    """Fit ``est`` online (``n_train`` None) or on ``n_train`` rows of its seed; seconds taken."""
-    if callbacks:
-        est.set_params(callbacks=[*(est.get_params().get("callbacks") or []), *callbacks])
-    start = time.perf_counter()
-    if n_train is None:
-        est.fit_online(task, n_steps)
-    else:
-        X, y = task.sample(n_train, random_state=stream_seed(seed, "train"))
-        est.fit(X, y)
-    return time.perf_counter() - start
+def check_error_score(error_score):
+    """``"raise"`` or a number (the score of a failed fit)."""
+    if isinstance(error_score, str) and error_score == "raise":
+        return error_score
+    if isinstance(error_score, (bool, np.bool_)) or not isinstance(error_score, numbers.Real):
+        raise ValueError(f'error_score must be "raise" or a number, got {error_score!r}.')
+    return float(error_score)
 
 
-def fit_and_measure(
-    estimator,
-    point,
-    seeds,
-    *,
-    n_steps,
-    n_train,
-    n_test,
-    scorers,
-    lengths=None,
-    callbacks=(),
-    error_score=np.nan,
-    device=None,
-    label="estimator",
-    extra=None,
-    keep=False,
-    batch_seeds=False,
-):
-    """Fit a model at a point for each seed and score it: one record per seed (and length).
+def check_n_jobs(n_jobs):
+    """None, -1 or a non-zero int (joblib's meaning)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"n_jobs must be None or an int, got {type(n_jobs).__name__}: {n_jobs!r}.")
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be None, a positive int or a negative one, got 0.")
+    return int(n_jobs)
 
-    Parameters
-    ----------
-    estimator : estimator
-        The model's settings (cloned per seed).
-    point : Point
-        Where: the task and the estimator parameters.
-    seeds : sequence of int
-        The seeds (``random_state`` of each fit).
-    n_steps : int or "auto"
-        Online steps (``n_train`` None).
-    n_train : int or None
-        Training rows of each seed (``fit``), or None to train online (the
-        point's own ``n_train``, where the grid sets it, comes first).
-    n_test : int
-        Held-out rows of each seed.
-    scorers : dict of str to callable
-        :func:`scorers_of`.
-    lengths : sequence of int or None, default=None
-        Score the rows moved to each length by the task's shift (None: at
-        the training length only).
-    callbacks : sequence of callable, default=()
-        Each called as ``callback(estimator, task)`` with a seed's estimator
-        before its fit, returning a skorch callback for it (a study's
-        stopping rule or trace).
-    error_score : "raise" or float, default=np.nan
-        The score of a failed fit or scoring ("raise": raise its error).
-    device : str or None, default=None
-        The fits' device (None: the estimator's).
-    label : str, default="estimator"
-        The model's label, for messages.
-    extra : dict or None, default=None
-        More estimator parameters (a search's candidate).
-    keep : bool, default=False
-        Return the fitted estimators too.
-    batch_seeds : bool, default=False
-        Train the seeds as one batched model (:func:`batched_fits`), each
-        seed's callbacks acting on its own member.
 
-    Returns
-    -------
-    list of dict
-        Per seed: ``seed``, ``scores`` (column to value, or length to column
-        to value), ``n_iter``, ``seconds``, ``error`` ("" or the message;
-        with ``lengths``, ``errors``: length to the message there),
-        ``loss_curve``, and ``estimator`` (when ``keep``) and ``callbacks``
-        (the seed's callback objects, after the fit).
+# -- fitting and measuring ----------------------------------------------------------------------
+def fit_and_measure(study, label, point, seeds, extra=None):
+    """Fit ``study``'s model ``label`` at ``point`` for each seed and score it, per seed a record.
+
+    ``extra``: more estimator parameters (a search's candidate). A record has
+    ``seed``, ``scores`` (column to score; with the study's ``lengths``,
+    length to column to score), ``n_iter``, ``seconds``, ``error`` ("" or
+    the message; with ``lengths``, also ``errors``: length to the message
+    there), ``loss_curve`` and ``callbacks`` (the seed's, after its fit).
     """
-    task = point.task
-    n_train = point.n_train(n_train)
-    ests = [prepare(estimator, point, s, label=label, device=device, extra=extra) for s in seeds]
-    made = [[cb(est, task) for cb in callbacks] for est in ests]
-    records = []
+    task, n_train, n_steps = point.task, point.n_train(study.n_train), study.n_steps
+    kw = dict(label=label, device=study.device, extra=extra)
+    ests = [prepare(study.models[label], point, s, **kw) for s in seeds]
+    made = [[cb(est, task) for cb in study.callbacks] for est in ests]
     results = None
-    if batch_seeds:
+    if study.batch_seeds:
         results = batched_fits(ests, task, seeds, n_steps, n_train, made)
     if results is None:
         results = _fit_each(ests, task, seeds, n_steps, n_train, made)
-    if error_score == "raise":
+    if study.error_score == "raise":
         for err, _ in results:
             if err is not None:
                 raise err
+    records = []
     for est, seed, (err, seconds), cbs in zip(ests, seeds, results, made):
-        X, y = test_rows(task, seed, n_test)
+        X, y = test_rows(task, seed, study.n_test)
         record = {
             "seed": seed,
             "n_iter": int(getattr(est, "n_iter_", 0)) if err is None else 0,
@@ -407,23 +421,30 @@ def fit_and_measure(
             "callbacks": cbs,
             "loss_curve": list(getattr(est, "loss_curve_", [])) if err is None else [],
         }
-        if lengths is None:
-            record["scores"], failure = _score(est, err, scorers, X, y, error_score)
+        if study.lengths is None:
+            record["scores"], failure = _score(est, err, study, X, y)
             record["error"] = record["error"] or failure or ""
         else:
             record["scores"], record["errors"] = {}, {}
-            for L in lengths:
+            for L in study.lengths:
                 X_L, y_L = (
                     (X, y)
                     if L == task.seq_len
                     else task.shift(X, y, L, random_state=stream_seed(seed, "shift"))
                 )
-                record["scores"][L], failure = _score(est, err, scorers, X_L, y_L, error_score)
+                record["scores"][L], failure = _score(est, err, study, X_L, y_L)
                 record["errors"][L] = record["error"] or failure or ""
-        if keep:
-            record["estimator"] = est if err is None else None
         records.append(record)
     return records
+
+
+FIT_COLUMNS = ("n_iter", "seconds", "fit_failure")
+"""The columns of a fit in a study's rows: :func:`fit_columns`."""
+
+
+def fit_columns(record):
+    """A record's steps or epochs run, seconds and error message (empty when it went well)."""
+    return dict(zip(FIT_COLUMNS, (record["n_iter"], record["seconds"], record["error"])))
 
 
 def _fit_each(ests, task, seeds, n_steps, n_train, made):
@@ -432,28 +453,23 @@ def _fit_each(ests, task, seeds, n_steps, n_train, made):
     for est, seed, cbs in zip(ests, seeds, made):
         start = time.perf_counter()
         try:
-            out.append((None, _fit(est, task, seed, n_steps, n_train, cbs)))
+            if cbs:
+                est.set_params(callbacks=[*(est.get_params().get("callbacks") or []), *cbs])
+            if n_train is None:
+                est.fit_online(task, n_steps)
+            else:
+                est.fit(*task.sample(n_train, random_state=stream_seed(seed, "train")))
+            out.append((None, time.perf_counter() - start))
         except Exception as exc:  # the study records it, as cross_validate does
             out.append((exc, time.perf_counter() - start))
     return out
 
 
 def batched_fits(ests, task, seeds, n_steps, n_train, made):
-    """Per seed ``(error or None, seconds)``: the seeds trained as one batched model.
-
-    :func:`~stsq_learn.engine.members.fit_online_members` (online) or
-    :func:`~stsq_learn.engine.members.fit_members` on each seed's own rows
-    (``n_train``): each seed its own initialisation and draws, the numbers
-    of its own fit (to the bit on a CPU). Each seed's callbacks of the study
-    (``made``: a stopping rule, a trace) act on that seed's member alone: a
-    member that reaches its target stops there and leaves the run, the
-    others go on. The seconds of the batched run are shared among the seeds
-    in proportion to the steps each ran. Returns None, having fitted
-    nothing, where the seeds cannot train together: a single seed, or
-    estimators the members engine does not take (their error says why);
-    the engine itself falls back to one fit after another for settings that
-    do not move in lockstep.
-    """
+    """Per seed ``(error or None, seconds)``: the seeds trained as one batched model
+    (:mod:`~stsq_learn.engine.members`: each seed's numbers those of its own fit, its
+    callbacks ``made`` acting on its member alone), the seconds shared in proportion to
+    the steps each ran; None, nothing fitted, where the seeds cannot train together."""
     from ..engine.members import fit_members, fit_online_members
 
     if len(ests) < 2:
@@ -480,29 +496,21 @@ def batched_fits(ests, task, seeds, n_steps, n_train, made):
     ]
 
 
-def _score(est, err, scorers, X, y, error_score):
-    """Column to score of a fitted ``est`` on ``(X, y)``; ``error_score`` where it failed."""
+def _score(est, err, study, X, y):
+    """Column to score of a fitted ``est`` on ``(X, y)`` (``error_score`` where it failed),
+    and the first scoring's error message."""
     if err is not None:
-        return dict.fromkeys(scorers, float(error_score)), None
+        return dict.fromkeys(study.scorers, float(study.error_score)), None
     out, failure = {}, None
-    for name, scorer in scorers.items():
+    for name, scorer in study.scorers.items():
         try:
             out[name] = float(scorer(est, X, y))
         except Exception as exc:
-            if error_score == "raise":
+            if study.error_score == "raise":
                 raise
-            out[name] = float(error_score)
+            out[name] = float(study.error_score)
             failure = failure or f"{type(exc).__name__}: {exc}"
     return out, failure
-
-
-def check_error_score(error_score):
-    """``"raise"`` or a number (the score of a failed fit)."""
-    if isinstance(error_score, str) and error_score == "raise":
-        return error_score
-    if isinstance(error_score, (bool, np.bool_)) or not isinstance(error_score, numbers.Real):
-        raise ValueError(f'error_score must be "raise" or a number, got {error_score!r}.')
-    return float(error_score)
 
 
 def warn_failures(records, study):
@@ -518,47 +526,9 @@ def warn_failures(records, study):
         )
 
 
-# -- workers --------------------------------------------------------------------------------
-def _one_thread(function, kwargs):
-    """``function(**kwargs)`` with one torch thread (a worker process's side)."""
+def _one_thread(study, *call):
+    """:func:`fit_and_measure` with one torch thread (a worker process's side)."""
     import torch
 
     torch.set_num_threads(1)
-    return function(**kwargs)
-
-
-def execute(calls, *, n_jobs=None, bar=None):
-    """Run ``calls`` (``(function, kwargs)`` pairs); their results, in order.
-
-    ``n_jobs`` None or 1 runs them here; otherwise on joblib's active
-    backend (loky processes by default, each with one torch thread).
-    """
-    calls = list(calls)
-    if n_jobs in (None, 1) or len(calls) <= 1:
-        out = []
-        for function, kwargs in calls:
-            out.append(function(**kwargs))
-            if bar is not None:
-                bar.update(_count(out[-1]))
-        return out
-    from joblib import Parallel, delayed
-
-    out = Parallel(n_jobs=n_jobs)(delayed(_one_thread)(f, kw) for f, kw in calls)
-    if bar is not None:
-        bar.update(sum(_count(r) for r in out))
-    return out
-
-
-def _count(result):
-    return len(result) if isinstance(result, list) else 1
-
-
-def check_n_jobs(n_jobs):
-    """None, -1 or a non-zero int (joblib's meaning)."""
-    if n_jobs is None:
-        return None
-    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral):
-        raise TypeError(f"n_jobs must be None or an int, got {type(n_jobs).__name__}: {n_jobs!r}.")
-    if n_jobs == 0:
-        raise ValueError("n_jobs must be None, a positive int or a negative one, got 0.")
-    return int(n_jobs)
+    return fit_and_measure(study, *call)

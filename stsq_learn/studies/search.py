@@ -2,66 +2,36 @@
 
 The theory's separations are thresholds: the smallest width with which a
 model reaches an R^2 (against the length), the fewest heads that retrieve
-every token, the weakest signal a classifier detects. :func:`search_threshold`
-finds such a value per model, grid point and seed, with the methods the
-built-in experiments use, all assuming the score grows with the value:
-
-- ``"scan"``: the grid's values upwards from the start, until one passes;
-- ``"bracket"``: the start first; if it passes, downwards until one fails,
-  else upwards until one passes (from the grid's first value this is the
-  scan; from the previous point's threshold, the fewest fits when the
-  threshold moves little);
-- ``"bisect"``: from the start, 1, 2, 4, ... grid steps until the threshold
-  is bracketed, then bisection, until a passing value's neighbour below
-  has failed (the threshold is confirmed by two fits, not inferred);
-- ``"geometric"``: for a continuous value (a signal strength): bisection
-  in log scale between ``(low, high)`` for ``n_iter`` fits; the threshold is
-  the final bracket's geometric mean.
-
-The grid's first name is the axis along which a threshold is followed (the
-length, usually): a start policy may read the previous point's threshold
-(``start="previous"``, or a callable), and a point after one whose search
-reached nothing is not searched (``skip_after_miss``: the threshold is
-assumed not to fall as that axis grows), its lower bound carried over.
-:func:`minimal_width` is the search over ``width``.
-
-Every seed's search is its own; with ``n_jobs``, the fits that the searches
-ask for at the same time run at once, and the numbers do not depend on it.
+every token, the weakest signal a classifier detects. Every seed's search is
+its own; the fits the searches ask for at the same time run at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
 import sklearn
 from sklearn.base import clone, is_classifier, is_regressor
 from skorch.callbacks import Callback
-from tqdm.auto import tqdm
 
 from ..engine.regression import _Regressor
 from ..engine.training import STOP_REASON
 from .fits import (
+    FIT_COLUMNS,
     Point,
+    Study,
     check_count,
-    check_error_score,
-    check_n_jobs,
-    check_online,
-    execute,
-    fit_and_measure,
-    models_of,
-    points_of,
+    fit_columns,
     prepare,
-    scorers_of,
+    takes_options,
     task_fields,
     test_rows,
     warn_failures,
 )
-from .plan import StudyPlan, Work, active_plan, planned_steps, planning
-from .seeds import check_seeds
-from .sweep import fitted_view
-from .table import StudyTable
+from .sweep import fitted_view, measure_now
 
 __all__ = ["METHODS", "StopAtTarget", "minimal_width", "search_threshold"]
 
@@ -83,31 +53,16 @@ def _bracket(n, start):
 
 def _bisect(n, start):
     lo, hi = -1, n  # values[lo] fails, values[hi] passes (-1, n: not known)
+    down = yield start
+    lo, hi = (lo, start) if down else (start, hi)
     gap = 1
-    if (yield start):
-        hi = start
-        while hi > 0 and lo < 0:
-            i = max(hi - gap, 0)
-            if (yield i):
-                hi = i
-            else:
-                lo = i
-            gap *= 2
-    else:
-        lo = start
-        while lo < n - 1 and hi == n:
-            i = min(lo + gap, n - 1)
-            if (yield i):
-                hi = i
-            else:
-                lo = i
-            gap *= 2
+    while (lo < 0 < hi) if down else (hi == n and lo < n - 1):
+        i = max(hi - gap, 0) if down else min(lo + gap, n - 1)
+        lo, hi = (lo, i) if (yield i) else (i, hi)
+        gap *= 2
     while hi < n and hi - lo > 1:
         mid = (lo + hi) // 2
-        if (yield mid):
-            hi = mid
-        else:
-            lo = mid
+        lo, hi = (lo, mid) if (yield mid) else (mid, hi)
 
 
 def _geometric(low, high, n_iter):
@@ -134,12 +89,10 @@ _GRID_METHODS = {"scan": _scan, "bracket": _bracket, "bisect": _bisect}
 class StopAtTarget(Callback):
     """A skorch callback that ends an online fit once it reaches ``target`` on held-out rows.
 
-    Every ``every`` steps the model being trained is scored on ``X, y`` by
-    ``scorer`` through the estimator's own prediction path (the draws the
-    fitted model's would use), so the score at the stop is what the fitted
-    model scores. It stops the fit as the package's early stopping does
-    (the reason ``"target_reached"`` in the net's history). A fit that never
-    reaches the target runs all its steps, as without the callback.
+    Every ``every`` steps the model is scored on ``X, y`` as the fitted model
+    would be (its own prediction draws), so the score at the stop is the
+    fitted model's. It stops as the package's early stopping does (the
+    reason ``"target_reached"`` in the net's history).
 
     Parameters
     ----------
@@ -186,9 +139,7 @@ class StopAtTarget(Callback):
                 f"draws follow from it), got random_state={self.template.random_state!r}."
             )
         self.every = check_count(self.every, "every")
-        self.checks_ = []
-        self.stopped_at_ = None
-        self._checked = None
+        self.checks_, self.stopped_at_, self._checked = [], None, None
         return self
 
     def score_module(self, net):
@@ -204,24 +155,21 @@ class StopAtTarget(Callback):
         float
             The estimator's score (or the scorer's) on the held-out rows.
         """
-        view = fitted_view(self.template, net, self.task)
-        was_training = net.module_.training
-        try:
-            if not self._fast(view):
-                if self.scorer is None:
-                    return float(view.score(self.X, self.y))
-                return float(self.scorer(view, self.X, self.y))
-            X, y = self._rows(view)
-            return self._r2(view, y, view._predict_validated(X))
-        finally:
-            net.module_.train(was_training)
+        return measure_now(self.template, net, self.task, self._score)
+
+    def _score(self, view):
+        if not self._fast(view):
+            scorer = type(view).score if self.scorer is None else self.scorer
+            return float(scorer(view, self.X, self.y))
+        X, y = self._rows(view)
+        return self._r2(view, y, view._predict_validated(X))
 
     def _fast(self, view):
         """Whether the score is a regressor's own (then computed in parts: :meth:`_r2`)."""
         return self.scorer is None and type(view).score is _Regressor.score
 
     def _rows(self, view):
-        """The held-out rows and targets, checked by the task once per fit (they do not change)."""
+        """The held-out rows and targets, checked by the task once per fit."""
         if self._checked is None:
             X = view.task_.check_rows(self.X, type(view).__name__)
             self._checked = X, view.task_.check_targets(self.y, X)
@@ -229,19 +177,17 @@ class StopAtTarget(Callback):
 
     @staticmethod
     def _r2(view, y, y_pred):
-        """The regressors' ``score``, given its prediction: scikit-learn's R^2 without its
-        argument checks (the same number, without a fixed cost that is most of a check on a
-        few thousand rows)."""
+        """The regressors' ``score`` of a prediction, without scikit-learn's argument checks
+        (the same number, less a fixed cost that is most of a check on a few thousand rows)."""
         with sklearn.config_context(skip_parameter_validation=True):
             return float(view.task_.score(y, y_pred))
 
     def _due(self, net):
-        """The step, where this one is a check's (else None)."""
         step = len(net.history[-1]["batches"])
         return None if step % self.every else step
 
     def _reached(self, net, step, score):
-        """Record a check; whether it reached the target (the stop recorded in the history)."""
+        """Record a check; whether it reached the target (then the stop is in the history)."""
         self.checks_.append((step, score))
         if not _passes(score, self.target, self.greater_is_better):
             return False
@@ -250,23 +196,18 @@ class StopAtTarget(Callback):
         return True
 
     def on_batch_end(self, net, training=False, **kwargs):
-        if not training:
-            return
-        step = self._due(net)
+        step = self._due(net) if training else None
         if step is not None and self._reached(net, step, self.score_module(net)):
             raise KeyboardInterrupt  # how skorch stops a fit (as its EarlyStopping does)
 
     @classmethod
     def members_batch_end(cls, pairs):
-        """The checks of the members of a batched fit at one step, scored together.
+        """What :meth:`on_batch_end` does, for the members of a batched fit at one step.
 
-        What each member's :meth:`on_batch_end` does, for all of them at once
-        (:func:`~stsq_learn.engine.members.fit_members` calls it with every
-        member's ``(callback, net)``): the members due for a check are scored
-        on their own held-out rows in one forward of their stacked modules
+        The members due for a check are scored on their own held-out rows in
+        one forward of their stacked modules
         (:func:`~stsq_learn.engine.members.predict_members`: each member's
-        prediction to the bit, the prediction's fixed cost paid once), or
-        one by one where that cannot be.
+        prediction to the bit), or one by one where that cannot be.
 
         Parameters
         ----------
@@ -282,39 +223,30 @@ class StopAtTarget(Callback):
 
         due = [(cb, net, cb._due(net)) for cb, net in pairs]
         due = [(cb, net, step) for cb, net, step in due if step is not None]
-        scores = {}
         views = [fitted_view(cb.template, net, cb.task) for cb, net, _ in due]
+        scores = [None] * len(due)
         if len(due) > 1 and all(cb._fast(v) for (cb, _, _), v in zip(due, views)):
             rows = [cb._rows(v) for (cb, _, _), v in zip(due, views)]
             predictions = predict_members(views, [X for X, _ in rows])
             if predictions is not None:
-                for (cb, _, _), view, (_, y), pred in zip(due, views, rows, predictions):
-                    scores[id(cb)] = cb._r2(view, y, pred)
-        stops = {}
-        for cb, net, step in due:
-            score = scores[id(cb)] if id(cb) in scores else cb.score_module(net)
-            stops[id(cb)] = cb._reached(net, step, score)
+                scores = [
+                    cb._r2(v, y, p) for (cb, *_), v, (_, y), p in zip(due, views, rows, predictions)
+                ]
+        stops = {
+            id(cb): cb._reached(net, step, cb.score_module(net) if score is None else score)
+            for (cb, net, step), score in zip(due, scores)
+        }
         return [stops.get(id(cb), False) for cb, _ in pairs]
 
 
-class _Stopper:
-    """Makes the :class:`StopAtTarget` of a seed's estimator (picklable, for workers)."""
-
-    def __init__(self, target, scorer, greater_is_better, n_test):
-        self.target, self.scorer = target, scorer
-        self.greater_is_better, self.n_test = greater_is_better, n_test
-
-    def __call__(self, est, task):
-        X, y = test_rows(task, est.random_state, self.n_test)
-        return StopAtTarget(
-            clone(est), task, X, y, self.target, self.scorer, self.greater_is_better
-        )
+def _stopper(target, scorer, greater_is_better, n_test, est, task):
+    """The :class:`StopAtTarget` of a seed's estimator (a study's callback, as a partial)."""
+    X, y = test_rows(task, est.random_state, n_test)
+    return StopAtTarget(clone(est), task, X, y, target, scorer, greater_is_better)
 
 
 def _passes(score, target, greater_is_better):
-    if not math.isfinite(score):
-        return False
-    return score >= target if greater_is_better else score <= target
+    return math.isfinite(score) and (score >= target if greater_is_better else score <= target)
 
 
 # -- start policies --------------------------------------------------------------------------
@@ -336,19 +268,60 @@ def _start_index(values, value, method):
 
 
 # -- the search ------------------------------------------------------------------------------
-@dataclasses.dataclass
 class _Search:
-    """The settings of :func:`search_threshold`, checked."""
+    """The search of :func:`search_threshold`: its arguments, checked, and its moves."""
 
-    param: str
-    values: tuple
-    method: str
-    target: float
-    greater_is_better: bool
-    start: object
-    skip_after_miss: bool
-    n_iter: int
-    in_task: bool
+    def __init__(
+        self, param, values, method, target, greater_is_better, start, skip_after_miss, n_iter
+    ):
+        self.param, self.method, self.start, self.n_iter = param, method, start, n_iter
+        self.greater_is_better = bool(greater_is_better)
+        self.skip_after_miss = bool(skip_after_miss)
+        if not isinstance(param, str) or not param:
+            raise TypeError(f"param must be the name of a parameter or task field, got {param!r}.")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}.")
+        if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, float, np.number)):
+            raise TypeError(f"target must be a number, got {target!r}.")
+        if not math.isfinite(float(target)):
+            raise ValueError(f"target must be a finite number, got {target!r}.")
+        if not (start is None or start == "previous" or callable(start)):
+            if isinstance(start, str) or not isinstance(start, (int, float, np.number)):
+                raise ValueError(
+                    f'start must be "previous", None, a number or a callable, got {start!r}.'
+                )
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise TypeError(f"values must be a sequence of values of {param!r}, got {values!r}.")
+        values = list(values)
+        if method == "geometric":
+            if len(values) != 2 or not all(isinstance(v, (int, float, np.number)) for v in values):
+                raise ValueError(
+                    f"the geometric search takes values=(low, high), two numbers, got {values!r}."
+                )
+            if not 0 < float(values[0]) < float(values[1]) < math.inf:
+                raise ValueError(f"values=(low, high) must satisfy 0 < low < high, got {values!r}.")
+            self.values = (float(values[0]), float(values[1]))
+        else:
+            if not values:
+                raise ValueError(f"values is empty: give the grid of {param!r} to search.")
+            if sorted(values) != values or len(set(values)) != len(values):
+                raise ValueError(f"values must be increasing, each once, got {values!r}.")
+            self.values = tuple(values)
+        self.target = float(target)
+
+    def check(self, task, study):
+        """Check, before any fit, the grid's ends as candidates, and the grid's names."""
+        self.in_task = self.param in task_fields(task)
+        for v in (self.values[0], self.values[-1]):
+            try:
+                at, extra = self.candidate(Point((), task, ()), v)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{self.param}={v!r}: {exc}") from None
+            for label, est in study.models.items():
+                prepare(est, at, None, label=label, extra=extra)
+        self.n_iter = check_count(self.n_iter, "n_iter")
+        if self.param in study.grid_names:
+            raise ValueError(f"{self.param!r} is both searched and a name of the grid.")
 
     def candidate(self, point, value):
         """The point with the searched parameter at ``value`` (and its estimator changes)."""
@@ -360,8 +333,7 @@ class _Search:
     def chain(self, points):
         """A generator over one (model, seed) line: yields ``(point, value)`` to fit, receives
         the score; returns the result of each point."""
-        results = []
-        previous = None
+        results, previous = [], None
         for point in points:
             if self.skip_after_miss and previous is not None and not previous["reached"]:
                 result = {"value": None, "bound": previous["bound"], "tried": {}, "skipped": True}
@@ -383,7 +355,6 @@ class _Search:
                 len(self.values), _start_index(self.values, start, self.method)
             )
             to_value = self.values.__getitem__
-        found = None
         try:
             cand = to_value(next(gen))
             while True:
@@ -414,9 +385,8 @@ class _Search:
 
 
 def _ready(pending, position, batch_seeds):
-    """The searches that fit in this round: all of them, or, where seeds train together,
-    those of each (model, line) at its earliest point (the others wait for them there,
-    so that the seeds of a point that try one value train as one model)."""
+    """The searches that fit in this round: all, or, where seeds train together, those of
+    each (model, line) at its earliest point (the others wait there, to train with them)."""
     if not batch_seeds:
         return list(pending)
     earliest = {}
@@ -435,46 +405,30 @@ def _lines(points, grid_names):
     return list(lines.values())
 
 
-# The range of a score: the estimators' own (R^2 at most 1; a classifier's accuracy in
-# [0, 1]) and scikit-learn's scorers by name (the "neg_" ones at most 0).
-_SCORER_RANGES = {
-    "r2": ("R^2", -math.inf, 1.0),
-    "explained_variance": ("the explained variance", -math.inf, 1.0),
-    "accuracy": ("accuracy", 0.0, 1.0),
-    "balanced_accuracy": ("balanced accuracy", 0.0, 1.0),
-    "roc_auc": ("ROC AUC", 0.0, 1.0),
-    "average_precision": ("average precision", 0.0, 1.0),
-    "f1": ("F1", 0.0, 1.0),
-    "precision": ("precision", 0.0, 1.0),
-    "recall": ("recall", 0.0, 1.0),
-    "jaccard": ("the Jaccard index", 0.0, 1.0),
-}
+# The lowest score of scikit-learn's scorers at most 1, by name (or a kind: f1_macro, ...).
+_LOWEST = {"r2": -math.inf, "explained_variance": -math.inf}
+_LOWEST |= dict.fromkeys(("accuracy", "balanced_accuracy", "roc_auc", "average_precision"), 0.0)
+_LOWEST |= dict.fromkeys(("f1", "precision", "recall", "jaccard"), 0.0)
 
 
 def _score_range(scoring, label, est):
     """``(name, lowest, highest)`` of the score a search compares, or None where not known."""
+    if scoring is None and is_classifier(est):
+        return f"{label}'s score (accuracy)", 0.0, 1.0
     if scoring is None:
-        if is_classifier(est):
-            return f"{label}'s score (accuracy)", 0.0, 1.0
-        if is_regressor(est):
-            return f"{label}'s score (R^2)", -math.inf, 1.0
+        return (f"{label}'s score (R^2)", -math.inf, 1.0) if is_regressor(est) else None
+    if not isinstance(scoring, str):
         return None
-    if isinstance(scoring, str):
-        if scoring.startswith("neg_"):
-            return f"the scorer {scoring!r}", -math.inf, 0.0
-        for key, (what, low, high) in _SCORER_RANGES.items():
-            if scoring == key or scoring.startswith(key + "_"):  # f1_macro, roc_auc_ovr, ...
-                return f"the scorer {scoring!r} ({what})", low, high
-    return None
+    if scoring.startswith("neg_"):
+        return f"the scorer {scoring!r}", -math.inf, 0.0
+    low = next((v for k, v in _LOWEST.items() if scoring == k or scoring.startswith(k + "_")), None)
+    return None if low is None else (f"the scorer {scoring!r}", low, 1.0)
 
 
 def _check_reachable(target, greater_is_better, scoring, models):
     """Refuse a target no fit can reach: above the score's highest (below its lowest)."""
     for label, est in models.items():
-        known = _score_range(scoring, label, est)
-        if known is None:
-            continue
-        name, low, high = known
+        name, low, high = _score_range(scoring, label, est) or ("", -math.inf, math.inf)
         if greater_is_better and target > high:
             raise ValueError(
                 f"target={target!r} cannot be reached: {name} is at most {high:g}. Give a "
@@ -487,48 +441,7 @@ def _check_reachable(target, greater_is_better, scoring, models):
             )
 
 
-def _check_search(task, param, values, method, target, n_iter, models):
-    if not isinstance(param, str) or not param:
-        raise TypeError(f"param must be the name of a parameter or task field, got {param!r}.")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}.")
-    if isinstance(target, (bool, np.bool_)) or not isinstance(target, (int, float, np.number)):
-        raise TypeError(f"target must be a number, got {target!r}.")
-    if not math.isfinite(float(target)):
-        raise ValueError(f"target must be a finite number, got {target!r}.")
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"values must be a sequence of values of {param!r}, got {values!r}.")
-    values = list(values)
-    if method == "geometric":
-        if len(values) != 2 or not all(isinstance(v, (int, float, np.number)) for v in values):
-            raise ValueError(
-                f"the geometric search takes values=(low, high), two numbers, got {values!r}."
-            )
-        low, high = (float(v) for v in values)
-        if not 0 < low < high < math.inf:
-            raise ValueError(f"values=(low, high) must satisfy 0 < low < high, got {values!r}.")
-        values = (low, high)
-    else:
-        if not values:
-            raise ValueError(f"values is empty: give the grid of {param!r} to search.")
-        if sorted(values) != values or len(set(values)) != len(values):
-            raise ValueError(f"values must be increasing, each once, got {values!r}.")
-        values = tuple(values)
-    in_task = param in task_fields(task)
-    probe = (values[0], values[-1])
-    for v in probe:  # the candidates are checked before any fit
-        if in_task:
-            try:
-                dataclasses.replace(task, **{param: v})
-            except (TypeError, ValueError) as exc:
-                raise type(exc)(f"{param}={v!r}: {exc}") from None
-        else:
-            for label, est in models.items():
-                point = Point((), task, ())
-                prepare(est, point, None, label=label, extra={param: v})
-    return values, in_task, check_count(n_iter, "n_iter")
-
-
+@takes_options()
 def search_threshold(
     estimators,
     task,
@@ -543,25 +456,15 @@ def search_threshold(
     greater_is_better=True,
     n_iter=5,
     stop_at_target=False,
-    seeds=3,
-    n_steps="auto",
-    n_train=None,
-    n_test=2000,
-    scoring=None,
-    error_score=np.nan,
-    n_jobs=None,
-    device=None,
-    batch_seeds=False,
-    progress=False,
     return_trials=False,
-    dry_run=False,
+    **options,
 ):
     """The least value of ``param`` with which each model reaches ``target``, per point and seed.
 
     Parameters
     ----------
     estimators : estimator or dict of str to estimator
-        The models.
+        The models, as in :func:`~stsq_learn.studies.sweep`.
     task : Task
         The task (its fields at the grid's points replaced).
     param : str
@@ -573,19 +476,25 @@ def search_threshold(
     target : float
         The score a value must reach (see ``greater_is_better``).
     grid : dict, list of dict or None, default=None
-        The points to search at, as in :func:`~stsq_learn.studies.sweep`;
-        the first name is the axis a threshold is followed along.
+        The points, as in :func:`~stsq_learn.studies.sweep`; the threshold
+        is followed along the first name (the length, usually).
     method : {"scan", "bracket", "bisect", "geometric"}, default="bracket"
-        How the candidates are visited (see the module's description).
+        How the candidates are visited, the score assumed to grow with the
+        value. ``"scan"``: upwards from the start until one passes.
+        ``"bracket"``: the start, then downwards until one fails if it
+        passed, else upwards until one passes (few fits when the threshold
+        moves little). ``"bisect"``: 1, 2, 4, ... steps from the start until
+        the threshold is bracketed, then bisection, until a passing value's
+        neighbour below has failed. ``"geometric"``: for a continuous value,
+        ``n_iter`` fits of bisection in log scale between ``(low, high)``;
+        the threshold is the final bracket's geometric mean.
     start : "previous", None, number or callable, default="previous"
-        Where a point's search starts: the previous point's threshold
-        (``"previous"``; the grid's first value where there is none), the
-        method's default (None: the first value, the middle for
-        ``"bisect"``), a value, or ``start(params, previous) -> value``
-        where ``params`` are the point's grid values and ``previous`` the
-        previous point's result (``value``, ``bound``, ``reached``,
-        ``params``) or None. The search starts at the first candidate at
-        or above the value.
+        Where a point's search starts (at the first candidate at or above
+        it): the previous point's threshold (``"previous"``), the method's
+        default (None: the first value, the middle for ``"bisect"``), a
+        value, or ``start(params, previous)`` of the point's grid values and
+        the previous point's result (``value``, ``bound``, ``reached``,
+        ``params``; None at the first).
     skip_after_miss : bool, default=True
         After a point whose search reached no value, do not search the
         next points of its line; their lower bound is carried over.
@@ -597,21 +506,18 @@ def search_threshold(
         End each online fit once it reaches the target on its held-out rows
         (checked every 25 steps, :class:`StopAtTarget`): the score at the
         stop is the fit's score.
-    seeds, n_steps, n_train, n_test, error_score, n_jobs, device, progress, dry_run
-        As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
-    batch_seeds : bool, default=False
-        As in :func:`~stsq_learn.studies.sweep`: the seeds whose searches
-        try the same value at the same point train together, as one
-        batched model (the searches of a line wait for each other at each
-        point, so that they meet there; seeds that want different values
-        next train in one batched model per value). With
-        ``stop_at_target``, each seed's member stops when it reaches the
-        target, keeps its weights of that step (its score is the score it
-        stopped at) and costs nothing more, while the others go on.
-    scoring : None, str or callable, default=None
-        The score compared with ``target`` (None: the estimator's ``score``).
     return_trials : bool, default=False
         Also return the table of every fit the searches made.
+    seeds, n_steps, n_train, n_test, error_score, n_jobs, device, progress, dry_run
+        As in :func:`~stsq_learn.studies.sweep`. A failed fit does not pass.
+    scoring : None, str or callable, default=None
+        The score compared with ``target`` (None: the estimator's ``score``).
+    batch_seeds : bool, default=False
+        As in :func:`~stsq_learn.studies.sweep`: the seeds whose searches
+        try one value at one point train as one batched model (the searches
+        of a line wait for each other at each point). With
+        ``stop_at_target``, a seed's member stops at the target (its score
+        the one it stopped at) while the others go on.
 
     Returns
     -------
@@ -631,223 +537,97 @@ def search_threshold(
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import search_threshold
-    >>> table = search_threshold(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
-    ...                          "width", [2, 4, 8, 16], target=0.5, grid={"seq_len": [4, 8]},
-    ...                          seeds=2, n_steps=60, n_test=300)
+    >>> model, task = SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2)
+    >>> table = search_threshold(model, task, "width", [2, 4, 8, 16], target=0.5,
+    ...                          grid={"seq_len": [4, 8]}, seeds=2, n_steps=60,
+    ...                          n_test=300)
     >>> table.columns[:4], len(table)
     (('model', 'seed', 'param_seq_len', 'value'), 4)
     """
-    models = models_of(estimators)
-    seeds = check_seeds(seeds)
-    n_steps = check_count(n_steps, "n_steps", allow_auto=True)
-    n_train = check_count(n_train, "n_train", allow_none=True)
-    n_test = check_count(n_test, "n_test")
-    if isinstance(scoring, dict):
+    if isinstance(options.get("scoring"), dict):
         raise TypeError("scoring of a search is one scorer (the score compared with target).")
-    scorer = scorers_of(scoring)["score"]
-    error_score = check_error_score(error_score)
-    n_jobs = check_n_jobs(n_jobs)
-    if not isinstance(batch_seeds, (bool, np.bool_)):
-        raise TypeError(f"batch_seeds must be True or False, got {batch_seeds!r}.")
-    if not (start is None or start == "previous" or callable(start)):
-        if isinstance(start, str) or not isinstance(start, (int, float, np.number)):
-            raise ValueError(
-                f'start must be "previous", None, a number or a callable, got {start!r}.'
-            )
-    values, in_task, n_iter = _check_search(task, param, values, method, target, n_iter, models)
-    _check_reachable(float(target), bool(greater_is_better), scoring, models)
-    points = points_of(task, grid, models)
-    grid_names = [name for name, _ in points[0].values]
-    if param in grid_names:
-        raise ValueError(f"{param!r} is both searched and a name of the grid.")
+    study = Study("search_threshold", estimators, task, grid, **options)
     search = _Search(
-        param,
-        values,
-        method,
-        float(target),
-        bool(greater_is_better),
-        start,
-        bool(skip_after_miss),
-        n_iter,
-        in_task,
+        param, values, method, target, greater_is_better, start, skip_after_miss, n_iter
     )
-    check_online(models, points, n_train)
-    if stop_at_target and any(p.n_train(n_train) is not None for p in points):
+    search.check(task, study)
+    _check_reachable(search.target, search.greater_is_better, options.get("scoring"), study.models)
+    if stop_at_target and any(p.n_train(study.n_train) is not None for p in study.points):
         raise ValueError("stop_at_target stops online fits; it does not apply with n_train.")
-    lines = _lines(points, grid_names) if grid_names else [points]
-    meta = {
-        "study": "search_threshold",
-        "param": param,
-        "values": list(values),
-        "method": method,
-        "target": float(target),
-        "greater_is_better": bool(greater_is_better),
-        "start": start if start is None or isinstance(start, (str, float, int)) else "callable",
-        "skip_after_miss": bool(skip_after_miss),
-        "stop_at_target": bool(stop_at_target),
-        "seeds": list(seeds),
-        "batch_seeds": bool(batch_seeds),
-        "grid": grid_names,
-        "n_steps": n_steps,
-        "n_train": n_train,
-        "n_test": n_test,
-        "models": {label: type(est).__name__ for label, est in models.items()},
-    }
+    keys = ("param", "method", "target", "greater_is_better", "skip_after_miss")
+    study.meta |= {k: getattr(search, k) for k in keys} | {"values": list(search.values)}
+    named = start is None or isinstance(start, (str, float, int))
+    study.meta |= {"start": start if named else "callable", "stop_at_target": bool(stop_at_target)}
+    lines = _lines(study.points, study.grid_names) if study.grid_names else [study.points]
+    parts = {"title": f"search {param}", "predict_rows": study.n_test}
+    if stop_at_target:
+        scorer = None if options.get("scoring") is None else study.scorers["score"]
+        stopper = (search.target, scorer, greater_is_better, study.n_test)
+        study.callbacks = [functools.partial(_stopper, *stopper)]
+        parts.update(check_every=StopAtTarget.EVERY, check_rows=study.n_test, stops=True)
     work = []
-    typical = search.typical_value()
-    for label, est in models.items():
+    for label in study.models:
         for line in lines:
             for k, point in enumerate(line):
-                at, extra = search.candidate(point, typical)  # timed at a typical candidate
-                model = prepare(est, at, seeds[0], label=label, device=device, extra=extra)
-                rows = point.n_train(n_train)
-                steps = 0 if rows is not None else planned_steps(model, n_steps)
-                where = ", ".join(f"{name}={v}" for name, v in point.values)
-                work.append(
-                    Work(
-                        f"search {param}: {label}" + (f" {where}" if where else ""),
-                        len(seeds) * search.expected_fits(k == 0),
-                        steps,
-                        model,
-                        at.task,
-                        n_test,
-                        None,
-                        rows,
-                        members=len(seeds) if batch_seeds else 1,
-                        check_every=StopAtTarget.EVERY if stop_at_target else 0,
-                        check_rows=n_test if stop_at_target else 0,
-                        stops=bool(stop_at_target),
-                    )
-                )
-    columns = ["model", "seed", *(f"param_{n}" for n in grid_names)]
-    result_columns = [
-        *columns,
-        "value",
-        "bound",
-        "reached",
-        "skipped",
-        "n_fits",
-        "n_iter",
-        "seconds",
-    ]
-    trial_columns = [*columns, f"param_{param}", "score", "n_iter", "seconds", "fit_failure"]
-    if dry_run:
-        with planning() as plan:
-            active_plan().extend(work)
-        return StudyPlan(plan)
-    if active_plan() is not None:
-        active_plan().extend(work)
-        empty = StudyTable({c: [] for c in result_columns}, meta=meta)
-        return (
-            (empty, StudyTable({c: [] for c in trial_columns}, meta=meta))
-            if return_trials
-            else empty
-        )
+                at, extra = search.candidate(point, search.typical_value())  # timed there
+                fits = len(study.seeds) * search.expected_fits(k == 0)
+                work.append(study.work(label, at, fits=fits, extra=extra, **parts))
+    done = []
+    table = study.run(work, _COLUMNS, lambda: _searches(study, search, lines, done))
+    if return_trials and not study.dry_run:
+        trials = [
+            {**study.row(key[0], point, key[2]), f"param_{param}": value}
+            | {"score": record["scores"]["score"], **fit_columns(record)}
+            for key, point, value, record in done
+        ]
+        return table, study.table([f"param_{param}", "score", *FIT_COLUMNS], trials)
+    return table
 
-    callbacks = []
-    if stop_at_target:
-        own = None if scoring is None else scorer
-        callbacks.append(_Stopper(float(target), own, greater_is_better, n_test))
-    settings = dict(
-        n_steps=n_steps,
-        n_train=n_train,
-        n_test=n_test,
-        scorers={"score": scorer},
-        error_score=error_score,
-        device=device,
-        callbacks=callbacks,
-        batch_seeds=bool(batch_seeds),
-    )
-    chains = {}
-    for label in models:
-        for li, line in enumerate(lines):
-            for seed in seeds:
-                chains[(label, li, seed)] = search.chain(line)
+
+_COLUMNS = ("value", "bound", "reached", "skipped", "n_fits", "n_iter", "seconds")
+
+
+def _searches(study, search, lines, done):
+    """The result rows of every (model, line, seed)'s search; ``(key, point, value, record)``
+    of each fit, in order, to ``done``."""
+    chains = {
+        (label, li, seed): search.chain(line)
+        for label in study.models
+        for li, line in enumerate(lines)
+        for seed in study.seeds
+    }
     pending = {key: next(gen) for key, gen in chains.items()}
     position = {id(point): k for line in lines for k, point in enumerate(line)}
-    outcomes, trials = {}, []
-    desc = f"search {param}: {len(models)} models x {len(points)} points x {len(seeds)} seeds"
-    with tqdm(desc=desc, disable=not progress, unit="fit", dynamic_ncols=True) as bar:
+    outcomes = {}
+    with study.bar(f"search {search.param}", unit="fit") as bar:
         while pending:
-            groups = {}
-            for key in _ready(pending, position, batch_seeds):
+            groups = {}  # the searches that fit one value at one point, together
+            for key in _ready(pending, position, study.batch_seeds):
                 point, value = pending[key]
-                label = key[0]
-                groups.setdefault((label, id(point), value), (point, value, []))[2].append(key)
+                groups.setdefault((key[0], id(point), value), (point, value, []))[2].append(key)
             calls = []
-            for (label, _, _), (point, value, keys) in groups.items():
+            for point, value, keys in groups.values():
                 at, extra = search.candidate(point, value)
-                calls.append(
-                    (
-                        fit_and_measure,
-                        dict(
-                            estimator=models[label],
-                            point=at,
-                            seeds=[key[2] for key in keys],
-                            label=label,
-                            extra=extra,
-                            **settings,
-                        ),
-                    )
-                )
-            results = execute(calls, n_jobs=n_jobs, bar=bar)
-            for (point, value, keys), records in zip(groups.values(), results):
+                calls.append((keys[0][0], at, [key[2] for key in keys], extra))
+            for (point, value, keys), records in zip(groups.values(), study.fit(calls, bar)):
                 for key, record in zip(keys, records):
-                    trials.append((key[0], point, value, record))
+                    done.append((key, point, value, record))
                     try:
                         pending[key] = chains[key].send(record["scores"]["score"])
                     except StopIteration as stop:
                         outcomes[key] = stop.value
                         del pending[key]
-    warn_failures([t[3] for t in trials], f"search_threshold over {param}")
-
-    trial_table = {c: [] for c in trial_columns}
-    spent = {}
-    for label, point, value, record in trials:
-        row = {"model": label, "seed": record["seed"]}
-        row.update({f"param_{k}": v for k, v in point.values})
-        row.update(
-            {
-                f"param_{param}": value,
-                "score": record["scores"]["score"],
-                "n_iter": record["n_iter"],
-                "seconds": record["seconds"],
-                "fit_failure": record["error"],
-            }
-        )
-        for name in trial_columns:
-            trial_table[name].append(row[name])
-        used = spent.setdefault((label, id(point), record["seed"]), [0, 0, 0.0])
-        used[0] += 1
-        used[1] += record["n_iter"]
-        used[2] += record["seconds"]
-    table = {c: [] for c in result_columns}
-    for label in models:
-        for li in range(len(lines)):
-            for seed in seeds:
-                for point, result in outcomes[(label, li, seed)]:
-                    fits, steps, seconds = spent.get((label, id(point), seed), (0, 0, 0.0))
-                    row = {"model": label, "seed": seed}
-                    row.update({f"param_{k}": v for k, v in point.values})
-                    row.update(
-                        {
-                            "value": result["value"],
-                            "bound": result["bound"],
-                            "reached": result["reached"],
-                            "skipped": result["skipped"],
-                            "n_fits": fits,
-                            "n_iter": steps,
-                            "seconds": seconds,
-                        }
-                    )
-                    for name in result_columns:
-                        table[name].append(row[name])
-    for name in ("value", "bound"):
-        table[name] = [np.nan if v is None else float(v) for v in table[name]]
-    out = StudyTable(table, meta=meta)
-    if return_trials:
-        return out, StudyTable(trial_table, meta=meta)
-    return out
+    warn_failures([fit[3] for fit in done], f"search_threshold over {search.param}")
+    rows = []
+    for key in chains:
+        for point, result in outcomes[key]:
+            spent = [fit[3] for fit in done if fit[0] == key and fit[1] is point]
+            row = {k: np.nan if result[k] is None else float(result[k]) for k in ("value", "bound")}
+            row |= {k: result[k] for k in ("reached", "skipped")} | {"n_fits": len(spent)}
+            row |= {"n_iter": sum(r["n_iter"] for r in spent)}
+            row |= {"seconds": sum((r["seconds"] for r in spent), 0.0)}
+            rows.append({**study.row(key[0], point, key[2]), **row})
+    return rows
 
 
 def minimal_width(
@@ -867,12 +647,8 @@ def minimal_width(
         The increasing grid of widths.
     target : float, default=0.9
         The score (R^2 by default) a width must reach.
-    grid : dict, list of dict or None, default=None
-        The points, e.g. ``{"seq_len": [8, 16, 32]}``.
-    method : {"scan", "bracket", "bisect"}, default="bracket"
-        How the widths are visited.
-    start : "previous", None, number or callable, default="previous"
-        Where each point's search starts.
+    grid, method, start
+        As in :func:`search_threshold` (``method`` not ``"geometric"``).
     **kwargs
         Any other option of :func:`search_threshold`.
 
@@ -885,19 +661,11 @@ def minimal_width(
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import minimal_width
-    >>> table = minimal_width(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
-    ...                       [2, 4, 8, 16], target=0.5, seeds=1, n_steps=60, n_test=300)
-    >>> bool(table["reached"][0]), float(table["value"][0]) in (2.0, 4.0, 8.0, 16.0)
+    >>> widths, task = [2, 4, 8, 16], SparseTokenSelectionTask(8, 2, 2)
+    >>> table = minimal_width(SparseTokenSelector(), task, widths, target=0.5,
+    ...                       seeds=1, n_steps=60, n_test=300)
+    >>> bool(table["reached"][0]), int(table["value"][0]) in widths
     (True, True)
     """
-    return search_threshold(
-        estimators,
-        task,
-        "width",
-        widths,
-        target=target,
-        grid=grid,
-        method=method,
-        start=start,
-        **kwargs,
-    )
+    kwargs.update(target=target, grid=grid, method=method, start=start)
+    return search_threshold(estimators, task, "width", widths, **kwargs)

@@ -1,208 +1,26 @@
-"""Studies over every point of a grid: sweep, length_curve and training_curve.
+"""Studies over every point of a grid: :func:`sweep`, :func:`length_curve`, :func:`training_curve`.
 
-Each fits every model at every point of the grid for every seed, and
-measures the fitted model: on held-out rows of its seed (:func:`sweep`),
-on those rows moved to other lengths by the task's own shift
-(:func:`length_curve`), or along its training (:func:`training_curve`).
-The result is a :class:`~stsq_learn.studies.StudyTable`, one row per run.
+Each fits every model at every point for every seed and measures it: on
+held-out rows of its seed, on those rows moved to other lengths, or along
+its training.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 
 import numpy as np
 from sklearn.base import clone
 from skorch.callbacks import Callback
-from tqdm.auto import tqdm
 
-from .fits import (
-    check_count,
-    check_error_score,
-    check_n_jobs,
-    check_online,
-    execute,
-    fit_and_measure,
-    models_of,
-    points_of,
-    prepare,
-    scorers_of,
-    test_rows,
-    warn_failures,
-)
-from .plan import StudyPlan, Work, active_plan, planned_steps, planning
-from .seeds import check_seeds
-from .table import StudyTable
+from .fits import FIT_COLUMNS, Study, check_count, fit_columns, takes_options, test_rows
 
 __all__ = ["length_curve", "sweep", "training_curve"]
 
 
-class _Study:
-    """What :func:`sweep`, :func:`length_curve` and :func:`training_curve` share, checked."""
-
-    def __init__(
-        self,
-        kind,
-        estimators,
-        task,
-        grid,
-        *,
-        seeds,
-        n_steps,
-        n_train,
-        n_test,
-        scoring,
-        error_score,
-        n_jobs,
-        device,
-        batch_seeds=False,
-    ):
-        self.kind = kind
-        if not isinstance(batch_seeds, (bool, np.bool_)):
-            raise TypeError(f"batch_seeds must be True or False, got {batch_seeds!r}.")
-        self.batch_seeds = bool(batch_seeds)
-        self.models = models_of(estimators)
-        self.seeds = check_seeds(seeds)
-        self.n_steps = check_count(n_steps, "n_steps", allow_auto=True)
-        self.n_train = check_count(n_train, "n_train", allow_none=True)
-        self.n_test = check_count(n_test, "n_test")
-        self.scorers = scorers_of(scoring)
-        self.error_score = check_error_score(error_score)
-        self.n_jobs = check_n_jobs(n_jobs)
-        self.device = device
-        self.points = points_of(task, grid, self.models)
-        self.grid_names = [name for name, _ in self.points[0].values] if self.points else []
-        check_online(self.models, self.points, self.n_train)
-
-    def work(self, predict_rows, predict_len=None, label=None, checks=None):
-        """The :class:`Work` of every (model, point) (``checks``: its measures along the fits)."""
-        out = []
-        for name, est in self.models.items():
-            for point in self.points:
-                model = prepare(est, point, self.seeds[0], label=name, device=self.device)
-                n_train = point.n_train(self.n_train)
-                steps = 0 if n_train is not None else planned_steps(model, self.n_steps)
-                where = ", ".join(f"{k}={v}" for k, v in point.values)
-                out.append(
-                    Work(
-                        f"{label or self.kind}: {name}" + (f" {where}" if where else ""),
-                        len(self.seeds),
-                        steps,
-                        model,
-                        point.task,
-                        predict_rows,
-                        predict_len,
-                        n_train,
-                        members=len(self.seeds) if self.batch_seeds else 1,
-                        **(checks or {}),
-                    )
-                )
-        return out
-
-    def bar(self, progress):
-        fits = len(self.models) * len(self.points) * len(self.seeds)
-        desc = (
-            f"{self.kind}: {fits} fits ({len(self.models)} models x {len(self.points)} points x "
-            f"{len(self.seeds)} seeds)"
-        )
-        return tqdm(total=fits, desc=desc, disable=not progress, dynamic_ncols=True)
-
-    def calls(self, scorers=None, **measure):
-        """One :func:`fit_and_measure` call per (model, point), in row order."""
-        scorers = self.scorers if scorers is None else scorers
-        return [
-            (
-                fit_and_measure,
-                dict(
-                    estimator=est,
-                    point=point,
-                    seeds=self.seeds,
-                    n_steps=self.n_steps,
-                    n_train=self.n_train,
-                    n_test=self.n_test,
-                    scorers=scorers,
-                    error_score=self.error_score,
-                    device=self.device,
-                    label=label,
-                    batch_seeds=self.batch_seeds,
-                    **measure,
-                ),
-            )
-            for label, est in self.models.items()
-            for point in self.points
-        ]
-
-    def keys(self):
-        """``(label, point)`` of every call, in the order of :meth:`calls`."""
-        return [(label, point) for label in self.models for point in self.points]
-
-    def columns(self, *extra):
-        names = ["model", "seed", *(f"param_{n}" for n in self.grid_names), *extra]
-        return {name: [] for name in names}
-
-    def meta(self, **more):
-        return {
-            "study": self.kind,
-            "seeds": list(self.seeds),
-            "grid": self.grid_names,
-            "n_steps": self.n_steps,
-            "n_train": self.n_train,
-            "n_test": self.n_test,
-            "batch_seeds": self.batch_seeds,
-            "models": {label: type(est).__name__ for label, est in self.models.items()},
-            **more,
-        }
-
-
-def _run(study, progress, dry_run, work, measure, rows_of, columns):
-    """Plan or run ``study``: its table (empty while planning) or its plan (``dry_run``)."""
-    if dry_run:
-        with planning() as plan:
-            active_plan().extend(work)
-        return StudyPlan(plan)
-    plan = active_plan()
-    if plan is not None:
-        plan.extend(work)
-        return StudyTable(study.columns(*columns), meta=study.meta())
-    with study.bar(progress) as bar:
-        results = execute(study.calls(**measure), n_jobs=study.n_jobs, bar=bar)
-    table = study.columns(*columns)
-    for (label, point), records in zip(study.keys(), results):
-        for record in records:
-            for row in rows_of(record):
-                base = {"model": label, "seed": record["seed"]}
-                base.update({f"param_{k}": v for k, v in point.values})
-                for name, value in {**base, **row}.items():
-                    table[name].append(value)
-    warn_failures([r for rs in results for r in rs], study.kind)
-    return StudyTable(table, meta=study.meta())
-
-
-def _record_columns(record):
-    return {
-        "n_iter": record["n_iter"],
-        "seconds": record["seconds"],
-        "fit_failure": record["error"],
-    }
-
-
-def sweep(
-    estimators,
-    task,
-    grid=None,
-    *,
-    seeds=3,
-    n_steps="auto",
-    n_train=None,
-    n_test=2000,
-    scoring=None,
-    error_score=np.nan,
-    n_jobs=None,
-    device=None,
-    batch_seeds=False,
-    progress=False,
-    dry_run=False,
-):
+@takes_options()
+def sweep(estimators, task, grid=None, **options):
     """Fit every model at every point of a grid for every seed, and score it.
 
     The grid's names that are fields of the task (``seq_len``,
@@ -244,20 +62,14 @@ def sweep(
     device : str or None, default=None
         The fits' device (None: each estimator's own).
     batch_seeds : bool, default=False
-        Train the seeds of each model and point together, as one batched
-        model (:func:`~stsq_learn.engine.members.fit_online_members`, or
+        Train the seeds of each model and point as one batched model
+        (:func:`~stsq_learn.engine.members.fit_online_members`, or
         :func:`~stsq_learn.engine.members.fit_members` with ``n_train``):
-        each seed keeps its own initialisation and draws, and its numbers
-        are those of its own fit (to the bit on a CPU: every product with
-        a seed's weights is computed on its own rows), at a fraction of the
-        time of one fit after another for small models. Off by default, so
-        that numbers do not depend on the machine's kernels. A study's
-        callbacks act on each seed's member
-        alone (a search's ``stop_at_target`` stops a member that reaches the
-        target while the others go on; :func:`training_curve` measures every
-        member); settings that do not move in lockstep (an adaptive rate,
-        warm starts, the estimator's own ``callbacks``) fit one after
-        another.
+        each seed's numbers are those of its own fit (to the bit on a CPU),
+        at a fraction of the time for small models. Off by default, so that
+        numbers do not depend on the machine's kernels. Settings that do
+        not move in lockstep (an adaptive rate, warm starts, the
+        estimator's own ``callbacks``) fit one after another.
     progress : bool, default=False
         A progress bar over the fits, which says the study's size first.
     dry_run : bool, default=False
@@ -280,111 +92,32 @@ def sweep(
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import sweep
-    >>> table = sweep(SparseTokenSelector(), SparseTokenSelectionTask(8, 2, 2),
-    ...               {"width": [4, 16]}, seeds=2, n_steps=40, n_test=200)
+    >>> task = SparseTokenSelectionTask(seq_len=8, n_features=2, n_selected=2)
+    >>> table = sweep(SparseTokenSelector(), task, {"width": [4, 16]}, seeds=2,
+    ...               n_steps=40, n_test=200)
     >>> table.columns
     ('model', 'seed', 'param_width', 'score', 'n_iter', 'seconds', 'fit_failure')
     >>> len(table), table.unique("param_width")
     (4, [4, 16])
     """
-    study = _Study(
-        "sweep",
-        estimators,
-        task,
-        grid,
-        seeds=seeds,
-        n_steps=n_steps,
-        n_train=n_train,
-        n_test=n_test,
-        scoring=scoring,
-        error_score=error_score,
-        n_jobs=n_jobs,
-        device=device,
-        batch_seeds=batch_seeds,
-    )
-    columns = (*study.scorers, "n_iter", "seconds", "fit_failure")
-    return _run(
-        study,
-        progress,
-        dry_run,
-        study.work(study.n_test),
-        {},
-        lambda r: [{**r["scores"], **_record_columns(r)}],
-        columns,
+    study = Study("sweep", estimators, task, grid, **options)
+    return study.measure(
+        [*study.scorers, *FIT_COLUMNS],
+        lambda r: [{**r["scores"], **fit_columns(r)}],
+        predict_rows=study.n_test,
     )
 
 
-def _check_lengths(lengths):
-    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
-        raise TypeError(f"lengths must be a sequence of ints, got {lengths!r}.")
-    out = [check_count(v, f"lengths[{i}]") for i, v in enumerate(lengths)]
-    if not out:
-        raise ValueError("lengths is empty: give at least one evaluation length.")
-    return out
-
-
-_SHIFT_PROBE_ROWS = 16
-"""Held-out rows of the first seed each evaluation length is tried on before any fit."""
-
-
-def _check_shifts(study, lengths):
-    """Refuse, before any fit, an evaluation length the task's shift cannot move rows to.
-
-    At every point the first seed's first held-out rows are moved to every
-    length (as the study will move all of them after the fits): a length
-    the law refuses (shorter than the tokens a row must keep, a prompt
-    with label noise lengthened) raises here, naming it and the point.
-    """
-    seen = []
-    for point in study.points:
-        task = point.task
-        if task in seen:
-            continue
-        seen.append(task)
-        X, y = test_rows(task, study.seeds[0], min(study.n_test, _SHIFT_PROBE_ROWS))
-        for i, L in enumerate(lengths):
-            if L == task.seq_len:
-                continue
-            try:
-                task.shift(X, y, L, random_state=0)
-            except (TypeError, ValueError) as exc:
-                where = f" at grid point {point.params}" if point.values else ""
-                raise ValueError(
-                    f"lengths[{i}]={L}: the task's length shift cannot move its rows "
-                    f"(length {task.seq_len}) there{where}: {exc}"
-                ) from None
-
-
-def length_curve(
-    estimators,
-    task,
-    lengths,
-    *,
-    grid=None,
-    seeds=3,
-    n_steps="auto",
-    n_train=None,
-    n_test=2000,
-    scoring=None,
-    error_score=np.nan,
-    n_jobs=None,
-    device=None,
-    batch_seeds=False,
-    progress=False,
-    dry_run=False,
-):
+@takes_options()
+def length_curve(estimators, task, lengths, *, grid=None, **options):
     """Fit once per (model, point, seed), score at every evaluation length.
 
-    The held-out rows of each seed are drawn at the training length and
-    moved to each of ``lengths`` by the task's own length shift
-    (:meth:`~stsq_learn.Task.shift`: the targets stay the same), as
-    :class:`~stsq_learn.LengthShiftScorer` does; the models of a seed are
-    scored on the same moved rows. A model that cannot predict at a length
-    (a fully-connected net off its training length) scores ``error_score``
-    there, its error in the column ``fit_failure``. A length the task's
-    shift refuses (shorter than the tokens a row must keep, for one) is
-    refused before the first fit: each length is tried on a few held-out
-    rows of the first seed at every point.
+    The held-out rows of each seed are moved to each of ``lengths`` by the
+    task's own length shift (:meth:`~stsq_learn.Task.shift`), as
+    :class:`~stsq_learn.LengthShiftScorer` does. A model that cannot predict
+    at a length scores ``error_score`` there, its error in ``fit_failure``.
+    A length the shift refuses (shorter than the tokens a row must keep) is
+    refused before the first fit.
 
     Parameters
     ----------
@@ -412,43 +145,54 @@ def length_curve(
     --------
     >>> from stsq_learn import SparseTokenSelector, SparseTokenSelectionTask
     >>> from stsq_learn.studies import length_curve
-    >>> table = length_curve(SparseTokenSelector(width=16), SparseTokenSelectionTask(8, 2, 2),
-    ...                      [8, 16, 32], seeds=2, n_steps=40, n_test=200)
+    >>> model = SparseTokenSelector(width=16)
+    >>> task = SparseTokenSelectionTask(8, 2, 2)
+    >>> table = length_curve(model, task, [8, 16, 32], seeds=2, n_steps=40,
+    ...                      n_test=200)
     >>> len(table), table.unique("eval_seq_len")
     (6, [8, 16, 32])
     """
-    lengths = _check_lengths(lengths)
-    study = _Study(
-        "length_curve",
-        estimators,
-        task,
-        grid,
-        seeds=seeds,
-        n_steps=n_steps,
-        n_train=n_train,
-        n_test=n_test,
-        scoring=scoring,
-        error_score=error_score,
-        n_jobs=n_jobs,
-        device=device,
-        batch_seeds=batch_seeds,
-    )
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
+        raise TypeError(f"lengths must be a sequence of ints, got {lengths!r}.")
+    lengths = [check_count(v, f"lengths[{i}]") for i, v in enumerate(lengths)]
+    if not lengths:
+        raise ValueError("lengths is empty: give at least one evaluation length.")
+    study = Study("length_curve", estimators, task, grid, **options)
     _check_shifts(study, lengths)
-    columns = ("eval_seq_len", *study.scorers, "n_iter", "seconds", "fit_failure")
+    study.lengths = lengths
 
     def rows_of(record):
         return [
-            {
-                "eval_seq_len": L,
-                **record["scores"][L],
-                **_record_columns(record),
-                "fit_failure": record["errors"][L],
-            }
+            {**fit_columns(record), "eval_seq_len": L, **record["scores"][L]}
+            | {"fit_failure": record["errors"][L]}
             for L in lengths
         ]
 
-    work = study.work(study.n_test * len(lengths), max(lengths))
-    return _run(study, progress, dry_run, work, {"lengths": lengths}, rows_of, columns)
+    rows = {"predict_rows": study.n_test * len(lengths), "predict_len": max(lengths)}
+    return study.measure(["eval_seq_len", *study.scorers, *FIT_COLUMNS], rows_of, **rows)
+
+
+def _check_shifts(study, lengths):
+    """Refuse, before any fit, an evaluation length the task's shift cannot move rows to:
+    the first seed's first held-out rows at every point are moved to every length."""
+    seen = []
+    for point in study.points:
+        task = point.task
+        if task in seen:
+            continue
+        seen.append(task)
+        X, y = test_rows(task, study.seeds[0], min(study.n_test, 16))
+        for i, L in enumerate(lengths):
+            if L == task.seq_len:
+                continue
+            try:
+                task.shift(X, y, L, random_state=0)
+            except (TypeError, ValueError) as exc:
+                where = f" at grid point {point.params}" if point.values else ""
+                raise ValueError(
+                    f"lengths[{i}]={L}: the task's length shift cannot move its rows "
+                    f"(length {task.seq_len}) there{where}: {exc}"
+                ) from None
 
 
 class Trace(Callback):
@@ -481,19 +225,6 @@ class Trace(Callback):
         self.measures = measures
         self.every = every
 
-    def initialize(self):
-        self.records_ = []
-        return self
-
-    def _measure(self, net, step):
-        view = fitted_view(self.template, net, self.task)
-        was_training = net.module_.training
-        try:
-            values = {name: float(fn(view)) for name, fn in self.measures.items()}
-        finally:
-            net.module_.train(was_training)
-        self.records_.append({"step": step, **values})
-
     def on_train_begin(self, net, **kwargs):
         self._measure(net, 0)
 
@@ -503,13 +234,36 @@ class Trace(Callback):
             if step % self.every == 0:
                 self._measure(net, step)
 
+    def initialize(self):
+        self.records_ = []
+        return self
+
+    def _measure(self, net, step):
+        measures = self.measures.items()
+        values = measure_now(
+            self.template, net, self.task, lambda view: {k: float(f(view)) for k, f in measures}
+        )
+        self.records_.append({"step": step, **values})
+
+
+def _trace(measures, every, est, task):
+    """The :class:`Trace` of a seed's estimator (a study's callback, picklable as a partial)."""
+    return Trace(clone(est), task, measures, every)
+
+
+def measure_now(template, net, task, measure):
+    """``measure(view)`` of the model ``net`` holds now (its :func:`fitted_view`); the net's
+    module is left in the training mode it was in."""
+    was_training = net.module_.training
+    try:
+        return measure(fitted_view(template, net, task))
+    finally:
+        net.module_.train(was_training)
+
 
 def fitted_view(template, net, task):
-    """``template`` as if its fit had ended now: its fitted attributes read ``net``'s weights.
-
-    A shallow copy; the skorch net is shared, not copied, so the view's
-    predictions and fitted attributes follow the training.
-    """
+    """``template`` as if its fit had ended now: its fitted attributes read ``net``'s weights
+    (a shallow copy sharing the net, so that it follows the training)."""
     view = copy.copy(template)
     view.task_ = type(task).from_fitted(task.reference_length, task.n_features, task.fitted_state())
     view.net_ = net
@@ -520,22 +274,8 @@ def fitted_view(template, net, task):
     return view
 
 
-def training_curve(
-    estimators,
-    task,
-    measures,
-    *,
-    every=10,
-    grid=None,
-    seeds=3,
-    n_steps="auto",
-    error_score=np.nan,
-    n_jobs=None,
-    device=None,
-    progress=False,
-    dry_run=False,
-    batch_seeds=False,
-):
+@takes_options("n_train", "n_test", "scoring")
+def training_curve(estimators, task, measures, *, every=10, grid=None, **options):
     """Measure each model along its online training: at the start and every ``every`` steps.
 
     Parameters
@@ -570,8 +310,10 @@ def training_curve(
     >>> from stsq_learn.nn import positional_alignment
     >>> from stsq_learn.studies import training_curve
     >>> def gamma(est):
-    ...     return positional_alignment(est.key_query_, est.n_features_in_)["gamma"]
-    >>> table = training_curve(SparseTokenSelector(width=16), SparseTokenSelectionTask(8, 2, 2),
+    ...     alignment = positional_alignment(est.key_query_, est.n_features_in_)
+    ...     return alignment["gamma"]
+    >>> model = SparseTokenSelector(width=16)
+    >>> table = training_curve(model, SparseTokenSelectionTask(8, 2, 2),
     ...                        {"gamma": gamma}, every=20, seeds=1, n_steps=40)
     >>> table["step"].tolist(), bool(table["gamma"][0] == 0.0)
     ([0, 20, 40], True)
@@ -584,52 +326,18 @@ def training_curve(
         if not callable(fn):
             raise TypeError(f"measures[{name!r}] must be callable, got {fn!r}.")
     every = check_count(every, "every")
-    study = _Study(
-        "training_curve",
-        estimators,
-        task,
-        grid,
-        seeds=seeds,
-        n_steps=n_steps,
-        n_train=None,
-        n_test=1,
-        scoring=None,
-        error_score=error_score,
-        n_jobs=n_jobs,
-        device=device,
-        batch_seeds=batch_seeds,
-    )
+    study = Study("training_curve", estimators, task, grid, n_test=1, **options)
     if any(point.settings for point in study.points):
         raise ValueError("training_curve trains online: n_train is not a grid name of it.")
-    columns = ("step", *measures, "loss", "fit_failure")
+    study.scorers, study.callbacks = {}, [functools.partial(_trace, measures, every)]
 
     def rows_of(record):
         (trace,) = record["callbacks"]
-        curve = record["loss_curve"]
-        out = []
-        for r in trace.records_:
-            k = r["step"]
-            loss = curve[k - 1] if 0 < k <= len(curve) else np.nan
-            out.append({**r, "loss": loss, "fit_failure": record["error"]})
-        return out
+        curve, failure = record["loss_curve"], record["error"]
+        loss = [
+            curve[r["step"] - 1] if 0 < r["step"] <= len(curve) else np.nan for r in trace.records_
+        ]
+        return [{**r, "loss": x, "fit_failure": failure} for r, x in zip(trace.records_, loss)]
 
-    return _run(
-        study,
-        progress,
-        dry_run,
-        study.work(0, checks={"check_every": every, "measures": measures}),
-        {"callbacks": [_Tracer(measures, every)], "scorers": {}},
-        rows_of,
-        columns,
-    )
-
-
-class _Tracer:
-    """Makes the :class:`Trace` of a seed's estimator (picklable, for worker processes)."""
-
-    def __init__(self, measures, every):
-        self.measures = measures
-        self.every = every
-
-    def __call__(self, est, task):
-        return Trace(clone(est), task, self.measures, self.every)
+    columns = ["step", *measures, "loss", "fit_failure"]
+    return study.measure(columns, rows_of, check_every=every, measures=measures)
