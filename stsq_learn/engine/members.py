@@ -97,10 +97,15 @@ gets batched seeds from its module class, which must provide:
 The estimator's ``fit`` and ``fit_online`` must do their work through the
 engine's named steps (``_fit_inputs`` / ``_online_inputs``, ``_plan``,
 ``_judge_run``, ``_assign_fitted``), which the batched path calls for each
-member. An estimator with loops of its own (single-location regression)
-overrides the classmethod ``_fit_members(estimators, method, calls,
-errors)`` (``calls``: each member's arguments); one that is not on the
-engine is fitted one estimator after another.
+member. A module whose shape follows the data beyond the task (a
+classifier's classes) is told them by ``_member_inputs(inputs)``, called
+with each member's inputs before its run is planned, and its inputs give
+``module_sizes`` (members whose sizes differ are fitted one after another);
+the classifiers (:mod:`.classification`) do both. An estimator with loops
+of its own (single-location regression) overrides the classmethod
+``_fit_members(estimators, method, calls, errors)`` (``calls``: each
+member's arguments); one that is not on the engine is fitted one estimator
+after another.
 """
 
 from __future__ import annotations
@@ -119,7 +124,7 @@ from . import progress
 from . import training as tr
 from .memory import PREDICT_ELEMENTS, check_fit_memory
 
-__all__ = ["fit_members", "fit_online_members", "predict_members"]
+__all__ = ["fit_members", "fit_online_members", "member_nets", "predict_members"]
 
 ERRORS = ("raise", "return")
 
@@ -511,6 +516,9 @@ def fit_stacked(estimators, method, calls, errors, callbacks=None):
     shared = all(call is calls[0] for call in calls)
     parts = [e._fit_inputs if method == "fit" else e._online_inputs for e in estimators]
     inputs = [parts[0](*calls[0])] * S if shared else [p(*c) for p, c in zip(parts, calls)]
+    for est, i in zip(estimators, inputs):  # what a member's module is built for (classes)
+        if hasattr(est, "_member_inputs"):
+            est._member_inputs(i)
     fitted_task = first._fitted_task(inputs[0]["task"])
     online = method == "fit_online"
     with torch.device("meta"):
@@ -613,11 +621,16 @@ def _own(inputs):
 
 
 def _lockstep(inputs):
-    """Whether the members' fits have one task, batch size, epochs and number of rows."""
+    """Whether the members' fits have one task, batch size, epochs and number of rows.
+
+    And one ``module_sizes`` where their inputs give it (what a module's
+    shape takes from the data besides the task: a classifier's classes).
+    """
     keys = ("batch_size", "epochs", "y_1d", "device")
     first = inputs[0]
     return all(
         all(i[k] == first[k] for k in keys)
+        and i.get("module_sizes") == first.get("module_sizes")
         and i["task"].fitted_state() == first["task"].fitted_state()
         and (i["task"].reference_length, i["task"].n_features)
         == (first["task"].reference_length, first["task"].n_features)
@@ -883,6 +896,32 @@ class _Members(Callback):
                 self.optimizer_states[s] = _optimizer_state(net, slot)
             _unbind(self.nets[s].module_)
         self.slots_ = []
+
+
+def member_nets(net):
+    """The nets of the members still training in a stacked ``net``, in its order; else None.
+
+    Member s's net (built as its single fit builds it) holds its own
+    callbacks, and its module views its slice of the stacked one: a pace of
+    the stacked run (a callback acting on the stacked module, such as the
+    classifier's two-step protocol) gives each member's own callback what
+    it records of that member.
+
+    Parameters
+    ----------
+    net : skorch.NeuralNet
+        The net of a run: the stacked net of a batched fit, or a single fit's.
+
+    Returns
+    -------
+    list of skorch.NeuralNet or None
+        Member ``k``'s net at position ``k`` of the stacked module's member
+        axis now; None for a single fit's net.
+    """
+    for _, cb in getattr(net, "callbacks_", ()):
+        if isinstance(cb, _Members):
+            return [cb.nets[s] for s in cb.slots_]
+    return None
 
 
 def predict_members(estimators, Xs):
