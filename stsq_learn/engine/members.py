@@ -594,7 +594,7 @@ def fit_stacked(estimators, method, calls, errors, callbacks=None):
     return results
 
 
-def raise_failures(estimators, results, errors):
+def raise_failures(estimators, results, errors, names=None):
     """With ``errors="raise"``, one ``ValueError`` for the failed members (before any is set).
 
     Parameters
@@ -605,10 +605,15 @@ def raise_failures(estimators, results, errors):
         Each member's estimator, or its ``ValueError``.
     errors : {"raise", "return"}
         As in :func:`fit_members`.
+    names : list of str or None, default=None
+        What the message calls each member (None: ``random_state=<its seed>``,
+        the seeds of one estimator).
     """
     failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
     if failed and errors == "raise":
-        states = ", ".join(f"random_state={estimators[i].random_state!r}" for i in failed)
+        if names is None:
+            names = [f"random_state={est.random_state!r}" for est in estimators]
+        states = ", ".join(names[i] for i in failed)
         raise ValueError(
             f"{len(failed)} of the {len(estimators)} members failed ({states}); no estimator "
             f"was changed. The first: {results[failed[0]]}"
