@@ -517,6 +517,18 @@ def test_a_two_step_member_that_stops_keeps_its_own_query(stop):
         assert (member.two_step_query_ is None) == (stops[seed] == 1)  # stopped before step 2
 
 
+@pytest.mark.parametrize("labels", [None, _STRINGS], ids=["two classes", "three classes"])
+def test_classifier_members_predict_together_their_own_logits(labels):
+    X, y = SPARSE_CLASSES.sample(60, random_state=0)
+    members = fit_members(
+        _clones(SparseTokenClassifier(max_iter=5)), X, y if labels is None else labels
+    )
+    rows = [SPARSE_CLASSES.sample(30, random_state=20 + s)[0] for s in SEEDS]
+    together = predict_members(members, [m.task_.check_rows(X) for m, X in zip(members, rows)])
+    for member, X, logits in zip(members, rows, together):
+        np.testing.assert_array_equal(logits, member.decision_function(X))  # to the bit
+
+
 def test_classifier_members_with_other_numbers_of_classes_are_fitted_one_after_another(
     monkeypatch,
 ):

@@ -935,11 +935,12 @@ def predict_members(estimators, Xs):
     ``estimators`` are fitted estimators of one class and settings (the
     members of a batched fit, or views of them as they train), ``Xs`` their
     rows, checked by the task's ``check_rows``. Member s's prediction is
-    what ``estimators[s]._predict_validated(Xs[s])`` gives, to the bit on a
-    CPU: its rows go through its own slice of a stacked copy of the modules
-    with the keyed draws of its own prediction seed (keyed by row, they do
-    not depend on the other rows), every product with its weights computed
-    on its rows alone, in one chunk as its own prediction takes them. A
+    what ``estimators[s]._predict_validated(Xs[s])`` gives (a classifier's:
+    its ``decision_function``), to the bit on a CPU: its rows go through its
+    own slice of a stacked copy of the modules with the keyed draws of its
+    own prediction seed (keyed by row, they do not depend on the other
+    rows), every product with its weights computed on its rows alone, in one
+    chunk as its own prediction takes them. A
     prediction's fixed cost (the draws' and the module's calls) is paid once
     for all.
 
@@ -990,4 +991,5 @@ def predict_members(estimators, Xs):
     if not torch.isfinite(out).all():
         return None
     parts = out.cpu().numpy().astype(np.float64).reshape(len(estimators), n, *out.shape[1:])
-    return [p.ravel() if est._y_1d else p for p, est in zip(parts, estimators)]
+    # 1-D where the fitted targets were (a classifier's logits keep their shape)
+    return [p.reshape(n) if est._y_1d and p.size == n else p for p, est in zip(parts, estimators)]
