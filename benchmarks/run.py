@@ -39,6 +39,10 @@ The entries (``--only`` picks some, repeatable):
 * ``plan``: what ``dry_run=True`` (``StudyPlan.estimate``) says a study takes
   against what it takes, for a sweep, a length curve, a training curve and
   a stopping width search, with and without ``batch_seeds``;
+* ``members``: the classifier's 8 seeds trained as one model against 8 fits
+  (the classification experiment's settings), single-location's erf runs
+  batched, per setting (the engine's members) and one after another, and the
+  engine's cost of a step of the smallest model;
 * ``single_location``: projected GD on single-location regression over 1
   and 10 seeds, batched and one after another, against the authors' update
   vmapped in JAX (skipped without jax and quadax);
@@ -95,6 +99,7 @@ ENTRIES = [
     "seeds",
     "studies",
     "plan",
+    "members",
     "single_location",
     "in_context",
     "gpu",

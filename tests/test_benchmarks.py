@@ -67,6 +67,7 @@ def test_registry_and_configs(bench):
         "seeds",
         "studies",
         "plan",
+        "members",
         "single_location",
         "in_context",
         "gpu",
@@ -607,6 +608,24 @@ def test_single_location_entry_times_ours_and_skips_jax_cleanly(bench, monkeypat
         assert set(runners) == {"ours batched", "ours one by one"}
         assert runners["ours batched"]["seconds_per_step"] > 0
     assert ("jax vmap", f"skipped: {rec['jax_skipped']}") in module.table(rec)
+
+
+def test_members_entry_times_each_part_and_finds_the_same_fits(bench):
+    module = bench.run.load("members")
+    small = dict(classifier_seeds=3, classifier_seq_lens=(4,), n_features=3, n_train=40)
+    small |= dict(classifier_steps=3, sl_seeds=(2,), sl_n_features=8, sl_steps=20)
+    small |= dict(floor_members=3, floor_steps=5, repeats=2)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*worse than no model")
+        rec = module.run(bench.harness.merge_config(module, overrides=small), None)
+    assert rec["classifier"]["L=4"]["max_logit_difference"] == 0.0  # to the bit
+    assert len(rec["classifier"]["L=4"]["runners"]["batched"]["all_seconds"]) == 2
+    sl = rec["single_location"]["8 runs"]
+    assert set(sl["runners"]) == {"batched", "per setting", "sequential"}
+    assert sl["max_k_difference"] < 1e-10 and len(sl["comparisons"]) == 3
+    assert rec["engine_step"]["members_us_per_step"] > 0
+    labels = [label for label, _ in module.table(rec)]
+    assert labels == ["classifier L=4", "single-location 8 runs", "engine step, smallest model"]
 
 
 def test_in_context_entry_times_both_layers_to_the_target(bench):

@@ -40,6 +40,7 @@ from stsq_learn.engine.batch_reuse import reuse_batches
 from stsq_learn.engine.members import fit_members, fit_online_members, predict_members
 from stsq_learn.engine.training import OnlineData
 from stsq_learn.nn import Attention, FullyConnected
+from stsq_learn.tasks.classification.modules import AttentionClassifier
 
 STS = SparseTokenSelectionTask(seq_len=6, n_features=2, n_selected=2)
 STS_RANGES = SparseTokenSelectionTask(seq_len=(5, 8), n_features=2, n_selected=(1, 3))
@@ -47,7 +48,8 @@ QSA = SparseAveragingTask(seq_len=5, n_features=2, n_selected=2)
 RETRIEVAL = SparseRetrievalTask(seq_len=6, n_features=2, n_selected=2)
 PAIR = PairMeanTask(seq_len=5, n_features=2)
 IN_CONTEXT = InContextRegressionTask(seq_len=6, n_features=2)
-SMALL = dict(dtype="float64", batch_size=16)
+_F64 = dict(dtype="float64")
+SMALL = dict(**_F64, batch_size=16)
 SEEDS = (0, 1, 2)
 TOL = 1e-9
 
@@ -105,9 +107,6 @@ ONLINE = {
     ),
 }
 EXCLUDED = {
-    # Its labels are encoded per call and its two-step protocol records each run's query:
-    # its seeds are fitted one after another, exactly.
-    SparseTokenClassifier: "fitted one after another",
     # In-context baselines read each prompt alone: nothing is trained.
     PromptRidge: "no training",
     PromptGradientStep: "no training (one step size fitted in closed form)",
@@ -133,7 +132,11 @@ def _assert_same_fit(batched, single, X):
     for key, w in _weights(single).items():
         diff = float((_weights(batched)[key] - w).abs().max())
         assert diff <= TOL * max(1.0, float(w.abs().max())), (key, diff)
-    np.testing.assert_allclose(batched.predict(X), single.predict(X), rtol=0, atol=TOL)
+    predicted = batched.predict(X)
+    if predicted.dtype.kind == "f":
+        np.testing.assert_allclose(predicted, single.predict(X), rtol=0, atol=TOL)
+    else:  # a classifier's labels
+        np.testing.assert_array_equal(predicted, single.predict(X))
     np.testing.assert_allclose(batched.loss_curve_, single.loss_curve_, rtol=TOL, atol=0)
     for name in ("n_iter_", "t_", "seq_len_", "n_features_in_", "task_", "solver_"):
         assert getattr(batched, name) == getattr(single, name), name
@@ -156,7 +159,8 @@ def test_every_member_of_an_online_fit_is_its_own_fit(case):
 
 def test_every_registered_estimator_is_covered():
     covered = {type(est) for est, _ in ONLINE.values()}
-    covered |= {ErfAttentionRegressor, SoftmaxAttentionRegressor, *EXCLUDED}
+    covered |= {ErfAttentionRegressor, SoftmaxAttentionRegressor, SparseTokenClassifier}
+    covered |= set(EXCLUDED)
     assert set(registry.estimators()) <= covered
 
 
@@ -327,7 +331,7 @@ def test_member_callbacks_are_refused_before_any_work():
     assert not any(hasattr(m, "net_") for m in members)
 
 
-def test_member_callbacks_of_an_estimator_off_the_engine_act_on_its_fits():
+def test_member_callbacks_of_a_classifier_stop_each_member_alone():
     X, y = SparseTokenClassificationTask(seq_len=6, n_features=3).sample(60, random_state=0)
     est = SparseTokenClassifier(max_iter=20)
     members = fit_members(_clones(est), X, y, callbacks=[[_StopAt(s + 2)] for s in SEEDS])
@@ -335,6 +339,7 @@ def test_member_callbacks_of_an_estimator_off_the_engine_act_on_its_fits():
         single = clone(est).set_params(random_state=seed, callbacks=[_StopAt(seed + 2)])
         single.fit(X, y)
         assert member.callbacks is None and member.net_.history[-1]["stop_reason"] == "test_stop"
+        assert member.n_iter_ == single.n_iter_
         np.testing.assert_array_equal(member.decision_function(X), single.decision_function(X))
 
 
@@ -434,13 +439,141 @@ def test_warm_start_continues_each_fitted_member_as_its_own_fit():
         _assert_same_fit(member, single.fit_online(STS, n_steps=20), STS.sample(9, 0)[0])
 
 
-def test_a_classifier_off_the_engine_is_fitted_one_after_another():
-    X, y = SparseTokenClassificationTask(seq_len=6, n_features=3).sample(60, random_state=0)
-    est = SparseTokenClassifier(max_iter=20)
-    batched = fit_members(_clones(est), X, y)
-    for seed, member in zip(SEEDS, batched):
-        single = clone(est).set_params(random_state=seed).fit(X, y)
-        np.testing.assert_array_equal(member.decision_function(X), single.decision_function(X))
+# -- the classifier: labels, classes and the two-step protocol, per member -----------------
+SPARSE_CLASSES = SparseTokenClassificationTask(seq_len=6, n_features=3, signal=3.0)
+_STRINGS = np.random.RandomState(1).choice(["a", "b", "c"], 60)  # three classes, strings
+CLASSIFIERS = {
+    "adam, float32, all rows": (SparseTokenClassifier(max_iter=20), None),
+    "adam, three string classes": (SparseTokenClassifier(max_iter=20), _STRINGS),
+    "sgd, momentum, minibatches": (
+        SparseTokenClassifier(solver="sgd", momentum=0.9, batch_size=16, max_iter=8),
+        None,
+    ),
+    "two steps, float64": (SparseTokenClassifier(solver="two_step", max_iter=5, **_F64), None),
+    "two steps, query norm": (
+        SparseTokenClassifier(solver="two_step", max_iter=5, query_norm=2.0),
+        None,
+    ),
+}
+
+
+def _count_stacked(monkeypatch):
+    """The lists of modules stacked from now on (each a batched run of the classifier)."""
+    stacked, original = [], AttentionClassifier.stacked.__func__
+
+    def counting(cls, modules):
+        stacked.append(modules)
+        return original(cls, modules)
+
+    monkeypatch.setattr(AttentionClassifier, "stacked", classmethod(counting))
+    return stacked
+
+
+def _assert_same_classifier(member, single, X):
+    _assert_same_fit(member, single, X)
+    np.testing.assert_array_equal(member.classes_, single.classes_)
+    np.testing.assert_array_equal(member.decision_function(X), single.decision_function(X))
+    if single.two_step_query_ is None:
+        assert member.two_step_query_ is None
+    else:
+        np.testing.assert_array_equal(member.two_step_query_, single.two_step_query_)
+
+
+@pytest.mark.parametrize(
+    "case, online",
+    [(case, False) for case in CLASSIFIERS]
+    + [(case, True) for case, (_, labels) in CLASSIFIERS.items() if labels is None],
+)
+def test_every_member_of_a_classifier_is_its_own_fit_to_the_bit(case, online, monkeypatch):
+    est, labels = CLASSIFIERS[case]
+    stacked = _count_stacked(monkeypatch)
+    X, y = SPARSE_CLASSES.sample(60, random_state=0)  # 60 rows: blocks off the alignment
+    y = y if labels is None else labels
+    members = _clones(est)
+    if online:
+        fit_online_members(members, SPARSE_CLASSES, n_steps=12)
+    else:
+        fit_members(members, X, y)
+    assert len(stacked) == 1 and len(stacked[0]) == len(SEEDS)  # one model for all seeds
+    for seed, member in zip(SEEDS, members):
+        single = clone(est).set_params(random_state=seed)
+        single = single.fit_online(SPARSE_CLASSES, 12) if online else single.fit(X, y)
+        _assert_same_classifier(member, single, X)
+    assert members[0].loss_curve_ != members[1].loss_curve_
+
+
+@pytest.mark.parametrize("stop", [1, 2, 4])
+def test_a_two_step_member_that_stops_keeps_its_own_query(stop):
+    X, y = SPARSE_CLASSES.sample(60, random_state=0)
+    est = SparseTokenClassifier(solver="two_step", max_iter=5, query_norm=2.0)
+    members = _clones(est)
+    stops = {0: stop, 1: None, 2: stop + 1}
+    fit_members(members, X, y, callbacks=[[_StopAt(stops[s])] for s in SEEDS])
+    for seed, member in zip(SEEDS, members):
+        single = clone(est).set_params(random_state=seed, callbacks=[_StopAt(stops[seed])])
+        single.fit(X, y).set_params(callbacks=None)
+        assert member.n_iter_ == single.n_iter_
+        _assert_same_classifier(member, single, X)
+        assert (member.two_step_query_ is None) == (stops[seed] == 1)  # stopped before step 2
+
+
+@pytest.mark.parametrize("labels", [None, _STRINGS], ids=["two classes", "three classes"])
+def test_classifier_members_predict_together_their_own_logits(labels):
+    X, y = SPARSE_CLASSES.sample(60, random_state=0)
+    members = fit_members(
+        _clones(SparseTokenClassifier(max_iter=5)), X, y if labels is None else labels
+    )
+    rows = [SPARSE_CLASSES.sample(30, random_state=20 + s)[0] for s in SEEDS]
+    together = predict_members(members, [m.task_.check_rows(X) for m, X in zip(members, rows)])
+    for member, X, logits in zip(members, rows, together):
+        np.testing.assert_array_equal(logits, member.decision_function(X))  # to the bit
+
+
+def test_classifier_members_with_other_numbers_of_classes_are_fitted_one_after_another(
+    monkeypatch,
+):
+    stacked = []
+    monkeypatch.setattr(AttentionClassifier, "stacked", lambda ms: stacked.append(ms))
+    rows = [SPARSE_CLASSES.sample(60, random_state=10 + s) for s in SEEDS]
+    labels = [rows[0][1], _STRINGS, rows[2][1]]  # member 1: three classes
+    est = SparseTokenClassifier(max_iter=10)
+    members = fit_members(_clones(est), [X for X, _ in rows], labels)
+    assert not stacked
+    for seed, member, (X, _), y in zip(SEEDS, members, rows, labels):
+        _assert_same_classifier(member, clone(est).set_params(random_state=seed).fit(X, y), X)
+
+
+def test_classifier_members_with_bad_labels_are_refused_before_any_work():
+    rows = [SPARSE_CLASSES.sample(60, random_state=10 + s) for s in SEEDS]
+    est = SparseTokenClassifier(max_iter=10)
+    fitted = fit_members(_clones(est)[:1], rows[0][0], rows[0][1])[0]
+    before = _weights(fitted)
+    members = [fitted, *_clones(est)[1:]]
+    labels = [rows[0][1], np.zeros(60), rows[2][1]]  # member 1: one class
+    with pytest.raises(ValueError, match="needs at least 2 classes in y, got 1"):
+        fit_members(members, [X for X, _ in rows], labels)
+    assert all(torch.equal(before[k], w) for k, w in _weights(fitted).items())
+    assert not any(hasattr(m, "net_") or hasattr(m, "classes_") for m in members[1:])
+    assert not any("_classes_building" in vars(m) for m in members)
+
+
+def test_classifier_members_in_a_study_train_together_with_the_sequential_scores(monkeypatch):
+    from stsq_learn.studies import search_threshold, sweep
+
+    stacked = _count_stacked(monkeypatch)
+    est = SparseTokenClassifier(learning_rate_init=0.1, max_iter=20, batch_size="full")
+    task = SparseTokenClassificationTask(8, 4)
+    kw = dict(seeds=[0, 1, 2], n_train=80, n_test=200, scoring=lambda e, X, y: 1 - e.score(X, y))
+    together = sweep({"attention": est}, task, {"signal": [1.0, 4.0]}, batch_seeds=True, **kw)
+    assert [len(s) for s in stacked] == [3, 3]
+    alone = sweep({"attention": est}, task, {"signal": [1.0, 4.0]}, **kw)
+    np.testing.assert_array_equal(together["score"], alone["score"])
+    search = dict(target=0.2, n_iter=3, greater_is_better=False, method="geometric", **kw)
+    stacked.clear()
+    together = search_threshold({"a": est}, task, "signal", (1.0, 8.0), batch_seeds=True, **search)
+    assert stacked and all(len(s) > 1 for s in stacked)
+    alone = search_threshold({"a": est}, task, "signal", (1.0, 8.0), **search)
+    np.testing.assert_array_equal(together["value"], alone["value"])
 
 
 # -- a member is a fitted estimator like any other ------------------------------------------

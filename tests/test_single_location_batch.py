@@ -7,6 +7,7 @@ import pytest
 from sklearn.base import clone
 
 from stsq_learn import ErfAttentionRegressor, SingleLocationTask, SoftmaxAttentionRegressor
+from stsq_learn.engine.members import fit_online_members
 from stsq_learn.tasks.single_location.batch import fit_online_batch, fit_online_seeds
 from stsq_learn.tasks.single_location.theory import (
     _risk_gradient,
@@ -33,10 +34,10 @@ def _grid(seeds=(0, 1)):
     ]
 
 
-def _quiet(fn, *args):
+def _quiet(fn, *args, **kwargs):
     with warnings.catch_warnings():  # short runs: "worse than no model" is expected
         warnings.simplefilter("ignore", UserWarning)
-        return fn(*args)
+        return fn(*args, **kwargs)
 
 
 def _assert_same_fit(one, batched):
@@ -186,6 +187,71 @@ def test_a_diverged_run_raises_and_leaves_every_estimator_as_it_was():
     np.testing.assert_array_equal(good.k_, before[0])
     np.testing.assert_array_equal(good.loss_curve_, before[1])
     assert not hasattr(bad, "k_") and not hasattr(fresh, "k_")
+
+
+def test_fit_online_batch_names_the_failed_runs_and_chains_the_first_error():
+    runs = [ErfAttentionRegressor(random_state=s, **SETTINGS) for s in range(3)]
+    runs[1].set_params(learning_rate_init=1e6)
+    with pytest.raises(ValueError, match=r"1 of the 3 members failed \(estimators\[1\]\)") as info:
+        _quiet(fit_online_batch, runs, TASK)
+    with pytest.raises(ValueError) as alone:
+        _quiet(clone(runs[1]).fit_online, TASK)
+    assert str(info.value.__cause__) == str(alone.value)
+    assert not any(hasattr(r, "k_") for r in runs)
+
+
+# -- the seeds as members of the engine's batched fits ----------------------------------
+# Seed 0 diverges (its final risk 3.3 times its start), seeds 1 and 2 do not.
+_UNSTABLE = ErfAttentionRegressor(**(SETTINGS | {"learning_rate_init": 0.045, "max_iter": 50}))
+
+
+def test_seeds_fail_alone_as_their_fits_and_the_call_names_them():
+    members = [clone(_UNSTABLE).set_params(random_state=s) for s in range(3)]
+    results = _quiet(fit_online_members, members, TASK, "auto", errors="return")
+    for seed, (member, result) in enumerate(zip(members, results)):
+        single = clone(_UNSTABLE).set_params(random_state=seed)
+        if seed == 0:
+            with pytest.raises(ValueError) as info:
+                _quiet(single.fit_online, TASK)
+            assert isinstance(result, ValueError)
+            for message in (str(result), str(info.value)):
+                assert message.startswith("Training diverged") and "(it was 0.045)" in message
+            assert not hasattr(member, "k_")
+        else:
+            assert result is member
+            _assert_same_fit(_quiet(single.fit_online, TASK), member)
+    fresh = [clone(_UNSTABLE).set_params(random_state=s) for s in range(3)]
+    with pytest.raises(ValueError, match=r"1 of the 3 members failed \(random_state=0\)"):
+        _quiet(fit_online_seeds, _UNSTABLE, TASK, range(3))
+    with pytest.raises(ValueError, match=r"no estimator was changed"):
+        _quiet(fit_online_members, fresh, TASK)
+    assert not any(hasattr(m, "k_") for m in fresh)
+
+
+def test_verbose_seeds_train_together_behind_one_bar(capsys):
+    est = ErfAttentionRegressor(verbose=1, **SETTINGS)
+    models = _quiet(fit_online_seeds, est, TASK, [0, 1, 2])
+    assert "ErfAttentionRegressor.fit_online (3 runs)" in capsys.readouterr().err
+    for seed, model in enumerate(models):
+        _assert_same_fit(_quiet(clone(est).set_params(random_state=seed).fit_online, TASK), model)
+
+
+def test_a_study_batches_the_seeds_of_the_erf_runs(monkeypatch):
+    from stsq_learn.studies import sweep
+    from stsq_learn.tasks.single_location import batch
+
+    runs, original = [], batch._train
+    monkeypatch.setattr(
+        batch, "_train", lambda ests, *a: runs.append(len(ests)) or original(ests, *a)
+    )
+    est = ErfAttentionRegressor(**SETTINGS)
+    kw = dict(seeds=[0, 1, 2], n_steps=150, n_test=200, error_score="raise")
+    together = _quiet(
+        sweep, {"erf": est}, TASK, {"init": ["sphere", "manifold"]}, batch_seeds=True, **kw
+    )
+    assert runs == [3, 3]  # one batched run of the 3 seeds at each point
+    alone = _quiet(sweep, {"erf": est}, TASK, {"init": ["sphere", "manifold"]}, **kw)
+    np.testing.assert_allclose(together["score"], alone["score"], rtol=1e-10, atol=0)
 
 
 # -- what holds at which d: the swapped point ------------------------------------------

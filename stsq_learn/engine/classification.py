@@ -67,17 +67,18 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
 
     # -- the classes the module is built for -----------------------------------------
     @contextlib.contextmanager
-    def _building_for(self, n_classes):
-        """Within the block, modules are built for ``n_classes`` (a fit's, a file's)."""
-        self._n_classes_building = n_classes
+    def _building_for(self, classes):
+        """Within the block, modules are built for ``classes`` (a fit's labels, a file's)."""
+        self._classes_building = classes
         try:
             yield
         finally:
-            del self._n_classes_building
+            self.__dict__.pop("_classes_building", None)
 
     def _n_classes(self):
         """Classes of the module being built (in a fit or a load), else of the fitted model."""
-        return getattr(self, "_n_classes_building", None) or len(self.classes_)
+        classes = getattr(self, "_classes_building", None)
+        return len(self.classes_ if classes is None else classes)
 
     def _size_hyperparameters(self):
         return [*super()._size_hyperparameters(), f"len(classes_)={self._n_classes()}"]
@@ -146,15 +147,25 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
         the model keeps the weights reached so far, a ``UserWarning`` says so,
         and ``loss_curve_`` and ``n_iter_`` describe the completed epochs.
         """
+        self._train(**self._fit_inputs(X, y))
+        return self
+
+    def _fit_inputs(self, X, y):
+        """:meth:`fit`'s checks (hyperparameters, rows, labels), then what it trains on.
+
+        The keyword arguments of :meth:`_train`: the engine's, with
+        ``classes`` (the sorted labels) and ``module_sizes`` (the number of
+        classes: members of a batched fit train together only with one);
+        nothing is trained or assigned.
+        """
         self._validate_params()
         check_callbacks(self.callbacks)
         task, X = self._task_class().from_rows(X)
         classes, indices = self._encode(y, len(X))
         self._check_warm_classes(classes)
-        with self._building_for(len(classes)):
-            self._train(**self._rows_inputs(task, X, indices, y_1d=True))
-        self.classes_ = classes
-        return self
+        with self._building_for(classes):
+            inputs = self._rows_inputs(task, X, indices, y_1d=True)
+        return {**inputs, "classes": classes, "module_sizes": (len(classes),)}
 
     def fit_online(self, task, n_steps="auto"):
         """Fit on a fresh batch drawn from ``task``'s law at every step, on the device.
@@ -185,6 +196,11 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
             memory, before any work; for a run that diverged. A failed call
             leaves the model as it was.
         """
+        self._train(**self._online_inputs(task, n_steps))
+        return self
+
+    def _online_inputs(self, task, n_steps):
+        """:meth:`fit_online`'s checks, then what it trains on (as :meth:`_fit_inputs`)."""
         task_class = self._task_class()
         classes = np.asarray(getattr(task_class, "labels", ()))
         if self.warm_start and hasattr(self, "net_"):
@@ -195,17 +211,45 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
                     f"{len(classes)}. Set warm_start=False to start afresh."
                 )
             classes = self.classes_
-        with self._building_for(len(classes)):
-            super().fit_online(task, n_steps)
-        self.classes_ = classes
-        return self
+        with self._building_for(classes):
+            inputs = super()._online_inputs(task, n_steps)
+        return {**inputs, "classes": classes, "module_sizes": (len(classes),)}
+
+    def _train(self, data, task, device, batch_size, *, classes, module_sizes, **run):
+        """The engine's run, its module built for ``classes`` (kept as ``classes_``)."""
+        with self._building_for(classes):
+            super()._train(data, task, device, batch_size, **run)
+
+    def _member_inputs(self, inputs):
+        """A member of a batched fit builds its module for its own classes (:mod:`.members`).
+
+        Called by the batched fit with the member's :meth:`_fit_inputs` (or
+        :meth:`_online_inputs`) before its run is planned; its
+        :meth:`_fit_members` forgets them after the run.
+        """
+        self._classes_building = inputs["classes"]
+
+    def _assign_fitted(self, run, net, losses):
+        super()._assign_fitted(run, net, losses)
+        self.classes_ = self._classes_building
 
     @classmethod
-    def _fit_members(cls, estimators, method, calls, errors):
-        """A classifier's seeds are fitted one after another (its module has no member axis)."""
-        from .members import fit_one_by_one
+    def _fit_members(cls, estimators, method, calls, errors, callbacks=None):
+        """A classifier's seeds trained together as one model (:func:`.members.fit_stacked`).
 
-        return fit_one_by_one(estimators, method, calls, errors)
+        As the engine's regressors: one stacked module, each member with its
+        own classes (members whose numbers of classes differ are fitted one
+        after another), rows, draws, verdict and callbacks.
+        """
+        from .members import fit_stacked
+
+        try:
+            return fit_stacked(estimators, method, calls, errors, callbacks)
+        finally:
+            for est in estimators:
+                est.__dict__.pop("_classes_building", None)
+
+    _fit_members.__func__.takes_callbacks = True
 
     def _auto_steps(self):
         """Steps of ``fit_online(n_steps="auto")``: ``max_iter``."""
@@ -334,7 +378,7 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
             assigned then.
         """
         extra = self._read_extra_fitted(state)
-        with self._building_for(len(extra["classes_"])):
+        with self._building_for(extra["classes_"]):
             super().set_fitted_state(state, device=device)
         for name, value in extra.items():
             setattr(self, name, value)

@@ -97,10 +97,15 @@ gets batched seeds from its module class, which must provide:
 The estimator's ``fit`` and ``fit_online`` must do their work through the
 engine's named steps (``_fit_inputs`` / ``_online_inputs``, ``_plan``,
 ``_judge_run``, ``_assign_fitted``), which the batched path calls for each
-member. An estimator with loops of its own (single-location regression)
-overrides the classmethod ``_fit_members(estimators, method, calls,
-errors)`` (``calls``: each member's arguments); one that is not on the
-engine is fitted one estimator after another.
+member. A module whose shape follows the data beyond the task (a
+classifier's classes) is told them by ``_member_inputs(inputs)``, called
+with each member's inputs before its run is planned, and its inputs give
+``module_sizes`` (members whose sizes differ are fitted one after another);
+the classifiers (:mod:`.classification`) do both. An estimator with loops
+of its own (single-location regression) overrides the classmethod
+``_fit_members(estimators, method, calls, errors)`` (``calls``: each
+member's arguments); one that is not on the engine is fitted one estimator
+after another.
 """
 
 from __future__ import annotations
@@ -119,7 +124,7 @@ from . import progress
 from . import training as tr
 from .memory import PREDICT_ELEMENTS, check_fit_memory
 
-__all__ = ["fit_members", "fit_online_members", "predict_members"]
+__all__ = ["fit_members", "fit_online_members", "member_nets", "predict_members"]
 
 ERRORS = ("raise", "return")
 
@@ -511,6 +516,9 @@ def fit_stacked(estimators, method, calls, errors, callbacks=None):
     shared = all(call is calls[0] for call in calls)
     parts = [e._fit_inputs if method == "fit" else e._online_inputs for e in estimators]
     inputs = [parts[0](*calls[0])] * S if shared else [p(*c) for p, c in zip(parts, calls)]
+    for est, i in zip(estimators, inputs):  # what a member's module is built for (classes)
+        if hasattr(est, "_member_inputs"):
+            est._member_inputs(i)
     fitted_task = first._fitted_task(inputs[0]["task"])
     online = method == "fit_online"
     with torch.device("meta"):
@@ -586,7 +594,7 @@ def fit_stacked(estimators, method, calls, errors, callbacks=None):
     return results
 
 
-def raise_failures(estimators, results, errors):
+def raise_failures(estimators, results, errors, names=None):
     """With ``errors="raise"``, one ``ValueError`` for the failed members (before any is set).
 
     Parameters
@@ -597,10 +605,15 @@ def raise_failures(estimators, results, errors):
         Each member's estimator, or its ``ValueError``.
     errors : {"raise", "return"}
         As in :func:`fit_members`.
+    names : list of str or None, default=None
+        What the message calls each member (None: ``random_state=<its seed>``,
+        the seeds of one estimator).
     """
     failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
     if failed and errors == "raise":
-        states = ", ".join(f"random_state={estimators[i].random_state!r}" for i in failed)
+        if names is None:
+            names = [f"random_state={est.random_state!r}" for est in estimators]
+        states = ", ".join(names[i] for i in failed)
         raise ValueError(
             f"{len(failed)} of the {len(estimators)} members failed ({states}); no estimator "
             f"was changed. The first: {results[failed[0]]}"
@@ -613,11 +626,16 @@ def _own(inputs):
 
 
 def _lockstep(inputs):
-    """Whether the members' fits have one task, batch size, epochs and number of rows."""
+    """Whether the members' fits have one task, batch size, epochs and number of rows.
+
+    And one ``module_sizes`` where their inputs give it (what a module's
+    shape takes from the data besides the task: a classifier's classes).
+    """
     keys = ("batch_size", "epochs", "y_1d", "device")
     first = inputs[0]
     return all(
         all(i[k] == first[k] for k in keys)
+        and i.get("module_sizes") == first.get("module_sizes")
         and i["task"].fitted_state() == first["task"].fitted_state()
         and (i["task"].reference_length, i["task"].n_features)
         == (first["task"].reference_length, first["task"].n_features)
@@ -885,17 +903,44 @@ class _Members(Callback):
         self.slots_ = []
 
 
+def member_nets(net):
+    """The nets of the members still training in a stacked ``net``, in its order; else None.
+
+    Member s's net (built as its single fit builds it) holds its own
+    callbacks, and its module views its slice of the stacked one: a pace of
+    the stacked run (a callback acting on the stacked module, such as the
+    classifier's two-step protocol) gives each member's own callback what
+    it records of that member.
+
+    Parameters
+    ----------
+    net : skorch.NeuralNet
+        The net of a run: the stacked net of a batched fit, or a single fit's.
+
+    Returns
+    -------
+    list of skorch.NeuralNet or None
+        Member ``k``'s net at position ``k`` of the stacked module's member
+        axis now; None for a single fit's net.
+    """
+    for _, cb in getattr(net, "callbacks_", ()):
+        if isinstance(cb, _Members):
+            return [cb.nets[s] for s in cb.slots_]
+    return None
+
+
 def predict_members(estimators, Xs):
     """Each estimator's prediction of its own rows, in one forward of their stacked modules.
 
     ``estimators`` are fitted estimators of one class and settings (the
     members of a batched fit, or views of them as they train), ``Xs`` their
     rows, checked by the task's ``check_rows``. Member s's prediction is
-    what ``estimators[s]._predict_validated(Xs[s])`` gives, to the bit on a
-    CPU: its rows go through its own slice of a stacked copy of the modules
-    with the keyed draws of its own prediction seed (keyed by row, they do
-    not depend on the other rows), every product with its weights computed
-    on its rows alone, in one chunk as its own prediction takes them. A
+    what ``estimators[s]._predict_validated(Xs[s])`` gives (a classifier's:
+    its ``decision_function``), to the bit on a CPU: its rows go through its
+    own slice of a stacked copy of the modules with the keyed draws of its
+    own prediction seed (keyed by row, they do not depend on the other
+    rows), every product with its weights computed on its rows alone, in one
+    chunk as its own prediction takes them. A
     prediction's fixed cost (the draws' and the module's calls) is paid once
     for all.
 
@@ -946,4 +991,5 @@ def predict_members(estimators, Xs):
     if not torch.isfinite(out).all():
         return None
     parts = out.cpu().numpy().astype(np.float64).reshape(len(estimators), n, *out.shape[1:])
-    return [p.ravel() if est._y_1d else p for p, est in zip(parts, estimators)]
+    # 1-D where the fitted targets were (a classifier's logits keep their shape)
+    return [p.reshape(n) if est._y_1d and p.size == n else p for p, est in zip(parts, estimators)]

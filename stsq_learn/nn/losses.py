@@ -52,11 +52,14 @@ class _Loss(nn.Module):
         if isinstance(y_pred, list):
             losses = torch.stack([self.losses(p, t).mean() for p, t in zip(y_pred, y_true)])
         else:
-            # each member's mean as its fit takes it (one reduction of its rows' losses)
-            rows = self.losses(y_pred, y_true).chunk(self.n_members)
-            losses = torch.stack([part.mean() for part in rows])
+            losses = self._member_means(y_pred, y_true)
         self.member_losses_ = losses.detach()
         return losses.sum()
+
+    def _member_means(self, y_pred, y_true):
+        """Each member's mean loss as its fit takes it (one reduction of its rows' losses)."""
+        rows = self.losses(y_pred, y_true).chunk(self.n_members)
+        return torch.stack([part.mean() for part in rows])
 
 
 class SquaredError(_Loss):
@@ -102,6 +105,16 @@ class LogisticLoss(_Loss):
     n_members : int or None, default=None
         The members of a batched fit (see :class:`_Loss`).
     """
+
+    def _member_means(self, y_pred, y_true):
+        """Each member's mean loss, its rows' losses computed on its block alone.
+
+        Torch's vectorised exponential may round otherwise than its scalar
+        one, and which a row's loss takes depends on its place in the
+        tensor: computed on the member's block, each row's loss is its fit's.
+        """
+        parts = zip(y_pred.chunk(self.n_members), y_true.chunk(self.n_members))
+        return torch.stack([self.losses(p, t).mean() for p, t in parts])
 
     @staticmethod
     def losses(y_pred, y_true):

@@ -23,7 +23,15 @@ import copy
 import torch
 from torch import nn
 
-__all__ = ["GroupedLinear", "forward_groups", "linear", "member_parts", "member_weights", "stack"]
+__all__ = [
+    "GroupedLinear",
+    "forward_groups",
+    "linear",
+    "member_parts",
+    "member_weights",
+    "per_member",
+    "stack",
+]
 
 
 def linear(x, weight):
@@ -53,6 +61,46 @@ def linear(x, weight):
     S = weight.shape[0]
     parts = zip(_rows_of(x, S), _members_of(weight))
     return torch.cat([x_s @ w_s.T for x_s, w_s in parts])
+
+
+def per_member(function, x, *weights):
+    """``function(x_s, *w_s)`` on each member's block of rows with its slices of ``weights``.
+
+    The single module's own expression, member by member, for products
+    that :func:`linear` does not express (an ``einsum`` over named axes, a
+    weighted sum): each member's result and the gradient it sends to its
+    weights are rounded as in its single fit (its block of rows and its
+    weights start where their own tensors would, as in :func:`linear`).
+
+    Parameters
+    ----------
+    function : callable
+        ``function(x, *weights)`` of the single module: rows ``(n, ...)``
+        and one member's weights to a tensor of n rows.
+    x : Tensor of shape (S * n, ...)
+        Every member's rows, member-major.
+    *weights : Tensor of shape (S, ...)
+        Parameters (or buffers) with a leading member axis S.
+
+    Returns
+    -------
+    Tensor of shape (S * n, ...)
+        The members' results, member-major.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from stsq_learn.nn.members import per_member
+    >>> q = torch.randn(3, 4, dtype=torch.float64)  # one query per member
+    >>> X = torch.randn(3 * 5, 2, 4, dtype=torch.float64)
+    >>> scores = per_member(lambda x, w: torch.einsum("nld,d->nl", x, w), X, q)
+    >>> bool(torch.equal(scores[5:10], torch.einsum("nld,d->nl", X[5:10], q[1])))
+    True
+    """
+    S = weights[0].shape[0]
+    slices = [_members_of(w) for w in weights]
+    parts = zip(_rows_of(x, S), *slices)
+    return torch.cat([function(x_s, *w_s) for x_s, *w_s in parts])
 
 
 def _rows_of(x, S):

@@ -29,6 +29,7 @@ from ..._docstrings import replace_once
 from ...engine import training as tr
 from ...engine.base import _BaseEstimator
 from ...engine.classification import _Classifier
+from ...engine.members import member_nets
 from ...engine.rates import _StepPace
 from ...engine.state import _is_number_list, check_fitted_state
 from .modules import AttentionClassifier, initial_query_std
@@ -44,7 +45,10 @@ class TwoSteps(_StepPace):
     step 2 the query only; the query after step 2 is recorded
     (``query_``), then rescaled to norm ``query_norm`` if given, and kept:
     every later step moves the readout and the intercept alone. A run that
-    continues a two-step fit (a warm start) starts at step 3.
+    continues a two-step fit (a warm start) starts at step 3. In the
+    stacked run of a batched fit it paces every member (the query's norm is
+    each member's own) and gives each member's own pace its query
+    (:func:`~stsq_learn.engine.members.member_nets`).
 
     Parameters
     ----------
@@ -77,9 +81,18 @@ class TwoSteps(_StepPace):
         if self.step_ == 2:
             query = module.query
             self.query_ = query.detach().cpu().numpy().astype(np.float64)
-            norm = float(query.norm())
-            if self.query_norm is not None and norm > 0:
-                query.mul_(float(self.query_norm) / norm)
+            for row in query.unsqueeze(0) if query.dim() == 1 else query:  # each member's
+                norm = float(row.norm())
+                if self.query_norm is not None and norm > 0:
+                    row.mul_(float(self.query_norm) / norm)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        super().on_batch_end(net, training=training, **kwargs)
+        nets = member_nets(net) if training and self.step_ == 2 else None
+        if nets is not None and self.query_.ndim == 2:  # a stacked run: each member's query
+            for own, query in zip(nets, self.query_):
+                pace = next(cb for _, cb in own.callbacks_ if isinstance(cb, TwoSteps))
+                pace.step_, pace.query_ = self.step_, query
 
 
 class SparseTokenClassifier(_Classifier):
@@ -327,17 +340,8 @@ class SparseTokenClassifier(_Classifier):
         return "sgd", rate, None, [TwoSteps(self.query_norm, steps_done)]
 
     # -- fitting ---------------------------------------------------------------------
-    def fit(self, X, y):
-        super().fit(X, y)
-        self._record_two_steps()
-        return self
-
-    fit.__doc__ = _Classifier.fit.__doc__
-
     def fit_online(self, task, n_steps="auto"):
-        super().fit_online(task, n_steps)
-        self._record_two_steps()
-        return self
+        return super().fit_online(task, n_steps)
 
     fit_online.__doc__ = replace_once(
         replace_once(
@@ -349,6 +353,10 @@ class SparseTokenClassifier(_Classifier):
         "``classes_[k]``). With ``solver='two_step'``, the two steps are taken\n"
         "        on the first two batches, then ``n_steps`` steps of the readout.",
     )
+
+    def _assign_fitted(self, run, net, losses):
+        super()._assign_fitted(run, net, losses)
+        self._record_two_steps()
 
     def _record_two_steps(self):
         """``two_step_query_`` of the run just finished (a continuation keeps the first's)."""

@@ -145,7 +145,7 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     flat, pooled = make_flat_logistic(max_iter=1000), make_pooled_logistic(max_iter=1000)
     models, bounds = dict(zip(CLASSIFIERS, (attention, flat, pooled))), signal_bounds(cfg)
     jobs = dict(n_jobs=n_jobs, progress=progress)
-    rows = dict(seeds=seeds, n_train=cfg.n_train, n_test=cfg.n_test, **jobs)
+    rows = dict(seeds=seeds, n_train=cfg.n_train, n_test=cfg.n_test, batch_seeds=True, **jobs)
     # Bisection on log theta from the bracket's geometric mean, every point searched alone.
     search = dict(method="geometric", start=None, skip_after_miss=False, greater_is_better=False)
     search.update(grid={"seq_len": list(cfg.seq_lens)}, n_iter=cfg.n_bisect, **rows)

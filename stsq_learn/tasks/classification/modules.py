@@ -5,8 +5,11 @@ Barnfield, Cui and Lu (ICLR 2026): a query vector scores every token, a
 softmax over the tokens weighs them, and a linear readout of the weighted
 token gives the logits. Its parameters are plain tensors and every product
 is an ``einsum`` over named axes (``n`` rows, ``l`` tokens, ``d`` features,
-``k`` classes), so that a leading axis of stacked models can be added to
-each of them.
+``k`` classes). The seeds of a batched fit (:mod:`stsq_learn.engine.members`)
+train as one module with a leading member axis on every parameter
+(:meth:`AttentionClassifier.stacked`), each member's rows through its own
+parameters by the single module's expression
+(:func:`stsq_learn.nn.members.per_member`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import math
 
 import torch
 from torch import nn
+
+from ...nn.members import per_member, stack
 
 __all__ = ["AttentionClassifier"]
 
@@ -46,7 +51,12 @@ class AttentionClassifier(nn.Module):
         ``w``.
     intercept : Parameter of shape (1,) or (n_classes,)
         ``b``.
+    n_members : int or None
+        None; S for the members of a batched fit stacked by :meth:`stacked`
+        (every parameter then has a leading axis S).
     """
+
+    n_members = None
 
     def __init__(self, n_features, n_classes=2, query_std=0.0):
         super().__init__()
@@ -72,7 +82,25 @@ class AttentionClassifier(nn.Module):
         Tensor of shape (n, L)
             Each row sums to 1.
         """
-        return torch.softmax(torch.einsum("nld,d->nl", X, self.query), dim=1)
+        return _attention(X, self.query)
+
+    @classmethod
+    def stacked(cls, modules):
+        """The members of a batched fit as one module (:func:`stsq_learn.nn.members.stack`).
+
+        Parameters
+        ----------
+        modules : list of AttentionClassifier
+            The members, each as its single fit made it (one number of classes).
+
+        Returns
+        -------
+        AttentionClassifier
+            One module whose ``query``, ``readout`` and ``intercept`` have a
+            leading member axis; member s's rows (member-major) are scored
+            and read out with its own.
+        """
+        return stack(modules)
 
     def forward(self, X, generator=None):
         """The logits of the rows.
@@ -80,7 +108,8 @@ class AttentionClassifier(nn.Module):
         Parameters
         ----------
         X : Tensor of shape (n, L, d)
-            Rows of tokens, at any length.
+            Rows of tokens, at any length (stacked members: ``S * n`` rows,
+            member-major).
         generator : object, default=None
             Unused (the module draws nothing); accepted as every module of
             the package takes the draws of its forward pass.
@@ -90,10 +119,17 @@ class AttentionClassifier(nn.Module):
         Tensor of shape (n,) or (n, n_classes)
             One logit per row (two classes), or one per class.
         """
-        pooled = torch.einsum("nl,nld->nd", self.attention(X), X)
+        weights = (self.query, self.readout, self.intercept)
+        if self.n_members is None:
+            return self._logits(X, *weights)
+        return per_member(self._logits, X, *weights)
+
+    def _logits(self, X, query, readout, intercept):
+        """The logits of rows ``X`` with one model's parameters."""
+        pooled = torch.einsum("nl,nld->nd", _attention(X, query), X)
         if self.n_classes == 2:
-            return torch.einsum("nd,d->n", pooled, self.readout) + self.intercept[0]
-        return torch.einsum("nd,kd->nk", pooled, self.readout) + self.intercept
+            return torch.einsum("nd,d->n", pooled, readout) + intercept[0]
+        return torch.einsum("nd,kd->nk", pooled, readout) + intercept
 
     def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
         """Numbers a forward pass holds per row (sizes the chunks and the memory check).
@@ -112,6 +148,11 @@ class AttentionClassifier(nn.Module):
         """
         d = self.n_features
         return seq_len * (d + 2) + d + self.n_classes
+
+
+def _attention(X, query):
+    """``softmax_l(<x_l, q>)`` of rows ``X`` (n, L, d) for one query (d,)."""
+    return torch.softmax(torch.einsum("nld,d->nl", X, query), dim=1)
 
 
 def initial_query_std(n_features):

@@ -1,21 +1,38 @@
 """Several erf-predictor runs in one batched computation: seeds (and settings) side by side.
 
-:func:`fit_online_seeds` fits one :class:`ErfAttentionRegressor` from many
-seeds, :func:`fit_online_batch` any list of them (each its own start,
-temperature schedule and step size), on the population risk of one law
-(``solver="pgd"``, the theorem's setting). The runs advance together: every
-step is one set of NumPy calls on arrays with a leading run axis (the
-risk's quadrature over ``runs x 160`` nodes), where fitting them one after
-another makes the same ~100 small calls once per run. Each run steps in
-the coordinates of the orthonormal basis of ``k*``, ``v*`` and its start
-(every gradient lies in the span of ``k*``, ``v*``, ``k`` and ``v``, so
-projected gradient descent never leaves that 4-dimensional span): a step
-costs the same at any d, and ``k_`` and ``v_`` are mapped back to ``R^d``
-at the end. Each fitted estimator is the one ``est.fit_online(task, n_steps)``
-gives, up to float rounding (the sums run in another order: the vectors
-agree to about 1e-12, the curves to the same relative precision), with
-the same checks: hyperparameters, divergence, memory, and a failed call
-leaves every estimator as it was.
+The seeds of a single-location estimator are members of the engine's
+batched fits (:func:`stsq_learn.engine.members.fit_members`,
+:func:`~stsq_learn.engine.members.fit_online_members`, and a study's
+``batch_seeds=True``): the engine checks them, draws each member's
+randomness as its fit does, judges each member alone and assigns (or, with
+``errors="return"``, returns each failure), and this module's
+:func:`fit_members` (the estimators' ``_fit_members``) takes their steps.
+:func:`fit_online_seeds` is that batched fit for the seeds of one
+:class:`ErfAttentionRegressor` (``solver="pgd"``, the theorem's setting);
+:func:`fit_online_batch` takes any list of them (each its own start,
+temperature schedule and step size: the members of the engine are seeds of
+one estimator, these are not), with the same steps, verdicts and
+failures.
+
+Why the steps are this module's and not the engine's training loop: a
+projected step on the closed-form population risk has no rows, no module
+output and no criterion for the engine's loss to be the mean of, its
+gradient is the closed form's (not autograd's of a loss), and every step
+ends on the sphere; and the engine's fixed cost of a step (the skorch step,
+the optimiser, each member's bookkeeping) is several times this module's
+whole batched step (the performance page gives the measures). The runs
+advance together: every step is one set of NumPy calls on arrays with a
+leading run axis (the risk's quadrature over ``runs x 160`` nodes), where
+fitting them one after another makes the same ~100 small calls once per
+run. Each run steps in the coordinates of the orthonormal basis of ``k*``,
+``v*`` and its start (every gradient lies in the span of ``k*``, ``v*``,
+``k`` and ``v``, so projected gradient descent never leaves that
+4-dimensional span): a step costs the same at any d, and ``k_`` and ``v_``
+are mapped back to ``R^d`` at the end. Each fitted estimator is the one
+``est.fit_online(task, n_steps)`` gives, up to float rounding (the sums run
+in another order: the vectors agree to about 1e-12, the curves to the same
+relative precision), with the same checks: hyperparameters, divergence,
+memory, and a failed call leaves every estimator as it was.
 
 Examples
 --------
@@ -42,7 +59,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ..._validation import check_positive_int
-from ...engine.members import fit_one_by_one, raise_failures
+from ...engine.members import fit_one_by_one, fit_online_members, raise_failures
 from ...engine.memory import check_training_memory
 from .base import _CPU, _Footprint, _Guard, _report, _SingleLocationModel, _steps
 from .task import SingleLocationTask
@@ -68,13 +85,23 @@ def _check_n_steps(n_steps, estimators):
     return check_positive_int(n_steps, "n_steps")
 
 
+def _check_pgd(est, name):
+    if est.solver != "pgd":
+        raise ValueError(
+            f"{name} has solver={est.solver!r}: the batched fit steps on the "
+            "population risk, solver='pgd'; fit it with fit_online."
+        )
+
+
 def fit_online_batch(estimators, task, n_steps="auto"):
     """Fit several :class:`ErfAttentionRegressor` on one law's population risk, all at once.
 
     The same as ``[est.fit_online(task, n_steps) for est in estimators]``
     up to float rounding, in one batched computation: each estimator keeps
     its own start (``init``, ``random_state``), temperature schedule and
-    step size; the runs share the law and the number of steps.
+    step size; the runs share the law and the number of steps. The steps,
+    verdicts and failures are those of the engine's batched fit of seeds
+    (:func:`fit_online_seeds`), for runs whose settings differ.
 
     Parameters
     ----------
@@ -101,9 +128,10 @@ def fit_online_batch(estimators, task, n_steps="auto"):
         For an estimator that is not an ``ErfAttentionRegressor`` or whose
         solver is not ``"pgd"``, a bad hyperparameter, ``task`` or
         ``n_steps``, or runs too large for the memory, before any work; for
-        a run that diverged (as ``fit_online`` judges it, its
-        ``on_divergence`` deciding), after the steps. A failed call leaves
-        every estimator as it was.
+        runs that diverged (as ``fit_online`` judges each, its
+        ``on_divergence`` deciding), after the steps: one ``ValueError``
+        naming them (``estimators[i]``), chained to the first one's. A
+        failed call leaves every estimator as it was.
     """
     if isinstance(estimators, (str, bytes)) or not hasattr(estimators, "__iter__"):
         raise TypeError(
@@ -119,18 +147,13 @@ def fit_online_batch(estimators, task, n_steps="auto"):
                 f"{est!r}."
             )
         est._validate_params()
-        if est.solver != "pgd":
-            raise ValueError(
-                f"estimators[{i}] has solver={est.solver!r}: the batched fit steps on the "
-                "population risk, solver='pgd'; fit it with fit_online."
-            )
+        _check_pgd(est, f"estimators[{i}]")
     if len({id(e) for e in estimators}) < len(estimators):
         raise ValueError("estimators holds the same object twice; clone it for each run.")
     _check_task(task)
     n_steps = _check_n_steps(n_steps, estimators)
     if len(estimators) == 1:  # nothing to batch: fit_online's own loop, its exact numbers
-        estimators[0].fit_online(task, n_steps)
-        return estimators
+        return fit_one_by_one(estimators, "fit_online", [(task, n_steps)], "raise")
     runs, d = len(estimators), task.n_features
     curves = type(estimators[0])._curves_per_step * n_steps + 2 * (n_steps + 1)
     check_training_memory(
@@ -143,19 +166,17 @@ def fit_online_batch(estimators, task, n_steps="auto"):
         f"{runs} runs, n_steps={n_steps}, seq_len={task.seq_len}, n_features={d}",
         advice="Fit fewer runs at a time, or lower n_steps (a loss is kept for every step).",
     )
-    states, failed = _train(estimators, task, n_steps)
-    if failed:  # the first failure in time, as the runs one after another would meet it
-        raise min(failed.values(), key=lambda f: f[0])[1]
-    for est, state in zip(estimators, states):  # judged all before any is set
-        est._judge(state, zero_loss=task.trivial_mse, noisy=False, owner=type(est).__name__)
-    fitted_task = task.at_length(task.seq_len)
-    for est, state in zip(estimators, states):
-        est._set_fitted(fitted_task, state)
+    names = [f"estimators[{i}]" for i in range(runs)]
+    _fit_population(estimators, task, n_steps, "raise", names=names, label="fit_online_batch")
     return estimators
 
 
 def fit_online_seeds(estimator, task, random_states, n_steps="auto"):
     """Fit clones of ``estimator``, one per seed, on the population risk of ``task``, at once.
+
+    The engine's batched fit of the seeds
+    (:func:`~stsq_learn.engine.members.fit_online_members`), whose steps for
+    this estimator are one batched computation (see the module).
 
     Parameters
     ----------
@@ -178,7 +199,8 @@ def fit_online_seeds(estimator, task, random_states, n_steps="auto"):
     Raises
     ------
     TypeError, ValueError
-        As :func:`fit_online_batch`, and for a seed that is not an int.
+        As :func:`fit_online_batch` (a failed run is named by its
+        ``random_state``), and for a seed that is not an int.
     """
     if not (isinstance(estimator, _SingleLocationModel) and estimator._temperature):
         raise TypeError(
@@ -190,10 +212,12 @@ def fit_online_seeds(estimator, task, random_states, n_steps="auto"):
     for i, seed in enumerate(seeds):
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
             raise TypeError(f"random_states[{i}] must be an int seed, got {seed!r}.")
-    models = [clone(estimator).set_params(random_state=int(s)) for s in seeds]
-    if not models:
+    if not seeds:
         raise ValueError("random_states is empty: give at least one seed.")
-    return fit_online_batch(models, task, n_steps)
+    estimator._validate_params()
+    _check_pgd(estimator, "estimator")
+    models = [clone(estimator).set_params(random_state=int(s)) for s in seeds]
+    return fit_online_members(models, task, n_steps)
 
 
 def _lambdas(est, n_steps):
@@ -205,12 +229,52 @@ def _lambdas(est, n_steps):
     return lam0 / (1 + float(est.lambda_decay) * t)  # as est._lambda(t), elementwise
 
 
-def _train(estimators, task, n_steps):
+def _fit_population(estimators, task, n_steps, errors, *, names=None, label=None):
+    """Projected GD on ``task``'s population risk, every run together, judged and assigned.
+
+    Returns each estimator, fitted, or (``errors="return"``) its
+    ``ValueError`` in its place (:func:`_finish`).
+    """
+    states, failed = _train(estimators, task, n_steps, label)
+    fitted_task = task.at_length(task.seq_len)
+    return _finish(estimators, states, failed, errors, task.trivial_mse, False, fitted_task, names)
+
+
+def _finish(estimators, states, failed, errors, zero_loss, noisy, fitted_task, names=None):
+    """Judge every run as its fit would, then assign them all (or none, with ``"raise"``).
+
+    ``failed`` maps a run that failed during the steps to ``(step, error)``;
+    the others are judged (non-finite weights, divergence, ``on_divergence``).
+    With ``errors="raise"`` any failure raises one ``ValueError`` naming the
+    runs (:func:`~stsq_learn.engine.members.raise_failures`) and no estimator
+    changes; with ``"return"`` a failed run is left as it was and its error
+    takes its place in the returned list.
+    """
+    results = []
+    for i, (est, state) in enumerate(zip(estimators, states)):
+        if i in failed:
+            results.append(failed[i][1])
+            continue
+        try:
+            est._judge(state, zero_loss=zero_loss, noisy=noisy, owner=type(est).__name__)
+        except ValueError as exc:
+            results.append(exc)
+        else:
+            results.append(est)
+    raise_failures(estimators, results, errors, names)
+    for est, state, result in zip(estimators, states, results):
+        if result is est:
+            est._set_fitted(fitted_task, state)
+    return results
+
+
+def _train(estimators, task, n_steps, label=None):
     """The steps of every run together: ``(states, failed)``.
 
     ``states`` holds one state per run as the estimator's ``_train`` returns
     it; ``failed`` maps a run whose risk stopped being finite to ``(step,
-    its fit's ValueError)`` (the run is frozen from that step on).
+    its fit's ValueError)`` (the run is frozen from that step on). ``label``
+    names the progress bar (shown where any estimator is ``verbose``).
     """
     runs = len(estimators)
     failed = {}
@@ -230,7 +294,8 @@ def _train(estimators, task, n_steps):
     losses = np.empty((n_steps, runs))
     aligned = np.empty((n_steps + 1, 2, runs))
     verbose = any(e.verbose for e in estimators)
-    steps = _steps(n_steps, f"fit_online_batch ({runs} runs)", verbose)
+    label = label or f"{type(estimators[0]).__name__}.fit_online"
+    steps = _steps(n_steps, f"{label} ({runs} runs)", verbose)
     scale = f"the rows of {task!r} are too large. Draw from a law of smaller scale."
     try:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -281,16 +346,21 @@ def fit_members(estimators, method, calls, errors):
 
     What :func:`stsq_learn.engine.members.fit_members` and
     :func:`~stsq_learn.engine.members.fit_online_members` run for
-    :class:`ErfAttentionRegressor` and :class:`SoftmaxAttentionRegressor`:
-    ``solver="pgd"`` online steps on the population risk (:func:`_train`);
-    every other run (minibatches, or all rows of ``fit``) steps on the
-    members' own batches, drawn from each member's ``random_state`` as its
-    fit draws them, with one batched gradient a step (and, for softmax
-    attention, one optimiser over the stacked vectors). Each member is
-    judged as its fit (non-finite losses, divergence, ``on_divergence``).
-    Runs whose randomness is shared (a ``random_state`` of None, or one
-    ``RandomState`` in several estimators, drawn from all along a run), a
-    single estimator and ``verbose`` fall back to the fits one after another.
+    :class:`ErfAttentionRegressor` and :class:`SoftmaxAttentionRegressor`,
+    after the engine's checks (one class, equal parameters but
+    ``random_state``): ``solver="pgd"`` online steps on the population risk
+    (:func:`_fit_population`); every other run (minibatches, or all rows of
+    ``fit``) steps on the members' own batches, drawn from each member's
+    ``random_state`` as its fit draws them, with one batched gradient a
+    step (and, for softmax attention, one optimiser over the stacked
+    vectors). Each member is judged as its fit (non-finite losses,
+    divergence, ``on_divergence``), and failures go as the engine's
+    (:func:`~stsq_learn.engine.members.raise_failures`). Runs whose
+    randomness is shared (a ``random_state`` of None, or one
+    ``RandomState`` in several estimators, drawn from all along a run) and a
+    single estimator fall back to the fits one after another, as do
+    minibatch runs with ``verbose`` (each fit shows its own progress; the
+    population runs show one bar for all).
 
     Parameters
     ----------
@@ -318,28 +388,12 @@ def fit_members(estimators, method, calls, errors):
     parts = first._fit_run if method == "fit" else first._online_run
     run = parts(*calls[0], members=S)
     population = run.law is not None and first._population_steps()
-    if S == 1 or first.verbose or (not population and _shared_randomness(estimators)):
+    if S == 1 or (not population and (first.verbose or _shared_randomness(estimators))):
         return fit_one_by_one(estimators, method, calls, errors)
     if population:
-        states, failed = _train(estimators, run.task, run.n_steps)
-    else:
-        states, failed = _train_batches(estimators, run)
-    results = []
-    for i, (est, state) in enumerate(zip(estimators, states)):
-        if i in failed:
-            results.append(failed[i][1])
-            continue
-        try:
-            est._judge(state, zero_loss=run.zero_loss(), noisy=run.noisy, owner=type(est).__name__)
-        except ValueError as exc:
-            results.append(exc)
-        else:
-            results.append(est)
-    raise_failures(estimators, results, errors)
-    for est, state, result in zip(estimators, states, results):
-        if result is est:
-            est._set_fitted(run.fitted_task, state)
-    return results
+        return _fit_population(estimators, run.task, run.n_steps, errors)
+    states, failed = _train_batches(estimators, run)
+    return _finish(estimators, states, failed, errors, run.zero_loss(), run.noisy, run.fitted_task)
 
 
 def _shared_randomness(estimators):
