@@ -40,7 +40,7 @@ from stsq_learn import SparseTokenSelectionTask, SparseTokenSelector, shift_leng
 from stsq_learn.encodings.families import KeyedDraws, StreamedDraws
 from stsq_learn.encodings.keyed import row_keys
 from stsq_learn.encodings.length_scale import cached_floor
-from stsq_learn.engine.base import _PREDICT_ELEMENTS
+from stsq_learn.engine.memory import PREDICT_ELEMENTS
 
 KEYED, STREAMED = "keyed", "streamed"
 
@@ -71,7 +71,7 @@ def streamed_predict(model, X):
     kwargs = {"n_pe_samples": model.n_pe_samples, "pe_sampling": model.pe_sampling}
     draws = StreamedDraws(torch.Generator().manual_seed(model._predict_seed))
     T, d, m = X.shape[1], X.shape[2] - 1, module.width
-    chunk = max(1, _PREDICT_ELEMENTS // (T * (d + 4) + m * (m + 4)))  # 0.3.0's chunks
+    chunk = max(1, PREDICT_ELEMENTS // (T * (d + 4) + m * (m + 4)))  # 0.3.0's chunks
     device = next(module.parameters()).device  # the CPU generator's draws are moved there
     module.eval()
     out = []
@@ -146,7 +146,7 @@ def breakdown(model, X, repeats):
     module = model.net_.module_
     n, T = X.shape[:2]
     q = int(X[..., -1].sum(axis=1).max())
-    chunk = min(n, max(1, _PREDICT_ELEMENTS // module.elements_per_row(T, "marginal", q)))
+    chunk = min(n, max(1, PREDICT_ELEMENTS // module.elements_per_row(T, "marginal", q)))
     xb = torch.as_tensor(X[:chunk])
     where = xb[..., -1].topk(q, dim=1).indices
     m = module.width

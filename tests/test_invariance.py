@@ -113,9 +113,9 @@ def test_a_row_predicts_the_same_alone_in_order_and_in_chunks(
     assert_same_row_predictions(alone, full[list(rows)], dtype)
     order = np.random.default_rng(1).permutation(N_ROWS)
     assert_same_row_predictions(model.predict(X[order]), full[order], dtype)
-    monkeypatch.setattr(_base, "_PREDICT_ELEMENTS", 1)  # chunks of one row
+    monkeypatch.setattr(_base, "PREDICT_ELEMENTS", 1)  # chunks of one row
     assert_same_row_predictions(model.predict(X[:30]), full[:30], dtype)
-    monkeypatch.setattr(_base, "_PREDICT_ELEMENTS", 7 * model.net_.module_.elements_per_row(8))
+    monkeypatch.setattr(_base, "PREDICT_ELEMENTS", 7 * model.net_.module_.elements_per_row(8))
     assert_same_row_predictions(model.predict(X), full, dtype)
 
 

@@ -164,7 +164,7 @@ def test_long_work_reports_progress_at_verbose_1(data, capsys, monkeypatch):
     assert "0/5" in capsys.readouterr().err  # a bar of the 5 steps, from the start
     model = SparseTokenSelector(width=4, max_iter=1, verbose=1, random_state=0).fit(X, y)
     capsys.readouterr()
-    monkeypatch.setattr(base, "_PREDICT_ELEMENTS", 8 * 1000)  # chunks of a few rows
+    monkeypatch.setattr(base, "PREDICT_ELEMENTS", 8 * 1000)  # chunks of a few rows
     model.predict(X)
     assert "SparseTokenSelector.predict" in capsys.readouterr().err
 
