@@ -155,7 +155,8 @@ def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     measures, parts = {"preconditioner_error": preconditioner_error}, []
     for law, variances in zip(LAWS, (np.ones(d), cfg.anisotropic)):
         task = InContextRegressionTask(N + 1, d, covariance=tuple(variances))
-        part = training_curve({LAYER: layer}, task, measures, every=cfg.record_every, **fits)
+        curve = dict(every=cfg.record_every, batch_seeds=True)
+        part = training_curve({LAYER: layer}, task, measures, **curve, **fits)
         parts.append(part.with_columns(law=[law] * len(part)))
     task, tests = InContextRegressionTask(N + 1, d), [m + 1 for m in cfg.test_lengths]
     scoring = {"risk": prompt_risk, "fitted_risk": fitted_risk, **shift}

@@ -150,7 +150,15 @@ def run(cfg, seeds, **kw):
     stride = every * max(1, n_steps // (_R2_POINTS * every))
     measures["test_r2"] = functools.partial(_test_r2, task, cfg.n_test, stride, n_steps, {})
     table = training_curve(
-        models, task, measures, every=every, seeds=seeds, n_steps=n_steps, error_score="raise", **kw
+        models,
+        task,
+        measures,
+        every=every,
+        seeds=seeds,
+        n_steps=n_steps,
+        error_score="raise",
+        batch_seeds=True,
+        **kw,
     )
     auto = 1.0 / est.width if est.solver in ("sgd", "auto") else 1.0  # "auto": 1/width with SGD
     step_of = {  # the token rows' step each run takes (NaN: the block frozen)
