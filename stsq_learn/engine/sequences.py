@@ -7,7 +7,9 @@ the string to write, of the same shape. The module reads the source and,
 in training, the target beside it (``[X, y]``, ``(n, 2T)``: teacher
 forcing) and returns logits over the symbols and the end at each answer
 position; the loss is :class:`~stsq_learn.nn.SequenceCrossEntropy`, the
-owned net a plain :class:`skorch.NeuralNet`. :meth:`predict` writes each
+owned net a plain :class:`skorch.NeuralNet`; every run warms its step size
+up over its first 5% of steps (:class:`Warmup`) and clips each gradient to
+norm 1. :meth:`predict` writes each
 answer greedily with the module's ``generate``, and :meth:`score` is the
 string accuracy (:func:`~stsq_learn.string_accuracy`). Everything else
 (device, dtype, minibatches or a stream of fresh rows, schedules, the
@@ -30,7 +32,7 @@ import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin
 from sklearn.utils.validation import check_is_fitted
 from skorch import NeuralNet
-from skorch.callbacks import GradientNormClipping
+from skorch.callbacks import Callback, GradientNormClipping
 
 from .._validation import as_real_array, check_callbacks
 from ..metrics import string_accuracy
@@ -120,6 +122,40 @@ class _PackedStream(tr.OnlineData):
             yield torch.cat([X, y], 1), y
 
 
+class Warmup(Callback):
+    """The step size warmed up linearly over a run's first ``n_steps`` steps.
+
+    Step k (from 0) takes ``(k + 1) / n_steps`` of the step size the
+    schedule gives it: the rate is scaled before the step and put back
+    after, before the schedule moves on, so any schedule composes with it.
+
+    Parameters
+    ----------
+    n_steps : int
+        Steps of the warmup.
+    """
+
+    def __init__(self, n_steps):
+        self.n_steps = n_steps
+
+    def initialize(self):
+        self.step_ = 0
+        return self
+
+    def _scale(self, net, factor):
+        for group in net.optimizer_.param_groups:
+            group["lr"] *= factor
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        if training and self.step_ < self.n_steps:
+            self._scale(net, (self.step_ + 1) / self.n_steps)
+
+    def on_batch_end(self, net, training=False, **kwargs):
+        if training and self.step_ < self.n_steps:
+            self._scale(net, self.n_steps / (self.step_ + 1))
+        self.step_ += bool(training)
+
+
 class _SequenceModel(MultiOutputMixin, _BaseEstimator):
     """``fit``, ``fit_online``, ``predict`` and ``score`` of the models that write strings."""
 
@@ -127,6 +163,8 @@ class _SequenceModel(MultiOutputMixin, _BaseEstimator):
     _net_class = NeuralNet
     _clip = 1.0
     """The gradient norm each step is clipped to."""
+    _warmup = 0.05
+    """The fraction of a run's planned steps over which the step size warms up."""
 
     def _zero_loss(self, task, y=None):
         """The loss of logits 0: ``log(D + 1)``, the symbols and the end equally likely."""
@@ -136,7 +174,8 @@ class _SequenceModel(MultiOutputMixin, _BaseEstimator):
         solver, rate, token_rate, paces = super()._resolve_optimiser(
             zero_loss, planned_steps, module, online
         )
-        return solver, rate, token_rate, [*paces, GradientNormClipping(self._clip)]
+        warmup = Warmup(max(1, math.ceil(self._warmup * planned_steps)))
+        return solver, rate, token_rate, [*paces, warmup, GradientNormClipping(self._clip)]
 
     @classmethod
     def _fit_members(cls, estimators, method, calls, errors):
