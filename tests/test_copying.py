@@ -64,7 +64,7 @@ def test_the_task_checks_its_fields_and_draws_on_a_device():
         CopyingTask(8, min_len=9)
     with pytest.raises(ValueError, match=r"vocab_size must be an integer >= 2, got 1"):
         CopyingTask(8, 1)
-    with pytest.raises(TypeError, match=r"seq_len of copying must be an int"):
+    with pytest.raises(TypeError, match=r"seq_len must be an integer, got \(4, 8\)"):
         CopyingTask((4, 8))
     X, y = CopyingTask(7, 3, min_len=2).sample_torch(50, generator=torch.Generator().manual_seed(0))
     assert X.shape == (50, 7) and X.dtype == torch.float32 and torch.equal(X, y)

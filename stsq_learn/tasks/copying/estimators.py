@@ -21,14 +21,15 @@ from .modules import ENCODINGS, CausalTransformer, RecurrentCopier
 
 __all__ = ["LSTMCopier", "TransformerCopier"]
 
-DEFAULT_STEPS = 6000
+DEFAULT_STEPS = 8000
 """Optimiser steps of ``max_iter="auto"`` and ``fit_online(n_steps="auto")``."""
 
 _COMMON = """\
 solver : {"adam", "sgd"}, default="adam"
     Optimiser; every step's gradient is clipped to norm 1.
-learning_rate_init : float, default=DEFAULT_RATE
-    Step size.
+learning_rate_init : float, default=0.005
+    Step size: its peak, reached after a linear warmup over the first 5% of
+    the planned steps, then following ``learning_rate``.
 learning_rate : {"constant", "invscaling", "adaptive", "cosine", "cooldown"}, \
 default="cosine"
     Schedule of the step size (as for :class:`~stsq_learn.FCNRegressor`):
@@ -39,9 +40,9 @@ power_t : float, default=0.5
 batch_size : int or "auto", default="auto"
     Strings per step; ``"auto"`` is 16 (at most ``n_samples`` in :meth:`fit`).
 max_iter : int or "auto", default="auto"
-    Epochs over ``X`` in :meth:`fit`; ``"auto"`` plans 6000 optimiser
+    Epochs over ``X`` in :meth:`fit`; ``"auto"`` plans 8000 optimiser
     steps and runs as many epochs as they fill (``fit_online(n_steps="auto")``
-    takes 6000 steps).
+    takes 8000 steps).
 tol : float, default=1e-4
     With ``n_iter_no_change``, the least improvement of the epoch loss.
 n_iter_no_change : int or None, default=None
@@ -104,23 +105,18 @@ class _Copier(_SequenceModel):
         return 16
 
 
-@Substitution(common=_COMMON.replace("DEFAULT_RATE", "0.005"), attributes=_ATTRIBUTES)
+@Substitution(common=_COMMON, attributes=_ATTRIBUTES)
 class TransformerCopier(_Copier):
     """A causal transformer that learns to copy (or any map of strings to strings).
 
     It reads ``BOS x SEP`` and writes the answer, then the end: a pre-norm
     transformer of ``n_layers`` blocks (causal multi-head self-attention,
-    then a ReLU MLP of 4x the width) over token embeddings, whose last
-    layer gives logits over the D symbols and the end. Trained by teacher
-    forcing (the cross-entropy of every answer token and the end, the
-    source's tokens not counted); :meth:`predict` writes greedily, keeping
-    the keys and values of the tokens already read.
-
-    Jelassi, Brandfonbrener, Kakade and Malach (ICML 2024) prove that a
-    depth-2 transformer of dimension O(n log D) copies every string without
-    a repeated n-gram (an n-gram induction head), and find that
-    Hard-ALiBi transformers learn copying from far fewer strings than
-    fixed-state models and copy far beyond their training length.
+    then a ReLU MLP of 4x the width) with logits over the D symbols and the
+    end. Trained by teacher forcing (the cross-entropy of every answer token
+    and the end); :meth:`predict` writes greedily, keeping the keys and
+    values of the tokens read. Jelassi, Brandfonbrener, Kakade and Malach
+    (ICML 2024) prove that a depth-2 transformer copies every string without
+    a repeated n-gram (an n-gram induction head, :class:`NGramCopier`).
 
     Parameters
     ----------
@@ -132,8 +128,8 @@ class TransformerCopier(_Copier):
         Transformer blocks.
     positional_encoding : {"hard_alibi", "alibi", "nope", "learned"}, default="hard_alibi"
         ``"hard_alibi"`` (the paper's): head ``h`` of the first ``n_heads //
-        2`` sees only the last ``h + 1`` tokens, the others all of them,
-        with no positional term; ``"alibi"``: a bias ``-m_h (i - j)`` on
+        2`` sees only the last ``h + 2`` tokens (itself and ``h + 1`` before
+        it), the others all of them, with no positional term; ``"alibi"``: a bias ``-m_h (i - j)`` on
         every head (ALiBi's slopes); ``"nope"``: causal masking only;
         ``"learned"``: a learned embedding per position (it cannot predict
         past ``max_positions``).
@@ -153,12 +149,10 @@ class TransformerCopier(_Copier):
 
     Notes
     -----
-    What is the paper's and what is ours: the task, the format ``BOS x SEP
-    y``, Hard-ALiBi and the theory are the paper's; the sizes (about 100k
-    parameters against the paper's 160M), pre-norm blocks, the ReLU MLP,
-    GPT-2's initialisation, Adam with a cosine schedule, clipping and the
-    windows ``1 .. n_heads // 2`` are ours (the paper's code gives 8 of 16
-    heads the windows 1 .. 8).
+    The paper's: the format ``BOS x SEP y`` and Hard-ALiBi (its code: 8 of
+    16 heads with windows 1 .. 8). Ours: the windows 2 .. 5 (a head that
+    sees only its own token repeats the residual stream), about 100k
+    parameters (the paper's 160M), the blocks, the initialisation, the recipe.
 
     Examples
     --------
@@ -166,9 +160,12 @@ class TransformerCopier(_Copier):
     >>> task = CopyingTask(seq_len=4, vocab_size=3, min_len=2)
     >>> model = TransformerCopier(random_state=0).fit_online(task, n_steps=400)
     >>> X, y = make_copying(200, 4, vocab_size=3, min_len=2, random_state=1)
+    >>> X[:2]
+    array([[ 1,  0,  0,  1],
+           [ 1,  0,  0, -1]])
     >>> model.predict(X[:2])
-    array([[ 1,  0, -1, -1],
-           [ 2,  2,  0,  1]])
+    array([[ 1,  0,  0,  1],
+           [ 1,  0,  0, -1]])
     >>> bool(model.score(X, y) > 0.9)
     True
     """
@@ -270,24 +267,19 @@ class TransformerCopier(_Copier):
         return [f"width={self.width}", f"n_heads={self.n_heads}", f"n_layers={self.n_layers}"]
 
 
-@Substitution(common=_COMMON.replace("DEFAULT_RATE", "0.003"), attributes=_ATTRIBUTES)
+@Substitution(common=_COMMON, attributes=_ATTRIBUTES)
 class LSTMCopier(_Copier):
     """An LSTM that learns to copy: the fixed-state model of the copying task.
 
     It reads ``BOS x SEP`` and writes the answer, then the end, as
-    :class:`TransformerCopier` does, through ``n_layers`` stacked LSTM
-    layers of ``hidden_size`` units over token embeddings: everything it
-    knows of x when it starts writing is its state, ``2 * n_layers *
-    hidden_size`` floats. Its initialisation is not PyTorch's default
-    (orthogonal recurrent weights, Xavier input weights, forget-gate bias
-    1).
-
-    Jelassi et al. (ICML 2024, Theorem 2.7) prove that a model with a state
-    of b bits errs on uniform strings of length L with probability at least
-    ``1 - 2^b / D^L`` (:func:`fixed_state_error_bound`). A float32 state
-    holds thousands of bits, so the bound says nothing at the lengths a CPU
-    trains; what this model does past its training length is measured, not
-    proved.
+    :class:`TransformerCopier` does, through ``n_layers`` LSTM layers of
+    ``hidden_size`` units: all it knows of x when it starts writing is its
+    state, ``2 * n_layers * hidden_size`` floats. Initialised as PyTorch does
+    not (orthogonal recurrent weights, Xavier input weights, forget-gate
+    bias 1). A state of b bits errs with probability at least ``1 - 2^b /
+    D^L`` (Jelassi et al., Theorem 2.7; :func:`fixed_state_error_bound`); a
+    float32 state holds thousands of bits, so the bound says nothing at the
+    lengths a CPU trains: what this model does there is measured, not proved.
 
     Parameters
     ----------
@@ -325,7 +317,7 @@ class LSTMCopier(_Copier):
         n_layers=2,
         *,
         solver="adam",
-        learning_rate_init=0.003,
+        learning_rate_init=0.005,
         learning_rate="cosine",
         power_t=0.5,
         batch_size="auto",

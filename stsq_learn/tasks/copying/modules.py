@@ -12,8 +12,9 @@ writes the answer greedily, one token at a time, each step reading the
 tokens already written (the transformer keeps its keys and values).
 
 Hard-ALiBi (Jelassi et al., 2024): the first half of the heads see only the
-last ``1, 2, ..`` keys (a bias of ``-inf`` beyond), the others see every key
-with no positional encoding.
+last ``2, 3, ..`` keys (a bias of ``-inf`` beyond; the paper's code starts at
+1, a head that reads only its own token), the others every key with no
+positional encoding.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class CausalTransformer(nn.Module):
         Blocks.
     positional_encoding : {"hard_alibi", "alibi", "nope", "learned"}, default="hard_alibi"
         ``"hard_alibi"``: head ``h`` of the first ``n_heads // 2`` sees the
-        last ``h + 1`` keys (itself included), the others every key with no
+        last ``h + 2`` keys (itself included), the others every key with no
         positional term; ``"alibi"``: every head a linear bias
         ``-m_h (i - j)`` with ALiBi's slopes; ``"nope"``: none (causal
         masking only); ``"learned"``: a learned embedding of each position
@@ -195,7 +196,7 @@ class CausalTransformer(nn.Module):
         slopes = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
         windows = torch.full((n_heads,), math.inf)
         if positional_encoding == "hard_alibi":
-            windows[: n_heads // 2] = torch.arange(1, n_heads // 2 + 1, dtype=torch.float)
+            windows[: n_heads // 2] = torch.arange(2, n_heads // 2 + 2, dtype=torch.float)
         self.register_buffer("slopes", slopes, persistent=False)
         self.register_buffer("windows", windows, persistent=False)
 

@@ -1,14 +1,10 @@
 """Copying, after Jelassi, Brandfonbrener, Kakade and Malach (ICML 2024).
 
-A row is a string x of ``L`` symbols of an alphabet of D, uniform in
-``D^L``; a model reads ``BOS x SEP`` and must write x, then the end. Its
-error is the string's: the chance that the written string differs from x.
-Rows are token ids, ``X`` of shape ``(n, seq_len)`` (int64, ``0 .. D-1``),
-and, with ``min_len``, each row's length is uniform on ``[min_len,
-seq_len]`` and the row is padded with ``-1`` after its end. The target ``y``
-is the string to write: for copying, ``X`` itself. The contract takes any
-``y`` of ``X``'s shape (a reversal, a sort, a lookup padded with ``-1``),
-so that a sequence-to-sequence task of one's own fits the same models.
+A row is a string x uniform in ``D^L``, as token ids ``(n, seq_len)``
+(padded with ``-1`` after its end where lengths vary); a model reads ``BOS x
+SEP`` and writes x, then the end. The target ``y`` is the string to write:
+for copying ``X`` itself, and any ``y`` of ``X``'s shape in the contract (a
+reversal, a sort, a lookup), so that a task of one's own fits the same models.
 """
 
 from __future__ import annotations
@@ -54,12 +50,10 @@ class CopyingTask(Task):
 
     Notes
     -----
-    The data contract: ``X`` of shape ``(n, seq_len)`` holding integer
-    tokens in ``[0, D)``, each row its tokens then ``-1`` (at least one
-    token); ``y`` of the same shape, each row the tokens to write then
-    ``-1``. D is read from the data in ``fit`` (the largest token plus 1);
-    ``predict`` refuses a token outside ``[0, D)``. The length shift
-    (:meth:`shift`) lengthens every string by a factor with fresh symbols.
+    The contract: ``X`` of integer tokens in ``[0, D)``, each row its tokens
+    then ``-1`` (at least one token); ``y`` of its shape, each row the tokens
+    to write then ``-1``. ``fit`` reads D (the largest token plus 1);
+    ``predict`` refuses a token outside ``[0, D)``.
 
     Examples
     --------
@@ -81,11 +75,6 @@ class CopyingTask(Task):
     fitted_keys = ("min_len",)
 
     def __post_init__(self):
-        if not isinstance(self.seq_len, (int, np.integer)) or isinstance(self.seq_len, bool):
-            raise TypeError(
-                f"seq_len of copying must be an int (the strings' length; min_len gives a range "
-                f"of lengths), got {self.seq_len!r}."
-            )
         object.__setattr__(self, "seq_len", check_positive_int(self.seq_len, "seq_len"))
         D = check_positive_int(self.vocab_size, "vocab_size", minimum=2)
         object.__setattr__(self, "vocab_size", D)

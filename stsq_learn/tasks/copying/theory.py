@@ -1,20 +1,14 @@
 """The theory of copying (Jelassi et al., ICML 2024): its two bounds and its two constructions.
 
-- :func:`fixed_state_error_bound`: a model whose state takes at most
-  ``2^b`` values (b bits: an LSTM, linear attention, a state space model)
-  errs on a uniform string of ``D^L`` with probability at least
-  ``1 - 2^b / D^L`` (their Theorem 2.7, quoted). :class:`FixedStateCopier`
-  is the b-bit copier that meets it: it stores the ``2^b - 1`` most likely
-  strings and writes one fixed string for every other.
+- :func:`fixed_state_error_bound`: a model with a b-bit state (an LSTM, a
+  state space model) errs on uniform strings with probability at least
+  ``1 - 2^b / D^L`` (Theorem 2.7); :class:`FixedStateCopier` meets it.
 - :func:`ngram_error_bound`: a depth-2 transformer copies every string
-  without a repeated n-gram (Theorem 2.3), and a uniform string of length
-  L holds one with probability below ``L^2 D^-n`` (Lemma 2.4).
-  :class:`NGramCopier` is that transformer's algorithm: the first n tokens
-  copied by position, then the token after the first occurrence in x of
-  the last n tokens written (an n-gram induction head).
+  without a repeated n-gram (Theorem 2.3), which a uniform string holds with
+  probability below ``L^2 D^-n`` (Lemma 2.4); :class:`NGramCopier` is that
+  transformer's algorithm (an n-gram induction head).
 
-Neither trains: ``fit`` checks the strings and reads the alphabet (and the
-shortest length, which :class:`FixedStateCopier` stores from).
+Neither copier trains: ``fit`` checks the strings and reads the alphabet.
 """
 
 from __future__ import annotations
