@@ -129,8 +129,9 @@ class TransformerCopier(_Copier):
     positional_encoding : {"hard_alibi", "alibi", "nope", "learned"}, default="hard_alibi"
         ``"hard_alibi"`` (the paper's): head ``h`` of the first ``n_heads //
         2`` sees only the last ``h + 2`` tokens (itself and ``h + 1`` before
-        it), the others all of them, with no positional term; ``"alibi"``: a bias ``-m_h (i - j)`` on
-        every head (ALiBi's slopes); ``"nope"``: causal masking only;
+        it), the others all of them, with no positional term; ``"alibi"``:
+        a bias ``-m_h (i - j)`` on every head (ALiBi's slopes); ``"nope"``:
+        causal masking only;
         ``"learned"``: a learned embedding per position (it cannot predict
         past ``max_positions``).
     max_positions : int or None, default=None
