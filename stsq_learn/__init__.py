@@ -10,7 +10,13 @@ from . import registry
 from ._version import __version__
 from .encodings.floor import IsotropicFloor, isotropic_floor
 from .io.persistence import load_model, save_model
-from .metrics import averaging_accuracy, relative_mse, worst_position_error
+from .metrics import (
+    averaging_accuracy,
+    relative_mse,
+    string_accuracy,
+    token_accuracy,
+    worst_position_error,
+)
 from .scoring import LengthShiftScorer, length_shift_scoring
 from .tasks import Task
 
@@ -28,6 +34,8 @@ __all__ = [
     "load_model",
     "relative_mse",
     "save_model",
+    "string_accuracy",
+    "token_accuracy",
     "worst_position_error",
 ]
 __all__ += list(registry.task_exports())

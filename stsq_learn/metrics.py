@@ -4,7 +4,8 @@
 token selection; the choice is ours, not the paper's);
 :func:`averaging_accuracy` and :func:`worst_position_error` are the accuracy
 notions of Sanford, Hsu and Telgarsky (2023) for q-sparse averaging (and, with
-one position per row, for sparse token selection). Every input is checked
+one position per row, for sparse token selection); :func:`string_accuracy`
+and :func:`token_accuracy` those of written strings (copying). Every input is checked
 first: real, finite, non-empty, of matching shapes, each error naming the
 argument and the offending index or value.
 """
@@ -18,7 +19,13 @@ import numpy as np
 
 from ._validation import as_real_array, finite_floats
 
-__all__ = ["averaging_accuracy", "relative_mse", "worst_position_error"]
+__all__ = [
+    "averaging_accuracy",
+    "relative_mse",
+    "string_accuracy",
+    "token_accuracy",
+    "worst_position_error",
+]
 
 
 def _metric_values(values, name, expected, *, rows=True):
@@ -240,3 +247,105 @@ def worst_position_error(y_true, y_pred):
     1.0
     """
     return float(_position_errors(y_true, y_pred).max(axis=1).mean())
+
+
+def _strings(y_true, y_pred, sample_weight):
+    """``(y_true, y_pred, weights)`` of two arrays of written strings, checked."""
+    expected = "(n_samples, seq_len): strings of tokens, -1 after each one's end"
+    y_true = _metric_values(y_true, "y_true", expected)
+    y_pred = _metric_values(y_pred, "y_pred", expected)
+    if y_true.ndim != 2 or y_pred.shape != y_true.shape:
+        raise ValueError(
+            f"y_true and y_pred must be strings of one shape {expected}; got {y_true.shape} "
+            f"and {y_pred.shape}."
+        )
+    n = len(y_true)
+    w = np.ones(n) if sample_weight is None else _check_sample_weight(sample_weight, n)
+    if not w.sum() > 0:
+        raise ValueError("sample_weight is 0 on every row: no string to score.")
+    return y_true, y_pred, w
+
+
+def string_accuracy(y_true, y_pred, *, sample_weight=None):
+    """The fraction of strings written exactly: every token, and the end in its place.
+
+    The error of copying is a string's (Jelassi et al., 2024): a row counts
+    only when ``y_pred`` equals ``y_true`` at every position, the padding
+    ``-1`` after the end included (a string written too long or too short
+    is wrong). The score of the sequence-to-sequence models; with greedy
+    decoding it equals the teacher-forced exact match.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples, seq_len)
+        The strings to write: tokens, then ``-1``.
+    y_pred : array-like of shape (n_samples, seq_len)
+        The strings written.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights.
+
+    Returns
+    -------
+    accuracy : float
+        In [0, 1], greater is better.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For arrays that are not real, finite, 2-D and of one shape, or bad weights.
+
+    See Also
+    --------
+    token_accuracy : The fraction of tokens written right.
+
+    Examples
+    --------
+    >>> from sklearn.metrics import make_scorer
+    >>> from stsq_learn import string_accuracy
+    >>> string_accuracy([[1, 2, -1], [3, 3, 3]], [[1, 2, -1], [3, 0, 3]])
+    0.5
+    >>> scorer = make_scorer(string_accuracy)  # for GridSearchCV(scoring=...)
+    """
+    y_true, y_pred, w = _strings(y_true, y_pred, sample_weight)
+    return float(w @ (y_true == y_pred).all(axis=1) / w.sum())
+
+
+def token_accuracy(y_true, y_pred, *, sample_weight=None):
+    """The fraction of the tokens to write (each string's end included) written right.
+
+    Position by position over each row's string and the end after it (the
+    first ``-1`` of ``y_true``, where the row has one): per-character
+    accuracy, always at least :func:`string_accuracy` and far above it on
+    long strings (a string of L tokens each right with probability p is
+    right with probability about ``p^L``).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples, seq_len)
+        The strings to write: tokens, then ``-1``.
+    y_pred : array-like of shape (n_samples, seq_len)
+        The strings written.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights (each row's tokens share its weight).
+
+    Returns
+    -------
+    accuracy : float
+        In [0, 1], greater is better.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`string_accuracy`.
+
+    Examples
+    --------
+    >>> from stsq_learn import token_accuracy
+    >>> token_accuracy([[1, 2, -1], [3, 3, 3]], [[1, 2, 5], [3, 0, 3]])  # 4 of 6
+    0.6666666666666666
+    """
+    y_true, y_pred, w = _strings(y_true, y_pred, sample_weight)
+    lengths = (y_true >= 0).sum(axis=1)
+    counted = np.arange(y_true.shape[1])[None, :] <= lengths[:, None]
+    right = ((y_true == y_pred) & counted).sum(axis=1)
+    return float(w @ right / (w @ counted.sum(axis=1)))

@@ -281,6 +281,10 @@ def _register_builtins():
     from .tasks.classification import modules as stc_modules
     from .tasks.classification import task as stc_law
     from .tasks.classification import theory as stc_theory
+    from .tasks.copying import estimators as copy
+    from .tasks.copying import modules as copy_modules
+    from .tasks.copying import task as copy_law
+    from .tasks.copying import theory as copy_theory
     from .tasks.in_context import baselines as icl_baselines
     from .tasks.in_context import estimators as icl
     from .tasks.in_context import modules as icl_modules
@@ -355,6 +359,19 @@ def _register_builtins():
         experiments=("stsq_learn.tasks.in_context.experiment",),
         exports=icl_theory.PUBLIC,
         modules=(icl_modules.LinearSelfAttention,),
+    )
+    register(
+        copy_law.CopyingTask,
+        estimators=(
+            copy.TransformerCopier,
+            copy.LSTMCopier,
+            copy_theory.NGramCopier,
+            copy_theory.FixedStateCopier,
+        ),
+        make=copy_law.make_copying,
+        experiments=("stsq_learn.tasks.copying.experiment",),
+        exports=copy_theory.PUBLIC,
+        modules=(copy_modules.CausalTransformer, copy_modules.RecurrentCopier),
     )
     register_estimators(AttentionRegressor, FCNRegressor)
 

@@ -40,6 +40,7 @@ from ._live_names import live_names
 from ._validation import check_positive_int
 from .metrics import averaging_accuracy as averaging_accuracy
 from .metrics import relative_mse as relative_mse
+from .metrics import string_accuracy, token_accuracy
 from .metrics import worst_position_error as worst_position_error
 from .tasks import TASKS, Task, get_task
 
@@ -64,7 +65,7 @@ def _task_shifts():
 __getattr__, __dir__ = live_names(__name__, _task_shifts)
 
 #: Metrics a :class:`LengthShiftScorer` computes (all greater-is-better).
-METRICS = ("r2", "neg_mean_squared_error", "neg_relative_mse")
+METRICS = ("r2", "neg_mean_squared_error", "neg_relative_mse", "string_accuracy", "token_accuracy")
 
 
 def _check_factor(factor):
@@ -148,14 +149,17 @@ class LengthShiftScorer(BaseEstimator):
         Relative length: ``T' = round(factor * T)`` (halves round up), with
         ``T`` the length of the scored rows. ``factor=1`` scores the rows as
         they are.
-    metric : {"r2", "neg_mean_squared_error", "neg_relative_mse"}, default="r2"
+    metric : {"r2", "neg_mean_squared_error", "neg_relative_mse", "string_accuracy", \
+            "token_accuracy"}, default="r2"
         ``"r2"`` is ``sklearn.metrics.r2_score`` (uniform average over the
         ``n_features`` outputs, as ``estimator.score``);
         ``"neg_mean_squared_error"`` is minus scikit-learn's
         ``mean_squared_error`` (averaged over rows and outputs);
         ``"neg_relative_mse"`` is ``-sum_i ||y_hat_i - y_i||^2 / sum_i ||y_i||^2``,
         minus the package's relative MSE (close to ``1 - R^2`` on this task,
-        0 is perfect, -1 is the trivial predictor 0).
+        0 is perfect, -1 is the trivial predictor 0). For models that write
+        strings (copying): ``"string_accuracy"`` and ``"token_accuracy"``
+        (:func:`~stsq_learn.string_accuracy`, :func:`~stsq_learn.token_accuracy`).
     random_state : int, RandomState instance or None, default=None
         Seed of the shift. With an int every call on the same rows builds the
         same shifted rows, so all candidates of a grid search are scored on
@@ -262,6 +266,9 @@ class LengthShiftScorer(BaseEstimator):
             return float(r2_score(y, y_pred, sample_weight=weights))
         if metric == "neg_mean_squared_error":
             return -float(mean_squared_error(y, y_pred, sample_weight=weights))
+        if metric in ("string_accuracy", "token_accuracy"):
+            accuracy = string_accuracy if metric == "string_accuracy" else token_accuracy
+            return accuracy(y, y_pred, sample_weight=weights)
         return -relative_mse(y, y_pred, sample_weight=weights)
 
 
@@ -382,8 +389,8 @@ def length_shift_scoring(
         Relative lengths, each a :class:`LengthShiftScorer` ``factor``.
     seq_lens : sequence of int, default=None
         Absolute lengths to score as well, each a ``seq_len``.
-    metric : {"r2", "neg_mean_squared_error", "neg_relative_mse"}, default="r2"
-        The metric of every scorer.
+    metric : str, default="r2"
+        The metric of every scorer (one of :data:`METRICS`).
     random_state : int, RandomState instance or None, default=None
         Seed of every scorer's shift (see :class:`LengthShiftScorer`).
     task : str, type, Task or None, default=None

@@ -37,7 +37,10 @@ from stsq_learn import (
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    FixedStateCopier,
     LinearAttentionRegressor,
+    LSTMCopier,
+    NGramCopier,
     PromptGradientStep,
     PromptRidge,
     SoftmaxAttentionRegressor,
@@ -45,6 +48,7 @@ from stsq_learn import (
     SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
+    TransformerCopier,
     make_sparse_averaging,
     make_sparse_retrieval,
     make_sparse_token_selection,
@@ -136,6 +140,16 @@ ICL_ESTIMATORS = [
 ]
 ICL_IDS = ["lsa", "lsa-full-sgd", "prompt-ridge", "prompt-gd"]
 ICL_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in ICL_ESTIMATORS]
+
+# Copying: 2-D rows of integer token ids, and strings of their shape to write.
+COPY_ESTIMATORS = [
+    TransformerCopier(width=16, n_heads=2, max_iter=2),
+    LSTMCopier(hidden_size=8, max_iter=2),
+    NGramCopier(),
+    FixedStateCopier(),
+]
+COPY_IDS = ["transformer-copier", "lstm-copier", "ngram-copier", "fixed-state-copier"]
+COPY_CHECKED = [_CHECKED[type(est)](**est.get_params()) for est in COPY_ESTIMATORS]
 
 
 class _ReadsRowsAsSequences:
@@ -274,6 +288,37 @@ class SequencePromptGradientStep(_ReadsRowsAsPrompts, PromptGradientStep):
     """:class:`PromptGradientStep` on prompts lifted from scikit-learn's 2-D rows."""
 
 
+class _ReadsRowsAsTokenIds:
+    """Read a 2-D row of k numbers as k token ids (its numbers, floored, modulo 4), to copy."""
+
+    @staticmethod
+    def _lift(X):
+        return (np.floor(np.abs(np.asarray(X, dtype=np.float64)) * 3) % 4).astype(np.int64)
+
+    def fit(self, X, y):
+        X = self._lift(X)
+        return super().fit(X, X)
+
+    def predict(self, X):
+        return super().predict(self._lift(X))
+
+
+class SequenceTransformerCopier(_ReadsRowsAsTokenIds, TransformerCopier):
+    """:class:`TransformerCopier` copying token ids read from scikit-learn's 2-D rows."""
+
+
+class SequenceLSTMCopier(_ReadsRowsAsTokenIds, LSTMCopier):
+    """:class:`LSTMCopier` copying token ids read from scikit-learn's 2-D rows."""
+
+
+class SequenceNGramCopier(_ReadsRowsAsTokenIds, NGramCopier):
+    """:class:`NGramCopier` copying token ids read from scikit-learn's 2-D rows."""
+
+
+class SequenceFixedStateCopier(_ReadsRowsAsTokenIds, FixedStateCopier):
+    """:class:`FixedStateCopier` copying token ids read from scikit-learn's 2-D rows."""
+
+
 class SequenceSparseTokenClassifier(SparseTokenClassifier):
     """:class:`SparseTokenClassifier` on the 3-D lift of scikit-learn's 2-D rows.
 
@@ -306,12 +351,19 @@ _SEQUENCE = {
     LinearAttentionRegressor: SequenceLinearAttentionRegressor,
     PromptRidge: SequencePromptRidge,
     PromptGradientStep: SequencePromptGradientStep,
+    TransformerCopier: SequenceTransformerCopier,
+    LSTMCopier: SequenceLSTMCopier,
+    NGramCopier: SequenceNGramCopier,
+    FixedStateCopier: SequenceFixedStateCopier,
 }
 
 
 def test_every_registered_estimator_is_checked():
     """The checks run on every estimator the registry lists, whatever its task."""
-    checked = {type(est) for est in ESTIMATORS + SL_ESTIMATORS + CLS_ESTIMATORS + ICL_ESTIMATORS}
+    checked = {
+        type(est)
+        for est in ESTIMATORS + SL_ESTIMATORS + CLS_ESTIMATORS + ICL_ESTIMATORS + COPY_ESTIMATORS
+    }
     assert checked == set(registry.estimators()) == set(_CHECKED)
     assert set(_SEQUENCE) == set(registry.estimators())
 
@@ -485,9 +537,53 @@ _CLS_LISTED = {
     ),
 }
 CLS_EXPECTED_FAILED_CHECKS = {name: reason for name, (reason, _) in _CLS_LISTED.items()}
+# The copiers read integer token ids: every check that fits float X fails at the contract.
+NOT_TOKENS = "must hold integer token ids"
+_FLOAT_X = (
+    "check_fit_score_takes_y",
+    "check_estimators_overwrite_params",
+    "check_dont_overwrite_parameters",
+    "check_estimators_fit_returns_self",
+    "check_readonly_memmap_input",
+    "check_n_features_in_after_fitting",
+    "check_estimators_dtypes",
+    "check_pipeline_consistency",
+    "check_estimators_pickle",
+    "check_f_contiguous_array_estimator",
+    "check_fit2d_1sample",
+    "check_fit2d_1feature",
+    "check_dict_unchanged",
+    "check_fit_idempotent",
+    "check_fit_check_is_fitted",
+    "check_n_features_in",
+    "check_fit1d",
+    "check_fit2d_predict1d",
+)
+_COPY_LISTED = {
+    **{
+        name: ("fits float X; tokens are integer ids: test_copying.py", NOT_TOKENS)
+        for name in _FLOAT_X
+    },
+    "check_positive_only_tag_during_fit": (
+        "fits float iris; integer tokens: test_copying.py::test_the_contract_names_the_bad_value",
+        NOT_TOKENS,
+    ),
+    "check_estimators_empty_data_messages": (
+        "empty float X is refused as floats first: test_copying.py (an empty int X)",
+        NOT_TOKENS,
+    ),
+    "check_estimators_nan_inf": (
+        "float X with NaN is refused as floats first: integer tokens hold no NaN",
+        NOT_TOKENS,
+    ),
+    "check_complex_data": _LISTED["check_complex_data"],
+    "check_dtype_object": _LISTED["check_dtype_object"],
+}
 
 
 def _listed_for(estimator):
+    if isinstance(estimator, tuple(map(type, COPY_CHECKED))):
+        return _COPY_LISTED
     if isinstance(estimator, tuple(map(type, CLS_CHECKED))):
         return _CLS_LISTED
     if "max_iter" not in estimator.get_params():
@@ -512,6 +608,7 @@ def _checks(listed):
         *zip(SL_CHECKED, SL_IDS, strict=True),
         *zip(CLS_CHECKED, CLS_IDS, strict=True),
         *zip(ICL_CHECKED, ICL_IDS, strict=True),
+        *zip(COPY_CHECKED, COPY_IDS, strict=True),
     ]
     for est, est_id in pairs:
         for _, check in estimator_checks_generator(est, legacy=True):

@@ -30,8 +30,11 @@ from stsq_learn import (
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    FixedStateCopier,
     LengthShiftScorer,
     LinearAttentionRegressor,
+    LSTMCopier,
+    NGramCopier,
     PromptGradientStep,
     PromptRidge,
     SoftmaxAttentionRegressor,
@@ -39,7 +42,9 @@ from stsq_learn import (
     SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
+    TransformerCopier,
     length_shift_scoring,
+    make_copying,
     make_in_context_regression,
     make_single_location,
     make_sparse_averaging,
@@ -60,6 +65,7 @@ _DATA = {
         40, seq_len=6, n_features=4, signal=3.0, random_state=0
     ),
     "in_context": lambda: make_in_context_regression(40, 5, 3, random_state=0),
+    "copying": lambda: make_copying(40, 6, vocab_size=4, min_len=2, random_state=0),
 }
 
 # Every public estimator, on its own task; the options that change the forward pass
@@ -83,7 +89,13 @@ ESTIMATORS = {
     "lsa-full": (LinearAttentionRegressor("full", max_iter=2), "in_context"),
     "prompt-ridge": (PromptRidge(alpha=0.1), "in_context"),
     "prompt-gd": (PromptGradientStep(), "in_context"),
+    "transformer-copier": (TransformerCopier(width=8, n_heads=2, max_iter=2), "copying"),
+    "lstm-copier": (LSTMCopier(hidden_size=8, max_iter=2), "copying"),
+    "ngram-copier": (NGramCopier(2), "copying"),
+    "fixed-state-copier": (FixedStateCopier(4), "copying"),
 }
+# Rows of integer token ids: the dtypes their layouts come in.
+_TOKEN_ROWS = {name for name, (_, task) in ESTIMATORS.items() if task == "copying"}
 
 
 def _seeded(est):
@@ -121,7 +133,8 @@ def _rows_reversed(a):
 
 def _strided(a):
     """Every other element of a buffer twice as long on every axis."""
-    big = np.full(tuple(2 * s for s in a.shape), np.nan, dtype=a.dtype)
+    fill = np.nan if a.dtype.kind == "f" else -7  # integer tokens: a value no row holds
+    big = np.full(tuple(2 * s for s in a.shape), fill, dtype=a.dtype)
     view = big[(slice(None, None, 2),) * a.ndim]
     view[...] = a
     return view
@@ -362,6 +375,8 @@ def test_any_composition_of_layouts_predicts_as_a_copy(fitted, layouts, name, ch
     """A property: layouts composed (e.g. a big-endian memmap read backwards in
     Fortran order), any dtype, any slice of rows: predict equals predict on a copy."""
     model, X, _ = fitted[name]
+    if name in _TOKEN_ROWS:  # token ids: integers of either width
+        dtype = {"float32": "int32", "float64": "int64"}[dtype]
     start, stop, step = rows
     a = (
         X.astype(dtype)[start:stop:step]

@@ -16,8 +16,11 @@ from stsq_learn import (
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    FixedStateCopier,
     InContextRegressionTask,
     LinearAttentionRegressor,
+    LSTMCopier,
+    NGramCopier,
     PromptGradientStep,
     PromptRidge,
     SingleLocationTask,
@@ -30,6 +33,7 @@ from stsq_learn import (
     SparseTokenRetriever,
     SparseTokenSelectionTask,
     SparseTokenSelector,
+    TransformerCopier,
     load_model,
     registry,
     save_model,
@@ -110,6 +114,12 @@ EXCLUDED = {
     # In-context baselines read each prompt alone: nothing is trained.
     PromptRidge: "no training",
     PromptGradientStep: "no training (one step size fitted in closed form)",
+    # The copiers' modules (a transformer, an LSTM) have no member axis; the constructions
+    # train nothing.
+    TransformerCopier: "fitted one after another",
+    LSTMCopier: "fitted one after another",
+    NGramCopier: "no training",
+    FixedStateCopier: "no training",
 }
 
 

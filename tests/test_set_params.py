@@ -18,7 +18,10 @@ from stsq_learn import (
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    FixedStateCopier,
     LinearAttentionRegressor,
+    LSTMCopier,
+    NGramCopier,
     PromptGradientStep,
     PromptRidge,
     SingleLocationTask,
@@ -28,6 +31,8 @@ from stsq_learn import (
     SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
+    TransformerCopier,
+    make_copying,
     make_in_context_regression,
     make_sparse_averaging,
     make_sparse_retrieval,
@@ -48,6 +53,10 @@ def _classification(n, seq_len, d, q, random_state):
 
 def _in_context(n, seq_len, d, q, random_state):
     return make_in_context_regression(n, seq_len - 1, d, random_state=random_state)
+
+
+def _copying(n, seq_len, d, q, random_state):
+    return make_copying(n, seq_len, vocab_size=d + 2, min_len=2, random_state=random_state)
 
 
 _SMALL = {"max_iter": 1, "batch_size": 10, "random_state": 0}
@@ -103,6 +112,14 @@ ESTIMATORS = {
     ),
     "PromptRidge": (PromptRidge, _in_context, {"alpha": 0.5}),
     "PromptGradientStep": (PromptGradientStep, _in_context, {"step": 0.5}),
+    "TransformerCopier": (
+        lambda: TransformerCopier(width=8, n_heads=2, **_SMALL),
+        _copying,
+        {"learning_rate_init": 0.5},
+    ),
+    "LSTMCopier": (lambda: LSTMCopier(hidden_size=8, **_SMALL), _copying, {"hidden_size": 7}),
+    "NGramCopier": (NGramCopier, _copying, {"n": 2}),
+    "FixedStateCopier": (FixedStateCopier, _copying, {"n_bits": 8}),
 }
 _FITTED = {}
 

@@ -19,9 +19,10 @@ built from its sizes; a task's own modules (q-sparse averaging's
 :class:`AttentionAverager` and :class:`FullyConnectedAverager`, the
 classification task's :class:`AttentionClassifier`) live in its home and are
 registered with it: the registry (:mod:`stsq_learn.registry`) adds them
-here, so they are importable from here too. :class:`SquaredError` and
-:class:`LogisticLoss` are the training losses of the regressors and of the
-classifiers.
+here, so they are importable from here too. :class:`SquaredError`,
+:class:`LogisticLoss` and :class:`SequenceCrossEntropy` are the training
+losses of the regressors, the classifiers and the sequence-to-sequence
+models.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .attention import Attention as Attention
 from .attention import positional_alignment as positional_alignment
 from .fully_connected import FullyConnected as FullyConnected
 from .losses import LogisticLoss as LogisticLoss
+from .losses import SequenceCrossEntropy as SequenceCrossEntropy
 from .losses import SquaredError as SquaredError
 from .task_attention import AttentionSelector as AttentionSelector
 
@@ -38,6 +40,7 @@ __all__ = [
     "AttentionSelector",
     "FullyConnected",
     "LogisticLoss",
+    "SequenceCrossEntropy",
     "SquaredError",
     "positional_alignment",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["LogisticLoss", "SquaredError"]
+__all__ = ["LogisticLoss", "SequenceCrossEntropy", "SquaredError"]
 
 
 class _Loss(nn.Module):
@@ -138,3 +138,44 @@ class LogisticLoss(_Loss):
                 y_pred, y_true.to(y_pred.dtype), reduction="none"
             )
         return nn.functional.cross_entropy(y_pred, y_true.to(torch.long), reduction="none")
+
+
+class SequenceCrossEntropy(_Loss):
+    """Mean cross-entropy over the tokens of written strings, each string then its end.
+
+    The loss of the sequence-to-sequence models: logits over ``C`` classes
+    (the symbols, then the end, ``C - 1``) at each of a row's ``T + 1``
+    answer positions, against the row's string ``y_1 .. y_m`` (``-1`` after
+    it) and its end at position ``m``; the positions after the end are not
+    counted. Its value at logits 0 is ``log(C)``.
+
+    Parameters
+    ----------
+    n_members : int or None, default=None
+        The members of a batched fit (see :class:`_Loss`); their strings
+        must then have as many tokens in all.
+    """
+
+    @staticmethod
+    def losses(y_pred, y_true):
+        """The loss of every written token (the end included).
+
+        Parameters
+        ----------
+        y_pred : Tensor of shape (n, T + 1, C)
+            Logits of each answer position.
+        y_true : Tensor of shape (n, T)
+            The strings: class indices (as floats or integers), ``-1`` after each one's end.
+
+        Returns
+        -------
+        Tensor of shape (n_tokens,)
+            The cross-entropy of each counted position, row by row.
+        """
+        y = y_true.reshape(len(y_pred), -1).long()
+        n = len(y)
+        end = y_pred.shape[-1] - 1
+        target = torch.cat([y, y.new_full((n, 1), -1)], 1)
+        target[torch.arange(n, device=y.device), (y >= 0).sum(1)] = end
+        counted = target >= 0
+        return nn.functional.cross_entropy(y_pred[counted], target[counted], reduction="none")

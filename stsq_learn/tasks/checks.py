@@ -9,7 +9,7 @@ failing deep inside torch:
   protocol (the abstract ones of :class:`~stsq_learn.Task`), has a name, and
   its ``structure`` is a query structure or None;
 - :func:`check_task`: an instance draws two rows from its own law whose
-  shapes agree with what it declares (3-D ``X``, a marker channel when a
+  shapes agree with what it declares (3-D ``X`` or 2-D integer token ids, a marker channel when a
   query structure reads one, ``y`` of :meth:`~stsq_learn.Task.output_shape`),
   its own ``from_data`` and ``check_rows`` accept them, and
   ``trivial_mse`` is a finite number above 0.
@@ -111,12 +111,14 @@ def check_task(task):
         if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
             raise TypeError(f"{name}._sample returned {label} of dtype {arr.dtype}; need reals.")
     lo, hi = task.length_range
-    if X.ndim != 3 or len(X) != 2 or not lo <= X.shape[1] <= hi:
+    token_ids = X.ndim == 2 and np.issubdtype(X.dtype, np.integer)  # rows of integer tokens
+    if (X.ndim != 3 and not token_ids) or len(X) != 2 or not lo <= X.shape[1] <= hi:
         raise ValueError(
-            f"{name}._sample must return X of shape (n_samples, seq_len, n_channels); for "
-            f"2 rows of seq_len={task.seq_len!r} it returned shape {X.shape}."
+            f"{name}._sample must return X of shape (n_samples, seq_len, n_channels), or "
+            f"(n_samples, seq_len) of integer token ids; for 2 rows of seq_len="
+            f"{task.seq_len!r} it returned shape {X.shape}."
         )
-    if cls.structure is not None and X.shape[2] <= task.n_features:
+    if cls.structure is not None and (token_ids or X.shape[2] <= task.n_features):
         raise ValueError(
             f"{name}._sample returned X with {X.shape[2]} channels for n_features="
             f"{task.n_features}: the query structure {cls.structure.__name__} reads marker "
