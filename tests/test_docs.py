@@ -749,3 +749,20 @@ def test_page_code_runs(doc):
         if where.rpartition(":")[0] == doc and code.lstrip().startswith(CODE_RUN[doc])
     ]
     exec(compile(code, f"docs/{doc}.rst", "exec"), {"__name__": "__docs__"})
+
+
+def test_every_experiment_figure_is_on_a_user_guide_page():
+    """Each registered experiment's full-size figure is shown on a page of the
+    user guide (its task's or its concept's), linked to the picture at full
+    size, beside the reproduce page generated from the registry."""
+    from stsq_learn.experiments import EXPERIMENTS
+
+    pages = {p.name: p.read_text() for p in (DOCS / "user_guide").glob("*.rst")}
+    for name in EXPERIMENTS:
+        figure = f".. figure:: /_static/reference_full/{name}.png"
+        shown = [page for page, text in pages.items() if figure in text]
+        assert shown, f"no user-guide page shows the figure of {name!r}"
+        for page in shown:
+            text = pages[page]
+            block = text[text.index(figure) :].split("\n\n", 1)[0]
+            assert f":target: ../_static/reference_full/{name}.png" in block, page
