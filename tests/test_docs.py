@@ -477,13 +477,6 @@ def _too_long_in_examples():
 # first characters): to be wrapped where they are written. Each entry is checked to
 # be still there and still too wide, so that the list only shrinks.
 KNOWN_TOO_WIDE = {
-    "stsq_learn.distributed.TorchThreads": [
-        ">>> cluster = LocalCluster(n_workers=1, threads_per_work",
-    ],
-    "stsq_learn.engine.members.fit_members": [
-        ">>> X, y = make_sparse_token_selection(200, seq_len=8, n",
-        ">>> fitted = fit_members([clone(est).set_params(random_s",
-    ],
     "stsq_learn.experiments._check.check_reference": [
         '>>> run = reproduce("tiny", only="convergence", progress',
     ],
@@ -605,9 +598,6 @@ KNOWN_TOO_WIDE = {
     ],
     "stsq_learn.tasks.single_location.task.make_single_location": [
         ">>> X, y = make_single_location(200, seq_len=10, n_featu",
-    ],
-    "stsq_learn.tasks.task.Task.check_sizes": [
-        "...     _sample = from_data = check_rows = shift = None ",
     ],
 }
 
