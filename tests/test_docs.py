@@ -489,34 +489,11 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.tasks.averaging.estimators.SparseTokenAverager.from_selector": [
         "...                         make_sparse_averaging, make_",
     ],
-    "stsq_learn.tasks.classification.baselines.make_flat_logistic": [
-        ">>> from stsq_learn import make_flat_logistic, make_spar",
-        ">>> X, y = make_sparse_token_classification(200, 8, 4, s",
-    ],
-    "stsq_learn.tasks.classification.baselines.make_pooled_logistic": [
-        ">>> from stsq_learn import make_pooled_logistic, make_sp",
-        ">>> X, y = make_sparse_token_classification(200, 8, 4, s",
-    ],
-    "stsq_learn.tasks.classification.estimators.SparseTokenClassifier": [
-        ">>> from stsq_learn import SparseTokenClassifier, make_s",
-    ],
     "stsq_learn.tasks.classification.experiment.SparseTokenClassificationSettings": [
         ">>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16",
     ],
     "stsq_learn.tasks.classification.experiment.sparse_token_classification": [
         '...     "tiny", seeds=1, n_bisect=1, alignment_features=',
-    ],
-    "stsq_learn.tasks.classification.task.SparseTokenClassificationTask": [
-        ">>> task = SparseTokenClassificationTask(seq_len=16, n_f",
-    ],
-    "stsq_learn.tasks.classification.task.make_sparse_token_classification": [
-        ">>> X, y = make_sparse_token_classification(200, seq_len",
-    ],
-    "stsq_learn.tasks.classification.theory.attention_threshold": [
-        ">>> round(float(attention_threshold(101, n_informative=1",
-    ],
-    "stsq_learn.tasks.classification.theory.pooled_threshold": [
-        ">>> round(float(pooled_threshold(16, target_error=0.5 - ",
     ],
     "stsq_learn.tasks.in_context.baselines.PromptGradientStep": [
         ">>> X, y = make_in_context_regression(4000, n_examples=1",
