@@ -495,43 +495,8 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.tasks.classification.experiment.sparse_token_classification": [
         '...     "tiny", seeds=1, n_bisect=1, alignment_features=',
     ],
-    "stsq_learn.tasks.in_context.baselines.PromptGradientStep": [
-        ">>> X, y = make_in_context_regression(4000, n_examples=1",
-        ">>> round(PromptGradientStep().fit(X, y).step_, 1)      ",
-    ],
-    "stsq_learn.tasks.in_context.baselines.PromptRidge": [
-        ">>> X, y = make_in_context_regression(100, n_examples=10",
-        ">>> float(abs(model.predict(X) - y).max()) < 1e-8     # ",
-    ],
-    "stsq_learn.tasks.in_context.estimators.LinearAttentionRegressor": [
-        ">>> from stsq_learn import (InContextRegressionTask, Lin",
-        ">>> model = LinearAttentionRegressor(random_state=0).fit",
-        ">>> bool(np.linalg.norm(model.preconditioner_ - target) ",
-        ">>> X, y = task.at_examples(80).sample(1000, random_stat",
-    ],
     "stsq_learn.tasks.in_context.experiment.in_context_regression": [
         '>>> result = in_context_regression("tiny", seeds=2, n_st',
-    ],
-    "stsq_learn.tasks.in_context.task.InContextRegressionTask": [
-        ">>> task = InContextRegressionTask(seq_len=21, n_feature",
-    ],
-    "stsq_learn.tasks.in_context.task.make_in_context_regression": [
-        ">>> X, y = make_in_context_regression(200, n_examples=20",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_best_train_length": [
-        ">>> round(in_context_best_train_length(40, np.ones(5), n",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_gd_step": [
-        ">>> round(eta, 4), round(in_context_risk(10, 10, np.ones",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_least_squares_risk": [
-        ">>> in_context_least_squares_risk(3, np.ones(5)), in_con",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_risk": [
-        ">>> round(in_context_risk(np.inf, 20, 4 * np.ones(5), pr",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_slope": [
-        ">>> round(in_context_slope(20, 9 * np.ones(5), precondit",
     ],
     "stsq_learn.tasks.retrieval.estimators.SparseTokenRetriever": [
         ">>> model = SparseTokenRetriever(width=12, n_heads=2, ba",
