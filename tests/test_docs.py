@@ -486,9 +486,6 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.studies.table.StudyTable": [
         '...                     "param_seq_len": [8, 8, 8], "sco',
     ],
-    "stsq_learn.tasks.averaging.estimators.SparseTokenAverager.from_selector": [
-        "...                         make_sparse_averaging, make_",
-    ],
     "stsq_learn.tasks.classification.experiment.SparseTokenClassificationSettings": [
         ">>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16",
     ],
@@ -497,15 +494,6 @@ KNOWN_TOO_WIDE = {
     ],
     "stsq_learn.tasks.in_context.experiment.in_context_regression": [
         '>>> result = in_context_regression("tiny", seeds=2, n_st',
-    ],
-    "stsq_learn.tasks.retrieval.estimators.SparseTokenRetriever": [
-        ">>> model = SparseTokenRetriever(width=12, n_heads=2, ba",
-    ],
-    "stsq_learn.tasks.retrieval.estimators.relative_mse_per_role": [
-        ">>> relative_mse_per_role(y, np.array([[1.0, 0.0], [3.0,",
-    ],
-    "stsq_learn.tasks.retrieval.task.SparseRetrievalTask": [
-        ">>> sorted(X[0, :, -1][X[0, :, -1] > 0].tolist())   # ro",
     ],
     "stsq_learn.tasks.selection.convergence.training_dynamics": [
         ">>> result = training_dynamics(seq_len=8, n_features=2, ",
@@ -518,10 +506,6 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.tasks.selection.encodings.encoding_families": [
         '>>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # ',
     ],
-    "stsq_learn.tasks.selection.estimators.SparseTokenSelector": [
-        ">>> X_long, y_long = make_sparse_token_selection(200, se",
-        "...                                              n_selec",
-    ],
     "stsq_learn.tasks.selection.length.length_generalization": [
         '>>> result = length_generalization("tiny", seeds=2, n_st',
     ],
@@ -531,15 +515,8 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.tasks.selection.separation.SeparationSettings": [
         ">>> [c.sizes() for c in settings.curves], settings.repla",
     ],
-    "stsq_learn.tasks.single_location.estimators.ErfAttentionRegressor": [
-        "...                               max_iter=3000, random_",
-        ">>> bool(abs(model.alignment_curve_[-1]).min() > 0.999) ",
-    ],
     "stsq_learn.tasks.single_location.experiment.single_location": [
         '>>> result = single_location("tiny", seeds=2, n_steps=50',
-    ],
-    "stsq_learn.tasks.single_location.task.make_single_location": [
-        ">>> X, y = make_single_location(200, seq_len=10, n_featu",
     ],
 }
 
