@@ -15,7 +15,6 @@ strings and tested on longer ones.
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-
 from stsq_learn import (
     CopyingTask,
     FixedStateCopier,
@@ -37,11 +36,15 @@ print("strings to copy (-1 after each one's end):\n", X)
 # that repeat a 4-gram. :class:`~stsq_learn.FixedStateCopier` is the best
 # 16-bit machine: it stores the 2^16 - 1 first strings and guesses the rest.
 lengths = [4, 5, 6, 8, 16, 32, 64]
-measured = {"n-gram copier (n=4)": [], "fixed-state copier (b=16)": []}
+copiers = {
+    "n-gram copier (n=4)": NGramCopier(4),
+    "fixed-state copier (b=16)": FixedStateCopier(16),
+}
+measured = {label: [] for label in copiers}
 for L in lengths:
     X_L, y_L = make_copying(4000, L, random_state=L)
-    measured["n-gram copier (n=4)"].append(NGramCopier(4).fit(X_L, y_L).score(X_L, y_L))
-    measured["fixed-state copier (b=16)"].append(FixedStateCopier(16).fit(X_L, y_L).score(X_L, y_L))
+    for label, copier in copiers.items():
+        measured[label].append(copier.fit(X_L, y_L).score(X_L, y_L))
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
 for (label, accuracy), color in zip(measured.items(), ("C0", "C1")):
@@ -75,14 +78,16 @@ ax1.legend(fontsize="small")
 # nothing here: what the LSTM does past its training length is measured.
 task = CopyingTask(seq_len=12, min_len=5)
 test_lengths = [12, 24, 48]
-for model, color in ((TransformerCopier(random_state=0), "C2"), (LSTMCopier(random_state=0), "C3")):
+models = (TransformerCopier(random_state=0), LSTMCopier(random_state=0))
+for model, color in zip(models, ("C2", "C3")):
     model.fit_online(task, n_steps=1500)
     accuracy = []
     for L in test_lengths:
         X_L, y_L = make_copying(300, L, random_state=1)
         accuracy.append(model.score(X_L, y_L))
-    print(f"{type(model).__name__}: string accuracy at L = {test_lengths}: {np.round(accuracy, 3)}")
-    ax2.plot(test_lengths, accuracy, "o-", color=color, label=type(model).__name__)
+    name, rounded = type(model).__name__, np.round(accuracy, 3)
+    print(f"{name}: string accuracy at L = {test_lengths}: {rounded}")
+    ax2.plot(test_lengths, accuracy, "o-", color=color, label=name)
 ax2.axvline(12, color="0.6", ls=":", lw=1)
 ax2.set(
     xscale="log",

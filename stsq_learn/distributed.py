@@ -110,7 +110,8 @@ class TorchThreads(WorkerPlugin):
     >>> from distributed import Client, LocalCluster
     >>> from stsq_learn.distributed import TorchThreads
     >>> import torch
-    >>> cluster = LocalCluster(n_workers=1, threads_per_worker=1)  # doctest: +SKIP
+    >>> cluster = LocalCluster(  # doctest: +SKIP
+    ...     n_workers=1, threads_per_worker=1)
     >>> with Client(cluster) as client:  # doctest: +SKIP
     ...     client.register_plugin(TorchThreads(2))
     ...     threads = client.submit(torch.get_num_threads, pure=False)

@@ -477,13 +477,6 @@ def _too_long_in_examples():
 # first characters): to be wrapped where they are written. Each entry is checked to
 # be still there and still too wide, so that the list only shrinks.
 KNOWN_TOO_WIDE = {
-    "stsq_learn.distributed.TorchThreads": [
-        ">>> cluster = LocalCluster(n_workers=1, threads_per_work",
-    ],
-    "stsq_learn.engine.members.fit_members": [
-        ">>> X, y = make_sparse_token_selection(200, seq_len=8, n",
-        ">>> fitted = fit_members([clone(est).set_params(random_s",
-    ],
     "stsq_learn.experiments._check.check_reference": [
         '>>> run = reproduce("tiny", only="convergence", progress',
     ],
@@ -493,84 +486,14 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.studies.table.StudyTable": [
         '...                     "param_seq_len": [8, 8, 8], "sco',
     ],
-    "stsq_learn.tasks.averaging.estimators.SparseTokenAverager.from_selector": [
-        "...                         make_sparse_averaging, make_",
-    ],
-    "stsq_learn.tasks.classification.baselines.make_flat_logistic": [
-        ">>> from stsq_learn import make_flat_logistic, make_spar",
-        ">>> X, y = make_sparse_token_classification(200, 8, 4, s",
-    ],
-    "stsq_learn.tasks.classification.baselines.make_pooled_logistic": [
-        ">>> from stsq_learn import make_pooled_logistic, make_sp",
-        ">>> X, y = make_sparse_token_classification(200, 8, 4, s",
-    ],
-    "stsq_learn.tasks.classification.estimators.SparseTokenClassifier": [
-        ">>> from stsq_learn import SparseTokenClassifier, make_s",
-    ],
     "stsq_learn.tasks.classification.experiment.SparseTokenClassificationSettings": [
         ">>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16",
     ],
     "stsq_learn.tasks.classification.experiment.sparse_token_classification": [
         '...     "tiny", seeds=1, n_bisect=1, alignment_features=',
     ],
-    "stsq_learn.tasks.classification.task.SparseTokenClassificationTask": [
-        ">>> task = SparseTokenClassificationTask(seq_len=16, n_f",
-    ],
-    "stsq_learn.tasks.classification.task.make_sparse_token_classification": [
-        ">>> X, y = make_sparse_token_classification(200, seq_len",
-    ],
-    "stsq_learn.tasks.classification.theory.attention_threshold": [
-        ">>> round(float(attention_threshold(101, n_informative=1",
-    ],
-    "stsq_learn.tasks.classification.theory.pooled_threshold": [
-        ">>> round(float(pooled_threshold(16, target_error=0.5 - ",
-    ],
-    "stsq_learn.tasks.in_context.baselines.PromptGradientStep": [
-        ">>> X, y = make_in_context_regression(4000, n_examples=1",
-        ">>> round(PromptGradientStep().fit(X, y).step_, 1)      ",
-    ],
-    "stsq_learn.tasks.in_context.baselines.PromptRidge": [
-        ">>> X, y = make_in_context_regression(100, n_examples=10",
-        ">>> float(abs(model.predict(X) - y).max()) < 1e-8     # ",
-    ],
-    "stsq_learn.tasks.in_context.estimators.LinearAttentionRegressor": [
-        ">>> from stsq_learn import (InContextRegressionTask, Lin",
-        ">>> model = LinearAttentionRegressor(random_state=0).fit",
-        ">>> bool(np.linalg.norm(model.preconditioner_ - target) ",
-        ">>> X, y = task.at_examples(80).sample(1000, random_stat",
-    ],
     "stsq_learn.tasks.in_context.experiment.in_context_regression": [
         '>>> result = in_context_regression("tiny", seeds=2, n_st',
-    ],
-    "stsq_learn.tasks.in_context.task.InContextRegressionTask": [
-        ">>> task = InContextRegressionTask(seq_len=21, n_feature",
-    ],
-    "stsq_learn.tasks.in_context.task.make_in_context_regression": [
-        ">>> X, y = make_in_context_regression(200, n_examples=20",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_best_train_length": [
-        ">>> round(in_context_best_train_length(40, np.ones(5), n",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_gd_step": [
-        ">>> round(eta, 4), round(in_context_risk(10, 10, np.ones",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_least_squares_risk": [
-        ">>> in_context_least_squares_risk(3, np.ones(5)), in_con",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_risk": [
-        ">>> round(in_context_risk(np.inf, 20, 4 * np.ones(5), pr",
-    ],
-    "stsq_learn.tasks.in_context.theory.in_context_slope": [
-        ">>> round(in_context_slope(20, 9 * np.ones(5), precondit",
-    ],
-    "stsq_learn.tasks.retrieval.estimators.SparseTokenRetriever": [
-        ">>> model = SparseTokenRetriever(width=12, n_heads=2, ba",
-    ],
-    "stsq_learn.tasks.retrieval.estimators.relative_mse_per_role": [
-        ">>> relative_mse_per_role(y, np.array([[1.0, 0.0], [3.0,",
-    ],
-    "stsq_learn.tasks.retrieval.task.SparseRetrievalTask": [
-        ">>> sorted(X[0, :, -1][X[0, :, -1] > 0].tolist())   # ro",
     ],
     "stsq_learn.tasks.selection.convergence.training_dynamics": [
         ">>> result = training_dynamics(seq_len=8, n_features=2, ",
@@ -583,10 +506,6 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.tasks.selection.encodings.encoding_families": [
         '>>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # ',
     ],
-    "stsq_learn.tasks.selection.estimators.SparseTokenSelector": [
-        ">>> X_long, y_long = make_sparse_token_selection(200, se",
-        "...                                              n_selec",
-    ],
     "stsq_learn.tasks.selection.length.length_generalization": [
         '>>> result = length_generalization("tiny", seeds=2, n_st',
     ],
@@ -596,18 +515,8 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.tasks.selection.separation.SeparationSettings": [
         ">>> [c.sizes() for c in settings.curves], settings.repla",
     ],
-    "stsq_learn.tasks.single_location.estimators.ErfAttentionRegressor": [
-        "...                               max_iter=3000, random_",
-        ">>> bool(abs(model.alignment_curve_[-1]).min() > 0.999) ",
-    ],
     "stsq_learn.tasks.single_location.experiment.single_location": [
         '>>> result = single_location("tiny", seeds=2, n_steps=50',
-    ],
-    "stsq_learn.tasks.single_location.task.make_single_location": [
-        ">>> X, y = make_single_location(200, seq_len=10, n_featu",
-    ],
-    "stsq_learn.tasks.task.Task.check_sizes": [
-        "...     _sample = from_data = check_rows = shift = None ",
     ],
 }
 

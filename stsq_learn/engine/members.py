@@ -198,9 +198,11 @@ def fit_members(estimators, X, y, *, errors="raise", callbacks=None):
     >>> from sklearn.base import clone
     >>> from stsq_learn import FCNSelector, make_sparse_token_selection
     >>> from stsq_learn.engine.members import fit_members
-    >>> X, y = make_sparse_token_selection(200, seq_len=8, n_features=2, random_state=0)
+    >>> X, y = make_sparse_token_selection(
+    ...     200, seq_len=8, n_features=2, random_state=0)
     >>> est = FCNSelector(16, max_iter=20, dtype="float64")
-    >>> fitted = fit_members([clone(est).set_params(random_state=s) for s in range(3)], X, y)
+    >>> members = [clone(est).set_params(random_state=s) for s in range(3)]
+    >>> fitted = fit_members(members, X, y)
     >>> one = clone(est).set_params(random_state=2).fit(X, y)
     >>> bool(abs(one.predict(X) - fitted[2].predict(X)).max() < 1e-9)
     True

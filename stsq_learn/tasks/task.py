@@ -129,7 +129,8 @@ class Task(ModelReading, abc.ABC):
         ...     n_features: int
         ...     def __post_init__(self):
         ...         self.check_sizes()
-        ...     _sample = from_data = check_rows = shift = None  # the rest, left out here
+        ...     # the rest, left out here:
+        ...     _sample = from_data = check_rows = shift = None
         >>> Sized((8, 8), 2).seq_len
         8
         >>> Sized(8, 0)

@@ -234,8 +234,9 @@ class SparseTokenAverager(_Averaging, _AttentionCore):
 
         Examples
         --------
-        >>> from stsq_learn import (SparseTokenAverager, SparseTokenSelector,
-        ...                         make_sparse_averaging, make_sparse_token_selection)
+        >>> from stsq_learn import (
+        ...     SparseTokenAverager, SparseTokenSelector,
+        ...     make_sparse_averaging, make_sparse_token_selection)
         >>> X, y = make_sparse_token_selection(500, 16, 4, 2, random_state=0)
         >>> selector = SparseTokenSelector(width=32, random_state=0).fit(X, y)
         >>> X_avg, y_avg = make_sparse_averaging(100, 16, 4, 2, random_state=1)

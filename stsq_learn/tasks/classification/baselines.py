@@ -162,8 +162,10 @@ def make_flat_logistic(**logistic_params):
 
     Examples
     --------
-    >>> from stsq_learn import make_flat_logistic, make_sparse_token_classification
-    >>> X, y = make_sparse_token_classification(200, 8, 4, signal=4.0, random_state=0)
+    >>> from stsq_learn import make_flat_logistic
+    >>> from stsq_learn import make_sparse_token_classification
+    >>> X, y = make_sparse_token_classification(
+    ...     200, 8, 4, signal=4.0, random_state=0)
     >>> make_flat_logistic(C=1.0).fit(X, y).predict(X[:3]).shape
     (3,)
     """
@@ -185,8 +187,10 @@ def make_pooled_logistic(**logistic_params):
 
     Examples
     --------
-    >>> from stsq_learn import make_pooled_logistic, make_sparse_token_classification
-    >>> X, y = make_sparse_token_classification(200, 8, 4, signal=4.0, random_state=0)
+    >>> from stsq_learn import make_pooled_logistic
+    >>> from stsq_learn import make_sparse_token_classification
+    >>> X, y = make_sparse_token_classification(
+    ...     200, 8, 4, signal=4.0, random_state=0)
     >>> make_pooled_logistic().fit(X, y).predict_proba(X[:3]).shape
     (3, 2)
     """

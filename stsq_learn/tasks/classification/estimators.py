@@ -238,7 +238,8 @@ class SparseTokenClassifier(_Classifier):
 
     Examples
     --------
-    >>> from stsq_learn import SparseTokenClassifier, make_sparse_token_classification
+    >>> from stsq_learn import SparseTokenClassifier
+    >>> from stsq_learn import make_sparse_token_classification
     >>> X, y = make_sparse_token_classification(400, seq_len=16, n_features=8,
     ...                                         signal=4.0, random_state=0)
     >>> clf = SparseTokenClassifier(random_state=0).fit(X, y)

@@ -137,7 +137,8 @@ class SparseTokenClassificationTask(TokenRowsTask):
     Examples
     --------
     >>> from stsq_learn import SparseTokenClassificationTask
-    >>> task = SparseTokenClassificationTask(seq_len=16, n_features=8, signal=3.0)
+    >>> task = SparseTokenClassificationTask(
+    ...     seq_len=16, n_features=8, signal=3.0)
     >>> X, y = task.sample(100, random_state=0)
     >>> X.shape, y.shape, y.dtype, sorted(set(y.tolist()))
     ((100, 16, 8), (100,), dtype('int64'), [0, 1])
@@ -364,7 +365,8 @@ def make_sparse_token_classification(
     Examples
     --------
     >>> from stsq_learn import make_sparse_token_classification
-    >>> X, y = make_sparse_token_classification(200, seq_len=16, n_features=8, random_state=0)
+    >>> X, y = make_sparse_token_classification(
+    ...     200, seq_len=16, n_features=8, random_state=0)
     >>> X.shape, y.shape, y.dtype
     ((200, 16, 8), (200,), dtype('int64'))
     """

@@ -130,7 +130,8 @@ def pooled_threshold(seq_len, n_informative=1, target_error=0.1):
     Examples
     --------
     >>> from stsq_learn import pooled_threshold
-    >>> round(float(pooled_threshold(16, target_error=0.5 - 0.19146)), 3)  # z = 1/2
+    >>> theta = pooled_threshold(16, target_error=0.5 - 0.19146)  # z = 1/2
+    >>> round(float(theta), 3)
     4.0
     """
     eps = _check(target_error, "target_error", 0.0, strict=True, high=0.5)
@@ -221,7 +222,8 @@ def attention_threshold(seq_len, n_informative=1, query_norm=1.0, share=0.5):
     Examples
     --------
     >>> from stsq_learn import attention_threshold
-    >>> round(float(attention_threshold(101, n_informative=1, query_norm=2.0)), 4)
+    >>> theta = attention_threshold(101, n_informative=1, query_norm=2.0)
+    >>> round(float(theta), 4)
     2.3026
     """
     R = _check(n_informative, "n_informative", 0.0, strict=True)

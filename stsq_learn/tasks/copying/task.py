@@ -58,7 +58,8 @@ class CopyingTask(Task):
     Examples
     --------
     >>> from stsq_learn import CopyingTask
-    >>> X, y = CopyingTask(seq_len=6, vocab_size=4, min_len=3).sample(3, random_state=0)
+    >>> task = CopyingTask(seq_len=6, vocab_size=4, min_len=3)
+    >>> X, y = task.sample(3, random_state=0)
     >>> X
     array([[ 0,  3,  1,  0,  3, -1],
            [ 3,  3,  1,  3, -1, -1],

@@ -124,7 +124,7 @@ class NGramCopier(_UntrainedSequenceModel):
     >>> import numpy as np
     >>> from stsq_learn import NGramCopier
     >>> X = np.array([[1, 2, 3, 1, 2, 4, -1], [5, 6, 7, 8, -1, -1, -1]])
-    >>> NGramCopier(n=2).fit(X, X).predict(X)     # "1 2" repeats in the first row
+    >>> NGramCopier(n=2).fit(X, X).predict(X)   # "1 2" repeats in the first row
     array([[ 1,  2,  3,  1,  2,  3,  1],
            [ 5,  6,  7,  8, -1, -1, -1]])
     """
@@ -198,7 +198,8 @@ class FixedStateCopier(_UntrainedSequenceModel):
 
     Examples
     --------
-    >>> from stsq_learn import FixedStateCopier, fixed_state_error_bound, make_copying
+    >>> from stsq_learn import (
+    ...     FixedStateCopier, fixed_state_error_bound, make_copying)
     >>> X, y = make_copying(20000, 5, random_state=0)
     >>> error = 1 - FixedStateCopier(n_bits=16).fit(X, y).score(X, y)
     >>> bound = fixed_state_error_bound(5, 10, 16)               # 0.3446

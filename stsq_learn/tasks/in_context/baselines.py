@@ -244,9 +244,10 @@ class PromptRidge(_PromptBaseline):
     Examples
     --------
     >>> from stsq_learn import PromptRidge, make_in_context_regression
-    >>> X, y = make_in_context_regression(100, n_examples=10, n_features=5, random_state=0)
+    >>> X, y = make_in_context_regression(
+    ...     100, n_examples=10, n_features=5, random_state=0)
     >>> model = PromptRidge().fit(X, y)
-    >>> float(abs(model.predict(X) - y).max()) < 1e-8     # M >= d, no noise: exact
+    >>> float(abs(model.predict(X) - y).max()) < 1e-8   # M >= d, no noise: exact
     True
     """
 
@@ -300,8 +301,9 @@ class PromptGradientStep(_PromptBaseline):
     Examples
     --------
     >>> from stsq_learn import PromptGradientStep, make_in_context_regression
-    >>> X, y = make_in_context_regression(4000, n_examples=10, n_features=5, random_state=0)
-    >>> round(PromptGradientStep().fit(X, y).step_, 1)       # about M / (M + d + 1) = 0.625
+    >>> X, y = make_in_context_regression(
+    ...     4000, n_examples=10, n_features=5, random_state=0)
+    >>> round(PromptGradientStep().fit(X, y).step_, 1)   # about M / (M + d + 1)
     0.6
     """
 

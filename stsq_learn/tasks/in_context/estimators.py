@@ -159,14 +159,17 @@ class LinearAttentionRegressor(_Regressor):
     Examples
     --------
     >>> import numpy as np
-    >>> from stsq_learn import (InContextRegressionTask, LinearAttentionRegressor,
-    ...                         in_context_preconditioner)
+    >>> from stsq_learn import (
+    ...     InContextRegressionTask, LinearAttentionRegressor,
+    ...     in_context_preconditioner)
     >>> task = InContextRegressionTask(seq_len=21, n_features=5)       # N = 20
-    >>> model = LinearAttentionRegressor(random_state=0).fit_online(task, n_steps=300)
+    >>> model = LinearAttentionRegressor(random_state=0)
+    >>> model = model.fit_online(task, n_steps=300)
     >>> target = in_context_preconditioner(20, np.ones(5))
-    >>> bool(np.linalg.norm(model.preconditioner_ - target) < 0.05 * np.linalg.norm(target))
+    >>> error = np.linalg.norm(model.preconditioner_ - target)
+    >>> bool(error < 0.05 * np.linalg.norm(target))
     True
-    >>> X, y = task.at_examples(80).sample(1000, random_state=1)     # a longer prompt
+    >>> X, y = task.at_examples(80).sample(1000, random_state=1)  # longer prompt
     >>> model.predict(X).shape
     (1000,)
     """

@@ -265,7 +265,7 @@ class InContextRegressionTask(TokenRowsTask):
     Examples
     --------
     >>> from stsq_learn import InContextRegressionTask
-    >>> task = InContextRegressionTask(seq_len=21, n_features=5)   # M = 20 examples
+    >>> task = InContextRegressionTask(seq_len=21, n_features=5)   # M = 20
     >>> X, y = task.sample(100, random_state=0)
     >>> X.shape, y.shape, task.n_examples
     ((100, 21, 6), (100,), 20)
@@ -590,7 +590,8 @@ def make_in_context_regression(
     Examples
     --------
     >>> from stsq_learn import make_in_context_regression
-    >>> X, y = make_in_context_regression(200, n_examples=20, n_features=5, random_state=0)
+    >>> X, y = make_in_context_regression(
+    ...     200, n_examples=20, n_features=5, random_state=0)
     >>> X.shape, y.shape
     ((200, 21, 6), (200,))
     >>> float(X[0, -1, -1])                  # the query's label slot

@@ -183,7 +183,8 @@ def in_context_risk(
     Covariates scaled by 2 at test, the layer trained at ``Lambda = I``:
 
     >>> A = in_context_preconditioner(20, np.ones(5))
-    >>> round(in_context_risk(np.inf, 20, 4 * np.ones(5), preconditioner=A) / 4, 1)
+    >>> risk = in_context_risk(np.inf, 20, 4 * np.ones(5), preconditioner=A)
+    >>> round(risk / 4, 1)
     21.6
     """
     inv_m = _count(n_test, "n_test")
@@ -248,7 +249,9 @@ def in_context_gd_step(n_examples, covariance, *, noise=0.0, query_covariance=No
     >>> import numpy as np
     >>> from stsq_learn import in_context_gd_step, in_context_risk
     >>> eta = in_context_gd_step(10, np.ones(5))             # M / (M + d + 1)
-    >>> round(eta, 4), round(in_context_risk(10, 10, np.ones(5), preconditioner=eta * np.eye(5)), 4)
+    >>> A = eta * np.eye(5)
+    >>> risk = in_context_risk(10, 10, np.ones(5), preconditioner=A)
+    >>> round(eta, 4), round(risk, 4)
     (0.625, 1.875)
     """
     inv_m = _count(n_examples, "n_examples")
@@ -297,7 +300,8 @@ def in_context_least_squares_risk(n_test, covariance, *, noise=0.0, query_covari
     --------
     >>> import numpy as np
     >>> from stsq_learn import in_context_least_squares_risk
-    >>> in_context_least_squares_risk(3, np.ones(5)), in_context_least_squares_risk(10, np.ones(5))
+    >>> (in_context_least_squares_risk(3, np.ones(5)),
+    ...  in_context_least_squares_risk(10, np.ones(5)))
     (2.0, 0.0)
     """
     inv_m = _count(n_test, "n_test")
@@ -364,7 +368,8 @@ def in_context_slope(n_train, covariance, *, query_covariance=None, precondition
     >>> import numpy as np
     >>> from stsq_learn import in_context_preconditioner, in_context_slope
     >>> A = in_context_preconditioner(20, np.ones(5))       # g = 1.3
-    >>> round(in_context_slope(20, 9 * np.ones(5), preconditioner=A), 4)   # c = 3: 9 / g
+    >>> slope = in_context_slope(20, 9 * np.ones(5), preconditioner=A)  # c = 3
+    >>> round(slope, 4)                                                 # 9 / g
     6.9231
     """
     L, S, _ = _law(covariance, query_covariance)
@@ -409,7 +414,8 @@ def in_context_best_train_length(n_test, covariance, *, noise=0.0, query_covaria
     >>> from stsq_learn import in_context_best_train_length
     >>> round(in_context_best_train_length(40, np.ones(5)), 3)
     40.0
-    >>> round(in_context_best_train_length(40, np.ones(5), noise=1.0), 3)   # 40 * 6 / 7
+    >>> length = in_context_best_train_length(40, np.ones(5), noise=1.0)
+    >>> round(length, 3)                                    # 40 * 6 / 7
     34.286
     """
     inv_m = _count(n_test, "n_test")

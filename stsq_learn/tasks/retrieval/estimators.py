@@ -201,8 +201,8 @@ class SparseTokenRetriever(_Retrieval, _AttentionCore):
     >>> from stsq_learn import SparseTokenRetriever, make_sparse_retrieval
     >>> X, y = make_sparse_retrieval(1000, seq_len=6, n_features=2,
     ...                              n_selected=2, random_state=0)
-    >>> model = SparseTokenRetriever(width=12, n_heads=2, batch_size=100, max_iter=20,
-    ...                              random_state=0).fit(X, y)
+    >>> model = SparseTokenRetriever(width=12, n_heads=2, batch_size=100,
+    ...                              max_iter=20, random_state=0).fit(X, y)
     >>> model.predict(X[:3]).shape
     (3, 4)
     >>> model.score(X, y) > 0.8
@@ -287,7 +287,8 @@ def relative_mse_per_role(y_true, y_pred, *, n_selected):
     >>> import numpy as np
     >>> from stsq_learn.retrieval import relative_mse_per_role
     >>> y = np.array([[1.0, 2.0], [3.0, -1.0]])
-    >>> relative_mse_per_role(y, np.array([[1.0, 0.0], [3.0, 0.0]]), n_selected=2)
+    >>> y_pred = np.array([[1.0, 0.0], [3.0, 0.0]])
+    >>> relative_mse_per_role(y, y_pred, n_selected=2)
     array([0., 1.])
     """
     n_selected = check_positive_int(n_selected, "n_selected")

@@ -118,7 +118,8 @@ class SparseRetrievalTask(Task):
     >>> X, y = task.sample(100, random_state=0)
     >>> X.shape, y.shape
     ((100, 16, 5), (100, 12))
-    >>> sorted(X[0, :, -1][X[0, :, -1] > 0].tolist())   # roles 1, 2, 3, once each
+    >>> roles = X[0, :, -1]
+    >>> sorted(roles[roles > 0].tolist())   # roles 1, 2, 3, once each
     [1.0, 2.0, 3.0]
     """
 

@@ -186,8 +186,8 @@ class SparseTokenSelector(_AttentionCore):
     >>> X, y = make_sparse_token_selection(1000, seq_len=16, n_features=8,
     ...                                    n_selected=3, random_state=0)
     >>> model = SparseTokenSelector(width=64, random_state=0).fit(X, y)
-    >>> X_long, y_long = make_sparse_token_selection(200, seq_len=32, n_features=8,
-    ...                                              n_selected=3, random_state=1)
+    >>> X_long, y_long = make_sparse_token_selection(
+    ...     200, seq_len=32, n_features=8, n_selected=3, random_state=1)
     >>> model.score(X_long, y_long) > 0.5
     True
     """

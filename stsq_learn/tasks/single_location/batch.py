@@ -36,15 +36,16 @@ memory, and a failed call leaves every estimator as it was.
 
 Examples
 --------
+>>> from sklearn.base import clone
 >>> from stsq_learn import ErfAttentionRegressor, SingleLocationTask
 >>> from stsq_learn.tasks.single_location.batch import fit_online_seeds
 >>> task = SingleLocationTask(seq_len=5, n_features=20)
->>> est = ErfAttentionRegressor(learning_rate_init=0.02, lambda_decay=3e-3, max_iter=500)
+>>> est = ErfAttentionRegressor(learning_rate_init=0.02, lambda_decay=3e-3,
+...                             max_iter=500)
 >>> models = fit_online_seeds(est, task, random_states=range(4))
 >>> [m.random_state for m in models]
 [0, 1, 2, 3]
->>> one = ErfAttentionRegressor(learning_rate_init=0.02, lambda_decay=3e-3, max_iter=500,
-...                             random_state=2).fit_online(task)
+>>> one = clone(est).set_params(random_state=2).fit_online(task)
 >>> bool(abs(one.k_ - models[2].k_).max() < 1e-10)
 True
 """

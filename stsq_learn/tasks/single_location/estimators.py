@@ -114,8 +114,10 @@ class ErfAttentionRegressor(_SingleLocationModel):
     >>> from stsq_learn import ErfAttentionRegressor, SingleLocationTask
     >>> task = SingleLocationTask(seq_len=5, n_features=50)
     >>> model = ErfAttentionRegressor(learning_rate_init=0.02, lambda_decay=3e-3,
-    ...                               max_iter=3000, random_state=0).fit_online(task)
-    >>> bool(abs(model.alignment_curve_[-1]).min() > 0.999)   # (k*, v*) or (-k*, -v*)
+    ...                               max_iter=3000, random_state=0)
+    >>> model = model.fit_online(task)
+    >>> alignment = abs(model.alignment_curve_[-1])   # (k*, v*) or (-k*, -v*)
+    >>> bool(alignment.min() > 0.999)
     True
     """
 

@@ -234,7 +234,8 @@ def make_single_location(
     Examples
     --------
     >>> from stsq_learn import make_single_location
-    >>> X, y = make_single_location(200, seq_len=10, n_features=20, random_state=0)
+    >>> X, y = make_single_location(
+    ...     200, seq_len=10, n_features=20, random_state=0)
     >>> X.shape, y.shape
     ((200, 10, 20), (200,))
     """
