@@ -50,6 +50,11 @@ The entries (``--only`` picks some, repeatable):
   plain PyTorch loop of the same layer: time per step and time until its
   ``preconditioner_`` is within 5% of ``Gamma^{-1}`` (the peer code, a GPT-2
   on a GPU, is not runnable here);
+* ``copying``: ``TransformerCopier()`` and an ``LSTMCopier`` of as many
+  parameters trained on strings of lengths 5-20 for a wall-clock budget: their
+  string accuracy at L = 20 against the training time and the strings seen,
+  and at 2x and 4x the length at the end; the n-gram and fixed-state copiers'
+  errors against a reference Monte Carlo and their bounds;
 * ``gpu``: online throughput on CUDA with both samplers (skipped without it);
 * ``distributed``: a grid search on 1 and 2 dask workers (skipped without
   the ``distributed`` extra).
@@ -102,6 +107,7 @@ ENTRIES = [
     "members",
     "single_location",
     "in_context",
+    "copying",
     "gpu",
     "distributed",
 ]
@@ -109,7 +115,7 @@ ENTRIES = [
 #: Entries that measure what a model learns: a fit there that ends worse than
 #: predicting 0 is news, and its warning is shown. The others time short runs,
 #: which are not there to learn: their "worse than no model" warning is silenced.
-LEARNING_ENTRIES = {"accuracy", "parity", "defaults", "baseline_defaults"}
+LEARNING_ENTRIES = {"accuracy", "parity", "defaults", "baseline_defaults", "copying"}
 
 
 def load(name):

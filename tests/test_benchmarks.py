@@ -70,6 +70,7 @@ def test_registry_and_configs(bench):
         "members",
         "single_location",
         "in_context",
+        "copying",
         "gpu",
         "distributed",
     ]
@@ -638,6 +639,52 @@ def test_in_context_entry_times_both_layers_to_the_target(bench):
         assert r["steps_to_target"] is None or 1 <= r["steps_to_target"] <= 80
     assert rec["comparisons"][0]["time_ratio"] > 0
     assert [label for label, _ in module.table(rec)][-1] == "stsq-learn / plain torch loop"
+
+
+def test_copying_entry_trains_to_its_budget_and_checks_the_constructions(bench):
+    module = bench.run.load("copying")
+    small = dict(train_len=4, min_len=2, test_lens=(8,), transformer_steps=20, lstm_steps=10**5)
+    small |= dict(transformer_params={"width": 16, "n_heads": 4}, budget_s=2.0, every=5)
+    small |= dict(n_test=100, ngram_lengths=(16,), n_ngram=2000, n_bits=4)
+    small |= dict(fixed_cases=((2, 6), (2, 3)), n_fixed=4000)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*worse than no model")
+        rec = module.run(bench.harness.merge_config(module, overrides=small), None)
+    json.dumps(rec)  # the report is JSON
+    t, lstm = rec["trained"]["transformer"], rec["trained"]["LSTM"]
+    assert t["estimator"] == "TransformerCopier(n_heads=4, random_state=0, width=16)"
+    assert lstm["estimator"].startswith("LSTMCopier(hidden_size=")
+    assert abs(t["parameters"] - lstm["parameters"]) < 0.05 * t["parameters"]
+    assert not t["stopped_by_budget"] and t["steps"] == t["planned_steps"] == 20
+    assert [r["step"] for r in t["curve"]] == [5, 10, 15, 20]
+    assert [r["strings"] for r in t["curve"]] == [80, 160, 240, 320]  # 16 strings a step
+    assert lstm["stopped_by_budget"] and lstm["steps"] < 10**5 == lstm["planned_steps"]
+    assert lstm["curve"][-1]["step"] == lstm["steps"] and lstm["strings"] == 16 * lstm["steps"]
+    assert 2 <= lstm["training_seconds"] < 4  # stopped at the first step past the budget
+    for r in (t, lstm):
+        seconds = [c["seconds"] for c in r["curve"]]
+        assert seconds == sorted(seconds) and r["evaluation_seconds"] > 0
+        assert set(r["final_accuracy"]) == {"4", "8"}
+        assert r["final_accuracy"]["4"] == r["curve"][-1]["accuracy"]
+        reached = [c for c in r["curve"] if c["accuracy"] >= 0.9]
+        assert r["strings_to_target"] == (reached[0]["strings"] if reached else None)
+    (g,) = rec["ngram"]["rows"]
+    assert g["bound"] == pytest.approx(16**2 / 10**4) and g["error"] < g["bound"]
+    assert g["reference"] == 0.0061 and abs(g["z"]) < 3
+    assert g["z"] == pytest.approx((g["error"] - 0.0061) / g["difference_se"])
+    for f, bound in zip(rec["fixed_state"]["rows"], (1 - 16 / 64, 0.0)):
+        assert f["bound"] == bound and abs(f["error"] - bound) <= 3 * f["standard_error"]
+    assert rec["fixed_state"]["rows"][1]["error"] == 0.0  # 8 strings fit in 15 states
+    labels = [label for label, _ in module.table(rec)]
+    ratio = ["LSTM / transformer strings"] if rec["strings_ratio"] is not None else []
+    assert labels == [
+        "transformer (L=4)",
+        "LSTM (L=4)",
+        *ratio,
+        "n-gram copier D=10 n=4 L=16",
+        "fixed-state copier b=4 D=2 L=6",
+        "fixed-state copier b=4 D=2 L=3",
+    ]
 
 
 def test_plain_lsa_loop_is_the_package_layer(bench):
