@@ -246,7 +246,7 @@ def test_every_provenance_says_paper_or_ours():
 def test_experiment_names_and_aliases():
     assert EXPERIMENTS == tuple(RECORDS)
     assert list(PRESETS) == list(SIZES) == ["tiny", "quick", "full", "gpu"]
-    assert EXPERIMENTS[-1] == "in_context_regression"
+    assert EXPERIMENTS[-2:] == ("in_context_regression", "copying")
     assert resolve_experiments(None) == list(EXPERIMENTS)
     for name, record in RECORDS.items():
         for alias in record.aliases:

@@ -21,7 +21,10 @@ from stsq_learn import (
     FCNRegressor,
     FCNRetriever,
     FCNSelector,
+    FixedStateCopier,
     LinearAttentionRegressor,
+    LSTMCopier,
+    NGramCopier,
     PromptGradientStep,
     PromptRidge,
     SingleLocationTask,
@@ -30,7 +33,9 @@ from stsq_learn import (
     SparseTokenClassifier,
     SparseTokenRetriever,
     SparseTokenSelector,
+    TransformerCopier,
     load_model,
+    make_copying,
     make_in_context_regression,
     make_sparse_averaging,
     make_sparse_retrieval,
@@ -124,6 +129,10 @@ def _in_context(n, seq_len, d, q, random_state):
     return make_in_context_regression(n, seq_len - 1, d, random_state=random_state)
 
 
+def _copying(n, seq_len, d, q, random_state):
+    return make_copying(n, seq_len, vocab_size=3, min_len=2, random_state=random_state)
+
+
 _SMALL = {"max_iter": 1, "batch_size": 10, "random_state": 0}
 SAVED = {  # one small model of every class save_model may save, and its data
     "SparseTokenSelector": (lambda: SparseTokenSelector(4, **_SMALL), make_sparse_token_selection),
@@ -161,6 +170,16 @@ SAVED = {  # one small model of every class save_model may save, and its data
     ),
     "PromptRidge": (lambda: PromptRidge(alpha=0.1), _in_context),
     "PromptGradientStep": (PromptGradientStep, _in_context),
+    "TransformerCopier": (
+        lambda: TransformerCopier(width=8, n_heads=2, max_iter=1, batch_size=10, random_state=0),
+        _copying,
+    ),
+    "LSTMCopier": (
+        lambda: LSTMCopier(hidden_size=4, max_iter=1, batch_size=10, random_state=0),
+        _copying,
+    ),
+    "NGramCopier": (lambda: NGramCopier(n=2), _copying),
+    "FixedStateCopier": (lambda: FixedStateCopier(n_bits=4), _copying),
 }
 SAVED_CLASSES = sorted(persistence._CLASSES)
 _FITTED = {}
@@ -500,7 +519,12 @@ def test_a_huge_fitted_size_is_one_value_error_naming_it(name, key, value):
     )
 
 
-_WEIGHTLESS = {"PromptRidge", "PromptGradientStep"}  # per-prompt solves: no size is not theirs
+_WEIGHTLESS = {  # per-prompt solves and the copying constructions: no size is not theirs
+    "PromptRidge",
+    "PromptGradientStep",
+    "NGramCopier",
+    "FixedStateCopier",
+}
 
 
 @pytest.mark.parametrize("name", [n for n in SAVED_CLASSES if n not in _WEIGHTLESS])
