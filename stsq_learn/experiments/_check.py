@@ -148,7 +148,7 @@ def write_reference(
     Returns
     -------
     dict
-        The reference, as written.
+        The reference, as written (see :func:`load_reference`).
     """
     from ._registered import RECORDS
 
@@ -307,12 +307,8 @@ class ReferenceCheck:
 
     def to_dict(self):
         """The check, JSON-ready (its fields, ``ok`` and ``mismatches``)."""
-        return {
-            "preset": self.preset,
-            "ok": self.ok,
-            "mismatches": self.mismatches,
-            **dataclasses.asdict(self),
-        }
+        out = {"preset": self.preset, "ok": self.ok, "mismatches": self.mismatches}
+        return {**out, **dataclasses.asdict(self)}
 
 
 def _num(v):
@@ -349,7 +345,8 @@ def check_reference(results, reference=None):
     Examples
     --------
     >>> from stsq_learn.experiments import check_reference, reproduce
-    >>> run = reproduce("tiny", only="convergence", progress=False)  # doctest: +SKIP
+    >>> run = reproduce(  # doctest: +SKIP
+    ...     "tiny", only="convergence", progress=False)
     >>> check_reference(run).ok  # doctest: +SKIP
     True
     """
@@ -368,16 +365,8 @@ def check_reference(results, reference=None):
             measured = (bands[name] or {}).get(number)
             value = None if measured is None else float(measured["median"])
             reference_value, tol = float(entry["median"]), float(entry["tolerance"])
-            rows.append(
-                {
-                    "experiment": name,
-                    "number": number,
-                    "reference": reference_value,
-                    "tolerance": tol,
-                    "measured": value,
-                    "ok": _matches(value, reference_value, tol),
-                }
-            )
+            row = dict(experiment=name, number=number, reference=reference_value, tolerance=tol)
+            rows.append(row | {"measured": value, "ok": _matches(value, reference_value, tol)})
     not_run = [name for name in ref["experiments"] if name not in bands]
     not_referenced = [
         f"{name}.{number}"

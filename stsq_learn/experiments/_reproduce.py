@@ -90,14 +90,8 @@ class ReproduceResults(dict):
         return dict(self.meta.get("provenance", {}))
 
     def to_dict(self):
-        """``results.json``, JSON-ready.
-
-        Returns
-        -------
-        dict
-            ``format``, ``meta`` and ``experiments``: name to the result's
-            ``to_dict()`` and its ``headline`` bands.
-        """
+        """``results.json``, JSON-ready: ``format``, ``meta`` and ``experiments`` (name to the
+        result's ``to_dict()`` and its ``headline`` bands)."""
         headline = self.headline
         experiments = {
             name: {**r.to_dict(), "headline": headline[name]} for name, r in self.items()
@@ -383,19 +377,9 @@ def _save_figure(fig, path):
 
 
 def summary_table(results):
-    """A Markdown summary of a run: each experiment's rows, then its headline bands.
-
-    Parameters
-    ----------
-    results : ReproduceResults or dict
-        Experiment name to its :class:`ExperimentResult`.
-
-    Returns
-    -------
-    str
-        The summary rows, the headline bands (median [min, max] over the
-        seeds) and the settings each record calls its own (not the paper's).
-    """
+    """A Markdown summary of a run (experiment name to its :class:`ExperimentResult`): each
+    experiment's rows, the headline bands (median [min, max] over the seeds) and the settings
+    each record calls its own (not the paper's)."""
     rows = ["| experiment | measure | value |", "|---|---|---|"]
     for result in results.values():
         rows += result.summary()
@@ -415,11 +399,10 @@ def summary_table(results):
         for name, prov in getattr(results, "provenance", {}).items()
     }
     if any(ours.values()):
-        rows += [
-            "",
-            "Settings that are ours, not the paper's (sources: results.json, meta.provenance):",
-            "",
-        ]
+        ours_line = (
+            "Settings that are ours, not the paper's (sources: results.json, meta.provenance):"
+        )
+        rows += ["", ours_line, ""]
         rows += [f"- {name}: {', '.join(keys)}" for name, keys in ours.items() if keys]
     return "\n".join(rows)
 
@@ -474,18 +457,9 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
 
     Parameters
     ----------
-    preset : {"tiny", "quick", "full", "gpu"}, default="quick"
-        The size, as in :func:`reproduce`.
-    only : str or sequence of str, default=None
-        The experiments, as in :func:`reproduce`.
-    device : str, default="auto"
-        Device the steps are timed on.
-    n_threads : int, default=None
-        PyTorch CPU threads while timing, as in :func:`reproduce`.
-    n_seeds : int, default=None
-        Seeds per experiment, as in :func:`reproduce`.
-    n_jobs : int, default=None
-        Worker processes, as in :func:`reproduce`.
+    preset, only, device, n_threads, n_seeds, n_jobs
+        As in :func:`reproduce` (``device`` and ``n_threads``: those the steps
+        are timed with).
 
     Returns
     -------
@@ -512,13 +486,8 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
             work = StudyPlan(RECORDS[name].planned_work(preset, n_seeds=len(seeds)))
             parts = work.estimate(device=str(resolved))
             seconds = round(sum(p["seconds"] for p in parts), 1)
-            out[name] = {
-                "fits": work.fits,
-                "steps": work.steps,
-                "seconds": seconds,
-                "seeds": len(seeds),
-                "parts": parts,
-            }
+            out[name] = dict(fits=work.fits, steps=work.steps, seconds=seconds, seeds=len(seeds))
+            out[name]["parts"] = parts
         workers = _runs.resolve_n_jobs(n_jobs, len(out), device=resolved.type)
         wall = wall_time([est["seconds"] for est in out.values()], workers)
         return Plan(out, n_jobs=workers, wall_seconds=round(wall, 1))
@@ -527,18 +496,8 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
 
 
 def plan_table(estimates):
-    """A Markdown table of :func:`plan`'s estimates, with the total and the wall time.
-
-    Parameters
-    ----------
-    estimates : dict
-        As returned by :func:`plan`.
-
-    Returns
-    -------
-    str
-        The table (all seeds of an experiment together), then a plan's wall time.
-    """
+    """A Markdown table of :func:`plan`'s ``estimates`` (all seeds of an experiment together),
+    with the total, then a plan's wall time."""
     rows = ["| experiment | fits | steps | estimated time | seeds |", "|---|---|---|---|---|"]
     rows += [
         f"| {name} | {e['fits']} | {e['steps']} | {_duration(e['seconds'])} | {e.get('seeds', 1)} |"

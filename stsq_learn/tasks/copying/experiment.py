@@ -139,17 +139,8 @@ def _parameters(module):
 
 
 def matched_hidden_size(width, n_heads, vocab_size):
-    """The hidden size of the 2-layer LSTM whose parameters are closest to the transformer's.
-
-    Parameters
-    ----------
-    width, n_heads, vocab_size : int
-        The 2-layer transformer's sizes and D.
-
-    Returns
-    -------
-    int
-    """
+    """The hidden size of the 2-layer LSTM whose parameter count is closest to the 2-layer
+    transformer's of ``width`` and ``n_heads`` on D = ``vocab_size`` symbols (an int)."""
     goal = _parameters(CausalTransformer(vocab_size, width, n_heads, 2))
     sizes = range(4, 4 * width + 1)
     return min(sizes, key=lambda h: abs(_parameters(RecurrentCopier(vocab_size, h, 2)) - goal))
@@ -203,23 +194,8 @@ _SCORING = {"string_accuracy": make_scorer(string_accuracy)}
 
 # -- the studies -----------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The experiment's studies over every seed: ``constructions``, ``trained``, ``curve``.
-
-    Parameters
-    ----------
-    cfg : CopyingSettings
-        The settings.
-    seeds : tuple of int
-        The seeds.
-    device, progress, n_jobs
-        As in :func:`copying` (``device``: the trained models').
-
-    Returns
-    -------
-    dict of str to StudyTable
-        Panel 1's constructions and trained models (``string_accuracy`` per
-        L), and panels 2 and 3's training curves (``accuracy_L<L>`` per test length).
-    """
+    """The record's ``run``: ``constructions`` and ``trained`` (panel 1's
+    ``string_accuracy`` per L) and ``curve`` (``accuracy_L<L>`` per test length)."""
     D = cfg.vocab_size
     common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     ngram, fixed = construction_labels(cfg)
@@ -373,19 +349,7 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The three panels over the seeds: accuracy against L, against the test length, the training.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`copying` (every seed).
-    axes : sequence of 3 matplotlib Axes, default=None
-        Where to draw; None makes a new figure.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+    """The record's ``figure``: accuracy against L, against the test length, the training."""
     fig, (ax1, ax2, ax3) = new_axes(axes, 3)
     c = result.settings
     both = StudyTable.concat([result.tables["constructions"], result.tables["trained"]])
@@ -469,6 +433,8 @@ PROVENANCE = {
 }
 """Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
 
+_SMALL = dict(vocab_size=3, min_len=2, factors=(1, 2), n_heads=4, record_every=50, n_theory=4000)
+
 RECORD = Experiment(
     name="copying",
     function_name="copying",
@@ -492,32 +458,17 @@ RECORD = Experiment(
     settings=CopyingSettings,
     presets={
         "tiny": dict(
-            vocab_size=3,
+            _SMALL,
             theory_lengths=(4, 8, 16),
             trained_lengths=(4,),
             train_len=4,
-            min_len=2,
-            factors=(1, 2),
             width=16,
-            n_heads=4,
             n_steps=150,
-            record_every=50,
             n_test=100,
             n_theory=500,
         ),
         "quick": dict(
-            vocab_size=3,
-            trained_lengths=(),
-            train_len=5,
-            min_len=2,
-            factors=(1, 2),
-            width=32,
-            n_heads=4,
-            n_steps=300,
-            target=0.5,
-            record_every=50,
-            n_test=200,
-            n_theory=4000,
+            _SMALL, trained_lengths=(), train_len=5, width=32, n_steps=300, target=0.5, n_test=200
         ),
         "full": {},
         "gpu": "full",  # small models: the same work on any device
