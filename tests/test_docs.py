@@ -484,15 +484,6 @@ KNOWN_TOO_WIDE = {
         ">>> X, y = make_sparse_token_selection(200, seq_len=8, n",
         ">>> fitted = fit_members([clone(est).set_params(random_s",
     ],
-    "stsq_learn.experiments._check.check_reference": [
-        '>>> run = reproduce("tiny", only="convergence", progress',
-    ],
-    "stsq_learn.studies.seeds.stream_seed": [
-        '>>> stream_seed(0, "test") == stream_seed(0, "test") != ',
-    ],
-    "stsq_learn.studies.table.StudyTable": [
-        '...                     "param_seq_len": [8, 8, 8], "sco',
-    ],
     "stsq_learn.tasks.averaging.estimators.SparseTokenAverager.from_selector": [
         "...                         make_sparse_averaging, make_",
     ],
@@ -506,12 +497,6 @@ KNOWN_TOO_WIDE = {
     ],
     "stsq_learn.tasks.classification.estimators.SparseTokenClassifier": [
         ">>> from stsq_learn import SparseTokenClassifier, make_s",
-    ],
-    "stsq_learn.tasks.classification.experiment.SparseTokenClassificationSettings": [
-        ">>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16",
-    ],
-    "stsq_learn.tasks.classification.experiment.sparse_token_classification": [
-        '...     "tiny", seeds=1, n_bisect=1, alignment_features=',
     ],
     "stsq_learn.tasks.classification.task.SparseTokenClassificationTask": [
         ">>> task = SparseTokenClassificationTask(seq_len=16, n_f",
@@ -538,9 +523,6 @@ KNOWN_TOO_WIDE = {
         ">>> model = LinearAttentionRegressor(random_state=0).fit",
         ">>> bool(np.linalg.norm(model.preconditioner_ - target) ",
         ">>> X, y = task.at_examples(80).sample(1000, random_stat",
-    ],
-    "stsq_learn.tasks.in_context.experiment.in_context_regression": [
-        '>>> result = in_context_regression("tiny", seeds=2, n_st',
     ],
     "stsq_learn.tasks.in_context.task.InContextRegressionTask": [
         ">>> task = InContextRegressionTask(seq_len=21, n_feature",
@@ -572,29 +554,9 @@ KNOWN_TOO_WIDE = {
     "stsq_learn.tasks.retrieval.task.SparseRetrievalTask": [
         ">>> sorted(X[0, :, -1][X[0, :, -1] > 0].tolist())   # ro",
     ],
-    "stsq_learn.tasks.selection.convergence.training_dynamics": [
-        ">>> result = training_dynamics(seq_len=8, n_features=2, ",
-        "...                            estimator=SparseTokenSele",
-        "...                                                     ",
-    ],
-    "stsq_learn.tasks.selection.encodings.EncodingsSettings": [
-        ">>> EncodingsSettings(seq_len=8, factors=(1, 2), sweep_f",
-    ],
-    "stsq_learn.tasks.selection.encodings.encoding_families": [
-        '>>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # ',
-    ],
     "stsq_learn.tasks.selection.estimators.SparseTokenSelector": [
         ">>> X_long, y_long = make_sparse_token_selection(200, se",
         "...                                              n_selec",
-    ],
-    "stsq_learn.tasks.selection.length.length_generalization": [
-        '>>> result = length_generalization("tiny", seeds=2, n_st',
-    ],
-    "stsq_learn.tasks.selection.separation.SeparationCurve": [
-        ">>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=",
-    ],
-    "stsq_learn.tasks.selection.separation.SeparationSettings": [
-        ">>> [c.sizes() for c in settings.curves], settings.repla",
     ],
     "stsq_learn.tasks.single_location.estimators.ErfAttentionRegressor": [
         "...                               max_iter=3000, random_",

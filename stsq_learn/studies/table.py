@@ -110,7 +110,8 @@ class StudyTable(Sequence):
     --------
     >>> from stsq_learn.studies import StudyTable
     >>> table = StudyTable({"model": ["a", "a", "b"], "seed": [0, 1, 0],
-    ...                     "param_seq_len": [8, 8, 8], "score": [0.9, 0.8, None]})
+    ...                     "param_seq_len": [8, 8, 8],
+    ...                     "score": [0.9, 0.8, None]})
     >>> len(table), table.columns
     (3, ('model', 'seed', 'param_seq_len', 'score'))
     >>> table[0]

@@ -315,10 +315,10 @@ RECORD = Experiment(
     --------
     >>> from stsq_learn.experiments import training_dynamics
     >>> from stsq_learn import SparseTokenSelector
-    >>> result = training_dynamics(seq_len=8, n_features=2, n_selected=2, n_steps=20,
-    ...                            estimator=SparseTokenSelector(16, solver="sgd",
-    ...                                                          learning_rate_init=1.0),
-    ...                            n_test=100, seeds=2)
+    >>> model = SparseTokenSelector(16, solver="sgd", learning_rate_init=1.0)
+    >>> result = training_dynamics(seq_len=8, n_features=2, n_selected=2,
+    ...                            n_steps=20, estimator=model, n_test=100,
+    ...                            seeds=2)
     >>> result.tables["dynamics"].unique("model"), result.seeds
     (['same_step', 'preconditioned'], (0, 1))
     >>> sorted(result.bands())[:2]

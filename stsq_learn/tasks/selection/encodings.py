@@ -69,7 +69,8 @@ class EncodingsSettings(TaskSettings):
     Examples
     --------
     >>> from stsq_learn.experiments import EncodingsSettings
-    >>> EncodingsSettings(seq_len=8, factors=(1, 2), sweep_factor=2).codebook_factors
+    >>> settings = EncodingsSettings(seq_len=8, factors=(1, 2), sweep_factor=2)
+    >>> settings.codebook_factors
     (1, 4, 16)
     """
 
@@ -331,7 +332,8 @@ RECORD = Experiment(
     >>> result = encoding_families("tiny", seeds=2, n_steps=10, n_val=100)
     >>> result.tables["lengths"].unique("model")
     ['stochastic', 'fixed', 'randomized', 'sinusoidal', 'L=32', 'L=8']
-    >>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # 8 positions cannot score at 16
+    >>> # 8 positions cannot score at 16
+    >>> result.bands()["codebook_L8_r2_at_2T"]["values"]
     [nan, nan]
     """,
     presets={

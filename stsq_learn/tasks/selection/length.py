@@ -364,7 +364,8 @@ RECORD = Experiment(
     Examples
     --------
     >>> from stsq_learn.experiments import length_generalization
-    >>> result = length_generalization("tiny", seeds=2, n_steps=10, n_val_large=150)
+    >>> result = length_generalization("tiny", seeds=2, n_steps=10,
+    ...                                n_val_large=150)
     >>> result.tables["r2"].unique("eval_seq_len"), result.seeds
     ([8, 16], (0, 1))
     >>> len(result.bands()["fixed_r2_at_2T"]["values"])

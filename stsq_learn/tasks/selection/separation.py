@@ -93,7 +93,8 @@ class SeparationCurve(Settings):
     Examples
     --------
     >>> from stsq_learn.experiments import SeparationCurve
-    >>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=3, widths={"transformer": (8, 16)},
+    >>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=3,
+    ...                         widths={"transformer": (8, 16)},
     ...                         n_steps={"transformer": 20})
     >>> curve.sizes(), curve.searched()
     ((2, 3), ('transformer',))
@@ -216,8 +217,10 @@ class SeparationSettings(Settings):
     --------
     >>> from stsq_learn.experiments import SeparationSettings
     >>> settings = SeparationSettings(target_r2=0.5)
-    >>> [c.sizes() for c in settings.curves], settings.replace(search="scan").search
-    ([(2, 2), (4, 3)], 'scan')
+    >>> [c.sizes() for c in settings.curves]
+    [(2, 2), (4, 3)]
+    >>> settings.replace(search="scan").search
+    'scan'
     """
 
     _parameter_constraints = {
