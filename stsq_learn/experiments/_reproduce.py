@@ -377,9 +377,19 @@ def _save_figure(fig, path):
 
 
 def summary_table(results):
-    """A Markdown summary of a run (experiment name to its :class:`ExperimentResult`): each
-    experiment's rows, the headline bands (median [min, max] over the seeds) and the settings
-    each record calls its own (not the paper's)."""
+    """A Markdown summary of a run: each experiment's rows, then its headline bands.
+
+    Parameters
+    ----------
+    results : ReproduceResults or dict
+        Experiment name to its :class:`ExperimentResult`.
+
+    Returns
+    -------
+    str
+        The summary rows, the headline bands (median [min, max] over the
+        seeds) and the settings each record calls its own (not the paper's).
+    """
     rows = ["| experiment | measure | value |", "|---|---|---|"]
     for result in results.values():
         rows += result.summary()
@@ -496,8 +506,18 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
 
 
 def plan_table(estimates):
-    """A Markdown table of :func:`plan`'s ``estimates`` (all seeds of an experiment together),
-    with the total, then a plan's wall time."""
+    """A Markdown table of :func:`plan`'s estimates, with the total and the wall time.
+
+    Parameters
+    ----------
+    estimates : dict
+        As returned by :func:`plan`.
+
+    Returns
+    -------
+    str
+        The table (all seeds of an experiment together), then a plan's wall time.
+    """
     rows = ["| experiment | fits | steps | estimated time | seeds |", "|---|---|---|---|---|"]
     rows += [
         f"| {name} | {e['fits']} | {e['steps']} | {_duration(e['seconds'])} | {e.get('seeds', 1)} |"

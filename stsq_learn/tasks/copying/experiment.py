@@ -139,8 +139,17 @@ def _parameters(module):
 
 
 def matched_hidden_size(width, n_heads, vocab_size):
-    """The hidden size of the 2-layer LSTM whose parameter count is closest to the 2-layer
-    transformer's of ``width`` and ``n_heads`` on D = ``vocab_size`` symbols (an int)."""
+    """The hidden size of the 2-layer LSTM whose parameters are closest to the transformer's.
+
+    Parameters
+    ----------
+    width, n_heads, vocab_size : int
+        The 2-layer transformer's sizes and D.
+
+    Returns
+    -------
+    int
+    """
     goal = _parameters(CausalTransformer(vocab_size, width, n_heads, 2))
     sizes = range(4, 4 * width + 1)
     return min(sizes, key=lambda h: abs(_parameters(RecurrentCopier(vocab_size, h, 2)) - goal))
