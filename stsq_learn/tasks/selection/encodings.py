@@ -135,17 +135,8 @@ def codebook_model(settings, L):
 
 
 def planned_models(cfg):
-    """Every model by label: the four families, then the sweep's codebooks they lack.
-
-    Parameters
-    ----------
-    cfg : EncodingsSettings
-
-    Returns
-    -------
-    dict of str to SparseTokenSelector
-        ``{family: ..., "L=<size>": ...}``.
-    """
+    """Every model of ``cfg`` by label: the four families, then the sweep's codebooks they
+    lack (``{family: ..., "L=<size>": ...}``)."""
     est, top = cfg.estimator, max_positions(cfg)
     models = {f: clone(est).set_params(positional_encoding=f) for f in POSITIONAL_ENCODINGS}
     models["randomized"].set_params(max_positions=top)
@@ -168,20 +159,11 @@ def run(cfg, seeds, **kw):
     for label, est in planned_models(cfg).items():
         longest = max(t for t in lengths if t <= (est.max_positions or lengths[-1]))
         groups.setdefault(longest, {})[label] = est
+    kw.update(seeds=seeds, n_steps=cfg.n_steps, n_test=cfg.n_val, error_score="raise")
     table = StudyTable.concat(
         [
-            length_curve(
-                models,
-                task,
-                [t for t in lengths if t <= longest],
-                seeds=seeds,
-                n_steps=cfg.n_steps,
-                n_test=cfg.n_val,
-                error_score="raise",
-                batch_seeds=True,
-                **kw,
-            )
-            for longest, models in groups.items()
+            length_curve(models, task, [t for t in lengths if t <= L], batch_seeds=True, **kw)
+            for L, models in groups.items()
         ]
     )
     return {"lengths": table.with_columns(width=[cfg.estimator.width] * len(table))}
@@ -189,20 +171,9 @@ def run(cfg, seeds, **kw):
 
 # -- what the table gives --------------------------------------------------------------------
 def r2(result, model):
-    """T' to the R^2 of ``model`` (a family or ``"L=<L>"``), of one seed's view.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        One seed's view of a run of :func:`encoding_families`.
-    model : str
-        A family, or a codebook's label (:func:`codebook_model`).
-
-    Returns
-    -------
-    dict of int to float
-        Every T' of the settings; NaN beyond the model's codebook (not scored).
-    """
+    """Every T' of the settings to the R^2 of ``model`` (a family, or a codebook's label:
+    :func:`codebook_model`) in one seed's view of :func:`encoding_families`; NaN beyond the
+    model's codebook (not scored)."""
     rows = result.tables["lengths"].where(model=model)
     scored = {int(t): float(v) for t, v in zip(rows["eval_seq_len"], rows["score"])}
     return {t: scored.get(t, math.nan) for t in eval_lengths(result.settings)}
@@ -250,17 +221,9 @@ def summary(result):
 
 
 # -- the figure ------------------------------------------------------------------------------
-_SWEEP_AXES = {  # the sweep's panel: R^2 against the codebook size, at one T'
-    "x": "codebook_size",
-    "y": "score",
-    "hue": None,
-    "style": "errorbar",
-    "logx": True,
-    "colors": {None: "C2"},
-    "legend": False,
-    "xlabel": "codebook size L = max_positions (log scale)",
-    "ylabel": "$R^2$",
-}
+_SWEEP_AXES = dict(x="codebook_size", y="score", hue=None, style="errorbar", logx=True)
+_SWEEP_AXES |= dict(colors={None: "C2"}, legend=False, ylabel="$R^2$")  # R^2 against L at one T'
+_SWEEP_AXES["xlabel"] = "codebook size L = max_positions (log scale)"
 
 
 def figure(result, axes=None):
