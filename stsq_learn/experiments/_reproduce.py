@@ -195,22 +195,11 @@ def reproduce(
         log=log,
         when_done=None if out is None else draw,
     )
-    meta = {
-        "stsq_learn": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "preset": preset,
-        "device": str(resolved),
-        "seed": seed,
-        "seeds": list(seeds),
-        "n_jobs": workers,
-        "torch_threads": n_threads,
-        "seconds": {name: round(done[name][1], 1) for name in names},
-        "wall_seconds": round(time.perf_counter() - start, 1),
-        "provenance": {
-            name: dict(RECORDS[name].provenance) for name in names if RECORDS[name].provenance
-        },
-    }
+    meta = dict(stsq_learn=__version__, torch=torch.__version__, python=platform.python_version())
+    meta |= dict(preset=preset, device=str(resolved), seed=seed, seeds=list(seeds), n_jobs=workers)
+    meta |= dict(torch_threads=n_threads, seconds={n: round(done[n][1], 1) for n in names})
+    meta["wall_seconds"] = round(time.perf_counter() - start, 1)
+    meta["provenance"] = {n: dict(RECORDS[n].provenance) for n in names if RECORDS[n].provenance}
     results = ReproduceResults({name: done[name][0] for name in names}, preset=preset, meta=meta)
     if out is not None:
         (Path(out) / "results.json").write_text(json.dumps(results.to_dict(), indent=1) + "\n")

@@ -139,17 +139,8 @@ def _parameters(module):
 
 
 def matched_hidden_size(width, n_heads, vocab_size):
-    """The hidden size of the 2-layer LSTM whose parameters are closest to the transformer's.
-
-    Parameters
-    ----------
-    width, n_heads, vocab_size : int
-        The 2-layer transformer's sizes and D.
-
-    Returns
-    -------
-    int
-    """
+    """The hidden size of the 2-layer LSTM whose parameter count is closest to the 2-layer
+    transformer's of ``width`` and ``n_heads`` on D = ``vocab_size`` symbols (an int)."""
     goal = _parameters(CausalTransformer(vocab_size, width, n_heads, 2))
     sizes = range(4, 4 * width + 1)
     return min(sizes, key=lambda h: abs(_parameters(RecurrentCopier(vocab_size, h, 2)) - goal))
@@ -263,22 +254,9 @@ def accuracy_bounds(settings):
 
 
 def strings_to_target(result, model, target=None):
-    """The strings one seed's ``model`` saw until its accuracy at ``train_len`` reached ``target``.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A one-seed view.
-    model : str
-        One of :data:`MODELS`.
-    target : float or None, default=None
-        None: the settings' ``target``.
-
-    Returns
-    -------
-    float
-        ``step * batch_size`` of the first measurement at or above it; ``inf`` if none.
-    """
+    """The strings ``model`` (of :data:`MODELS`) saw in a one-seed view until its accuracy at
+    ``train_len`` reached ``target`` (None: the settings'): ``step * batch_size`` of the first
+    measurement at or above it; ``inf`` if none."""
     target = result.settings["target"] if target is None else target
     rows = result.tables["curve"].where(model=model)
     accuracy = np.asarray(rows[_column(result.settings["train_len"])], dtype=float)
