@@ -43,10 +43,8 @@ def fmt_band(b, digits=3):
 
 @dataclass(frozen=True)
 class ExperimentResult:
-    """An experiment's run over its seeds: its settings and its studies' tables.
-
-    Every number the experiment derives, and its figure, is a function of
-    the tables (:meth:`seed` gives one seed's view of them).
+    """An experiment's run over its seeds: its settings and its studies' tables (every number
+    derived, and the figure, a function of them; :meth:`seed` gives one seed's view).
 
     Attributes
     ----------

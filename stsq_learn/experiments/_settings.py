@@ -190,20 +190,8 @@ class Settings(Mapping):
 
     @classmethod
     def resolve(cls, settings=None, changes=None):
-        """An instance from ``settings`` and keyword ``changes``.
-
-        Parameters
-        ----------
-        settings : Settings, mapping or None, default=None
-            An instance of this class, a mapping of setting to value, or None
-            (the defaults).
-        changes : mapping or None, default=None
-            Settings to change on top of it.
-
-        Returns
-        -------
-        Settings
-        """
+        """An instance from ``settings`` (an instance of this class, a mapping of setting to
+        value, or None: the defaults) and the settings ``changes`` (a mapping) changes on it."""
         changes = dict(changes or {})
         settings = {} if settings is None else settings
         if not isinstance(settings, Mapping) or (
