@@ -166,15 +166,11 @@ def write_reference(
                 tol = max(factor * _finite(band["max"] - band["min"]), float(floors.pop(key)))
             else:
                 tol = tolerance(band, factor=factor, rtol=rtol, atol=atol)
-            step_rtol, step_atol = (
-                RECORDS[name].step_tolerance(number) if name in RECORDS else (0, 0)
-            )
-            tol = max(tol, step_rtol * _finite(abs(band["median"])), step_atol)
-            experiments.setdefault(name, {})[number] = {
-                "median": band["median"],
-                "tolerance": tol,
-                **{k: band[k] for k in ("min", "max", "values")},
-            }
+            step = RECORDS[name].step_tolerance(number) if name in RECORDS else (0, 0)
+            tol = max(tol, step[0] * _finite(abs(band["median"])), step[1])
+            entry = {"median": band["median"], "tolerance": tol}
+            entry |= {k: band[k] for k in ("min", "max", "values")}
+            experiments.setdefault(name, {})[number] = entry
     if floors:
         raise ValueError(f"floors names no headline number of the run: {', '.join(floors)}.")
     if not experiments:

@@ -86,24 +86,16 @@ class CopyingSettings(Settings):
     """
 
     _parameter_constraints = {
+        **dict.fromkeys(("n", "train_len", "min_len", "width", "n_heads", "n_steps"), _COUNT),
+        **dict.fromkeys(("batch_size", "record_every", "n_test", "n_theory"), _COUNT),
         "vocab_size": [Interval(numbers.Integral, 2, None, closed="left")],
-        "n": _COUNT,
         "n_bits": [Interval(numbers.Integral, 1, 62, closed="both")],
         "theory_lengths": [positive_ints(increasing=True)],
         "trained_lengths": [positive_ints(min_len=0, increasing=True)],
-        "train_len": _COUNT,
-        "min_len": _COUNT,
         "factors": [positive_ints(increasing=True)],
-        "width": _COUNT,
-        "n_heads": _COUNT,
         "hidden_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "n_steps": _COUNT,
-        "batch_size": _COUNT,
         "learning_rate": _RATE,
         "target": [Interval(numbers.Real, 0, 1, closed="right")],
-        "record_every": _COUNT,
-        "n_test": _COUNT,
-        "n_theory": _COUNT,
     }
 
     vocab_size: int = 10
@@ -340,19 +332,10 @@ def figure(result, axes=None):
     fig, (ax1, ax2, ax3) = new_axes(axes, 3)
     c = result.settings
     both = StudyTable.concat([result.tables["constructions"], result.tables["trained"]])
-    BandDisplay.from_table(
-        both,
-        x="seq_len",
-        y="string_accuracy",
-        ax=ax1,
-        logx=True,
-        theory=accuracy_bounds(c),
-        xlabel="string length L",
-        ylabel="string accuracy",
-        title=f"1. Copying uniform strings (D = {c['vocab_size']})",
-        line_kw={"marker": "o"},
-        theory_kw={"ls": ":", "lw": 2},
-    )
+    kw = dict(x="seq_len", y="string_accuracy", ax=ax1, logx=True, theory=accuracy_bounds(c))
+    kw.update(xlabel="string length L", ylabel="string accuracy", line_kw={"marker": "o"})
+    kw["title"] = f"1. Copying uniform strings (D = {c['vocab_size']})"
+    BandDisplay.from_table(both, theory_kw={"ls": ":", "lw": 2}, **kw)
     ax1.set_ylim(-0.03, 1.03)
     ax1.get_legend().set_title("dotted: the theorems' bounds\npoints: measured", prop={"size": 8})
     ax1.text(
@@ -375,29 +358,15 @@ def figure(result, axes=None):
             rows["seed"].append(int(part["seed"][0]))
             rows["test_len"].append(L)
             rows["string_accuracy"].append(float(part[_column(L)][0]))
-    BandDisplay.from_table(
-        StudyTable(rows),
-        x="test_len",
-        y="string_accuracy",
-        ax=ax2,
-        logx=True,
-        style="errorbar",
-        xlabel="test string length",
-        ylabel="string accuracy (measured)",
-        title=f"2. Trained on L = {c['min_len']}..{c['train_len']}, tested longer",
-        line_kw={"marker": "o"},
-    )
+    kw = dict(x="test_len", y="string_accuracy", ax=ax2, logx=True, style="errorbar")
+    kw.update(xlabel="test string length", ylabel="string accuracy (measured)")
+    kw["title"] = f"2. Trained on L = {c['min_len']}..{c['train_len']}, tested longer"
+    BandDisplay.from_table(StudyTable(rows), line_kw={"marker": "o"}, **kw)
     ax2.axvline(c["train_len"], color="0.6", ls=":", lw=1)
     ax2.set_ylim(-0.03, 1.03)
-    BandDisplay.from_table(
-        curve,
-        x="strings",
-        y=_column(c["train_len"]),
-        ax=ax3,
-        xlabel="strings seen in training",
-        ylabel=f"string accuracy at L = {c['train_len']} (measured)",
-        title="3. Sample efficiency",
-    )
+    kw = dict(x="strings", y=_column(c["train_len"]), ax=ax3, xlabel="strings seen in training")
+    kw["ylabel"] = f"string accuracy at L = {c['train_len']} (measured)"
+    BandDisplay.from_table(curve, title="3. Sample efficiency", **kw)
     ax3.axhline(c["target"], color="0.6", ls=":", lw=1)
     ax3.set_ylim(-0.03, 1.03)
     return fig

@@ -239,16 +239,10 @@ def figure(result, axes=None):
     fig.suptitle(
         f"Positional encodings at longer lengths, trained at T={T} ({seeds_caption(result)})"
     )
-    BandDisplay.from_table(
-        table.where(model=list(POSITIONAL_ENCODINGS)),
-        y="score",
-        ax=ax,
-        colors=_COLORS,
-        labels={"randomized": f"randomized (L={max_positions(c)})"},
-        line_kw={f: {"marker": mk, "ls": ls} for f, (mk, ls) in _MARKS.items()},
-        title="Encoding families",
-        **R2_AXES,
-    )
+    line_kw = {f: {"marker": mk, "ls": ls} for f, (mk, ls) in _MARKS.items()}
+    kw = dict(y="score", ax=ax, colors=_COLORS, line_kw=line_kw, title="Encoding families")
+    kw["labels"] = {"randomized": f"randomized (L={max_positions(c)})"}
+    BandDisplay.from_table(table.where(model=list(POSITIONAL_ENCODINGS)), **kw, **R2_AXES)
     length_axes(ax, T, table["score"])
     ax.legend(loc="lower left", fontsize="small")
     # The sweep: each codebook's R^2 at T_s, where L >= T_s (a smaller one cannot place a row).
@@ -261,15 +255,10 @@ def figure(result, axes=None):
         label = f"{f} at T'={T_s}, median"
         refs[label] = (scored, [float(np.median(at.where(model=f)["score"]))] * len(scored))
         refs_kw[label] = {"color": _COLORS[f], "ls": _MARKS[f][1]}
-    BandDisplay.from_table(
-        sweep.with_columns(codebook_size=sizes_),
-        theory=refs if scored else None,
-        theory_kw=refs_kw,
-        ax=ax_sweep,
-        labels={None: f"randomized, codebook of L, at T'={T_s}"},
-        title=f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}",
-        **_SWEEP_AXES,
-    )
+    kw = dict(theory=refs if scored else None, theory_kw=refs_kw, ax=ax_sweep)
+    kw["labels"] = {None: f"randomized, codebook of L, at T'={T_s}"}
+    kw["title"] = f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}"
+    BandDisplay.from_table(sweep.with_columns(codebook_size=sizes_), **kw, **_SWEEP_AXES)
     missing = ", ".join(str(L) for L in codebook_sizes(c) if L < T_s)
     if missing:
         where = dict(transform=ax_sweep.transAxes, fontsize="small", color="0.3")
@@ -304,20 +293,10 @@ RECORD = Experiment(
         # 400 steps: stochastic and the randomized codebook within 0.04 of each other at 4T
         # and 8T, far above fixed and sinusoidal (500 left them level; 1500 moved no shape).
         "quick": {},
-        "full": dict(
-            **sizes(32, 16, 4, 128),
-            n_steps=2000,
-            factors=(1, 2, 4, 8, 16),
-            codebook_factors=(1, 2, 4, 8, 16, 32),
-            n_val=2000,
-        ),
-        "gpu": dict(
-            **sizes(64, 16, 4, 256),
-            n_steps=5000,
-            factors=(1, 2, 4, 8, 16),
-            codebook_factors=(1, 2, 4, 8, 16, 32, 64),
-            n_val=10000,
-        ),
+        "full": dict(**sizes(32, 16, 4, 128), n_steps=2000, factors=(1, 2, 4, 8, 16))
+        | dict(codebook_factors=(1, 2, 4, 8, 16, 32), n_val=2000),
+        "gpu": dict(**sizes(64, 16, 4, 256), n_steps=5000, factors=(1, 2, 4, 8, 16))
+        | dict(codebook_factors=(1, 2, 4, 8, 16, 32, 64), n_val=10000),
     },
     provenance=PROVENANCE,
 )

@@ -515,17 +515,9 @@ def summary(result):
 
 # -- the figure --------------------------------------------------------------------------------
 _SQUARES = {"marker": "s", "mfc": "none"}  # the floor's widths: open squares
-_AXES = {  # both panels: widths against T, log-log, lower bounds as open triangles
-    "x": "seq_len",
-    "y": "value",
-    "bound": "bound",
-    "style": "errorbar",
-    "logx": True,
-    "logy": True,
-    "law_variable": "T",
-    "xlabel": "T",
-    "legend": False,
-}
+# Both panels: widths against T, log-log, lower bounds as open triangles.
+_AXES = dict(x="seq_len", y="value", bound="bound", style="errorbar", logx=True, logy=True)
+_AXES |= dict(law_variable="T", xlabel="T", legend=False)
 
 
 def _drawn(laws):
