@@ -123,14 +123,8 @@ class StopAtTarget(Callback):
     """The default steps between two checks."""
 
     def __init__(self, template, task, X, y, target, scorer=None, greater_is_better=True, every=25):
-        self.template = template
-        self.task = task
-        self.X = X
-        self.y = y
-        self.target = target
-        self.scorer = scorer
-        self.greater_is_better = greater_is_better
-        self.every = every
+        self.template, self.task, self.X, self.y, self.target = template, task, X, y, target
+        self.scorer, self.greater_is_better, self.every = scorer, greater_is_better, every
 
     def initialize(self):
         if not isinstance(self.template.random_state, (int, np.integer)):
