@@ -472,74 +472,13 @@ def _too_long_in_examples():
     return found
 
 
-# Lines still too wide, in pages and docstrings being rewritten on other branches
-# (keyed by page, or by the object whose docstring holds them; each line by its
-# first characters): to be wrapped where they are written. Each entry is checked to
-# be still there and still too wide, so that the list only shrinks.
-KNOWN_TOO_WIDE = {
-    "stsq_learn.experiments._check.check_reference": [
-        '>>> run = reproduce("tiny", only="convergence", progress',
-    ],
-    "stsq_learn.studies.seeds.stream_seed": [
-        '>>> stream_seed(0, "test") == stream_seed(0, "test") != ',
-    ],
-    "stsq_learn.studies.table.StudyTable": [
-        '...                     "param_seq_len": [8, 8, 8], "sco',
-    ],
-    "stsq_learn.tasks.classification.experiment.SparseTokenClassificationSettings": [
-        ">>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16",
-    ],
-    "stsq_learn.tasks.classification.experiment.sparse_token_classification": [
-        '...     "tiny", seeds=1, n_bisect=1, alignment_features=',
-    ],
-    "stsq_learn.tasks.in_context.experiment.in_context_regression": [
-        '>>> result = in_context_regression("tiny", seeds=2, n_st',
-    ],
-    "stsq_learn.tasks.selection.convergence.training_dynamics": [
-        ">>> result = training_dynamics(seq_len=8, n_features=2, ",
-        "...                            estimator=SparseTokenSele",
-        "...                                                     ",
-    ],
-    "stsq_learn.tasks.selection.encodings.EncodingsSettings": [
-        ">>> EncodingsSettings(seq_len=8, factors=(1, 2), sweep_f",
-    ],
-    "stsq_learn.tasks.selection.encodings.encoding_families": [
-        '>>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # ',
-    ],
-    "stsq_learn.tasks.selection.length.length_generalization": [
-        '>>> result = length_generalization("tiny", seeds=2, n_st',
-    ],
-    "stsq_learn.tasks.selection.separation.SeparationCurve": [
-        ">>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=",
-    ],
-    "stsq_learn.tasks.selection.separation.SeparationSettings": [
-        ">>> [c.sizes() for c in settings.curves], settings.repla",
-    ],
-    "stsq_learn.tasks.single_location.experiment.single_location": [
-        '>>> result = single_location("tiny", seeds=2, n_steps=50',
-    ],
-}
-
-
 def test_no_code_line_is_wider_than_the_column():
     """Every line of a code block, on a page, in a docstring autodoc renders or in a
     gallery example, fits the content column at 1440 px (none is cut at the edge)."""
     found = {**_too_long_in_rst(), **_too_long_in_docstrings(), **_too_long_in_examples()}
-    known = {where: tuple(starts) for where, starts in KNOWN_TOO_WIDE.items()}
-    new = {
-        where: [line for line in lines if not line.startswith(known.get(where, ()) or ("\0",))]
-        for where, lines in found.items()
-    }
-    new = {where: lines for where, lines in new.items() if lines}
-    assert not new, f"code lines wider than the column ({PAGE_COLUMNS} characters on a page, " + (
-        f"{DOCSTRING_COLUMNS} in a docstring, less in a list): {new}"
+    assert not found, f"code lines wider than the column ({PAGE_COLUMNS} characters on a page, " + (
+        f"{DOCSTRING_COLUMNS} in a docstring, less in a list): {found}"
     )
-    stale = {
-        where: [s for s in starts if not any(line.startswith(s) for line in found.get(where, ()))]
-        for where, starts in known.items()
-    }
-    stale = {where: starts for where, starts in stale.items() if starts}
-    assert not stale, f"wrapped now: remove them from KNOWN_TOO_WIDE: {stale}"
 
 
 # -- The pages' snippets run -------------------------------------------------------------

@@ -148,7 +148,7 @@ def write_reference(
     Returns
     -------
     dict
-        The reference, as written.
+        The reference, as written (see :func:`load_reference`).
     """
     from ._registered import RECORDS
 
@@ -166,15 +166,11 @@ def write_reference(
                 tol = max(factor * _finite(band["max"] - band["min"]), float(floors.pop(key)))
             else:
                 tol = tolerance(band, factor=factor, rtol=rtol, atol=atol)
-            step_rtol, step_atol = (
-                RECORDS[name].step_tolerance(number) if name in RECORDS else (0, 0)
-            )
-            tol = max(tol, step_rtol * _finite(abs(band["median"])), step_atol)
-            experiments.setdefault(name, {})[number] = {
-                "median": band["median"],
-                "tolerance": tol,
-                **{k: band[k] for k in ("min", "max", "values")},
-            }
+            step = RECORDS[name].step_tolerance(number) if name in RECORDS else (0, 0)
+            tol = max(tol, step[0] * _finite(abs(band["median"])), step[1])
+            entry = {"median": band["median"], "tolerance": tol}
+            entry |= {k: band[k] for k in ("min", "max", "values")}
+            experiments.setdefault(name, {})[number] = entry
     if floors:
         raise ValueError(f"floors names no headline number of the run: {', '.join(floors)}.")
     if not experiments:
@@ -307,12 +303,8 @@ class ReferenceCheck:
 
     def to_dict(self):
         """The check, JSON-ready (its fields, ``ok`` and ``mismatches``)."""
-        return {
-            "preset": self.preset,
-            "ok": self.ok,
-            "mismatches": self.mismatches,
-            **dataclasses.asdict(self),
-        }
+        out = {"preset": self.preset, "ok": self.ok, "mismatches": self.mismatches}
+        return {**out, **dataclasses.asdict(self)}
 
 
 def _num(v):
@@ -349,7 +341,8 @@ def check_reference(results, reference=None):
     Examples
     --------
     >>> from stsq_learn.experiments import check_reference, reproduce
-    >>> run = reproduce("tiny", only="convergence", progress=False)  # doctest: +SKIP
+    >>> run = reproduce(  # doctest: +SKIP
+    ...     "tiny", only="convergence", progress=False)
     >>> check_reference(run).ok  # doctest: +SKIP
     True
     """
@@ -368,16 +361,8 @@ def check_reference(results, reference=None):
             measured = (bands[name] or {}).get(number)
             value = None if measured is None else float(measured["median"])
             reference_value, tol = float(entry["median"]), float(entry["tolerance"])
-            rows.append(
-                {
-                    "experiment": name,
-                    "number": number,
-                    "reference": reference_value,
-                    "tolerance": tol,
-                    "measured": value,
-                    "ok": _matches(value, reference_value, tol),
-                }
-            )
+            row = dict(experiment=name, number=number, reference=reference_value, tolerance=tol)
+            rows.append(row | {"measured": value, "ok": _matches(value, reference_value, tol)})
     not_run = [name for name in ref["experiments"] if name not in bands]
     not_referenced = [
         f"{name}.{number}"

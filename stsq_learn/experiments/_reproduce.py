@@ -90,14 +90,8 @@ class ReproduceResults(dict):
         return dict(self.meta.get("provenance", {}))
 
     def to_dict(self):
-        """``results.json``, JSON-ready.
-
-        Returns
-        -------
-        dict
-            ``format``, ``meta`` and ``experiments``: name to the result's
-            ``to_dict()`` and its ``headline`` bands.
-        """
+        """``results.json``, JSON-ready: ``format``, ``meta`` and ``experiments`` (name to the
+        result's ``to_dict()`` and its ``headline`` bands)."""
         headline = self.headline
         experiments = {
             name: {**r.to_dict(), "headline": headline[name]} for name, r in self.items()
@@ -201,22 +195,11 @@ def reproduce(
         log=log,
         when_done=None if out is None else draw,
     )
-    meta = {
-        "stsq_learn": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "preset": preset,
-        "device": str(resolved),
-        "seed": seed,
-        "seeds": list(seeds),
-        "n_jobs": workers,
-        "torch_threads": n_threads,
-        "seconds": {name: round(done[name][1], 1) for name in names},
-        "wall_seconds": round(time.perf_counter() - start, 1),
-        "provenance": {
-            name: dict(RECORDS[name].provenance) for name in names if RECORDS[name].provenance
-        },
-    }
+    meta = dict(stsq_learn=__version__, torch=torch.__version__, python=platform.python_version())
+    meta |= dict(preset=preset, device=str(resolved), seed=seed, seeds=list(seeds), n_jobs=workers)
+    meta |= dict(torch_threads=n_threads, seconds={n: round(done[n][1], 1) for n in names})
+    meta["wall_seconds"] = round(time.perf_counter() - start, 1)
+    meta["provenance"] = {n: dict(RECORDS[n].provenance) for n in names if RECORDS[n].provenance}
     results = ReproduceResults({name: done[name][0] for name in names}, preset=preset, meta=meta)
     if out is not None:
         (Path(out) / "results.json").write_text(json.dumps(results.to_dict(), indent=1) + "\n")
@@ -415,11 +398,10 @@ def summary_table(results):
         for name, prov in getattr(results, "provenance", {}).items()
     }
     if any(ours.values()):
-        rows += [
-            "",
-            "Settings that are ours, not the paper's (sources: results.json, meta.provenance):",
-            "",
-        ]
+        ours_line = (
+            "Settings that are ours, not the paper's (sources: results.json, meta.provenance):"
+        )
+        rows += ["", ours_line, ""]
         rows += [f"- {name}: {', '.join(keys)}" for name, keys in ours.items() if keys]
     return "\n".join(rows)
 
@@ -474,18 +456,9 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
 
     Parameters
     ----------
-    preset : {"tiny", "quick", "full", "gpu"}, default="quick"
-        The size, as in :func:`reproduce`.
-    only : str or sequence of str, default=None
-        The experiments, as in :func:`reproduce`.
-    device : str, default="auto"
-        Device the steps are timed on.
-    n_threads : int, default=None
-        PyTorch CPU threads while timing, as in :func:`reproduce`.
-    n_seeds : int, default=None
-        Seeds per experiment, as in :func:`reproduce`.
-    n_jobs : int, default=None
-        Worker processes, as in :func:`reproduce`.
+    preset, only, device, n_threads, n_seeds, n_jobs
+        As in :func:`reproduce` (``device`` and ``n_threads``: those the steps
+        are timed with).
 
     Returns
     -------
@@ -512,13 +485,8 @@ def plan(preset="quick", *, only=None, device="auto", n_threads=None, n_seeds=No
             work = StudyPlan(RECORDS[name].planned_work(preset, n_seeds=len(seeds)))
             parts = work.estimate(device=str(resolved))
             seconds = round(sum(p["seconds"] for p in parts), 1)
-            out[name] = {
-                "fits": work.fits,
-                "steps": work.steps,
-                "seconds": seconds,
-                "seeds": len(seeds),
-                "parts": parts,
-            }
+            out[name] = dict(fits=work.fits, steps=work.steps, seconds=seconds, seeds=len(seeds))
+            out[name]["parts"] = parts
         workers = _runs.resolve_n_jobs(n_jobs, len(out), device=resolved.type)
         wall = wall_time([est["seconds"] for est in out.values()], workers)
         return Plan(out, n_jobs=workers, wall_seconds=round(wall, 1))

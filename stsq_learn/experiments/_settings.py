@@ -103,11 +103,8 @@ POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 
 def positive_ints(*, min_len=1, increasing=False, low=1):
     """The constraint of a grid of ints of at least ``low``: ``SequenceOf(Interval(...))``."""
-    return SequenceOf(
-        Interval(numbers.Integral, low, None, closed="left"),
-        min_len=min_len,
-        increasing=increasing,
-    )
+    item = Interval(numbers.Integral, low, None, closed="left")
+    return SequenceOf(item, min_len=min_len, increasing=increasing)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -182,45 +179,19 @@ class Settings(Mapping):
 
     @classmethod
     def field_names(cls):
-        """The settings' names, in declaration order.
-
-        Returns
-        -------
-        tuple of str
-        """
+        """The settings' names (a tuple of str), in declaration order."""
         return tuple(cls.__dataclass_fields__)
 
     def replace(self, **changes):
-        """A copy with ``changes`` applied, checked as a new instance is.
-
-        Parameters
-        ----------
-        **changes
-            Setting name to its new value.
-
-        Returns
-        -------
-        Settings
-        """
+        """A copy with ``changes`` (setting name to its new value) applied, checked as a new
+        instance is."""
         _check_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def resolve(cls, settings=None, changes=None):
-        """An instance from ``settings`` and keyword ``changes``.
-
-        Parameters
-        ----------
-        settings : Settings, mapping or None, default=None
-            An instance of this class, a mapping of setting to value, or None
-            (the defaults).
-        changes : mapping or None, default=None
-            Settings to change on top of it.
-
-        Returns
-        -------
-        Settings
-        """
+        """An instance from ``settings`` (an instance of this class, a mapping of setting to
+        value, or None: the defaults) and the settings ``changes`` (a mapping) changes on it."""
         changes = dict(changes or {})
         settings = {} if settings is None else settings
         if not isinstance(settings, Mapping) or (
@@ -241,15 +212,9 @@ class Settings(Mapping):
         return cls(**merged)
 
     def to_json(self):
-        """The settings as JSON values: what a result records of them.
-
-        Estimators and tasks are written as their ``repr``, nested settings
-        as their own JSON, tuples as lists, an infinity as ``"inf"``.
-
-        Returns
-        -------
-        dict
-        """
+        """The settings as JSON values (a dict): what a result records of them. Estimators and
+        tasks are written as their ``repr``, nested settings as their own JSON, tuples as lists,
+        an infinity as ``"inf"``."""
         return {name: to_json(value) for name, value in self.items()}
 
 

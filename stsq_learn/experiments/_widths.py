@@ -63,18 +63,14 @@ class WidthsAndLengthSettings(Settings):
     """
 
     _parameter_constraints = {
+        **dict.fromkeys(("n_selected", "fcn_max_seq_len", "n_val", "length_width"), _COUNT),
+        **{key: [HasMethods(["fit_online"])] for key in ("transformer", "fcn")},
         "seq_lens": [positive_ints(increasing=True)],
-        "n_selected": _COUNT,
-        "transformer": [HasMethods(["fit_online"])],
-        "fcn": [HasMethods(["fit_online"])],
         "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
         "n_steps": [MappingOf(MODELS, *_COUNT)],
-        "fcn_max_seq_len": _COUNT,
         "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
-        "n_val": _COUNT,
         "stop_at_target": ["boolean"],
         "length_task": [SequenceOf(*_COUNT, min_len=3)],
-        "length_width": _COUNT,
         "length_steps": _STEPS,
         "factors": [positive_ints(increasing=True)],
     }
@@ -119,19 +115,9 @@ def search_widths(cfg, models, task, **common):
     for key, (label, model) in zip(MODELS, models.items()):
         lens = [n for n in cfg.seq_lens if key == "transformer" or n <= cfg.fcn_max_seq_len]
         if lens:
-            parts.append(
-                minimal_width(
-                    {label: model},
-                    task,
-                    cfg.widths[key],
-                    grid={"seq_len": lens},
-                    n_steps=cfg.n_steps[key],
-                    target=cfg.target_r2,
-                    stop_at_target=cfg.stop_at_target,
-                    n_test=cfg.n_val,
-                    **common,
-                )
-            )
+            kw = dict(grid={"seq_len": lens}, n_steps=cfg.n_steps[key], n_test=cfg.n_val, **common)
+            kw.update(target=cfg.target_r2, stop_at_target=cfg.stop_at_target)
+            parts.append(minimal_width({label: model}, task, cfg.widths[key], **kw))
     return StudyTable.concat(parts)
 
 
@@ -188,15 +174,8 @@ def widths_text(table, x):
     return " / ".join(out) or "-"
 
 
-TINY_SEARCH = dict(
-    seq_lens=(4, 8),
-    n_steps={"transformer": 20, "fcn": 20},
-    target_r2=0.5,
-    n_val=100,
-    length_width=8,
-    length_steps=20,
-    factors=(1, 2),
-)
+TINY_SEARCH = dict(seq_lens=(4, 8), n_steps={"transformer": 20, "fcn": 20}, target_r2=0.5)
+TINY_SEARCH |= dict(n_val=100, length_width=8, length_steps=20, factors=(1, 2))
 """The tiny preset's width search and length part."""
 WIDTHS_STYLE = dict(y="value", bound="bound", style="errorbar", logx=True, logy=True)
 """How minimal widths are drawn: log-log, medians with min-max error bars, bounds as triangles."""

@@ -168,18 +168,9 @@ errorbar_kw, theory_kw, law_kw, style : see :meth:`plot`
         if bound is not None:
             rows = table[~np.isfinite(table.xy(x_name, y, finite=False)[1])]
             bounds = StudyTable({c: rows[c] for c in (hue_name, x_name, bound) if c is not None})
-        display = cls(
-            bands,
-            x=x_name,
-            hue=hue_name,
-            laws=laws,
-            law_variable=law_variable,
-            theory=theory,
-            bounds=bounds,
-            xlabel=xlabel or x_name.removeprefix("param_"),
-            ylabel=ylabel or y,
-            title=title,
-        )
+        kw = dict(x=x_name, hue=hue_name, laws=laws, law_variable=law_variable, theory=theory)
+        kw.update(xlabel=xlabel or x_name.removeprefix("param_"), ylabel=ylabel or y, title=title)
+        display = cls(bands, bounds=bounds, **kw)
         kw = dict(line_kw=line_kw, fill_between_kw=fill_between_kw, errorbar_kw=errorbar_kw)
         kw.update(theory_kw=theory_kw, law_kw=law_kw, style=style, bound=bound)
         return display.plot(

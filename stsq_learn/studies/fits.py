@@ -425,13 +425,9 @@ def fit_and_measure(study, label, point, seeds, extra=None):
             record["scores"], failure = _score(est, err, study, X, y)
             record["error"] = record["error"] or failure or ""
         else:
-            record["scores"], record["errors"] = {}, {}
+            record["scores"], record["errors"], s = {}, {}, stream_seed(seed, "shift")
             for L in study.lengths:
-                X_L, y_L = (
-                    (X, y)
-                    if L == task.seq_len
-                    else task.shift(X, y, L, random_state=stream_seed(seed, "shift"))
-                )
+                X_L, y_L = (X, y) if L == task.seq_len else task.shift(X, y, L, random_state=s)
                 record["scores"][L], failure = _score(est, err, study, X_L, y_L)
                 record["errors"][L] = record["error"] or failure or ""
         records.append(record)

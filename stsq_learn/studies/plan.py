@@ -100,21 +100,12 @@ class StudyPlan(list):
         return sum(w.fits * w.steps for w in self)
 
     def estimate(self, *, device="cpu"):
-        """Per part, its fits, steps and estimated seconds on this machine.
+        """Per part, a dict of its ``label``, ``fits``, ``steps`` and estimated ``seconds`` on
+        this machine, the steps timed on ``device``.
 
         Each distinct model, task and number of members is timed once: two short
         trainings (a step's time and a fit's fixed cost), one scoring (up to 2048
         rows, then scaled) and one call of the measures where the part has them.
-
-        Parameters
-        ----------
-        device : str, default="cpu"
-            Device the steps are timed on.
-
-        Returns
-        -------
-        list of dict
-            ``label``, ``fits``, ``steps`` and ``seconds`` per part.
         """
         out, cache, scores = [], {}, {}
         for part in self:

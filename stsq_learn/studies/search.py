@@ -123,14 +123,8 @@ class StopAtTarget(Callback):
     """The default steps between two checks."""
 
     def __init__(self, template, task, X, y, target, scorer=None, greater_is_better=True, every=25):
-        self.template = template
-        self.task = task
-        self.X = X
-        self.y = y
-        self.target = target
-        self.scorer = scorer
-        self.greater_is_better = greater_is_better
-        self.every = every
+        self.template, self.task, self.X, self.y, self.target = template, task, X, y, target
+        self.scorer, self.greater_is_better, self.every = scorer, greater_is_better, every
 
     def initialize(self):
         if not isinstance(self.template.random_state, (int, np.integer)):
@@ -143,18 +137,8 @@ class StopAtTarget(Callback):
         return self
 
     def score_module(self, net):
-        """The score of the model ``net`` holds now on the held-out rows.
-
-        Parameters
-        ----------
-        net : skorch.NeuralNet
-            The net being trained.
-
-        Returns
-        -------
-        float
-            The estimator's score (or the scorer's) on the held-out rows.
-        """
+        """The estimator's score (or the scorer's) on the held-out rows of the model ``net``
+        (a skorch net being trained) holds now."""
         return measure_now(self.template, net, self.task, self._score)
 
     def _score(self, view):
@@ -204,20 +188,11 @@ class StopAtTarget(Callback):
     def members_batch_end(cls, pairs):
         """What :meth:`on_batch_end` does, for the members of a batched fit at one step.
 
-        The members due for a check are scored on their own held-out rows in
+        ``pairs``: each member's ``(callback, net)``; returns per pair whether it
+        reached the target (and stops). The members due for a check are scored in
         one forward of their stacked modules
-        (:func:`~stsq_learn.engine.members.predict_members`: each member's
-        prediction to the bit), or one by one where that cannot be.
-
-        Parameters
-        ----------
-        pairs : list of (StopAtTarget, skorch.NeuralNet)
-            Each member's callback and its net (its weights of the moment).
-
-        Returns
-        -------
-        list of bool
-            Per pair, whether the member reached the target (and stops).
+        (:func:`~stsq_learn.engine.members.predict_members`: each prediction to
+        the bit), or one by one where that cannot be.
         """
         from ..engine.members import predict_members
 
@@ -639,18 +614,14 @@ def minimal_width(
 
     Parameters
     ----------
-    estimators : estimator or dict of str to estimator
-        The models (each with a ``width``).
-    task : Task
-        The task.
+    estimators, task
+        As in :func:`search_threshold` (each model with a ``width``).
     widths : sequence of int
         The increasing grid of widths.
     target : float, default=0.9
         The score (R^2 by default) a width must reach.
-    grid, method, start
+    grid, method, start, **kwargs
         As in :func:`search_threshold` (``method`` not ``"geometric"``).
-    **kwargs
-        Any other option of :func:`search_threshold`.
 
     Returns
     -------

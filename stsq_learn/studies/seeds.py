@@ -93,7 +93,8 @@ def stream_seed(seed, name):
     Examples
     --------
     >>> from stsq_learn.studies.seeds import stream_seed
-    >>> stream_seed(0, "test") == stream_seed(0, "test") != stream_seed(1, "test")
+    >>> a, b = stream_seed(0, "test"), stream_seed(1, "test")
+    >>> stream_seed(0, "test") == a != b
     True
     """
     key = zlib.crc32(str(name).encode())

@@ -129,9 +129,8 @@ def length_curve(estimators, task, lengths, *, grid=None, **options):
         The evaluation lengths (the task's ``seq_len`` at each).
     grid : dict, list of dict or None, default=None
         Points to fit at, as in :func:`sweep`.
-    seeds, n_steps, n_train, n_test, scoring, error_score, n_jobs, device, batch_seeds
-        As in :func:`sweep`.
-    progress, dry_run
+    seeds, n_steps, n_train, n_test, scoring, error_score, n_jobs, device, batch_seeds, \
+progress, dry_run
         As in :func:`sweep`.
 
     Returns
@@ -220,10 +219,7 @@ class Trace(Callback):
     """
 
     def __init__(self, template, task, measures, every):
-        self.template = template
-        self.task = task
-        self.measures = measures
-        self.every = every
+        self.template, self.task, self.measures, self.every = template, task, measures, every
 
     def on_train_begin(self, net, **kwargs):
         self._measure(net, 0)

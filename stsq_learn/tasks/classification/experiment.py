@@ -71,7 +71,8 @@ class SparseTokenClassificationSettings(Settings):
     Examples
     --------
     >>> from stsq_learn.experiments import SparseTokenClassificationSettings
-    >>> SparseTokenClassificationSettings(seq_lens=(4, 8, 16)).replace(n_bisect=2).n_bisect
+    >>> settings = SparseTokenClassificationSettings(seq_lens=(4, 8, 16))
+    >>> settings.replace(n_bisect=2).n_bisect
     2
     """
 
@@ -360,7 +361,8 @@ RECORD = Experiment(
     --------
     >>> from stsq_learn.experiments import sparse_token_classification
     >>> result = sparse_token_classification(
-    ...     "tiny", seeds=1, n_bisect=1, alignment_features=(8,), error_signals=(2.0,))
+    ...     "tiny", seeds=1, n_bisect=1, alignment_features=(8,),
+    ...     error_signals=(2.0,))
     >>> sorted(result.tables), result.seeds
     (['alignment', 'error', 'law'], (0,))
     >>> result.tables["law"].unique("seq_len")

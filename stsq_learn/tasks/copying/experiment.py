@@ -86,24 +86,16 @@ class CopyingSettings(Settings):
     """
 
     _parameter_constraints = {
+        **dict.fromkeys(("n", "train_len", "min_len", "width", "n_heads", "n_steps"), _COUNT),
+        **dict.fromkeys(("batch_size", "record_every", "n_test", "n_theory"), _COUNT),
         "vocab_size": [Interval(numbers.Integral, 2, None, closed="left")],
-        "n": _COUNT,
         "n_bits": [Interval(numbers.Integral, 1, 62, closed="both")],
         "theory_lengths": [positive_ints(increasing=True)],
         "trained_lengths": [positive_ints(min_len=0, increasing=True)],
-        "train_len": _COUNT,
-        "min_len": _COUNT,
         "factors": [positive_ints(increasing=True)],
-        "width": _COUNT,
-        "n_heads": _COUNT,
         "hidden_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "n_steps": _COUNT,
-        "batch_size": _COUNT,
         "learning_rate": _RATE,
         "target": [Interval(numbers.Real, 0, 1, closed="right")],
-        "record_every": _COUNT,
-        "n_test": _COUNT,
-        "n_theory": _COUNT,
     }
 
     vocab_size: int = 10
@@ -139,17 +131,8 @@ def _parameters(module):
 
 
 def matched_hidden_size(width, n_heads, vocab_size):
-    """The hidden size of the 2-layer LSTM whose parameters are closest to the transformer's.
-
-    Parameters
-    ----------
-    width, n_heads, vocab_size : int
-        The 2-layer transformer's sizes and D.
-
-    Returns
-    -------
-    int
-    """
+    """The hidden size of the 2-layer LSTM whose parameter count is closest to the 2-layer
+    transformer's of ``width`` and ``n_heads`` on D = ``vocab_size`` symbols (an int)."""
     goal = _parameters(CausalTransformer(vocab_size, width, n_heads, 2))
     sizes = range(4, 4 * width + 1)
     return min(sizes, key=lambda h: abs(_parameters(RecurrentCopier(vocab_size, h, 2)) - goal))
@@ -203,23 +186,8 @@ _SCORING = {"string_accuracy": make_scorer(string_accuracy)}
 
 # -- the studies -----------------------------------------------------------------------------
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
-    """The experiment's studies over every seed: ``constructions``, ``trained``, ``curve``.
-
-    Parameters
-    ----------
-    cfg : CopyingSettings
-        The settings.
-    seeds : tuple of int
-        The seeds.
-    device, progress, n_jobs
-        As in :func:`copying` (``device``: the trained models').
-
-    Returns
-    -------
-    dict of str to StudyTable
-        Panel 1's constructions and trained models (``string_accuracy`` per
-        L), and panels 2 and 3's training curves (``accuracy_L<L>`` per test length).
-    """
+    """The record's ``run``: ``constructions`` and ``trained`` (panel 1's
+    ``string_accuracy`` per L) and ``curve`` (``accuracy_L<L>`` per test length)."""
     D = cfg.vocab_size
     common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     ngram, fixed = construction_labels(cfg)
@@ -278,22 +246,9 @@ def accuracy_bounds(settings):
 
 
 def strings_to_target(result, model, target=None):
-    """The strings one seed's ``model`` saw until its accuracy at ``train_len`` reached ``target``.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A one-seed view.
-    model : str
-        One of :data:`MODELS`.
-    target : float or None, default=None
-        None: the settings' ``target``.
-
-    Returns
-    -------
-    float
-        ``step * batch_size`` of the first measurement at or above it; ``inf`` if none.
-    """
+    """The strings ``model`` (of :data:`MODELS`) saw in a one-seed view until its accuracy at
+    ``train_len`` reached ``target`` (None: the settings'): ``step * batch_size`` of the first
+    measurement at or above it; ``inf`` if none."""
     target = result.settings["target"] if target is None else target
     rows = result.tables["curve"].where(model=model)
     accuracy = np.asarray(rows[_column(result.settings["train_len"])], dtype=float)
@@ -373,35 +328,14 @@ def summary(result):
 
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
-    """The three panels over the seeds: accuracy against L, against the test length, the training.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A run of :func:`copying` (every seed).
-    axes : sequence of 3 matplotlib Axes, default=None
-        Where to draw; None makes a new figure.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+    """The record's ``figure``: accuracy against L, against the test length, the training."""
     fig, (ax1, ax2, ax3) = new_axes(axes, 3)
     c = result.settings
     both = StudyTable.concat([result.tables["constructions"], result.tables["trained"]])
-    BandDisplay.from_table(
-        both,
-        x="seq_len",
-        y="string_accuracy",
-        ax=ax1,
-        logx=True,
-        theory=accuracy_bounds(c),
-        xlabel="string length L",
-        ylabel="string accuracy",
-        title=f"1. Copying uniform strings (D = {c['vocab_size']})",
-        line_kw={"marker": "o"},
-        theory_kw={"ls": ":", "lw": 2},
-    )
+    kw = dict(x="seq_len", y="string_accuracy", ax=ax1, logx=True, theory=accuracy_bounds(c))
+    kw.update(xlabel="string length L", ylabel="string accuracy", line_kw={"marker": "o"})
+    kw["title"] = f"1. Copying uniform strings (D = {c['vocab_size']})"
+    BandDisplay.from_table(both, theory_kw={"ls": ":", "lw": 2}, **kw)
     ax1.set_ylim(-0.03, 1.03)
     ax1.get_legend().set_title("dotted: the theorems' bounds\npoints: measured", prop={"size": 8})
     ax1.text(
@@ -424,29 +358,15 @@ def figure(result, axes=None):
             rows["seed"].append(int(part["seed"][0]))
             rows["test_len"].append(L)
             rows["string_accuracy"].append(float(part[_column(L)][0]))
-    BandDisplay.from_table(
-        StudyTable(rows),
-        x="test_len",
-        y="string_accuracy",
-        ax=ax2,
-        logx=True,
-        style="errorbar",
-        xlabel="test string length",
-        ylabel="string accuracy (measured)",
-        title=f"2. Trained on L = {c['min_len']}..{c['train_len']}, tested longer",
-        line_kw={"marker": "o"},
-    )
+    kw = dict(x="test_len", y="string_accuracy", ax=ax2, logx=True, style="errorbar")
+    kw.update(xlabel="test string length", ylabel="string accuracy (measured)")
+    kw["title"] = f"2. Trained on L = {c['min_len']}..{c['train_len']}, tested longer"
+    BandDisplay.from_table(StudyTable(rows), line_kw={"marker": "o"}, **kw)
     ax2.axvline(c["train_len"], color="0.6", ls=":", lw=1)
     ax2.set_ylim(-0.03, 1.03)
-    BandDisplay.from_table(
-        curve,
-        x="strings",
-        y=_column(c["train_len"]),
-        ax=ax3,
-        xlabel="strings seen in training",
-        ylabel=f"string accuracy at L = {c['train_len']} (measured)",
-        title="3. Sample efficiency",
-    )
+    kw = dict(x="strings", y=_column(c["train_len"]), ax=ax3, xlabel="strings seen in training")
+    kw["ylabel"] = f"string accuracy at L = {c['train_len']} (measured)"
+    BandDisplay.from_table(curve, title="3. Sample efficiency", **kw)
     ax3.axhline(c["target"], color="0.6", ls=":", lw=1)
     ax3.set_ylim(-0.03, 1.03)
     return fig
@@ -468,6 +388,8 @@ PROVENANCE = {
     "seeds": "ours: 3; the models of a seed are scored on the same strings",
 }
 """Setting -> ``"paper: ..."`` or ``"ours: ..."``: where each setting comes from."""
+
+_SMALL = dict(vocab_size=3, min_len=2, factors=(1, 2), n_heads=4, record_every=50, n_theory=4000)
 
 RECORD = Experiment(
     name="copying",
@@ -492,32 +414,17 @@ RECORD = Experiment(
     settings=CopyingSettings,
     presets={
         "tiny": dict(
-            vocab_size=3,
+            _SMALL,
             theory_lengths=(4, 8, 16),
             trained_lengths=(4,),
             train_len=4,
-            min_len=2,
-            factors=(1, 2),
             width=16,
-            n_heads=4,
             n_steps=150,
-            record_every=50,
             n_test=100,
             n_theory=500,
         ),
         "quick": dict(
-            vocab_size=3,
-            trained_lengths=(),
-            train_len=5,
-            min_len=2,
-            factors=(1, 2),
-            width=32,
-            n_heads=4,
-            n_steps=300,
-            target=0.5,
-            record_every=50,
-            n_test=200,
-            n_theory=4000,
+            _SMALL, trained_lengths=(), train_len=5, width=32, n_steps=300, target=0.5, n_test=200
         ),
         "full": {},
         "gpu": "full",  # small models: the same work on any device

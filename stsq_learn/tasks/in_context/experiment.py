@@ -368,7 +368,8 @@ RECORD = Experiment(
     Examples
     --------
     >>> from stsq_learn.experiments import in_context_regression
-    >>> result = in_context_regression("tiny", seeds=2, n_steps=40, n_test=300, n_tune=300)
+    >>> result = in_context_regression("tiny", seeds=2, n_steps=40, n_test=300,
+    ...                                n_tune=300)
     >>> sorted(result.tables), result.seeds
     (['baselines', 'convergence', 'lengths'], (0, 1))
     >>> sorted(result.bands())[:3]

@@ -149,17 +149,8 @@ def run(cfg, seeds, **kw):
     measures = {key: functools.partial(_alignment, key) for key in _HEADLINE}
     stride = every * max(1, n_steps // (_R2_POINTS * every))
     measures["test_r2"] = functools.partial(_test_r2, task, cfg.n_test, stride, n_steps, {})
-    table = training_curve(
-        models,
-        task,
-        measures,
-        every=every,
-        seeds=seeds,
-        n_steps=n_steps,
-        error_score="raise",
-        batch_seeds=True,
-        **kw,
-    )
+    kw.update(every=every, seeds=seeds, n_steps=n_steps, error_score="raise", batch_seeds=True)
+    table = training_curve(models, task, measures, **kw)
     auto = 1.0 / est.width if est.solver in ("sgd", "auto") else 1.0  # "auto": 1/width with SGD
     step_of = {  # the token rows' step each run takes (NaN: the block frozen)
         name: (auto if r == "auto" else float(r)) if est.learn_token_block else math.nan
@@ -175,39 +166,17 @@ def run(cfg, seeds, **kw):
 
 # -- what the table gives --------------------------------------------------------------------
 def final(result, run, column):
-    """The last value of ``column`` in ``run``: one seed's, or the median over the seeds.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A :func:`training_dynamics` result, or one seed's view of it.
-    run, column : str
-        A run's name (``"same_step"``, ...) and a measure (``"cos"``, ``"loss"``, ...).
-
-    Returns
-    -------
-    float
-    """
+    """The last value of the measure ``column`` (``"cos"``, ``"loss"``, ...) in the run named
+    ``run`` (``"same_step"``, ...) of a :func:`training_dynamics` result: one seed's view's, or
+    the median over the seeds."""
     rows = result.tables["dynamics"].where(model=run)
     return float(np.median(rows.where(step=int(np.max(rows["step"])))[column]))
 
 
 def run_label(result, run, short=False):
-    """The words for a run: its token rows' step beside the paper's algorithm.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        A :func:`training_dynamics` result.
-    run : str
-        A run's name.
-    short : bool, default=False
-        The short label of crowded legends (``"same step (paper's)"``).
-
-    Returns
-    -------
-    str
-    """
+    """The words for the run named ``run`` of a :func:`training_dynamics` result: its token
+    rows' step beside the paper's algorithm (``short``: the label of crowded legends,
+    ``"same step (paper's)"``)."""
     if short:
         return _SHORT.get(run, run.replace("_", " "))
     rows = result.tables["dynamics"].where(model=run)
@@ -280,16 +249,9 @@ def figure(result, axes=None):
     common = {"x": "step", "xlabel": "gradient step", "legend": False}
     for i, y, color, labels in curves:
         marker = "o" if y == "test_r2" else ""  # dense curves: no markers
-        BandDisplay.from_table(
-            table,
-            y=y,
-            ax=axes[i],
-            colors=dict.fromkeys(runs, color),
-            labels=labels,
-            line_kw={run: {"marker": marker, "ls": ls, "lw": 1.2} for run, ls in styles.items()},
-            **common,
-            **_PANELS[i][0],
-        )
+        line_kw = {run: {"marker": marker, "ls": ls, "lw": 1.2} for run, ls in styles.items()}
+        kw = dict(colors=dict.fromkeys(runs, color), labels=labels, line_kw=line_kw, **common)
+        BandDisplay.from_table(table, y=y, ax=axes[i], **kw, **_PANELS[i][0])
     axes[1].axhline(1.0, color="gray", ls=":", lw=1, label="identity direction")
     axes[1].set_ylim(-0.05, 1.05)
     for ax, (_, loc) in zip(axes, _PANELS):
@@ -308,17 +270,16 @@ RECORD = Experiment(
     :class:`ConvergenceSettings`). At T=16, d=8, q=3, width 64, 300 steps at
     step 1, the token block's norm ends at 0.55 with every block at the same
     step and 0.067 preconditioned; cos(W_pp, I) 0.999 and gamma 2.63 either
-    way. The measuring callback acts on one net: the seeds' fits run one
-    after another.
+    way.
 
     Examples
     --------
     >>> from stsq_learn.experiments import training_dynamics
     >>> from stsq_learn import SparseTokenSelector
-    >>> result = training_dynamics(seq_len=8, n_features=2, n_selected=2, n_steps=20,
-    ...                            estimator=SparseTokenSelector(16, solver="sgd",
-    ...                                                          learning_rate_init=1.0),
-    ...                            n_test=100, seeds=2)
+    >>> model = SparseTokenSelector(16, solver="sgd", learning_rate_init=1.0)
+    >>> result = training_dynamics(seq_len=8, n_features=2, n_selected=2,
+    ...                            n_steps=20, estimator=model, n_test=100,
+    ...                            seeds=2)
     >>> result.tables["dynamics"].unique("model"), result.seeds
     (['same_step', 'preconditioned'], (0, 1))
     >>> sorted(result.bands())[:2]

@@ -69,7 +69,8 @@ class EncodingsSettings(TaskSettings):
     Examples
     --------
     >>> from stsq_learn.experiments import EncodingsSettings
-    >>> EncodingsSettings(seq_len=8, factors=(1, 2), sweep_factor=2).codebook_factors
+    >>> settings = EncodingsSettings(seq_len=8, factors=(1, 2), sweep_factor=2)
+    >>> settings.codebook_factors
     (1, 4, 16)
     """
 
@@ -134,17 +135,8 @@ def codebook_model(settings, L):
 
 
 def planned_models(cfg):
-    """Every model by label: the four families, then the sweep's codebooks they lack.
-
-    Parameters
-    ----------
-    cfg : EncodingsSettings
-
-    Returns
-    -------
-    dict of str to SparseTokenSelector
-        ``{family: ..., "L=<size>": ...}``.
-    """
+    """Every model of ``cfg`` by label: the four families, then the sweep's codebooks they
+    lack (``{family: ..., "L=<size>": ...}``)."""
     est, top = cfg.estimator, max_positions(cfg)
     models = {f: clone(est).set_params(positional_encoding=f) for f in POSITIONAL_ENCODINGS}
     models["randomized"].set_params(max_positions=top)
@@ -167,20 +159,11 @@ def run(cfg, seeds, **kw):
     for label, est in planned_models(cfg).items():
         longest = max(t for t in lengths if t <= (est.max_positions or lengths[-1]))
         groups.setdefault(longest, {})[label] = est
+    kw.update(seeds=seeds, n_steps=cfg.n_steps, n_test=cfg.n_val, error_score="raise")
     table = StudyTable.concat(
         [
-            length_curve(
-                models,
-                task,
-                [t for t in lengths if t <= longest],
-                seeds=seeds,
-                n_steps=cfg.n_steps,
-                n_test=cfg.n_val,
-                error_score="raise",
-                batch_seeds=True,
-                **kw,
-            )
-            for longest, models in groups.items()
+            length_curve(models, task, [t for t in lengths if t <= L], batch_seeds=True, **kw)
+            for L, models in groups.items()
         ]
     )
     return {"lengths": table.with_columns(width=[cfg.estimator.width] * len(table))}
@@ -188,20 +171,9 @@ def run(cfg, seeds, **kw):
 
 # -- what the table gives --------------------------------------------------------------------
 def r2(result, model):
-    """T' to the R^2 of ``model`` (a family or ``"L=<L>"``), of one seed's view.
-
-    Parameters
-    ----------
-    result : ExperimentResult
-        One seed's view of a run of :func:`encoding_families`.
-    model : str
-        A family, or a codebook's label (:func:`codebook_model`).
-
-    Returns
-    -------
-    dict of int to float
-        Every T' of the settings; NaN beyond the model's codebook (not scored).
-    """
+    """Every T' of the settings to the R^2 of ``model`` (a family, or a codebook's label:
+    :func:`codebook_model`) in one seed's view of :func:`encoding_families`; NaN beyond the
+    model's codebook (not scored)."""
     rows = result.tables["lengths"].where(model=model)
     scored = {int(t): float(v) for t, v in zip(rows["eval_seq_len"], rows["score"])}
     return {t: scored.get(t, math.nan) for t in eval_lengths(result.settings)}
@@ -249,17 +221,9 @@ def summary(result):
 
 
 # -- the figure ------------------------------------------------------------------------------
-_SWEEP_AXES = {  # the sweep's panel: R^2 against the codebook size, at one T'
-    "x": "codebook_size",
-    "y": "score",
-    "hue": None,
-    "style": "errorbar",
-    "logx": True,
-    "colors": {None: "C2"},
-    "legend": False,
-    "xlabel": "codebook size L = max_positions (log scale)",
-    "ylabel": "$R^2$",
-}
+_SWEEP_AXES = dict(x="codebook_size", y="score", hue=None, style="errorbar", logx=True)
+_SWEEP_AXES |= dict(colors={None: "C2"}, legend=False, ylabel="$R^2$")  # R^2 against L at one T'
+_SWEEP_AXES["xlabel"] = "codebook size L = max_positions (log scale)"
 
 
 def figure(result, axes=None):
@@ -275,16 +239,10 @@ def figure(result, axes=None):
     fig.suptitle(
         f"Positional encodings at longer lengths, trained at T={T} ({seeds_caption(result)})"
     )
-    BandDisplay.from_table(
-        table.where(model=list(POSITIONAL_ENCODINGS)),
-        y="score",
-        ax=ax,
-        colors=_COLORS,
-        labels={"randomized": f"randomized (L={max_positions(c)})"},
-        line_kw={f: {"marker": mk, "ls": ls} for f, (mk, ls) in _MARKS.items()},
-        title="Encoding families",
-        **R2_AXES,
-    )
+    line_kw = {f: {"marker": mk, "ls": ls} for f, (mk, ls) in _MARKS.items()}
+    kw = dict(y="score", ax=ax, colors=_COLORS, line_kw=line_kw, title="Encoding families")
+    kw["labels"] = {"randomized": f"randomized (L={max_positions(c)})"}
+    BandDisplay.from_table(table.where(model=list(POSITIONAL_ENCODINGS)), **kw, **R2_AXES)
     length_axes(ax, T, table["score"])
     ax.legend(loc="lower left", fontsize="small")
     # The sweep: each codebook's R^2 at T_s, where L >= T_s (a smaller one cannot place a row).
@@ -297,15 +255,10 @@ def figure(result, axes=None):
         label = f"{f} at T'={T_s}, median"
         refs[label] = (scored, [float(np.median(at.where(model=f)["score"]))] * len(scored))
         refs_kw[label] = {"color": _COLORS[f], "ls": _MARKS[f][1]}
-    BandDisplay.from_table(
-        sweep.with_columns(codebook_size=sizes_),
-        theory=refs if scored else None,
-        theory_kw=refs_kw,
-        ax=ax_sweep,
-        labels={None: f"randomized, codebook of L, at T'={T_s}"},
-        title=f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}",
-        **_SWEEP_AXES,
-    )
+    kw = dict(theory=refs if scored else None, theory_kw=refs_kw, ax=ax_sweep)
+    kw["labels"] = {None: f"randomized, codebook of L, at T'={T_s}"}
+    kw["title"] = f"From fixed (L = T) to stochastic (L -> infinity), T' = {T_s}"
+    BandDisplay.from_table(sweep.with_columns(codebook_size=sizes_), **kw, **_SWEEP_AXES)
     missing = ", ".join(str(L) for L in codebook_sizes(c) if L < T_s)
     if missing:
         where = dict(transform=ax_sweep.transAxes, fontsize="small", color="0.3")
@@ -331,7 +284,8 @@ RECORD = Experiment(
     >>> result = encoding_families("tiny", seeds=2, n_steps=10, n_val=100)
     >>> result.tables["lengths"].unique("model")
     ['stochastic', 'fixed', 'randomized', 'sinusoidal', 'L=32', 'L=8']
-    >>> result.bands()["codebook_L8_r2_at_2T"]["values"]  # 8 positions cannot score at 16
+    >>> # 8 positions cannot score at 16
+    >>> result.bands()["codebook_L8_r2_at_2T"]["values"]
     [nan, nan]
     """,
     presets={
@@ -339,20 +293,10 @@ RECORD = Experiment(
         # 400 steps: stochastic and the randomized codebook within 0.04 of each other at 4T
         # and 8T, far above fixed and sinusoidal (500 left them level; 1500 moved no shape).
         "quick": {},
-        "full": dict(
-            **sizes(32, 16, 4, 128),
-            n_steps=2000,
-            factors=(1, 2, 4, 8, 16),
-            codebook_factors=(1, 2, 4, 8, 16, 32),
-            n_val=2000,
-        ),
-        "gpu": dict(
-            **sizes(64, 16, 4, 256),
-            n_steps=5000,
-            factors=(1, 2, 4, 8, 16),
-            codebook_factors=(1, 2, 4, 8, 16, 32, 64),
-            n_val=10000,
-        ),
+        "full": dict(**sizes(32, 16, 4, 128), n_steps=2000, factors=(1, 2, 4, 8, 16))
+        | dict(codebook_factors=(1, 2, 4, 8, 16, 32), n_val=2000),
+        "gpu": dict(**sizes(64, 16, 4, 256), n_steps=5000, factors=(1, 2, 4, 8, 16))
+        | dict(codebook_factors=(1, 2, 4, 8, 16, 32, 64), n_val=10000),
     },
     provenance=PROVENANCE,
 )

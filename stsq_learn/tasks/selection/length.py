@@ -299,13 +299,8 @@ def summary(result):
 
 
 # -- the figure ------------------------------------------------------------------------------
-R2_AXES = {
-    "x": "eval_seq_len",
-    "logx": True,
-    "legend": False,
-    "xlabel": "evaluation length T' (log scale)",
-    "ylabel": "$R^2$ (1 - relative MSE)",
-}
+R2_AXES = dict(x="eval_seq_len", logx=True, legend=False, ylabel="$R^2$ (1 - relative MSE)")
+R2_AXES["xlabel"] = "evaluation length T' (log scale)"
 """The style of an R^2 against T' panel (``BandDisplay.from_table``'s arguments)."""
 
 
@@ -364,7 +359,8 @@ RECORD = Experiment(
     Examples
     --------
     >>> from stsq_learn.experiments import length_generalization
-    >>> result = length_generalization("tiny", seeds=2, n_steps=10, n_val_large=150)
+    >>> result = length_generalization("tiny", seeds=2, n_steps=10,
+    ...                                n_val_large=150)
     >>> result.tables["r2"].unique("eval_seq_len"), result.seeds
     ([8, 16], (0, 1))
     >>> len(result.bands()["fixed_r2_at_2T"]["values"])
@@ -373,23 +369,10 @@ RECORD = Experiment(
     presets={
         "tiny": dict(**TINY, n_pe_samples=4, n_val_large=200, train_range=(4, 8), floor=False),
         "quick": dict(train_range=(4, 16)),  # 1500 steps: twice the time, the same shapes
-        "full": dict(
-            **sizes(32, 16, 4, 128),
-            n_steps=4000,
-            factors=(1, 2, 4, 8, 16, 32),
-            n_val_large=2000,
-            train_range=(8, 32),
-            range_scale="floor",
-        ),
-        "gpu": dict(
-            **sizes(64, 16, 4, 256),
-            n_steps=5000,
-            factors=(1, 2, 4, 8, 16, 32, 64),
-            n_pe_samples=64,
-            n_val_large=10000,
-            train_range=(16, 64),
-            range_scale="floor",
-        ),
+        "full": dict(**sizes(32, 16, 4, 128), n_steps=4000, factors=(1, 2, 4, 8, 16, 32))
+        | dict(n_val_large=2000, train_range=(8, 32), range_scale="floor"),
+        "gpu": dict(**sizes(64, 16, 4, 256), n_steps=5000, factors=(1, 2, 4, 8, 16, 32, 64))
+        | dict(n_pe_samples=64, n_val_large=10000, train_range=(16, 64), range_scale="floor"),
     },
     provenance=PROVENANCE,
     aliases=("length",),

@@ -93,7 +93,8 @@ class SeparationCurve(Settings):
     Examples
     --------
     >>> from stsq_learn.experiments import SeparationCurve
-    >>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=3, widths={"transformer": (8, 16)},
+    >>> curve = SeparationCurve(seq_lens=(4, 8), n_selected=3,
+    ...                         widths={"transformer": (8, 16)},
     ...                         n_steps={"transformer": 20})
     >>> curve.sizes(), curve.searched()
     ((2, 3), ('transformer',))
@@ -151,16 +152,8 @@ class SeparationCurve(Settings):
         return tuple(m for m in MODELS if m in self.widths and self.lengths(m))
 
     def lengths(self, model):
-        """The lengths T at which ``model`` is searched (to its ``max_seq_len``), increasing.
-
-        Parameters
-        ----------
-        model : {"transformer", "fcn"}
-
-        Returns
-        -------
-        list of int
-        """
+        """The lengths T (a list of int, increasing) at which ``model`` ("transformer" or
+        "fcn") is searched: those up to its ``max_seq_len``."""
         return [T for T in self.seq_lens if T <= self.max_seq_len.get(model, T)]
 
     def to_json(self):
@@ -216,8 +209,10 @@ class SeparationSettings(Settings):
     --------
     >>> from stsq_learn.experiments import SeparationSettings
     >>> settings = SeparationSettings(target_r2=0.5)
-    >>> [c.sizes() for c in settings.curves], settings.replace(search="scan").search
-    ([(2, 2), (4, 3)], 'scan')
+    >>> [c.sizes() for c in settings.curves]
+    [(2, 2), (4, 3)]
+    >>> settings.replace(search="scan").search
+    'scan'
     """
 
     _parameter_constraints = {
@@ -335,6 +330,9 @@ def run(cfg, seeds, **kw):
     """
     widths, floor = [], {"curve": [], "param_seq_len": [], "floor_width": []}
     online = cfg.regime == "online"
+    common = dict(target=cfg.target_r2, method=cfg.search, seeds=seeds, n_test=cfg.n_val, **kw)
+    common.update(stop_at_target=cfg.stop_fits, batch_seeds=True)
+    common["n_train"] = None if online else cfg.n_train
     for i, curve in enumerate(cfg.curves):
         d, q = curve.sizes()
         task = (
@@ -354,18 +352,11 @@ def run(cfg, seeds, **kw):
                 {model: curve[model]},
                 task,
                 curve.widths[model],
-                target=cfg.target_r2,
                 grid={"seq_len": curve.lengths(model)},
-                method=cfg.search,
                 start=_start(cfg, curve, model, floors),
                 skip_after_miss=cfg.search != "bisect" or model == "fcn",
-                stop_at_target=cfg.stop_fits,
-                seeds=seeds,
-                batch_seeds=True,
                 n_steps=curve.n_steps[model] if online else "auto",
-                n_train=None if online else cfg.n_train,
-                n_test=cfg.n_val,
-                **kw,
+                **common,
             )
             widths.append(part.with_columns(curve=[i] * len(part)))
     meta = {"study": "minimal_width", "target": cfg.target_r2, "method": cfg.search}
@@ -524,17 +515,9 @@ def summary(result):
 
 # -- the figure --------------------------------------------------------------------------------
 _SQUARES = {"marker": "s", "mfc": "none"}  # the floor's widths: open squares
-_AXES = {  # both panels: widths against T, log-log, lower bounds as open triangles
-    "x": "seq_len",
-    "y": "value",
-    "bound": "bound",
-    "style": "errorbar",
-    "logx": True,
-    "logy": True,
-    "law_variable": "T",
-    "xlabel": "T",
-    "legend": False,
-}
+# Both panels: widths against T, log-log, lower bounds as open triangles.
+_AXES = dict(x="seq_len", y="value", bound="bound", style="errorbar", logx=True, logy=True)
+_AXES |= dict(law_variable="T", xlabel="T", legend=False)
 
 
 def _drawn(laws):

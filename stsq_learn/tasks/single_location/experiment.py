@@ -372,7 +372,8 @@ RECORD = Experiment(
     Examples
     --------
     >>> from stsq_learn.experiments import single_location
-    >>> result = single_location("tiny", seeds=2, n_steps=50, n_softmax_steps=100)
+    >>> result = single_location("tiny", seeds=2, n_steps=50,
+    ...                          n_softmax_steps=100)
     >>> sorted(result.tables)
     ['baselines', 'curves', 'runs', 'softmax', 'theory']
     >>> result.tables["runs"].where(seed=1)["model"].tolist()
