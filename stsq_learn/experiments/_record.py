@@ -145,7 +145,6 @@ class Experiment:
     summary : callable or None, default=None
         ``summary(result)``: the experiment's rows of the Markdown summary
         (``| experiment | measure | value |``).
-
     provenance : dict or None, default=None
         Setting name to where its value comes from: ``"paper: ..."`` or
         ``"ours: ..."``, written to ``results.json``'s meta.
@@ -255,9 +254,12 @@ class Experiment:
             scope = getattr(run, "__globals__", None) or vars(
                 sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
             )
-            code, name = template.__code__, self.function_name
             made = types.FunctionType(
-                code, scope, name, template.__defaults__, template.__closure__
+                template.__code__,
+                scope,
+                self.function_name,
+                template.__defaults__,
+                template.__closure__,
             )
             made.__kwdefaults__ = dict(template.__kwdefaults__)
             made.__qualname__ = self.function_name
@@ -297,8 +299,19 @@ class Experiment:
         return ExperimentResult(self.name, cfg.to_json(), tables, seconds).made_by(self)
 
     def resolve(self, settings=None, changes=None):
-        """The settings of a call, checked: :meth:`Settings.resolve` of ``settings`` (a size's
-        name is its preset) and ``changes``."""
+        """The settings of a call: :meth:`Settings.resolve`, or a size's preset and changes.
+
+        Parameters
+        ----------
+        settings : Settings, mapping, str or None, default=None
+            A size's name is its preset.
+        changes : mapping or None, default=None
+
+        Returns
+        -------
+        Settings
+            An instance of :attr:`settings`, checked.
+        """
         if isinstance(settings, str):
             if settings not in SIZES:
                 raise ValueError(
@@ -308,7 +321,17 @@ class Experiment:
         return self.settings.resolve(settings, changes)
 
     def headline_numbers(self, result):
-        """``headline(result)`` of a one-seed view, checked: a dict of str to float."""
+        """``headline(result)``, checked.
+
+        Parameters
+        ----------
+        result : ExperimentResult
+            A one-seed view.
+
+        Returns
+        -------
+        dict of str to float
+        """
         numbers_ = self.headline(result)
         if not isinstance(numbers_, dict):
             raise TypeError(
@@ -328,8 +351,19 @@ class Experiment:
         return out
 
     def planned_work(self, size, *, n_seeds=1):
-        """The parts (a list of :class:`Work`) of the run of ``size``'s preset over ``n_seeds``
-        seeds (a batched run plans every seed's fits), from one pass of ``run`` in a plan."""
+        """The parts of a preset's run, from one pass of ``run`` in a plan.
+
+        Parameters
+        ----------
+        size : str
+            One of :data:`SIZES`.
+        n_seeds : int, default=1
+            Seeds (a batched run plans every seed's fits).
+
+        Returns
+        -------
+        list of Work
+        """
         with planning() as plan:
             self.run(
                 self.presets[size], check_seeds(n_seeds), device=None, progress=False, n_jobs=None
@@ -337,8 +371,19 @@ class Experiment:
         return list(plan)
 
     def step_tolerance(self, number):
-        """``(rtol, atol)``, the least tolerances the record gives the headline ``number``: the
-        largest ``reference_rtol`` and ``reference_atol`` of the patterns it matches (or 0)."""
+        """The least tolerances the record gives a headline number.
+
+        Parameters
+        ----------
+        number : str
+            A headline number's name.
+
+        Returns
+        -------
+        rtol, atol : float
+            The largest ``reference_rtol`` and ``reference_atol`` of the
+            patterns it matches (0 where none does).
+        """
 
         def most(patterns):
             matching = (v for p, v in (patterns or {}).items() if fnmatch.fnmatchcase(number, p))

@@ -25,8 +25,13 @@ def band(values):
     Non-finite values (a bound not reached: ``inf``) are kept; the median is NumPy's.
     """
     values = [float(v) for v in values]
-    stats = {"min": np.min, "median": np.median, "max": np.max}
-    return {"values": values, **{k: float(f(np.asarray(values))) for k, f in stats.items()}}
+    arr = np.asarray(values, dtype=float)
+    return {
+        "values": values,
+        "min": float(np.min(arr)),
+        "median": float(np.median(arr)),
+        "max": float(np.max(arr)),
+    }
 
 
 def fmt_band(b, digits=3):
@@ -107,9 +112,21 @@ class ExperimentResult:
         return tuple(seen)
 
     def seed(self, seed):
-        """A view of ``seed`` (one of :attr:`seeds`): the same result with only that seed's
-        rows (tables without a ``seed`` column, what no seed changes, kept whole). Every function
-        of a result applies to the view, so a number derived from it is that seed's alone."""
+        """A view of one seed: the same result with only that seed's rows.
+
+        Tables without a ``seed`` column (what no seed changes) are kept
+        whole. Every function of a result applies to the view, so a number
+        derived from it is that seed's alone.
+
+        Parameters
+        ----------
+        seed : int
+            One of :attr:`seeds`.
+
+        Returns
+        -------
+        ExperimentResult
+        """
         if seed not in self.seeds:
             raise ValueError(
                 f"seed {seed!r} is not a seed of this result; its seeds: {self.seeds}."
@@ -122,8 +139,18 @@ class ExperimentResult:
         return view.made_by(self.__dict__.get("_record"))
 
     def made_by(self, record):
-        """``self``, knowing the ``record`` that made it (its figure, headline and summary;
-        None: the registered one of :attr:`experiment`)."""
+        """This result, knowing the record that made it (its figure, headline and summary).
+
+        Parameters
+        ----------
+        record : Experiment or None
+            None: the registered one of :attr:`experiment`.
+
+        Returns
+        -------
+        ExperimentResult
+            ``self``.
+        """
         object.__setattr__(self, "_record", record)
         return self
 
@@ -144,7 +171,13 @@ class ExperimentResult:
         return RECORDS[self.experiment]
 
     def headline(self):
-        """Each headline number of the record to its value for each of :attr:`seeds`."""
+        """Each headline number of the record, seed by seed.
+
+        Returns
+        -------
+        dict of str to list of float
+            Number to its value for each of :attr:`seeds`.
+        """
         record = self.record
         if record.headline is None:
             return {}
@@ -160,21 +193,47 @@ class ExperimentResult:
         return {name: [numbers[name] for numbers in per_seed] for name in names}
 
     def bands(self):
-        """Each headline number's band over the seeds: ``{"values", "min", "median", "max"}``."""
+        """Each headline number's band over the seeds.
+
+        Returns
+        -------
+        dict of str to dict
+            Number to ``{"values", "min", "median", "max"}``.
+        """
         return {name: band(values) for name, values in self.headline().items()}
 
     def summary(self):
-        """The record's rows of the Markdown summary (a list of str)."""
+        """The record's rows of the Markdown summary.
+
+        Returns
+        -------
+        list of str
+        """
         summary = self.record.summary
         return [] if summary is None else list(summary(self))
 
     def plot(self, axes=None):
-        """The experiment's figure, drawn from the tables alone on ``axes`` (one per panel; None
-        makes a new figure)."""
+        """The experiment's figure, drawn from the tables alone.
+
+        Parameters
+        ----------
+        axes : sequence of matplotlib Axes, default=None
+            One per panel; None makes a new figure.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
         return self.record.figure(self, axes)
 
     def to_dict(self):
-        """The whole result, JSON-ready: ``experiment``, ``settings``, ``tables``, ``seconds``."""
+        """The whole result, JSON-ready.
+
+        Returns
+        -------
+        dict
+            ``experiment``, ``settings``, ``tables`` and ``seconds``.
+        """
         return {
             "experiment": self.experiment,
             "settings": self.settings,

@@ -103,8 +103,11 @@ POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 
 def positive_ints(*, min_len=1, increasing=False, low=1):
     """The constraint of a grid of ints of at least ``low``: ``SequenceOf(Interval(...))``."""
-    item = Interval(numbers.Integral, low, None, closed="left")
-    return SequenceOf(item, min_len=min_len, increasing=increasing)
+    return SequenceOf(
+        Interval(numbers.Integral, low, None, closed="left"),
+        min_len=min_len,
+        increasing=increasing,
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -179,12 +182,26 @@ class Settings(Mapping):
 
     @classmethod
     def field_names(cls):
-        """The settings' names (a tuple of str), in declaration order."""
+        """The settings' names, in declaration order.
+
+        Returns
+        -------
+        tuple of str
+        """
         return tuple(cls.__dataclass_fields__)
 
     def replace(self, **changes):
-        """A copy with ``changes`` (setting name to its new value) applied, checked as a new
-        instance is."""
+        """A copy with ``changes`` applied, checked as a new instance is.
+
+        Parameters
+        ----------
+        **changes
+            Setting name to its new value.
+
+        Returns
+        -------
+        Settings
+        """
         _check_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
@@ -212,9 +229,15 @@ class Settings(Mapping):
         return cls(**merged)
 
     def to_json(self):
-        """The settings as JSON values (a dict): what a result records of them. Estimators and
-        tasks are written as their ``repr``, nested settings as their own JSON, tuples as lists,
-        an infinity as ``"inf"``."""
+        """The settings as JSON values: what a result records of them.
+
+        Estimators and tasks are written as their ``repr``, nested settings
+        as their own JSON, tuples as lists, an infinity as ``"inf"``.
+
+        Returns
+        -------
+        dict
+        """
         return {name: to_json(value) for name, value in self.items()}
 
 

@@ -89,14 +89,30 @@ class Law:
         return f"{a:.3g} {sign} {abs(p['b']):.3g} {term}"
 
     def label(self, x="x"):
-        """A legend label: the formula in the variable named ``x`` (``"T"``, ``"L"``), and the
-        fit's R^2: ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``, or for a median of several fits
-        ``"... (median of 3 fits, R^2 0.99)"``."""
+        """A legend label: the formula in the variable ``x``, and the fit's R^2.
+
+        Parameters
+        ----------
+        x : str, default="x"
+            The name of the variable (``"T"``, ``"L"``).
+
+        Returns
+        -------
+        str
+            ``"0.6 + 8.5 log2(T) (fit R^2 0.99)"``, or for a median of several
+            fits ``"... (median of 3 fits, R^2 0.99)"``.
+        """
         fits = f"median of {self.n_fits} fits," if self.n_fits > 1 else "fit"
         return f"{self.formula.replace('x', x)} ({fits} R^2 {self.r2:.2f})"
 
     def to_dict(self):
-        """A JSON-ready dict of the fields and the ``formula``, as :meth:`from_dict` reads it."""
+        """JSON-ready dict of the fields.
+
+        Returns
+        -------
+        dict
+            The fields and the ``formula``, as :meth:`from_dict` reads them.
+        """
         out = {"name": self.name, "params": dict(self.params), "formula": self.formula}
         for name in ("r2", "rms", "residuals", "x_range", "n_points", "origin", "n_fits"):
             value = getattr(self, name)
@@ -105,8 +121,18 @@ class Law:
 
     @classmethod
     def from_dict(cls, data):
-        """The law :meth:`to_dict` wrote as ``data`` (its ``formula`` recomputed, not read; JSON
-        read back: its lists are read as tuples).
+        """The law :meth:`to_dict` wrote (its ``formula`` is recomputed, not read).
+
+        ``data`` may have been read back from JSON: its lists are read as tuples.
+
+        Parameters
+        ----------
+        data : dict
+            A :meth:`to_dict`.
+
+        Returns
+        -------
+        Law
 
         Examples
         --------

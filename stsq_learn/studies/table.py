@@ -201,7 +201,18 @@ class StudyTable(Sequence):
         return tuple(c for c in self.columns if c.startswith("param_"))
 
     def unique(self, column):
-        """The distinct values of ``column`` (a list, each once), in order of first appearance."""
+        """The distinct values of ``column``, in order of first appearance.
+
+        Parameters
+        ----------
+        column : str
+            A column name.
+
+        Returns
+        -------
+        list
+            Its values, each once.
+        """
         seen = []
         for value in map(_scalar, self[column]):
             if not any(_equal(value, s) for s in seen):
@@ -239,8 +250,20 @@ class StudyTable(Sequence):
         return self[mask]
 
     def xy(self, x, y, *, finite=True):
-        """Columns ``x`` and ``y`` as float64 arrays, row by row, for a law or a plot (with
-        ``finite``, less the rows where either is not a finite number)."""
+        """Two columns as float arrays, for a law or a plot.
+
+        Parameters
+        ----------
+        x, y : str
+            Column names.
+        finite : bool, default=True
+            Leave out the rows where either is not a finite number.
+
+        Returns
+        -------
+        x, y : ndarray of float64
+            The two columns' values, row by row.
+        """
         xs, ys = (np.array([_as_float(v) for v in self[c]], dtype=np.float64) for c in (x, y))
         if finite:
             keep = np.isfinite(xs) & np.isfinite(ys)
@@ -248,8 +271,18 @@ class StudyTable(Sequence):
         return xs, ys
 
     def groups(self, *by):
-        """The table split by the values of the columns ``by``: a list of ``(values, rows)``,
-        each distinct combination of values (a tuple) in order and its rows."""
+        """The table split by the values of the columns ``by``.
+
+        Parameters
+        ----------
+        *by : str
+            Column names.
+
+        Returns
+        -------
+        list of (tuple, StudyTable)
+            Each distinct combination of values, in order, and its rows.
+        """
         names = [self._name(b) for b in by]
         keys = []
         for i in range(self._n):
@@ -293,8 +326,19 @@ class StudyTable(Sequence):
 
     @classmethod
     def concat(cls, tables, *, meta=None):
-        """The rows of several ``tables``, one after another (a column a table lacks is
-        missing), with ``meta`` (None: the first table's)."""
+        """The rows of several tables, one after another (a column a table lacks is missing).
+
+        Parameters
+        ----------
+        tables : sequence of StudyTable
+            The tables.
+        meta : dict, default=None
+            The result's ``meta`` (None: the first table's).
+
+        Returns
+        -------
+        StudyTable
+        """
         tables = list(tables)
         for i, t in enumerate(tables):
             if not isinstance(t, StudyTable):
@@ -307,13 +351,28 @@ class StudyTable(Sequence):
         return cls(columns, meta=(tables[0].meta if tables else {}) if meta is None else meta)
 
     def with_columns(self, **columns):
-        """A new table with ``columns`` (name to values, as long as the table) added or
-        replaced."""
+        """A copy with columns added or replaced (each as long as the table).
+
+        Parameters
+        ----------
+        **columns : sequence
+            Column name to its values.
+
+        Returns
+        -------
+        StudyTable
+            A new table.
+        """
         return StudyTable({**self._columns, **columns}, meta=self.meta)
 
     def to_dict(self):
-        """A JSON-ready dict: ``{"columns": {name: list}, "dtypes": {name: str}, "meta": dict}``,
-        NaN as null."""
+        """A JSON-ready dict: the columns (lists; NaN as null), their types and ``meta``.
+
+        Returns
+        -------
+        dict
+            ``{"columns": {name: list}, "dtypes": {name: str}, "meta": dict}``
+        """
         return {
             "columns": {n: [_plain(v) for v in arr] for n, arr in self._columns.items()},
             "dtypes": {n: _KINDS.get(arr.dtype.kind, "object") for n, arr in self._columns.items()},
@@ -322,7 +381,17 @@ class StudyTable(Sequence):
 
     @classmethod
     def from_dict(cls, data):
-        """The table :meth:`to_dict` described as ``data`` (or JSON read back)."""
+        """The table :meth:`to_dict` described (or JSON read back).
+
+        Parameters
+        ----------
+        data : dict
+            As :meth:`to_dict` returns it.
+
+        Returns
+        -------
+        StudyTable
+        """
         if not isinstance(data, dict) or not isinstance(data.get("columns"), dict):
             raise ValueError(
                 "data must be a dict with a 'columns' mapping, as StudyTable.to_dict() gives."
@@ -335,8 +404,18 @@ class StudyTable(Sequence):
         return cls(columns, meta=data.get("meta"))
 
     def to_csv(self, path_or_buffer=None):
-        """Write the rows as CSV (a missing value empty, a tuple as a JSON list; no ``meta``) to
-        ``path_or_buffer`` (a path or file-like), or return the text where it is None."""
+        """Write the rows as CSV (a missing value empty, a tuple as a JSON list; no ``meta``).
+
+        Parameters
+        ----------
+        path_or_buffer : str, path or file-like, default=None
+            Where to write; None returns the text.
+
+        Returns
+        -------
+        str or None
+            The text, when ``path_or_buffer`` is None.
+        """
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(self.columns)
@@ -350,8 +429,17 @@ class StudyTable(Sequence):
 
     @classmethod
     def from_csv(cls, path_or_buffer):
-        """Read the table :meth:`to_csv` wrote to ``path_or_buffer`` (a path or file-like),
-        numbers, booleans, tuples and labels typed back."""
+        """Read a table :meth:`to_csv` wrote (numbers, booleans, tuples and labels typed back).
+
+        Parameters
+        ----------
+        path_or_buffer : str, path or file-like
+            The CSV file.
+
+        Returns
+        -------
+        StudyTable
+        """
         if hasattr(path_or_buffer, "read"):
             rows = list(csv.reader(io.StringIO(path_or_buffer.read())))
         else:
