@@ -785,3 +785,11 @@ def test_every_numeric_field_forged_is_refused_naming_it_or_loads_as_the_weights
                 setattr(reference, attribute, getattr(loaded, attribute))
         got, want = _outcome(loaded.predict, rows[0]), _outcome(reference.predict, rows[0])
         np.testing.assert_array_equal(got, want, err_msg=f"{key}={value!r}")
+
+
+@pytest.mark.parametrize("name", ["TransformerCopier", "LSTMCopier"])
+@pytest.mark.parametrize("n_layers", [17_284_343, 10**30])
+def test_a_layer_count_larger_than_the_file_is_refused_before_a_module_is_built(name, n_layers):
+    # Building the module of a forged count first took minutes and gigabytes (meta device).
+    with pytest.raises(ValueError, match=rf"invalid hyperparameter n_layers={n_layers}: a model"):
+        _load_forged(name, {("params", "n_layers"): n_layers})

@@ -174,6 +174,23 @@ def check_sizes(fitted, keys, weights):
             )
 
 
+def check_layer_counts(params, keys, weights):
+    """Raise ``ValueError`` unless each layer count of ``keys`` is at most the tensors' count.
+
+    Run before any module is built: every layer holds at least one tensor, so a
+    file with fewer tensors than a forged ``n_layers`` holds another model's
+    weights (building its module, even on the meta device, would take as long
+    as the count is large).
+    """
+    n_tensors = len(weights) if isinstance(weights, dict) else 0
+    for key in keys:
+        if params[key] > n_tensors:
+            raise ValueError(
+                f"invalid hyperparameter {key}={params[key]!r}: a model of {params[key]!r} "
+                f"layers has at least as many tensors, and this file holds {n_tensors}."
+            )
+
+
 def expected_weights(build, described_by):
     """The ``state_dict`` of ``build()`` on the meta device: shapes only, nothing allocated.
 
@@ -300,6 +317,9 @@ class FittedState:
     _sizes_in_weights = ("n_features_in_",)
     """The fitted sizes that fix the weights' shapes (:func:`check_sizes`)."""
 
+    _layers_in_weights = ()
+    """The hyperparameters that count the module's layers (:func:`check_layer_counts`)."""
+
     _fitted_extra_keys = ()
     """Fitted keys a subclass adds to the file (it writes, checks and assigns them itself)."""
 
@@ -374,6 +394,7 @@ class FittedState:
         check_state(state, (*task_class.fitted_keys, *self._fitted_extra_keys))
         fitted = state["fitted"]
         check_sizes(fitted, self._sizes_in_weights, state["weights"])
+        check_layer_counts(self.get_params(), self._layers_in_weights, state["weights"])
         target = state_device(fitted["device"], device, type(self).__name__)
         T, d, seed = fitted["seq_len_"], fitted["n_features_in_"], fitted["module_seed"]
         task_state = {k: fitted.get(k) for k in task_class.fitted_keys}

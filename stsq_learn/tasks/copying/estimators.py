@@ -97,6 +97,7 @@ class _Copier(_SequenceModel):
     """What the two copiers share: the task, the planned steps, the batch size."""
 
     _task = "copying"
+    _layers_in_weights = ("n_layers",)  # a forged count is refused before a module is built
 
     def _auto_steps(self):
         return DEFAULT_STEPS
