@@ -329,6 +329,8 @@ def summary(result):
 # -- the figure ------------------------------------------------------------------------------
 def figure(result, axes=None):
     """The record's ``figure``: accuracy against L, against the test length, the training."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
     fig, (ax1, ax2, ax3) = new_axes(axes, 3)
     c = result.settings
     both = StudyTable.concat([result.tables["constructions"], result.tables["trained"]])
@@ -337,16 +339,12 @@ def figure(result, axes=None):
     kw["title"] = f"1. Copying uniform strings (D = {c['vocab_size']})"
     BandDisplay.from_table(both, theory_kw={"ls": ":", "lw": 2}, **kw)
     ax1.set_ylim(-0.03, 1.03)
-    ax1.get_legend().set_title("dotted: the theorems' bounds\npoints: measured", prop={"size": 8})
-    ax1.text(
-        0.97,
-        0.45,
-        "A float32 LSTM state holds thousands\nof bits: the fixed-state bound is\nvacuous "
-        "for it at these lengths.",
-        transform=ax1.transAxes,
-        fontsize="x-small",
-        ha="right",
-        bbox={"fc": "white", "ec": "0.8", "alpha": 0.9},
+    ax1.legend(  # beside the curves: the middle of the panel is empty at every size
+        loc="center left",
+        bbox_to_anchor=(0.08, 0.42),
+        title="dotted: bounds (theorems); points: measured\n(an LSTM's float32 state "
+        "holds\nthousands of bits: its bound is vacuous)",
+        title_fontproperties={"size": 9},
     )
     curve = result.tables["curve"]
     last = [part.where(step=int(np.max(part["step"]))) for _, part in curve.groups("model", "seed")]
@@ -367,6 +365,8 @@ def figure(result, axes=None):
     kw = dict(x="strings", y=_column(c["train_len"]), ax=ax3, xlabel="strings seen in training")
     kw["ylabel"] = f"string accuracy at L = {c['train_len']} (measured)"
     BandDisplay.from_table(curve, title="3. Sample efficiency", **kw)
+    ax3.xaxis.set_major_locator(MaxNLocator(5, integer=True))  # thousands of strings: 5 ticks
+    ax3.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v else "0"))
     ax3.axhline(c["target"], color="0.6", ls=":", lw=1)
     ax3.set_ylim(-0.03, 1.03)
     return fig
