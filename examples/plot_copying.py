@@ -15,6 +15,7 @@ strings and tested on longer ones.
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullLocator
 from stsq_learn import (
     CopyingTask,
     FixedStateCopier,
@@ -46,7 +47,7 @@ for L in lengths:
     for label, copier in copiers.items():
         measured[label].append(copier.fit(X_L, y_L).score(X_L, y_L))
 
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 4), layout="constrained")
 for (label, accuracy), color in zip(measured.items(), ("C0", "C1")):
     ax1.plot(lengths, accuracy, "o-", color=color, label=f"{label}: measured")
 ax1.plot(
@@ -69,7 +70,9 @@ ax1.set(
     ylabel="string accuracy (D = 10)",
     title="The constructions meet their bounds",
 )
-ax1.legend(fontsize="small")
+ax1.set_xticks(lengths, labels=[str(L) for L in lengths], minor=False)
+ax1.xaxis.set_minor_locator(NullLocator())  # the lengths, not 4 x 10^0
+ax1.legend(fontsize=9, loc="center left", bbox_to_anchor=(0.2, 0.45))
 
 # %%
 # The trained models: 2 layers each, about 100k parameters, on strings of 5
@@ -96,5 +99,7 @@ ax2.set(
     title="Trained on L = 5..12, tested longer",
     ylim=(-0.03, 1.03),
 )
+ax2.set_xticks(test_lengths, labels=[str(L) for L in test_lengths])
+ax2.xaxis.set_minor_locator(NullLocator())
 ax2.legend()
 plt.show()
