@@ -369,6 +369,7 @@ class _UntrainedSequenceModel(AtomicSetParams, MultiOutputMixin, BaseEstimator):
         Returns
         -------
         float
+            :func:`~stsq_learn.string_accuracy` of ``self.predict(X)``.
         """
         check_is_fitted(self)
         X = self.task_.check_rows(X, type(self).__name__)
@@ -408,6 +409,7 @@ class _UntrainedSequenceModel(AtomicSetParams, MultiOutputMixin, BaseEstimator):
         Returns
         -------
         self : object
+            The fitted estimator.
         """
         try:
             self._validate_params()

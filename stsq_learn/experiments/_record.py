@@ -306,6 +306,7 @@ class Experiment:
         settings : Settings, mapping, str or None, default=None
             A size's name is its preset.
         changes : mapping or None, default=None
+            Setting name to the value that replaces the preset's.
 
         Returns
         -------
@@ -331,6 +332,7 @@ class Experiment:
         Returns
         -------
         dict of str to float
+            Each headline number's name to its value.
         """
         numbers_ = self.headline(result)
         if not isinstance(numbers_, dict):
@@ -363,6 +365,7 @@ class Experiment:
         Returns
         -------
         list of Work
+            One per part of the run, in order.
         """
         with planning() as plan:
             self.run(

@@ -126,6 +126,7 @@ class ExperimentResult:
         Returns
         -------
         ExperimentResult
+            The view, its seeds ``(seed,)``.
         """
         if seed not in self.seeds:
             raise ValueError(
@@ -208,6 +209,7 @@ class ExperimentResult:
         Returns
         -------
         list of str
+            Markdown table rows (``| experiment | measure | value |``).
         """
         summary = self.record.summary
         return [] if summary is None else list(summary(self))
@@ -223,6 +225,7 @@ class ExperimentResult:
         Returns
         -------
         matplotlib.figure.Figure
+            The figure drawn on.
         """
         return self.record.figure(self, axes)
 
@@ -243,7 +246,18 @@ class ExperimentResult:
 
     @classmethod
     def from_dict(cls, data):
-        """The result whose :meth:`to_dict` (read back from JSON or not) is ``data``."""
+        """The result whose :meth:`to_dict` is ``data``.
+
+        Parameters
+        ----------
+        data : dict
+            What :meth:`to_dict` returned, read back from JSON or not.
+
+        Returns
+        -------
+        ExperimentResult
+            The result, its tables :class:`~stsq_learn.studies.StudyTable`.
+        """
         if not isinstance(data, dict) or not {"experiment", "settings", "tables"} <= set(data):
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(

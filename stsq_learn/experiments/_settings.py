@@ -49,7 +49,18 @@ class SequenceOf(Options):
         self.increasing = increasing
 
     def is_satisfied_by(self, val):
-        """Whether the value ``val`` meets the constraint."""
+        """Whether the value ``val`` meets the constraint.
+
+        Parameters
+        ----------
+        val : object
+            The value of a setting.
+
+        Returns
+        -------
+        bool
+            True where it does.
+        """
         if not isinstance(val, (list, tuple)) or len(val) < self.min_len:
             return False
         if not all(any(c.is_satisfied_by(v) for c in self.items) for v in val):
@@ -79,7 +90,18 @@ class MappingOf(Options):
         self.values = [make_constraint(c) for c in values]
 
     def is_satisfied_by(self, val):
-        """Whether the value ``val`` meets the constraint."""
+        """Whether the value ``val`` meets the constraint.
+
+        Parameters
+        ----------
+        val : object
+            The value of a setting.
+
+        Returns
+        -------
+        bool
+            True where it does.
+        """
         if not isinstance(val, Mapping):
             return False
         for key, value in val.items():
@@ -201,14 +223,28 @@ class Settings(Mapping):
         Returns
         -------
         Settings
+            A new instance of this class.
         """
         _check_names(type(self), changes)
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def resolve(cls, settings=None, changes=None):
-        """An instance from ``settings`` (an instance of this class, a mapping of setting to
-        value, or None: the defaults) and the settings ``changes`` (a mapping) changes on it."""
+        """An instance from ``settings``, with ``changes`` made on it.
+
+        Parameters
+        ----------
+        settings : Settings, mapping or None, default=None
+            An instance of this class, a mapping of setting to value, or
+            None: the defaults.
+        changes : mapping or None, default=None
+            Setting name to the value that replaces its own.
+
+        Returns
+        -------
+        Settings
+            An instance of this class, checked.
+        """
         changes = dict(changes or {})
         settings = {} if settings is None else settings
         if not isinstance(settings, Mapping) or (
@@ -237,6 +273,7 @@ class Settings(Mapping):
         Returns
         -------
         dict
+            Setting name to its JSON value.
         """
         return {name: to_json(value) for name, value in self.items()}
 

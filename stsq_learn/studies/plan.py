@@ -100,12 +100,21 @@ class StudyPlan(list):
         return sum(w.fits * w.steps for w in self)
 
     def estimate(self, *, device="cpu"):
-        """Per part, a dict of its ``label``, ``fits``, ``steps`` and estimated ``seconds`` on
-        this machine, the steps timed on ``device``.
+        """Per part, its fits, steps and estimated seconds on this machine.
 
         Each distinct model, task and number of members is timed once: two short
         trainings (a step's time and a fit's fixed cost), one scoring (up to 2048
         rows, then scaled) and one call of the measures where the part has them.
+
+        Parameters
+        ----------
+        device : str, default="cpu"
+            Where the steps are timed.
+
+        Returns
+        -------
+        list of dict
+            Per part, its ``label``, ``fits``, ``steps`` and ``seconds``.
         """
         out, cache, scores = [], {}, {}
         for part in self:

@@ -137,8 +137,18 @@ class StopAtTarget(Callback):
         return self
 
     def score_module(self, net):
-        """The estimator's score (or the scorer's) on the held-out rows of the model ``net``
-        (a skorch net being trained) holds now."""
+        """The score of the model ``net`` holds now on the held-out rows.
+
+        Parameters
+        ----------
+        net : skorch.NeuralNet
+            The net being trained.
+
+        Returns
+        -------
+        float
+            The estimator's score, or the scorer's.
+        """
         return measure_now(self.template, net, self.task, self._score)
 
     def _score(self, view):
@@ -188,11 +198,19 @@ class StopAtTarget(Callback):
     def members_batch_end(cls, pairs):
         """What :meth:`on_batch_end` does, for the members of a batched fit at one step.
 
-        ``pairs``: each member's ``(callback, net)``; returns per pair whether it
-        reached the target (and stops). The members due for a check are scored in
-        one forward of their stacked modules
-        (:func:`~stsq_learn.engine.members.predict_members`: each prediction to
-        the bit), or one by one where that cannot be.
+        The members due for a check are scored in one forward of their stacked
+        modules (:func:`~stsq_learn.engine.members.predict_members`: each
+        prediction to the bit), or one by one where that cannot be.
+
+        Parameters
+        ----------
+        pairs : list of (StopAtTarget, skorch.NeuralNet)
+            Each member's callback and net.
+
+        Returns
+        -------
+        list of bool
+            Per pair, whether it reached the target (and stops).
         """
         from ..engine.members import predict_members
 

@@ -256,6 +256,7 @@ class CausalTransformer(nn.Module):
         Returns
         -------
         LongTensor of shape (n, n_steps)
+            The tokens written, ``-1`` after each row's end.
         """
         eos = _specials(self.vocab_size)[0]
         stream, lx = _prompt(X, self.vocab_size)
@@ -292,9 +293,23 @@ class CausalTransformer(nn.Module):
         return _stop_after_end(tokens, eos)
 
     def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
-        """Floats a training forward pass holds per row of strings of length ``seq_len``: the
-        residual stream, the scores and the MLP of each layer (the memory check's size; the
-        other arguments are the shared signature's, unused)."""
+        """Floats a training forward pass holds per row of strings of length ``seq_len``.
+
+        The residual stream, the scores and the MLP of each layer: the memory
+        check's size.
+
+        Parameters
+        ----------
+        seq_len : int
+            The strings' length.
+        pe_sampling, n_selected : object, default=None
+            The shared signature's; unused.
+
+        Returns
+        -------
+        int
+            Floats per row.
+        """
         L = 2 * seq_len + 2
         return self.n_layers * (12 * L * self.width + 2 * self.n_heads * L * L) + L * self.n_classes
 
@@ -336,7 +351,20 @@ class RecurrentCopier(nn.Module):
                     param.data[hidden_size : 2 * hidden_size] = 1.0  # the forget gate
 
     def forward(self, packed, generator=None):
-        """Teacher-forced logits of rows ``[X, y]`` (see :meth:`CausalTransformer.forward`)."""
+        """Teacher-forced logits of rows ``[X, y]`` side by side.
+
+        Parameters
+        ----------
+        packed : Tensor of shape (n, 2T)
+            Sources then targets, ``-1`` after each one's end.
+        generator : object, default=None
+            Unused (the module draws nothing).
+
+        Returns
+        -------
+        Tensor of shape (n, T + 1, D + 1)
+            The logits predicting ``y_1 .. y_T`` and the end.
+        """
         stream, answer = teacher_forced(packed, self.vocab_size)
         h, _ = self.lstm(self.embed(stream))
         h = torch.gather(h, 1, answer[..., None].expand(-1, -1, h.shape[-1]))
@@ -344,7 +372,20 @@ class RecurrentCopier(nn.Module):
 
     @torch.no_grad()
     def generate(self, X, n_steps):
-        """Greedy answers to sources ``X`` (see :meth:`CausalTransformer.generate`)."""
+        """Greedy answers to sources ``X``: ``n_steps`` tokens each, ``-1`` from the end on.
+
+        Parameters
+        ----------
+        X : LongTensor of shape (n, T)
+            Sources, ``-1`` after each row's end.
+        n_steps : int
+            Tokens to write (the answer's width).
+
+        Returns
+        -------
+        LongTensor of shape (n, n_steps)
+            The tokens written, ``-1`` after each row's end.
+        """
         eos = _specials(self.vocab_size)[0]
         stream, lx = _prompt(X, self.vocab_size)
         packed = nn.utils.rnn.pack_padded_sequence(
@@ -365,5 +406,20 @@ class RecurrentCopier(nn.Module):
         return _stop_after_end(tokens, eos)
 
     def elements_per_row(self, seq_len, pe_sampling=None, n_selected=None):
-        """Floats a training forward pass holds per row (see :class:`CausalTransformer`)."""
+        """Floats a training forward pass holds per row of strings of length ``seq_len``.
+
+        The LSTM's gates and states of each layer: the memory check's size.
+
+        Parameters
+        ----------
+        seq_len : int
+            The strings' length.
+        pe_sampling, n_selected : object, default=None
+            The shared signature's; unused.
+
+        Returns
+        -------
+        int
+            Floats per row.
+        """
         return (2 * seq_len + 2) * (self.hidden_size * (1 + 6 * self.n_layers) + self.n_classes)

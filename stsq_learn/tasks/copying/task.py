@@ -188,6 +188,7 @@ class CopyingTask(Task):
         Returns
         -------
         X_shifted, y_shifted : ndarray of shape (n_samples, seq_len)
+            The rows at the new length.
         """
         seq_len = check_positive_int(seq_len, "seq_len")
         X = self.check_rows(X, "this task")

@@ -47,6 +47,7 @@ def fixed_state_error_bound(seq_len, vocab_size, n_bits):
     Returns
     -------
     float
+        ``max(0, 1 - 2^b / D^L)``.
 
     Examples
     --------
@@ -78,6 +79,7 @@ def ngram_error_bound(seq_len, vocab_size, n):
     Returns
     -------
     float
+        ``min(1, L^2 D^-n)``.
 
     Examples
     --------

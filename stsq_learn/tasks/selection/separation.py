@@ -152,12 +152,28 @@ class SeparationCurve(Settings):
         return tuple(m for m in MODELS if m in self.widths and self.lengths(m))
 
     def lengths(self, model):
-        """The lengths T (a list of int, increasing) at which ``model`` ("transformer" or
-        "fcn") is searched: those up to its ``max_seq_len``."""
+        """The lengths T at which ``model`` is searched: those up to its ``max_seq_len``.
+
+        Parameters
+        ----------
+        model : {"transformer", "fcn"}
+            The model.
+
+        Returns
+        -------
+        list of int
+            Increasing.
+        """
         return [T for T in self.seq_lens if T <= self.max_seq_len.get(model, T)]
 
     def to_json(self):
-        """The settings as JSON, ``n_features`` and ``n_selected`` as the task's (:meth:`sizes`)."""
+        """The settings as JSON, ``n_features`` and ``n_selected`` as the task's (:meth:`sizes`).
+
+        Returns
+        -------
+        dict
+            Setting name to its JSON value.
+        """
         out = super().to_json()
         out["n_features"], out["n_selected"] = self.sizes()
         return out
