@@ -238,5 +238,21 @@ def test_plan_estimate_times_each_part():
     plan = sweep(ATT.set_params(width=4), TASK, seeds=2, n_steps=30, n_test=50, dry_run=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the timing runs are quiet
-        (part,) = plan.estimate(device="cpu")
+        (part,) = plan.estimate(device="cpu")  # raised: the clones' steps are not one object
     assert part["fits"] == 2 and part["steps"] == 60 and part["seconds"] > 0
+
+
+def test_a_batched_plan_of_seeds_that_cannot_batch_times_them_one_by_one():
+    """A pipeline's seeds fit one after another (its clones' steps are other objects):
+    the plan of a batched study times them so, where it once raised the members' check."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    from stsq_learn import SparseTokenClassificationTask
+    from stsq_learn.tasks.classification.baselines import FlattenTokens
+
+    task = SparseTokenClassificationTask(seq_len=4, n_features=2, signal=3.0)
+    flat = make_pipeline(FlattenTokens(), LogisticRegression())
+    plan = sweep(flat, task, seeds=3, n_train=40, n_test=40, batch_seeds=True, dry_run=True)
+    (part,) = plan.estimate(device="cpu")  # raised: the clones' steps are not one object
+    assert part["fits"] == 3 and part["seconds"] >= 0  # milliseconds, rounded

@@ -119,6 +119,8 @@ class StudyPlan(list):
         out, cache, scores = [], {}, {}
         for part in self:
             members = max(1, min(part.members, part.fits))
+            if members > 1 and not _batchable(part.estimator):
+                members = 1  # the run fits them one after another
             key = (repr(part.estimator), part.task, part.train_rows, members)
             if key not in cache:
                 cache[key] = _time_fit(part, device, members)
@@ -198,6 +200,21 @@ def _seconds(call, *args, **kwargs):
         start = time.perf_counter()
         call(*args, **kwargs)
         return time.perf_counter() - start
+
+
+def _batchable(estimator):
+    """Whether seeds of ``estimator`` train as members of one model, as the run finds it
+    (a pipeline's clones, or an estimator off the engine, fit one after another)."""
+    from ..engine.members import check_members
+
+    seeds = [
+        {"random_state": s} if "random_state" in estimator.get_params() else {} for s in (0, 1)
+    ]
+    try:
+        check_members([clone(estimator).set_params(**seed) for seed in seeds])
+    except (TypeError, ValueError):
+        return False
+    return getattr(type(estimator), "_fit_members", None) is not None
 
 
 def _time_fit(part, device, members=1, probe_steps=(4, 12)):
