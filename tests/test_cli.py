@@ -60,6 +60,7 @@ def test_reproduce_tiny_writes_figures_and_json_and_no_warning(tmp_path):
         "bands.png",
         "classification.png",
         "convergence.png",
+        "copying.png",
         "encodings.png",
         "in_context_regression.png",
         "length_generalization.png",
