@@ -142,7 +142,8 @@ def _sources():
     return {
         path.relative_to(DOCS).with_suffix("").as_posix(): path.read_text(encoding="utf-8")
         for path in sorted(DOCS.rglob("*.rst"))
-        if path.relative_to(DOCS).parts[0] not in skip and path.name not in lists.FILES
+        if path.relative_to(DOCS).parts[0] not in skip
+        and path.relative_to(DOCS).as_posix() not in lists.FILES
     }
 
 
