@@ -157,8 +157,8 @@ def least_squares(x, labels, alpha=0.0):
         Of each prompt's ``x``, largest first.
     """
     u, s, vt = np.linalg.svd(x, full_matrices=False)
-    if alpha > 0:
-        inverse = s / (s * s + alpha)
+    if alpha > 0:  # a float: an int past float64's range would make an object array
+        inverse = s / (s * s + float(min(alpha, np.finfo(np.float64).max)))
     else:
         cutoff = 1e-15 * max(x.shape[1:]) * s[:, :1]
         inverse = np.divide(1.0, s, out=np.zeros_like(s), where=s > cutoff)
