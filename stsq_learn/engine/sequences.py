@@ -157,7 +157,33 @@ class Warmup(Callback):
         self.step_ += bool(training)
 
 
-class _SequenceModel(MultiOutputMixin, _BaseEstimator):
+class _StringScore:
+    """``score`` of the models that write strings, through ``_predict_validated(X)``."""
+
+    def score(self, X, y, sample_weight=None):
+        """String accuracy: the fraction of rows written exactly (every token and the end).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, seq_len)
+            Sources.
+        y : array-like of shape (n_samples, seq_len)
+            The strings to write.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Row weights.
+
+        Returns
+        -------
+        score : float
+            :func:`~stsq_learn.string_accuracy` of ``self.predict(X)``.
+        """
+        check_is_fitted(self)
+        X = self.task_.check_rows(X, type(self).__name__)
+        y = self.task_.check_targets(y, X)
+        return string_accuracy(y, self._predict_validated(X), sample_weight=sample_weight)
+
+
+class _SequenceModel(_StringScore, MultiOutputMixin, _BaseEstimator):
     """``fit``, ``fit_online``, ``predict`` and ``score`` of the models that write strings."""
 
     _criterion = SequenceCrossEntropy
@@ -275,28 +301,6 @@ class _SequenceModel(MultiOutputMixin, _BaseEstimator):
                 out.append(module.generate(rows, T).cpu())
         return torch.cat(out).numpy()
 
-    def score(self, X, y, sample_weight=None):
-        """String accuracy: the fraction of rows written exactly (every token and the end).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len)
-            Sources.
-        y : array-like of shape (n_samples, seq_len)
-            The strings to write.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Row weights.
-
-        Returns
-        -------
-        score : float
-            :func:`~stsq_learn.string_accuracy` of ``self.predict(X)``.
-        """
-        check_is_fitted(self)
-        X = self.task_.check_rows(X, type(self).__name__)
-        y = self.task_.check_targets(y, X)
-        return string_accuracy(y, self._predict_validated(X), sample_weight=sample_weight)
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = True
@@ -306,7 +310,7 @@ class _SequenceModel(MultiOutputMixin, _BaseEstimator):
         return tags
 
 
-class _UntrainedSequenceModel(AtomicSetParams, MultiOutputMixin, BaseEstimator):
+class _UntrainedSequenceModel(_StringScore, AtomicSetParams, MultiOutputMixin, BaseEstimator):
     """``fit`` (the contract's checks only), ``predict``, ``score`` and the fitted state of
     the string models that train nothing; a subclass gives ``_write(X)`` and ``_task``."""
 
@@ -354,27 +358,8 @@ class _UntrainedSequenceModel(AtomicSetParams, MultiOutputMixin, BaseEstimator):
         check_is_fitted(self)
         return self._write(self.task_.check_rows(X, type(self).__name__))
 
-    def score(self, X, y, sample_weight=None):
-        """String accuracy: the fraction of rows written exactly.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, seq_len)
-            Sources.
-        y : array-like of shape (n_samples, seq_len)
-            The strings to write.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Row weights.
-
-        Returns
-        -------
-        float
-            :func:`~stsq_learn.string_accuracy` of ``self.predict(X)``.
-        """
-        check_is_fitted(self)
-        X = self.task_.check_rows(X, type(self).__name__)
-        y = self.task_.check_targets(y, X)
-        return string_accuracy(y, self._write(X), sample_weight=sample_weight)
+    def _predict_validated(self, X):
+        return self._write(X)  # the rows checked: what the shared score predicts
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
