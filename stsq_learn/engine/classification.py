@@ -332,19 +332,6 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
         return tags
 
     # -- fitted state ------------------------------------------------------------------
-    def get_fitted_state(self):
-        """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
-
-        Returns
-        -------
-        state : dict
-            The engine's (``"fitted"``, ``"history"``, ``"weights"``), with
-            ``classes_`` (a JSON list) among the fitted values.
-        """
-        state = super().get_fitted_state()
-        state["fitted"].update(self._extra_fitted())
-        return state
-
     def _extra_fitted(self):
         """The fitted values the classifier adds to the file (JSON types)."""
         return {"classes_": self.classes_.tolist()}
@@ -355,31 +342,11 @@ class _Classifier(ClassifierMixin, _BaseEstimator):
         return {"classes_": np.asarray(state["fitted"]["classes_"])}
 
     def set_fitted_state(self, state, *, device=None):
-        """Make this estimator the fitted model described by ``state`` (:func:`load_model`).
-
-        Parameters
-        ----------
-        state : dict
-            As returned by :meth:`get_fitted_state`.
-        device : str, torch.device or None, default=None
-            Device to predict on. None uses the device in ``state`` when this
-            machine has it, else the CPU (with a ``UserWarning``).
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        Raises
-        ------
-        ValueError
-            If a hyperparameter is invalid, or ``state`` is incomplete,
-            ill-typed, or holds weights that do not fit the model; nothing is
-            assigned then.
-        """
         extra = self._read_extra_fitted(state)
         with self._building_for(extra["classes_"]):
             super().set_fitted_state(state, device=device)
         for name, value in extra.items():
             setattr(self, name, value)
         return self
+
+    set_fitted_state.__doc__ = _BaseEstimator.set_fitted_state.__doc__

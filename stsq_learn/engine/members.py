@@ -1,111 +1,64 @@
 """Seeds of one estimator trained together as one model, then split back into fitted estimators.
 
-:func:`fit_members` and :func:`fit_online_members` fit S estimators of one
-class and settings that differ only in ``random_state`` (the seeds of a
-study) at once. Each ends as the estimator ``est.fit(X, y)`` /
-``est.fit_online(task, n_steps)`` gives, with the same checks, warnings
-and errors, judged per member: to the bit on a CPU, in float32 and float64
-(every product with a member's parameters is its fit's own expression on
-its rows, and each member's loss its own mean, so they are rounded as
-there), but for a task with a range of lengths, whose members go through
-the model in groups of one length (float64 weights then agree to about
-1e-15). (One case agrees in law only: several heads
-that start identical, a readout at their average, with the marginal
-sampler, whose triangular factor turns rounding into a gradient's
-direction.) ``callbacks`` gives each member callbacks of its own (a
-study's stopping rule, a trace), which see it as it stands at every step
-and may stop it alone.
+:func:`fit_members` and :func:`fit_online_members` fit S estimators that
+differ only in ``random_state`` at once; each ends as its own ``fit`` /
+``fit_online`` would leave it, with the same checks, warnings and errors,
+to the bit on a CPU in float32 and float64 (every product with a member's
+parameters is its fit's own expression on its rows, each member's loss its
+own mean). A task with a range of lengths sends the members through the
+model in groups of one length (float64 weights then agree to about 1e-15);
+several heads that start identical, read out at their average, with the
+marginal sampler agree in law only (its triangular factor turns rounding
+into a gradient's direction).
 
-How the engine batches them
----------------------------
-A fit draws four seeds from ``random_state`` (initial weights, batch order or
-stream, training encodings, prediction draws); every member draws its own,
-in list order, exactly as its single fit (a ``RandomState`` shared by
-several is consumed as by fitting them one after another), and its module
-is made as its single fit makes it. The S modules are stacked into one
-module of the same class with a leading member axis on every parameter and
-buffer (:mod:`stsq_learn.nn.members`). A step reads each member's batch from
-its own generator (its fit's batches; :func:`~.batch_reuse.reuse_batches`
-replays a member's stream as it would its fit's), joins them member-major,
-and draws the encodings of member s's rows from member s's generator, by
-the calls its fit makes (:class:`~stsq_learn.encodings.StreamedDraws` with a
-list of generators). The loss is the sum of the members' mean losses, so
-each member's gradient is its fit's; the optimisers (SGD with momentum and
-weight decay, Adam) act elementwise, so each member steps as its fit does;
-the step-size paces (:mod:`.rates`) pace each member's blocks, and the
-rate schedule is the same for all. Every member keeps its own history (the
-loss of each of its batches), and the rules its fit applies are applied to
-it alone: a loss that is not finite fails that member, early stopping
-stops a member when its own epoch loss stops improving, and a member's
-callbacks of the call (``callbacks``) may stop it (``KeyboardInterrupt``,
-as a single fit stops) or fail it (``ValueError``); they are given the
-member's own net, whose module's tensors are views of the member's slice of
-the stacked module, so they see its weights of the moment at no cost; a
-callback class may answer for every member at once (a classmethod
-``members_batch_end(pairs)``, called once a step after the members' other
-callbacks with each member's ``(callback, net)``, returning per member
-whether it stops): the studies' stopping rule scores the members due for a
-check in one forward (:func:`predict_members`). A
-member that stops or fails leaves the run at that step: it keeps its
-weights and optimiser state of that step (copied into its own module and
-net), and its slice of every parameter, buffer and optimiser moment is cut
-from the stacked module, as are its batch and draw generators from the
-lists the run reads, so that from the next step it costs nothing and the
-others' steps are those of a run without it. Training ends when no member
-is left. After the run each member's own net holds its weights (its own
-skorch net, built as its fit builds it), and it is judged as its fit would
-be (non-finite weights, divergence, ``on_divergence``) before any fitted
-state is assigned.
+How the engine batches them: every member draws its fit's four seeds
+(weights, batch order or stream, training encodings, prediction draws) in
+list order (a shared ``RandomState`` is consumed as by sequential fits) and
+builds its module as its fit does; the modules are stacked into one with a
+leading member axis (:mod:`stsq_learn.nn.members`). A step joins the
+members' own batches member-major (:func:`~.batch_reuse.reuse_batches`
+replays each member's stream) and draws member s's encodings from its own
+generator (:class:`~stsq_learn.encodings.StreamedDraws` of a list). The
+loss is the sum of the members' mean losses, the optimisers (SGD with
+momentum and weight decay, Adam) act elementwise and the paces
+(:mod:`.rates`) pace each member's blocks, so each member steps as its fit
+does under the one rate schedule. Each member keeps its own history and is
+judged alone: a non-finite loss fails it, early stopping stops it, and its
+callbacks of the call (given its own net, whose tensors view its slice of
+the stacked module) may stop it (``KeyboardInterrupt``) or fail it
+(``ValueError``); a callback class may answer for all members at once (a
+classmethod ``members_batch_end(pairs)`` with each member's ``(callback,
+net)``, called once a step after the other callbacks, returning per member
+whether it stops: the studies' stopping rule scores the members due in one
+forward, :func:`predict_members`). A member that stops or fails keeps its
+weights and optimiser state of that step and leaves the run: its slices and
+its generators are cut, so the others' steps are those of a run without it.
+After the run each member's own net holds its weights and is judged as its
+fit would be (non-finite weights, divergence, ``on_divergence``) before any
+fitted state is assigned.
 
-Settings that do not move in lockstep fall back to fitting the estimators
-one after another (exactly the sequential fits): a single estimator;
-``warm_start=True`` on a fitted estimator; ``learning_rate="adaptive"``
-(each member would lower its own rate); the estimators' own ``callbacks``
-parameter (it acts on one net; per-member callbacks go through the
-``callbacks`` of the call); ``verbose > 0`` (each fit prints its own progress); an estimator
-class without a batched path (:meth:`_fit_members`), or a module class
-without :meth:`stacked`; members with rows of their own (``fit_members``
-given one array per member) of other sizes, or whose resolved step sizes
-differ (``learning_rate_init="auto"`` with SGD follows each member's loss of
-predicting 0). The decision is made before any seed is drawn.
+Settings that do not move in lockstep fall back to the sequential fits
+(:func:`fit_members`' Notes), decided before any seed is drawn.
 
-Supporting members in a new model (developer note)
---------------------------------------------------
-An estimator on the engine (:class:`~stsq_learn.engine.base._BaseEstimator`)
-gets batched seeds from its module class, which must provide:
-
-- a classmethod ``stacked(modules)`` returning one module of the class whose
-  every parameter and buffer has a leading member axis S and the single
-  module's name (:func:`stsq_learn.nn.members.stack` does it for any module
-  whose parameters are plain tensors and whose ``nn.Linear`` layers may
-  become :class:`~stsq_learn.nn.members.GroupedLinear`), with ``n_members``
-  set to S;
-- a ``forward`` that serves both: every product with a parameter through
-  :func:`stsq_learn.nn.members.linear` (``x @ W.T``, grouped over members
-  when W has a member axis) or a grouped layer, every row-wise operation
-  unchanged (rows come member-major: S blocks of n), and encoding draws
-  only through its ``generator`` argument (a stream of several generators
-  splits every request into the members' blocks); where a shape depends on
-  the batch (padding to the batch's largest query), the draw source must be
-  told which entries are padding (``read=`` of ``sphere``) so that each
-  member draws only what its own batch needs;
-- a list ``X`` (members whose batches differ in shape, e.g. a range of
-  lengths) handed to :func:`stsq_learn.nn.members.forward_groups`;
-- parameters the step-size paces read (``key_query``, ``readout``) keep
-  their single layout after the member axis.
-
-The estimator's ``fit`` and ``fit_online`` must do their work through the
-engine's named steps (``_fit_inputs`` / ``_online_inputs``, ``_plan``,
-``_judge_run``, ``_assign_fitted``), which the batched path calls for each
-member. A module whose shape follows the data beyond the task (a
-classifier's classes) is told them by ``_member_inputs(inputs)``, called
-with each member's inputs before its run is planned, and its inputs give
-``module_sizes`` (members whose sizes differ are fitted one after another);
-the classifiers (:mod:`.classification`) do both. An estimator with loops
-of its own (single-location regression) overrides the classmethod
-``_fit_members(estimators, method, calls, errors)`` (``calls``: each
-member's arguments); one that is not on the engine is fitted one estimator
-after another.
+Supporting members in a new model (developer note): the module class gives
+a classmethod ``stacked(modules)`` (one module with a leading member axis S
+on every parameter and buffer and ``n_members = S``;
+:func:`stsq_learn.nn.members.stack` does it for plain tensors and
+``nn.Linear`` layers), and a ``forward`` that serves both: every product
+with a parameter through :func:`stsq_learn.nn.members.linear` or a grouped
+layer, row-wise operations unchanged (rows come member-major), encoding
+draws only through its ``generator`` (told padding by ``read=`` of
+``sphere`` where a shape follows the batch), a list ``X`` (batches of other
+shapes) through :func:`stsq_learn.nn.members.forward_groups`, and the
+parameters the paces read (``key_query``, ``readout``) in their single
+layout after the member axis. The estimator works through the engine's
+named steps (``_fit_inputs`` / ``_online_inputs``, ``_plan``,
+``_judge_run``, ``_assign_fitted``); a module shaped by the data beyond the
+task (a classifier's classes) is told them by ``_member_inputs(inputs)``,
+with ``module_sizes`` in its inputs (members of other sizes fit one after
+another), as :mod:`.classification` does. An estimator with loops of its
+own overrides the classmethod ``_fit_members(estimators, method, calls,
+errors)``; one not on the engine is fitted one estimator after another.
 """
 
 from __future__ import annotations
@@ -189,9 +142,10 @@ def fit_members(estimators, X, y, *, errors="raise", callbacks=None):
     Where the settings cannot move in lockstep the estimators are fitted one
     after another, with the same guarantees (a single estimator,
     ``warm_start=True`` on a fitted one, ``learning_rate="adaptive"``, user
-    ``callbacks``, ``verbose > 0``, an estimator without a batched path;
-    with rows of their own, members of other sizes or other step sizes:
-    ``learning_rate_init="auto"`` follows each member's loss of predicting 0).
+    ``callbacks``, ``verbose > 0``, an estimator without a batched path or
+    a module without ``stacked``; with rows of their own, members of other
+    sizes or other step sizes: ``learning_rate_init="auto"`` follows each
+    member's loss of predicting 0).
 
     Examples
     --------
@@ -295,25 +249,7 @@ def _fit(estimators, method, args, errors, callbacks=None):
 
 
 def check_member_callbacks(callbacks, n_members):
-    """``callbacks`` as one list of skorch callbacks per member (None: none).
-
-    Parameters
-    ----------
-    callbacks : list of list of skorch callbacks, or None
-        Each member's callbacks.
-    n_members : int
-        The members.
-
-    Returns
-    -------
-    list of list
-        One list per member.
-
-    Raises
-    ------
-    TypeError, ValueError
-        For anything else (naming what), before any work.
-    """
+    """``callbacks`` as one list of skorch callbacks per member (None: none), or an error."""
     if callbacks is None:
         return [[] for _ in range(n_members)]
     if not isinstance(callbacks, (list, tuple)) or len(callbacks) != n_members:
@@ -336,25 +272,9 @@ def check_member_callbacks(callbacks, n_members):
 
 
 def check_members(estimators):
-    """``estimators`` as a list, checked to be seeds of one estimator.
+    """``estimators`` as a list, checked to be seeds of one estimator, or an error naming what.
 
-    Parameters
-    ----------
-    estimators : iterable of estimator
-        The members.
-
-    Returns
-    -------
-    list
-        The estimators.
-
-    Raises
-    ------
-    TypeError
-        If ``estimators`` is not an iterable of estimators of one class.
-    ValueError
-        If it is empty, holds one object twice, or two of its estimators
-        differ in a parameter other than ``random_state`` (named).
+    Seeds: distinct objects of one class whose parameters differ only in ``random_state``.
     """
     if isinstance(estimators, (str, bytes)) or not isinstance(estimators, Iterable):
         raise TypeError(
@@ -398,30 +318,11 @@ def _same(a, b):
 def fit_one_by_one(estimators, method, calls, errors, callbacks=None):
     """``getattr(est, method)(*call)`` for each estimator in turn: the exact sequential fits.
 
-    With ``errors="raise"`` a failure restores every estimator fitted before
-    it (a failed call changes none); with ``"return"`` a member whose fit
-    raises ``ValueError`` is left as it was and its exception is returned in
-    its place. A member's ``callbacks`` are added to its ``callbacks``
-    parameter for its fit only (the parameter is given back after).
-
-    Parameters
-    ----------
-    estimators : list of estimator
-        The checked members.
-    method : {"fit", "fit_online"}
-        The fit to call.
-    calls : list of tuple
-        Each member's positional arguments.
-    errors : {"raise", "return"}
-        As in :func:`fit_members`.
-    callbacks : list of list, or None, default=None
-        Each member's callbacks of the call (:func:`check_member_callbacks`).
-
-    Returns
-    -------
-    list
-        The fitted estimators (with ``"return"``, exceptions in place of the
-        failed ones).
+    ``calls`` holds each member's arguments, ``errors`` and the result are as in
+    :func:`fit_members`: with ``"raise"`` a failure restores every estimator fitted before it;
+    with ``"return"`` a member whose fit raises ``ValueError`` is left as it was, its exception
+    in its place. A member's ``callbacks`` are added to its ``callbacks`` parameter for its fit
+    only.
     """
     saved = [dict(est.__dict__) for est in estimators]
     callbacks = callbacks or [[] for _ in estimators]
@@ -459,20 +360,9 @@ def _restore(est, state):
 
 
 def fallback_reason(estimators, online=True):
-    """Why the engine's estimators fit one after another (None: they train as one model).
+    """Why the engine's checked members fit one after another (a str), or None: as one model.
 
-    Parameters
-    ----------
-    estimators : list of estimator
-        Checked members (:func:`check_members`) of an estimator on the engine.
-    online : bool, default=True
-        Whether they fit online (``fit_online``) or on rows (``fit``): the
-        schedule a setting resolves to may depend on it.
-
-    Returns
-    -------
-    str or None
-        The setting that does not move in lockstep.
+    ``online``: whether they fit online (the schedule a setting resolves to may depend on it).
     """
     first = estimators[0]
     if len(estimators) == 1:
@@ -491,24 +381,8 @@ def fallback_reason(estimators, online=True):
 def fit_stacked(estimators, method, calls, errors, callbacks=None):
     """The engine's batched fit (``_BaseEstimator._fit_members``): one stacked module.
 
-    Parameters
-    ----------
-    estimators : list of estimator
-        Checked members of one engine estimator class.
-    method : {"fit", "fit_online"}
-        The fit they make.
-    calls : list of tuple
-        Each member's arguments: ``(X, y)`` or ``(task, n_steps)`` (one
-        tuple for all where the rows are shared).
-    errors : {"raise", "return"}
-        As in :func:`fit_members`.
-    callbacks : list of list, or None, default=None
-        Each member's callbacks of the call (:func:`check_member_callbacks`).
-
-    Returns
-    -------
-    list
-        As :func:`fit_members`.
+    Arguments as :func:`fit_one_by_one` (``calls``: one tuple object for all where the rows are
+    shared); returns as :func:`fit_members`.
     """
     callbacks = callbacks or [[] for _ in estimators]
     for est in estimators:  # every member's hyperparameters, before any work
@@ -599,17 +473,8 @@ def fit_stacked(estimators, method, calls, errors, callbacks=None):
 def raise_failures(estimators, results, errors, names=None):
     """With ``errors="raise"``, one ``ValueError`` for the failed members (before any is set).
 
-    Parameters
-    ----------
-    estimators : list of estimator
-        The members.
-    results : list
-        Each member's estimator, or its ``ValueError``.
-    errors : {"raise", "return"}
-        As in :func:`fit_members`.
-    names : list of str or None, default=None
-        What the message calls each member (None: ``random_state=<its seed>``,
-        the seeds of one estimator).
+    ``results``: each member's estimator or ``ValueError``; ``names``: what the message calls
+    each member (None: ``random_state=<its seed>``).
     """
     failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
     if failed and errors == "raise":
@@ -733,20 +598,9 @@ def _load_optimizer_state(net, kept):
 class _Members(Callback):
     """The members' own bookkeeping in the stacked run: history, guard, stopping, leaving.
 
-    Each member's net (built as its fit builds it, holding its single
-    module, whose tensors view the member's slice of the stacked module)
-    keeps the history its fit would: the member's loss of every batch, and
-    at every epoch's end its own epoch loss, best flag and early stopping,
-    by its own callbacks (``on_epoch_begin``/``on_epoch_end``); its
-    callbacks of the call (``callbacks`` of :func:`fit_members`) see every
-    step (``on_batch_end``) with the member as it stands. A member whose
-    batch loss is not finite fails with its fit's error; a member that stops
-    (its early stopping, or one of its callbacks raising ``KeyboardInterrupt``
-    as a single fit's stop does) keeps its weights and optimiser state of
-    that step, in its own module and net. Either leaves the run: its slice
-    of every parameter, buffer and optimiser moment is cut from the stacked
-    module, its batch and draw generators from the lists the run reads, so
-    that it costs nothing from the next step on.
+    Each member's net keeps the history its fit would and runs its own callbacks (epoch ends,
+    early stopping; its callbacks of the call at every step); a member that fails or stops
+    leaves the run as the module's docstring says.
     """
 
     def __init__(self, nets, data, callbacks, order, draws):

@@ -92,29 +92,12 @@ def check_training_memory(
 ):
     """Raise ``ValueError`` if training ``module`` would need more memory than ``device`` has.
 
-    Parameters
-    ----------
-    module : torch.nn.Module
-        The module, built on the meta device (shapes only).
-    per_row : int
-        Floats a forward pass holds per row (the module's ``elements_per_row``).
-    batch_size : int
-        Rows a step.
-    element_size : int
-        Bytes of a float of the training dtype.
-    device : torch.device
-        The training device.
-    owner : str
-        The estimator's class name.
-    params : str
-        The hyperparameters that set the sizes, as ``name=value`` text.
-    advice : str, default="Lower the width or the batch size."
-        What to change, the message's last sentence.
-    members : int, default=1
-        Copies of the model and its steps trained together (the members of
-        a batched fit).
-    data_bytes : int, default=0
-        Bytes of the training rows copied to the device (:func:`copied_bytes`).
+    ``module`` is built on the meta device (shapes only); ``per_row`` the floats a forward pass
+    holds per row (its ``elements_per_row``), ``element_size`` the bytes of a float of the
+    training dtype; ``owner`` (the class name), ``params`` (the sizing hyperparameters as
+    ``name=value`` text) and ``advice`` (its last sentence) make the message; ``members``
+    copies of the model and its steps train together; ``data_bytes`` are the training rows
+    copied to the device (:func:`copied_bytes`).
     """
     numel = sum(t.numel() for t in itertools.chain(module.parameters(), module.buffers()))
     model = _TRAINING_COPIES * numel * element_size * members

@@ -30,22 +30,9 @@ from sklearn.utils._param_validation import Interval
 
 
 def check_param_keys(estimator, params):
-    """Raise ``ValueError`` if a key of ``params`` is not a parameter of ``estimator``.
-
-    Parameters
-    ----------
-    estimator : estimator
-        The estimator ``set_params(**params)`` is called on.
-    params : dict
-        The call's keyword arguments; a key ``name__sub`` names the
-        parameter ``sub`` of the (new, when the call sets ``name`` too)
-        value of ``name``, checked the same way.
-
-    Raises
-    ------
-    ValueError
-        For the first unknown key, with scikit-learn's message (the
-        estimator, the key, the valid parameters).
+    """Raise ``ValueError`` (scikit-learn's message) at the first key of ``params`` that is not a
+    parameter of ``estimator``; a key ``name__sub`` is checked against the (new, when the call
+    sets ``name`` too) value of ``name``.
     """
     if not params:
         return
@@ -74,23 +61,10 @@ def check_param_keys(estimator, params):
 def named_init(init):
     """``init``, refusing an unknown keyword or an extra positional argument by the class's name.
 
-    The check runs before ``init``: a call ``Cls(widht=3)`` raises
-    ``TypeError: Cls() got an unexpected keyword argument 'widht'. Valid
-    parameters are: [...]``, naming the class called (``type(self)``, not
-    the one that defined ``init``) and its parameters. A valid call runs
-    ``init`` unchanged; ``inspect.signature`` (and so scikit-learn's
-    ``get_params``) still reads ``init``'s signature.
-
-    Parameters
-    ----------
-    init : function
-        An estimator's ``__init__`` (its arguments after ``self`` are its
-        parameters).
-
-    Returns
-    -------
-    function
-        The checking ``__init__``.
+    The check runs before ``init``: ``Cls(widht=3)`` raises ``TypeError: Cls() got an
+    unexpected keyword argument 'widht'. Valid parameters are: [...]``, naming the class called
+    (``type(self)``, not the one that defined ``init``). A valid call runs ``init`` unchanged;
+    ``inspect.signature`` (and so ``get_params``) still reads ``init``'s signature.
     """
     if getattr(init, "_names_its_class", False):
         return init
@@ -132,26 +106,12 @@ def _call_problem(args, kwargs, positional, names):
 
 
 def refuse_booleans(estimator):
-    """Raise for a boolean where a parameter's constraints ask for a number, or for an
-    integer too large for the float64 a real number is computed in.
+    """Raise for a boolean where a parameter's constraints ask for a number (``TypeError``), or
+    for an integer too large for the float64 a real number is computed in (``ValueError``).
 
-    scikit-learn's ``Interval(Integral)`` and ``Interval(Real)`` let True and
-    False pass as 1 and 0; here a boolean is neither an integer nor a real
-    number. A real number is computed with as a float64: an integer beyond its
-    range (JSON's, and so a model file's, are unbounded) would overflow there,
-    not here. Run after scikit-learn's ``_validate_params``.
-
-    Parameters
-    ----------
-    estimator : estimator
-        An estimator with ``_parameter_constraints``.
-
-    Raises
-    ------
-    TypeError
-        Naming the parameter, the estimator and the kind of number asked for.
-    ValueError
-        For a real number that a float64 does not hold.
+    scikit-learn's ``Interval(Integral)`` and ``Interval(Real)`` let True and False pass as 1
+    and 0; an integer beyond float64's range (JSON's, and so a model file's, are unbounded)
+    would overflow in the computation, not here. Run after scikit-learn's ``_validate_params``.
     """
     params = estimator.get_params(deep=False)
     for name, constraints in estimator._parameter_constraints.items():

@@ -1,21 +1,17 @@
 """The sequence-to-sequence models' base: token ids in, written strings out.
 
 :class:`_SequenceModel` is the engine (:class:`~.base._BaseEstimator`)
-with what strings of tokens add. A row is ``X[i]``, integer token ids then
-``-1`` after its end (:func:`check_token_rows`), and its target ``y[i]``
-the string to write, of the same shape. The module reads the source and,
-in training, the target beside it (``[X, y]``, ``(n, 2T)``: teacher
-forcing) and returns logits over the symbols and the end at each answer
-position; the loss is :class:`~stsq_learn.nn.SequenceCrossEntropy`, the
-owned net a plain :class:`skorch.NeuralNet`; every run warms its step size
-up over its first 5% of steps (:class:`Warmup`) and clips each gradient to
-norm 1. :meth:`predict` writes each
-answer greedily with the module's ``generate``, and :meth:`score` is the
-string accuracy (:func:`~stsq_learn.string_accuracy`). Everything else
-(device, dtype, minibatches or a stream of fresh rows, schedules, the
-memory check, divergence, warm starts, model files) is the engine's. The
-seeds of a study are fitted one after another: these modules have no
-member axis.
+with what strings of tokens add. A row ``X[i]`` is integer token ids then
+``-1`` after its end (:func:`check_token_rows`), its target ``y[i]`` the
+string to write, of the same shape. The module reads the source and, in
+training, the target beside it (``[X, y]``, ``(n, 2T)``: teacher forcing)
+and returns logits over the symbols and the end at each answer position;
+the loss is :class:`~stsq_learn.nn.SequenceCrossEntropy`, the owned net a
+plain :class:`skorch.NeuralNet`; every run warms its step size up over its
+first 5% of steps (:class:`Warmup`) and clips each gradient to norm 1.
+:meth:`predict` writes each answer greedily (the module's ``generate``),
+:meth:`score` is the string accuracy; the rest is the engine's. The seeds
+of a study are fitted one after another: these modules have no member axis.
 
 :class:`_UntrainedSequenceModel` is the base of the string models that
 train nothing (a rule, a construction of a proof): ``fit`` checks the rows
@@ -50,25 +46,11 @@ MAX_TOKEN = 2**24 - 1
 
 
 def check_token_rows(X, name="X", *, vocab_size=None, owner="the model", empty_rows=False):
-    """``X`` as int64 rows of token ids, each its tokens then ``-1``; or an error naming the value.
+    """``X`` as C-contiguous int64 rows of token ids, each its tokens then ``-1``; or an error.
 
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, seq_len)
-        Integer tokens (a float array is refused, even of whole numbers).
-    name : str, default="X"
-        The argument's name, for the messages.
-    vocab_size : int or None, default=None
-        D: tokens must be below it (None: any id up to :data:`MAX_TOKEN`).
-    owner : str, default="the model"
-        What fixed D, for the messages.
-    empty_rows : bool, default=False
-        Whether a row may hold no token (only ``-1``).
-
-    Returns
-    -------
-    ndarray of int64, shape (n_samples, seq_len)
-        ``X`` itself when it already is one, C-contiguous.
+    A float array is refused, even of whole numbers; tokens must be below ``vocab_size`` (D;
+    None: any id up to :data:`MAX_TOKEN`), fixed by ``owner``; ``empty_rows``: whether a row
+    may hold no token. ``name`` names the argument in the messages.
     """
     arr = as_real_array(X, name, f"{SHAPE} of integer tokens for {name}")
     if arr.dtype.kind == "f":

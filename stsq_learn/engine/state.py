@@ -96,24 +96,11 @@ FITTED_SCHEMA = {
 def check_fitted_state(state, schema, *, known=None, records=False):
     """Raise ``ValueError`` unless ``state`` has the structure of a ``get_fitted_state()``.
 
-    What every estimator's ``set_fitted_state`` checks first, before it reads
-    a value: ``state`` is a dict of ``"fitted"``, ``"history"`` and
-    ``"weights"``; ``state["fitted"]`` a dict that holds every key of
-    ``schema`` (name -> ``(check, description)``), each passing its check
-    (the sizes: :func:`size_check`, at most :data:`MAX_SIZE`).
-
-    Parameters
-    ----------
-    state : object
-        The state read from a file.
-    schema : dict
-        The fitted fields every file holds: name -> ``(check, description)``.
-    known : iterable of str or None, default=None
-        The other fitted keys a file may hold; any other key is refused.
-        None: other keys are not checked.
-    records : bool, default=False
-        Whether the history must be a list of per-epoch records (dicts),
-        or any list.
+    What every ``set_fitted_state`` checks first: ``state`` is a dict of ``"fitted"``,
+    ``"history"`` and ``"weights"``, and ``state["fitted"]`` holds every key of ``schema``
+    (name -> ``(check, description)``; sizes: :func:`size_check`), each passing its check.
+    ``known``: the other fitted keys a file may hold (None: others are not checked); ``records``:
+    whether the history must be a list of per-epoch dicts (else any list).
     """
     if not isinstance(state, dict) or set(state) != {"fitted", "history", "weights"}:
         raise ValueError("state must be a dict with keys 'fitted', 'history' and 'weights'.")
@@ -327,13 +314,18 @@ class FittedState:
         """``"name=value"`` of every hyperparameter that sizes the weights, for messages."""
         return [f"{k}={v}" for k, v in self.get_params().items() if k in SIZE_PARAMETERS]
 
+    def _extra_fitted(self):
+        """The fitted values a subclass adds to the file (JSON types): none."""
+        return {}
+
     def get_fitted_state(self):
         """The fitted state as plain values and CPU tensors (what :func:`save_model` writes).
 
         Returns
         -------
         state : dict
-            ``"fitted"``: the fitted scalars and the loss curve (JSON types);
+            ``"fitted"``: the fitted scalars and the loss curve (JSON types;
+            a classifier's ``classes_`` as a list);
             ``"history"``: the skorch training history as a list of dicts;
             ``"weights"``: the module's ``state_dict`` on the CPU.
         """
@@ -354,6 +346,7 @@ class FittedState:
             "token_block_rate": self._token_block_rate,
             "planned_steps": self.planned_steps_,
             **self.task_.fitted_state(),
+            **self._extra_fitted(),
         }
         weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
         return {"fitted": fitted, "history": list(self.net_.history), "weights": weights}

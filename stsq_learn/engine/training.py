@@ -415,37 +415,12 @@ def build_net(
     verbose=0,
     step_progress=False,
 ):
-    """The skorch net that trains (or, loaded from a file, holds) ``module``.
+    """The skorch class ``net`` (not initialised) that trains (or, loaded, holds) ``module``.
 
-    Parameters
-    ----------
-    module : torch.nn.Module
-        The model, already on ``device``.
-    net : type
-        The skorch class: :class:`skorch.NeuralNetRegressor` for a regressor,
-        :class:`skorch.NeuralNetClassifier` for a classifier.
-    criterion : type
-        The loss (:mod:`stsq_learn.nn.losses`).
-    solver, learning_rate_init, momentum, alpha : str, float, float, float
-        The estimator's optimiser settings (``alpha`` is the weight decay).
-    device : torch.device
-        Training device; batches are sliced (or drawn) there.
-    callbacks : sequence of skorch callbacks, default=()
-        Added after skorch's defaults (epoch timer, loss, print log).
-    max_epochs, batch_size : int
-        Epochs and rows per step.
-    order_seed : int
-        Seed of the batch order (fixed data) or of the batch draws (online).
-    verbose : int
-        0 is silent, 1 prints the epoch table, 2 adds a progress bar.
-    step_progress : bool, default=False
-        Show the progress bar at ``verbose=1`` too (online training: one
-        epoch of many steps, whose table would come only at the end).
-
-    Returns
-    -------
-    skorch.NeuralNet
-        An instance of ``net``, not initialised.
+    ``module`` is already on ``device``, where batches are sliced or drawn; ``criterion`` the loss
+    (:mod:`stsq_learn.nn.losses`); ``alpha`` the weight decay; ``callbacks`` come after skorch's
+    defaults; ``order_seed`` seeds the batch order or draws; ``verbose`` 1 prints the epoch
+    table, 2 adds a progress bar, which ``step_progress`` shows at 1 too (online training).
     """
     if solver == "sgd":
         optimizer, opt_kwargs = torch.optim.SGD, {"optimizer__momentum": momentum}

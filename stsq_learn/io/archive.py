@@ -80,18 +80,8 @@ class FileError(ValueError):
 
 
 def check_destination(path):
-    """Refuse a path :func:`write` cannot write, naming it, before any work.
-
-    Parameters
-    ----------
-    path : str
-        The destination file.
-
-    Raises
-    ------
-    ValueError
-        If ``path`` is a directory, lies under a file or a missing directory,
-        or its directory cannot be written to.
+    """Refuse (``ValueError``, naming it) a ``path`` :func:`write` cannot write, before any work:
+    a directory, a path under a file or a missing directory, or in a directory not writable.
     """
     if os.path.isdir(path):
         raise ValueError(f"Cannot save a model to {path!r}: it is a directory; give a file name.")
@@ -129,24 +119,12 @@ def _create_beside(path):
 
 
 def write(path, members):
-    """Write ``members`` (name -> bytes) as a sealed zip at ``path``, atomically.
+    """Write ``members`` (name -> bytes, in order) as a sealed zip at ``path``, atomically.
 
-    The file is written beside ``path`` and renamed over it; it has the
-    mode a new file gets from :func:`open` (0o666 less the umask), whether
-    or not ``path`` existed.
-
-    Parameters
-    ----------
-    path : str
-        The destination (checked by :func:`check_destination` first).
-    members : dict of str to bytes
-        The archive's members, in order.
-
-    Raises
-    ------
-    ValueError
-        If the file cannot be written, naming ``path`` (never the temporary
-        file it is written through).
+    ``path`` is checked by :func:`check_destination` first; the file is written beside it and
+    renamed over it, with the mode a new file gets from :func:`open` (0o666 less the umask)
+    whether or not ``path`` existed. A failure is a ``ValueError`` naming ``path`` (never the
+    temporary file).
     """
     check_destination(path)
     tmp = None
@@ -166,16 +144,10 @@ def write(path, members):
 
 
 def seal(path):
-    """Write the checksum of the zip at ``path`` into its comment (the file's last bytes).
+    """Write the checksum of the zip at ``path`` into its comment (the file's last bytes), in place.
 
-    The archive's comment is set to a placeholder of the seal's length if it
-    has another one (so the bytes before the checksum are final), then the
-    checksum of those bytes replaces the placeholder's digits.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A zip archive, written in place.
+    A comment of another kind first becomes a placeholder of the seal's length (so the bytes
+    before the checksum are final), whose digits the checksum of those bytes then replaces.
     """
     with open(path, "rb") as fh:
         tail = _tail(fh)
@@ -211,30 +183,13 @@ def _digest(fh, n_bytes):
 
 
 def read(path, names, max_bytes):
-    """The members ``names`` of the model file at ``path``, after its checksum.
+    """``(members, sealed)``: the members ``names`` (each must be there, of at most
+    ``max_bytes`` unpacked) of the model file at ``path`` as name -> bytes, after its checksum.
 
-    Parameters
-    ----------
-    path : str
-        A model file (a missing or unreadable one raises ``OSError``).
-    names : sequence of str
-        The members to read; each must be there.
-    max_bytes : int
-        The most bytes a member may unpack to.
-
-    Returns
-    -------
-    members : dict of str to bytes
-        The members read.
-    sealed : bool
-        Whether the file carries a checksum (files of stsq-learn 0.1 to 0.4
-        do not), which then matched.
-
-    Raises
-    ------
-    ValueError
-        If the checksum does not match, the file is not a zip archive, a
-        member is missing or too large, or the zip layer fails in any way.
+    ``sealed``: whether the file carries a checksum (files of stsq-learn 0.1 to 0.4 do not),
+    which then matched. A missing or unreadable file raises ``OSError``; a checksum that does not
+    match, a file that is not a zip, a missing or too large member, or any failure of the zip
+    layer a ``ValueError`` naming the file.
     """
     with open(path, "rb") as fh:
         tail = _tail(fh)

@@ -32,9 +32,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._docstrings import Substitution
 from .members import linear
 
 __all__ = ["Selection", "Slots", "Subsets", "query_scores"]
+
+_MARKS = """\
+Parameters
+----------
+marks : ndarray of shape (n, T, c)
+    The channels after the token features of rows a task samples (T positions, c channels).
+
+Returns
+-------
+str or None
+    The problem, as the end of a sentence; None when the marks are valid."""
 
 
 def query_scores(W, d, mask, P):
@@ -272,18 +284,11 @@ class Selection(_OneQuery):
         return X[..., -1].sum(dim=1)
 
     @staticmethod
+    @Substitution(marks=_MARKS)
     def check_marks(marks):
         """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None.
 
-        Parameters
-        ----------
-        marks : ndarray of shape (n, T, c)
-            The channels after the token features of rows a task samples.
-
-        Returns
-        -------
-        str or None
-            The problem, as the end of a sentence; None when the marks are valid.
+        {marks}
         """
         if marks.shape[-1] != 1:
             return f"are {marks.shape[-1]}, not the one selection indicator"
@@ -325,18 +330,11 @@ class Slots(_OneQuery):
         self.where = where
 
     @staticmethod
+    @Substitution(marks=_MARKS)
     def check_marks(marks):
         """What is wrong with marker channels ``marks`` (n, T, c) of rows, or None.
 
-        Parameters
-        ----------
-        marks : ndarray of shape (n, T, c)
-            The channels after the token features of rows a task samples.
-
-        Returns
-        -------
-        str or None
-            The problem, as the end of a sentence; None when the marks are valid.
+        {marks}
         """
         if marks.shape[-1] != 1:
             return f"are {marks.shape[-1]}, not the one role channel"
@@ -367,18 +365,11 @@ class Subsets:
     """
 
     @staticmethod
+    @Substitution(marks=_MARKS)
     def check_marks(marks):
         """What is wrong with marker channels ``marks`` (n, N, q) of rows, or None.
 
-        Parameters
-        ----------
-        marks : ndarray of shape (n, N, q)
-            The channels after the token features of rows a task samples.
-
-        Returns
-        -------
-        str or None
-            The problem, as the end of a sentence; None when the marks are valid.
+        {marks}
         """
         N = marks.shape[1]
         if not ((marks >= 0) & (marks < N) & (marks == np.round(marks))).all():
