@@ -144,12 +144,9 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
     def _resolve_optimiser(self, zero_loss, planned_steps, module, online):
         """``(solver, learning_rate_init, token_block_rate, paces)`` of this run.
 
-        ``zero_loss`` is the training loss of predicting 0, ``planned_steps``
-        the optimiser steps the run is planned for, ``module`` the module it
-        trains and ``online`` whether it is :meth:`fit_online`;
-        ``token_block_rate`` is None where the model has no separately paced
-        block; ``paces`` are the callbacks that give parts of the model steps
-        of their own.
+        From the loss of predicting 0, the planned optimiser steps, the module and whether the
+        run is online; ``token_block_rate`` is None without a separately paced block, ``paces``
+        the callbacks giving parts of the model steps of their own.
         """
         return self.solver, float(self.learning_rate_init), None, []
 
@@ -159,14 +156,11 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
 
     # -- training -----------------------------------------------------------
     def _rows_inputs(self, task, X, y, *, y_1d):
-        """What every ``fit`` trains on, once its rows and targets are checked.
+        """:meth:`_train`'s keyword arguments for rows and targets the task's contract checked.
 
-        ``task``, ``X`` and ``y`` are what the task's contract returned
-        (``y``: the training targets, class indices for a classifier);
-        ``y_1d`` whether predictions come back 1-D. The memory of the model,
-        a step and the copy of the rows on the device is checked before the
-        rows are copied. Returns the keyword arguments of :meth:`_train`;
-        nothing is trained or assigned.
+        ``y``: the training targets (a classifier's class indices); ``y_1d``: whether
+        predictions come back 1-D. The memory (model, step, the rows' copy) is checked before
+        the rows are copied; nothing is trained or assigned.
         """
         check_task(task)
         n = X.shape[0]
@@ -434,13 +428,8 @@ class _BaseEstimator(AtomicSetParams, FittedState, BaseEstimator):
     def _fit_members(cls, estimators, method, calls, errors, callbacks=None):
         """Fit ``estimators``, checked seeds of one estimator, together (:mod:`.members`).
 
-        ``method`` is ``"fit"`` or ``"fit_online"`` and ``calls`` each
-        member's arguments (one tuple object for all where they are shared);
-        ``callbacks`` each member's callbacks of the call. Returns the
-        estimators (or, with ``errors="return"``, a failed member's
-        exception in its place). A model class with loops of its own
-        overrides it (without ``callbacks``: a call with member callbacks
-        then fits its members one after another).
+        A model class with loops of its own overrides it (without ``callbacks``: a call with
+        member callbacks then fits its members one after another).
         """
         from .members import fit_stacked
 

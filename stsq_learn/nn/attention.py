@@ -229,12 +229,8 @@ class Attention(nn.Module):
                 pe_sampling=pe_sampling,
                 length_scale=length_scale,
             )
-        # The query structures read the tokens in X itself (its marker channels get
-        # weight 0 in the scores): copying the tokens out of X cost up to a tenth of a step.
-        X = X.contiguous()
-        structure = self.task.queries(X)
-        attention = self._attention(
-            X, structure, generator, n_pe_samples, pe_sampling, length_scale
+        structure, attention = self._attention(
+            X, generator, n_pe_samples, pe_sampling, length_scale
         )
         outputs = [structure.read(a) for a in attention]
         if self.readout is None:
@@ -268,21 +264,21 @@ class Attention(nn.Module):
         Tensor of shape (H, n, T), or (H, n, N, T) for a task with a query per position
             The weights of head h on row i; each sums to 1 over the positions.
         """
-        X = X.contiguous()
-        structure = self.task.queries(X)
-        attention = self._attention(
-            X, structure, generator, n_pe_samples, pe_sampling, length_scale
-        )
+        _, attention = self._attention(X, generator, n_pe_samples, pe_sampling, length_scale)
         return torch.stack(attention)
 
-    def _attention(self, X, structure, generator, n_pe_samples, pe_sampling, length_scale):
-        """Every head's attention weights (a list) under the query ``structure`` of ``X``."""
+    def _attention(self, X, generator, n_pe_samples, pe_sampling, length_scale):
+        """``(structure, weights)``: the task's queries of ``X``, each head's attention (a list)."""
+        # The query structures read the tokens in X itself (its marker channels get
+        # weight 0 in the scores): copying the tokens out of X cost up to a tenth of a step.
+        X = X.contiguous()
+        structure = self.task.queries(X)
         scale = self.length_factors(X, length_scale, n_pe_samples)
 
         def weights(d, Ws, draws, table):
             return structure.attention(Ws, d, self.encoding, draws, table, pe_sampling, scale)
 
-        return self._mean_attention(X, generator, n_pe_samples, weights)
+        return structure, self._mean_attention(X, generator, n_pe_samples, weights)
 
     def length_factors(self, X, length_scale, n_pe_samples=1):
         """The factor of each row's scores under the rule ``length_scale`` (None: no scale).
