@@ -1,13 +1,8 @@
-"""The encodings comparison of the selection task: four families and a codebook sweep at longer T'.
+"""The encodings comparison of the selection task: four families and a codebook sweep at T'.
 
-Which positional encodings let the trained transformer generalize to longer
-sequences? Every ``positional_encoding`` of :class:`~stsq_learn.SparseTokenSelector`
-is trained at length T and scored at each ``T' = factor * T`` as in
-:mod:`~stsq_learn.tasks.selection.length`. The codebook sweep trains randomized
-encodings with ``max_positions = L``: L = T is fixed encodings (every row takes
-all T codebook vectors, in order), and as L grows each vector is seen in fewer
-rows, the limit being stochastic encodings. A codebook smaller than T' cannot
-place a row's tokens there: it is not scored at T'.
+Every ``positional_encoding`` trained at T and scored at each ``T' = factor * T`` (as in
+:mod:`~stsq_learn.tasks.selection.length`), and randomized codebooks of ``max_positions = L``
+from L = T (fixed encodings) towards stochastic ones; a codebook shorter than T' is not scored.
 """
 
 from __future__ import annotations

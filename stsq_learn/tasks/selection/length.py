@@ -1,11 +1,7 @@
-"""Length generalization of the selection task: stochastic against fixed encodings, at longer T'.
+"""Length generalization of the selection task: stochastic against fixed encodings at T'.
 
-The paper's out-of-distribution claim: a transformer trained with stochastic
-positional encodings keeps its accuracy on longer sequences, one trained with
-fixed encodings does not. Models trained at length T are scored at every
-``T' = factor * T`` through the task's length shift (unselected tokens
-inserted, every target kept). The module also holds what the other selection
-experiments share with it.
+Models trained at T, scored at every ``T' = factor * T`` through the task's length shift; and
+what the other selection experiments share with it.
 """
 
 from __future__ import annotations
@@ -207,25 +203,16 @@ def run(cfg, seeds, **kw):
     """
     lengths = eval_lengths(cfg)
     rows = {k: n or cfg.n_val_large for k, n in VALIDATION_SETS.items()}
-    parts = [
-        length_curve(
-            {key: est},
-            on,
-            lengths,
-            seeds=seeds,
-            n_steps=cfg.n_steps,
-            n_test=max(rows.values()),
-            scoring={
-                f"{curve}|{name}": functools.partial(_variant_score, k, scale, n)
-                for curve, k, scale in curves
-                for name, n in rows.items()
-            },
-            error_score="raise",
-            batch_seeds=True,
-            **kw,
-        )
-        for key, (est, on, curves) in _models(cfg).items()
-    ]
+    kw.update(seeds=seeds, n_steps=cfg.n_steps, n_test=max(rows.values()), batch_seeds=True)
+    kw["error_score"] = "raise"
+    parts = []
+    for key, (est, on, curves) in _models(cfg).items():
+        scoring = {
+            f"{curve}|{name}": functools.partial(_variant_score, k, scale, n)
+            for curve, k, scale in curves
+            for name, n in rows.items()
+        }
+        parts.append(length_curve({key: est}, on, lengths, scoring=scoring, **kw))
     # One row per (curve, validation set, seed, length) of the studies' "curve|set" columns.
     long = [
         (*column.split("|"), part["seed"][i], part["eval_seq_len"][i], part[column][i])

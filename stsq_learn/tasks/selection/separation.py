@@ -1,12 +1,7 @@
-"""The width separation: the smallest width reaching a target R^2 against T, per q.
+"""The width separation: per q, the smallest width reaching a target R^2 against T.
 
-The paper's expressivity claim: a one-layer transformer selects ``q`` of
-``T`` tokens with width ``O(d + q log T)``, a fully-connected net needs
-``Omega(T d)``. Each curve (:class:`SeparationCurve`) is one
-:func:`~stsq_learn.studies.minimal_width` search per model along ``seq_len``
-(every width trained from scratch), beside the theory's curve: per T, the
-smallest width whose isotropic floor (the best ``W = gamma I``) allows the
-target (:func:`floor_widths`). The laws are fitted per seed.
+Each curve (:class:`SeparationCurve`) searches each model along T, beside the widths the
+isotropic floor allows (:func:`floor_widths`); the laws are fitted per seed.
 """
 
 from __future__ import annotations
@@ -363,17 +358,12 @@ def run(cfg, seeds, **kw):
                 floor["curve"] += [i] * len(found)
                 floor["param_seq_len"] += list(curve.seq_lens)
                 floor["floor_width"] += [np.nan if w is None else float(w) for w in found]
+        steps = curve.n_steps if online else {}
         for model in curve.searched():
-            part = minimal_width(
-                {model: curve[model]},
-                task,
-                curve.widths[model],
-                grid={"seq_len": curve.lengths(model)},
-                start=_start(cfg, curve, model, floors),
-                skip_after_miss=cfg.search != "bisect" or model == "fcn",
-                n_steps=curve.n_steps[model] if online else "auto",
-                **common,
-            )
+            kw = dict(grid={"seq_len": curve.lengths(model)}, **common)
+            kw.update(start=_start(cfg, curve, model, floors), n_steps=steps.get(model, "auto"))
+            kw["skip_after_miss"] = cfg.search != "bisect" or model == "fcn"
+            part = minimal_width({model: curve[model]}, task, curve.widths[model], **kw)
             widths.append(part.with_columns(curve=[i] * len(part)))
     meta = {"study": "minimal_width", "target": cfg.target_r2, "method": cfg.search}
     return {
@@ -567,25 +557,16 @@ def figure(result, axes=None):
     i = (with_fcn or [0])[0]
     curve, xs, ys = cfg["curves"][i], *floor.where(curve=i).xy("seq_len", "floor_width")
     floor_label = "floor's minimal width (transformer)"
-    panels = [
-        dict(
-            table=widths.where(model="transformer"),
-            hue="curve",
-            title="Transformer per q, beside the floor's widths",
-            **by_q,
-        ),
-        dict(
-            table=widths.where(curve=i),
-            laws=_drawn(curve_laws(result, i)),
-            theory={floor_label: (xs, ys)} if len(xs) else {},
-            theory_kw={floor_label: {"color": "C0", **_SQUARES}},
-            labels={"transformer": "transformer", "fcn": "FCN"},
-            colors={"transformer": "C0", "fcn": "C1"},
-            title=f"Both models (d={curve['n_features']}, q={curve['n_selected']})",
-        ),
-    ]
+    title = "Transformer per q, beside the floor's widths"
+    by_q.update(table=widths.where(model="transformer"), hue="curve", title=title)
+    both = dict(table=widths.where(curve=i), laws=_drawn(curve_laws(result, i)))
+    both["theory"] = {floor_label: (xs, ys)} if len(xs) else {}
+    both["theory_kw"] = {floor_label: {"color": "C0", **_SQUARES}}
+    both["labels"] = {"transformer": "transformer", "fcn": "FCN"}
+    both["colors"] = {"transformer": "C0", "fcn": "C1"}
+    both["title"] = f"Both models (d={curve['n_features']}, q={curve['n_selected']})"
     ylabel = f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}"
-    for ax, panel in zip(axes, panels):
+    for ax, panel in zip(axes, (by_q, both)):
         BandDisplay.from_table(**panel, **_AXES, ax=ax, ylabel=ylabel)
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
     if len(result.seeds) > 1:
