@@ -74,8 +74,7 @@ n_val, stop_at_target, length_task, length_width, length_steps, factors
     transfer_task, transfer_width, transfer_steps
         (N, d, q), width and steps of both transfer models.
     n_test : int
-        Held-out queries of the transfer and the length part (``ceil(n_test / N)``
-        rows of qSA).
+        Held-out queries of the transfer and the length part (``ceil(n_test / N)`` rows of qSA).
 
     Examples
     --------

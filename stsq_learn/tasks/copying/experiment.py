@@ -16,7 +16,7 @@ from sklearn.utils._param_validation import Interval
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import positive_ints
+from ...experiments._settings import COUNT, POSITIVE, positive_ints
 from ...metrics import string_accuracy
 from ...studies import BandDisplay, StudyTable, stream_seed, sweep, training_curve
 from .estimators import LSTMCopier, TransformerCopier
@@ -27,8 +27,8 @@ from .theory import FixedStateCopier, NGramCopier, fixed_state_error_bound, ngra
 MODELS = ("transformer", "LSTM")
 """The labels of the trained models in the tables."""
 
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
-_RATE = [Interval(numbers.Real, 0, None, closed="neither")]
+_COUNT = [COUNT]
+_RATE = [POSITIVE]
 
 
 class CopyingSettings(Settings):
@@ -36,12 +36,8 @@ class CopyingSettings(Settings):
 
     Attributes
     ----------
-    vocab_size : int, default=10
-        D.
-    n : int, default=4
-        The n-gram copier's n.
-    n_bits : int, default=16
-        The fixed-state copier's b.
+    vocab_size, n, n_bits : int, default=10, 4, 16
+        D, the n-gram copier's n and the fixed-state copier's b.
     theory_lengths : tuple of int, default=(4, 8, 16, 32, 64)
         The lengths L of panel 1's constructions.
     trained_lengths : tuple of int, default=(10,)
@@ -56,18 +52,13 @@ class CopyingSettings(Settings):
     hidden_size : int or None, default=None
         The LSTM's (2 layers); None: the size whose parameter count is
         closest to the transformer's.
-    n_steps : int, default=8000
-        Online steps of every fit.
-    batch_size : int, default=16
-        Fresh strings per step.
-    learning_rate : float, default=0.005
-        Adam's step size (cosine schedule) of both models.
+    n_steps, batch_size, learning_rate : int, int, float, default=8000, 16, 0.005
+        Online steps of every fit, fresh strings per step and Adam's step size
+        (cosine schedule) of both models.
     target : float, default=0.9
         The string accuracy at ``train_len`` whose strings seen panel 3 reports.
-    record_every : int, default=250
-        Steps between two measurements of panels 2 and 3.
-    n_test : int, default=500
-        Held-out strings of each measurement.
+    record_every, n_test : int, default=250, 500
+        Steps between two measurements of panels 2 and 3, and held-out strings of each.
     n_theory : int, default=10000
         Monte Carlo strings of each construction at each length.
     """
@@ -80,7 +71,7 @@ class CopyingSettings(Settings):
         "theory_lengths": [positive_ints(increasing=True)],
         "trained_lengths": [positive_ints(min_len=0, increasing=True)],
         "factors": [positive_ints(increasing=True)],
-        "hidden_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "hidden_size": [*_COUNT, None],
         "learning_rate": _RATE,
         "target": [Interval(numbers.Real, 0, 1, closed="right")],
     }
@@ -233,10 +224,9 @@ def headline(result):
     """The numbers one seed's run is judged by, flat.
 
     Per model ``strings_to_target_<model>`` (``inf`` if never reached) and
-    ``accuracy_<model>_x<f>`` (after the last step, at f times ``train_len``);
-    per trained length ``accuracy_<model>_L<L>`` (panel 1); per theory
-    length ``ngram_error_L<L>`` and ``ngram_bound_L<L>`` (Monte Carlo and
-    bound), and ``fixed_state_error_L<L>`` minus its bound
+    ``accuracy_<model>_x<f>`` (after the last step, at f times ``train_len``); per trained length
+    ``accuracy_<model>_L<L>`` (panel 1); per theory length ``ngram_error_L<L>`` and
+    ``ngram_bound_L<L>`` (Monte Carlo and bound), and ``fixed_state_error_L<L>`` minus its bound
     (``fixed_state_gap_L<L>``, 0 up to sampling error).
     """
     c = result.settings
@@ -266,6 +256,10 @@ def summary(result):
     def band(key, digits=3):
         return fmt_band(bands[key], digits) if key in bands else "n/a"
 
+    def per_length(key, digits=3):  # L to "L=<L>: <band>", at each theory length with a number
+        Ls = [L for L in c["theory_lengths"] if f"{key}_L{L}" in bands]
+        return {L: f"L={L}: {band(f'{key}_L{L}', digits)}" for L in Ls}
+
     where = f"D={c['vocab_size']}, L={c['min_len']}-{c['train_len']}, {c['n_steps']} steps"
     rows = [
         f"| copying ({where}) | strings seen until {c['target']:g} string accuracy at "
@@ -277,17 +271,11 @@ def summary(result):
             f"| | string accuracy at {f}x the training length, transformer / LSTM | "
             f"{band(f'accuracy_transformer_x{f}')} / {band(f'accuracy_lstm_x{f}')} |"
         )
-    errors = ", ".join(
-        f"L={L}: {band(f'ngram_error_L{L}')} (bound {bands[f'ngram_bound_L{L}']['median']:.3g})"
-        for L in c["theory_lengths"]
-        if f"ngram_error_L{L}" in bands
-    )
+    errors = per_length("ngram_error")
+    bounds = {L: bands[f"ngram_bound_L{L}"]["median"] for L in errors}
+    errors = ", ".join(f"{text} (bound {bounds[L]:.3g})" for L, text in errors.items())
     rows.append(f"| | n-gram copier's error, n={c['n']} (bound L^2 D^-n) | {errors} |")
-    gaps = ", ".join(
-        f"L={L}: {band(f'fixed_state_gap_L{L}', 2)}"
-        for L in c["theory_lengths"]
-        if f"fixed_state_gap_L{L}" in bands
-    )
+    gaps = ", ".join(per_length("fixed_state_gap", 2).values())
     rows.append(f"| | fixed-state copier's error minus its bound, b={c['n_bits']} | {gaps} |")
     return rows
 

@@ -53,11 +53,9 @@ class EncodingsSettings(TaskSettings):
     max_positions : int or None, default=None
         Codebook size of the ``"randomized"`` family, at least ``seq_len``
         (None: ``max(factors) * seq_len``, scored at every T').
-    codebook_factors : tuple of int, default=(1, 4, 16)
-        Codebook sizes of the sweep as multiples of ``seq_len``.
-    sweep_factor : int, default=4
-        The sweep is drawn and summarised at ``T' = sweep_factor *
-        seq_len``; one of ``factors``.
+    codebook_factors, sweep_factor : tuple of int, int, default=(1, 4, 16), 4
+        Codebook sizes of the sweep as multiples of ``seq_len``; it is drawn
+        and summarised at ``T' = sweep_factor * seq_len`` (one of ``factors``).
     n_val : int, default=1000
         Held-out rows of each seed.
 
@@ -222,12 +220,8 @@ _SWEEP_AXES["xlabel"] = "codebook size L = max_positions (log scale)"
 
 
 def figure(result, axes=None):
-    """The record's ``figure``: R^2 against T' per family, the codebooks' at the sweep's T'.
-
-    Each family's median R^2 over the seeds, the min-max shaded; each
-    codebook's with error bars, beside the stochastic and fixed families'
-    medians at that length.
-    """
+    """The record's ``figure``: R^2 against T' per family, the codebooks' at the sweep's T'
+    (beside the stochastic and fixed families' medians there)."""
     fig, (ax, ax_sweep) = new_axes(axes, 2)
     c, table = result.settings, result.tables["lengths"]
     T, T_s = c["seq_len"], c["sweep_factor"] * c["seq_len"]

@@ -67,18 +67,15 @@ class LengthGeneralizationSettings(TaskSettings):
         positions, which keeps them from extrapolating).
     factors : tuple of int, default=(1, 2, 4, 8, 16)
         Evaluation lengths T' as multiples of ``seq_len``.
-    n_pe_samples : int, default=16
-        Encoding draws averaged by the second stochastic curve (1 skips it).
-    n_val_large : int, default=1000
-        Held-out rows of the large validation set (the first 128: the paper's).
+    n_pe_samples, n_val_large : int, default=16, 1000
+        Encoding draws averaged by the second stochastic curve (1 skips it);
+        held-out rows of the large validation set (the first 128: the paper's).
     length_scales : tuple of {"log", "floor"}, default=("log", "floor")
         Length-aware score scales (:mod:`stsq_learn.encodings.length_scale`)
         the stochastic model is also scored with (the fixed one with the last).
-    train_range : tuple of (int, int) or None, default=None
+    train_range, range_scale : (int, int) or None, {"log", "floor"}, default=None, "log"
         ``(T_min, seq_len)``: one more stochastic model, trained over these
-        lengths with ``range_scale`` (None: none).
-    range_scale : {"log", "floor"}, default="log"
-        The length scale of the model trained over ``train_range``.
+        lengths with the length scale ``range_scale`` (None: none).
     floor : bool, default=True
         Compute the isotropic floor at each T' (the best R^2 of any ``W =
         gamma I`` of the width, on 20,000 simulated rows).
@@ -305,11 +302,7 @@ def seeds_caption(result):
 
 
 def figure(result, axes=None):
-    """The record's ``figure``: R^2 against T', a panel per validation set, the floor beside.
-
-    Each curve's median over the seeds, the min-max shaded; the fixed
-    encoding in red squares (dashed, its scale dotted).
-    """
+    """The record's ``figure``: R^2 against T', a panel per validation set, the floor beside."""
     fig, axes = new_axes(axes, 2)
     c, table = result.settings, result.tables["r2"]
     fig.suptitle(f"Length generalization, trained at T={c['seq_len']} ({seeds_caption(result)})")

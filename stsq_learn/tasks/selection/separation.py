@@ -78,10 +78,9 @@ class SeparationCurve(Settings):
         The two models: any estimators with a ``width`` (and ``fit_online``).
     widths : dict, default={"transformer": (2, 3, 4, ..., 128), "fcn": (4, 8, ..., 1024)}
         Model to its increasing grid of widths (a model left out: not searched).
-    n_steps : dict, default={"transformer": 400, "fcn": 500}
-        Model to its online steps per width (at most: fits stop at the target).
-    max_seq_len : dict, default={}
-        Model to the longest T it is searched at (``{"fcn": 64}``).
+    n_steps, max_seq_len : dict, default={"transformer": 400, "fcn": 500}, {}
+        Model to its online steps per width (at most: fits stop at the
+        target), and to the longest T it is searched at (``{"fcn": 64}``).
     floor_rows : int, default=4000
         Rows each :func:`~stsq_learn.isotropic_floor` simulates.
 
@@ -194,27 +193,21 @@ class SeparationSettings(Settings):
     Attributes
     ----------
     curves : tuple of SeparationCurve, default=(q = 2, q = 3)
-        The curves (mappings are read as curves): q = 2, d = 2 at T = 4 ... 32,
-        both models, plain GD; q = 3, d = 4 at T = 16, 32, 64, the transformer
-        alone, our paced SGD.
-    target_r2 : float, default=0.9
-        The R^2 a width must reach.
-    n_val : int, default=1000
-        Held-out rows scoring each width (and stopping its fit).
+        The curves (mappings are read as curves): q = 2, d = 2 at T = 4 ... 32, both models, plain
+        GD; q = 3, d = 4 at T = 16, 32, 64, the transformer alone, our paced SGD.
+    target_r2, n_val : float, int, default=0.9, 1000
+        The R^2 a width must reach; held-out rows scoring each width (and stopping its fit).
     stop_fits : bool, default=True
         Stop each online fit at ``target_r2`` (checked every 25 steps; the
         seeds are then fitted one after another, else batched).
     search : {"bisect", "bracket", "scan"}, default="bisect"
-        How each length's widths are visited
-        (:func:`~stsq_learn.studies.search_threshold`): bisecting from a
-        prediction (the transformer's: the floor's width; the FCN's: the
-        previous T's width times the ratio of the lengths, ``2 T d`` at the
-        first, skipping the lengths after a miss), from the previous T's width
-        outwards (no length after a miss), or upwards from the smallest.
-    regime : {"online", "finite"}, default="online"
-        Fresh batches for ``n_steps``, or ``fit`` on ``n_train`` rows.
-    n_train : int, default=20000
-        Training rows per fit (``regime="finite"``).
+        How each length's widths are visited (:func:`~stsq_learn.studies.search_threshold`):
+        bisecting from a prediction (the transformer's: the floor's width; the FCN's: the previous
+        T's width times the ratio of the lengths, ``2 T d`` at the first, skipping the lengths
+        after a miss), from the previous T's width outwards (no length after a miss), or upwards
+        from the smallest.
+    regime, n_train : {"online", "finite"}, int, default="online", 20000
+        Fresh batches for ``n_steps``, or ``fit`` on ``n_train`` rows per fit.
 
     Examples
     --------
@@ -302,9 +295,8 @@ def _floor_allows(seq_len, n_selected, width, n_samples, target):
 def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     """Per T, the smallest of ``widths`` whose isotropic floor allows R^2 >= ``target``.
 
-    A bisection over the increasing grid (the floor falls as the width grows),
-    each floor on ``n_samples`` rows with ``random_state=0``; None where no
-    width's floor allows it.
+    A bisection over the increasing grid (the floor falls as the width grows), each floor on
+    ``n_samples`` rows with ``random_state=0``; None where no width's floor allows it.
     """
     out = []
     for T in seq_lens:
@@ -335,9 +327,8 @@ def _start(cfg, curve, model, floors):
 def run(cfg, seeds, **kw):
     """The record's ``run``: every curve's searches over every seed, and the floor's widths.
 
-    Returns ``widths`` (:func:`~stsq_learn.studies.minimal_width`'s rows and
-    ``curve``) and ``floor`` (``curve``, ``param_seq_len``, ``floor_width``;
-    no seed).
+    Returns ``widths`` (:func:`~stsq_learn.studies.minimal_width`'s rows and ``curve``) and
+    ``floor`` (``curve``, ``param_seq_len``, ``floor_width``; no seed).
     """
     widths, floor = [], {"curve": [], "param_seq_len": [], "floor_width": []}
     online = cfg.regime == "online"
@@ -427,13 +418,12 @@ def curve_laws(result, i):
 def headline(result):
     """The numbers one seed's run is judged by, flat.
 
-    Per curve and T (the prefix ``q<q>.T<T>``): ``transformer_width`` and
-    ``floor_width`` (``inf`` where none of the grid reached the target, or
-    allows it); where the FCN was searched, ``fcn_width`` (its lower
-    bound where no width reached the target) and ``fcn_width_is_bound``
-    (1.0 for a bound, else 0.0). Then ``law.intercept``, ``law.slope`` and
-    ``law.r2`` of ``w = a + b q log2 T`` (:func:`joint_laws`) and
-    ``floor_law.*`` (:func:`floor_law`); NaN with too few widths.
+    Per curve and T (the prefix ``q<q>.T<T>``): ``transformer_width`` and ``floor_width`` (``inf``
+    where none of the grid reached the target, or allows it); where the FCN was searched,
+    ``fcn_width`` (its lower bound where no width reached the target) and ``fcn_width_is_bound``
+    (1.0 for a bound, else 0.0). Then ``law.intercept``, ``law.slope`` and ``law.r2`` of
+    ``w = a + b q log2 T`` (:func:`joint_laws`) and ``floor_law.*`` (:func:`floor_law`); NaN with
+    too few widths.
     """
     widths, floor = result.tables["widths"], result.tables["floor"]
     out = {}
@@ -453,9 +443,8 @@ def headline(result):
                 out[f"{key}.fcn_width"] = float(fcn["bound" if bound else "value"][0])
                 out[f"{key}.fcn_width_is_bound"] = float(bound)
     for name, law in (("law", Law.median(joint_laws(result))), ("floor_law", floor_law(result))):
-        out[f"{name}.intercept"] = math.nan if law is None else law.params["a"]
-        out[f"{name}.slope"] = math.nan if law is None else law.params["b"]
-        out[f"{name}.r2"] = math.nan if law is None else law.r2
+        values = (math.nan,) * 3 if law is None else (law.params["a"], law.params["b"], law.r2)
+        out |= {f"{name}.{k}": v for k, v in zip(("intercept", "slope", "r2"), values)}
     return out
 
 
@@ -532,13 +521,9 @@ def _drawn(laws):
 
 
 def figure(result, axes=None):
-    """The record's ``figure``: minimal widths against T, per q beside the floor; both models.
-
-    Left: the transformer's widths of every curve (the median over the seeds
-    that found one, min-max error bars, lower bounds as open triangles), the
-    floor's, and each curve's median law where its R^2 is at least
-    :data:`GOOD_FIT`. Right: both models of the first curve with the FCN.
-    """
+    """The record's ``figure``: the transformer's minimal widths against T per q beside the
+    floor's (laws of R^2 below :data:`GOOD_FIT` not drawn); both models of the first curve with
+    the FCN."""
     fig, axes = new_axes(axes, 2)
     cfg, widths, floor = result.settings, result.tables["widths"], result.tables["floor"]
     by_q = dict(laws={}, theory={}, theory_kw={}, labels={}, colors={})
@@ -582,11 +567,10 @@ def width_separation(
 ):
     """One curve of the width separation: both models' minimal widths against T.
 
-    :func:`width_separation_by_q` on the first curve of ``settings`` alone
-    (or on ``settings`` itself, a :class:`SeparationCurve`, with the
-    default search), the changes naming a setting of the curve applied to
-    it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``):
-    any two estimators with a ``width``, any task with a ``seq_len``.
+    :func:`width_separation_by_q` on the first curve of ``settings`` alone (or on ``settings``
+    itself, a :class:`SeparationCurve`, with the default search), the changes naming a setting of
+    the curve applied to it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``): any
+    two estimators with a ``width``, any task with a ``seq_len``.
 
     See Also
     --------
