@@ -590,7 +590,23 @@ def width_separation(
     return RECORD(cfg, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
+def _curves(q2, q3, **settings):
+    """A preset: the q = 2 and q = 3 curves with these changes, and the other ``settings``."""
+    return dict(curves=(_Q2_CURVE.replace(**q2), _Q3_CURVE.replace(**q3)), **settings)
+
+
+# The presets' changes to the two curves (tiny, full, gpu).
 _TINY = dict(seq_lens=(4, 8), floor_rows=500)
+_TINY_Q2 = dict(_TINY, widths=dict.fromkeys(MODELS, (4, 8)), n_steps=dict.fromkeys(MODELS, 20))
+_TINY_Q3 = dict(_TINY, widths={"transformer": (8, 16)}, n_steps={"transformer": 20})
+_FULL_Q2 = dict(seq_lens=tuple(4 * 2**k for k in range(7)), fcn=_FCN_LONG, max_seq_len={"fcn": 64})
+_FULL_Q2 |= dict(widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)})
+_FULL_Q2["n_steps"] = dict.fromkeys(MODELS, 2000)
+_FULL_Q3 = dict(seq_lens=(16, 32, 64, 128, 256), n_steps={"transformer": 3000})
+_GPU_Q2 = dict(_FULL_Q2, seq_lens=tuple(4 * 2**k for k in range(9)), max_seq_len={"fcn": 128})
+_GPU_Q2 |= dict(widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)})
+_GPU_Q2["n_steps"] = dict.fromkeys(MODELS, 4000)
+_GPU_Q3 = dict(seq_lens=(16, 64, 256, 1024), n_features=8, n_steps={"transformer": 8000})
 
 RECORD = Experiment(
     name="separation",
@@ -617,48 +633,10 @@ RECORD = Experiment(
     [8.0, 8.0]
     """,
     presets={
-        "tiny": dict(
-            curves=(
-                _Q2_CURVE.replace(
-                    widths={"transformer": (4, 8), "fcn": (4, 8)},
-                    n_steps={"transformer": 20, "fcn": 20},
-                    **_TINY,
-                ),
-                _Q3_CURVE.replace(
-                    widths={"transformer": (8, 16)}, n_steps={"transformer": 20}, **_TINY
-                ),
-            ),
-            target_r2=0.5,
-            n_val=200,
-        ),
+        "tiny": _curves(_TINY_Q2, _TINY_Q3, target_r2=0.5, n_val=200),
         "quick": {},
-        "full": dict(
-            curves=(
-                _Q2_CURVE.replace(
-                    seq_lens=tuple(4 * 2**k for k in range(7)),
-                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)},
-                    n_steps={"transformer": 2000, "fcn": 2000},
-                    fcn=_FCN_LONG,
-                    max_seq_len={"fcn": 64},
-                ),
-                _Q3_CURVE.replace(seq_lens=(16, 32, 64, 128, 256), n_steps={"transformer": 3000}),
-            ),
-        ),
-        "gpu": dict(
-            curves=(
-                _Q2_CURVE.replace(
-                    seq_lens=tuple(4 * 2**k for k in range(9)),
-                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)},
-                    n_steps={"transformer": 4000, "fcn": 4000},
-                    fcn=_FCN_LONG,
-                    max_seq_len={"fcn": 128},
-                ),
-                _Q3_CURVE.replace(
-                    seq_lens=(16, 64, 256, 1024), n_features=8, n_steps={"transformer": 8000}
-                ),
-            ),
-            n_val=4000,
-        ),
+        "full": _curves(_FULL_Q2, _FULL_Q3),
+        "gpu": _curves(_GPU_Q2, _GPU_Q3, n_val=4000),
     },
     provenance=PROVENANCE,
     aliases=("width",),
