@@ -223,9 +223,8 @@ def run(cfg, seeds, **kw):
     if cfg.floor and active_plan() is None:
         m = cfg.estimator.width
         floor = [1.0 - cached_floor(t, cfg.n_selected, m, 1).relative_mse for t in lengths]
-        tables["floor"] = StudyTable(
-            {"eval_seq_len": lengths, "floor_r2": floor, "width": [m] * len(lengths)}
-        )
+        columns = dict(eval_seq_len=lengths, floor_r2=floor, width=[m] * len(lengths))
+        tables["floor"] = StudyTable(columns)
     return tables
 
 

@@ -482,10 +482,9 @@ def summary(result):
         ratios = []  # the FCN's median width over the transformer's, where both reached it
         for k in at:
             fcn, transformer = bands.get(f"{k}fcn_width"), bands.get(f"{k}transformer_width")
-            if fcn is None or transformer is None or bands[f"{k}fcn_width_is_bound"]["max"]:
-                ratios.append("n/a")
-            else:
-                ratios.append(f"{fcn['median'] / transformer['median']:.1f}")
+            both = fcn is not None and transformer is not None
+            reached = both and not bands[f"{k}fcn_width_is_bound"]["max"]
+            ratios.append(f"{fcn['median'] / transformer['median']:.1f}" if reached else "n/a")
         rows += [
             f"| | minimal width, fcn | {texts['fcn']} |",
             f"| | FCN / transformer width (medians) | {' / '.join(ratios)} |",
