@@ -1,10 +1,7 @@
 """q-sparse averaging (qSA): widths against N and q, zero-shot transfer, length generalization.
 
-One attention layer of width O~(d + q log N) represents q-sparse averaging
-(Sanford, Hsu and Telgarsky, 2023), where a fully-connected net needs
-Omega~(N d). The experiment's settings, studies (tables ``by_length``,
-``by_q``, ``transfer`` and ``length``, every seed in each), numbers, figure
-and record.
+The settings, the studies (tables ``by_length``, ``by_q``, ``transfer`` and ``length``, every
+seed in each), the numbers, the figure and the record.
 """
 
 import math
@@ -24,6 +21,7 @@ from ...experiments._settings import COUNT, SequenceOf, positive_ints
 from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
 from ..selection.estimators import SparseTokenSelector
+from ..selection.separation import floor_widths
 from ..selection.task import SparseTokenSelectionTask
 from .estimators import FCNAverager, SparseTokenAverager
 from .task import SparseAveragingTask
@@ -76,8 +74,7 @@ n_val, stop_at_target, length_task, length_width, length_steps, factors
     transfer_task, transfer_width, transfer_steps
         (N, d, q), width and steps of both transfer models.
     n_test : int
-        Held-out queries of the transfer and the length part (``ceil(n_test / N)``
-        rows of qSA).
+        Held-out queries of the transfer and the length part (``ceil(n_test / N)`` rows of qSA).
 
     Examples
     --------
@@ -137,20 +134,11 @@ class FloorWidths:
     def __init__(self, seq_len, grid, target):
         self.seq_len, self.grid, self.target, self.found = seq_len, grid, target, {}
 
-    def allows(self, q, width):
-        """Whether the floor at (N, q, width) allows the target."""
-        floor = isotropic_floor(self.seq_len, q, width, n_samples=_FLOOR_SAMPLES, random_state=0)
-        return 1.0 - floor.relative_mse >= self.target
-
     def __call__(self, q):
         """The width (None if the grid's largest does not allow the target), by bisection."""
         if q not in self.found:
-            lo, hi = -1, len(self.grid) - 1
-            allowed = self.allows(q, self.grid[hi])
-            while allowed and hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if self.allows(q, self.grid[mid]) else (mid, hi)
-            self.found[q] = self.grid[hi] if allowed else None
+            kw = dict(n_samples=_FLOOR_SAMPLES)
+            (self.found[q],) = floor_widths([self.seq_len], q, self.grid, self.target, **kw)
         return self.found[q]
 
     def start(self, params, previous):

@@ -32,9 +32,8 @@ _ATTENTION = SparseTokenClassifier(
 _BOUNDS = {"attention": (2.0, 8.0), "flat": (2.0, 64.0), "pooled": (2.0, 64.0)}
 _COLORS = {"attention": "C0", "flat": "C1", "pooled": "C2"}
 _LABELS = {"attention": "attention", "flat": "flattened logistic", "pooled": "pooled logistic"}
-_POSITIVE = POSITIVE
 _COUNT = [COUNT]
-_PAIR = SequenceOf(_POSITIVE, min_len=2, increasing=True)
+_PAIR = SequenceOf(POSITIVE, min_len=2, increasing=True)
 
 
 class SparseTokenClassificationSettings(Settings):
@@ -61,10 +60,9 @@ class SparseTokenClassificationSettings(Settings):
         The token dimensions d and the ratios n/d of the two-step part.
     alignment_seq_len, alignment_signal : int, float, default=8, 3.0
         L and theta of the two-step part.
-    alignment_learning_rate : float, default=0.1
-        Step size of the two steps.
-    n_seeds : int, default=2
-        Draws of the rows per (d, n/d) of the two-step part, for each seed.
+    alignment_learning_rate, n_seeds : float, int, default=0.1, 2
+        Step size of the two steps; draws of the rows per (d, n/d) of the
+        two-step part, for each seed.
     error_seq_len, error_signals : int, tuple of float, default=32, (1.0, 2.0, 4.0, 8.0, 16.0)
         L and the thetas of the error part.
 
@@ -82,8 +80,8 @@ class SparseTokenClassificationSettings(Settings):
         "attention": [SparseTokenClassifier, None],
         "signal_bounds": [MappingOf(CLASSIFIERS, _PAIR), _PAIR, None],
         "alignment_features": [positive_ints()],
-        **{key: [SequenceOf(_POSITIVE)] for key in ("alignment_ratios", "error_signals")},
-        **{key: [_POSITIVE] for key in ("alignment_signal", "alignment_learning_rate")},
+        **{key: [SequenceOf(POSITIVE)] for key in ("alignment_ratios", "error_signals")},
+        **{key: [POSITIVE] for key in ("alignment_signal", "alignment_learning_rate")},
         **dict.fromkeys(("n_features", "n_train", "n_test", "n_bisect", "n_seeds"), _COUNT),
         **dict.fromkeys(("alignment_seq_len", "error_seq_len"), _COUNT),
     }

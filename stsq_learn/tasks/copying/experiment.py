@@ -1,20 +1,7 @@
 """Copying: a transformer against an LSTM of as many parameters, beside the theory's bounds.
 
-1. String accuracy against the length L of uniform strings: the theory's
-   constructions (:class:`~stsq_learn.NGramCopier`,
-   :class:`~stsq_learn.FixedStateCopier`) by Monte Carlo beside their
-   bounds, and the two models trained at some L (tables ``constructions``
-   and ``trained``, :func:`~stsq_learn.studies.sweep`).
-2. and 3. The two models trained on lengths ``min_len .. train_len``, their
-   string accuracy on held-out strings of ``train_len`` and of each multiple
-   of it in ``factors`` along the training (table ``curve``,
-   :func:`~stsq_learn.studies.training_curve`): the accuracies after the
-   last step (panel 2) and the strings seen until the target (panel 3, the
-   paper's sample efficiency) are functions of it.
-
-The bounds are theorems; every other number is a measurement. A float32
-LSTM state holds thousands of bits, so the fixed-state bound says nothing
-about it at these lengths: the LSTM's failures are measured, not proved.
+The settings, the studies (tables ``constructions`` and ``trained``: panel 1; ``curve``: the
+accuracies along the training of panels 2 and 3), the numbers, the figure and the record.
 """
 
 from __future__ import annotations
@@ -29,7 +16,7 @@ from sklearn.utils._param_validation import Interval
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import positive_ints
+from ...experiments._settings import COUNT, POSITIVE, positive_ints
 from ...metrics import string_accuracy
 from ...studies import BandDisplay, StudyTable, stream_seed, sweep, training_curve
 from .estimators import LSTMCopier, TransformerCopier
@@ -40,8 +27,8 @@ from .theory import FixedStateCopier, NGramCopier, fixed_state_error_bound, ngra
 MODELS = ("transformer", "LSTM")
 """The labels of the trained models in the tables."""
 
-_COUNT = [Interval(numbers.Integral, 1, None, closed="left")]
-_RATE = [Interval(numbers.Real, 0, None, closed="neither")]
+_COUNT = [COUNT]
+_RATE = [POSITIVE]
 
 
 class CopyingSettings(Settings):
@@ -49,12 +36,8 @@ class CopyingSettings(Settings):
 
     Attributes
     ----------
-    vocab_size : int, default=10
-        D.
-    n : int, default=4
-        The n-gram copier's n.
-    n_bits : int, default=16
-        The fixed-state copier's b.
+    vocab_size, n, n_bits : int, default=10, 4, 16
+        D, the n-gram copier's n and the fixed-state copier's b.
     theory_lengths : tuple of int, default=(4, 8, 16, 32, 64)
         The lengths L of panel 1's constructions.
     trained_lengths : tuple of int, default=(10,)
@@ -69,18 +52,13 @@ class CopyingSettings(Settings):
     hidden_size : int or None, default=None
         The LSTM's (2 layers); None: the size whose parameter count is
         closest to the transformer's.
-    n_steps : int, default=8000
-        Online steps of every fit.
-    batch_size : int, default=16
-        Fresh strings per step.
-    learning_rate : float, default=0.005
-        Adam's step size (cosine schedule) of both models.
+    n_steps, batch_size, learning_rate : int, int, float, default=8000, 16, 0.005
+        Online steps of every fit, fresh strings per step and Adam's step size
+        (cosine schedule) of both models.
     target : float, default=0.9
         The string accuracy at ``train_len`` whose strings seen panel 3 reports.
-    record_every : int, default=250
-        Steps between two measurements of panels 2 and 3.
-    n_test : int, default=500
-        Held-out strings of each measurement.
+    record_every, n_test : int, default=250, 500
+        Steps between two measurements of panels 2 and 3, and held-out strings of each.
     n_theory : int, default=10000
         Monte Carlo strings of each construction at each length.
     """
@@ -93,7 +71,7 @@ class CopyingSettings(Settings):
         "theory_lengths": [positive_ints(increasing=True)],
         "trained_lengths": [positive_ints(min_len=0, increasing=True)],
         "factors": [positive_ints(increasing=True)],
-        "hidden_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "hidden_size": [*_COUNT, None],
         "learning_rate": _RATE,
         "target": [Interval(numbers.Real, 0, 1, closed="right")],
     }
@@ -140,12 +118,8 @@ def matched_hidden_size(width, n_heads, vocab_size):
 
 def trained_copiers(cfg):
     """``{label: estimator}`` of the two trained models, every training setting explicit."""
-    training = dict(
-        solver="adam",
-        learning_rate_init=cfg.learning_rate,
-        learning_rate="cosine",
-        batch_size=cfg.batch_size,
-    )
+    training = dict(solver="adam", learning_rate="cosine", batch_size=cfg.batch_size)
+    training["learning_rate_init"] = cfg.learning_rate
     hidden = cfg.hidden_size or matched_hidden_size(cfg.width, cfg.n_heads, cfg.vocab_size)
     return {
         MODELS[0]: TransformerCopier(cfg.width, cfg.n_heads, 2, "hard_alibi", **training),
@@ -154,11 +128,9 @@ def trained_copiers(cfg):
 
 
 class StringAccuracyAt:
-    """A measure: string accuracy on ``n_test`` held-out uniform strings of ``seq_len`` symbols.
-
-    The strings come from the estimator's seed
-    (:func:`~stsq_learn.studies.stream_seed`): every measurement of a fit
-    reads the same ones.
+    """A measure: string accuracy on ``n_test`` held-out uniform strings of ``seq_len`` symbols,
+    drawn from the estimator's seed (:func:`~stsq_learn.studies.stream_seed`): every
+    measurement of a fit reads the same ones.
 
     Parameters
     ----------
@@ -188,40 +160,25 @@ _SCORING = {"string_accuracy": make_scorer(string_accuracy)}
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The record's ``run``: ``constructions`` and ``trained`` (panel 1's
     ``string_accuracy`` per L) and ``curve`` (``accuracy_L<L>`` per test length)."""
-    D = cfg.vocab_size
+    D, models = cfg.vocab_size, trained_copiers(cfg)
     common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     ngram, fixed = construction_labels(cfg)
-    built = sweep(
-        {ngram: NGramCopier(cfg.n), fixed: FixedStateCopier(cfg.n_bits)},
-        CopyingTask(cfg.theory_lengths[0], D),
-        {"seq_len": list(cfg.theory_lengths)},
-        n_train=100,  # fit reads the alphabet from its rows: every symbol is in 100 strings
-        n_test=cfg.n_theory,
-        scoring=_SCORING,
-        **common,
-    )
+    constructions = {ngram: NGramCopier(cfg.n), fixed: FixedStateCopier(cfg.n_bits)}
+    task, grid = CopyingTask(cfg.theory_lengths[0], D), {"seq_len": list(cfg.theory_lengths)}
+    # n_train=100: fit reads the alphabet from its rows, every symbol is in 100 strings.
+    kw = dict(n_test=cfg.n_theory, scoring=_SCORING, **common)
+    built = sweep(constructions, task, grid, n_train=100, **kw)
     trained = StudyTable({c: [] for c in built.columns})  # panel 1 without models
+    common["device"] = device
     if cfg.trained_lengths:
-        trained = sweep(
-            trained_copiers(cfg),
-            CopyingTask(cfg.trained_lengths[0], D),
-            {"seq_len": list(cfg.trained_lengths)},
-            n_steps=cfg.n_steps,
-            n_test=cfg.n_test,
-            scoring=_SCORING,
-            device=device,
-            **common,
-        )
+        task, grid = CopyingTask(cfg.trained_lengths[0], D), {"seq_len": list(cfg.trained_lengths)}
+        kw = dict(n_steps=cfg.n_steps, n_test=cfg.n_test, scoring=_SCORING, **common)
+        trained = sweep(models, task, grid, **kw)
+    task = CopyingTask(cfg.train_len, D, min_len=cfg.min_len)
     lengths = [f * cfg.train_len for f in cfg.factors]
-    curve = training_curve(
-        trained_copiers(cfg),
-        CopyingTask(cfg.train_len, D, min_len=cfg.min_len),
-        {_column(L): StringAccuracyAt(L, D, cfg.n_test) for L in lengths},
-        every=cfg.record_every,
-        n_steps=cfg.n_steps,
-        device=device,
-        **common,
-    )
+    measures = {_column(L): StringAccuracyAt(L, D, cfg.n_test) for L in lengths}
+    kw = dict(every=cfg.record_every, n_steps=cfg.n_steps, **common)
+    curve = training_curve(models, task, measures, **kw)
     strings = [int(s) * cfg.batch_size for s in curve["step"]] if len(curve) else []
     curve = curve.with_columns(strings=strings)
     return {"constructions": built, "trained": trained, "curve": curve}
@@ -267,10 +224,9 @@ def headline(result):
     """The numbers one seed's run is judged by, flat.
 
     Per model ``strings_to_target_<model>`` (``inf`` if never reached) and
-    ``accuracy_<model>_x<f>`` (after the last step, at f times ``train_len``);
-    per trained length ``accuracy_<model>_L<L>`` (panel 1); per theory
-    length ``ngram_error_L<L>`` and ``ngram_bound_L<L>`` (Monte Carlo and
-    bound), and ``fixed_state_error_L<L>`` minus its bound
+    ``accuracy_<model>_x<f>`` (after the last step, at f times ``train_len``); per trained length
+    ``accuracy_<model>_L<L>`` (panel 1); per theory length ``ngram_error_L<L>`` and
+    ``ngram_bound_L<L>`` (Monte Carlo and bound), and ``fixed_state_error_L<L>`` minus its bound
     (``fixed_state_gap_L<L>``, 0 up to sampling error).
     """
     c = result.settings
@@ -300,6 +256,10 @@ def summary(result):
     def band(key, digits=3):
         return fmt_band(bands[key], digits) if key in bands else "n/a"
 
+    def per_length(key, digits=3):  # L to "L=<L>: <band>", at each theory length with a number
+        Ls = [L for L in c["theory_lengths"] if f"{key}_L{L}" in bands]
+        return {L: f"L={L}: {band(f'{key}_L{L}', digits)}" for L in Ls}
+
     where = f"D={c['vocab_size']}, L={c['min_len']}-{c['train_len']}, {c['n_steps']} steps"
     rows = [
         f"| copying ({where}) | strings seen until {c['target']:g} string accuracy at "
@@ -311,17 +271,11 @@ def summary(result):
             f"| | string accuracy at {f}x the training length, transformer / LSTM | "
             f"{band(f'accuracy_transformer_x{f}')} / {band(f'accuracy_lstm_x{f}')} |"
         )
-    errors = ", ".join(
-        f"L={L}: {band(f'ngram_error_L{L}')} (bound {bands[f'ngram_bound_L{L}']['median']:.3g})"
-        for L in c["theory_lengths"]
-        if f"ngram_error_L{L}" in bands
-    )
+    errors = per_length("ngram_error")
+    bounds = {L: bands[f"ngram_bound_L{L}"]["median"] for L in errors}
+    errors = ", ".join(f"{text} (bound {bounds[L]:.3g})" for L, text in errors.items())
     rows.append(f"| | n-gram copier's error, n={c['n']} (bound L^2 D^-n) | {errors} |")
-    gaps = ", ".join(
-        f"L={L}: {band(f'fixed_state_gap_L{L}', 2)}"
-        for L in c["theory_lengths"]
-        if f"fixed_state_gap_L{L}" in bands
-    )
+    gaps = ", ".join(per_length("fixed_state_gap", 2).values())
     rows.append(f"| | fixed-state copier's error minus its bound, b={c['n_bits']} | {gaps} |")
     return rows
 
@@ -339,23 +293,20 @@ def figure(result, axes=None):
     kw["title"] = f"1. Copying uniform strings (D = {c['vocab_size']})"
     BandDisplay.from_table(both, theory_kw={"ls": ":", "lw": 2}, **kw)
     ax1.set_ylim(-0.03, 1.03)
-    ax1.legend(  # beside the curves: the middle of the panel is empty at every size
-        loc="center left",
-        bbox_to_anchor=(0.08, 0.42),
-        title="dotted: bounds (theorems); points: measured\n(an LSTM's float32 state "
-        "holds\nthousands of bits: its bound is vacuous)",
-        title_fontproperties={"size": 9},
-    )
+    # The legend beside the curves: the middle of the panel is empty at every size.
+    title = "dotted: bounds (theorems); points: measured\n(an LSTM's float32 state holds\n"
+    title += "thousands of bits: its bound is vacuous)"
+    legend = dict(loc="center left", bbox_to_anchor=(0.08, 0.42), title_fontproperties={"size": 9})
+    ax1.legend(title=title, **legend)
     curve = result.tables["curve"]
     last = [part.where(step=int(np.max(part["step"]))) for _, part in curve.groups("model", "seed")]
-    rows = {"model": [], "seed": [], "test_len": [], "string_accuracy": []}
-    for part in last:
-        for f in c["factors"]:
-            L = f * c["train_len"]
-            rows["model"].append(part["model"][0])
-            rows["seed"].append(int(part["seed"][0]))
-            rows["test_len"].append(L)
-            rows["string_accuracy"].append(float(part[_column(L)][0]))
+    lengths = [f * c["train_len"] for f in c["factors"]]
+    rows = [
+        (p["model"][0], int(p["seed"][0]), L, float(p[_column(L)][0]))
+        for p in last
+        for L in lengths
+    ]
+    rows = dict(zip(("model", "seed", "test_len", "string_accuracy"), map(list, zip(*rows))))
     kw = dict(x="test_len", y="string_accuracy", ax=ax2, logx=True, style="errorbar")
     kw.update(xlabel="test string length", ylabel="string accuracy (measured)")
     kw["title"] = f"2. Trained on L = {c['min_len']}..{c['train_len']}, tested longer"
@@ -413,16 +364,8 @@ RECORD = Experiment(
     """,
     settings=CopyingSettings,
     presets={
-        "tiny": dict(
-            _SMALL,
-            theory_lengths=(4, 8, 16),
-            trained_lengths=(4,),
-            train_len=4,
-            width=16,
-            n_steps=150,
-            n_test=100,
-            n_theory=500,
-        ),
+        "tiny": dict(_SMALL, theory_lengths=(4, 8, 16), trained_lengths=(4,), train_len=4)
+        | dict(width=16, n_steps=150, n_test=100, n_theory=500),
         "quick": dict(
             _SMALL, trained_lengths=(), train_len=5, width=32, n_steps=300, target=0.5, n_test=200
         ),

@@ -22,7 +22,6 @@ BASELINES = ("least squares", "one GD step (tuned)")
 LAWS = ("isotropic", "anisotropic")
 """The two covariances of the convergence panel."""
 
-_POSITIVE = POSITIVE
 _COUNT = [COUNT]
 
 
@@ -57,8 +56,8 @@ class InContextSettings(Settings):
     _parameter_constraints = {
         **dict.fromkeys(("n_features", "n_train", "n_steps", "batch_size"), _COUNT),
         **dict.fromkeys(("record_every", "n_test", "n_tune"), _COUNT),
-        **{key: [SequenceOf(_POSITIVE)] for key in ("anisotropic", "scales")},
-        "learning_rate": [_POSITIVE],
+        **{key: [SequenceOf(POSITIVE)] for key in ("anisotropic", "scales")},
+        "learning_rate": [POSITIVE],
         "train_lengths": [positive_ints(increasing=True)],
         "test_lengths": [positive_ints(min_len=3, increasing=True)],
     }
@@ -127,8 +126,7 @@ class CovariateShift:
     """
 
     def __init__(self, scale, what):
-        self.scale = scale
-        self.what = what
+        self.scale, self.what = scale, what
 
     def __call__(self, estimator, X, y):
         if X.shape[1] != estimator.seq_len_:

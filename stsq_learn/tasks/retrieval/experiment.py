@@ -1,10 +1,7 @@
 """q-sparse token retrieval: the error against heads, widths against T, length generalization.
 
-One attention head averages tokens, so a readout of H heads retrieves at
-most H of q named tokens (Mousavi-Hosseini, Sanford, Wu and Erdogdu,
-2025): the error has its threshold at H = q. The experiment's settings,
-studies (tables ``heads``, ``widths`` and ``length``, every seed in each),
-numbers, figure and record.
+The settings, the studies (tables ``heads``, ``widths`` and ``length``, every seed in each), the
+numbers, the figure and the record.
 """
 
 import math

@@ -1,11 +1,7 @@
 """Training dynamics of the selection task: from W = 0, gradient descent aligns W_pp with I.
 
-The paper's convergence claim: from W = 0, gradient descent on a fresh batch
-at every step drives the positional block W_pp of the attention's key-query
-matrix towards a growing multiple of the identity, while the token block
-stays near 0. Its algorithm steps every block of W alike; beside it runs our
-preconditioning, the token rows at ``1 / width`` of the step (the user
-guide's "Step sizes that follow the width").
+The paper's algorithm (every block of W at one step) beside our preconditioning (the token rows
+at ``1 / width`` of the step): the settings, the training curves, numbers, figure and record.
 """
 
 from __future__ import annotations
@@ -54,10 +50,9 @@ class ConvergenceSettings(TaskSettings):
     token_block_rates : tuple of (float or "auto"), or None, default=(1.0, "auto")
         The estimator's ``token_block_rate`` of each run, the first the
         headline's; None runs once with the estimator's own.
-    record_every : int, default=1
-        Measure W every this many steps (a divisor of ``n_steps``).
-    n_test : int, default=1000
-        Held-out rows of each seed scoring the test R^2.
+    record_every, n_test : int, default=1, 1000
+        Measure W every this many steps (a divisor of ``n_steps``); held-out
+        rows of each seed scoring the test R^2.
 
     Examples
     --------
@@ -134,10 +129,9 @@ def _test_r2(task, n_test, stride, n_steps, rows, estimator):
 def run(cfg, seeds, **kw):
     """The record's ``run``: one training curve of every run over every seed.
 
-    Returns ``dynamics``: a row per (run, seed, step): ``model`` (the run),
-    ``cos``, ``gamma``, ``token_norm``, ``test_r2`` (NaN between the ~20
-    steps scored), ``loss``, ``fit_failure``, ``width`` and
-    ``token_block_rate_`` (the multiple of the step the token rows took).
+    Returns ``dynamics``: a row per (run, seed, step): ``model`` (the run), ``cos``, ``gamma``,
+    ``token_norm``, ``test_r2`` (NaN between the ~20 steps scored), ``loss``, ``fit_failure``,
+    ``width`` and ``token_block_rate_`` (the multiple of the step the token rows took).
     """
     est, every, n_steps = cfg.estimator, cfg.record_every, cfg.n_steps
     task = SparseTokenSelectionTask(cfg.seq_len, cfg.n_features, cfg.n_selected)
@@ -156,12 +150,8 @@ def run(cfg, seeds, **kw):
         name: (auto if r == "auto" else float(r)) if est.learn_token_block else math.nan
         for name, r in rates.items()
     }
-    return {
-        "dynamics": table.with_columns(
-            width=[est.width] * len(table),
-            token_block_rate_=[step_of[m] for m in table["model"]],
-        )
-    }
+    steps = [step_of[m] for m in table["model"]]
+    return {"dynamics": table.with_columns(width=[est.width] * len(table), token_block_rate_=steps)}
 
 
 # -- what the table gives --------------------------------------------------------------------
@@ -228,11 +218,8 @@ _PANELS = (  # each panel's labels, and where its legend goes
 
 
 def figure(result, axes=None):
-    """The record's ``figure``: loss, cos(W_pp, I), gamma and the token norm, the test R^2.
-
-    Along the training: medians over the seeds, the min-max shaded; a line
-    style per run; four panels (two rows of two).
-    """
+    """The record's ``figure``: loss, cos(W_pp, I), gamma and the token norm, the test R^2
+    along the training, a line style per run."""
     fig, axes = new_axes(axes, 4)
     fig.suptitle(f"Training dynamics from W = 0 ({_where(result)}; {seeds_caption(result)})")
     table = result.tables["dynamics"]

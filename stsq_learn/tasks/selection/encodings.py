@@ -1,13 +1,8 @@
-"""The encodings comparison of the selection task: four families and a codebook sweep at longer T'.
+"""The encodings comparison of the selection task: four families and a codebook sweep at T'.
 
-Which positional encodings let the trained transformer generalize to longer
-sequences? Every ``positional_encoding`` of :class:`~stsq_learn.SparseTokenSelector`
-is trained at length T and scored at each ``T' = factor * T`` as in
-:mod:`~stsq_learn.tasks.selection.length`. The codebook sweep trains randomized
-encodings with ``max_positions = L``: L = T is fixed encodings (every row takes
-all T codebook vectors, in order), and as L grows each vector is seen in fewer
-rows, the limit being stochastic encodings. A codebook smaller than T' cannot
-place a row's tokens there: it is not scored at T'.
+Every ``positional_encoding`` trained at T and scored at each ``T' = factor * T`` (as in
+:mod:`~stsq_learn.tasks.selection.length`), and randomized codebooks of ``max_positions = L``
+from L = T (fixed encodings) towards stochastic ones; a codebook shorter than T' is not scored.
 """
 
 from __future__ import annotations
@@ -58,11 +53,9 @@ class EncodingsSettings(TaskSettings):
     max_positions : int or None, default=None
         Codebook size of the ``"randomized"`` family, at least ``seq_len``
         (None: ``max(factors) * seq_len``, scored at every T').
-    codebook_factors : tuple of int, default=(1, 4, 16)
-        Codebook sizes of the sweep as multiples of ``seq_len``.
-    sweep_factor : int, default=4
-        The sweep is drawn and summarised at ``T' = sweep_factor *
-        seq_len``; one of ``factors``.
+    codebook_factors, sweep_factor : tuple of int, int, default=(1, 4, 16), 4
+        Codebook sizes of the sweep as multiples of ``seq_len``; it is drawn
+        and summarised at ``T' = sweep_factor * seq_len`` (one of ``factors``).
     n_val : int, default=1000
         Held-out rows of each seed.
 
@@ -227,12 +220,8 @@ _SWEEP_AXES["xlabel"] = "codebook size L = max_positions (log scale)"
 
 
 def figure(result, axes=None):
-    """The record's ``figure``: R^2 against T' per family, the codebooks' at the sweep's T'.
-
-    Each family's median R^2 over the seeds, the min-max shaded; each
-    codebook's with error bars, beside the stochastic and fixed families'
-    medians at that length.
-    """
+    """The record's ``figure``: R^2 against T' per family, the codebooks' at the sweep's T'
+    (beside the stochastic and fixed families' medians there)."""
     fig, (ax, ax_sweep) = new_axes(axes, 2)
     c, table = result.settings, result.tables["lengths"]
     T, T_s = c["seq_len"], c["sweep_factor"] * c["seq_len"]

@@ -1,11 +1,7 @@
-"""Length generalization of the selection task: stochastic against fixed encodings, at longer T'.
+"""Length generalization of the selection task: stochastic against fixed encodings at T'.
 
-The paper's out-of-distribution claim: a transformer trained with stochastic
-positional encodings keeps its accuracy on longer sequences, one trained with
-fixed encodings does not. Models trained at length T are scored at every
-``T' = factor * T`` through the task's length shift (unselected tokens
-inserted, every target kept). The module also holds what the other selection
-experiments share with it.
+Models trained at T, scored at every ``T' = factor * T`` through the task's length shift; and
+what the other selection experiments share with it.
 """
 
 from __future__ import annotations
@@ -71,18 +67,15 @@ class LengthGeneralizationSettings(TaskSettings):
         positions, which keeps them from extrapolating).
     factors : tuple of int, default=(1, 2, 4, 8, 16)
         Evaluation lengths T' as multiples of ``seq_len``.
-    n_pe_samples : int, default=16
-        Encoding draws averaged by the second stochastic curve (1 skips it).
-    n_val_large : int, default=1000
-        Held-out rows of the large validation set (the first 128: the paper's).
+    n_pe_samples, n_val_large : int, default=16, 1000
+        Encoding draws averaged by the second stochastic curve (1 skips it);
+        held-out rows of the large validation set (the first 128: the paper's).
     length_scales : tuple of {"log", "floor"}, default=("log", "floor")
         Length-aware score scales (:mod:`stsq_learn.encodings.length_scale`)
         the stochastic model is also scored with (the fixed one with the last).
-    train_range : tuple of (int, int) or None, default=None
+    train_range, range_scale : (int, int) or None, {"log", "floor"}, default=None, "log"
         ``(T_min, seq_len)``: one more stochastic model, trained over these
-        lengths with ``range_scale`` (None: none).
-    range_scale : {"log", "floor"}, default="log"
-        The length scale of the model trained over ``train_range``.
+        lengths with the length scale ``range_scale`` (None: none).
     floor : bool, default=True
         Compute the isotropic floor at each T' (the best R^2 of any ``W =
         gamma I`` of the width, on 20,000 simulated rows).
@@ -207,25 +200,16 @@ def run(cfg, seeds, **kw):
     """
     lengths = eval_lengths(cfg)
     rows = {k: n or cfg.n_val_large for k, n in VALIDATION_SETS.items()}
-    parts = [
-        length_curve(
-            {key: est},
-            on,
-            lengths,
-            seeds=seeds,
-            n_steps=cfg.n_steps,
-            n_test=max(rows.values()),
-            scoring={
-                f"{curve}|{name}": functools.partial(_variant_score, k, scale, n)
-                for curve, k, scale in curves
-                for name, n in rows.items()
-            },
-            error_score="raise",
-            batch_seeds=True,
-            **kw,
-        )
-        for key, (est, on, curves) in _models(cfg).items()
-    ]
+    kw.update(seeds=seeds, n_steps=cfg.n_steps, n_test=max(rows.values()), batch_seeds=True)
+    kw["error_score"] = "raise"
+    parts = []
+    for key, (est, on, curves) in _models(cfg).items():
+        scoring = {
+            f"{curve}|{name}": functools.partial(_variant_score, k, scale, n)
+            for curve, k, scale in curves
+            for name, n in rows.items()
+        }
+        parts.append(length_curve({key: est}, on, lengths, scoring=scoring, **kw))
     # One row per (curve, validation set, seed, length) of the studies' "curve|set" columns.
     long = [
         (*column.split("|"), part["seed"][i], part["eval_seq_len"][i], part[column][i])
@@ -239,9 +223,8 @@ def run(cfg, seeds, **kw):
     if cfg.floor and active_plan() is None:
         m = cfg.estimator.width
         floor = [1.0 - cached_floor(t, cfg.n_selected, m, 1).relative_mse for t in lengths]
-        tables["floor"] = StudyTable(
-            {"eval_seq_len": lengths, "floor_r2": floor, "width": [m] * len(lengths)}
-        )
+        columns = dict(eval_seq_len=lengths, floor_r2=floor, width=[m] * len(lengths))
+        tables["floor"] = StudyTable(columns)
     return tables
 
 
@@ -318,11 +301,7 @@ def seeds_caption(result):
 
 
 def figure(result, axes=None):
-    """The record's ``figure``: R^2 against T', a panel per validation set, the floor beside.
-
-    Each curve's median over the seeds, the min-max shaded; the fixed
-    encoding in red squares (dashed, its scale dotted).
-    """
+    """The record's ``figure``: R^2 against T', a panel per validation set, the floor beside."""
     fig, axes = new_axes(axes, 2)
     c, table = result.settings, result.tables["r2"]
     fig.suptitle(f"Length generalization, trained at T={c['seq_len']} ({seeds_caption(result)})")

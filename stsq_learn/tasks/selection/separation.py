@@ -1,12 +1,7 @@
-"""The width separation: the smallest width reaching a target R^2 against T, per q.
+"""The width separation: per q, the smallest width reaching a target R^2 against T.
 
-The paper's expressivity claim: a one-layer transformer selects ``q`` of
-``T`` tokens with width ``O(d + q log T)``, a fully-connected net needs
-``Omega(T d)``. Each curve (:class:`SeparationCurve`) is one
-:func:`~stsq_learn.studies.minimal_width` search per model along ``seq_len``
-(every width trained from scratch), beside the theory's curve: per T, the
-smallest width whose isotropic floor (the best ``W = gamma I``) allows the
-target (:func:`floor_widths`). The laws are fitted per seed.
+Each curve (:class:`SeparationCurve`) searches each model along T, beside the widths the
+isotropic floor allows (:func:`floor_widths`); the laws are fitted per seed.
 """
 
 from __future__ import annotations
@@ -83,10 +78,9 @@ class SeparationCurve(Settings):
         The two models: any estimators with a ``width`` (and ``fit_online``).
     widths : dict, default={"transformer": (2, 3, 4, ..., 128), "fcn": (4, 8, ..., 1024)}
         Model to its increasing grid of widths (a model left out: not searched).
-    n_steps : dict, default={"transformer": 400, "fcn": 500}
-        Model to its online steps per width (at most: fits stop at the target).
-    max_seq_len : dict, default={}
-        Model to the longest T it is searched at (``{"fcn": 64}``).
+    n_steps, max_seq_len : dict, default={"transformer": 400, "fcn": 500}, {}
+        Model to its online steps per width (at most: fits stop at the
+        target), and to the longest T it is searched at (``{"fcn": 64}``).
     floor_rows : int, default=4000
         Rows each :func:`~stsq_learn.isotropic_floor` simulates.
 
@@ -199,27 +193,21 @@ class SeparationSettings(Settings):
     Attributes
     ----------
     curves : tuple of SeparationCurve, default=(q = 2, q = 3)
-        The curves (mappings are read as curves): q = 2, d = 2 at T = 4 ... 32,
-        both models, plain GD; q = 3, d = 4 at T = 16, 32, 64, the transformer
-        alone, our paced SGD.
-    target_r2 : float, default=0.9
-        The R^2 a width must reach.
-    n_val : int, default=1000
-        Held-out rows scoring each width (and stopping its fit).
+        The curves (mappings are read as curves): q = 2, d = 2 at T = 4 ... 32, both models, plain
+        GD; q = 3, d = 4 at T = 16, 32, 64, the transformer alone, our paced SGD.
+    target_r2, n_val : float, int, default=0.9, 1000
+        The R^2 a width must reach; held-out rows scoring each width (and stopping its fit).
     stop_fits : bool, default=True
         Stop each online fit at ``target_r2`` (checked every 25 steps; the
         seeds are then fitted one after another, else batched).
     search : {"bisect", "bracket", "scan"}, default="bisect"
-        How each length's widths are visited
-        (:func:`~stsq_learn.studies.search_threshold`): bisecting from a
-        prediction (the transformer's: the floor's width; the FCN's: the
-        previous T's width times the ratio of the lengths, ``2 T d`` at the
-        first, skipping the lengths after a miss), from the previous T's width
-        outwards (no length after a miss), or upwards from the smallest.
-    regime : {"online", "finite"}, default="online"
-        Fresh batches for ``n_steps``, or ``fit`` on ``n_train`` rows.
-    n_train : int, default=20000
-        Training rows per fit (``regime="finite"``).
+        How each length's widths are visited (:func:`~stsq_learn.studies.search_threshold`):
+        bisecting from a prediction (the transformer's: the floor's width; the FCN's: the previous
+        T's width times the ratio of the lengths, ``2 T d`` at the first, skipping the lengths
+        after a miss), from the previous T's width outwards (no length after a miss), or upwards
+        from the smallest.
+    regime, n_train : {"online", "finite"}, int, default="online", 20000
+        Fresh batches for ``n_steps``, or ``fit`` on ``n_train`` rows per fit.
 
     Examples
     --------
@@ -307,9 +295,8 @@ def _floor_allows(seq_len, n_selected, width, n_samples, target):
 def floor_widths(seq_lens, n_selected, widths, target, *, n_samples):
     """Per T, the smallest of ``widths`` whose isotropic floor allows R^2 >= ``target``.
 
-    A bisection over the increasing grid (the floor falls as the width grows),
-    each floor on ``n_samples`` rows with ``random_state=0``; None where no
-    width's floor allows it.
+    A bisection over the increasing grid (the floor falls as the width grows), each floor on
+    ``n_samples`` rows with ``random_state=0``; None where no width's floor allows it.
     """
     out = []
     for T in seq_lens:
@@ -340,9 +327,8 @@ def _start(cfg, curve, model, floors):
 def run(cfg, seeds, **kw):
     """The record's ``run``: every curve's searches over every seed, and the floor's widths.
 
-    Returns ``widths`` (:func:`~stsq_learn.studies.minimal_width`'s rows and
-    ``curve``) and ``floor`` (``curve``, ``param_seq_len``, ``floor_width``;
-    no seed).
+    Returns ``widths`` (:func:`~stsq_learn.studies.minimal_width`'s rows and ``curve``) and
+    ``floor`` (``curve``, ``param_seq_len``, ``floor_width``; no seed).
     """
     widths, floor = [], {"curve": [], "param_seq_len": [], "floor_width": []}
     online = cfg.regime == "online"
@@ -363,17 +349,12 @@ def run(cfg, seeds, **kw):
                 floor["curve"] += [i] * len(found)
                 floor["param_seq_len"] += list(curve.seq_lens)
                 floor["floor_width"] += [np.nan if w is None else float(w) for w in found]
+        steps = curve.n_steps if online else {}
         for model in curve.searched():
-            part = minimal_width(
-                {model: curve[model]},
-                task,
-                curve.widths[model],
-                grid={"seq_len": curve.lengths(model)},
-                start=_start(cfg, curve, model, floors),
-                skip_after_miss=cfg.search != "bisect" or model == "fcn",
-                n_steps=curve.n_steps[model] if online else "auto",
-                **common,
-            )
+            kw = dict(grid={"seq_len": curve.lengths(model)}, **common)
+            kw.update(start=_start(cfg, curve, model, floors), n_steps=steps.get(model, "auto"))
+            kw["skip_after_miss"] = cfg.search != "bisect" or model == "fcn"
+            part = minimal_width({model: curve[model]}, task, curve.widths[model], **kw)
             widths.append(part.with_columns(curve=[i] * len(part)))
     meta = {"study": "minimal_width", "target": cfg.target_r2, "method": cfg.search}
     return {
@@ -437,13 +418,12 @@ def curve_laws(result, i):
 def headline(result):
     """The numbers one seed's run is judged by, flat.
 
-    Per curve and T (the prefix ``q<q>.T<T>``): ``transformer_width`` and
-    ``floor_width`` (``inf`` where none of the grid reached the target, or
-    allows it); where the FCN was searched, ``fcn_width`` (its lower
-    bound where no width reached the target) and ``fcn_width_is_bound``
-    (1.0 for a bound, else 0.0). Then ``law.intercept``, ``law.slope`` and
-    ``law.r2`` of ``w = a + b q log2 T`` (:func:`joint_laws`) and
-    ``floor_law.*`` (:func:`floor_law`); NaN with too few widths.
+    Per curve and T (the prefix ``q<q>.T<T>``): ``transformer_width`` and ``floor_width`` (``inf``
+    where none of the grid reached the target, or allows it); where the FCN was searched,
+    ``fcn_width`` (its lower bound where no width reached the target) and ``fcn_width_is_bound``
+    (1.0 for a bound, else 0.0). Then ``law.intercept``, ``law.slope`` and ``law.r2`` of
+    ``w = a + b q log2 T`` (:func:`joint_laws`) and ``floor_law.*`` (:func:`floor_law`); NaN with
+    too few widths.
     """
     widths, floor = result.tables["widths"], result.tables["floor"]
     out = {}
@@ -463,9 +443,8 @@ def headline(result):
                 out[f"{key}.fcn_width"] = float(fcn["bound" if bound else "value"][0])
                 out[f"{key}.fcn_width_is_bound"] = float(bound)
     for name, law in (("law", Law.median(joint_laws(result))), ("floor_law", floor_law(result))):
-        out[f"{name}.intercept"] = math.nan if law is None else law.params["a"]
-        out[f"{name}.slope"] = math.nan if law is None else law.params["b"]
-        out[f"{name}.r2"] = math.nan if law is None else law.r2
+        values = (math.nan,) * 3 if law is None else (law.params["a"], law.params["b"], law.r2)
+        out |= {f"{name}.{k}": v for k, v in zip(("intercept", "slope", "r2"), values)}
     return out
 
 
@@ -503,10 +482,9 @@ def summary(result):
         ratios = []  # the FCN's median width over the transformer's, where both reached it
         for k in at:
             fcn, transformer = bands.get(f"{k}fcn_width"), bands.get(f"{k}transformer_width")
-            if fcn is None or transformer is None or bands[f"{k}fcn_width_is_bound"]["max"]:
-                ratios.append("n/a")
-            else:
-                ratios.append(f"{fcn['median'] / transformer['median']:.1f}")
+            both = fcn is not None and transformer is not None
+            reached = both and not bands[f"{k}fcn_width_is_bound"]["max"]
+            ratios.append(f"{fcn['median'] / transformer['median']:.1f}" if reached else "n/a")
         rows += [
             f"| | minimal width, fcn | {texts['fcn']} |",
             f"| | FCN / transformer width (medians) | {' / '.join(ratios)} |",
@@ -542,13 +520,9 @@ def _drawn(laws):
 
 
 def figure(result, axes=None):
-    """The record's ``figure``: minimal widths against T, per q beside the floor; both models.
-
-    Left: the transformer's widths of every curve (the median over the seeds
-    that found one, min-max error bars, lower bounds as open triangles), the
-    floor's, and each curve's median law where its R^2 is at least
-    :data:`GOOD_FIT`. Right: both models of the first curve with the FCN.
-    """
+    """The record's ``figure``: the transformer's minimal widths against T per q beside the
+    floor's (laws of R^2 below :data:`GOOD_FIT` not drawn); both models of the first curve with
+    the FCN."""
     fig, axes = new_axes(axes, 2)
     cfg, widths, floor = result.settings, result.tables["widths"], result.tables["floor"]
     by_q = dict(laws={}, theory={}, theory_kw={}, labels={}, colors={})
@@ -567,25 +541,16 @@ def figure(result, axes=None):
     i = (with_fcn or [0])[0]
     curve, xs, ys = cfg["curves"][i], *floor.where(curve=i).xy("seq_len", "floor_width")
     floor_label = "floor's minimal width (transformer)"
-    panels = [
-        dict(
-            table=widths.where(model="transformer"),
-            hue="curve",
-            title="Transformer per q, beside the floor's widths",
-            **by_q,
-        ),
-        dict(
-            table=widths.where(curve=i),
-            laws=_drawn(curve_laws(result, i)),
-            theory={floor_label: (xs, ys)} if len(xs) else {},
-            theory_kw={floor_label: {"color": "C0", **_SQUARES}},
-            labels={"transformer": "transformer", "fcn": "FCN"},
-            colors={"transformer": "C0", "fcn": "C1"},
-            title=f"Both models (d={curve['n_features']}, q={curve['n_selected']})",
-        ),
-    ]
+    title = "Transformer per q, beside the floor's widths"
+    by_q.update(table=widths.where(model="transformer"), hue="curve", title=title)
+    both = dict(table=widths.where(curve=i), laws=_drawn(curve_laws(result, i)))
+    both["theory"] = {floor_label: (xs, ys)} if len(xs) else {}
+    both["theory_kw"] = {floor_label: {"color": "C0", **_SQUARES}}
+    both["labels"] = {"transformer": "transformer", "fcn": "FCN"}
+    both["colors"] = {"transformer": "C0", "fcn": "C1"}
+    both["title"] = f"Both models (d={curve['n_features']}, q={curve['n_selected']})"
     ylabel = f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}"
-    for ax, panel in zip(axes, panels):
+    for ax, panel in zip(axes, (by_q, both)):
         BandDisplay.from_table(**panel, **_AXES, ax=ax, ylabel=ylabel)
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
     if len(result.seeds) > 1:
@@ -601,11 +566,10 @@ def width_separation(
 ):
     """One curve of the width separation: both models' minimal widths against T.
 
-    :func:`width_separation_by_q` on the first curve of ``settings`` alone
-    (or on ``settings`` itself, a :class:`SeparationCurve`, with the
-    default search), the changes naming a setting of the curve applied to
-    it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``):
-    any two estimators with a ``width``, any task with a ``seq_len``.
+    :func:`width_separation_by_q` on the first curve of ``settings`` alone (or on ``settings``
+    itself, a :class:`SeparationCurve`, with the default search), the changes naming a setting of
+    the curve applied to it (``width_separation(transformer=my_model, seq_lens=(8, 16, 32))``): any
+    two estimators with a ``width``, any task with a ``seq_len``.
 
     See Also
     --------
@@ -625,7 +589,23 @@ def width_separation(
     return RECORD(cfg, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
+def _curves(q2, q3, **settings):
+    """A preset: the q = 2 and q = 3 curves with these changes, and the other ``settings``."""
+    return dict(curves=(_Q2_CURVE.replace(**q2), _Q3_CURVE.replace(**q3)), **settings)
+
+
+# The presets' changes to the two curves (tiny, full, gpu).
 _TINY = dict(seq_lens=(4, 8), floor_rows=500)
+_TINY_Q2 = dict(_TINY, widths=dict.fromkeys(MODELS, (4, 8)), n_steps=dict.fromkeys(MODELS, 20))
+_TINY_Q3 = dict(_TINY, widths={"transformer": (8, 16)}, n_steps={"transformer": 20})
+_FULL_Q2 = dict(seq_lens=tuple(4 * 2**k for k in range(7)), fcn=_FCN_LONG, max_seq_len={"fcn": 64})
+_FULL_Q2 |= dict(widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)})
+_FULL_Q2["n_steps"] = dict.fromkeys(MODELS, 2000)
+_FULL_Q3 = dict(seq_lens=(16, 32, 64, 128, 256), n_steps={"transformer": 3000})
+_GPU_Q2 = dict(_FULL_Q2, seq_lens=tuple(4 * 2**k for k in range(9)), max_seq_len={"fcn": 128})
+_GPU_Q2 |= dict(widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)})
+_GPU_Q2["n_steps"] = dict.fromkeys(MODELS, 4000)
+_GPU_Q3 = dict(seq_lens=(16, 64, 256, 1024), n_features=8, n_steps={"transformer": 8000})
 
 RECORD = Experiment(
     name="separation",
@@ -652,48 +632,10 @@ RECORD = Experiment(
     [8.0, 8.0]
     """,
     presets={
-        "tiny": dict(
-            curves=(
-                _Q2_CURVE.replace(
-                    widths={"transformer": (4, 8), "fcn": (4, 8)},
-                    n_steps={"transformer": 20, "fcn": 20},
-                    **_TINY,
-                ),
-                _Q3_CURVE.replace(
-                    widths={"transformer": (8, 16)}, n_steps={"transformer": 20}, **_TINY
-                ),
-            ),
-            target_r2=0.5,
-            n_val=200,
-        ),
+        "tiny": _curves(_TINY_Q2, _TINY_Q3, target_r2=0.5, n_val=200),
         "quick": {},
-        "full": dict(
-            curves=(
-                _Q2_CURVE.replace(
-                    seq_lens=tuple(4 * 2**k for k in range(7)),
-                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)},
-                    n_steps={"transformer": 2000, "fcn": 2000},
-                    fcn=_FCN_LONG,
-                    max_seq_len={"fcn": 64},
-                ),
-                _Q3_CURVE.replace(seq_lens=(16, 32, 64, 128, 256), n_steps={"transformer": 3000}),
-            ),
-        ),
-        "gpu": dict(
-            curves=(
-                _Q2_CURVE.replace(
-                    seq_lens=tuple(4 * 2**k for k in range(9)),
-                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)},
-                    n_steps={"transformer": 4000, "fcn": 4000},
-                    fcn=_FCN_LONG,
-                    max_seq_len={"fcn": 128},
-                ),
-                _Q3_CURVE.replace(
-                    seq_lens=(16, 64, 256, 1024), n_features=8, n_steps={"transformer": 8000}
-                ),
-            ),
-            n_val=4000,
-        ),
+        "full": _curves(_FULL_Q2, _FULL_Q3),
+        "gpu": _curves(_GPU_Q2, _GPU_Q3, n_val=4000),
     },
     provenance=PROVENANCE,
     aliases=("width",),

@@ -1,10 +1,7 @@
 """Single-location regression: where projected GD ends (oracle or swapped point); linear fails.
 
-The erf predictor of Marion, Berthier, Biau and Boyer (ICLR 2025) by
-projected gradient descent on its population risk, beside the oracle, the
-swapped point and the baselines: the experiment's settings, runs (every erf
-run of every seed one batched computation, its curves written here: a
-study's table of scores does not hold them), numbers, figure and record.
+The settings, the runs (every erf run of every seed one batched computation, its curves written
+here: a study's table of scores does not hold them), the numbers, the figure and the record.
 """
 
 import numbers
@@ -64,10 +61,9 @@ class SingleLocationSettings(Settings):
         Rows of the Monte Carlo Bayes risk and of the test sets; training rows of
         the fitted linear regression (None: ``10 L d``).
     rtol, alignment : float
-        A run reaches the oracle when its final risk is within ``rtol``
-        (relative) of the oracle's at its final temperature and ``|<k, k*>|``
-        and ``|<v, v*>|`` are at least ``alignment``; it ends at the swapped
-        point when ``|<k, v*>|`` is.
+        A run reaches the oracle when its final risk is within ``rtol`` (relative) of the oracle's
+        at its final temperature and ``|<k, k*>|`` and ``|<v, v*>|`` are at least ``alignment``; it
+        ends at the swapped point when ``|<k, v*>|`` is.
 
     Examples
     --------
@@ -164,12 +160,10 @@ def _erf_tables(cfg, task, erf, seeds):
 
 def _final(cfg, task, model):
     """Where a fitted run ended: its risk against the oracle's, its products, its endpoint."""
-    k_star, v_star = task.directions
-    risk = float(model.loss_curve_[-1])
-    lam = float(model.lambda_curve_[-1])
+    (k_star, v_star), k, v = task.directions, model.k_, model.v_
+    risk, lam = float(model.loss_curve_[-1]), float(model.lambda_curve_[-1])
     oracle = float(oracle_risk(task, lam))
     gap = (risk - oracle) / oracle
-    k, v = model.k_, model.v_
     values = (k @ k_star, k @ v_star, v @ k_star, v @ v_star, k @ v)
     products = {name: float(x) for name, x in zip(PRODUCTS, values)}
     aligned = min(abs(products["k.k*"]), abs(products["v.v*"])) >= cfg.alignment
@@ -236,9 +230,8 @@ def headline(result):
         out[f"oracle_{row['schedule']}"] = row["oracle"]
         out[f"swapped_gap_{row['schedule']}"] = row["swapped_gap"]
     out["linear"] = float(theory["linear"][0])
-    baselines = result.tables["baselines"]
-    out["linear_fitted"] = float(np.median(baselines["linear_fitted"]))
-    out["bayes"] = float(np.median(baselines["bayes"]))
+    for name in ("linear_fitted", "bayes"):
+        out[name] = float(np.median(result.tables["baselines"][name]))
     out["softmax_test_mse"] = float(np.median(result.tables["softmax"]["test_mse"]))
     return out
 
