@@ -1,9 +1,5 @@
-"""The record of an experiment (:class:`Experiment`), and the one signature its function has.
-
-The record makes the experiment's public function (its module binds
-``name = RECORD.function``), whose shared Parameters and Returns are written
-once here.
-"""
+"""The record of an experiment (:class:`Experiment`), which makes its public function (its module
+binds ``name = RECORD.function``): one signature, its Parameters and Returns written once here."""
 
 from __future__ import annotations
 
@@ -76,11 +72,8 @@ def _calling(record):
 
 
 def _document(doc):
-    """``doc`` (summary, description, sections) with the shared Parameters and Returns.
-
-    They go before the first section the docstring has (See Also, Notes,
-    Examples), as numpydoc orders them.
-    """
+    """``doc`` with the shared Parameters and Returns before its first section (See Also,
+    Notes, Examples), as numpydoc orders them."""
     doc = inspect.cleandoc(doc)
     cut = min(
         (doc.find(f"\n{name}\n") for name in ("See Also", "Notes", "References", "Examples")),

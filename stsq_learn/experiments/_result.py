@@ -1,11 +1,5 @@
-"""The one result of every experiment: its settings and its studies' tables, every seed in them.
-
-Each study returns a :class:`~stsq_learn.studies.StudyTable` with a row per
-run, the seed a column; :class:`ExperimentResult` keeps the tables as they
-are, so every number an experiment derives, and its figure, is a function
-of the tables (of one seed's view for the headline numbers), and a saved
-result (``results.json``) redraws the figure.
-"""
+"""The one result of every experiment (:class:`ExperimentResult`), and the bands of a number
+over seeds."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""What the q-sparse averaging and retrieval experiments share, written once.
-
-Both measure, for their own models, the smallest width reaching a target
-against the length (the theory's law fitted per seed) and the R^2 of
-stochastic against fixed encodings on longer rows: their settings, the
-two studies, what is read of the search, and how a search is shown (the
-figure's panels, the summary's rows) are here.
-"""
+"""What the q-sparse averaging and retrieval experiments share: the settings, studies, figure
+panels and summary rows of a width search against the length (a law fitted per seed) and of
+stochastic against fixed encodings on longer rows."""
 
 from __future__ import annotations
 

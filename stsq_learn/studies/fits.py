@@ -1,11 +1,5 @@
-"""How a study fits and scores its runs: its options, models, grid points, seeds and workers.
-
-A study function (:mod:`.sweep`, :mod:`.search`) checks its arguments into a
-:class:`Study` before any work (each grid point split into the task's fields,
-the estimators' parameters and the study's settings), then plans its work or
-runs :func:`fit_and_measure` calls, here or on joblib's active backend, with
-the same numbers for any ``n_jobs``.
-"""
+"""How a study fits and scores its runs: its options, models, grid points, seeds and workers
+(:class:`Study`, checked before any work), and :func:`fit_and_measure`."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Threshold searches: the least value of a monotone parameter that reaches a target score.
-
-The theory's separations are thresholds: the smallest width with which a
-model reaches an R^2 (against the length), the fewest heads that retrieve
-every token, the weakest signal a classifier detects. Every seed's search is
-its own; the fits the searches ask for at the same time run at once.
-"""
+"""Threshold searches: the least value of a monotone parameter that reaches a target score (the
+smallest width reaching an R^2, the fewest heads, the weakest signal detected), per seed."""
 
 from __future__ import annotations
 
