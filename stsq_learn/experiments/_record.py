@@ -247,13 +247,8 @@ class Experiment:
             scope = getattr(run, "__globals__", None) or vars(
                 sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
             )
-            made = types.FunctionType(
-                template.__code__,
-                scope,
-                self.function_name,
-                template.__defaults__,
-                template.__closure__,
-            )
+            code, defaults, closure = template.__code__, template.__defaults__, template.__closure__
+            made = types.FunctionType(code, scope, self.function_name, defaults, closure)
             made.__kwdefaults__ = dict(template.__kwdefaults__)
             made.__qualname__ = self.function_name
             made.__module__ = scope.get("__name__")

@@ -14,18 +14,10 @@ __all__ = ["ExperimentResult", "band"]
 
 
 def band(values):
-    """The band of one number over seeds: ``{"values": [...], "min", "median", "max"}``.
-
-    Non-finite values (a bound not reached: ``inf``) are kept; the median is NumPy's.
-    """
+    """The band of one number over seeds: ``{"values": [...], "min", "median", "max"}`` (NumPy's
+    median; non-finite values, a bound not reached, kept)."""
     values = [float(v) for v in values]
-    arr = np.asarray(values, dtype=float)
-    return {
-        "values": values,
-        "min": float(np.min(arr)),
-        "median": float(np.median(arr)),
-        "max": float(np.max(arr)),
-    }
+    return {"values": values} | {k: float(getattr(np, k)(values)) for k in ("min", "median", "max")}
 
 
 def fmt_band(b, digits=3):

@@ -383,14 +383,10 @@ def check_n_jobs(n_jobs):
 
 # -- fitting and measuring ----------------------------------------------------------------------
 def fit_and_measure(study, label, point, seeds, extra=None):
-    """Fit ``study``'s model ``label`` at ``point`` for each seed and score it, per seed a record.
-
-    ``extra``: more estimator parameters (a search's candidate). A record has
-    ``seed``, ``scores`` (column to score; with the study's ``lengths``,
-    length to column to score), ``n_iter``, ``seconds``, ``error`` ("" or
-    the message; with ``lengths``, also ``errors``: length to the message
-    there), ``loss_curve`` and ``callbacks`` (the seed's, after its fit).
-    """
+    """Per seed, the record of ``study``'s model ``label`` fitted at ``point`` (with ``extra``
+    parameters: a search's candidate) and scored: ``seed``, ``scores`` (column to score; with
+    ``lengths``, length to that, and ``errors``), ``n_iter``, ``seconds``, ``error`` ("" or the
+    message), ``loss_curve`` and ``callbacks`` (the seed's, after its fit)."""
     task, n_train, n_steps = point.task, point.n_train(study.n_train), study.n_steps
     kw = dict(label=label, device=study.device, extra=extra)
     ests = [prepare(study.models[label], point, s, **kw) for s in seeds]
