@@ -145,10 +145,8 @@ class BandDisplay:
             A column of lower bounds, drawn where the threshold was not reached.
         ax : matplotlib Axes, default=None
             Where to draw (None: a new figure).
-        laws, law_variable, theory, title : see the class
-            The laws and theory curves drawn beside, and the title.
-        xlabel, ylabel : str or None, default=None
-            The axes' labels (None: the column names).
+        laws, law_variable, theory, xlabel, ylabel, title : see the class
+            The laws and theory curves drawn beside, the axes' labels and the title.
         logx, logy, labels, colors, legend, line_kw, fill_between_kw, \
 errorbar_kw, theory_kw, law_kw, style : see :meth:`plot`
             How it is drawn.

@@ -265,11 +265,9 @@ def points_of(task, grid, models):
         task_changes = {k: v for k, v in values.items() if k in fields}
         try:
             at = dataclasses.replace(task, **task_changes) if task_changes else task
-            for name, value in settings.items():
-                check_count(value, f"grid[{name!r}] value")
+            settings = {k: check_count(v, f"grid[{k!r}] value") for k, v in settings.items()}
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"grid point {values}: {exc}") from None
-        settings = {k: int(v) for k, v in settings.items()}
         point = Point(tuple(values.items()), at, tuple(changes.items()), tuple(settings.items()))
         for label, est in models.items():
             prepare(est, point, None, label=label)

@@ -336,12 +336,10 @@ class _Search:
         tried = {}
         start = _start_value(self.start, point.params, previous)
         if self.method == "geometric":
-            gen = _geometric(self.values[0], self.values[1], self.n_iter)
-            to_value = float
+            gen, to_value = _geometric(*self.values, self.n_iter), float
         else:
-            gen = _GRID_METHODS[self.method](
-                len(self.values), _start_index(self.values, start, self.method)
-            )
+            index = _start_index(self.values, start, self.method)
+            gen = _GRID_METHODS[self.method](len(self.values), index)
             to_value = self.values.__getitem__
         try:
             cand = to_value(next(gen))
