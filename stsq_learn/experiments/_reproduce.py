@@ -221,9 +221,7 @@ def check_run_options(preset, out, device, seed, n_seeds, only, n_jobs, n_thread
         raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
     names = resolve_experiments(only)
     resolved = resolve_device(device)
-    if n_seeds is not None:
-        check_positive_int(n_seeds, "n_seeds")
-    count = DEFAULT_SEEDS[preset] if n_seeds is None else int(n_seeds)
+    count = DEFAULT_SEEDS[preset] if n_seeds is None else check_positive_int(n_seeds, "n_seeds")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}.")
     try:
