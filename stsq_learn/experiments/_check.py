@@ -1,12 +1,6 @@
-"""Reference numbers of each size, and the check of a run against them.
-
-The package ships, per size (preset), the median of every headline number
-of every experiment over a reference run's seeds, with a tolerance derived
-from their spread (``references/<preset>.json``: :func:`load_reference`
-reads it, :func:`write_reference` writes one from a run). A run matches a
-number when ``|measured median - median| <= tolerance`` (a non-finite
-median, a bound not reached, must be measured equal).
-"""
+"""Reference numbers of each size (``references/<preset>.json``: every headline number's median
+over a reference run's seeds and a tolerance from their spread), and the check of a run: a number
+matches when ``|measured median - median| <= tolerance`` (a non-finite one when equal)."""
 
 from __future__ import annotations
 
@@ -377,8 +371,7 @@ def check_reference(results, reference=None):
 
 def _differences(meta, seeds, made, compared):
     """How a run (its ``meta`` and ``seeds``) was made otherwise than a reference (``made``):
-    the kind of device (float arithmetic differs between a CPU and a GPU), and the seeds of
-    each compared experiment."""
+    the kind of device, and the seeds of each compared experiment."""
     out = []
     run_device, ref_device = (
         None if device is None else str(device).split(":")[0]

@@ -12,11 +12,8 @@ PANEL = (4.5, 3.6)
 
 
 def new_axes(axes, n):
-    """Return ``(figure, axes)``: ``axes`` if given (n of them), else a new grid of n panels.
-
-    The new grid has :data:`COLUMNS` panels a row (or n, if fewer) of
-    :data:`PANEL` inches; the cells past ``n`` are left empty.
-    """
+    """Return ``(figure, axes)``: ``axes`` if given (n of them), else a new grid of n panels
+    (:data:`COLUMNS` a row, or n if fewer, of :data:`PANEL` inches; the cells past n empty)."""
     import matplotlib.pyplot as plt
 
     if axes is None:

@@ -1,9 +1,5 @@
-"""The record of an experiment (:class:`Experiment`), and the one signature its function has.
-
-The record makes the experiment's public function (its module binds
-``name = RECORD.function``), whose shared Parameters and Returns are written
-once here.
-"""
+"""The record of an experiment (:class:`Experiment`), which makes its public function (its module
+binds ``name = RECORD.function``): one signature, its Parameters and Returns written once here."""
 
 from __future__ import annotations
 
@@ -76,11 +72,8 @@ def _calling(record):
 
 
 def _document(doc):
-    """``doc`` (summary, description, sections) with the shared Parameters and Returns.
-
-    They go before the first section the docstring has (See Also, Notes,
-    Examples), as numpydoc orders them.
-    """
+    """``doc`` with the shared Parameters and Returns before its first section (See Also,
+    Notes, Examples), as numpydoc orders them."""
     doc = inspect.cleandoc(doc)
     cut = min(
         (doc.find(f"\n{name}\n") for name in ("See Also", "Notes", "References", "Examples")),
@@ -254,13 +247,8 @@ class Experiment:
             scope = getattr(run, "__globals__", None) or vars(
                 sys.modules.get(getattr(run, "__module__", None), sys.modules[__name__])
             )
-            made = types.FunctionType(
-                template.__code__,
-                scope,
-                self.function_name,
-                template.__defaults__,
-                template.__closure__,
-            )
+            code, defaults, closure = template.__code__, template.__defaults__, template.__closure__
+            made = types.FunctionType(code, scope, self.function_name, defaults, closure)
             made.__kwdefaults__ = dict(template.__kwdefaults__)
             made.__qualname__ = self.function_name
             made.__module__ = scope.get("__name__")

@@ -1,10 +1,5 @@
-"""The registered experiments' records, read from the registry: ``RECORDS``.
-
-Apart from the record's class (:mod:`._record`), so that what reads the records
-(a result finding its figure, ``reproduce``, the reference check) imports
-neither the other nor the experiments themselves: each is imported by the
-dotted path the registry holds, when first read.
-"""
+"""The registered experiments' records, read from the registry: ``RECORDS`` (apart from
+:mod:`._record`, so that what reads them imports no experiment until one is read)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Run the experiments at a named size; write results.json, its figures and a summary; plan a run.
 
-Every figure is drawn from ``results.json`` as read back, so ``stsq-learn
-plot RESULTS_JSON`` (:func:`plot_results`) redraws a run's PNGs equal,
-pixel for pixel, to the run's own.
-"""
+Every figure is drawn from ``results.json`` as read back: :func:`plot_results` redraws a run's
+PNGs pixel for pixel."""
 
 from __future__ import annotations
 
@@ -217,21 +215,13 @@ def _on_cluster(record, scheduler, **kwargs):
 
 
 def check_run_options(preset, out, device, seed, n_seeds, only, n_jobs, n_threads, scheduler):
-    """Check the options of :func:`reproduce` (and :func:`plan`); ``(names, device, seeds)``.
-
-    All of them before any work, the same way for a plan of the run
-    (``stsq-learn reproduce --plan``) as for the run itself. The seeds
-    ``seed, seed + 1, ...`` (``n_seeds`` of them; None: :data:`DEFAULT_SEEDS`)
-    are checked by the studies' one seed check
-    (:func:`~stsq_learn.studies.check_seeds`).
-    """
+    """``(names, device, seeds)`` of :func:`reproduce`'s (and :func:`plan`'s) options, all
+    checked before any work; the seeds ``seed, seed + 1, ...`` by :func:`check_seeds`."""
     if preset not in SIZES:
         raise ValueError(f"preset must be one of {', '.join(SIZES)}, got {preset!r}.")
     names = resolve_experiments(only)
     resolved = resolve_device(device)
-    if n_seeds is not None:
-        check_positive_int(n_seeds, "n_seeds")
-    count = DEFAULT_SEEDS[preset] if n_seeds is None else int(n_seeds)
+    count = DEFAULT_SEEDS[preset] if n_seeds is None else check_positive_int(n_seeds, "n_seeds")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}.")
     try:
@@ -252,12 +242,8 @@ def check_run_options(preset, out, device, seed, n_seeds, only, n_jobs, n_thread
 
 
 def check_out_dir(out):
-    """Raise ``ValueError``, naming ``out``, unless it is or can be made a writable directory.
-
-    Nothing is left behind: a file at ``out`` or above it, or a directory
-    that cannot be written to (probed with a temporary file), is refused
-    before any work.
-    """
+    """Raise ``ValueError``, naming ``out``, unless it is or can be made a writable directory
+    (a file at or above it refused; a probe that leaves nothing behind), before any work."""
     if not os.fspath(out).strip():
         raise ValueError(f"out={os.fspath(out)!r} names no directory; give a path such as '.'.")
     path = os.path.abspath(os.fspath(out))
@@ -384,11 +370,8 @@ def summary_table(results):
         rows += result.summary()
     bands = [(name, result.bands(), len(result.seeds)) for name, result in results.items()]
     if any(numbers for _, numbers, _ in bands):
-        rows += ["", "Headline numbers over seeds:", ""]
-        rows += [
-            "| experiment | headline number | median [min, max] | seeds |",
-            "|---|---|---|---|",
-        ]
+        head = "| experiment | headline number | median [min, max] | seeds |"
+        rows += ["", "Headline numbers over seeds:", "", head, "|---|---|---|---|"]
         for name, numbers, n_seeds in bands:
             for i, (key, b) in enumerate(numbers.items()):  # name and seeds on the first row
                 first = (name, n_seeds) if i == 0 else ("", "")
@@ -398,25 +381,16 @@ def summary_table(results):
         for name, prov in getattr(results, "provenance", {}).items()
     }
     if any(ours.values()):
-        ours_line = (
-            "Settings that are ours, not the paper's (sources: results.json, meta.provenance):"
-        )
-        rows += ["", ours_line, ""]
+        head = "Settings that are ours, not the paper's (sources: results.json, meta.provenance):"
+        rows += ["", head, ""]
         rows += [f"- {name}: {', '.join(keys)}" for name, keys in ours.items() if keys]
     return "\n".join(rows)
 
 
 # -- the plan of a run -----------------------------------------------------------------------
 class Plan(dict):
-    """What :func:`plan` returns: experiment name to its estimate, with the run's wall time.
-
-    Attributes
-    ----------
-    n_jobs : int
-        Worker processes the experiments are spread over.
-    wall_seconds : float
-        Estimated wall-clock seconds of the whole run: the experiments
-        placed longest first on the processes, plus their start.
+    """What :func:`plan` returns: experiment name to its estimate, with the worker processes
+    (``n_jobs``) and the run's estimated wall-clock seconds (``wall_seconds``: :func:`wall_time`).
     """
 
     def __init__(self, estimates, *, n_jobs, wall_seconds):
@@ -430,12 +404,8 @@ _WORKER_START_S = 5.0
 
 
 def wall_time(run_seconds, n_jobs, *, cores=None):
-    """Estimated wall-clock seconds of runs of ``run_seconds`` on ``n_jobs`` processes.
-
-    The runs go longest first to the least loaded process (as a pool hands
-    out work); processes beyond the usable ``cores`` share them. One process
-    is this one, with no start-up.
-    """
+    """Estimated wall-clock seconds of runs of ``run_seconds`` on ``n_jobs`` processes: longest
+    first to the least loaded (as a pool hands out work), sharing the usable ``cores``."""
     cores = _runs.usable_cores() if cores is None else cores
     if n_jobs <= 1 or not run_seconds:
         return float(sum(run_seconds))

@@ -1,11 +1,5 @@
-"""The one result of every experiment: its settings and its studies' tables, every seed in them.
-
-Each study returns a :class:`~stsq_learn.studies.StudyTable` with a row per
-run, the seed a column; :class:`ExperimentResult` keeps the tables as they
-are, so every number an experiment derives, and its figure, is a function
-of the tables (of one seed's view for the headline numbers), and a saved
-result (``results.json``) redraws the figure.
-"""
+"""The one result of every experiment (:class:`ExperimentResult`), and the bands of a number
+over seeds."""
 
 from __future__ import annotations
 
@@ -20,18 +14,10 @@ __all__ = ["ExperimentResult", "band"]
 
 
 def band(values):
-    """The band of one number over seeds: ``{"values": [...], "min", "median", "max"}``.
-
-    Non-finite values (a bound not reached: ``inf``) are kept; the median is NumPy's.
-    """
+    """The band of one number over seeds: ``{"values": [...], "min", "median", "max"}`` (NumPy's
+    median; non-finite values, a bound not reached, kept)."""
     values = [float(v) for v in values]
-    arr = np.asarray(values, dtype=float)
-    return {
-        "values": values,
-        "min": float(np.min(arr)),
-        "median": float(np.median(arr)),
-        "max": float(np.max(arr)),
-    }
+    return {"values": values} | {k: float(getattr(np, k)(values)) for k in ("min", "median", "max")}
 
 
 def fmt_band(b, digits=3):

@@ -1,9 +1,5 @@
-"""The processes of a run, and the figure of how far its seeds agree.
-
-The experiments are independent, so they go to a pool of worker processes
-(loky), each with its own torch threads; a run's numbers depend only on its
-arguments and seeds, not on the process it ran in: the same whatever ``n_jobs``.
-"""
+"""The worker processes of a run (its numbers the same whatever ``n_jobs``), and the figure
+of how far its seeds agree."""
 
 from __future__ import annotations
 
@@ -27,11 +23,8 @@ def usable_cores():
 
 
 def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
-    """Worker processes for ``n_runs`` runs: never more than the runs.
-
-    None is every usable core on a CPU and one process on a GPU (the runs
-    share the device); -1 is every usable core.
-    """
+    """Worker processes for ``n_runs`` runs, never more: None is every usable core on a CPU
+    and one on a GPU (the runs share it), -1 every usable core."""
     if n_jobs is None:
         n_jobs = usable_cores() if str(device) == "cpu" else 1
     elif n_jobs == -1:
@@ -40,11 +33,8 @@ def resolve_n_jobs(n_jobs, n_runs, *, device="cpu"):
 
 
 def run_one(function, kwargs, n_threads):
-    """Run ``function(**kwargs)`` with ``n_threads`` torch threads; ``(result, seconds)``.
-
-    The thread count is restored afterwards; the run's fits draw each batch
-    stream once (:func:`~stsq_learn.engine.batch_reuse.reuse_batches`).
-    """
+    """``(result, seconds)`` of ``function(**kwargs)`` on ``n_threads`` torch threads, each
+    batch stream drawn once (:func:`~stsq_learn.engine.batch_reuse.reuse_batches`)."""
     import torch
 
     from ..engine.batch_reuse import reuse_batches
@@ -64,12 +54,9 @@ def run_one(function, kwargs, n_threads):
 def release_memory():
     """Hand the memory a finished run freed back to the system: ``gc``, then ``malloc_trim``.
 
-    glibc keeps the heap a run freed (about 300 MB after the quick separation
-    run), and loky reads a worker whose resident size grew by 300 MB as
-    leaking: it replaces it, warning :data:`_WORKER_STOPPED`. Trimmed after
-    every run, a worker stays at its real size (measured: 822 MB untrimmed,
-    537 MB trimmed, the same after every repeat). Without ``malloc_trim``
-    (not glibc) only the garbage is collected.
+    glibc keeps a freed heap (300 MB after the quick separation run), which loky reads as a
+    leak: it replaces the worker, warning :data:`_WORKER_STOPPED`. Trimmed, a worker stays at
+    its real size (822 MB untrimmed, 537 MB trimmed).
     """
     import gc
 
@@ -91,14 +78,9 @@ def _malloc_trim():
 
 
 def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
-    """Run every job ``(key, function, kwargs)``; ``{key: (result, seconds)}``.
-
-    ``n_jobs`` worker processes run them (1: this process), each run with
-    ``n_threads`` torch threads. ``progress`` shows each run's own bars in
-    this process, one bar over the runs when they are spread. ``log`` (or
-    None) is called with a line after each run, ``when_done`` (or None)
-    with its key and result, in this process while the other runs go on.
-    """
+    """``{key: (result, seconds)}`` of every job ``(key, function, kwargs)`` on ``n_jobs``
+    processes (1: this one; ``progress``: the runs' own bars here, else one over the runs);
+    after each, ``log(line)`` and ``when_done(key, result)`` where given, in this process."""
     done = {}
 
     def finished(key, result, seconds):
@@ -127,9 +109,7 @@ def run_all(jobs, *, n_jobs, n_threads, progress, log, when_done=None):
         warnings.catch_warnings(),
         bar,
     ):
-        # The warning of a worker loky replaced after its resident size grew by 300 MB
-        # (release_memory: freed memory a C library without malloc_trim keeps). The new
-        # worker runs the remaining runs, whose numbers do not depend on the process.
+        # A worker loky replaced (see release_memory): the new one runs the remaining runs.
         warnings.filterwarnings("ignore", message=_WORKER_STOPPED, category=UserWarning)
         for key, result, seconds in Parallel(n_jobs=n_jobs, **_unordered())(calls):
             finished(key, result, seconds)
@@ -151,13 +131,9 @@ def _unordered():
 
 
 def plot_bands(bands):
-    """``bands.png``: how far the seeds agree, one row per experiment with headline numbers.
-
-    ``bands`` maps an experiment to its numbers' bands (or None). Each number
-    is a dot at its spread over the seeds, ``(max - min) / |median|`` in
-    percent (the absolute spread where the median is 0), on a log axis where
-    a spread of 0 sits at the left edge; a bar marks the median spread.
-    """
+    """``bands.png`` of experiment to its bands (or None): per number a dot at its spread over
+    the seeds, ``(max - min) / |median|`` in % (absolute where the median is 0), on a log axis
+    with a spread of 0 at the left edge; a bar at the median spread."""
     import matplotlib.pyplot as plt
 
     shown = [(name, nums) for name, nums in bands.items() if nums]

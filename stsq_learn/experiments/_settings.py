@@ -1,17 +1,10 @@
-"""Typed settings of an experiment, with declared constraints checked before any work.
-
-As scikit-learn's estimators, a :class:`Settings` subclass declares
-``_parameter_constraints`` (with :class:`SequenceOf` and :class:`MappingOf`
-for grids and per-model values); an instance is checked when it is made,
-from a preset, a call or a change alike. Checks between settings go in
-:meth:`Settings._validate`.
-"""
+"""Typed settings of an experiment (:class:`Settings`) and the constraints of grids and
+per-model values (:class:`SequenceOf`, :class:`MappingOf`), checked when an instance is made."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import numbers
 from collections.abc import Mapping
 
@@ -23,6 +16,9 @@ from sklearn.utils._param_validation import (
     make_constraint,
     validate_parameter_constraints,
 )
+
+from .._docstrings import inherit_docstrings
+from ..studies.table import _plain
 
 __all__ = ["Interval", "MappingOf", "SequenceOf", "Settings", "StrOptions"]
 
@@ -73,6 +69,7 @@ class SequenceOf(Options):
         return f"a list or tuple of at least {self.min_len} items, each {items}{order}"
 
 
+@inherit_docstrings(SequenceOf)
 class MappingOf(Options):
     """A constraint: a dict whose keys are among ``keys`` and values meet one of ``values``.
 
@@ -90,18 +87,6 @@ class MappingOf(Options):
         self.values = [make_constraint(c) for c in values]
 
     def is_satisfied_by(self, val):
-        """Whether the value ``val`` meets the constraint.
-
-        Parameters
-        ----------
-        val : object
-            The value of a setting.
-
-        Returns
-        -------
-        bool
-            True where it does.
-        """
         if not isinstance(val, Mapping):
             return False
         for key, value in val.items():
@@ -288,15 +273,8 @@ def to_json(value):
         return [to_json(v) for v in value]
     if isinstance(value, np.ndarray):
         return to_json(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return None if math.isnan(value) else value
-    return repr(value)
+    value = _plain(value)  # a NumPy scalar as Python's; NaN as None, an infinity as "inf"
+    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
 
 
 def _check_names(cls, mapping):

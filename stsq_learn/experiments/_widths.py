@@ -1,11 +1,6 @@
-"""What the q-sparse averaging and retrieval experiments share, written once.
-
-Both measure, for their own models, the smallest width reaching a target
-against the length (the theory's law fitted per seed) and the R^2 of
-stochastic against fixed encodings on longer rows: their settings, the
-two studies, what is read of the search, and how a search is shown (the
-figure's panels, the summary's rows) are here.
-"""
+"""What the q-sparse averaging and retrieval experiments share: the settings, studies, figure
+panels and summary rows of a width search against the length (a law fitted per seed) and of
+stochastic against fixed encodings on longer rows."""
 
 from __future__ import annotations
 
@@ -106,11 +101,8 @@ class WidthsAndLengthSettings(Settings):
 
 
 def search_widths(cfg, models, task, **common):
-    """The minimal width of each model against ``cfg.seq_lens``, the FCN's to ``fcn_max_seq_len``.
-
-    ``models``: each model's label in the table to its estimator, in the
-    order of :data:`MODELS` (the keys of ``cfg.widths`` and ``cfg.n_steps``).
-    """
+    """The minimal width of each model (label to estimator, in :data:`MODELS` order) against
+    ``cfg.seq_lens``, the FCN's up to ``fcn_max_seq_len``."""
     parts = []
     for key, (label, model) in zip(MODELS, models.items()):
         lens = [n for n in cfg.seq_lens if key == "transformer" or n <= cfg.fcn_max_seq_len]
@@ -135,11 +127,8 @@ def encodings_curve(cfg, model, task, n_test, **common):
 
 
 def law_numbers(table, model, law):
-    """One seed's law of ``model``'s minimal widths against the length: parameters and ``r2``.
-
-    ``a`` and ``b`` of a linear law, ``b`` and ``c`` of ``"power"``; NaN
-    where the seed found widths at fewer than 3 lengths.
-    """
+    """One seed's law of ``model``'s minimal widths against the length: ``a`` and ``b`` (``b``
+    and ``c`` of ``"power"``) and ``r2``, NaN where it found widths at fewer than 3 lengths."""
     (fit,) = fit_laws(table.where(model=model), "seq_len", "value", law).values() or [None]
     names = ("b", "c") if law == "power" else ("a", "b")
     out = {p: math.nan if fit is None else fit.params[p] for p in names}
@@ -156,12 +145,9 @@ def median_laws(table, laws):
 
 
 def widths_text(table, x):
-    """A search's minimal widths along ``x`` over the seeds, as summary text.
-
-    ``median [min, max]`` of the widths found (``(k of n none)`` where k
-    seeds found none), ``>b`` where no seed did (``b``: the largest width
-    that failed), ``-`` where none was searched.
-    """
+    """A search's minimal widths along ``x`` over the seeds: ``median [min, max]`` of those found
+    (``(k of n none)`` where k seeds found none), ``>b`` where none did (``b``: the largest width
+    that failed), ``-`` where none was searched."""
     out = []
     for (_,), rows in table.groups(x):
         values, bounds = rows.xy("seed", "value")[1], rows.xy("seed", "bound")[1]

@@ -1,11 +1,5 @@
-"""How a study fits and scores its runs: its options, models, grid points, seeds and workers.
-
-A study function (:mod:`.sweep`, :mod:`.search`) checks its arguments into a
-:class:`Study` before any work (each grid point split into the task's fields,
-the estimators' parameters and the study's settings), then plans its work or
-runs :func:`fit_and_measure` calls, here or on joblib's active backend, with
-the same numbers for any ``n_jobs``.
-"""
+"""How a study fits and scores its runs: its options, models, grid points, seeds and workers
+(:class:`Study`, checked before any work), and :func:`fit_and_measure`."""
 
 from __future__ import annotations
 
@@ -271,11 +265,9 @@ def points_of(task, grid, models):
         task_changes = {k: v for k, v in values.items() if k in fields}
         try:
             at = dataclasses.replace(task, **task_changes) if task_changes else task
-            for name, value in settings.items():
-                check_count(value, f"grid[{name!r}] value")
+            settings = {k: check_count(v, f"grid[{k!r}] value") for k, v in settings.items()}
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"grid point {values}: {exc}") from None
-        settings = {k: int(v) for k, v in settings.items()}
         point = Point(tuple(values.items()), at, tuple(changes.items()), tuple(settings.items()))
         for label, est in models.items():
             prepare(est, point, None, label=label)
@@ -389,14 +381,10 @@ def check_n_jobs(n_jobs):
 
 # -- fitting and measuring ----------------------------------------------------------------------
 def fit_and_measure(study, label, point, seeds, extra=None):
-    """Fit ``study``'s model ``label`` at ``point`` for each seed and score it, per seed a record.
-
-    ``extra``: more estimator parameters (a search's candidate). A record has
-    ``seed``, ``scores`` (column to score; with the study's ``lengths``,
-    length to column to score), ``n_iter``, ``seconds``, ``error`` ("" or
-    the message; with ``lengths``, also ``errors``: length to the message
-    there), ``loss_curve`` and ``callbacks`` (the seed's, after its fit).
-    """
+    """Per seed, the record of ``study``'s model ``label`` fitted at ``point`` (with ``extra``
+    parameters: a search's candidate) and scored: ``seed``, ``scores`` (column to score; with
+    ``lengths``, length to that, and ``errors``), ``n_iter``, ``seconds``, ``error`` ("" or the
+    message), ``loss_curve`` and ``callbacks`` (the seed's, after its fit)."""
     task, n_train, n_steps = point.task, point.n_train(study.n_train), study.n_steps
     kw = dict(label=label, device=study.device, extra=extra)
     ests = [prepare(study.models[label], point, s, **kw) for s in seeds]

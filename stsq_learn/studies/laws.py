@@ -1,8 +1,5 @@
-"""Growth laws fitted by least squares to a study's points.
-
-The theory states its results as growth laws: the width attention needs grows like
-``log T``, a fully-connected net's like ``T``; a signal threshold like ``log L``.
-"""
+"""Growth laws fitted by least squares to a study's points (the width attention needs grows like
+``log T``, a fully-connected net's like ``T``)."""
 
 from __future__ import annotations
 

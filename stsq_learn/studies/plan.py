@@ -248,9 +248,8 @@ def _time_fit(part, device, members=1, probe_steps=(4, 12)):
 
 
 def _time_score(model, task, rows, length, *, cache, key):
-    """Seconds to score ``rows`` rows of length ``length``: the model's ``score`` (else its
-    ``predict``), timed on up to 2048 of the rows themselves (a scoring's fixed cost is a
-    large part of it on a few thousand) and scaled; once per ``(key, rows, length)``."""
+    """Seconds to score ``rows`` rows of length ``length`` (``score``, else ``predict``), timed
+    on up to 2048 of them (a fixed cost counts) and scaled; once per ``(key, rows, length)``."""
     if (key, rows, length) not in cache:
         n = int(min(rows, 2048))
         X, y = task.sample(n, random_state=0)

@@ -1,10 +1,5 @@
-"""Threshold searches: the least value of a monotone parameter that reaches a target score.
-
-The theory's separations are thresholds: the smallest width with which a
-model reaches an R^2 (against the length), the fewest heads that retrieve
-every token, the weakest signal a classifier detects. Every seed's search is
-its own; the fits the searches ask for at the same time run at once.
-"""
+"""Threshold searches: the least value of a monotone parameter that reaches a target score (the
+smallest width reaching an R^2, the fewest heads, the weakest signal detected), per seed."""
 
 from __future__ import annotations
 
@@ -341,12 +336,10 @@ class _Search:
         tried = {}
         start = _start_value(self.start, point.params, previous)
         if self.method == "geometric":
-            gen = _geometric(self.values[0], self.values[1], self.n_iter)
-            to_value = float
+            gen, to_value = _geometric(*self.values, self.n_iter), float
         else:
-            gen = _GRID_METHODS[self.method](
-                len(self.values), _start_index(self.values, start, self.method)
-            )
+            index = _start_index(self.values, start, self.method)
+            gen = _GRID_METHODS[self.method](len(self.values), index)
             to_value = self.values.__getitem__
         try:
             cand = to_value(next(gen))

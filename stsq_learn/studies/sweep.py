@@ -1,9 +1,5 @@
-"""Studies over every point of a grid: :func:`sweep`, :func:`length_curve`, :func:`training_curve`.
-
-Each fits every model at every point for every seed and measures it: on
-held-out rows of its seed, on those rows moved to other lengths, or along
-its training.
-"""
+"""Studies over every point of a grid: :func:`sweep`, :func:`length_curve`, :func:`training_curve`,
+and the callbacks that measure a model as it trains."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The study table: one row per run (a model, a point of the grid, a seed), by column.
-
-In the spirit of benchopt's results table and scikit-learn's ``cv_results_``: the
-grid's values in ``param_*`` columns, the seed in ``seed``, then what was measured.
-"""
+"""The study table (:class:`StudyTable`): one row per run (a model, a grid point, a seed), by
+column, as benchopt's results table and scikit-learn's ``cv_results_``."""
 
 from __future__ import annotations
 
