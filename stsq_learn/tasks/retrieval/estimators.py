@@ -130,7 +130,9 @@ class _Retrieval:
         return super().score(X, y, sample_weight)
 
 
-@Substitution(parameters=section(SparseTokenSelector, "Parameters"))
+@Substitution(
+    parameters=section(SparseTokenSelector, "Parameters"), attributes=_RETRIEVAL_ATTRIBUTES
+)
 class SparseTokenRetriever(_Retrieval, _AttentionCore):
     """Multi-head softmax attention for q-sparse token retrieval.
 
@@ -156,30 +158,13 @@ class SparseTokenRetriever(_Retrieval, _AttentionCore):
 
     Attributes
     ----------
+    {attributes}
     key_query_ : ndarray of shape (`n_features_in_` + width, n_selected * width)
         The learned W at one head; of shape (n_heads, ...) with several.
     key_queries_ : ndarray of shape (n_heads, `n_features_in_` + width, n_selected * width)
         Every head's W.
     readout_ : ndarray of shape (n_selected * `n_features_in_`, n_heads * `n_features_in_`)
         The learned linear output map of the heads.
-    n_selected_ : int
-        Number q of roles seen in fit.
-    task_ : SparseRetrievalTask
-        The data contract the model was fitted under, at its training length.
-    n_features_in_ : int
-        Token dimension d seen in fit.
-    seq_len_ : int
-        Sequence length T seen in fit.
-    loss_curve_ : list of float
-        Training loss per epoch (:meth:`fit`) or per step (:meth:`fit_online`).
-    n_iter_ : int
-        Number of epochs or steps run, across warm-started calls.
-    t_ : int
-        Number of training rows seen by the optimiser.
-    device_ : torch.device
-        Device the model was trained on and predicts on.
-    net_ : skorch.NeuralNetRegressor
-        The skorch net that ran the training.
     solver_ : str
         The solver the last fit ran.
     learning_rate_init_ : float
