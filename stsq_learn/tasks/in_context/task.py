@@ -23,9 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_parameter_constraints
 
-from ..._validation import as_real_array, check_positive_int, finite_floats
+from ..._validation import (
+    as_real_array,
+    check_positive_int,
+    check_random_state_param,
+    finite_floats,
+)
 from .._token_rows import TokenRowsTask, as_row_targets, check_scale
 
 __all__ = [
@@ -598,10 +602,6 @@ def make_in_context_regression(
     0.0
     """
     n_examples = check_positive_int(n_examples, "n_examples")
-    validate_parameter_constraints(
-        {"random_state": ["random_state"]},
-        {"random_state": random_state},
-        caller_name="make_in_context_regression",
-    )
+    check_random_state_param(random_state, "make_in_context_regression")
     task = InContextRegressionTask(n_examples + 1, n_features, covariance=covariance, noise=noise)
     return task.sample(n_prompts, random_state=random_state)
