@@ -36,20 +36,7 @@ _TITLE = "sparse-token classification"
 
 
 def as_tokens(X, name="X"):
-    """``X`` as rows of sparse-token classification: 3-D, non-empty, finite floats.
-
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, seq_len, n_features)
-        Rows of tokens.
-    name : str, default="X"
-        The argument's name, for the messages.
-
-    Returns
-    -------
-    ndarray
-        A real array (the input when it already is one).
-    """
+    """``X`` as rows of sparse-token classification: 3-D, non-empty, finite floats."""
     return _as_tokens(X, name, _TITLE)
 
 

@@ -172,17 +172,9 @@ def least_squares(x, labels, alpha=0.0):
 def as_prompts(X, name="X"):
     """``X`` as prompts: 3-D finite reals ``(n, M + 1, d + 1)``, M >= 1, the query's label 0.
 
-    Parameters
-    ----------
-    X : array-like of shape (n_prompts, n_examples + 1, n_features + 1)
-        Prompts: ``M`` tokens ``[x_i; y_i]``, then the query ``[x_q; 0]``.
-    name : str, default="X"
-        The argument's name, for the messages.
-
-    Returns
-    -------
-    ndarray
-        A real array (the input itself when it already is one).
+    A prompt is ``M`` tokens ``[x_i; y_i]``, then the query ``[x_q; 0]``;
+    ``name`` names ``X`` in the messages. Returns the input itself where it is
+    already a real array.
     """
     arr = as_real_array(X, name, f"{SHAPE} for {name}")
     if arr.ndim != 3:
