@@ -170,13 +170,6 @@ def check_random_state_param(random_state, caller):
     )
 
 
-def check_bool(value, name):
-    """Return ``value`` if it is True or False, or raise ``TypeError`` naming it."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__}: {value!r}.")
-    return value
-
-
 def _int_or_range(value, name, pair, order):
     """``(lo, hi)`` of an int >= 1 or an inclusive range of two (``pair``, ``order``: its words)."""
     if not isinstance(value, (tuple, list, np.ndarray)):
