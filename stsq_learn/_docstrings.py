@@ -217,6 +217,12 @@ ValueError
     infinite). The estimator is then left exactly as it was."""
 
 
+def fit_returns(online=False):
+    """The Returns and Raises sections of a ``fit`` (``online``: of a ``fit_online``)."""
+    curve = "; ``loss_curve_`` holds the loss of every step" if online else ""
+    return f"Returns\n-------\nself : object\n    The fitted estimator{curve}.\n\n{FIT_RAISES}"
+
+
 def section(obj, title):
     """The body of the numpydoc section ``title`` of ``obj``'s docstring (indented as there).
 

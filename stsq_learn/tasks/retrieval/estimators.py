@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, replace_once, section
+from ..._docstrings import ATTRIBUTES, Substitution, fit_returns, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
 from ...metrics import _metric_values
@@ -57,7 +57,7 @@ class _Retrieval:
         check_is_fitted(self)
         return self.task_.n_selected
 
-    @Substitution(rows=_ROWS, targets=_TARGETS, fit_raises=FIT_RAISES)
+    @Substitution(rows=_ROWS, targets=_TARGETS, returns=fit_returns())
     def fit(self, X, y):
         """Fit the model to q-sparse token retrieval data with epochs of shuffled minibatches.
 
@@ -66,16 +66,11 @@ class _Retrieval:
         {rows}
         {targets}
 
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit(X, y)
 
-    @Substitution(fit_raises=FIT_RAISES)
+    @Substitution(returns=fit_returns(online=True))
     def fit_online(self, task, n_steps="auto"):
         """Fit on a fresh batch drawn from ``task`` at every step.
 
@@ -87,12 +82,7 @@ class _Retrieval:
             Number of optimisation steps; ``"auto"``: the planned steps of
             the model's default recipe.
 
-        Returns
-        -------
-        self : object
-            The fitted estimator; ``loss_curve_`` holds the loss of every step.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit_online(task, n_steps)
 
