@@ -33,7 +33,7 @@ y : array-like of shape (n_samples, n_selected * n_features)
     The named tokens side by side, in role order."""
 
 _RETRIEVAL_ATTRIBUTES = replace_once(
-    ATTRIBUTES,
+    replace_once(ATTRIBUTES, "minus the indicator", "minus the role channel"),
     "    loss_curve_ :",
     "    n_selected_ : int\n"
     "        Number q of roles seen in fit (the outputs are q tokens).\n"
