@@ -63,18 +63,10 @@ def _assignment(text):
     return key.strip(), value
 
 
-_IMPORT_HELP = (
-    "import this module first: a dotted name (found from the current directory or the "
-    "installed packages) or the path of a .py file, whose import registers tasks or "
-    "experiments of one's own (stsq_learn.tasks.register_task, stsq_learn.registry."
-    "register), which the other options then take by name; repeatable"
-)
-
-
 def _imported_names(argv):
     """The value of every ``--import`` in ``argv``, read before the parser is built."""
     pre = _Parser(prog="stsq-learn", add_help=False)
-    pre.add_argument("--import", dest="imports", action="append", default=[])
+    _add_import(pre)
     return pre.parse_known_args(argv)[0].imports
 
 
@@ -308,7 +300,10 @@ def _add_import(parser):
         action="append",
         default=[],
         metavar="MODULE_OR_PATH",
-        help=_IMPORT_HELP,
+        help="import this module first: a dotted name (found from the current directory or the "
+        "installed packages) or the path of a .py file, whose import registers tasks or "
+        "experiments of one's own (stsq_learn.tasks.register_task, stsq_learn.registry."
+        "register), which the other options then take by name; repeatable",
     )
 
 
