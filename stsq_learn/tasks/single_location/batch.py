@@ -355,23 +355,11 @@ def fit_members(estimators, method, calls, errors):
     minibatch runs with ``verbose`` (each fit shows its own progress; the
     population runs show one bar for all).
 
-    Parameters
-    ----------
-    estimators : list of ErfAttentionRegressor or SoftmaxAttentionRegressor
-        Checked members (one class, equal parameters but ``random_state``).
-    method : {"fit", "fit_online"}
-        The fit.
-    calls : list of tuple
-        Each member's arguments (one tuple object for all where shared;
-        members with rows of their own are fitted one after another).
-    errors : {"raise", "return"}
-        As in :func:`stsq_learn.engine.members.fit_members`.
-
-    Returns
-    -------
-    list
-        The fitted estimators (with ``"return"``, a failed member's
-        ``ValueError`` in its place).
+    ``method`` is ``"fit"`` or ``"fit_online"``, ``calls`` each member's
+    arguments (one tuple object for all where shared; members with rows of
+    their own are fitted one after another), ``errors`` as in the engine's.
+    Returns the fitted estimators (with ``"return"``, a failed member's
+    ``ValueError`` in its place).
     """
     for est in estimators:
         est._validate_params()
