@@ -13,13 +13,7 @@ _FIELD = re.compile(r"^( *)\{(\w+)\}$", re.MULTILINE)
 
 
 class Substitution:
-    """Decorator filling the ``{name}`` fields of a docstring with shared text.
-
-    Parameters
-    ----------
-    **pieces : str
-        The text of each field, indented as it stands in the docstring.
-    """
+    """Decorator filling the ``{name}`` fields of a docstring with ``pieces[name]``."""
 
     def __init__(self, **pieces):
         self.pieces = pieces
@@ -47,12 +41,7 @@ def replace_once(text, old, new):
 
     Docstrings composed from shared pieces use it instead of ``str.replace``:
     a piece whose text moved (no occurrence, or several) raises at import
-    instead of silently leaving the docstring unchanged.
-
-    Raises
-    ------
-    ValueError
-        If ``old`` does not occur exactly once in ``text``.
+    (``ValueError``) instead of silently leaving the docstring unchanged.
     """
     count = text.count(old)
     if count != 1:
@@ -226,6 +215,12 @@ ValueError
     If an input or hyperparameter is invalid (before any training), or
     if training diverges (the loss or the weights become NaN or
     infinite). The estimator is then left exactly as it was."""
+
+
+def fit_returns(online=False):
+    """The Returns and Raises sections of a ``fit`` (``online``: of a ``fit_online``)."""
+    curve = "; ``loss_curve_`` holds the loss of every step" if online else ""
+    return f"Returns\n-------\nself : object\n    The fitted estimator{curve}.\n\n{FIT_RAISES}"
 
 
 def section(obj, title):

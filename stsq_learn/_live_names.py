@@ -17,20 +17,10 @@ import sys
 def live_names(module_name, build, own=()):
     """The ``__getattr__`` and ``__dir__`` of a module whose extra names ``build()`` gives.
 
-    Parameters
-    ----------
-    module_name : str
-        The module's ``__name__``.
-    build : callable
-        Returns a dict of name to object, read from the registry at the call.
-    own : sequence of str, default=()
-        The module's own public names; ``__all__`` (when the module does not
-        define it) is these and the built ones.
-
-    Returns
-    -------
-    __getattr__, __dir__ : callable
-        The module-level functions.
+    ``module_name``: the module's ``__name__``; ``build()`` returns a dict of
+    name to object, read from the registry at the call; ``own``: the module's
+    own public names (``__all__``, where the module does not define it, is
+    these and the built ones).
     """
 
     def __getattr__(name):

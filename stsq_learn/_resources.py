@@ -16,15 +16,7 @@ import torch
 def available_bytes(device):
     """Memory a fit may take on ``device``: free CUDA memory, or the RAM the OS calls available.
 
-    Parameters
-    ----------
-    device : str or torch.device
-        The device.
-
-    Returns
-    -------
-    int or None
-        Bytes, or None where the system does not say.
+    Bytes, or None where the system does not say.
     """
     device = torch.device(device)
     if device.type == "cuda":

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import torch
+from sklearn.utils._param_validation import validate_parameter_constraints
 
 _CHECK_BLOCK = 1 << 20  # values checked at once when a sum is not finite (1 MiB of bools)
 
@@ -162,26 +163,30 @@ def check_positive_int(value, name, *, minimum=1):
     return int(value)
 
 
-def check_bool(value, name):
-    """Return ``value`` if it is True or False, or raise ``TypeError`` naming it."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__}: {value!r}.")
-    return value
+def check_random_state_param(random_state, caller):
+    """Refuse a ``random_state`` scikit-learn does not take, as ``caller``'s parameter."""
+    validate_parameter_constraints(
+        {"random_state": ["random_state"]}, {"random_state": random_state}, caller_name=caller
+    )
+
+
+def _int_or_range(value, name, pair, order):
+    """``(lo, hi)`` of an int >= 1 or an inclusive range of two (``pair``, ``order``: its words)."""
+    if not isinstance(value, (tuple, list, np.ndarray)):
+        value = check_positive_int(value, name)
+        return value, value
+    if len(value) != 2:
+        raise ValueError(f"{name} must be an int or a {pair}, got {value!r}.")
+    lo = check_positive_int(value[0], f"{name}[0]")
+    hi = check_positive_int(value[1], f"{name}[1]")
+    if lo > hi:
+        raise ValueError(f"{name} range must have {order}, got {value!r}.")
+    return lo, hi
 
 
 def check_n_selected(n_selected, seq_len):
     """Check a subset size q (an int or an inclusive range) against seq_len."""
-    if isinstance(n_selected, (tuple, list, np.ndarray)):
-        if len(n_selected) != 2:
-            raise ValueError(
-                f"n_selected must be an int or a pair (q_min, q_max), got {n_selected!r}."
-            )
-        lo = check_positive_int(n_selected[0], "n_selected[0]")
-        hi = check_positive_int(n_selected[1], "n_selected[1]")
-        if lo > hi:
-            raise ValueError(f"n_selected range must have q_min <= q_max, got {n_selected!r}.")
-    else:
-        lo = hi = check_positive_int(n_selected, "n_selected")
+    lo, hi = _int_or_range(n_selected, "n_selected", "pair (q_min, q_max)", "q_min <= q_max")
     if hi > seq_len:
         raise ValueError(
             f"n_selected={n_selected!r} cannot exceed seq_len={seq_len}: a row holds "
@@ -192,17 +197,8 @@ def check_n_selected(n_selected, seq_len):
 
 def check_seq_len(seq_len, name="seq_len"):
     """A sequence length: an int >= 1, or an inclusive range ``(shortest, longest)`` of them."""
-    if isinstance(seq_len, (tuple, list, np.ndarray)):
-        if len(seq_len) != 2:
-            raise ValueError(
-                f"{name} must be an int or a range (shortest, longest), got {seq_len!r}."
-            )
-        lo = check_positive_int(seq_len[0], f"{name}[0]")
-        hi = check_positive_int(seq_len[1], f"{name}[1]")
-        if lo > hi:
-            raise ValueError(f"{name} range must have shortest <= longest, got {seq_len!r}.")
-        return lo if lo == hi else (lo, hi)
-    return check_positive_int(seq_len, name)
+    lo, hi = _int_or_range(seq_len, name, "range (shortest, longest)", "shortest <= longest")
+    return lo if lo == hi else (lo, hi)
 
 
 def check_marker_channel(X, n_features, owner, marker, is_marker):

@@ -63,18 +63,10 @@ def _assignment(text):
     return key.strip(), value
 
 
-_IMPORT_HELP = (
-    "import this module first: a dotted name (found from the current directory or the "
-    "installed packages) or the path of a .py file, whose import registers tasks or "
-    "experiments of one's own (stsq_learn.tasks.register_task, stsq_learn.registry."
-    "register), which the other options then take by name; repeatable"
-)
-
-
 def _imported_names(argv):
     """The value of every ``--import`` in ``argv``, read before the parser is built."""
     pre = _Parser(prog="stsq-learn", add_help=False)
-    pre.add_argument("--import", dest="imports", action="append", default=[])
+    _add_import(pre)
     return pre.parse_known_args(argv)[0].imports
 
 
@@ -171,7 +163,7 @@ def _experiments_text():
 
 
 def _add_reproduce(sub):
-    """The ``reproduce`` subcommand (one ``add_argument`` per option: long, and flat)."""
+    """The ``reproduce`` subcommand."""
     rep = sub.add_parser(
         "reproduce",
         help="run the paper's experiments; write figures, results.json and a summary",
@@ -186,31 +178,15 @@ def _add_reproduce(sub):
         ),
     )
     size = rep.add_mutually_exclusive_group()
-    size.add_argument(
-        "--quick",
-        action="store_const",
-        dest="preset",
-        const="quick",
-        help="CPU size: a few minutes on 2 cores",
-    )
-    size.add_argument(
-        "--full",
-        action="store_const",
-        dest="preset",
-        const="full",
-        help="full size: about an hour on 2 CPU cores (--plan estimates it on this machine)",
-    )
-    size.add_argument(
-        "--gpu",
-        action="store_const",
-        dest="preset",
-        const="gpu",
-        help="larger sizes (longer sequences, more steps), for one GPU",
-    )
-    size.add_argument(
-        "--tiny", action="store_const", dest="preset", const="tiny", help=argparse.SUPPRESS
-    )
-    rep.set_defaults(preset=None)
+    for preset, help_text in (
+        ("quick", "CPU size: a few minutes on 2 cores"),
+        ("full", "full size: about an hour on 2 CPU cores (--plan estimates it on this machine)"),
+        ("gpu", "larger sizes (longer sequences, more steps), for one GPU"),
+        ("tiny", argparse.SUPPRESS),
+    ):
+        size.add_argument(
+            f"--{preset}", action="store_const", dest="preset", const=preset, help=help_text
+        )
     rep.add_argument(
         "--plan",
         action="store_true",
@@ -234,7 +210,6 @@ def _add_reproduce(sub):
     rep.add_argument(
         "--seeds",
         type=int,
-        default=None,
         metavar="N",
         help="seeds of each experiment, run together in one call of it; the bands of its "
         "headline numbers (median [min, max]) go to results.json, summary.md and bands.png "
@@ -243,7 +218,6 @@ def _add_reproduce(sub):
     rep.add_argument(
         "--jobs",
         type=int,
-        default=None,
         metavar="N",
         help="worker processes the experiments (one run each, every seed in it) are spread over "
         "(default: every usable core on a CPU, 1 on a GPU; -1: every usable core; "
@@ -259,14 +233,12 @@ def _add_reproduce(sub):
     rep.add_argument(
         "--reference",
         metavar="PATH",
-        default=None,
         help="a reference file (written by --write-reference) to --check against instead of "
         "the shipped one (implies --check)",
     )
     rep.add_argument(
         "--write-reference",
         metavar="PATH",
-        default=None,
         help="write the run's headline numbers, their tolerances (from the seed spread) and "
         "the run's provenance to PATH, a reference file for --check",
     )
@@ -286,7 +258,6 @@ def _add_reproduce(sub):
     rep.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        default=None,
         help="run every experiment's fits on a dask cluster: a scheduler address "
         "(tcp://host:8786) or local:N for a LocalCluster of N worker processes "
         "(needs the distributed extra; default: this process)",
@@ -329,12 +300,47 @@ def _add_import(parser):
         action="append",
         default=[],
         metavar="MODULE_OR_PATH",
-        help=_IMPORT_HELP,
+        help="import this module first: a dotted name (found from the current directory or the "
+        "installed packages) or the path of a .py file, whose import registers tasks or "
+        "experiments of one's own (stsq_learn.tasks.register_task, stsq_learn.registry."
+        "register), which the other options then take by name; repeatable",
     )
 
 
+_HYPERPARAMETER_OPTIONS = {  # the estimator's parameter: (the option's type, its help)
+    "positional_encoding": (None, "stochastic (default), fixed, randomized or sinusoidal"),
+    "max_positions": (int, "codebook size of randomized encodings"),
+    "pe_sampling": (
+        None,
+        "marginal (default: draws only what the scores need) or full (every encoding)",
+    ),
+    "n_pe_samples": (int, "encoding draws averaged at predict"),
+    "n_pe_samples_fit": (int, "encoding draws averaged in every training step"),
+    "solver": (
+        None,
+        "sgd or adam (default: the transformer's 'auto', sgd at rates that follow the "
+        "width; the FCN's adam)",
+    ),
+    "learning_rate_init": (
+        float,
+        "initial step size (default: 'auto', the transformer's from the width, the FCN's "
+        "from its layers' sizes and the steps)",
+    ),
+    "learning_rate": (
+        None,
+        "schedule of the step size: cooldown (the transformer's default), auto (the FCN's: "
+        "cooldown with its 'auto' step, else constant), constant, invscaling, adaptive "
+        "(--n-train rows only) or cosine",
+    ),
+    "max_iter": (
+        int,
+        "epochs over the rows (default: the transformer's planned steps; 200 for the FCN)",
+    ),
+}
+
+
 def _add_fit(sub):
-    """The ``fit`` subcommand (one ``add_argument`` per option: long, and flat)."""
+    """The ``fit`` subcommand."""
     fit = sub.add_parser(
         "fit",
         help="train one model on a task and print its R^2 per sequence length",
@@ -357,7 +363,6 @@ def _add_fit(sub):
     fit.add_argument(
         "--n-selected",
         type=int,
-        default=None,
         help="subset size q (named positions in retrieval; default: 3), for a task that has one",
     )
     fit.add_argument("--model", choices=["transformer", "fcn"], default="transformer")
@@ -366,40 +371,8 @@ def _add_fit(sub):
         "hyperparameters",
         "passed to the estimator, which validates them (see its documentation)",
     )
-    model.add_argument(
-        "--positional-encoding", help="stochastic (default), fixed, randomized or sinusoidal"
-    )
-    model.add_argument("--max-positions", type=int, help="codebook size of randomized encodings")
-    model.add_argument(
-        "--pe-sampling",
-        help="marginal (default: draws only what the scores need) or full (every encoding)",
-    )
-    model.add_argument("--n-pe-samples", type=int, help="encoding draws averaged at predict")
-    model.add_argument(
-        "--n-pe-samples-fit", type=int, help="encoding draws averaged in every training step"
-    )
-    model.add_argument(
-        "--solver",
-        help="sgd or adam (default: the transformer's 'auto', sgd at rates that follow the "
-        "width; the FCN's adam)",
-    )
-    model.add_argument(
-        "--learning-rate-init",
-        type=float,
-        help="initial step size (default: 'auto', the transformer's from the width, the FCN's "
-        "from its layers' sizes and the steps)",
-    )
-    model.add_argument(
-        "--learning-rate",
-        help="schedule of the step size: cooldown (the transformer's default), auto (the FCN's: "
-        "cooldown with its 'auto' step, else constant), constant, invscaling, adaptive "
-        "(--n-train rows only) or cosine",
-    )
-    model.add_argument(
-        "--max-iter",
-        type=int,
-        help="epochs over the rows (default: the transformer's planned steps; 200 for the FCN)",
-    )
+    for name, (kind, help_text) in _HYPERPARAMETER_OPTIONS.items():
+        model.add_argument("--" + name.replace("_", "-"), type=kind, help=help_text)
     model.add_argument(
         "--set",
         type=_assignment,
@@ -412,17 +385,13 @@ def _add_fit(sub):
     fit.add_argument(
         "--online-steps",
         type=int,
-        default=None,
         help="train online for N steps on fresh batches (default: fit on --n-train rows)",
     )
-    fit.add_argument(
-        "--n-train", type=int, default=None, help="training rows (default: 2000; not online)"
-    )
+    fit.add_argument("--n-train", type=int, help="training rows (default: 2000; not online)")
     fit.add_argument("--n-eval", type=int, default=1000, help="held-out rows")
     fit.add_argument(
         "--eval-lengths",
         type=_int_list,
-        default=None,
         metavar="T1,T2,...",
         help="evaluation lengths (default: T,2T,4T for the transformer, T for the FCN)",
     )
@@ -432,19 +401,6 @@ def _add_fit(sub):
     fit.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _add_import(fit)
     fit.set_defaults(handler=_run_fit, subparser=fit)
-
-
-_HYPERPARAMETER_OPTIONS = (
-    "positional_encoding",
-    "max_positions",
-    "pe_sampling",
-    "n_pe_samples",
-    "n_pe_samples_fit",
-    "solver",
-    "learning_rate_init",
-    "learning_rate",
-    "max_iter",
-)
 
 
 def _run_reproduce(args):
@@ -565,8 +521,6 @@ def _run_reproduce(args):
 
 def _check_reference_path(path):
     """Refuse a ``--write-reference`` path that cannot be written, before any work."""
-    import os
-
     target = os.path.abspath(path)
     if os.path.isdir(target):
         raise ValueError(f"--write-reference {path}: a directory; give a file path (.json).")

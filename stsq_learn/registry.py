@@ -91,14 +91,9 @@ class View(Mapping):
     """A read-only mapping built from the registry at every access: a list that stays live.
 
     Persistence's classes and the experiments' records are views, so that a
-    task registered after import is in them.
-
-    Parameters
-    ----------
-    build : callable
-        Returns the mapping as the registry has it now (it may import lazily).
-    name : str
-        What the view holds, for its ``repr``.
+    task registered after import is in them. ``build()`` returns the mapping
+    as the registry has it now (it may import lazily); ``name`` (what the
+    view holds) is for its ``repr``.
     """
 
     def __init__(self, build, name):

@@ -1,29 +1,14 @@
 """Length generalization as a score for scikit-learn's model selection.
 
-A length-shift score evaluates a fitted estimator on its validation rows moved
-to another sequence length ``T'``, with every target left exactly as it was:
-
-* ``T' > T``: ``T' - T`` fresh unselected tokens, drawn from the token law
-  (i.i.d. standard Gaussian), are inserted at uniformly random positions; the
-  original tokens keep their order.
-* ``q <= T' < T``: ``T - T'`` unselected tokens are deleted at random.
-
-The selected tokens, their order and hence ``y`` do not change, so the score
-measures only how the model copes with the new length.
-:func:`shift_length` is the data transform of sparse token selection,
-:class:`LengthShiftScorer` the scorer and :func:`length_shift_scoring` a
-ready ``scoring=`` dict that makes ``GridSearchCV`` report a
-length-generalization curve for every candidate.
-
-Every task owns its shift (:meth:`stsq_learn.Task.shift`), and the
-scorer applies the task's: the fitted model's ``task_`` (found through
-searches, pipelines and other wrappers), the scorer's ``task``, or the one
-registered task whose contract accepts the data. q-sparse averaging rows can
-only grow (:func:`shift_averaging` inserts fresh tokens with their own
-subsets, renumbers the original subsets and keeps their targets).
+:class:`LengthShiftScorer` scores a fitted estimator on its validation rows
+moved to another sequence length ``T'`` by the task's length shift
+(:meth:`stsq_learn.Task.shift`: every target stays as it was, so the score
+measures only how the model copes with the new length), and
+:func:`length_shift_scoring` is a ready ``scoring=`` dict that makes
+``GridSearchCV`` report a length-generalization curve for every candidate.
+The tasks' shifts (:func:`shift_length`, :func:`shift_averaging`) and
 :func:`averaging_accuracy`, :func:`worst_position_error` and
-:func:`relative_mse` live in :mod:`stsq_learn.metrics` and stay importable
-from here.
+:func:`relative_mse` (of :mod:`stsq_learn.metrics`) stay importable from here.
 """
 
 from __future__ import annotations
@@ -322,13 +307,7 @@ def _resolve_task(estimator, task, X, y):
     In order: the task the (possibly wrapped) fitted model carries as
     ``task_``, which an explicit ``task`` must equal; else the explicit
     ``task``; else the one registered task whose contract accepts ``(X, y)``.
-
-    Returns
-    -------
-    task : Task
-        The task at the data's sizes, as :meth:`Task.from_data` returns it.
-    X, y : ndarray
-        The checked data.
+    Returns ``(task, X, y)`` as :meth:`Task.from_data` does.
     """
     explicit = None if task is None else get_task(task)
     fitted = _fitted_task(estimator)

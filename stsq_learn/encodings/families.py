@@ -61,14 +61,7 @@ __all__ = [
 class _Family:
     """What every family shares: scores from its encodings, no length limit.
 
-    Parameters
-    ----------
-    width : int
-        Dimension m of an encoding.
-    seed : int, default=0
-        Seed of the vectors a family keeps (fixed encodings, codebook).
-    max_positions : int or None, default=None
-        Codebook size (randomized encodings only).
+    Each family documents its parameters (``width``, ``seed``, ``max_positions``).
     """
 
     name = None

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import check_positive_int
+from .._validation import check_n_selected, check_positive_int
 
 __all__ = ["IsotropicFloor", "isotropic_floor"]
 
@@ -159,17 +159,8 @@ def simulation_bytes(seq_len, n_samples=100_000, n_pe_samples=1):
     The scores of every simulated row are kept (float32, all gammas are
     scored on the same draws), ``4 * n_samples * n_pe_samples * seq_len``
     bytes, plus the temporaries of one chunk of rows (its float64 draws and
-    each gamma's weights), about 40 bytes per score of the chunk.
-
-    Parameters
-    ----------
-    seq_len, n_samples, n_pe_samples : int
-        As for :func:`isotropic_floor`.
-
-    Returns
-    -------
-    int
-        Bytes.
+    each gamma's weights), about 40 bytes per score of the chunk. The
+    arguments are :func:`isotropic_floor`'s.
     """
     per_row = seq_len * n_pe_samples
     chunk_rows = min(n_samples, max(1, _CHUNK_ELEMENTS // per_row))
@@ -192,11 +183,7 @@ class _Objective:
 def _check_width_etc(seq_len, n_selected, width, n_samples, n_pe_samples):
     seq_len = check_positive_int(seq_len, "seq_len")
     n_selected = check_positive_int(n_selected, "n_selected")
-    if n_selected > seq_len:
-        raise ValueError(
-            f"n_selected={n_selected} cannot exceed seq_len={seq_len}: a row holds only "
-            "seq_len tokens to select from."
-        )
+    check_n_selected(n_selected, seq_len)
     width = check_positive_int(width, "width")
     n_samples = check_positive_int(n_samples, "n_samples")
     n_pe_samples = check_positive_int(n_pe_samples, "n_pe_samples")

@@ -117,17 +117,8 @@ def check_floor_cost(seq_len, n_selected, width, n_draws=1):
 
     :func:`cached_floor` simulates 20,000 rows of length ``seq_len``
     (:func:`stsq_learn.floor.simulation_bytes`); a size already computed
-    costs nothing and is not checked.
-
-    Parameters
-    ----------
-    seq_len, n_selected, width, n_draws : int
-        As for :func:`cached_floor`.
-
-    Raises
-    ------
-    ValueError
-        Naming ``length_scale='floor'``, the length and the bytes.
+    costs nothing and is not checked. The arguments are :func:`cached_floor`'s;
+    the error names ``length_scale='floor'``, the length and the bytes.
     """
     from .floor import simulation_bytes
 

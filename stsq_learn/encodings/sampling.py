@@ -47,18 +47,6 @@ def _draw_device(generator, device):
     its own device, and the caller moves them to ``device``: the numbers of
     a generator are then the same wherever the result goes. None (torch's
     global generator of each device) draws on ``device``.
-
-    Parameters
-    ----------
-    generator : torch.Generator or None
-        Source of randomness.
-    device : str or torch.device
-        Device of the result.
-
-    Returns
-    -------
-    torch.device
-        ``device``, or the generator's device when it is of another type.
     """
     device = torch.device(device)
     if generator is None or generator.device.type == device.type:

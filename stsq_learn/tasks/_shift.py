@@ -19,23 +19,10 @@ from .._validation import check_positive_int
 def move_marked_rows(X, marked, seq_len, random_state, what="selects", noun="selected"):
     """Move every row of ``X`` to length ``seq_len``, keeping its marked tokens in place.
 
-    Parameters
-    ----------
-    X : ndarray of shape (n, T, n_channels)
-        Checked rows; the last channel is the marker (0.0 for an unmarked token).
-    marked : ndarray of bool, shape (n, T)
-        Which tokens a row's target reads.
-    seq_len : int
-        The new length, at least the most marked tokens of a row.
-    random_state : int, RandomState instance or None
-        Seed of the new places and tokens.
-    what, noun : str
-        Words of the error message ("row 3 selects 4 tokens", "the selected tokens").
-
-    Returns
-    -------
-    ndarray of shape (n, seq_len, n_channels)
-        A new array of ``X``'s dtype; inserted tokens have marker 0.0.
+    ``marked`` (bool, ``(n, T)``) says which tokens a row's target reads; the
+    last channel of ``X`` is the marker, 0.0 on the inserted tokens. ``what``
+    and ``noun`` are the words of the error message ("row 3 selects 4
+    tokens", "the selected tokens"). Returns a new array of ``X``'s dtype.
     """
     seq_len = check_positive_int(seq_len, "seq_len")
     n, T, c = X.shape

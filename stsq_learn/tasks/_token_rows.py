@@ -25,19 +25,7 @@ SHAPE = "(n_samples, seq_len, n_features)"
 def as_tokens(X, name="X", title="this task"):
     """``X`` as a 3-D non-empty array of finite floats (the input itself when it is one).
 
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, seq_len, n_features)
-        Rows of tokens.
-    name : str, default="X"
-        The argument's name, for the messages.
-    title : str, default="this task"
-        The task's name, for the messages.
-
-    Returns
-    -------
-    ndarray
-        A real array (the input when it already is one).
+    ``name`` (the argument's) and ``title`` (the task's) are for the messages.
     """
     arr = as_real_array(X, name, f"{SHAPE} for {name}")
     if arr.ndim != 3:
@@ -50,20 +38,7 @@ def as_tokens(X, name="X", title="this task"):
 
 
 def as_row_targets(y, n):
-    """``y`` as finite floats of shape ``(n,)``, one per row (a column ``(n, 1)`` reads as 1-D).
-
-    Parameters
-    ----------
-    y : array-like of shape (n,) or (n, 1)
-        The targets.
-    n : int
-        The number of rows they belong to.
-
-    Returns
-    -------
-    ndarray of shape (n,)
-        Finite floats, in C order.
-    """
+    """``y`` as finite floats of shape ``(n,)``, one per row (a column ``(n, 1)`` reads as 1-D)."""
     arr = as_real_array(y, "y", f"({n},) for y")
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -78,19 +53,7 @@ def as_row_targets(y, n):
 def check_scale(value, name, *, positive):
     """A scale of a law (a noise level, a standard deviation): a finite real >= 0, or > 0.
 
-    Parameters
-    ----------
-    value : object
-        The value given.
-    name : str
-        The argument's name, for the messages.
-    positive : bool
-        Whether 0 is refused too.
-
-    Returns
-    -------
-    float
-        The value.
+    ``name`` names it in the messages; ``positive``: whether 0 is refused too. Returns a float.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}.")
@@ -104,19 +67,7 @@ def check_scale(value, name, *, positive):
 def check_law_seed(value, name, of):
     """A seed that names a law: an int in ``[0, 2**32 - 1]``.
 
-    Parameters
-    ----------
-    value : object
-        The seed given.
-    name : str
-        The argument's name, for the messages.
-    of : str
-        What the seed draws (e.g. ``"xi"``), for the messages.
-
-    Returns
-    -------
-    int
-        The seed.
+    ``name`` (the argument's) and ``of`` (what it draws, e.g. ``"xi"``) are for the messages.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(

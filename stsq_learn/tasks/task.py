@@ -172,20 +172,8 @@ class Task(ModelReading, abc.ABC):
 
     @abc.abstractmethod
     def _sample(self, n_samples, rng):
-        """:meth:`sample` at one length, from a ``RandomState`` (required).
-
-        Parameters
-        ----------
-        n_samples : int
-            Number of rows.
-        rng : numpy.random.RandomState
-            Source of randomness.
-
-        Returns
-        -------
-        X, y : ndarray
-            As :meth:`sample` returns them, at this task's ``seq_len``.
-        """
+        """:meth:`sample` at one length: ``n_samples`` rows ``(X, y)`` from the ``RandomState``
+        ``rng``, at this task's ``seq_len`` (required)."""
 
     def sample_torch(self, n_samples, *, generator, device="cpu", dtype=torch.float32):
         """Draw ``n_samples`` rows as tensors on ``device``, from ``generator``.

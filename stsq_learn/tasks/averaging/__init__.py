@@ -1,9 +1,5 @@
 """q-sparse averaging (qSA) of Sanford, Hsu and Telgarsky: its home.
 
-- :mod:`.estimators`
-- :mod:`.experiment`
-- :mod:`.task`
-
 The law and its generator are importable from here; the estimators, the
 experiment and the rest load with their modules (the registry,
 :mod:`stsq_learn.registry`, names them all).

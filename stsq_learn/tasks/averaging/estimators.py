@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from sklearn.utils.validation import check_is_fitted
 
-from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, replace_once, section
+from ..._docstrings import ATTRIBUTES, Substitution, fit_returns, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
 from .. import SparseAveragingTask
@@ -66,7 +66,7 @@ class _Averaging:
         check_is_fitted(self)
         return self.task_.n_selected
 
-    @Substitution(rows=_ROWS, targets=_TARGETS, fit_raises=FIT_RAISES)
+    @Substitution(rows=_ROWS, targets=_TARGETS, returns=fit_returns())
     def fit(self, X, y):
         """Fit the model to q-sparse averaging data with epochs of shuffled minibatches.
 
@@ -77,16 +77,11 @@ class _Averaging:
         {rows}
         {targets}
 
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit(X, y)
 
-    @Substitution(fit_raises=FIT_RAISES)
+    @Substitution(returns=fit_returns(online=True))
     def fit_online(self, task, n_steps="auto"):
         """Fit on a fresh batch drawn from ``task`` at every step.
 
@@ -101,12 +96,7 @@ class _Averaging:
             Number of optimisation steps; ``"auto"``: the planned steps of
             the model's default recipe.
 
-        Returns
-        -------
-        self : object
-            The fitted estimator; ``loss_curve_`` holds the loss of every step.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit_online(task, n_steps)
 

@@ -48,14 +48,9 @@ class TwoSteps(_StepPace):
     continues a two-step fit (a warm start) starts at step 3. In the
     stacked run of a batched fit it paces every member (the query's norm is
     each member's own) and gives each member's own pace its query
-    (:func:`~stsq_learn.engine.members.member_nets`).
-
-    Parameters
-    ----------
-    query_norm : float or None
-        The query's norm after the two steps (None: the step's norm).
-    steps_done : int, default=0
-        Steps of the protocol already taken (2: a continuation).
+    (:func:`~stsq_learn.engine.members.member_nets`). ``query_norm``: the
+    query's norm after the two steps (None: the step's); ``steps_done``:
+    steps of the protocol already taken (2: a continuation).
     """
 
     _FROZEN = {1: ("query", "intercept"), 2: ("readout", "intercept")}

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import validate_parameter_constraints
 
-from ..._validation import as_real_array, check_positive_int
+from ..._validation import as_real_array, check_positive_int, check_random_state_param
 from .._token_rows import TokenRowsTask, check_law_seed
 from .._token_rows import as_tokens as _as_tokens
 
@@ -37,20 +36,7 @@ _TITLE = "sparse-token classification"
 
 
 def as_tokens(X, name="X"):
-    """``X`` as rows of sparse-token classification: 3-D, non-empty, finite floats.
-
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, seq_len, n_features)
-        Rows of tokens.
-    name : str, default="X"
-        The argument's name, for the messages.
-
-    Returns
-    -------
-    ndarray
-        A real array (the input when it already is one).
-    """
+    """``X`` as rows of sparse-token classification: 3-D, non-empty, finite floats."""
     return _as_tokens(X, name, _TITLE)
 
 
@@ -371,11 +357,7 @@ def make_sparse_token_classification(
     ((200, 16, 8), (200,), dtype('int64'))
     """
     task_seed = check_law_seed(task_seed, "task_seed", "xi")
-    validate_parameter_constraints(
-        {"random_state": ["random_state"]},
-        {"random_state": random_state},
-        caller_name="make_sparse_token_classification",
-    )
+    check_random_state_param(random_state, "make_sparse_token_classification")
     task = SparseTokenClassificationTask(
         seq_len,
         n_features,

@@ -6,7 +6,6 @@
 - :mod:`.estimators` (:class:`~stsq_learn.LinearAttentionRegressor`)
 - :mod:`.baselines` (per-prompt least squares and one gradient step)
 - :mod:`.experiment` (the experiment: the layer beside the theory, from the studies)
-- :mod:`.record` (its record for :func:`~stsq_learn.experiments.reproduce`)
 
 The law and its generator are importable from here; the estimators, the
 theory and the rest load with their modules (the registry,

@@ -18,7 +18,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..._docstrings import ATTRIBUTES, FIT_RAISES, SOLVER, TRAINING, Substitution, replace_once
+from ..._docstrings import ATTRIBUTES, SOLVER, TRAINING, Substitution, fit_returns, replace_once
 from ..._docstrings import schedule as _schedule
 from ...engine import training as tr
 from ...engine.base import _BaseEstimator
@@ -271,7 +271,7 @@ class LinearAttentionRegressor(_Regressor):
         super()._train(data, task, *args, **kwargs)
 
     # -- public API, documented for prompts -------------------------------------------
-    @Substitution(rows=_ROWS, fit_raises=FIT_RAISES)
+    @Substitution(rows=_ROWS, returns=fit_returns())
     def fit(self, X, y):
         """Fit the layer to prompts with epochs of shuffled minibatches.
 
@@ -281,16 +281,11 @@ class LinearAttentionRegressor(_Regressor):
         y : array-like of shape (n_prompts,)
             The queries' labels.
 
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit(X, y)
 
-    @Substitution(fit_raises=FIT_RAISES)
+    @Substitution(returns=fit_returns(online=True))
     def fit_online(self, task, n_steps="auto"):
         """Fit on a fresh batch of prompts drawn from ``task`` at every step.
 
@@ -306,12 +301,7 @@ class LinearAttentionRegressor(_Regressor):
         n_steps : int or "auto", default="auto"
             Number of optimisation steps; ``"auto"`` is 1000.
 
-        Returns
-        -------
-        self : object
-            The fitted estimator; ``loss_curve_`` holds the loss of every step.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit_online(task, n_steps)
 

@@ -23,9 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_parameter_constraints
 
-from ..._validation import as_real_array, check_positive_int, finite_floats
+from ..._validation import (
+    as_real_array,
+    check_positive_int,
+    check_random_state_param,
+    finite_floats,
+)
 from .._token_rows import TokenRowsTask, as_row_targets, check_scale
 
 __all__ = [
@@ -168,17 +172,9 @@ def least_squares(x, labels, alpha=0.0):
 def as_prompts(X, name="X"):
     """``X`` as prompts: 3-D finite reals ``(n, M + 1, d + 1)``, M >= 1, the query's label 0.
 
-    Parameters
-    ----------
-    X : array-like of shape (n_prompts, n_examples + 1, n_features + 1)
-        Prompts: ``M`` tokens ``[x_i; y_i]``, then the query ``[x_q; 0]``.
-    name : str, default="X"
-        The argument's name, for the messages.
-
-    Returns
-    -------
-    ndarray
-        A real array (the input itself when it already is one).
+    A prompt is ``M`` tokens ``[x_i; y_i]``, then the query ``[x_q; 0]``;
+    ``name`` names ``X`` in the messages. Returns the input itself where it is
+    already a real array.
     """
     arr = as_real_array(X, name, f"{SHAPE} for {name}")
     if arr.ndim != 3:
@@ -598,10 +594,6 @@ def make_in_context_regression(
     0.0
     """
     n_examples = check_positive_int(n_examples, "n_examples")
-    validate_parameter_constraints(
-        {"random_state": ["random_state"]},
-        {"random_state": random_state},
-        caller_name="make_in_context_regression",
-    )
+    check_random_state_param(random_state, "make_in_context_regression")
     task = InContextRegressionTask(n_examples + 1, n_features, covariance=covariance, noise=noise)
     return task.sample(n_prompts, random_state=random_state)

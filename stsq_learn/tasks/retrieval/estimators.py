@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._docstrings import ATTRIBUTES, FIT_RAISES, Substitution, replace_once, section
+from ..._docstrings import ATTRIBUTES, Substitution, fit_returns, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
 from ...metrics import _metric_values
@@ -33,7 +33,7 @@ y : array-like of shape (n_samples, n_selected * n_features)
     The named tokens side by side, in role order."""
 
 _RETRIEVAL_ATTRIBUTES = replace_once(
-    ATTRIBUTES,
+    replace_once(ATTRIBUTES, "minus the indicator", "minus the role channel"),
     "    loss_curve_ :",
     "    n_selected_ : int\n"
     "        Number q of roles seen in fit (the outputs are q tokens).\n"
@@ -57,7 +57,7 @@ class _Retrieval:
         check_is_fitted(self)
         return self.task_.n_selected
 
-    @Substitution(rows=_ROWS, targets=_TARGETS, fit_raises=FIT_RAISES)
+    @Substitution(rows=_ROWS, targets=_TARGETS, returns=fit_returns())
     def fit(self, X, y):
         """Fit the model to q-sparse token retrieval data with epochs of shuffled minibatches.
 
@@ -66,16 +66,11 @@ class _Retrieval:
         {rows}
         {targets}
 
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit(X, y)
 
-    @Substitution(fit_raises=FIT_RAISES)
+    @Substitution(returns=fit_returns(online=True))
     def fit_online(self, task, n_steps="auto"):
         """Fit on a fresh batch drawn from ``task`` at every step.
 
@@ -87,12 +82,7 @@ class _Retrieval:
             Number of optimisation steps; ``"auto"``: the planned steps of
             the model's default recipe.
 
-        Returns
-        -------
-        self : object
-            The fitted estimator; ``loss_curve_`` holds the loss of every step.
-
-        {fit_raises}
+        {returns}
         """
         return super().fit_online(task, n_steps)
 
@@ -130,7 +120,9 @@ class _Retrieval:
         return super().score(X, y, sample_weight)
 
 
-@Substitution(parameters=section(SparseTokenSelector, "Parameters"))
+@Substitution(
+    parameters=section(SparseTokenSelector, "Parameters"), attributes=_RETRIEVAL_ATTRIBUTES
+)
 class SparseTokenRetriever(_Retrieval, _AttentionCore):
     """Multi-head softmax attention for q-sparse token retrieval.
 
@@ -156,30 +148,13 @@ class SparseTokenRetriever(_Retrieval, _AttentionCore):
 
     Attributes
     ----------
+    {attributes}
     key_query_ : ndarray of shape (`n_features_in_` + width, n_selected * width)
         The learned W at one head; of shape (n_heads, ...) with several.
     key_queries_ : ndarray of shape (n_heads, `n_features_in_` + width, n_selected * width)
         Every head's W.
     readout_ : ndarray of shape (n_selected * `n_features_in_`, n_heads * `n_features_in_`)
         The learned linear output map of the heads.
-    n_selected_ : int
-        Number q of roles seen in fit.
-    task_ : SparseRetrievalTask
-        The data contract the model was fitted under, at its training length.
-    n_features_in_ : int
-        Token dimension d seen in fit.
-    seq_len_ : int
-        Sequence length T seen in fit.
-    loss_curve_ : list of float
-        Training loss per epoch (:meth:`fit`) or per step (:meth:`fit_online`).
-    n_iter_ : int
-        Number of epochs or steps run, across warm-started calls.
-    t_ : int
-        Number of training rows seen by the optimiser.
-    device_ : torch.device
-        Device the model was trained on and predicts on.
-    net_ : skorch.NeuralNetRegressor
-        The skorch net that ran the training.
     solver_ : str
         The solver the last fit ran.
     learning_rate_init_ : float

@@ -1,8 +1,5 @@
 """Sparse token selection (STS_q), the paper's task: its home.
 
-- :mod:`.estimators`
-- :mod:`.task`
-
 The law and its generator are importable from here; the estimators, the
 experiment and the rest load with their modules (the registry,
 :mod:`stsq_learn.registry`, names them all).

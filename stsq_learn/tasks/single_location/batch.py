@@ -1,18 +1,12 @@
 """Several erf-predictor runs in one batched computation: seeds (and settings) side by side.
 
-The seeds of a single-location estimator are members of the engine's
-batched fits (:func:`stsq_learn.engine.members.fit_members`,
-:func:`~stsq_learn.engine.members.fit_online_members`, and a study's
-``batch_seeds=True``): the engine checks them, draws each member's
-randomness as its fit does, judges each member alone and assigns (or, with
-``errors="return"``, returns each failure), and this module's
-:func:`fit_members` (the estimators' ``_fit_members``) takes their steps.
-:func:`fit_online_seeds` is that batched fit for the seeds of one
-:class:`ErfAttentionRegressor` (``solver="pgd"``, the theorem's setting);
-:func:`fit_online_batch` takes any list of them (each its own start,
-temperature schedule and step size: the members of the engine are seeds of
-one estimator, these are not), with the same steps, verdicts and
-failures.
+:func:`fit_online_seeds` fits the seeds of one :class:`ErfAttentionRegressor`
+(``solver="pgd"``, the theorem's setting), :func:`fit_online_batch` any list
+of them (each its own start, temperature schedule and step size), and
+:func:`fit_members` (the estimators' ``_fit_members``) takes the steps of the
+engine's batched fits (:mod:`stsq_learn.engine.members`, a study's
+``batch_seeds=True``), which check the members, draw each member's
+randomness as its fit does, and judge and assign (or return) each failure.
 
 Why the steps are this module's and not the engine's training loop: a
 projected step on the closed-form population risk has no rows, no module
@@ -28,26 +22,9 @@ run. Each run steps in the coordinates of the orthonormal basis of ``k*``,
 ``v*`` and its start (every gradient lies in the span of ``k*``, ``v*``,
 ``k`` and ``v``, so projected gradient descent never leaves that
 4-dimensional span): a step costs the same at any d, and ``k_`` and ``v_``
-are mapped back to ``R^d`` at the end. Each fitted estimator is the one
-``est.fit_online(task, n_steps)`` gives, up to float rounding (the sums run
-in another order: the vectors agree to about 1e-12, the curves to the same
-relative precision), with the same checks: hyperparameters, divergence,
-memory, and a failed call leaves every estimator as it was.
-
-Examples
---------
->>> from sklearn.base import clone
->>> from stsq_learn import ErfAttentionRegressor, SingleLocationTask
->>> from stsq_learn.tasks.single_location.batch import fit_online_seeds
->>> task = SingleLocationTask(seq_len=5, n_features=20)
->>> est = ErfAttentionRegressor(learning_rate_init=0.02, lambda_decay=3e-3,
-...                             max_iter=500)
->>> models = fit_online_seeds(est, task, random_states=range(4))
->>> [m.random_state for m in models]
-[0, 1, 2, 3]
->>> one = clone(est).set_params(random_state=2).fit_online(task)
->>> bool(abs(one.k_ - models[2].k_).max() < 1e-10)
-True
+are mapped back to ``R^d`` at the end (the sums run in another order than
+``fit_online``'s: the vectors agree to about 1e-12, the curves to the same
+relative precision).
 """
 
 from __future__ import annotations
@@ -202,6 +179,21 @@ def fit_online_seeds(estimator, task, random_states, n_steps="auto"):
     TypeError, ValueError
         As :func:`fit_online_batch` (a failed run is named by its
         ``random_state``), and for a seed that is not an int.
+
+    Examples
+    --------
+    >>> from sklearn.base import clone
+    >>> from stsq_learn import ErfAttentionRegressor, SingleLocationTask
+    >>> from stsq_learn.tasks.single_location.batch import fit_online_seeds
+    >>> task = SingleLocationTask(seq_len=5, n_features=20)
+    >>> est = ErfAttentionRegressor(learning_rate_init=0.02, lambda_decay=3e-3,
+    ...                             max_iter=500)
+    >>> models = fit_online_seeds(est, task, random_states=range(4))
+    >>> [m.random_state for m in models]
+    [0, 1, 2, 3]
+    >>> one = clone(est).set_params(random_state=2).fit_online(task)
+    >>> bool(abs(one.k_ - models[2].k_).max() < 1e-10)
+    True
     """
     if not (isinstance(estimator, _SingleLocationModel) and estimator._temperature):
         raise TypeError(
@@ -363,23 +355,11 @@ def fit_members(estimators, method, calls, errors):
     minibatch runs with ``verbose`` (each fit shows its own progress; the
     population runs show one bar for all).
 
-    Parameters
-    ----------
-    estimators : list of ErfAttentionRegressor or SoftmaxAttentionRegressor
-        Checked members (one class, equal parameters but ``random_state``).
-    method : {"fit", "fit_online"}
-        The fit.
-    calls : list of tuple
-        Each member's arguments (one tuple object for all where shared;
-        members with rows of their own are fitted one after another).
-    errors : {"raise", "return"}
-        As in :func:`stsq_learn.engine.members.fit_members`.
-
-    Returns
-    -------
-    list
-        The fitted estimators (with ``"return"``, a failed member's
-        ``ValueError`` in its place).
+    ``method`` is ``"fit"`` or ``"fit_online"``, ``calls`` each member's
+    arguments (one tuple object for all where shared; members with rows of
+    their own are fitted one after another), ``errors`` as in the engine's.
+    Returns the fitted estimators (with ``"return"``, a failed member's
+    ``ValueError`` in its place).
     """
     for est in estimators:
         est._validate_params()

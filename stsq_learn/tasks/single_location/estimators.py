@@ -33,11 +33,6 @@ from .theory import _risk_gradient, _task_constants
 __all__ = ["ErfAttentionRegressor", "SoftmaxAttentionRegressor"]
 
 
-def _batched(cls, estimators, method, calls, errors):
-    """Seeds fitted together, by loops of their own (:func:`.batch.fit_members`)."""
-    return fit_members(estimators, method, calls, errors)
-
-
 class ErfAttentionRegressor(_SingleLocationModel):
     """The erf predictor ``T(X) = sum_l erf(lambda <x_l, k>) <x_l, v>``, k and v on the sphere.
 
@@ -163,7 +158,7 @@ class ErfAttentionRegressor(_SingleLocationModel):
     _vectors = ("k_", "v_")
     _curves_per_step = 2  # the loss and the temperature
     _temperature = True
-    _fit_members = classmethod(_batched)
+    _fit_members = staticmethod(fit_members)  # seeds fitted together, by loops of their own
 
     def _population_steps(self):
         return self.solver == "pgd"
@@ -362,7 +357,7 @@ class SoftmaxAttentionRegressor(_SingleLocationModel):
         "on_divergence": [StrOptions({"raise", "warn"})],
     }
     _vectors = ("query_", "v_")
-    _fit_members = classmethod(_batched)
+    _fit_members = staticmethod(fit_members)
 
     def _train(self, task, batches, law, n_steps, rng, steps, probe, guard):
         d = task.n_features

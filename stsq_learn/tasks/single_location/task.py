@@ -17,8 +17,8 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils._param_validation import validate_parameter_constraints
 
+from ..._validation import check_random_state_param
 from .._token_rows import TokenRowsTask, as_row_targets, as_tokens, check_law_seed, check_scale
 
 __all__ = ["SingleLocationTask", "make_single_location"]
@@ -179,8 +179,6 @@ class SingleLocationTask(TokenRowsTask):
             raise ValueError(f"X has {d} feature(s) per token; single-location needs >= 2.")
         return cls(L, d), X, y
 
-    # -- the length shift -----------------------------------------------------------
-
 
 def make_single_location(
     n_samples=1000,
@@ -240,11 +238,7 @@ def make_single_location(
     ((200, 10, 20), (200,))
     """
     task_seed = check_law_seed(task_seed, "task_seed", "k* and v*")
-    validate_parameter_constraints(
-        {"random_state": ["random_state"]},
-        {"random_state": random_state},
-        caller_name="make_single_location",
-    )
+    check_random_state_param(random_state, "make_single_location")
     task = SingleLocationTask(
         seq_len, n_features, gamma=gamma, noise=noise, position=position, random_state=task_seed
     )

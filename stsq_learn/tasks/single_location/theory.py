@@ -281,39 +281,16 @@ def _risk_gradient_batch(K, V, lam, k_star, v_star, constants):
     ``k`` and ``v`` ``(n, d)``, and ``<k, k*>`` and ``<v, v*>`` ``(n,)``: for
     each row, :func:`_risk_gradient`'s numbers up to rounding.
     """
-    n = len(K)
-    risk, grad, kk, vv = _risk_gradient_stacked(
-        np.concatenate([K, V]), lam, np.stack([k_star, v_star], axis=1), constants
-    )
+    n, d = K.shape
+    stars = np.broadcast_to(np.stack([k_star, v_star], axis=1), (2 * n, d, 2))
+    risk, grad, kk, vv = _risk_gradient_coords(np.concatenate([K, V]), lam, stars, constants)
     return risk, grad[:n], grad[n:], kk, vv
 
 
-def _risk_gradient_stacked(W, lam, stars, constants):
-    """:func:`_risk_gradient_batch` on ``W = [K; V]`` (``2n`` rows), ``stars = [k*, v*]`` (d, 2).
-
-    Returns the risks ``(n,)``, the gradients ``[grad_k; grad_v]`` ``(2n, d)``,
-    ``<k, k*>`` and ``<v, v*>``: the keys and values share every d-sized
-    operation (the training loop keeps them stacked).
-    """
-    n = len(W) // 2
-    WS = W @ stars
-    sq = np.einsum("ij,ij->i", W, W)
-    c = np.einsum("ij,ij->i", W[:n], W[n:])
-    p = [WS[:n, 0], WS[:n, 1], WS[n:, 0], WS[n:, 1], c, sq[:n], sq[n:]]
-    risk, g = _risk_and_partials_batch(p, lam, constants)
-    # grad_k = g0 k* + g1 v* + g4 v + 2 g5 k;  grad_v = g2 k* + g3 v* + g4 k + 2 g6 v
-    along = np.concatenate([g[:2].T, g[2:4].T]) @ stars.T
-    swapped = np.concatenate([W[n:], W[:n]])
-    cross = np.concatenate([g[4], g[4]])[:, None]
-    twice = 2 * np.concatenate([g[5], g[6]])[:, None]
-    grad = along + cross * swapped + twice * W
-    return risk, grad, WS[:n, 0], WS[n:, 1]
-
-
 def _risk_gradient_coords(W, lam, stars, constants):
-    """:func:`_risk_gradient_stacked` with each row in its own coordinates.
+    """:func:`_risk_gradient_batch` on ``W = [K; V]``, each row in its own coordinates.
 
-    ``W = [K; V]`` holds ``2n`` rows of ``m`` coordinates, ``stars``
+    ``W`` holds ``2n`` rows of ``m`` coordinates, ``stars``
     ``(2n, m, 2)`` the coordinates of ``k*`` and ``v*`` in each row's
     orthonormal basis (rows ``i`` and ``n + i`` share one). Projected
     gradient descent never leaves the span of ``k*``, ``v*`` and the start
