@@ -10,13 +10,12 @@ from dataclasses import field
 import numpy as np
 from sklearn.base import clone
 from sklearn.metrics import make_scorer
-from sklearn.utils._param_validation import StrOptions
 
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment, _widths
-from ...experiments._common import new_axes
+from ...experiments._common import length_axes, new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT, positive_ints
+from ...experiments._settings import COUNTS, STEPS, positive_ints
 from ...scoring import relative_mse
 from ...studies import BandDisplay, StudyTable, sweep
 from .estimators import FCNRetriever, SparseTokenRetriever
@@ -24,8 +23,6 @@ from .task import SparseRetrievalTask
 
 LAWS = {"transformer": "log2", "fcn": "power"}
 """The law the theory gives each model's minimal width against T."""
-_COUNT = [COUNT]
-_STEPS = [*_COUNT, StrOptions({"auto"})]
 
 # Adam for the width search (its heads set to q by the run) and the heads part: in a fixed
 # budget the width-following SGD's scores are too noisy to bracket a width (T=16: 0.89 at
@@ -72,11 +69,11 @@ n_val, stop_at_target
 
     _parameter_constraints = {
         **_widths.WidthsAndLengthSettings._parameter_constraints,
-        **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), _COUNT),
+        **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), COUNTS),
         **{key: [positive_ints(increasing=True)] for key in ("q_values", "n_heads")},
         **{key: [SparseTokenRetriever] for key in ("transformer", "estimator")},
         "fcn": [FCNRetriever],
-        "heads_steps": _STEPS,
+        "heads_steps": STEPS,
         "heads_estimator": [SparseTokenRetriever, None],
     }
 
@@ -239,10 +236,7 @@ def figure(result, axes=None):
     kw = dict(xlabel="evaluation length T' (log scale)", ylabel="$R^2$", legend=False)
     kw["title"] = f"Retrieval: length generalization (q=H={q}, m={c['length_width']})"
     _widths.length_panel(ax_l, tables["length"], **kw)
-    ax_l.axvline(T, color="gray", ls=":", lw=1, label=f"training T={T}")
-    ax_l.axhline(0.0, color="k", lw=0.5)
-    scores = np.asarray(tables["length"]["score"], dtype=float)
-    ax_l.set_ylim(min(-0.1, float(np.nanmin(scores, initial=0.0)) - 0.05), 1.02)
+    length_axes(ax_l, T, tables["length"]["score"], "training")
     ax_l.legend(fontsize="small", loc="lower left")
     return fig
 

@@ -20,12 +20,11 @@ from ...encodings.floor import isotropic_floor
 from ...experiments import Experiment, Settings, document_experiment
 from ...experiments._common import new_axes
 from ...experiments._result import band, fmt_band
-from ...experiments._settings import MappingOf, SequenceOf, positive_ints
+from ...experiments._settings import COUNT, COUNTS, MappingOf, SequenceOf, positive_ints
 from ...studies import BandDisplay, Law, StudyTable, fit_law, fit_laws, minimal_width
 from ...studies.plan import active_plan
 from ..task import Task
 from .estimators import FCNSelector, SparseTokenSelector
-from .length import COUNT
 from .task import SparseTokenSelectionTask
 
 MODELS = ("transformer", "fcn")
@@ -97,12 +96,12 @@ class SeparationCurve(Settings):
     _parameter_constraints = {
         "label": [str],
         "seq_lens": [positive_ints(increasing=True)],
-        **{key: [*COUNT, None] for key in ("n_features", "n_selected")},
+        **{key: [COUNT, None] for key in ("n_features", "n_selected")},
         "task": [Task, None],
         **{key: [HasMethods(["fit", "get_params"])] for key in ("transformer", "fcn")},
         "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
-        **{key: [MappingOf(MODELS, *COUNT)] for key in ("n_steps", "max_seq_len")},
-        "floor_rows": COUNT,
+        **{key: [MappingOf(MODELS, COUNT)] for key in ("n_steps", "max_seq_len")},
+        "floor_rows": COUNTS,
     }
 
     label: str = _PLAIN_GD_LABEL
@@ -222,7 +221,7 @@ class SeparationSettings(Settings):
     _parameter_constraints = {
         "curves": [SequenceOf(SeparationCurve)],
         "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
-        "n_val": COUNT,
+        "n_val": COUNTS,
         "stop_fits": ["boolean"],
         "search": [StrOptions({"bisect", "bracket", "scan"})],
         "regime": [StrOptions({"online", "finite"})],
