@@ -18,6 +18,10 @@ ENCODINGS = ("stochastic", "fixed")
 """The positional encodings of the length part."""
 MODELS = ("transformer", "fcn")
 """The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
+FCN_ADAM = dict(solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024)
+"""The FCN's training in the width searches (the separation's, size for size)."""
+FCN_COSINE = dict(solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256)
+"""The FCN's training in the full presets' longer searches."""
 
 
 class WidthsAndLengthSettings(Settings):

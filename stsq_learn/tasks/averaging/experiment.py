@@ -39,9 +39,7 @@ _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e
 _ATTENTION = SparseTokenAverager(
     solver="adam", learning_rate_init=0.1, learning_rate="cosine", batch_size="auto"
 )
-_FCN = FCNAverager(
-    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-)
+_FCN = FCNAverager(**_widths.FCN_ADAM)
 _SGD = SparseTokenAverager(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
 )
@@ -304,9 +302,7 @@ PROVENANCE = {
 _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-_FCN_COSINE = FCNAverager(
-    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-)
+_FCN_COSINE = FCNAverager(**_widths.FCN_COSINE)
 # A line a part: the search against N, against q, the transfer, the length part.
 _FULL = (
     dict(seq_lens=(4, 8, 16, 32, 64, 128, 256), fcn=_FCN_COSINE, fcn_max_seq_len=32, n_val=1000)

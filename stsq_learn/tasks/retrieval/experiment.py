@@ -31,9 +31,7 @@ _SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_
 _SGD = SparseTokenRetriever(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
 )
-_FCN = FCNRetriever(
-    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-)
+_FCN = FCNRetriever(**_widths.FCN_ADAM)
 _WIDTHS = {"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128, 512)}
 
 
@@ -270,9 +268,7 @@ PROVENANCE = {
 
 _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
 _FCN_GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-_FCN_LONG = FCNRetriever(
-    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-)
+_FCN_LONG = FCNRetriever(**_widths.FCN_COSINE)
 # The sizes (q and H to 4 at T=16, d=4, width 64 with the planned steps), a line a
 # part: the heads, the width search, the length part.
 _FULL = (

@@ -17,7 +17,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ...encodings.floor import isotropic_floor
-from ...experiments import Experiment, Settings, document_experiment
+from ...experiments import Experiment, Settings, _widths, document_experiment
 from ...experiments._common import new_axes
 from ...experiments._result import band, fmt_band
 from ...experiments._settings import COUNT, COUNTS, MappingOf, SequenceOf, positive_ints
@@ -47,12 +47,8 @@ _PACED_LABEL = (
 )
 _PLAIN_GD = clone(_PACED_SGD).set_params(learning_rate_init=3.0, token_block_rate=1.0)
 _PLAIN_GD_LABEL = "plain GD, the paper's algorithm (every block at one step; step 3 ours)"
-_FCN = FCNSelector(
-    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-)
-_FCN_LONG = FCNSelector(
-    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-)
+_FCN = FCNSelector(**_widths.FCN_ADAM)
+_FCN_LONG = FCNSelector(**_widths.FCN_COSINE)
 _Q2_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 _Q3_GRID = (32, 64, 128, 256, 512, 1024, 2048)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
