@@ -1,4 +1,5 @@
-"""The axes of an experiment's figure: the ones given, or a new grid of panels."""
+"""The axes of an experiment's figure: the ones given, or a new grid of panels; the axes of an
+R^2 against T' panel."""
 
 from __future__ import annotations
 
@@ -29,3 +30,11 @@ def new_axes(axes, n):
     if len(axes) != n:
         raise ValueError(f"axes must hold {n} matplotlib Axes, got {len(axes)}.")
     return axes[0].figure, axes
+
+
+def length_axes(ax, T, values, training="training length"):
+    """An R^2 against T' panel: T (``"<training> T=<T>"``) and R^2 = 0 marked, R^2 from below
+    the least of values to 1."""
+    ax.set_ylim(min(-0.1, np.nanmin(values, initial=0.0) - 0.05), 1.02)
+    ax.axvline(T, color="gray", ls=":", lw=1, label=f"{training} T={T}")
+    ax.axhline(0.0, color="k", lw=0.5)

@@ -32,6 +32,18 @@ def fmt_band(b, digits=3):
     return f"{one(b['median'])} [{one(b['min'])}, {one(b['max'])}]"
 
 
+def band_text(bands, key, digits=3):
+    """:func:`fmt_band` of ``bands[key]``; ``"n/a"`` where it is missing or its median NaN."""
+    if key not in bands or math.isnan(bands[key]["median"]):
+        return "n/a"
+    return fmt_band(bands[key], digits)
+
+
+def last_step(rows):
+    """The rows of a training curve at its last ``step``."""
+    return rows.where(step=int(np.max(rows["step"])))
+
+
 @dataclass(frozen=True)
 class ExperimentResult:
     """An experiment's run over its seeds: its settings and its studies' tables (every number

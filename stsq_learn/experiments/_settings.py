@@ -106,6 +106,10 @@ COUNT = Interval(numbers.Integral, 1, None, closed="left")
 """The constraint of a count: an int of at least 1."""
 POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 """The constraint of a positive real (a step size, a variance, a scale)."""
+COUNTS = [COUNT]
+"""The constraints of a count setting."""
+STEPS = [COUNT, StrOptions({"auto"})]
+"""The constraints of a number of online steps: a count or ``"auto"`` (the estimator's plan)."""
 
 
 def positive_ints(*, min_len=1, increasing=False, low=1):

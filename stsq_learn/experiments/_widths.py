@@ -8,18 +8,20 @@ import math
 import numbers
 
 from sklearn.base import clone
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval
 
 from ..studies import BandDisplay, Law, StudyTable, fit_laws, length_curve, minimal_width
 from ._result import band, fmt_band
-from ._settings import COUNT, MappingOf, SequenceOf, Settings, positive_ints
+from ._settings import COUNT, COUNTS, STEPS, MappingOf, SequenceOf, Settings, positive_ints
 
 ENCODINGS = ("stochastic", "fixed")
 """The positional encodings of the length part."""
 MODELS = ("transformer", "fcn")
 """The keys of ``widths`` and ``n_steps``: the attention model and the FCN."""
-_COUNT = [COUNT]
-_STEPS = [*_COUNT, StrOptions({"auto"})]
+FCN_ADAM = dict(solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024)
+"""The FCN's training in the width searches (the separation's, size for size)."""
+FCN_COSINE = dict(solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256)
+"""The FCN's training in the full presets' longer searches."""
 
 
 class WidthsAndLengthSettings(Settings):
@@ -58,15 +60,15 @@ class WidthsAndLengthSettings(Settings):
     """
 
     _parameter_constraints = {
-        **dict.fromkeys(("n_selected", "fcn_max_seq_len", "n_val", "length_width"), _COUNT),
+        **dict.fromkeys(("n_selected", "fcn_max_seq_len", "n_val", "length_width"), COUNTS),
         **{key: [HasMethods(["fit_online"])] for key in ("transformer", "fcn")},
         "seq_lens": [positive_ints(increasing=True)],
         "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
-        "n_steps": [MappingOf(MODELS, *_COUNT)],
+        "n_steps": [MappingOf(MODELS, COUNT)],
         "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
         "stop_at_target": ["boolean"],
-        "length_task": [SequenceOf(*_COUNT, min_len=3)],
-        "length_steps": _STEPS,
+        "length_task": [SequenceOf(COUNT, min_len=3)],
+        "length_steps": STEPS,
         "factors": [positive_ints(increasing=True)],
     }
 

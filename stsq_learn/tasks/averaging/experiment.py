@@ -10,14 +10,13 @@ from functools import partial
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils._param_validation import StrOptions
 
 from ...encodings.floor import isotropic_floor
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment, _widths
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT, SequenceOf, positive_ints
+from ...experiments._settings import COUNT, COUNTS, STEPS, SequenceOf, positive_ints
 from ...studies import BandDisplay, StudyTable, minimal_width, stream_seed, sweep
 from ...studies.fits import test_rows
 from ..selection.estimators import SparseTokenSelector
@@ -33,8 +32,6 @@ TRANSFER = ("selector on STS_q", "selector on qSA", "averager on qSA")
 _TRANSFER_KEYS = dict(zip(TRANSFER, ("selector_sts_q", "selector_qsa", "averager_qsa")))
 _LAW_KEYS = {"attention": "attention_log_law_", "fcn": "fcn_power_law_"}
 _FLOOR_SAMPLES = 20_000  # rows per isotropic floor of the search against q (s.e. about 0.001)
-_COUNT = [COUNT]
-_STEPS = [*_COUNT, StrOptions({"auto"})]
 
 # Adam for the search against N (q = 2): the width-following SGD keeps gamma's travel fixed,
 # and q=2's best gamma is infinite: at N=256 it needs width 40 where Adam needs 24 (measured,
@@ -42,9 +39,7 @@ _STEPS = [*_COUNT, StrOptions({"auto"})]
 _ATTENTION = SparseTokenAverager(
     solver="adam", learning_rate_init=0.1, learning_rate="cosine", batch_size="auto"
 )
-_FCN = FCNAverager(
-    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-)
+_FCN = FCNAverager(**_widths.FCN_ADAM)
 _SGD = SparseTokenAverager(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
 )
@@ -86,11 +81,11 @@ n_val, stop_at_target, length_task, length_width, length_steps, factors
     _parameter_constraints = {
         **_widths.WidthsAndLengthSettings._parameter_constraints,
         **{key: [SparseTokenAverager] for key in ("transformer", "estimator")},
-        **dict.fromkeys(("n_features", "q_seq_len", "transfer_width", "n_test"), _COUNT),
+        **dict.fromkeys(("n_features", "q_seq_len", "transfer_width", "n_test"), COUNTS),
         **{key: [positive_ints(increasing=True)] for key in ("q_values", "q_widths")},
-        **dict.fromkeys(("q_steps", "transfer_steps"), _STEPS),
+        **dict.fromkeys(("q_steps", "transfer_steps"), STEPS),
         "fcn": [FCNAverager],
-        "transfer_task": [SequenceOf(*_COUNT, min_len=3)],
+        "transfer_task": [SequenceOf(COUNT, min_len=3)],
     }
 
     seq_lens: tuple = (4, 8, 16, 32)
@@ -307,9 +302,7 @@ PROVENANCE = {
 _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _Q_GRID = (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-_FCN_COSINE = FCNAverager(
-    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-)
+_FCN_COSINE = FCNAverager(**_widths.FCN_COSINE)
 # A line a part: the search against N, against q, the transfer, the length part.
 _FULL = (
     dict(seq_lens=(4, 8, 16, 32, 64, 128, 256), fcn=_FCN_COSINE, fcn_max_seq_len=32, n_val=1000)

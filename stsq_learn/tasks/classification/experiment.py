@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT, POSITIVE, MappingOf, SequenceOf, positive_ints
+from ...experiments._settings import COUNTS, POSITIVE, MappingOf, SequenceOf, positive_ints
 from ...studies import BandDisplay, Law, StudyTable, fit_laws, search_threshold, stream_seed, sweep
 from .baselines import make_flat_logistic, make_pooled_logistic
 from .estimators import SparseTokenClassifier
@@ -32,7 +32,6 @@ _ATTENTION = SparseTokenClassifier(
 _BOUNDS = {"attention": (2.0, 8.0), "flat": (2.0, 64.0), "pooled": (2.0, 64.0)}
 _COLORS = {"attention": "C0", "flat": "C1", "pooled": "C2"}
 _LABELS = {"attention": "attention", "flat": "flattened logistic", "pooled": "pooled logistic"}
-_COUNT = [COUNT]
 _PAIR = SequenceOf(POSITIVE, min_len=2, increasing=True)
 
 
@@ -82,8 +81,8 @@ class SparseTokenClassificationSettings(Settings):
         "alignment_features": [positive_ints()],
         **{key: [SequenceOf(POSITIVE)] for key in ("alignment_ratios", "error_signals")},
         **{key: [POSITIVE] for key in ("alignment_signal", "alignment_learning_rate")},
-        **dict.fromkeys(("n_features", "n_train", "n_test", "n_bisect", "n_seeds"), _COUNT),
-        **dict.fromkeys(("alignment_seq_len", "error_seq_len"), _COUNT),
+        **dict.fromkeys(("n_features", "n_train", "n_test", "n_bisect", "n_seeds"), COUNTS),
+        **dict.fromkeys(("alignment_seq_len", "error_seq_len"), COUNTS),
     }
 
     seq_lens: tuple = (8, 16, 32, 64, 128)

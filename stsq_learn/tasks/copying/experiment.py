@@ -6,6 +6,7 @@ accuracies along the training of panels 2 and 3), the numbers, the figure and th
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -15,8 +16,8 @@ from sklearn.utils._param_validation import Interval
 
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
-from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT, POSITIVE, positive_ints
+from ...experiments._result import band_text, last_step
+from ...experiments._settings import COUNT, COUNTS, POSITIVE, positive_ints
 from ...metrics import string_accuracy
 from ...studies import BandDisplay, StudyTable, stream_seed, sweep, training_curve
 from .estimators import LSTMCopier, TransformerCopier
@@ -26,9 +27,6 @@ from .theory import FixedStateCopier, NGramCopier, fixed_state_error_bound, ngra
 
 MODELS = ("transformer", "LSTM")
 """The labels of the trained models in the tables."""
-
-_COUNT = [COUNT]
-_RATE = [POSITIVE]
 
 
 class CopyingSettings(Settings):
@@ -64,15 +62,15 @@ class CopyingSettings(Settings):
     """
 
     _parameter_constraints = {
-        **dict.fromkeys(("n", "train_len", "min_len", "width", "n_heads", "n_steps"), _COUNT),
-        **dict.fromkeys(("batch_size", "record_every", "n_test", "n_theory"), _COUNT),
+        **dict.fromkeys(("n", "train_len", "min_len", "width", "n_heads", "n_steps"), COUNTS),
+        **dict.fromkeys(("batch_size", "record_every", "n_test", "n_theory"), COUNTS),
         "vocab_size": [Interval(numbers.Integral, 2, None, closed="left")],
         "n_bits": [Interval(numbers.Integral, 1, 62, closed="both")],
         "theory_lengths": [positive_ints(increasing=True)],
         "trained_lengths": [positive_ints(min_len=0, increasing=True)],
         "factors": [positive_ints(increasing=True)],
-        "hidden_size": [*_COUNT, None],
-        "learning_rate": _RATE,
+        "hidden_size": [COUNT, None],
+        "learning_rate": [POSITIVE],
         "target": [Interval(numbers.Real, 0, 1, closed="right")],
     }
 
@@ -215,8 +213,7 @@ def strings_to_target(result, model, target=None):
 
 def final_accuracy(result, model, factor):
     """One seed's accuracy of ``model`` at ``factor * train_len`` after its last step."""
-    rows = result.tables["curve"].where(model=model)
-    last = rows.where(step=int(np.max(rows["step"])))
+    last = last_step(result.tables["curve"].where(model=model))
     return float(last[_column(factor * result.settings["train_len"])][0])
 
 
@@ -252,9 +249,7 @@ def headline(result):
 def summary(result):
     """Summary rows: the strings to the target, the accuracies at 1x/2x/4x, the constructions."""
     c, bands = result.settings, result.bands()
-
-    def band(key, digits=3):
-        return fmt_band(bands[key], digits) if key in bands else "n/a"
+    band = functools.partial(band_text, bands)
 
     def per_length(key, digits=3):  # L to "L=<L>: <band>", at each theory length with a number
         Ls = [L for L in c["theory_lengths"] if f"{key}_L{L}" in bands]
@@ -299,7 +294,7 @@ def figure(result, axes=None):
     legend = dict(loc="center left", bbox_to_anchor=(0.08, 0.42), title_fontproperties={"size": 9})
     ax1.legend(title=title, **legend)
     curve = result.tables["curve"]
-    last = [part.where(step=int(np.max(part["step"]))) for _, part in curve.groups("model", "seed")]
+    last = [last_step(part) for _, part in curve.groups("model", "seed")]
     lengths = [f * c["train_len"] for f in c["factors"]]
     rows = [
         (p["model"][0], int(p["seed"][0]), L, float(p[_column(L)][0]))

@@ -1,14 +1,15 @@
 """The in-context regression experiment: a trained linear attention layer beside the closed
 forms of Zhang, Frei and Bartlett (JMLR 2024) (:mod:`.theory`, :func:`in_context_regression`)."""
 
+import functools
 import math
 
 import numpy as np
 
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
-from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT, POSITIVE, SequenceOf, positive_ints
+from ...experiments._result import band_text, last_step
+from ...experiments._settings import COUNTS, POSITIVE, SequenceOf, positive_ints
 from ...studies import BandDisplay, Law, StudyTable, fit_laws, length_curve, sweep, training_curve
 from .baselines import PromptGradientStep, PromptRidge
 from .estimators import LinearAttentionRegressor
@@ -21,8 +22,6 @@ BASELINES = ("least squares", "one GD step (tuned)")
 """The model labels of the baselines: :class:`PromptRidge`, :class:`PromptGradientStep`."""
 LAWS = ("isotropic", "anisotropic")
 """The two covariances of the convergence panel."""
-
-_COUNT = [COUNT]
 
 
 class InContextSettings(Settings):
@@ -54,8 +53,8 @@ class InContextSettings(Settings):
     """
 
     _parameter_constraints = {
-        **dict.fromkeys(("n_features", "n_train", "n_steps", "batch_size"), _COUNT),
-        **dict.fromkeys(("record_every", "n_test", "n_tune"), _COUNT),
+        **dict.fromkeys(("n_features", "n_train", "n_steps", "batch_size"), COUNTS),
+        **dict.fromkeys(("record_every", "n_test", "n_tune"), COUNTS),
         **{key: [SequenceOf(POSITIVE)] for key in ("anisotropic", "scales")},
         "learning_rate": [POSITIVE],
         "train_lengths": [positive_ints(increasing=True)],
@@ -184,8 +183,7 @@ def closed_forms(settings):
 
 def final_error(result, law):
     """The last ``preconditioner_error`` of ``law`` (one seed's view; the median over seeds)."""
-    rows = result.tables["convergence"].where(law=law)
-    last = rows.where(step=int(np.max(rows["step"])))
+    last = last_step(result.tables["convergence"].where(law=law))
     return float(np.median(last["preconditioner_error"]))
 
 
@@ -261,11 +259,8 @@ def headline(result):
 
 def summary(result):
     """Summary rows: the convergence, the risk against the formula, the slopes, the best N."""
-    c, bands, th = result.settings, result.bands(), closed_forms(result.settings)
-
-    def band(key, digits=3):
-        return fmt_band(bands[key], digits) if key in bands else "n/a"
-
+    c, th = result.settings, closed_forms(result.settings)
+    band = functools.partial(band_text, result.bands())
     slopes = ", ".join(
         f"c={s:g}: {band(f'slope_c{s:g}')} ({th['slope'][s]:.3f})" for s in c["scales"]
     )

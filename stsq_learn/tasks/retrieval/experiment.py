@@ -10,13 +10,12 @@ from dataclasses import field
 import numpy as np
 from sklearn.base import clone
 from sklearn.metrics import make_scorer
-from sklearn.utils._param_validation import StrOptions
 
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment, _widths
-from ...experiments._common import new_axes
+from ...experiments._common import length_axes, new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT, positive_ints
+from ...experiments._settings import COUNTS, STEPS, positive_ints
 from ...scoring import relative_mse
 from ...studies import BandDisplay, StudyTable, sweep
 from .estimators import FCNRetriever, SparseTokenRetriever
@@ -24,8 +23,6 @@ from .task import SparseRetrievalTask
 
 LAWS = {"transformer": "log2", "fcn": "power"}
 """The law the theory gives each model's minimal width against T."""
-_COUNT = [COUNT]
-_STEPS = [*_COUNT, StrOptions({"auto"})]
 
 # Adam for the width search (its heads set to q by the run) and the heads part: in a fixed
 # budget the width-following SGD's scores are too noisy to bracket a width (T=16: 0.89 at
@@ -34,9 +31,7 @@ _SEARCH = SparseTokenRetriever(solver="adam", learning_rate_init=0.05, learning_
 _SGD = SparseTokenRetriever(
     solver="sgd", learning_rate_init="auto", learning_rate="cooldown", batch_size="auto"
 )
-_FCN = FCNRetriever(
-    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-)
+_FCN = FCNRetriever(**_widths.FCN_ADAM)
 _WIDTHS = {"transformer": (4, 6, 8, 12, 16, 24, 32, 48, 64), "fcn": (8, 32, 128, 512)}
 
 
@@ -72,11 +67,11 @@ n_val, stop_at_target
 
     _parameter_constraints = {
         **_widths.WidthsAndLengthSettings._parameter_constraints,
-        **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), _COUNT),
+        **dict.fromkeys(("seq_len", "n_features", "heads_width", "n_test"), COUNTS),
         **{key: [positive_ints(increasing=True)] for key in ("q_values", "n_heads")},
         **{key: [SparseTokenRetriever] for key in ("transformer", "estimator")},
         "fcn": [FCNRetriever],
-        "heads_steps": _STEPS,
+        "heads_steps": STEPS,
         "heads_estimator": [SparseTokenRetriever, None],
     }
 
@@ -239,10 +234,7 @@ def figure(result, axes=None):
     kw = dict(xlabel="evaluation length T' (log scale)", ylabel="$R^2$", legend=False)
     kw["title"] = f"Retrieval: length generalization (q=H={q}, m={c['length_width']})"
     _widths.length_panel(ax_l, tables["length"], **kw)
-    ax_l.axvline(T, color="gray", ls=":", lw=1, label=f"training T={T}")
-    ax_l.axhline(0.0, color="k", lw=0.5)
-    scores = np.asarray(tables["length"]["score"], dtype=float)
-    ax_l.set_ylim(min(-0.1, float(np.nanmin(scores, initial=0.0)) - 0.05), 1.02)
+    length_axes(ax_l, T, tables["length"]["score"], "training")
     ax_l.legend(fontsize="small", loc="lower left")
     return fig
 
@@ -276,9 +268,7 @@ PROVENANCE = {
 
 _ATTENTION_GRID = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128)
 _FCN_GRID = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-_FCN_LONG = FCNRetriever(
-    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-)
+_FCN_LONG = FCNRetriever(**_widths.FCN_COSINE)
 # The issue's sizes (q and H to 4 at T=16, d=4, width 64 with the planned steps), a line a
 # part: the heads, the width search, the length part.
 _FULL = (

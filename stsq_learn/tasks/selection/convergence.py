@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment
 from ...experiments._common import new_axes
-from ...experiments._result import band, fmt_band
-from ...experiments._settings import SequenceOf
+from ...experiments._result import band, fmt_band, last_step
+from ...experiments._settings import COUNTS, POSITIVE, SequenceOf
 from ...nn import positional_alignment
 from ...studies import BandDisplay, stream_seed, training_curve
 from .estimators import SparseTokenSelector
-from .length import COUNT, TaskSettings, seeds_caption, sizes
+from .length import TaskSettings, seeds_caption, sizes
 from .task import SparseTokenSelectionTask
 
 _SHORT = {"same_step": "same step (paper's)", "preconditioned": "preconditioned (ours)"}
@@ -63,11 +62,8 @@ class ConvergenceSettings(TaskSettings):
 
     _parameter_constraints = {
         **TaskSettings._parameter_constraints,
-        **dict.fromkeys(("record_every", "n_test"), COUNT),
-        "token_block_rates": [
-            SequenceOf(Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})),
-            None,
-        ],
+        **dict.fromkeys(("record_every", "n_test"), COUNTS),
+        "token_block_rates": [SequenceOf(POSITIVE, StrOptions({"auto"})), None],
     }
 
     estimator: SparseTokenSelector = GD
@@ -160,7 +156,7 @@ def final(result, run, column):
     ``run`` (``"same_step"``, ...) of a :func:`training_dynamics` result: one seed's view's, or
     the median over the seeds."""
     rows = result.tables["dynamics"].where(model=run)
-    return float(np.median(rows.where(step=int(np.max(rows["step"])))[column]))
+    return float(np.median(last_step(rows)[column]))
 
 
 def run_label(result, run, short=False):

@@ -7,6 +7,7 @@ from L = T (fixed encodings) towards stochastic ones; a codebook shorter than T'
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -15,18 +16,16 @@ from sklearn.base import clone
 from ...encodings.families import POSITIONAL_ENCODINGS
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment
-from ...experiments._common import new_axes
-from ...experiments._result import fmt_band
-from ...experiments._settings import positive_ints
+from ...experiments._common import length_axes, new_axes
+from ...experiments._result import band_text
+from ...experiments._settings import COUNT, COUNTS, positive_ints
 from ...studies import BandDisplay, StudyTable, length_curve
 from .length import (
-    COUNT,
     R2_AXES,
     SHARED_PROVENANCE,
     TINY,
     TaskSettings,
     eval_lengths,
-    length_axes,
     seeds_caption,
     sizes,
 )
@@ -70,10 +69,10 @@ class EncodingsSettings(TaskSettings):
     _parameter_constraints = {
         **TaskSettings._parameter_constraints,
         "factors": [positive_ints()],
-        "max_positions": [COUNT[0], None],
+        "max_positions": [COUNT, None],
         "codebook_factors": [positive_ints()],
-        "sweep_factor": COUNT,
-        "n_val": COUNT,
+        "sweep_factor": COUNTS,
+        "n_val": COUNTS,
     }
 
     n_steps: int = 400
@@ -194,10 +193,7 @@ def summary(result):
     T, k = c["seq_len"], c["sweep_factor"]
     ks = [t // T for t in eval_lengths(c)]
     m = int(result.tables["lengths"]["width"][0])
-
-    def value(key):
-        return "n/a" if math.isnan(bands[key]["median"]) else fmt_band(bands[key])
-
+    value = functools.partial(band_text, bands)
     rows = [
         f"| encodings (T={T}, m={m}, {c['n_steps']} steps, {c['n_val']} rows) | R^2 at "
         f"{', '.join(f'{i}T' for i in ks)} | |"

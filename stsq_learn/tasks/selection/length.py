@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 from sklearn.base import clone
 
 from ...encodings.length_scale import LENGTH_SCALES, cached_floor
 from ...engine.batch_reuse import reusing_batches
 from ...experiments import Experiment, Settings
-from ...experiments._common import new_axes
+from ...experiments._common import length_axes, new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT as AT_LEAST_ONE
-from ...experiments._settings import SequenceOf, StrOptions, positive_ints
+from ...experiments._settings import COUNTS, SequenceOf, StrOptions, positive_ints
 from ...studies import BandDisplay, StudyTable, length_curve
 from ...studies.plan import active_plan
 from .estimators import SparseTokenSelector
@@ -31,7 +29,6 @@ ADAM = SparseTokenSelector(
 )
 """The default model of the length experiments: width 64, Adam at a constant 0.01, 256 rows."""
 
-COUNT = [AT_LEAST_ONE]
 _SCALES = StrOptions(set(LENGTH_SCALES))
 
 
@@ -39,7 +36,7 @@ class TaskSettings(Settings):
     """The selection experiments' task, model and steps (documented by their settings)."""
 
     _parameter_constraints = {
-        **dict.fromkeys(("seq_len", "n_features", "n_selected", "n_steps"), COUNT),
+        **dict.fromkeys(("seq_len", "n_features", "n_selected", "n_steps"), COUNTS),
         "estimator": [SparseTokenSelector],
     }
 
@@ -90,7 +87,7 @@ class LengthGeneralizationSettings(TaskSettings):
 
     _parameter_constraints = {
         **TaskSettings._parameter_constraints,
-        **dict.fromkeys(("n_pe_samples", "n_val_large"), COUNT),
+        **dict.fromkeys(("n_pe_samples", "n_val_large"), COUNTS),
         "factors": [positive_ints()],
         "length_scales": [SequenceOf(_SCALES, min_len=0)],
         "train_range": [positive_ints(min_len=2, increasing=True), None],
@@ -285,13 +282,6 @@ def summary(result):
 R2_AXES = dict(x="eval_seq_len", logx=True, legend=False, ylabel="$R^2$ (1 - relative MSE)")
 R2_AXES["xlabel"] = "evaluation length T' (log scale)"
 """The style of an R^2 against T' panel (``BandDisplay.from_table``'s arguments)."""
-
-
-def length_axes(ax, T, values):
-    """An R^2 against T' panel: T and R^2 = 0 marked, R^2 from below the least of values to 1."""
-    ax.set_ylim(min(-0.1, np.nanmin(values, initial=0.0) - 0.05), 1.02)
-    ax.axvline(T, color="gray", ls=":", lw=1, label=f"training length T={T}")
-    ax.axhline(0.0, color="k", lw=0.5)
 
 
 def seeds_caption(result):

@@ -17,15 +17,14 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ...encodings.floor import isotropic_floor
-from ...experiments import Experiment, Settings, document_experiment
+from ...experiments import Experiment, Settings, _widths, document_experiment
 from ...experiments._common import new_axes
 from ...experiments._result import band, fmt_band
-from ...experiments._settings import MappingOf, SequenceOf, positive_ints
+from ...experiments._settings import COUNT, COUNTS, MappingOf, SequenceOf, positive_ints
 from ...studies import BandDisplay, Law, StudyTable, fit_law, fit_laws, minimal_width
 from ...studies.plan import active_plan
 from ..task import Task
 from .estimators import FCNSelector, SparseTokenSelector
-from .length import COUNT
 from .task import SparseTokenSelectionTask
 
 MODELS = ("transformer", "fcn")
@@ -48,12 +47,8 @@ _PACED_LABEL = (
 )
 _PLAIN_GD = clone(_PACED_SGD).set_params(learning_rate_init=3.0, token_block_rate=1.0)
 _PLAIN_GD_LABEL = "plain GD, the paper's algorithm (every block at one step; step 3 ours)"
-_FCN = FCNSelector(
-    solver="adam", learning_rate_init=0.01, learning_rate="constant", batch_size=1024
-)
-_FCN_LONG = FCNSelector(
-    solver="adam", learning_rate_init=0.003, learning_rate="cosine", batch_size=256
-)
+_FCN = FCNSelector(**_widths.FCN_ADAM)
+_FCN_LONG = FCNSelector(**_widths.FCN_COSINE)
 _Q2_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 _Q3_GRID = (32, 64, 128, 256, 512, 1024, 2048)
 _FCN_GRID = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -97,12 +92,12 @@ class SeparationCurve(Settings):
     _parameter_constraints = {
         "label": [str],
         "seq_lens": [positive_ints(increasing=True)],
-        **{key: [*COUNT, None] for key in ("n_features", "n_selected")},
+        **{key: [COUNT, None] for key in ("n_features", "n_selected")},
         "task": [Task, None],
         **{key: [HasMethods(["fit", "get_params"])] for key in ("transformer", "fcn")},
         "widths": [MappingOf(MODELS, positive_ints(increasing=True))],
-        **{key: [MappingOf(MODELS, *COUNT)] for key in ("n_steps", "max_seq_len")},
-        "floor_rows": COUNT,
+        **{key: [MappingOf(MODELS, COUNT)] for key in ("n_steps", "max_seq_len")},
+        "floor_rows": COUNTS,
     }
 
     label: str = _PLAIN_GD_LABEL
@@ -222,7 +217,7 @@ class SeparationSettings(Settings):
     _parameter_constraints = {
         "curves": [SequenceOf(SeparationCurve)],
         "target_r2": [Interval(numbers.Real, 0, 1, closed="neither")],
-        "n_val": COUNT,
+        "n_val": COUNTS,
         "stop_fits": ["boolean"],
         "search": [StrOptions({"bisect", "bracket", "scan"})],
         "regime": [StrOptions({"online", "finite"})],

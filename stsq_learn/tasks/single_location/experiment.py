@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import Interval
 from ...experiments import Experiment, Settings
 from ...experiments._common import new_axes
 from ...experiments._result import fmt_band
-from ...experiments._settings import COUNT, POSITIVE
+from ...experiments._settings import COUNT, COUNTS, POSITIVE
 from ...studies import BandDisplay, StudyTable, Work, stream_seed, sweep
 from ...studies.plan import active_plan
 from .batch import fit_online_batch
@@ -36,7 +36,6 @@ ENDPOINTS = ("oracle", "swapped", "other")
 
 _POSITIVE = [POSITIVE]
 _NON_NEGATIVE = [Interval(numbers.Real, 0, None, closed="left")]
-_COUNT = [COUNT]
 _COLORS = {m: f"C{i}" for i, m in enumerate(MODELS)}
 _LABELS = {m: f"{m.split('/')[0]}, lambda {m.split('/')[1]}" for m in MODELS}
 _N_PLOTTED = 60  # steps drawn per curve, spaced geometrically (the x axis is logarithmic)
@@ -74,11 +73,11 @@ class SingleLocationSettings(Settings):
 
     _parameter_constraints = {
         **dict.fromkeys(("gamma", "learning_rate", "lambda_init", "constant_lambda"), _POSITIVE),
-        **dict.fromkeys(("seq_len", "n_features", "n_steps", "n_test", "record_every"), _COUNT),
+        **dict.fromkeys(("seq_len", "n_features", "n_steps", "n_test", "record_every"), COUNTS),
         **dict.fromkeys(("noise", "lambda_decay", "rtol"), _NON_NEGATIVE),
-        "n_softmax_steps": _COUNT,
+        "n_softmax_steps": COUNTS,
         "softmax_learning_rate": _POSITIVE,
-        "n_linear": [*_COUNT, None],
+        "n_linear": [COUNT, None],
         "alignment": [Interval(numbers.Real, 0, 1, closed="right")],
     }
 
