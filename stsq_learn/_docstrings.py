@@ -223,6 +223,25 @@ def fit_returns(online=False):
     return f"Returns\n-------\nself : object\n    The fitted estimator{curve}.\n\n{FIT_RAISES}"
 
 
+def online_fit(task):
+    """The docstring of a ``fit_online`` drawing from ``task`` (a task class's name)."""
+    return f"""Fit on a fresh batch drawn from ``task`` at every step.
+
+    Batches of ``batch_size`` rows are drawn on the training device;
+    there are no epochs and no early stopping.
+
+    Parameters
+    ----------
+    task : {task}
+        The law to draw training batches from.
+    n_steps : int or "auto", default="auto"
+        Number of optimisation steps; ``"auto"``: the planned steps of
+        the model's default recipe.
+
+{textwrap.indent(fit_returns(online=True), "    ")}
+    """
+
+
 def section(obj, title):
     """The body of the numpydoc section ``title`` of ``obj``'s docstring (indented as there).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from sklearn.utils.validation import check_is_fitted
 
-from ..._docstrings import ATTRIBUTES, Substitution, fit_returns, replace_once, section
+from ..._docstrings import ATTRIBUTES, Substitution, fit_returns, online_fit, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
 from .. import SparseAveragingTask
@@ -81,24 +81,10 @@ class _Averaging:
         """
         return super().fit(X, y)
 
-    @Substitution(returns=fit_returns(online=True))
     def fit_online(self, task, n_steps="auto"):
-        """Fit on a fresh batch drawn from ``task`` at every step.
-
-        Batches of ``batch_size`` rows are drawn on the training device;
-        there are no epochs and no early stopping.
-
-        Parameters
-        ----------
-        task : SparseAveragingTask
-            The law to draw training batches from.
-        n_steps : int or "auto", default="auto"
-            Number of optimisation steps; ``"auto"``: the planned steps of
-            the model's default recipe.
-
-        {returns}
-        """
         return super().fit_online(task, n_steps)
+
+    fit_online.__doc__ = online_fit("SparseAveragingTask")
 
     @Substitution(rows=_ROWS)
     def predict(self, X):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._docstrings import ATTRIBUTES, Substitution, fit_returns, replace_once, section
+from ..._docstrings import ATTRIBUTES, Substitution, fit_returns, online_fit, replace_once, section
 from ..._validation import check_positive_int
 from ...engine.cores import _AttentionCore, _FCNCore
 from ...metrics import _metric_values
@@ -70,21 +70,10 @@ class _Retrieval:
         """
         return super().fit(X, y)
 
-    @Substitution(returns=fit_returns(online=True))
     def fit_online(self, task, n_steps="auto"):
-        """Fit on a fresh batch drawn from ``task`` at every step.
-
-        Parameters
-        ----------
-        task : SparseRetrievalTask
-            The law to draw training batches from.
-        n_steps : int or "auto", default="auto"
-            Number of optimisation steps; ``"auto"``: the planned steps of
-            the model's default recipe.
-
-        {returns}
-        """
         return super().fit_online(task, n_steps)
+
+    fit_online.__doc__ = online_fit("SparseRetrievalTask")
 
     @Substitution(rows=_ROWS)
     def predict(self, X):
