@@ -17,7 +17,13 @@ def band(values):
     """The band of one number over seeds: ``{"values": [...], "min", "median", "max"}`` (NumPy's
     median; non-finite values, a bound not reached, kept)."""
     values = [float(v) for v in values]
-    return {"values": values} | {k: float(getattr(np, k)(values)) for k in ("min", "median", "max")}
+    arr = np.asarray(values, dtype=float)
+    return {
+        "values": values,
+        "min": float(np.min(arr)),
+        "median": float(np.median(arr)),
+        "max": float(np.max(arr)),
+    }
 
 
 def fmt_band(b, digits=3):

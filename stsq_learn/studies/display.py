@@ -3,7 +3,6 @@ as scikit-learn's displays draw (:class:`~sklearn.model_selection.ValidationCurv
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
@@ -156,7 +155,6 @@ errorbar_kw, theory_kw, law_kw, style : see :meth:`plot`
         BandDisplay
             The display, drawn.
         """
-        options = dict(locals())  # the drawing options, handed to plot as given
         if not isinstance(table, StudyTable):
             raise TypeError(f"table must be a StudyTable, got {type(table).__name__}.")
         if hue is not None and hue not in table.columns and f"param_{hue}" not in table.columns:
@@ -170,9 +168,11 @@ errorbar_kw, theory_kw, law_kw, style : see :meth:`plot`
             bounds = StudyTable({c: rows[c] for c in (hue_name, x_name, bound) if c is not None})
         kw = dict(x=x_name, hue=hue_name, laws=laws, law_variable=law_variable, theory=theory)
         kw.update(xlabel=xlabel or x_name.removeprefix("param_"), ylabel=ylabel or y, title=title)
-        plot_options = inspect.signature(cls.plot).parameters
-        return cls(bands, bounds=bounds, **kw).plot(
-            **{name: value for name, value in options.items() if name in plot_options}
+        display = cls(bands, bounds=bounds, **kw)
+        kw = dict(line_kw=line_kw, fill_between_kw=fill_between_kw, errorbar_kw=errorbar_kw)
+        kw.update(theory_kw=theory_kw, law_kw=law_kw, style=style, bound=bound)
+        return display.plot(
+            ax, logx=logx, logy=logy, labels=labels, colors=colors, legend=legend, **kw
         )
 
     def plot(

@@ -116,8 +116,12 @@ def matched_hidden_size(width, n_heads, vocab_size):
 
 def trained_copiers(cfg):
     """``{label: estimator}`` of the two trained models, every training setting explicit."""
-    training = dict(solver="adam", learning_rate="cosine", batch_size=cfg.batch_size)
-    training["learning_rate_init"] = cfg.learning_rate
+    training = dict(
+        solver="adam",
+        learning_rate_init=cfg.learning_rate,
+        learning_rate="cosine",
+        batch_size=cfg.batch_size,
+    )
     hidden = cfg.hidden_size or matched_hidden_size(cfg.width, cfg.n_heads, cfg.vocab_size)
     return {
         MODELS[0]: TransformerCopier(cfg.width, cfg.n_heads, 2, "hard_alibi", **training),
@@ -158,25 +162,40 @@ _SCORING = {"string_accuracy": make_scorer(string_accuracy)}
 def run(cfg, seeds, *, device=None, progress=False, n_jobs=None):
     """The record's ``run``: ``constructions`` and ``trained`` (panel 1's
     ``string_accuracy`` per L) and ``curve`` (``accuracy_L<L>`` per test length)."""
-    D, models = cfg.vocab_size, trained_copiers(cfg)
+    D = cfg.vocab_size
     common = dict(seeds=seeds, n_jobs=n_jobs, progress=progress)
     ngram, fixed = construction_labels(cfg)
-    constructions = {ngram: NGramCopier(cfg.n), fixed: FixedStateCopier(cfg.n_bits)}
-    task, grid = CopyingTask(cfg.theory_lengths[0], D), {"seq_len": list(cfg.theory_lengths)}
-    # n_train=100: fit reads the alphabet from its rows, every symbol is in 100 strings.
-    kw = dict(n_test=cfg.n_theory, scoring=_SCORING, **common)
-    built = sweep(constructions, task, grid, n_train=100, **kw)
+    built = sweep(
+        {ngram: NGramCopier(cfg.n), fixed: FixedStateCopier(cfg.n_bits)},
+        CopyingTask(cfg.theory_lengths[0], D),
+        {"seq_len": list(cfg.theory_lengths)},
+        n_train=100,  # fit reads the alphabet from its rows: every symbol is in 100 strings
+        n_test=cfg.n_theory,
+        scoring=_SCORING,
+        **common,
+    )
     trained = StudyTable({c: [] for c in built.columns})  # panel 1 without models
-    common["device"] = device
     if cfg.trained_lengths:
-        task, grid = CopyingTask(cfg.trained_lengths[0], D), {"seq_len": list(cfg.trained_lengths)}
-        kw = dict(n_steps=cfg.n_steps, n_test=cfg.n_test, scoring=_SCORING, **common)
-        trained = sweep(models, task, grid, **kw)
-    task = CopyingTask(cfg.train_len, D, min_len=cfg.min_len)
+        trained = sweep(
+            trained_copiers(cfg),
+            CopyingTask(cfg.trained_lengths[0], D),
+            {"seq_len": list(cfg.trained_lengths)},
+            n_steps=cfg.n_steps,
+            n_test=cfg.n_test,
+            scoring=_SCORING,
+            device=device,
+            **common,
+        )
     lengths = [f * cfg.train_len for f in cfg.factors]
-    measures = {_column(L): StringAccuracyAt(L, D, cfg.n_test) for L in lengths}
-    kw = dict(every=cfg.record_every, n_steps=cfg.n_steps, **common)
-    curve = training_curve(models, task, measures, **kw)
+    curve = training_curve(
+        trained_copiers(cfg),
+        CopyingTask(cfg.train_len, D, min_len=cfg.min_len),
+        {_column(L): StringAccuracyAt(L, D, cfg.n_test) for L in lengths},
+        every=cfg.record_every,
+        n_steps=cfg.n_steps,
+        device=device,
+        **common,
+    )
     strings = [int(s) * cfg.batch_size for s in curve["step"]] if len(curve) else []
     curve = curve.with_columns(strings=strings)
     return {"constructions": built, "trained": trained, "curve": curve}
@@ -288,20 +307,23 @@ def figure(result, axes=None):
     kw["title"] = f"1. Copying uniform strings (D = {c['vocab_size']})"
     BandDisplay.from_table(both, theory_kw={"ls": ":", "lw": 2}, **kw)
     ax1.set_ylim(-0.03, 1.03)
-    # The legend beside the curves: the middle of the panel is empty at every size.
-    title = "dotted: bounds (theorems); points: measured\n(an LSTM's float32 state holds\n"
-    title += "thousands of bits: its bound is vacuous)"
-    legend = dict(loc="center left", bbox_to_anchor=(0.08, 0.42), title_fontproperties={"size": 9})
-    ax1.legend(title=title, **legend)
+    ax1.legend(  # beside the curves: the middle of the panel is empty at every size
+        loc="center left",
+        bbox_to_anchor=(0.08, 0.42),
+        title="dotted: bounds (theorems); points: measured\n(an LSTM's float32 state "
+        "holds\nthousands of bits: its bound is vacuous)",
+        title_fontproperties={"size": 9},
+    )
     curve = result.tables["curve"]
-    last = [last_step(part) for _, part in curve.groups("model", "seed")]
-    lengths = [f * c["train_len"] for f in c["factors"]]
-    rows = [
-        (p["model"][0], int(p["seed"][0]), L, float(p[_column(L)][0]))
-        for p in last
-        for L in lengths
-    ]
-    rows = dict(zip(("model", "seed", "test_len", "string_accuracy"), map(list, zip(*rows))))
+    rows = {"model": [], "seed": [], "test_len": [], "string_accuracy": []}
+    for _, part in curve.groups("model", "seed"):
+        last = last_step(part)
+        for f in c["factors"]:
+            L = f * c["train_len"]
+            rows["model"].append(last["model"][0])
+            rows["seed"].append(int(last["seed"][0]))
+            rows["test_len"].append(L)
+            rows["string_accuracy"].append(float(last[_column(L)][0]))
     kw = dict(x="test_len", y="string_accuracy", ax=ax2, logx=True, style="errorbar")
     kw.update(xlabel="test string length", ylabel="string accuracy (measured)")
     kw["title"] = f"2. Trained on L = {c['min_len']}..{c['train_len']}, tested longer"
@@ -359,8 +381,16 @@ RECORD = Experiment(
     """,
     settings=CopyingSettings,
     presets={
-        "tiny": dict(_SMALL, theory_lengths=(4, 8, 16), trained_lengths=(4,), train_len=4)
-        | dict(width=16, n_steps=150, n_test=100, n_theory=500),
+        "tiny": dict(
+            _SMALL,
+            theory_lengths=(4, 8, 16),
+            trained_lengths=(4,),
+            train_len=4,
+            width=16,
+            n_steps=150,
+            n_test=100,
+            n_theory=500,
+        ),
         "quick": dict(
             _SMALL, trained_lengths=(), train_len=5, width=32, n_steps=300, target=0.5, n_test=200
         ),

@@ -344,12 +344,17 @@ def run(cfg, seeds, **kw):
                 floor["curve"] += [i] * len(found)
                 floor["param_seq_len"] += list(curve.seq_lens)
                 floor["floor_width"] += [np.nan if w is None else float(w) for w in found]
-        steps = curve.n_steps if online else {}
         for model in curve.searched():
-            kw = dict(grid={"seq_len": curve.lengths(model)}, **common)
-            kw.update(start=_start(cfg, curve, model, floors), n_steps=steps.get(model, "auto"))
-            kw["skip_after_miss"] = cfg.search != "bisect" or model == "fcn"
-            part = minimal_width({model: curve[model]}, task, curve.widths[model], **kw)
+            part = minimal_width(
+                {model: curve[model]},
+                task,
+                curve.widths[model],
+                grid={"seq_len": curve.lengths(model)},
+                start=_start(cfg, curve, model, floors),
+                skip_after_miss=cfg.search != "bisect" or model == "fcn",
+                n_steps=curve.n_steps[model] if online else "auto",
+                **common,
+            )
             widths.append(part.with_columns(curve=[i] * len(part)))
     meta = {"study": "minimal_width", "target": cfg.target_r2, "method": cfg.search}
     return {
@@ -438,8 +443,9 @@ def headline(result):
                 out[f"{key}.fcn_width"] = float(fcn["bound" if bound else "value"][0])
                 out[f"{key}.fcn_width_is_bound"] = float(bound)
     for name, law in (("law", Law.median(joint_laws(result))), ("floor_law", floor_law(result))):
-        values = (math.nan,) * 3 if law is None else (law.params["a"], law.params["b"], law.r2)
-        out |= {f"{name}.{k}": v for k, v in zip(("intercept", "slope", "r2"), values)}
+        out[f"{name}.intercept"] = math.nan if law is None else law.params["a"]
+        out[f"{name}.slope"] = math.nan if law is None else law.params["b"]
+        out[f"{name}.r2"] = math.nan if law is None else law.r2
     return out
 
 
@@ -477,9 +483,10 @@ def summary(result):
         ratios = []  # the FCN's median width over the transformer's, where both reached it
         for k in at:
             fcn, transformer = bands.get(f"{k}fcn_width"), bands.get(f"{k}transformer_width")
-            both = fcn is not None and transformer is not None
-            reached = both and not bands[f"{k}fcn_width_is_bound"]["max"]
-            ratios.append(f"{fcn['median'] / transformer['median']:.1f}" if reached else "n/a")
+            if fcn is None or transformer is None or bands[f"{k}fcn_width_is_bound"]["max"]:
+                ratios.append("n/a")
+            else:
+                ratios.append(f"{fcn['median'] / transformer['median']:.1f}")
         rows += [
             f"| | minimal width, fcn | {texts['fcn']} |",
             f"| | FCN / transformer width (medians) | {' / '.join(ratios)} |",
@@ -536,16 +543,25 @@ def figure(result, axes=None):
     i = (with_fcn or [0])[0]
     curve, xs, ys = cfg["curves"][i], *floor.where(curve=i).xy("seq_len", "floor_width")
     floor_label = "floor's minimal width (transformer)"
-    title = "Transformer per q, beside the floor's widths"
-    by_q.update(table=widths.where(model="transformer"), hue="curve", title=title)
-    both = dict(table=widths.where(curve=i), laws=_drawn(curve_laws(result, i)))
-    both["theory"] = {floor_label: (xs, ys)} if len(xs) else {}
-    both["theory_kw"] = {floor_label: {"color": "C0", **_SQUARES}}
-    both["labels"] = {"transformer": "transformer", "fcn": "FCN"}
-    both["colors"] = {"transformer": "C0", "fcn": "C1"}
-    both["title"] = f"Both models (d={curve['n_features']}, q={curve['n_selected']})"
+    panels = [
+        dict(
+            table=widths.where(model="transformer"),
+            hue="curve",
+            title="Transformer per q, beside the floor's widths",
+            **by_q,
+        ),
+        dict(
+            table=widths.where(curve=i),
+            laws=_drawn(curve_laws(result, i)),
+            theory={floor_label: (xs, ys)} if len(xs) else {},
+            theory_kw={floor_label: {"color": "C0", **_SQUARES}},
+            labels={"transformer": "transformer", "fcn": "FCN"},
+            colors={"transformer": "C0", "fcn": "C1"},
+            title=f"Both models (d={curve['n_features']}, q={curve['n_selected']})",
+        ),
+    ]
     ylabel = f"smallest width reaching R$^2$ >= {cfg['target_r2']:g}"
-    for ax, panel in zip(axes, (by_q, both)):
+    for ax, panel in zip(axes, panels):
         BandDisplay.from_table(**panel, **_AXES, ax=ax, ylabel=ylabel)
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2))
     if len(result.seeds) > 1:
@@ -584,23 +600,7 @@ def width_separation(
     return RECORD(cfg, seeds=seeds, device=device, progress=progress, n_jobs=n_jobs)
 
 
-def _curves(q2, q3, **settings):
-    """A preset: the q = 2 and q = 3 curves with these changes, and the other ``settings``."""
-    return dict(curves=(_Q2_CURVE.replace(**q2), _Q3_CURVE.replace(**q3)), **settings)
-
-
-# The presets' changes to the two curves (tiny, full, gpu).
 _TINY = dict(seq_lens=(4, 8), floor_rows=500)
-_TINY_Q2 = dict(_TINY, widths=dict.fromkeys(MODELS, (4, 8)), n_steps=dict.fromkeys(MODELS, 20))
-_TINY_Q3 = dict(_TINY, widths={"transformer": (8, 16)}, n_steps={"transformer": 20})
-_FULL_Q2 = dict(seq_lens=tuple(4 * 2**k for k in range(7)), fcn=_FCN_LONG, max_seq_len={"fcn": 64})
-_FULL_Q2 |= dict(widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)})
-_FULL_Q2["n_steps"] = dict.fromkeys(MODELS, 2000)
-_FULL_Q3 = dict(seq_lens=(16, 32, 64, 128, 256), n_steps={"transformer": 3000})
-_GPU_Q2 = dict(_FULL_Q2, seq_lens=tuple(4 * 2**k for k in range(9)), max_seq_len={"fcn": 128})
-_GPU_Q2 |= dict(widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)})
-_GPU_Q2["n_steps"] = dict.fromkeys(MODELS, 4000)
-_GPU_Q3 = dict(seq_lens=(16, 64, 256, 1024), n_features=8, n_steps={"transformer": 8000})
 
 RECORD = Experiment(
     name="separation",
@@ -627,10 +627,48 @@ RECORD = Experiment(
     [8.0, 8.0]
     """,
     presets={
-        "tiny": _curves(_TINY_Q2, _TINY_Q3, target_r2=0.5, n_val=200),
+        "tiny": dict(
+            curves=(
+                _Q2_CURVE.replace(
+                    widths={"transformer": (4, 8), "fcn": (4, 8)},
+                    n_steps={"transformer": 20, "fcn": 20},
+                    **_TINY,
+                ),
+                _Q3_CURVE.replace(
+                    widths={"transformer": (8, 16)}, n_steps={"transformer": 20}, **_TINY
+                ),
+            ),
+            target_r2=0.5,
+            n_val=200,
+        ),
         "quick": {},
-        "full": _curves(_FULL_Q2, _FULL_Q3),
-        "gpu": _curves(_GPU_Q2, _GPU_Q3, n_val=4000),
+        "full": dict(
+            curves=(
+                _Q2_CURVE.replace(
+                    seq_lens=tuple(4 * 2**k for k in range(7)),
+                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096)},
+                    n_steps={"transformer": 2000, "fcn": 2000},
+                    fcn=_FCN_LONG,
+                    max_seq_len={"fcn": 64},
+                ),
+                _Q3_CURVE.replace(seq_lens=(16, 32, 64, 128, 256), n_steps={"transformer": 3000}),
+            ),
+        ),
+        "gpu": dict(
+            curves=(
+                _Q2_CURVE.replace(
+                    seq_lens=tuple(4 * 2**k for k in range(9)),
+                    widths={"transformer": _Q2_GRID, "fcn": (*_FCN_GRID, 2048, 4096, 8192)},
+                    n_steps={"transformer": 4000, "fcn": 4000},
+                    fcn=_FCN_LONG,
+                    max_seq_len={"fcn": 128},
+                ),
+                _Q3_CURVE.replace(
+                    seq_lens=(16, 64, 256, 1024), n_features=8, n_steps={"transformer": 8000}
+                ),
+            ),
+            n_val=4000,
+        ),
     },
     provenance=PROVENANCE,
     aliases=("width",),
