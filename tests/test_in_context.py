@@ -127,6 +127,7 @@ def test_covariate_shift_and_examples_are_laws_to_draw_from():
         (dict(covariance=np.ones((2, 2, 2))), ValueError, "square matrix"),
         (dict(query_covariance=[[1, 3], [3, 1]]), ValueError, "query_covariance must be positive"),
         (dict(noise=-0.1), ValueError, "noise must be a finite number >= 0"),
+        (dict(noise=10**400), ValueError, "noise must be a finite number >= 0, got 1000"),
         (dict(seq_len=1), ValueError, "seq_len must be at least 2"),
     ],
 )

@@ -11,7 +11,9 @@ is not written in it). A law subclasses it and names itself for the messages.
 
 from __future__ import annotations
 
+import math
 import numbers
+import sys
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -57,11 +59,11 @@ def check_scale(value, name, *, positive):
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}.")
-    value = float(value)
-    if not np.isfinite(value) or value < 0 or (positive and value == 0):
+    number = float(value) if abs(value) <= sys.float_info.max else math.inf  # a huge int too
+    if not np.isfinite(number) or number < 0 or (positive and number == 0):
         bound = "> 0" if positive else ">= 0"
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
-    return value
+    return number
 
 
 def check_law_seed(value, name, of):

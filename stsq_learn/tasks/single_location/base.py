@@ -532,7 +532,10 @@ class _Guard:
 
 
 def _is_alignment(value):
-    return value is None or isinstance(value, list)
+    """None, or a list of lists of numbers a float64 holds (their shape is checked on loading)."""
+    return value is None or (
+        isinstance(value, list) and all(_is_number_list(pair) for pair in value)
+    )
 
 
 _FITTED_SCHEMA = {
