@@ -390,6 +390,8 @@ def _forge(name, version, kind, key, value):
     ("SparseTokenSelector", persistence.FORMAT_VERSION, "set fitted", "n_features_in_", 2**62, True)
 )
 @example(("FCNSelector", 1, "set fitted", "seq_len_", 10**30, False))
+# A fixed-state copier's file without its min_len (loaded as another code of the strings).
+@example(("FixedStateCopier", 5, "drop fitted", "min_len", None, True))
 # An alignment curve of a number beyond float64 (was NumPy's OverflowError on loading).
 @example(("ErfAttentionRegressor", 5, "set fitted", "alignment_curve_", [10**400], True))
 @example(("SparseTokenRetriever", 3, "set fitted", "n_features_in_", 2**40, True))

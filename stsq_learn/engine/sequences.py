@@ -385,6 +385,11 @@ class _UntrainedSequenceModel(_StringScore, AtomicSetParams, MultiOutputMixin, B
         task_class = get_task(self._task)
         schema = {"n_features_in_": size_check(1), "seq_len_": size_check(1)}
         check_fitted_state(state, schema, known=task_class.fitted_keys)
+        # Every file of these models (new in format 5) holds the task's fitted keys: a key
+        # missing is a forged file (min_len shapes the fixed-state copier's code).
+        missing = [k for k in task_class.fitted_keys if k not in state["fitted"]]
+        if missing:
+            raise ValueError(f"the fitted attribute {missing[0]!r} is missing.")
         if state["weights"] or state["history"]:
             raise ValueError(f"a {type(self).__name__} holds no weights and no history.")
         f = state["fitted"]
